@@ -1,0 +1,9 @@
+"""One simulation replicate of LDP-SGD inference: models, mechanisms, kernel, intervals.
+
+Imports only numpy, scipy and numba; the plumbing lives in ``pipeline``.
+"""
+
+from tasks.replicate import ReplicateResult, run_replicate
+from tasks.spec import ReplicateSpec, normalize_spec
+
+__all__ = ["ReplicateResult", "ReplicateSpec", "normalize_spec", "run_replicate"]

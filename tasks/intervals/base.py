@@ -1,0 +1,36 @@
+"""Base class of the confidence-interval methods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from tasks.stats import StreamingStats
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntervalMethod:
+    """A coordinatewise confidence-interval method built from streaming statistics.
+
+    Subclasses set ``name`` and implement :meth:`interval`; methods that need segment
+    sums also implement :meth:`cuts`, methods that draw random numbers set
+    ``uses_rng = True`` (they then get their own stream, SPEC section 6).
+    """
+
+    name: ClassVar[str]
+    uses_rng: ClassVar[bool] = False
+
+    def cuts(self, n: int, gamma: float) -> np.ndarray:
+        """Segment ends (in [1, n]) whose sums the method needs for a run of n steps."""
+        return np.array([n], dtype=np.int64)
+
+    def check(self, n: int, gamma: float) -> None:
+        """Raise ValueError if the method cannot be computed for n steps and this gamma."""
+
+    def interval(
+        self, stats: StreamingStats, level: float, rng: np.random.Generator | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Return (lower, upper), each of shape (d,), at confidence ``level`` in (0, 1)."""
+        raise NotImplementedError

@@ -1,0 +1,127 @@
+"""Multiplier block bootstrap over the SGD iterates (Dette & Graw)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from tasks.intervals.base import IntervalMethod
+from tasks.stats import StreamingStats, floor_power
+from tasks.validation import check_choice, check_float, check_int
+from tasks.warnings import OutsideTheoryWarning
+
+Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
+Form = Literal["basic", "percentile"]
+
+_SQRT5 = math.sqrt(5.0)
+
+
+def draw_multipliers(kind: Multiplier, size: tuple[int, int], rng: np.random.Generator):
+    """iid multipliers with mean 0 and variance 1."""
+    if kind == "uniform":
+        return rng.uniform(-math.sqrt(3.0), math.sqrt(3.0), size)
+    if kind == "rademacher":
+        return 2.0 * rng.integers(0, 2, size) - 1.0
+    if kind == "gaussian":
+        return rng.standard_normal(size)
+    # Mammen's two-point law: (1 - sqrt5)/2 w.p. (sqrt5 + 1)/(2 sqrt5), else (1 + sqrt5)/2.
+    low = rng.random(size) < (_SQRT5 + 1.0) / (2.0 * _SQRT5)
+    return np.where(low, (1.0 - _SQRT5) / 2.0, (1.0 + _SQRT5) / 2.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockBootstrap(IntervalMethod):
+    """Multiplier block bootstrap of the Polyak-Ruppert average.
+
+    Blocks of length l = floor(n^beta), m = floor(n / l) of them, with sums S_j;
+    theta*_r = (1/(m l)) sum_j e_j (S_j - l theta_bar_n), r = 1..B, with iid
+    multipliers e_j of mean 0 and variance 1. q_a are the coordinatewise empirical
+    quantiles (numpy's linear interpolation) of theta*_1..B.
+
+    Parameters
+    ----------
+    B : int
+        Number of bootstrap replicates, in [1, 10**6] (paper: 500).
+    beta : float
+        Block-length exponent, in (0, 1) (paper: 0.75). Theory needs gamma < beta.
+    multiplier : {'uniform', 'rademacher', 'gaussian', 'mammen'}
+        Law of the multipliers; uniform is Uniform(-sqrt 3, sqrt 3).
+    form : {'basic', 'percentile'}
+        'basic' (pivotal): [theta_bar - q_{1-a/2}, theta_bar - q_{a/2}];
+        'percentile' (as printed in the paper): [theta_bar + q_{a/2}, theta_bar + q_{1-a/2}].
+
+    References
+    ----------
+    Dette, H. & Graw, C. Uncertainty quantification by block bootstrap for
+    differentially private stochastic gradient descent.
+    """
+
+    name = "bb"
+    uses_rng: ClassVar[bool] = True
+
+    B: int = 500
+    beta: float = 0.75
+    multiplier: Multiplier = "uniform"
+    form: Form = "basic"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=1, high=10**6))
+        object.__setattr__(
+            self, "beta", check_float(self.beta, "beta", owner=self.name, low=0, high=1)
+        )
+        check_choice(
+            self.multiplier,
+            "multiplier",
+            ("uniform", "rademacher", "gaussian", "mammen"),
+            owner=self.name,
+        )
+        check_choice(self.form, "form", ("basic", "percentile"), owner=self.name)
+
+    def block_len(self, n: int) -> int:
+        """l = floor(n^beta)."""
+        return max(floor_power(n, self.beta), 1)
+
+    def n_blocks(self, n: int) -> int:
+        """m = floor(n / l)."""
+        return n // self.block_len(n)
+
+    def check(self, n: int, gamma: float) -> None:
+        m = self.n_blocks(n)
+        if m < 2:
+            raise ValueError(
+                f"The 'beta' parameter of bb gives fewer than 2 blocks for n = {n}: "
+                f"block_len = {self.block_len(n)}, n_blocks = {m}; bb needs n_blocks >= 2. "
+                f"Use a smaller beta or a larger n. Got beta = {self.beta}."
+            )
+        if gamma >= self.beta:
+            warnings.warn(
+                f"bb: the theory needs gamma < beta; got gamma = {gamma}, beta = {self.beta}.",
+                OutsideTheoryWarning,
+                stacklevel=2,
+            )
+
+    def cuts(self, n: int, gamma: float) -> np.ndarray:
+        block_len = self.block_len(n)
+        return block_len * np.arange(1, self.n_blocks(n) + 1, dtype=np.int64)
+
+    def interval(
+        self, stats: StreamingStats, level: float, rng: np.random.Generator | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        n = stats.n
+        if self.n_blocks(n) < 2:
+            raise ValueError(f"bb needs at least 2 blocks; n = {n} gives {self.n_blocks(n)}.")
+        block_len, n_blocks = self.block_len(n), self.n_blocks(n)
+        theta_bar = stats.theta_bar
+        bounds = np.concatenate([[0], self.cuts(n, stats.gamma)])
+        centred = stats.deviation_sums(bounds, theta_bar)  # S_j - l theta_bar, (m, d)
+        e = draw_multipliers(self.multiplier, (self.B, n_blocks), rng)
+        boot = e @ centred / (n_blocks * block_len)
+        alpha = 1.0 - level
+        q_lo, q_hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+        if self.form == "basic":
+            return theta_bar - q_hi, theta_bar - q_lo
+        return theta_bar + q_lo, theta_bar + q_hi

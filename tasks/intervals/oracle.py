@@ -1,0 +1,32 @@
+"""Oracle interval from the model's exact asymptotic covariance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from tasks.intervals.base import IntervalMethod
+from tasks.stats import StreamingStats
+
+
+@dataclass(frozen=True, kw_only=True)
+class Oracle(IntervalMethod):
+    """theta_bar_n +- z_{1-a/2} sqrt(Sigma_jj / n) with the exact Sigma = G^-1 S G^-1.
+
+    A reference only: a user does not know Sigma. No parameters.
+
+    References
+    ----------
+    Polyak, B. T. & Juditsky, A. B. (1992). Acceleration of stochastic approximation
+    by averaging. SIAM J. Control Optim. 30, 838-855.
+    """
+
+    name = "oracle"
+
+    def interval(
+        self, stats: StreamingStats, level: float, rng: np.random.Generator | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        half = sps.norm.ppf(0.5 + level / 2) * np.sqrt(np.diag(stats.asymptotic_cov) / stats.n)
+        return stats.theta_bar - half, stats.theta_bar + half

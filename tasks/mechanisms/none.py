@@ -1,0 +1,47 @@
+"""No privacy: the identity mechanism (eps = inf)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from tasks.mechanisms.base import Mechanism
+from tasks.models.base import Model
+
+
+@njit(cache=True)
+def _identity(g, params, rng):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoPrivacy(Mechanism):
+    """The non-private baseline: gradients are used as they are.
+
+    Parameters
+    ----------
+    eps : float
+        Must be ``inf`` (the default).
+    """
+
+    name = "none"
+    privatize = _identity
+
+    eps: float = math.inf
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not math.isinf(self.eps):
+            raise ValueError(f"The 'eps' parameter of none must be inf. Got {self.eps!r}.")
+
+    def params(self, model: Model) -> np.ndarray:
+        return np.zeros(1, dtype=np.float64)
+
+    def sensitivity(self, model: Model) -> float:
+        return model.l1_sensitivity()
+
+    def variance(self, model: Model) -> np.ndarray:
+        return np.zeros((model.dim, model.dim))

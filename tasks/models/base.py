@@ -1,0 +1,88 @@
+"""Base class of the models: data generator, gradient callback, truth and covariance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True, kw_only=True)
+class Model:
+    """A stochastic-gradient model usable inside the compiled LDP-SGD kernel.
+
+    Subclasses set ``name`` and ``sample_gradient`` (a numba ``njit`` function
+    ``(theta, params, rng, g_out) -> None`` that draws one fresh observation and writes
+    its gradient at ``theta`` into ``g_out``), and implement ``params``, ``truth``,
+    ``jacobian`` and ``gradient_cov``.
+    """
+
+    name: ClassVar[str]
+    sample_gradient: ClassVar[object]
+    #: True when the gradient takes only the two values of :meth:`gradient_range`
+    #: (d = 1), which makes randomized response applicable.
+    binary_gradient: ClassVar[bool] = False
+
+    @property
+    def dim(self) -> int:
+        """Dimension d of theta."""
+        raise NotImplementedError
+
+    def params(self) -> np.ndarray:
+        """Float64 parameter vector passed to ``sample_gradient``."""
+        raise NotImplementedError
+
+    def truth(self) -> np.ndarray:
+        """The minimizer theta* of the risk, shape (d,)."""
+        raise NotImplementedError
+
+    def jacobian(self) -> np.ndarray:
+        """G, the Jacobian of the mean gradient at theta*, shape (d, d)."""
+        raise NotImplementedError
+
+    def gradient_cov(self) -> np.ndarray:
+        """Covariance of the non-private gradient at theta*, shape (d, d)."""
+        raise NotImplementedError
+
+    def gradient_range(self) -> tuple[float, float]:
+        """Bounds (lo, hi) of every gradient coordinate over all data and theta.
+
+        Only meaningful where the gradient does not depend on theta's scale
+        (quantile-type models); used by randomized response.
+        """
+        raise NotImplementedError
+
+    def l1_sensitivity(self) -> float:
+        """Delta: the l1-diameter of the gradient's range over all data, at any theta."""
+        raise NotImplementedError
+
+    def max_l1_gradient_gap(self, theta: np.ndarray, n_samples: int, seed: int) -> float:
+        """Largest l1 distance between gradients of ``n_samples`` draws at ``theta``.
+
+        Used by audits: it must never exceed :meth:`l1_sensitivity`.
+        """
+        rng = np.random.Generator(np.random.PCG64(seed))
+        theta = np.asarray(theta, dtype=np.float64)
+        params = self.params()
+        grads = np.empty((n_samples, self.dim))
+        for k in range(n_samples):
+            type(self).sample_gradient(theta, params, rng, grads[k])
+        lo = grads.min(axis=0)
+        hi = grads.max(axis=0)
+        return float(np.sum(hi - lo))
+
+    def asymptotic_cov(self, noise_cov: np.ndarray, batch: int = 1) -> np.ndarray:
+        """Sigma = G^-1 S G^-1 of sqrt(n)(theta_bar_n - theta*) (Polyak & Juditsky 1992).
+
+        Parameters
+        ----------
+        noise_cov : ndarray, shape (d, d)
+            Covariance that the privacy mechanism adds to the gradient at theta*.
+        batch : int
+            Mini-batch size s >= 1: each step averages s privatized gradients.
+        """
+        g_inv = np.linalg.inv(self.jacobian())
+        s = (self.gradient_cov() + noise_cov) / batch
+        sigma = g_inv @ s @ g_inv.T
+        return (sigma + sigma.T) / 2

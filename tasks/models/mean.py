@@ -1,0 +1,73 @@
+"""Mean of bounded data: the sanity model with a linear gradient."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from scipy import stats
+
+from tasks.models.base import Model
+from tasks.validation import check_float, check_int
+
+
+@njit(cache=True)
+def _mean_gradient(theta, params, rng, g):
+    # params = (loc, low, high): x_j ~ N(loc, 1) truncated to [low, high]; g = theta - x.
+    for j in range(theta.shape[0]):
+        x = params[0] + rng.standard_normal()
+        while x < params[1] or x > params[2]:
+            x = params[0] + rng.standard_normal()
+        g[j] = theta[j] - x
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mean(Model):
+    """Mean of X with iid coordinates N(loc, 1) truncated to [loc - 1, loc + 1].
+
+    Parameters
+    ----------
+    d : int
+        Dimension, in [1, 64].
+    loc : float
+        Centre of the data's box [loc - 1, loc + 1]^d, any finite float; theta* = loc.
+
+    Notes
+    -----
+    Coordinates are N(loc, 1) truncated to [loc - 1, loc + 1], so theta* = E[X] = loc
+    and the box has l1-diameter 2d (SPEC 3.3 with the box centred at ``loc``).
+    g = theta - X is linear in theta: G = I, S = Cov(X) = v I with
+    v = 1 - 2 phi(1) / (2 Phi(1) - 1). The recursion is linear, which permits exact
+    finite-n checks.
+    """
+
+    name = "mean"
+    sample_gradient = _mean_gradient
+
+    d: int = 1
+    loc: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "d", check_int(self.d, "d", owner=self.name, low=1, high=64))
+        object.__setattr__(self, "loc", check_float(self.loc, "loc", owner=self.name))
+
+    @property
+    def dim(self) -> int:
+        return self.d
+
+    def params(self) -> np.ndarray:
+        return np.array([self.loc, self.loc - 1.0, self.loc + 1.0], dtype=np.float64)
+
+    def truth(self) -> np.ndarray:
+        return np.full(self.d, self.loc)
+
+    def jacobian(self) -> np.ndarray:
+        return np.eye(self.d)
+
+    def gradient_cov(self) -> np.ndarray:
+        v = 1.0 - 2.0 * stats.norm.pdf(1.0) / (2.0 * stats.norm.cdf(1.0) - 1.0)
+        return v * np.eye(self.d)
+
+    def l1_sensitivity(self) -> float:
+        return 2.0 * self.d

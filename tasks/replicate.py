@@ -1,0 +1,139 @@
+"""One simulation replicate: data -> LDP-SGD -> intervals by every method."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tasks.seeding import data_stream, method_stream
+from tasks.sgd import ldp_sgd
+from tasks.spec import ReplicateSpec, normalize_spec
+from tasks.stats import StreamingStats
+from tasks.validation import check_int
+
+
+@dataclass(frozen=True)
+class ReplicateResult:
+    """What one replicate returns; small and picklable.
+
+    Arrays have shape (d,), or (n_checkpoints, d) when the spec has checkpoints.
+    A method that failed has NaN bounds and its reason in ``failures``.
+    """
+
+    estimate: np.ndarray
+    truth: np.ndarray
+    lower: dict[str, np.ndarray]
+    upper: dict[str, np.ndarray]
+    seconds: float
+    checkpoints: tuple[int, ...] | None = None
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
+    """Segment ends the kernel must record: every method's partition at every checkpoint,
+    the checkpoints, and the powers of two (extra recentring points)."""
+    n = rs.n
+    parts = [np.array([n], dtype=np.int64), 2 ** np.arange(0, n.bit_length(), dtype=np.int64)]
+    for point in rs.checkpoints or (n,):
+        parts.append(np.array([point], dtype=np.int64))
+        for method in rs.methods.values():
+            try:
+                parts.append(method.cuts(point, rs.gamma))
+            except ValueError:
+                continue  # cannot be computed at this checkpoint; recorded as a failure
+    cuts = np.unique(np.concatenate(parts))
+    return cuts[(cuts >= 1) & (cuts <= n)]
+
+
+def run_stats(rs: ReplicateSpec, rep: int) -> StreamingStats:
+    """Run the LDP-SGD kernel of replicate ``rep`` and wrap its streaming statistics."""
+    model, mechanism = rs.model, rs.mechanism
+    out = ldp_sgd(
+        type(model).sample_gradient,
+        type(mechanism).privatize,
+        model.params(),
+        mechanism.params(model),
+        np.array(rs.theta0, dtype=np.float64),
+        rs.c,
+        rs.gamma,
+        rs.batch,
+        replicate_cuts(rs),
+        data_stream(rs.seed, rs.path_key(), rep),
+    )
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a = out
+    return StreamingStats(
+        n=rs.n,
+        cuts=replicate_cuts(rs),
+        seg_dev=seg_dev,
+        seg_shift=seg_shift,
+        snap_t=snap_t,
+        snap_b=snap_b,
+        snap_a=snap_a,
+        gamma=rs.gamma,
+        asymptotic_cov=model.asymptotic_cov(mechanism.variance(model), rs.batch),
+    )
+
+
+def run_replicate(spec: Mapping[str, Any] | ReplicateSpec, rep: int) -> ReplicateResult:
+    """Run replicate ``rep`` of ``spec``: a pure function of its arguments.
+
+    Parameters
+    ----------
+    spec : mapping or ReplicateSpec
+        See :func:`tasks.spec.normalize_spec`.
+    rep : int
+        Replicate index, >= 0. Together with the seed and the values of the spec it
+        determines every random number (SPEC section 6).
+
+    Returns
+    -------
+    ReplicateResult
+    """
+    rs = spec if isinstance(spec, ReplicateSpec) else normalize_spec(spec)
+    rep = check_int(rep, "rep", low=0)
+    start = time.perf_counter()
+    stats = run_stats(rs, rep)
+    points = rs.checkpoints or (rs.n,)
+    d = rs.model.dim
+    estimate = np.empty((len(points), d))
+    lower = {label: np.full((len(points), d), np.nan) for label in rs.methods}
+    upper = {label: np.full((len(points), d), np.nan) for label in rs.methods}
+    failures: dict[str, str] = {}
+    streams = {
+        label: method_stream(rs.seed, rs.path_key(), rep, rs.method_key(label))
+        if method.uses_rng
+        else None
+        for label, method in rs.methods.items()
+    }
+    for k, point in enumerate(points):
+        sub = stats if point == rs.n else stats.prefix(point)
+        estimate[k] = sub.theta_bar
+        for label, method in rs.methods.items():
+            try:
+                with np.errstate(all="raise"):
+                    lo, hi = method.interval(sub, rs.level, streams[label])
+                if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+                    raise FloatingPointError("non-finite interval bound")
+            except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+                where = f" at n = {point}" if rs.checkpoints else ""
+                failures.setdefault(label, f"{type(exc).__name__}{where}: {exc}")
+                continue
+            lower[label][k], upper[label][k] = lo, hi
+    seconds = time.perf_counter() - start
+    if rs.checkpoints is None:
+        estimate = estimate[0]
+        lower = {k: v[0] for k, v in lower.items()}
+        upper = {k: v[0] for k, v in upper.items()}
+    return ReplicateResult(
+        estimate=estimate,
+        truth=rs.model.truth(),
+        lower=lower,
+        upper=upper,
+        seconds=seconds,
+        checkpoints=rs.checkpoints,
+        failures=failures,
+    )

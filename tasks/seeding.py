@@ -1,0 +1,62 @@
+"""Random streams of a replicate, derived from values, never from grid positions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+
+def _canonical(obj: object) -> object:
+    if isinstance(obj, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, list | tuple):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, bool | str) or obj is None:
+        return obj
+    if isinstance(obj, int | np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        return repr(x) if not math.isfinite(x) else x
+    raise TypeError(f"Cannot hash a value of type {type(obj).__name__}: {obj!r}")
+
+
+def stable_hash(obj: object) -> tuple[int, ...]:
+    """Four 32-bit words of the SHA-256 of ``obj``'s canonical JSON (stable across runs)."""
+    text = json.dumps(_canonical(obj), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).digest()
+    return tuple(int.from_bytes(digest[4 * i : 4 * i + 4], "little") for i in range(4))
+
+
+def data_stream(seed: int, path_key: Mapping, rep: int) -> np.random.Generator:
+    """The data-and-privacy-noise stream of replicate ``rep`` (SPEC section 6).
+
+    Parameters
+    ----------
+    seed : int
+        The sweep seed, >= 0.
+    path_key : mapping
+        The values that shape the SGD path (model and its parameters, mechanism, eps,
+        n, c, gamma, theta0, batch).
+    rep : int
+        Replicate index, >= 0.
+    """
+    return np.random.Generator(np.random.PCG64(_seed_sequence(seed, path_key, rep)))
+
+
+def method_stream(
+    seed: int, path_key: Mapping, rep: int, method_key: Mapping
+) -> np.random.Generator:
+    """A child stream of the replicate's seed sequence for one interval method."""
+    ss = np.random.SeedSequence(
+        _seed_sequence(seed, path_key, rep).entropy, spawn_key=stable_hash(method_key)
+    )
+    return np.random.Generator(np.random.PCG64(ss))
+
+
+def _seed_sequence(seed: int, path_key: Mapping, rep: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence([int(seed), *stable_hash(path_key), int(rep)])

@@ -1,0 +1,220 @@
+"""Validation of one replicate's specification: a plain mapping -> ReplicateSpec."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tasks import intervals, mechanisms, models
+from tasks.intervals.base import IntervalMethod
+from tasks.mechanisms.base import Mechanism
+from tasks.models.base import Model
+from tasks.validation import check_float, check_int, check_vector, lookup
+from tasks.warnings import OutsideTheoryWarning
+
+#: Keys of a replicate spec besides the model's own parameters.
+SPEC_KEYS = (
+    "model",
+    "mechanism",
+    "eps",
+    "n",
+    "c",
+    "gamma",
+    "theta0",
+    "batch",
+    "methods",
+    "level",
+    "seed",
+    "checkpoints",
+)
+DEFAULTS: dict[str, Any] = {
+    "c": 1.0,
+    "gamma": 0.51,
+    "theta0": 0.0,
+    "batch": 1,
+    "level": 0.9,
+    "seed": 0,
+    "methods": {"bb": {}, "bm": {}, "sn": {}, "oracle": {}},
+}
+#: Paper's pairing of models and mechanisms, used when 'mechanism' is not given.
+DEFAULT_MECHANISM = {"quantile": "randomized_response"}
+
+
+def unit_params(cls: type) -> list[str]:
+    """Constructor parameters of a unit dataclass."""
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def model_param_keys() -> set[str]:
+    """Every parameter name of every registered model."""
+    return {p for cls in models.REGISTRY.values() for p in unit_params(cls)}
+
+
+def build_unit(cls: type, params: Mapping[str, Any], what: str):
+    """Construct ``cls(**params)`` after checking that every key is a parameter."""
+    allowed = unit_params(cls)
+    for key in params:
+        if key not in allowed:
+            listed = ", ".join(allowed) if allowed else "(none)"
+            raise ValueError(
+                f"Unknown parameter {key!r} of {what} {cls.name!r}. Its parameters are: {listed}."
+            )
+    return cls(**params)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicateSpec:
+    """A validated, normalized replicate specification (see :func:`normalize_spec`)."""
+
+    model: Model
+    mechanism: Mechanism
+    n: int
+    c: float
+    gamma: float
+    theta0: tuple[float, ...]
+    batch: int
+    methods: dict[str, IntervalMethod]
+    level: float
+    seed: int
+    checkpoints: tuple[int, ...] | None
+
+    def path_key(self) -> dict[str, Any]:
+        """The values that shape the SGD path; they key the data stream."""
+        return {
+            "model": self.model.name,
+            **dataclasses.asdict(self.model),
+            "mechanism": self.mechanism.name,
+            "eps": self.mechanism.eps,
+            "n": self.n,
+            "c": self.c,
+            "gamma": self.gamma,
+            "theta0": list(self.theta0),
+            "batch": self.batch,
+        }
+
+    def method_key(self, label: str) -> dict[str, Any]:
+        """Key of one method's own stream: its label, kind and parameters."""
+        method = self.methods[label]
+        return {"label": label, "method": method.name, **dataclasses.asdict(method)}
+
+
+def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
+    """Validate a replicate specification and return it normalized.
+
+    Parameters
+    ----------
+    spec : mapping
+        ``model`` (str, required) and its parameters as top-level keys (e.g. ``tau``);
+        ``mechanism`` (str; default randomized_response for quantile, laplace
+        otherwise); ``eps`` in (0, inf] (default 1, inf for 'none'); ``n`` int >= 2;
+        ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
+        floats (0); ``batch`` int >= 1 (1); ``methods`` mapping label -> parameters,
+        with optional ``method`` naming the kind (default: the label); ``level`` in
+        (0, 1) (0.9); ``seed`` int >= 0 (0); ``checkpoints`` optional list of ints in
+        [1, n] at which every interval is also computed.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the parameter, what is allowed and the value received.
+
+    Warns
+    -----
+    OutsideTheoryWarning
+        gamma outside (1/2, 1), or a bootstrap beta <= gamma.
+    """
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"A replicate spec must be a mapping. Got {type(spec).__name__}.")
+    model_keys = model_param_keys()
+    for key in spec:
+        if key not in SPEC_KEYS and key not in model_keys:
+            allowed = ", ".join([*SPEC_KEYS, *sorted(model_keys)])
+            raise ValueError(f"Unknown key {key!r}. Allowed keys are: {allowed}.")
+    if "model" not in spec:
+        names = ", ".join(repr(k) for k in models.REGISTRY)
+        raise ValueError(f"The 'model' key is required; one of {names}.")
+    model_cls = lookup(models.REGISTRY, spec["model"], "model")
+    own = set(unit_params(model_cls))
+    for key in sorted(model_keys & set(spec)):
+        if key not in own:
+            raise ValueError(
+                f"The {key!r} parameter does not apply to model {model_cls.name!r}; its "
+                f"parameters are: {', '.join(unit_params(model_cls))}."
+            )
+    model = build_unit(model_cls, {k: spec[k] for k in own if k in spec}, "model")
+
+    mech_name = spec.get("mechanism", DEFAULT_MECHANISM.get(model.name, "laplace"))
+    mech_cls = lookup(mechanisms.REGISTRY, mech_name, "mechanism")
+    mech_params = {"eps": spec["eps"]} if "eps" in spec else {}
+    if mech_cls.name != "none" and "eps" not in spec:
+        mech_params = {"eps": 1.0}
+    mechanism = build_unit(mech_cls, mech_params, "mechanism")
+    mechanism.check_model(model)
+
+    values = {**DEFAULTS, **spec}
+    if "n" not in spec:
+        raise ValueError("The 'n' key is required: an int in [2, inf].")
+    n = check_int(values["n"], "n", low=2)
+    c = check_float(values["c"], "c", low=0)
+    gamma = check_float(values["gamma"], "gamma", low=0, high=1, high_open=False)
+    if not 0.5 < gamma < 1.0:
+        warnings.warn(
+            f"gamma = {gamma} is outside (1/2, 1), where averaged SGD is asymptotically "
+            "normal (Polyak & Juditsky 1992).",
+            OutsideTheoryWarning,
+            stacklevel=2,
+        )
+    theta0 = check_vector(values["theta0"], "theta0", model.dim)
+    batch = check_int(values["batch"], "batch", low=1, high=10**6)
+    level = check_float(values["level"], "level", low=0, high=1)
+    seed = check_int(values["seed"], "seed", low=0, high=2**63 - 1)
+
+    raw_methods = values["methods"]
+    if not isinstance(raw_methods, Mapping) or not raw_methods:
+        raise TypeError(
+            f"The 'methods' parameter must be a non-empty mapping label -> parameters, "
+            f"labels from {', '.join(intervals.REGISTRY)}. Got {raw_methods!r}."
+        )
+    methods: dict[str, IntervalMethod] = {}
+    for label, params in raw_methods.items():
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise TypeError(
+                f"The parameters of method {label!r} must be a mapping. Got {params!r}."
+            )
+        params = dict(params)
+        kind = params.pop("method", label)
+        cls = lookup(intervals.REGISTRY, kind, "method")
+        methods[str(label)] = build_unit(cls, params, "method")
+
+    checkpoints = None
+    if spec.get("checkpoints") is not None:
+        raw = spec["checkpoints"]
+        if not isinstance(raw, list | tuple) or not raw:
+            raise TypeError(
+                f"The 'checkpoints' parameter must be a non-empty list of ints in [1, {n}]. "
+                f"Got {raw!r}."
+            )
+        points = {check_int(p, "checkpoints", low=1, high=n) for p in raw}
+        checkpoints = tuple(sorted(points | {n}))
+
+    for method in methods.values():
+        method.check(n, gamma)
+
+    return ReplicateSpec(
+        model=model,
+        mechanism=mechanism,
+        n=n,
+        c=c,
+        gamma=gamma,
+        theta0=theta0,
+        batch=batch,
+        methods=methods,
+        level=level,
+        seed=seed,
+        checkpoints=checkpoints,
+    )

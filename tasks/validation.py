@@ -1,0 +1,173 @@
+"""Parameter checks shared by every unit; each returns the normalized value."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "check_choice",
+    "check_float",
+    "check_int",
+    "check_vector",
+]
+
+
+def _fmt(value: object) -> str:
+    return repr(value)
+
+
+def _where(owner: str | None) -> str:
+    return f" of {owner}" if owner else ""
+
+
+def check_float(
+    value: object,
+    name: str,
+    *,
+    owner: str | None = None,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = True,
+    high_open: bool = True,
+    allow_inf: bool = False,
+) -> float:
+    """Validate a real number in an interval and return it as ``float``.
+
+    Parameters
+    ----------
+    value : object
+        The value received.
+    name, owner : str
+        Parameter name and the unit it belongs to, for the message.
+    low, high : float
+        Interval bounds; ``low_open``/``high_open`` say whether they are excluded.
+    allow_inf : bool
+        Whether ``+inf`` is allowed (``high`` must then be ``inf`` and closed).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number (bools and strings are rejected).
+    ValueError
+        If ``value`` is NaN, infinite when not allowed, or outside the interval.
+    """
+    lb = "(" if low_open else "["
+    hb = ")" if high_open and not allow_inf else "]"
+    allowed = f"a float in {lb}{low:g}, {high:g}{hb}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+        )
+    v = float(value)
+    ok = not math.isnan(v)
+    if ok and math.isinf(v):
+        ok = allow_inf and v > 0
+    if ok and not math.isinf(v):
+        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+    if not ok:
+        raise ValueError(
+            f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+        )
+    return v
+
+
+def check_int(
+    value: object,
+    name: str,
+    *,
+    owner: str | None = None,
+    low: int | None = None,
+    high: int | None = None,
+) -> int:
+    """Validate an integer in ``[low, high]`` and return it as ``int``.
+
+    Integral floats such as ``1e6`` are accepted (TOML users write ``n = 1e6``).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer or an integral float.
+    ValueError
+        If ``value`` is outside ``[low, high]``.
+    """
+    lo = "-inf" if low is None else str(low)
+    hi = "inf" if high is None else str(high)
+    allowed = f"an int in [{lo}, {hi}]"
+    if isinstance(value, bool):
+        raise TypeError(
+            f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+        )
+    if isinstance(value, numbers.Integral):
+        v = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        v = int(value)
+    else:
+        exc = ValueError if isinstance(value, numbers.Real) else TypeError
+        raise exc(f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}.")
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise ValueError(
+            f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+        )
+    return v
+
+
+def check_choice(value: object, name: str, choices: Iterable[str], *, owner: str | None = None):
+    """Validate that ``value`` is one of ``choices`` (strings) and return it."""
+    choices = list(choices)
+    listed = ", ".join(repr(c) for c in choices)
+    if not isinstance(value, str):
+        raise TypeError(
+            f"The {name!r} parameter{_where(owner)} must be one of {listed}. Got {_fmt(value)}."
+        )
+    if value not in choices:
+        raise ValueError(
+            f"The {name!r} parameter{_where(owner)} must be one of {listed}. Got {_fmt(value)}."
+        )
+    return value
+
+
+def check_vector(
+    value: object, name: str, d: int, *, owner: str | None = None
+) -> tuple[float, ...]:
+    """Validate a finite real scalar or length-``d`` sequence; return a tuple of floats.
+
+    A scalar is broadcast to length ``d``.
+    """
+    allowed = f"a finite float or a list of {d} finite floats"
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        items: Sequence[object] = [value] * d
+    elif isinstance(value, Sequence | np.ndarray) and not isinstance(value, str):
+        items = list(value)
+    else:
+        raise TypeError(
+            f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+        )
+    if len(items) != d:
+        raise ValueError(
+            f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+        )
+    out = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, numbers.Real):
+            raise TypeError(
+                f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+            )
+        if not math.isfinite(float(item)):
+            raise ValueError(
+                f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+            )
+        out.append(float(item))
+    return tuple(out)
+
+
+def lookup(registry: dict, name: object, kind: str):
+    """Return ``registry[name]`` or raise with the list of valid names."""
+    if not isinstance(name, str) or name not in registry:
+        valid = ", ".join(repr(k) for k in sorted(registry))
+        exc = TypeError if not isinstance(name, str) else ValueError
+        raise exc(f"Unknown {kind} {name!r}. Available {kind}s are: {valid}.")
+    return registry[name]
