@@ -3,7 +3,13 @@
 Imports only numpy, scipy and numba; the plumbing lives in ``pipeline``.
 """
 
-from tasks.replicate import ReplicateResult, run_replicate
+from tasks.replicate import ReplicateResult, compute_replicate, run_replicate
 from tasks.spec import ReplicateSpec, normalize_spec
 
-__all__ = ["ReplicateResult", "ReplicateSpec", "normalize_spec", "run_replicate"]
+__all__ = [
+    "ReplicateResult",
+    "ReplicateSpec",
+    "compute_replicate",
+    "normalize_spec",
+    "run_replicate",
+]

@@ -49,8 +49,8 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
     return cuts[(cuts >= 1) & (cuts <= n)]
 
 
-def run_stats(rs: ReplicateSpec, rep: int) -> StreamingStats:
-    """Run the LDP-SGD kernel of replicate ``rep`` and wrap its streaming statistics."""
+def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
+    """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics."""
     model, mechanism = rs.model, rs.mechanism
     out = ldp_sgd(
         type(model).sample_gradient,
@@ -62,7 +62,7 @@ def run_stats(rs: ReplicateSpec, rep: int) -> StreamingStats:
         rs.gamma,
         rs.batch,
         replicate_cuts(rs),
-        data_stream(rs.seed, rs.path_key(), rep),
+        data_rng,
     )
     _, seg_dev, seg_shift, snap_t, snap_b, snap_a = out
     return StreamingStats(
@@ -95,27 +95,45 @@ def run_replicate(spec: Mapping[str, Any] | ReplicateSpec, rep: int) -> Replicat
     """
     rs = spec if isinstance(spec, ReplicateSpec) else normalize_spec(spec)
     rep = check_int(rep, "rep", low=0)
+    streams = {
+        label: method_stream(rs.seed, rs.path_key(), rep, rs.method_key(label))
+        for label, method in rs.methods.items()
+        if method.uses_rng
+    }
+    return compute_replicate(rs, data_stream(rs.seed, rs.path_key(), rep), streams)
+
+
+def compute_replicate(
+    rs: ReplicateSpec,
+    data_rng: np.random.Generator,
+    method_rngs: Mapping[str, np.random.Generator],
+) -> ReplicateResult:
+    """The replicate on given streams (:func:`run_replicate` derives them from the seed).
+
+    Parameters
+    ----------
+    rs : ReplicateSpec
+        Normalized specification.
+    data_rng : numpy.random.Generator
+        Stream of the data and the privacy noise.
+    method_rngs : mapping label -> Generator
+        One stream per method that draws random numbers (``uses_rng``).
+    """
     start = time.perf_counter()
-    stats = run_stats(rs, rep)
+    stats = run_stats(rs, data_rng)
     points = rs.checkpoints or (rs.n,)
     d = rs.model.dim
     estimate = np.empty((len(points), d))
     lower = {label: np.full((len(points), d), np.nan) for label in rs.methods}
     upper = {label: np.full((len(points), d), np.nan) for label in rs.methods}
     failures: dict[str, str] = {}
-    streams = {
-        label: method_stream(rs.seed, rs.path_key(), rep, rs.method_key(label))
-        if method.uses_rng
-        else None
-        for label, method in rs.methods.items()
-    }
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
         for label, method in rs.methods.items():
             try:
                 with np.errstate(all="raise"):
-                    lo, hi = method.interval(sub, rs.level, streams[label])
+                    lo, hi = method.interval(sub, rs.level, method_rngs.get(label))
                 if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
                     raise FloatingPointError("non-finite interval bound")
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
