@@ -275,7 +275,7 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=300
 Waittime=0
-SchedulerParameters=sched_interval=5
+SchedulerParameters=batch_sched_delay=0,bf_interval=5
 NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=$cpus $topo RealMemory=$mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF

@@ -1,0 +1,1 @@
+"""The plumbing of ldpsim: sweeps, Dask execution, the Zarr store, summaries, CLI."""

@@ -45,7 +45,7 @@ def eta_schedule(n, c, gamma):
     return out
 
 
-@njit
+@njit  # not cache=True: numba cannot cache functions taking dispatchers
 def ldp_sgd(
     sample_gradient, privatize, model_params, mech_params, theta0, c, gamma, batch, cuts, rng
 ):
@@ -80,7 +80,8 @@ def ldp_sgd(
     seg_dev : ndarray (K, d)
         sum over segment k of (theta_i - seg_shift[k]).
     seg_shift : ndarray (K, d)
-        The centre in force during segment k (the running mean at its start).
+        The centre in force during segment k (the running mean at the last power of two
+        before it).
     snap_t, snap_b : ndarray (K, d)
         At the end of segment k: T_s = sum_{i<=s} (theta_i - seg_shift[k]) and
         b_s = sum_{r<=s} r T_r.
@@ -89,8 +90,11 @@ def ldp_sgd(
 
     Notes
     -----
-    The sums are recentred at every cut to the running mean, which keeps them free of
-    cancellation for theta* far from theta_0 and n up to 1e9 (SPEC section 4).
+    The sums are recentred to the running mean at every cut that is a power of two,
+    which keeps them free of cancellation for theta* far from theta_0 and n up to 1e9
+    (SPEC section 4). Recentring only at these fixed points, never at the other cuts,
+    makes every statistic independent of which other cuts were requested: adding an
+    interval method or a checkpoint leaves the other results bit-identical (SPEC 6).
     Memory is O(K d^2), independent of n.
     """
     d = theta0.shape[0]
@@ -144,6 +148,8 @@ def ldp_sgd(
             for m in range(j + 1):
                 snap_a[k, j, m] = amat[j, m]
                 snap_a[k, m, j] = amat[j, m]
+        if end & (end - 1) != 0:
+            continue
         # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
         s = float(end)
         c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0

@@ -71,22 +71,35 @@ class StreamingStats:
     def deviation_sums(self, bounds: np.ndarray, ref: np.ndarray) -> np.ndarray:
         """Sums of (theta_i - ref) over (bounds[j-1], bounds[j]], j = 1..len(bounds)-1.
 
-        ``bounds`` must be increasing, start at 0 or a cut, and consist of cuts. Sums
-        are formed segment by segment around each segment's centre, so they keep full
-        precision however far ``ref`` and theta* lie from 0.
+        ``bounds`` must be increasing, start at 0 or a cut, and consist of cuts. Each sum
+        is formed from the running sums T at its two ends and at the recentring points
+        (powers of two) inside it, around the centre in force there, so it keeps full
+        precision however far ``ref`` and theta* lie from 0, and it does not depend on
+        which other cuts the run recorded (SPEC 6: adding a method changes nothing else).
         """
         bounds = np.asarray(bounds, dtype=np.int64)
-        lengths = np.diff(np.concatenate([[0], self.cuts]))
-        contrib = self.seg_dev + lengths[:, None] * (self.seg_shift - ref)
-        idx = np.searchsorted(self.cuts, bounds)
+        cuts = self.cuts
+        idx = np.searchsorted(cuts, bounds)
         inner = bounds > 0
-        if np.any(idx[inner] >= len(self.cuts)) or np.any(self.cuts[idx[inner]] != bounds[inner]):
+        if np.any(idx[inner] >= len(cuts)) or np.any(cuts[idx[inner]] != bounds[inner]):
             raise ValueError("Partition bounds must be cuts of the run.")
-        starts = np.where(inner, idx + 1, 0)[:-1]
-        stops = idx[1:] + 1
+        # T just after cut k, around the centre of the segment that follows it: the
+        # kernel recentres after cuts that are powers of two, T -> T - s * delta.
+        recentred = (cuts & (cuts - 1)) == 0
+        t_after = self.snap_t.copy()
+        k = np.flatnonzero(recentred[:-1])
+        t_after[k] -= cuts[k, None] * (self.seg_shift[k + 1] - self.seg_shift[k])
+        # Pieces of the partition: split every part at the recentring points inside it.
+        points = np.union1d(bounds, cuts[recentred & (cuts > bounds[0]) & (cuts < bounds[-1])])
+        kp = np.searchsorted(cuts, points)
+        left, right = kp[:-1], kp[1:]
+        start_t = np.where(points[:-1, None] > 0, t_after[left], 0.0)  # T_0 = 0
+        lengths = np.diff(points).astype(np.float64)
+        pieces = self.snap_t[right] - start_t + lengths[:, None] * (self.seg_shift[right] - ref)
+        first = np.searchsorted(points, bounds)
         out = np.empty((len(bounds) - 1, self.dim))
-        for j, (a, b) in enumerate(zip(starts, stops, strict=True)):
-            out[j] = contrib[a:b].sum(axis=0)
+        for j in range(len(bounds) - 1):
+            out[j] = pieces[first[j] : first[j + 1]].sum(axis=0)
         return out
 
     def self_normalizer(self) -> np.ndarray:

@@ -1,0 +1,207 @@
+"""The `ldpsim` command line: run, status, errors, summarize, plot, list."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import InputError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+FORMATS = ("text", "markdown", "latex", "csv", "json")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as one line and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _bounds(text: str) -> tuple[int, int]:
+    try:
+        low, high = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX jobs, got {text!r}") from None
+    if not 0 <= low <= high or high < 1:
+        raise argparse.ArgumentTypeError(f"expected 0 <= MIN <= MAX, MAX >= 1; got {text!r}")
+    return low, high
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ldpsim", description="Simulation sweeps of LDP-SGD inference.")
+    sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run (or resume) a sweep: computes only what is not done")
+    run.add_argument("sweep", help="built-in sweep name (see `ldpsim list`) or a TOML file")
+    run.add_argument("--store", help="Zarr store path (default outputs/<sweep>.zarr)")
+    run.add_argument("--workers", type=_positive_int, help="local workers (default: cores)")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
+    where.add_argument("--cluster", help="cluster name (cluster/NAME.yaml) or a YAML file")
+    scale = run.add_mutually_exclusive_group()
+    scale.add_argument("--jobs", type=_positive_int, help="batch clusters: fixed number of jobs")
+    scale.add_argument("--adapt", type=_bounds, metavar="MIN:MAX", help="adaptive job bounds")
+    run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a value: eps=2, grid.n=[1e4,1e5], methods.bb.B=100, seed=3",
+    )
+
+    status = sub.add_parser("status", help="replicates done / failed per grid point")
+    status.add_argument("store")
+    errors = sub.add_parser("errors", help="tracebacks of failed replicates and methods")
+    errors.add_argument("store")
+    summarize = sub.add_parser("summarize", help="coverage and length table")
+    summarize.add_argument("store")
+    summarize.add_argument("--format", choices=FORMATS, default="text")
+    plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
+    plot.add_argument("store")
+    plot.add_argument("--out", help="output folder (default: <store>-figures next to the store)")
+    sub.add_parser("list", help="built-in sweeps and cluster configurations")
+    return parser
+
+
+def cmd_run(args) -> int:
+    from pipeline.runner import run_sweep
+    from pipeline.sweep import load_sweep
+
+    sweep = load_sweep(args.sweep, args.set, args.replicates)
+    store = Path(args.store) if args.store else Path("outputs") / f"{sweep.name}.zarr"
+    if (args.jobs or args.adapt) and not args.cluster:
+        raise InputError("--jobs and --adapt need --cluster (a batch cluster such as slurm).")
+    if args.workers and (args.scheduler or args.cluster not in (None, "local")):
+        raise InputError("--workers applies to the local cluster only.")
+    for message in sweep.check_theory():
+        print(f"warning: {message}", file=sys.stderr)
+    report = run_sweep(
+        sweep,
+        store,
+        workers=args.workers,
+        scheduler=args.scheduler,
+        cluster=args.cluster,
+        jobs=args.jobs,
+        adapt=args.adapt,
+    )
+    return report.exit_code
+
+
+def cmd_status(args) -> int:
+    from pipeline.store import open_dataset
+
+    ds = open_dataset(args.store)
+    grid = [d for d in ds["done"].dims if d != "rep"]
+    done = ds["done"].values
+    failed = ds["failed"].values
+    total = done.size
+    print(f"{args.store}: {int(done.sum())}/{total} replicates done, {int(failed.sum())} failed")
+    if grid:
+        for index in np.ndindex(*done.shape[:-1]):
+            label = ", ".join(f"{d}={ds[d].values[i]}" for d, i in zip(grid, index, strict=True))
+            print(
+                f"  {label}: {int(done[index].sum())}/{done.shape[-1]} done, "
+                f"{int(failed[index].sum())} failed"
+            )
+    return EXIT_FAILED if failed.any() else EXIT_OK
+
+
+def cmd_errors(args) -> int:
+    from pipeline.store import iter_errors, read_attrs
+
+    read_attrs(args.store)
+    count = 0
+    for record in iter_errors(args.store):
+        count += 1
+        print(
+            f"--- {record.get('kind')} failure: {record.get('key')} rep {record.get('rep')} "
+            f"(seed {record.get('seed')})"
+        )
+        print(f"parameters: {json.dumps(record.get('spec'), default=str)}")
+        print(record.get("traceback") or record.get("error"))
+    if not count:
+        print(f"No failures recorded in {args.store}.")
+    return EXIT_FAILED if count else EXIT_OK
+
+
+def cmd_summarize(args) -> int:
+    from pipeline.store import open_dataset
+    from pipeline.summary import format_table, summarize
+
+    print(format_table(summarize(open_dataset(args.store)), args.format))
+    return EXIT_OK
+
+
+def cmd_plot(args) -> int:
+    from pipeline.plots import plot_store
+    from pipeline.store import read_attrs
+
+    read_attrs(args.store)
+    out = (
+        Path(args.out)
+        if args.out
+        else Path(str(Path(args.store)).removesuffix(".zarr") + "-figures")
+    )
+    for path in plot_store(args.store, out):
+        print(path)
+    return EXIT_OK
+
+
+def cmd_list(args) -> int:
+    from pipeline.clusters import available_clusters
+    from pipeline.sweep import builtin_sweeps
+
+    print("Built-in sweeps:")
+    for name, description in builtin_sweeps().items():
+        print(f"  {name:<14} {description}")
+    print("Clusters (--cluster NAME):")
+    for name in available_clusters():
+        print(f"  {name}")
+    return EXIT_OK
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "status": cmd_status,
+    "errors": cmd_errors,
+    "summarize": cmd_summarize,
+    "plot": cmd_plot,
+    "list": cmd_list,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `ldpsim` and `python -m pipeline`; returns the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.verb](args)
+    except InputError as exc:
+        print(f"ldpsim: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(
+            "ldpsim: interrupted; finished replicates are kept, run again to resume.",
+            file=sys.stderr,
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

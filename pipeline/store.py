@@ -1,0 +1,470 @@
+"""The Zarr v3 store of a sweep: template, extension, chunk writes, error records.
+
+The store is the registry of what is done: a replicate's ``done`` flag is written
+only after its values, by the client, which is the only writer. Every write covers
+whole chunks (one grid point x ``rep_chunk`` replicates).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+import zarr
+
+from pipeline.errors import InputError
+from pipeline.sweep import GridPoint, Sweep
+
+#: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
+META_GROUP = "ldpsim"
+VARIABLE_ATTRS: dict[str, dict[str, str]] = {
+    "estimate": {
+        "long_name": "Polyak-Ruppert average theta_bar_n of LDP-SGD",
+        "units": "parameter units",
+    },
+    "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
+    "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
+    "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
+    "done": {"long_name": "replicate durably written", "units": "1"},
+    "failed": {"long_name": "replicate raised an error (see `ldpsim errors`)", "units": "1"},
+    "method_failed": {
+        "long_name": "interval method could not be computed (see `ldpsim errors`)",
+        "units": "1",
+    },
+    "seconds": {"long_name": "compute time of the replicate", "units": "s"},
+    "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
+}
+COORD_ATTRS = {
+    "rep": {"long_name": "replicate index"},
+    "coord": {"long_name": "coordinate j of theta"},
+    "method": {"long_name": "interval method label"},
+    "checkpoint": {"long_name": "number of SGD steps at which the interval is taken"},
+    "n": {"long_name": "number of SGD steps (sample size)"},
+    "tau": {"long_name": "quantile level"},
+    "eps": {"long_name": "local differential privacy parameter"},
+}
+
+
+def default_rep_chunk(sweep: Sweep) -> int:
+    """Replicates per chunk (= per task): about 5e7 SGD steps per task, in [1, 100]."""
+    if sweep.rep_chunk is not None:
+        return sweep.rep_chunk
+    max_n = max(p.normalized.n for p in sweep.points())
+    return int(min(100, max(1, 5e7 // max_n)))
+
+
+def library_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("ldpsim", "numpy", "scipy", "numba", "dask", "distributed", "xarray", "zarr"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+@dataclass
+class Layout:
+    """Dimension names and sizes of a sweep's store."""
+
+    axes: list[str]
+    axis_values: dict[str, list[Any]]
+    methods: list[str]
+    replicates: int
+    d: int
+    checkpoints: list[int] | None
+    rep_chunk: int
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(len(self.axis_values[a]) for a in self.axes)
+
+    def extra(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        if self.checkpoints is None:
+            return ("coord",), (self.d,)
+        return ("checkpoint", "coord"), (len(self.checkpoints), self.d)
+
+
+def layout_for(sweep: Sweep, rep_chunk: int | None = None) -> Layout:
+    points = sweep.points()
+    checkpoints = points[0].normalized.checkpoints
+    return Layout(
+        axes=list(sweep.grid),
+        axis_values={a: list(v) for a, v in sweep.grid.items()},
+        methods=list(sweep.methods),
+        replicates=sweep.replicates,
+        d=max(p.normalized.model.dim for p in points),
+        checkpoints=list(checkpoints) if checkpoints else None,
+        rep_chunk=rep_chunk or default_rep_chunk(sweep),
+    )
+
+
+def _coord_array(name: str, values: list[Any]) -> np.ndarray:
+    if all(isinstance(v, str) for v in values):
+        return np.array(values, dtype=object)  # variable-length strings in Zarr v3
+    if name == "n" or all(isinstance(v, int) for v in values):
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=np.float64)
+
+
+def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
+    """The lazily allocated Dataset of the SPEC section 7 layout (no data computed)."""
+    g_dims, g_shape = tuple(layout.axes), layout.grid_shape
+    g_chunks = (1,) * len(g_dims)
+    r, rc, m = layout.replicates, layout.rep_chunk, len(layout.methods)
+    x_dims, x_shape = layout.extra()
+
+    def lazy(shape, chunks, dtype, fill):
+        return da.full(shape, fill, dtype=dtype, chunks=chunks)
+
+    variables = {
+        "estimate": (
+            (*g_dims, "rep", *x_dims),
+            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
+        ),
+        "lower": (
+            (*g_dims, "method", "rep", *x_dims),
+            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+        ),
+        "upper": (
+            (*g_dims, "method", "rep", *x_dims),
+            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+        ),
+        "method_failed": (
+            (*g_dims, "method", "rep"),
+            lazy((*g_shape, m, r), (*g_chunks, m, rc), bool, False),
+        ),
+        "done": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
+        "failed": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
+        "seconds": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.float64, np.nan)),
+        "job_id": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.int64, 0)),
+        "truth": ((*g_dims, "coord"), truth_array(sweep, layout)),
+    }
+    coords: dict[str, Any] = {a: _coord_array(a, layout.axis_values[a]) for a in layout.axes}
+    coords.update(
+        method=np.array(layout.methods, dtype=object),
+        rep=np.arange(r, dtype=np.int64),
+        coord=np.arange(layout.d, dtype=np.int64),
+    )
+    if layout.checkpoints is not None:
+        coords["checkpoint"] = np.array(layout.checkpoints, dtype=np.int64)
+    ds = xr.Dataset(variables, coords=coords)
+    for name, attrs in VARIABLE_ATTRS.items():
+        ds[name].attrs.update(attrs)
+    for name, attrs in COORD_ATTRS.items():
+        if name in ds.coords:
+            ds[name].attrs.update(attrs)
+    ds.attrs.update(
+        title=f"ldpsim sweep {sweep.name!r}",
+        description=sweep.description,
+        sweep=sweep.to_json(),
+        identity=json.dumps(sweep.identity(), sort_keys=True, default=str),
+        level=float(sweep.points()[0].normalized.level),
+        rep_chunk=layout.rep_chunk,
+        versions=json.dumps(library_versions(), sort_keys=True),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        conventions="done(grid, rep) is true only after that replicate's values are written",
+    )
+    return ds
+
+
+def truth_array(sweep: Sweep, layout: Layout) -> np.ndarray:
+    """theta* for every grid point, NaN-padded to the store's d."""
+    out = np.full((*layout.grid_shape, layout.d), np.nan)
+    for point in sweep.points():
+        index = _store_index(layout, point)
+        truth = point.normalized.model.truth()
+        out[index][: len(truth)] = truth
+    return out
+
+
+def _store_index(layout: Layout, point: GridPoint) -> tuple[int, ...]:
+    return tuple(_position(layout.axis_values[a], point.values[a]) for a in layout.axes)
+
+
+def _position(values: list[Any], value: Any) -> int:
+    for i, v in enumerate(values):
+        if (type(v) is type(value) and v == value) or (
+            isinstance(v, float) and isinstance(value, float) and math.isinf(v) and v == value
+        ):
+            return i
+    for i, v in enumerate(values):
+        if v == value:
+            return i
+    raise KeyError(value)
+
+
+class Store:
+    """A sweep's Zarr store, opened for writing by the (single) client."""
+
+    def __init__(self, path: Path, layout: Layout) -> None:
+        self.path = Path(path)
+        self.layout = layout
+        self.group = zarr.open_group(str(self.path), mode="r+", zarr_format=3)
+        self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS}
+
+    # -- creation and extension ------------------------------------------------------
+    @classmethod
+    def open_or_create(cls, path: str | Path, sweep: Sweep) -> tuple[Store, dict[str, Any]]:
+        """Open the store for ``sweep`` (creating or extending it); report what changed.
+
+        Raises
+        ------
+        InputError
+            The path is not a directory, not writable, not an ldpsim store, or was made
+            from a different specification (the message shows the difference).
+        """
+        path = Path(path)
+        check_store_path(path)
+        if not path.exists():
+            layout = layout_for(sweep)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            template(sweep, layout).to_zarr(
+                str(path), compute=False, mode="w-", consolidated=False, zarr_format=3
+            )
+            zarr.open_group(str(path / META_GROUP), mode="w", zarr_format=3)
+            return cls(path, layout), {"created": True, "added": {}, "replicates_added": 0}
+        stored = read_sweep(path)
+        diff = identity_diff(stored, sweep)
+        if diff:
+            raise InputError(
+                f"The store {str(path)!r} was made from a different specification; refusing "
+                f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
+                f"another --store path, or the original specification."
+            )
+        layout = layout_for(stored, rep_chunk=int(read_attrs(path)["rep_chunk"]))
+        added: dict[str, list[Any]] = {}
+        for axis in layout.axes:
+            new = [v for v in sweep.grid[axis] if not _contains(layout.axis_values[axis], v)]
+            if new:
+                added[axis] = new
+        new_reps = max(sweep.replicates, layout.replicates)
+        store = cls(path, layout)
+        reps_added = new_reps - layout.replicates
+        if added or reps_added > 0:
+            store._extend(sweep, stored, added, new_reps)
+        return store, {"created": False, "added": added, "replicates_added": max(reps_added, 0)}
+
+    def _extend(self, sweep: Sweep, stored: Sweep, added: dict[str, list[Any]], reps: int) -> None:
+        layout = self.layout
+        for axis, values in added.items():
+            layout.axis_values[axis] = layout.axis_values[axis] + values
+        layout.replicates = reps
+        sizes = {a: len(layout.axis_values[a]) for a in layout.axes}
+        sizes["rep"] = reps
+        # Resize every array along the grown dimensions, then write the new coordinates.
+        for name in self.group.array_keys():
+            arr = self.group[name]
+            dims = arr.metadata.dimension_names or ()
+            shape = tuple(sizes.get(dim, s) for dim, s in zip(dims, arr.shape, strict=True))
+            if shape != arr.shape:
+                arr.resize(shape)
+        for axis in layout.axes:
+            self.group[axis][:] = _coord_array(axis, layout.axis_values[axis])
+        self.group["rep"][:] = np.arange(reps, dtype=np.int64)
+        merged_grid = {a: layout.axis_values[a] for a in layout.axes}
+        merged = Sweep(
+            name=stored.name,
+            description=stored.description,
+            replicates=reps,
+            seed=stored.seed,
+            base=stored.base,
+            grid=merged_grid,
+            methods=stored.methods,
+            rep_chunk=stored.rep_chunk,
+        )
+        self.group["truth"][...] = truth_array(merged, layout)
+        self.group.attrs.update({"sweep": merged.to_json()})
+        self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS}  # new shapes
+
+    # -- chunk writes ---------------------------------------------------------------------
+    def chunk_reps(self, chunk: int) -> range:
+        rc = self.layout.rep_chunk
+        return range(chunk * rc, min((chunk + 1) * rc, self.layout.replicates))
+
+    def n_chunks(self) -> int:
+        return math.ceil(self.layout.replicates / self.layout.rep_chunk)
+
+    def index_of(self, point: GridPoint) -> tuple[int, ...]:
+        return _store_index(self.layout, point)
+
+    def done_mask(self) -> np.ndarray:
+        return np.asarray(self._arrays["done"][...], dtype=bool)
+
+    def write_chunk(self, index: tuple[int, ...], chunk: int, result: dict[str, Any]) -> None:
+        """Write one chunk's values, then its ``done`` flags (never the other way round).
+
+        ``result`` holds arrays for the replicates in ``result['reps']`` (a subset of
+        the chunk's replicates); replicates of the chunk not in it keep their stored
+        values, so every write covers whole chunks and never loses a finished result.
+        """
+        reps = self.chunk_reps(chunk)
+        sel_rep = slice(reps.start, reps.stop)
+        pos = [r - reps.start for r in result["reps"]]
+        a = self._arrays
+        m = len(self.layout.methods)
+
+        def merge(name, rep_axis, new):
+            key = (*index, *([slice(None)] * rep_axis), sel_rep)
+            old = np.asarray(a[name][key])
+            old[(slice(None),) * rep_axis + (pos,)] = new
+            a[name][key] = old
+
+        merge("estimate", 0, result["estimate"])
+        merge("lower", 1, result["lower"][:m])
+        merge("upper", 1, result["upper"][:m])
+        merge("method_failed", 1, result["method_failed"])
+        merge("seconds", 0, result["seconds"])
+        merge("job_id", 0, result["job_id"])
+        merge("failed", 0, result["failed"])
+        errors = result.get("errors", {})
+        for rep in result["reps"]:
+            if rep in errors:
+                self.write_error(index, int(rep), errors[rep])
+            else:
+                self.clear_error(index, int(rep))
+        merge("done", 0, ~result["failed"])
+
+    def write_error(self, index: tuple[int, ...], rep: int, record: dict[str, Any]) -> None:
+        """Record a failure (atomically: temp file, then rename)."""
+        folder = self.path / META_GROUP / "errors"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = "_".join(map(str, index)) or "0"
+        target = folder / f"{name}__{rep}.json"
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(record, indent=1, default=str))
+        os.replace(tmp, target)
+
+    def clear_error(self, index: tuple[int, ...], rep: int) -> None:
+        name = "_".join(map(str, index)) or "0"
+        (self.path / META_GROUP / "errors" / f"{name}__{rep}.json").unlink(missing_ok=True)
+
+
+def _contains(values: list[Any], value: Any) -> bool:
+    try:
+        _position(values, value)
+    except KeyError:
+        return False
+    return True
+
+
+def check_store_path(path: Path) -> None:
+    """Refuse a store path that is a regular file, not an ldpsim store, or unwritable."""
+    if path.exists() and not path.is_dir():
+        raise InputError(
+            f"The store path {str(path)!r} is a regular file; a store is a directory "
+            "(e.g. outputs/NAME.zarr)."
+        )
+    if path.exists() and not (path / "zarr.json").exists():
+        if any(path.iterdir()):
+            raise InputError(
+                f"The store path {str(path)!r} is a non-empty directory that is not a Zarr "
+                "store; choose a new path."
+            )
+        path.rmdir()
+    parent = path if path.exists() else _existing_parent(path)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(
+            f"The store path {str(path)!r} is not writable (no write permission on "
+            f"{str(parent)!r})."
+        )
+
+
+def _existing_parent(path: Path) -> Path:
+    for parent in [path.parent, *path.parent.parents]:
+        if parent.exists():
+            return parent
+    return Path("/")
+
+
+def read_attrs(path: str | Path) -> dict[str, Any]:
+    """The store's root attributes (raises InputError if it is not an ldpsim store)."""
+    path = Path(path)
+    if not path.is_dir() or not (path / "zarr.json").exists():
+        raise InputError(f"{str(path)!r} is not an ldpsim store (no zarr.json found).")
+    attrs = dict(zarr.open_group(str(path), mode="r", zarr_format=3).attrs)
+    if "sweep" not in attrs:
+        raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
+    return attrs
+
+
+def read_sweep(path: str | Path) -> Sweep:
+    """The sweep a store was made from (as last extended)."""
+    data = json.loads(read_attrs(path)["sweep"])
+    return Sweep(
+        name=data["name"],
+        description=data["description"],
+        replicates=data["replicates"],
+        seed=data["seed"],
+        base=data["spec"],
+        grid=data["grid"],
+        methods=data["methods"],
+        rep_chunk=data.get("rep_chunk"),
+    )
+
+
+def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
+    """Human-readable differences that forbid extending ``stored`` with ``requested``."""
+    a = json.loads(json.dumps(stored.identity(), sort_keys=True, default=str))
+    b = json.loads(json.dumps(requested.identity(), sort_keys=True, default=str))
+    out = []
+    for key in ("seed", "axes"):
+        if a[key] != b[key]:
+            out.append(f"{key}: {a[key]!r} -> {b[key]!r}")
+    for section in ("base", "methods"):
+        for k in sorted(set(a[section]) | set(b[section])):
+            va, vb = a[section].get(k, "<absent>"), b[section].get(k, "<absent>")
+            if not _same(va, vb):
+                label = "spec" if section == "base" else "methods"
+                out.append(f"{label}.{k}: {va!r} -> {vb!r}")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that treats 1 and 1.0 alike, recursively."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    return a == b
+
+
+def open_dataset(path: str | Path) -> xr.Dataset:
+    """Open a store with xarray (no consolidated metadata: it is never written)."""
+    read_attrs(path)
+    return xr.open_zarr(str(path), consolidated=False)
+
+
+def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
+    folder = Path(path) / META_GROUP / "errors"
+    if folder.is_dir():
+        for f in sorted(folder.glob("*.json")):
+            yield json.loads(f.read_text())
+
+
+def remove_partial_files(path: str | Path) -> int:
+    """Delete temp files a killed writer left behind (zarr's ``*.partial``, our ``*.tmp``)."""
+    count = 0
+    for pattern in ("*.partial", "*.tmp"):
+        for f in Path(path).rglob(pattern):
+            f.unlink(missing_ok=True)
+            count += 1
+    return count
+
+
+def remove_store(path: str | Path) -> None:
+    shutil.rmtree(path)

@@ -1,0 +1,89 @@
+"""The Dask task: a chunk of replicates of one grid point (runs on a worker)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+import warnings
+from typing import Any
+
+import numpy as np
+
+from tasks import normalize_spec, run_replicate
+
+#: When set, every computed replicate appends a line here (tests count computations).
+COMPUTE_LOG_ENV = "LDPSIM_COMPUTE_LOG"
+
+
+def batch_job_id() -> int:
+    """The SLURM or PBS job id this worker runs under, 0 outside a batch job."""
+    raw = os.environ.get("SLURM_JOB_ID") or os.environ.get("PBS_JOBID") or "0"
+    digits = raw.split(".")[0]
+    return int(digits) if digits.isdigit() else 0
+
+
+def run_chunk(
+    spec: dict[str, Any], reps: list[int], methods: list[str], d: int, key: str
+) -> dict[str, Any]:
+    """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
+
+    Returns arrays shaped for the store: estimate (R, [K,] d), lower/upper (M, R, [K,] d),
+    method_failed (M, R), failed (R,), seconds (R,), job_id (R,), and an error record per
+    failed replicate (traceback, parameters, seed) or per failed method.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rs = normalize_spec(spec)
+    extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
+    n_reps, n_methods = len(reps), len(methods)
+    out: dict[str, Any] = {
+        "reps": list(reps),
+        "estimate": np.full((n_reps, *extra), np.nan),
+        "lower": np.full((n_methods, n_reps, *extra), np.nan),
+        "upper": np.full((n_methods, n_reps, *extra), np.nan),
+        "method_failed": np.zeros((n_methods, n_reps), dtype=bool),
+        "failed": np.zeros(n_reps, dtype=bool),
+        "seconds": np.full(n_reps, np.nan),
+        "job_id": np.full(n_reps, batch_job_id(), dtype=np.int64),
+        "errors": {},
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    log = os.environ.get(COMPUTE_LOG_ENV)
+    for i, rep in enumerate(reps):
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{key} {rep}\n")
+        base = {"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": out["host"]}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = run_replicate(rs, rep)
+        except Exception as exc:
+            out["failed"][i] = True
+            out["errors"][rep] = {
+                **base,
+                "kind": "replicate",
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+            continue
+        dim = result.truth.shape[0]
+        out["estimate"][i, ..., :dim] = result.estimate
+        for m, label in enumerate(methods):
+            out["lower"][m, i, ..., :dim] = result.lower[label]
+            out["upper"][m, i, ..., :dim] = result.upper[label]
+            out["method_failed"][m, i] = label in result.failures
+        out["seconds"][i] = result.seconds
+        if result.failures:
+            out["errors"][rep] = {
+                **base,
+                "kind": "method",
+                "error": "; ".join(f"{k}: {v}" for k, v in result.failures.items()),
+                "methods": result.failures,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+    return out
