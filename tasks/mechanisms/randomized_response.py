@@ -16,16 +16,29 @@ from tasks.models.base import Model
 def _randomized_response(g, params, rng):
     # params = (q, lo, hi, scale): keep the bit with probability p = 1 - q, flip it
     # otherwise, report lo + (hi - lo) (btilde - q) / (1 - 2q); unbiased for g.
+    # Branch-free and short on the theta -> g -> theta dependency chain: the coin is
+    # drawn before g is read, both possible reports are computed off the chain, and the
+    # report is a select on bit != flip (the same doubles as computing it from the bit).
     q = params[0]
+    flip = rng.random() < q
+    report_1 = params[1] + params[3] * (1.0 - q)
+    report_0 = params[1] + params[3] * (0.0 - q)
     bit = g[0] > 0.5 * (params[1] + params[2])
-    if rng.random() < q:
-        bit = not bit
-    g[0] = params[1] + params[3] * ((1.0 if bit else 0.0) - q)
+    g[0] = report_1 if bit != flip else report_0
 
 
 def keep_probability(eps: float) -> float:
     """p = e^eps / (1 + e^eps), the probability that the true bit is reported."""
     return 1.0 if math.isinf(eps) else 1.0 / (1.0 + math.exp(-eps))
+
+
+def flip_probability(eps: float) -> float:
+    """q = 1 - p = 1 / (1 + e^eps), computed directly: 1 - p loses all digits for
+    large eps (q would round to 0 from eps ~ 37 on, i.e. no privacy at all)."""
+    if math.isinf(eps):
+        return 0.0
+    e = math.exp(-eps)
+    return e / (1.0 + e)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,9 +74,8 @@ class RandomizedResponse(Mechanism):
     def params(self, model: Model) -> np.ndarray:
         self.check_model(model)
         lo, hi = model.gradient_range()
-        p = keep_probability(self.eps)
-        q = 1.0 - p
-        return np.array([q, lo, hi, (hi - lo) / (2.0 * p - 1.0)], dtype=np.float64)
+        q = flip_probability(self.eps)
+        return np.array([q, lo, hi, (hi - lo) / (1.0 - 2.0 * q)], dtype=np.float64)
 
     def sensitivity(self, model: Model) -> float:
         lo, hi = model.gradient_range()
@@ -71,12 +83,12 @@ class RandomizedResponse(Mechanism):
 
     def likelihood_ratio(self) -> float:
         """P(report = b | b) / P(report = b | 1 - b) = p / (1 - p) = e^eps."""
-        p = keep_probability(self.eps)
-        return math.inf if p == 1.0 else p / (1.0 - p)
+        q = flip_probability(self.eps)
+        return math.inf if q == 0.0 else (1.0 - q) / q
 
     def variance(self, model: Model) -> np.ndarray:
         # Conditional variance of the debiased report: (hi-lo)^2 p(1-p)/(2p-1)^2,
         # = e^eps/(e^eps-1)^2 for hi - lo = 1 (SPEC 3.1, corrected privacy term).
-        p = keep_probability(self.eps)
+        q = flip_probability(self.eps)
         width = self.sensitivity(model)
-        return np.array([[width**2 * p * (1.0 - p) / (2.0 * p - 1.0) ** 2]])
+        return np.array([[width**2 * q * (1.0 - q) / (1.0 - 2.0 * q) ** 2]])

@@ -1,0 +1,46 @@
+"""Layering: ``tasks`` imports numpy, scipy and numba only, never the plumbing."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import tasks
+
+FORBIDDEN = {"pipeline", "dask", "distributed", "xarray", "zarr"}
+ALLOWED_THIRD_PARTY = {"numpy", "scipy", "numba"}
+PACKAGE = Path(tasks.__file__).parent
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Top-level names of every module a file imports (absolute imports)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_importing_tasks_pulls_in_no_plumbing():
+    code = (
+        "import sys, json, tasks, tasks.models, tasks.mechanisms, tasks.intervals;"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(proc.stdout)
+    assert "tasks" in loaded and "numba" in loaded
+    bad = sorted(m for m in loaded if m.split(".")[0] in FORBIDDEN)
+    assert bad == []
+
+
+def test_no_file_under_tasks_imports_plumbing():
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) > 10
+    allowed = ALLOWED_THIRD_PARTY | set(sys.stdlib_module_names) | {"tasks"}
+    for path in files:
+        names = imported_modules(path)
+        assert not names & FORBIDDEN, (path, names & FORBIDDEN)
+        assert names <= allowed, (path, names - allowed)

@@ -1,0 +1,123 @@
+"""Contract tests over every registered interval method, plus the bootstrap multipliers."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from tasks import intervals
+from tasks.intervals.base import IntervalMethod
+from tasks.intervals.bootstrap import draw_multipliers
+from tasks.replicate import run_stats
+from tasks.spec import normalize_spec
+
+NAMES = sorted(intervals.REGISTRY)
+N = 20_000
+
+
+@pytest.fixture(scope="module")
+def stats():
+    """Real streaming statistics: quantile regression, d = 4, every method's cuts."""
+    spec = {
+        "model": "quantile_regression",
+        "n": N,
+        "methods": {name: {} for name in NAMES},
+    }
+    return run_stats(normalize_spec(spec), np.random.Generator(np.random.PCG64(2)))
+
+
+def rng(seed=0):
+    return np.random.Generator(np.random.PCG64(seed))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registry_entry(name):
+    cls = intervals.REGISTRY[name]
+    assert issubclass(cls, IntervalMethod)
+    assert cls.name == name  # a stable name equal to its registry key
+    assert isinstance(cls.name, str)
+    method = cls()  # default construction works
+    assert method == cls() and hash(method) == hash(cls())
+    assert dataclasses.is_dataclass(cls)
+    assert cls.__dataclass_params__.frozen
+    for field in dataclasses.fields(cls):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(method, field.name, getattr(method, field.name))
+        with pytest.raises(TypeError):
+            cls(getattr(method, field.name))  # keyword-only
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cuts_are_a_valid_partition(name):
+    method = intervals.REGISTRY[name]()
+    for n in (N, 10**6, 10**8 + 7):
+        method.check(n, 0.51)
+        cuts = method.cuts(n, 0.51)
+        assert cuts.dtype == np.int64 and cuts.ndim == 1
+        assert np.all(np.diff(cuts) > 0)
+        assert cuts[0] >= 1 and cuts[-1] <= n
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("level", [0.5, 0.9, 0.95])
+def test_interval_on_real_stats(name, stats, level):
+    method = intervals.REGISTRY[name]()
+    lo, hi = method.interval(stats, level, rng())
+    d = stats.dim
+    assert lo.shape == (d,) and hi.shape == (d,)
+    assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+    assert np.all(lo < hi)
+    # Every method's interval is a neighbourhood of the estimate, of the oracle's order
+    # of width (a factor 10 either way is far outside sampling variability at n = 2e4).
+    assert np.all((lo < stats.theta_bar) & (stats.theta_bar < hi))
+    oracle = intervals.Oracle().interval(stats, level, None)
+    ratio = (hi - lo) / (oracle[1] - oracle[0])
+    assert np.all((ratio > 0.1) & (ratio < 10)), ratio
+    # Reproducible given the stream, and random only if the method says so.
+    lo2, hi2 = method.interval(stats, level, rng())
+    assert np.array_equal(lo, lo2) and np.array_equal(hi, hi2)
+    lo3, _ = method.interval(stats, level, rng(1))
+    assert np.array_equal(lo, lo3) != method.uses_rng
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_interval_grows_with_level(name, stats):
+    method = intervals.REGISTRY[name]()
+    lo90, hi90 = method.interval(stats, 0.9, rng())
+    lo99, hi99 = method.interval(stats, 0.99, rng())
+    assert np.all(hi99 - lo99 > hi90 - lo90)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not intervals.REGISTRY[n].uses_rng])
+def test_symmetric_methods_are_centred(name, stats):
+    lo, hi = intervals.REGISTRY[name]().interval(stats, 0.9, None)
+    np.testing.assert_allclose((lo + hi) / 2, stats.theta_bar, rtol=0, atol=1e-14)
+
+
+def test_bootstrap_forms_mirror_each_other(stats):
+    # basic = [tb - q_hi, tb - q_lo], percentile = [tb + q_lo, tb + q_hi] (SPEC 5.1),
+    # with the same multipliers: the two intervals are reflections about theta_bar.
+    basic = intervals.BlockBootstrap(form="basic").interval(stats, 0.9, rng(4))
+    pct = intervals.BlockBootstrap(form="percentile").interval(stats, 0.9, rng(4))
+    tb = stats.theta_bar
+    np.testing.assert_allclose(basic[0] - tb, tb - pct[1], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(basic[1] - tb, tb - pct[0], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "rademacher", "gaussian", "mammen"])
+def test_multipliers_have_mean_zero_variance_one(kind):
+    # iid draws: the mean of e is within 4 sd(e) / sqrt(N) of 0 and the mean of e^2
+    # within 4 sd(e^2) / sqrt(N) of 1 (sds estimated from the draws; sd(e^2) = 0 for
+    # Rademacher, whose e^2 is exactly 1).
+    n = 10**6
+    e = draw_multipliers(kind, (1000, 1000), rng(8)).ravel()
+    assert abs(e.mean()) <= 4 * e.std() / math.sqrt(n)
+    assert abs(np.mean(e**2) - 1.0) <= 4 * np.std(e**2) / math.sqrt(n) + 1e-12
+    if kind == "rademacher":
+        assert set(np.unique(e)) == {-1.0, 1.0}
+    if kind == "uniform":
+        assert np.all(np.abs(e) <= math.sqrt(3))
+    if kind == "mammen":
+        # E e^3 = 1 for Mammen's two-point law.
+        assert abs(np.mean(e**3) - 1.0) <= 4 * np.std(e**3) / math.sqrt(n)

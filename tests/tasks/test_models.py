@@ -1,0 +1,187 @@
+"""Contract tests over every registered model, and the SPEC 3 closed forms."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tasks import mechanisms, models
+from tasks.models.base import Model
+from tasks.models.quantile_regression import TRUNCATED_VARIANCE
+
+NAMES = sorted(models.REGISTRY)
+# Non-default instances: every model at a second parameter value, so the contract is
+# not only checked where it happens to be simplest (tau = 0.5, d = 1).
+VARIANTS = {
+    "quantile": [{}, {"tau": 0.9}, {"tau": 0.05, "loc": -3.0}],
+    "quantile_regression": [{}, {"tau": 0.9, "coef": [1.0, -2.0]}, {"coef": [0.5]}],
+    "mean": [{}, {"d": 3, "loc": 2.5}],
+}
+INSTANCES = [
+    pytest.param(models.REGISTRY[name](**kw), id=f"{name}-{i}")
+    for name in NAMES
+    for i, kw in enumerate(VARIANTS.get(name, [{}]))
+]
+
+
+def test_every_model_has_variants():
+    assert set(VARIANTS) == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registry_entry(name):
+    cls = models.REGISTRY[name]
+    assert issubclass(cls, Model)
+    assert cls.name == name
+    assert dataclasses.is_dataclass(cls)
+    model = cls()  # default construction works
+    assert model == cls()  # and is a value
+    assert hash(model) == hash(cls())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_frozen_and_keyword_only(name):
+    cls = models.REGISTRY[name]
+    model = cls()
+    field = dataclasses.fields(cls)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(model, field, getattr(model, field))
+    with pytest.raises(TypeError):
+        cls(getattr(model, field))  # positional arguments are refused
+
+
+@pytest.mark.parametrize("model", INSTANCES)
+def test_shapes_and_symmetry(model):
+    d = model.dim
+    assert isinstance(d, int) and d >= 1
+    truth = model.truth()
+    assert truth.shape == (d,) and truth.dtype == np.float64
+    assert np.all(np.isfinite(truth))
+    params = model.params()
+    assert params.ndim == 1 and params.dtype == np.float64
+    for mat in (model.jacobian(), model.gradient_cov()):
+        assert mat.shape == (d, d)
+        assert np.array_equal(mat, mat.T)
+        assert np.linalg.eigvalsh(mat).min() >= -1e-14 * np.abs(mat).max()
+    assert np.linalg.eigvalsh(model.jacobian()).min() > 0  # theta* is a strict minimum
+    assert model.l1_sensitivity() > 0
+
+
+def applicable_noise(model):
+    """Noise covariances of every mechanism that can privatize ``model`` (plus none)."""
+    out = {"zero": np.zeros((model.dim, model.dim))}
+    for name, cls in mechanisms.REGISTRY.items():
+        mech = cls() if name == "none" else cls(eps=0.5)
+        try:
+            mech.check_model(model)
+        except ValueError:
+            continue
+        out[name] = mech.variance(model)
+    return out
+
+
+@pytest.mark.parametrize("model", INSTANCES)
+def test_asymptotic_cov(model):
+    g_inv = np.linalg.inv(model.jacobian())
+    for name, noise in applicable_noise(model).items():
+        sigma = model.asymptotic_cov(noise)
+        assert sigma.shape == (model.dim, model.dim), name
+        assert np.array_equal(sigma, sigma.T), name
+        assert np.linalg.eigvalsh(sigma).min() > 0, name
+        expected = g_inv @ (model.gradient_cov() + noise) @ g_inv.T  # G^-1 S G^-1
+        np.testing.assert_allclose(sigma, expected, rtol=1e-12, atol=0)
+        # A mini-batch of s averages s independent privatized gradients.
+        np.testing.assert_allclose(model.asymptotic_cov(noise, batch=4), sigma / 4, rtol=1e-14)
+
+
+@pytest.mark.parametrize("model", INSTANCES)
+def test_sample_gradient_callable_from_python(model):
+    rng = np.random.Generator(np.random.PCG64(1))
+    for theta in (
+        model.truth(),
+        model.truth() + 0.5,
+        np.zeros(model.dim),
+        np.full(model.dim, 1e6),
+    ):
+        g = np.full(model.dim, np.nan)
+        type(model).sample_gradient(theta, model.params(), rng, g)
+        assert np.all(np.isfinite(g))
+
+
+@pytest.mark.parametrize("model", INSTANCES)
+def test_gradient_within_sensitivity(model):
+    delta = model.l1_sensitivity()
+    truth = model.truth()
+    for k, theta in enumerate((truth, truth + 0.3, truth - 2.0, np.zeros(model.dim))):
+        gap = model.max_l1_gradient_gap(theta, n_samples=5000, seed=k)
+        assert 0 < gap <= delta
+
+
+def sample_gradients(model, theta, n, seed):
+    rng = np.random.Generator(np.random.PCG64(seed))
+    params = model.params()
+    out = np.empty((n, model.dim))
+    for k in range(n):
+        type(model).sample_gradient(theta, params, rng, out[k])
+    return out
+
+
+@pytest.mark.parametrize("model", INSTANCES)
+def test_truth_and_gradient_cov_by_simulation(model):
+    # E g(X, theta*) = 0 and Cov g(X, theta*) = gradient_cov(), each within 4 Monte-Carlo
+    # standard errors computed from the draws themselves (iid, so se = sd / sqrt(N)).
+    n = 40_000
+    g = sample_gradients(model, model.truth(), n, seed=11)
+    se_mean = g.std(axis=0, ddof=1) / math.sqrt(n)
+    assert np.all(np.abs(g.mean(axis=0)) <= 4 * se_mean)
+    centred = g - g.mean(axis=0)
+    products = centred[:, :, None] * centred[:, None, :]
+    cov = products.mean(axis=0)
+    se_cov = products.std(axis=0, ddof=1) / math.sqrt(n)
+    assert np.all(np.abs(cov - model.gradient_cov()) <= 4 * se_cov + 1e-12)
+
+
+def test_quantile_closed_forms():
+    # SPEC 3.1: theta* = loc + Phi^-1(tau), G = phi(Phi^-1(tau)), S = tau(1 - tau).
+    model = models.Quantile(tau=0.9, loc=2.0)
+    z = stats.norm.ppf(0.9)
+    assert model.truth()[0] == pytest.approx(2.0 + z, rel=1e-15)
+    assert model.jacobian()[0, 0] == pytest.approx(stats.norm.pdf(z), rel=1e-15)
+    assert model.gradient_cov()[0, 0] == pytest.approx(0.09, rel=1e-15)
+    assert model.gradient_range() == pytest.approx((-0.9, 0.1), rel=1e-15)
+
+
+def test_spec_oracle_length_check():
+    # SPEC 3.1: tau = 0.5, eps = 1, n = 1e6 -> 90% oracle length 2 * 1.6449 * sqrt(Sigma / n)
+    # = 0.00892 (Sigma = (1/4 + e/(e-1)^2) / phi(0)^2).
+    model = models.Quantile(tau=0.5)
+    mech = mechanisms.RandomizedResponse(eps=1.0)
+    sigma = model.asymptotic_cov(mech.variance(model))[0, 0]
+    e = math.e
+    assert sigma == pytest.approx((0.25 + e / (e - 1) ** 2) / stats.norm.pdf(0) ** 2, rel=1e-13)
+    length = 2 * stats.norm.ppf(0.95) * math.sqrt(sigma / 1e6)
+    assert round(length, 5) == 0.00892
+
+
+def test_quantile_regression_closed_forms():
+    # SPEC 3.2: v = 1 - 2 phi(1) / (2 Phi(1) - 1) = 0.291125, Sigma_X = diag(1, v, ..., v),
+    # G = f_e(0) Sigma_X, Delta = 2 max(tau, 1 - tau) * d.
+    assert TRUNCATED_VARIANCE == pytest.approx(0.291125, abs=5e-7)
+    model = models.QuantileRegression(tau=0.3, coef=[0.0, 0.0, 1.0, -1.0])
+    sigma_x = np.diag([1.0, TRUNCATED_VARIANCE, TRUNCATED_VARIANCE, TRUNCATED_VARIANCE])
+    np.testing.assert_allclose(model.jacobian(), stats.norm.pdf(stats.norm.ppf(0.3)) * sigma_x)
+    np.testing.assert_allclose(model.gradient_cov(), 0.21 * sigma_x)
+    assert model.l1_sensitivity() == pytest.approx(2 * 0.7 * 4)
+    assert np.array_equal(model.truth(), [0.0, 0.0, 1.0, -1.0])
+    assert model.params()[1] == stats.norm.ppf(0.3)
+
+
+def test_mean_closed_forms():
+    # SPEC 3.3: theta* = E X = loc (symmetric truncation), G = I, S = v I, Delta = 2 d.
+    model = models.Mean(d=3, loc=-1.5)
+    assert np.array_equal(model.truth(), [-1.5, -1.5, -1.5])
+    assert np.array_equal(model.jacobian(), np.eye(3))
+    np.testing.assert_allclose(model.gradient_cov(), TRUNCATED_VARIANCE * np.eye(3), rtol=1e-15)
+    assert model.l1_sensitivity() == 6.0

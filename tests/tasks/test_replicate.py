@@ -1,0 +1,205 @@
+"""One replicate end to end: result contract, location equivariance, memory, and the
+sampling distribution of the averaged estimate (SPEC sections 2-5)."""
+
+import json
+import math
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate
+from tasks.replicate import replicate_cuts
+from tasks.sgd import eta_schedule
+
+
+def streams(rs, seed=11):
+    """Explicit data and method streams, identical for any two specs with equal labels."""
+    data = np.random.Generator(np.random.PCG64(seed))
+    methods = {
+        label: np.random.Generator(np.random.PCG64([seed, i]))
+        for i, label in enumerate(sorted(rs.methods))
+    }
+    return data, methods
+
+
+def test_result_contract():
+    spec = {"model": "quantile_regression", "n": 20_000, "coef": [0.5, -1.0, 2.0]}
+    result = run_replicate(spec, rep=0)
+    assert isinstance(result, ReplicateResult)
+    assert result.estimate.shape == (3,) and result.truth.shape == (3,)
+    assert np.array_equal(result.truth, [0.5, -1.0, 2.0])
+    assert set(result.lower) == set(result.upper) == {"bb", "bm", "sn", "oracle"}
+    for label in result.lower:
+        assert result.lower[label].shape == (3,)
+        assert np.all(result.lower[label] < result.upper[label])
+    assert result.failures == {} and result.checkpoints is None
+    assert result.seconds > 0
+    again = pickle.loads(pickle.dumps(result))
+    assert np.array_equal(again.estimate, result.estimate)
+
+
+def test_checkpoints_shapes_and_failures():
+    # At n = 3 the bootstrap has floor(3 / floor(3^0.75)) = 1 block: NaN and a reason,
+    # while the other methods and the later checkpoints are computed.
+    spec = {"model": "quantile", "n": 5000, "checkpoints": [3, 100, 1000]}
+    result = run_replicate(spec, rep=0)
+    assert result.checkpoints == (3, 100, 1000, 5000)
+    assert result.estimate.shape == (4, 1)
+    assert np.all(np.isnan(result.lower["bb"][0])) and np.all(np.isnan(result.upper["bb"][0]))
+    assert "bb" in result.failures and "n = 3" in result.failures["bb"]
+    assert np.all(np.isfinite(result.lower["bb"][1:]))
+    assert np.all(np.isfinite(result.lower["oracle"]))
+
+
+def test_cuts_hold_every_partition_and_stay_small():
+    rs = normalize_spec({"model": "quantile", "n": 10**8, "checkpoints": [10**6]})
+    cuts = replicate_cuts(rs)
+    assert cuts[-1] == 10**8 and 10**6 in cuts
+    for method in rs.methods.values():
+        for point in (10**6, 10**8):
+            assert np.all(np.isin(method.cuts(point, rs.gamma), cuts))
+    assert np.all(np.isin(2 ** np.arange(27), cuts))  # recentring points
+    assert len(cuts) < 1000  # O(n^(1-beta) + log n): memory does not grow with n
+
+
+@pytest.mark.parametrize(
+    ("base", "start"),
+    [
+        pytest.param({"model": "quantile", "tau": 0.7, "n": 10**6}, 0.0, id="quantile"),
+        pytest.param({"model": "mean", "d": 2, "n": 10**6, "eps": 2.0}, 0.0, id="mean-d2"),
+        # theta_0 far from theta*: the kernel's first centre is theta_0, so only the
+        # recentring on the running mean keeps the sums free of cancellation. The mean
+        # model forgets theta_0 at step 1 (eta_1 = c = 1 and G = I).
+        pytest.param(
+            {"model": "mean", "d": 2, "n": 10**6, "eps": 2.0}, -1000.0, id="mean-d2-far-start"
+        ),
+    ],
+)
+def test_location_equivariance(base, start):
+    # Data and theta_0 shifted by +1000 give every interval shifted by 1000 with the same
+    # length. The shifted run sees the same random numbers (same streams) and differs only
+    # by the rounding of 1000 + x (~1e-13). Sums of theta_i - theta_0 ~ 1000 accumulated
+    # without recentring over n = 1e6 steps lose ~11 of 16 digits of the self-normalizer
+    # (its terms are ~n^3 1000^2 / 3 against a result ~n^2 Sigma), which the 1e-6 relative
+    # tolerance on the lengths catches (SPEC 4).
+    shift = 1000.0
+    rs0 = normalize_spec({**base, "loc": 0.0, "theta0": start})
+    rs1 = normalize_spec({**base, "loc": shift, "theta0": start + shift})
+    r0 = compute_replicate(rs0, *streams(rs0))
+    r1 = compute_replicate(rs1, *streams(rs1))
+    assert r0.failures == {} and r1.failures == {}
+    np.testing.assert_allclose(r1.truth - shift, r0.truth, rtol=0, atol=1e-12)
+    for label in rs0.methods:
+        length0 = r0.upper[label] - r0.lower[label]
+        length1 = r1.upper[label] - r1.lower[label]
+        np.testing.assert_allclose(length1, length0, rtol=1e-6, atol=0, err_msg=label)
+        for bound0, bound1 in ((r0.lower, r1.lower), (r0.upper, r1.upper)):
+            assert np.all(np.abs(bound1[label] - shift - bound0[label]) <= 1e-6 * length0), label
+    assert np.all(np.abs(r1.estimate - shift - r0.estimate) <= 1e-6 * length0)
+
+
+MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, resource, time
+    from tasks import run_replicate
+
+    def peak_kib():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+
+    spec = {"model": "quantile", "tau": 0.5, "eps": 1.0}
+    warm = run_replicate({**spec, "n": 10**5}, rep=0)  # compile and touch every code path
+    before = peak_kib()
+    start = time.perf_counter()
+    result = run_replicate({**spec, "n": 10**8}, rep=0)
+    print(json.dumps({
+        "before_kib": before,
+        "after_kib": peak_kib(),
+        "seconds": time.perf_counter() - start,
+        "failures": result.failures,
+        "finite": bool(all(
+            abs(v) < float("inf") for side in (result.lower, result.upper)
+            for bounds in side.values() for v in bounds
+        )),
+        "covers": bool(result.lower["oracle"][0] < result.truth[0] < result.upper["oracle"][0]),
+    }))
+    """
+)
+
+
+@pytest.mark.slow
+def test_memory_does_not_grow_with_n():
+    # SPEC 2: never store the path. A replicate at n = 1e8 must raise the peak resident
+    # set by less than 50 MB over a warmed-up process (the path alone would be 800 MB).
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["failures"] == {} and out["finite"]
+    growth_mb = (out["after_kib"] - out["before_kib"]) * 1024 / 1e6
+    assert growth_mb < 50, out
+
+
+def finite_n_variance_ratio(n, c, gamma):
+    """n Var(theta_bar_n) / Sigma, exactly, for the linear recursion of the mean model.
+
+    With G = I: e_i = theta_i - theta* = (1 - eta_i) e_{i-1} + eta_i xi_i, xi_i iid with
+    covariance S, and e_0 is erased by eta_1 = c = 1. So sum_i e_i = sum_k w_k xi_k with
+    w_k = eta_k h_k, h_k = 1 + (1 - eta_{k+1}) h_{k+1}, h_n = 1, and the ratio is
+    sum_k w_k^2 / n (-> 1, Polyak & Juditsky 1992).
+    """
+    eta = eta_schedule(n, c, gamma)
+    h = np.empty(n)
+    h[-1] = 1.0
+    for k in range(n - 2, -1, -1):
+        h[k] = 1.0 + (1.0 - eta[k + 1]) * h[k + 1]
+    return float(np.sum((eta * h) ** 2) / n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", ["laplace", "none"])
+def test_mean_model_variance_matches_oracle(mechanism):
+    # R = 400 replicates of the d = 4 mean model (coordinates independent, so 4R draws
+    # of sqrt(n)(theta_bar_j - theta*_j) / sqrt(Sigma_jj)). theta_bar is a weighted sum of
+    # n iid terms, so it is Gaussian to high accuracy and the pooled variance ratio has
+    # MC sd sqrt(2 / (d (R - 1))) = 0.035 (per coordinate sqrt(2 / (R - 1)) = 0.071).
+    # Finite-n bias: the exact ratio at n = 2e4 is 1.0040 (finite_n_variance_ratio), so
+    # the empirical ratio must be within 4 MC sds of 1.004 and, as the issue asks, within
+    # 15% of the oracle Sigma; the oracle's coverage must match 2 Phi(z / sqrt(1.004)) - 1
+    # within 4 binomial standard errors.
+    n, reps, d = 20_000, 400, 4
+    rho = finite_n_variance_ratio(n, 1.0, 0.51)
+    assert 1.0 < rho < 1.01
+    spec = {
+        "model": "mean",
+        "d": d,
+        "loc": 0.3,
+        "theta0": 0.3,
+        "mechanism": mechanism,
+        "n": n,
+        "methods": {"oracle": {}},
+        "seed": 2024,
+    }
+    rs = normalize_spec(spec)
+    sigma = np.diag(rs.model.asymptotic_cov(rs.mechanism.variance(rs.model)))
+    z = np.empty((reps, d))
+    covered = np.empty((reps, d), dtype=bool)
+    for rep in range(reps):
+        result = run_replicate(rs, rep)
+        z[rep] = math.sqrt(n) * (result.estimate - result.truth) / np.sqrt(sigma)
+        covered[rep] = (result.lower["oracle"] < result.truth) & (
+            result.truth < result.upper["oracle"]
+        )
+    ratio = float(np.mean(z.var(axis=0, ddof=1)))
+    mc_sd = math.sqrt(2 / (d * (reps - 1)))
+    assert abs(ratio - rho) <= 4 * mc_sd * rho, ratio
+    assert abs(ratio - 1) <= 0.15, ratio
+    # No bias: the mean of z is within 4 sd / sqrt(R d) of 0.
+    assert abs(z.mean()) <= 4 * math.sqrt(rho / (reps * d))
+    expected = 2 * sps.norm.cdf(sps.norm.ppf(0.95) / math.sqrt(rho)) - 1
+    assert abs(covered.mean() - expected) <= 4 * math.sqrt(expected * (1 - expected) / (reps * d))

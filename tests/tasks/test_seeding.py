@@ -1,0 +1,161 @@
+"""Reproducibility and stream separation (SPEC section 6)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tasks import compute_replicate, normalize_spec, run_replicate
+from tasks.seeding import data_stream, method_stream, stable_hash
+
+QUANTILE = {"model": "quantile", "tau": 0.7, "n": 20_000, "seed": 5}
+REGRESSION = {"model": "quantile_regression", "n": 20_000, "seed": 5}
+ALL_METHODS = {
+    "sn": {},
+    "bm": {},
+    "bb_gauss": {"method": "bb", "multiplier": "gaussian", "B": 300},
+    "oracle": {},
+    "bb": {},
+    "bm_10": {"method": "bm", "n_batches": 10},
+}
+
+
+def same(a, b, labels=None):
+    """Bit-identical estimates and (for ``labels``) bounds."""
+    if not np.array_equal(a.estimate, b.estimate):
+        return False
+    labels = set(a.lower) & set(b.lower) if labels is None else labels
+    return all(
+        np.array_equal(a.lower[k], b.lower[k]) and np.array_equal(a.upper[k], b.upper[k])
+        for k in labels
+    )
+
+
+@pytest.mark.parametrize("base", [QUANTILE, REGRESSION], ids=["quantile", "regression"])
+def test_same_spec_and_rep_is_bit_identical(base):
+    a = run_replicate(base, rep=3)
+    b = run_replicate(dict(reversed(list(base.items()))), rep=3)  # key order is irrelevant
+    c = run_replicate(normalize_spec(base), rep=3)
+    assert same(a, b) and same(a, c)
+    assert set(a.lower) == {"bb", "bm", "sn", "oracle"}
+
+
+def test_equal_values_of_other_types_give_the_same_streams():
+    a = run_replicate({**QUANTILE, "n": 2e4, "eps": 1}, rep=0)
+    b = run_replicate({**QUANTILE, "n": 20_000, "eps": 1.0}, rep=0)
+    assert same(a, b)
+
+
+@pytest.mark.parametrize("change", [{"rep": 4}, {"seed": 6}, {"tau": 0.71}, {"eps": 2.0}])
+def test_different_rep_seed_or_values_differ(change):
+    a = run_replicate(QUANTILE, rep=3)
+    spec = {**QUANTILE, **{k: v for k, v in change.items() if k != "rep"}}
+    b = run_replicate(spec, rep=change.get("rep", 3))
+    assert not np.array_equal(a.estimate, b.estimate)
+    for label in a.lower:
+        assert not np.array_equal(a.lower[label], b.lower[label]), label
+
+
+@pytest.mark.parametrize("base", [QUANTILE, REGRESSION], ids=["quantile", "regression"])
+def test_adding_methods_changes_nothing_else(base):
+    # Each method alone and all of them together give bit-identical estimates and
+    # bounds: one path per replicate, one stream per method label. Checkpoints add cuts
+    # to the kernel but change neither the estimate nor the deterministic methods at n.
+    # (A bootstrap draws its multipliers for every checkpoint in turn from its one
+    # stream, so its interval at n does depend on the checkpoints requested.)
+    together = run_replicate({**base, "methods": ALL_METHODS}, rep=1)
+    with_checkpoints = run_replicate(
+        {**base, "methods": ALL_METHODS, "checkpoints": [777, 5000]}, rep=1
+    )
+    for label, params in ALL_METHODS.items():
+        alone = run_replicate({**base, "methods": {label: params}}, rep=1)
+        assert same(alone, together, [label]), label
+        assert np.array_equal(with_checkpoints.estimate[-1], alone.estimate)
+        if params.get("method", label) != "bb":
+            assert np.array_equal(with_checkpoints.lower[label][-1], alone.lower[label]), label
+            assert np.array_equal(with_checkpoints.upper[label][-1], alone.upper[label]), label
+
+
+def test_all_methods_see_the_same_path():
+    result = run_replicate({**REGRESSION, "methods": ALL_METHODS}, rep=2)
+    # The symmetric methods are centred at the one estimate of the replicate.
+    for label in ("sn", "bm", "bm_10", "oracle"):
+        centre = (result.lower[label] + result.upper[label]) / 2
+        np.testing.assert_allclose(centre, result.estimate, rtol=0, atol=1e-13)
+    # The estimate does not depend on the level or the methods (only the path does).
+    other = run_replicate({**REGRESSION, "methods": {"sn": {}}, "level": 0.5}, rep=2)
+    assert np.array_equal(other.estimate, result.estimate)
+
+
+def test_checkpoint_equals_a_run_stopped_there():
+    # The kernel's statistics at a checkpoint do not depend on what comes after it: on
+    # the same streams, a checkpoint at 5000 of an n = 20000 run equals an n = 5000 run.
+    long = normalize_spec({**QUANTILE, "checkpoints": [5000]})
+    short = normalize_spec({**QUANTILE, "n": 5000})
+
+    def fresh_streams():
+        data = np.random.Generator(np.random.PCG64(1))
+        return data, {"bb": np.random.Generator(np.random.PCG64([1, 2]))}
+
+    a = compute_replicate(long, *fresh_streams())
+    b = compute_replicate(short, *fresh_streams())
+    assert a.checkpoints == (5000, 20_000)
+    assert np.array_equal(a.estimate[0], b.estimate)
+    for label in b.lower:
+        assert np.array_equal(a.lower[label][0], b.lower[label]), label
+        assert np.array_equal(a.upper[label][0], b.upper[label]), label
+
+
+def test_method_streams_are_keyed_by_label_and_parameters():
+    rs = normalize_spec({**QUANTILE, "methods": {"bb": {}, "bb_twin": {"method": "bb"}}})
+    result = run_replicate(rs, rep=0)
+    assert not np.array_equal(result.lower["bb"], result.lower["bb_twin"])
+    key = rs.path_key()
+    words = [method_stream(5, key, 0, rs.method_key(k)).integers(2**63) for k in rs.methods]
+    data_word = data_stream(5, key, 0).integers(2**63)
+    assert len({*words, data_word}) == 3
+    # A method's stream does not change when it changes nothing but its neighbours.
+    assert rs.method_key("bb") == normalize_spec({**QUANTILE, "methods": {"bb": {}}}).method_key(
+        "bb"
+    )
+
+
+def test_data_stream_is_keyed_by_what_shapes_the_path():
+    rs = normalize_spec(QUANTILE)
+    key = rs.path_key()
+    assert {
+        "model",
+        "tau",
+        "loc",
+        "mechanism",
+        "eps",
+        "n",
+        "c",
+        "gamma",
+        "theta0",
+        "batch",
+    } <= set(key)
+    # Not the level, the methods or the checkpoints.
+    for extra in ({"level": 0.5}, {"methods": {"sn": {}}}, {"checkpoints": [100]}):
+        assert normalize_spec({**QUANTILE, **extra}).path_key() == key
+
+
+def test_hashes_are_stable_across_processes():
+    # SHA-256 of canonical JSON, not Python's salted hash(): a worker with another
+    # PYTHONHASHSEED derives the same streams.
+    rs = normalize_spec(REGRESSION)
+    key = rs.path_key()
+    code = (
+        "from tasks.seeding import data_stream, stable_hash;"
+        "from tasks.spec import normalize_spec;"
+        f"key = normalize_spec({REGRESSION!r}).path_key();"
+        "print(stable_hash(key), data_stream(5, key, 9).random())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    expected = f"{stable_hash(key)} {data_stream(5, key, 9).random()}"
+    assert proc.stdout.strip() == expected

@@ -1,0 +1,193 @@
+"""Streaming statistics and the intervals built on them against a two-pass computation
+on the stored path (SPEC sections 4 and 5)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from sgd_reference import reference_path
+
+from tasks.intervals.self_normalized import critical_value
+from tasks.replicate import compute_replicate, replicate_cuts, run_stats
+from tasks.spec import normalize_spec
+
+N = 10_000
+SEED = 7
+BOOT_SEED = 99
+# Relative tolerance for the streaming-vs-two-pass comparison. Both sides do O(n)
+# float64 additions of terms of similar size, so they differ by ~n * 2^-53 = 1e-12
+# relative to the size of the terms; 1e-9 leaves room for the cancellation inside
+# deviation sums (the terms are ~1000x larger than some block sums) and no more.
+RTOL = 1e-9
+
+CASES = {
+    "quantile-rr": {"model": "quantile", "tau": 0.9, "eps": 1.0},
+    "qr-laplace-d4": {"model": "quantile_regression", "tau": 0.5, "eps": 1.0},
+    "mean-laplace-d2": {"model": "mean", "d": 2, "loc": 3.0, "theta0": 0.0},
+}
+METHODS = {
+    "bb": {},
+    "bm": {},
+    "sn": {},
+    "oracle": {},
+    "bb_pct": {"method": "bb", "B": 200, "beta": 0.6, "form": "percentile"},
+}
+CHECKPOINT = N // 3
+
+
+def close(actual, expected, rtol=RTOL):
+    """Relative closeness with the scale of the whole array (entries may be ~0)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    scale = max(np.max(np.abs(expected)), 1e-300)
+    return actual.shape == expected.shape and np.max(np.abs(actual - expected)) <= rtol * scale
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def run(request):
+    spec = {**CASES[request.param], "n": N, "methods": METHODS, "checkpoints": [CHECKPOINT]}
+    rs = normalize_spec(spec)
+    path = reference_path(rs, np.random.Generator(np.random.PCG64(SEED)))
+    stats = run_stats(rs, np.random.Generator(np.random.PCG64(SEED)))
+    return rs, path, stats
+
+
+def block_sums(path, bounds, ref):
+    """Two-pass: sums of (theta_i - ref) over (bounds[j-1], bounds[j]]."""
+    return np.array([(path[a:b] - ref).sum(axis=0) for a, b in itertools.pairwise(bounds)])
+
+
+def direct_self_normalizer(path):
+    """V_n = n^-2 sum_s s^2 (theta_bar_s - theta_bar_n)(theta_bar_s - theta_bar_n)'."""
+    n = len(path)
+    s = np.arange(1, n + 1)[:, None]
+    dev = s * (np.cumsum(path, axis=0) / s - path.mean(axis=0))
+    return dev.T @ dev / n**2
+
+
+def test_theta_bar_and_cuts(run):
+    rs, path, stats = run
+    assert stats.n == N
+    assert np.array_equal(stats.cuts, replicate_cuts(rs))
+    assert np.all(np.diff(stats.cuts) > 0) and stats.cuts[-1] == N
+    assert close(stats.theta_bar, path.mean(axis=0))
+    for point in (CHECKPOINT, 4096):
+        assert close(stats.prefix(point).theta_bar, path[:point].mean(axis=0))
+
+
+def test_segment_sums_against_path(run):
+    _, path, stats = run
+    lengths = np.diff(np.concatenate([[0], stats.cuts]))
+    seg = stats.seg_dev + lengths[:, None] * stats.seg_shift
+    assert close(seg, block_sums(path, np.concatenate([[0], stats.cuts]), 0.0))
+
+
+def test_bootstrap_block_sums(run):
+    rs, path, stats = run
+    bb = rs.methods["bb"]
+    block_len = math.floor(N**0.75)  # SPEC 5.1: l = floor(n^beta), m = floor(n / l)
+    n_blocks = N // block_len
+    assert (bb.block_len(N), bb.n_blocks(N)) == (block_len, n_blocks)
+    bounds = block_len * np.arange(n_blocks + 1)
+    ref = path.mean(axis=0)
+    expected = block_sums(path, bounds, ref)  # S_j - l theta_bar
+    assert close(stats.deviation_sums(bounds, stats.theta_bar), expected)
+    # Any reference point, including a far one, gives the same sums up to l * shift.
+    far = ref + 1e3
+    assert close(stats.deviation_sums(bounds, far), block_sums(path, bounds, far))
+
+
+def batch_bounds(n, gamma, n_batches):
+    """SPEC 5.2: e_k = floor(((k+1) N)^(1/(1-gamma))), N = n^(1-gamma)/(M+1), e_M = n."""
+    big_n = n ** (1 - gamma) / (n_batches + 1)
+    e = [math.floor(((k + 1) * big_n) ** (1 / (1 - gamma))) for k in range(n_batches + 1)]
+    e[-1] = n
+    return np.array(e)
+
+
+def test_batch_means_sums(run):
+    rs, path, stats = run
+    m = N // math.floor(N**0.75)  # default M = the bootstrap's block count
+    e = batch_bounds(N, rs.gamma, m)
+    # floor() of an exact integer power may land one below; bm guards against it.
+    assert np.max(np.abs(rs.methods["bm"].bounds(N, rs.gamma) - e)) <= 1
+    e = rs.methods["bm"].bounds(N, rs.gamma)
+    ref = path.mean(axis=0)
+    assert close(stats.deviation_sums(e, stats.theta_bar), block_sums(path, e, ref))
+
+
+def test_self_normalizer(run):
+    _, path, stats = run
+    v = stats.self_normalizer()
+    assert np.array_equal(v, v.T)
+    assert close(v, direct_self_normalizer(path))
+    point = CHECKPOINT
+    assert close(stats.prefix(point).self_normalizer(), direct_self_normalizer(path[:point]))
+
+
+def direct_intervals(rs, path, level, boot_rngs):
+    """Every method's interval computed from the stored path by the SPEC formulas."""
+    n = len(path)
+    theta_bar = path.mean(axis=0)
+    alpha = 1 - level
+    z = sps.norm.ppf(1 - alpha / 2)
+    out = {}
+    # 5.1 bb: theta*_r = (1/(m l)) sum_j e_j (S_j - l theta_bar), e_j ~ U(-sqrt3, sqrt3).
+    for label in ("bb", "bb_pct"):
+        method = rs.methods[label]
+        block_len = math.floor(n**method.beta)
+        m = n // block_len
+        centred = (
+            np.array([path[j * block_len : (j + 1) * block_len].sum(axis=0) for j in range(m)])
+            - block_len * theta_bar
+        )
+        e = boot_rngs[label].uniform(-math.sqrt(3), math.sqrt(3), (method.B, m))
+        boot = e @ centred / (m * block_len)
+        q_lo, q_hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+        if method.form == "basic":
+            out[label] = (theta_bar - q_hi, theta_bar - q_lo)
+        else:
+            out[label] = (theta_bar + q_lo, theta_bar + q_hi)
+    # 5.2 bm.
+    e = rs.methods["bm"].bounds(n, rs.gamma)
+    means = np.array([path[a:b].mean(axis=0) for a, b in itertools.pairwise(e)])
+    sizes = np.diff(e)
+    pooled = sizes @ means / (n - e[0])
+    sigma_hat = ((means - pooled) * sizes[:, None]).T @ (means - pooled) / len(sizes)
+    half = z * np.sqrt(np.diag(sigma_hat) / n)
+    out["bm"] = (theta_bar - half, theta_bar + half)
+    # 5.3 sn.
+    half = critical_value(level) * np.sqrt(np.diag(direct_self_normalizer(path)) / n)
+    out["sn"] = (theta_bar - half, theta_bar + half)
+    # 5.4 oracle: Sigma = G^-1 S G^-1 from the units' closed forms.
+    model = rs.model
+    g_inv = np.linalg.inv(model.jacobian())
+    s = (model.gradient_cov() + rs.mechanism.variance(model)) / rs.batch
+    half = z * np.sqrt(np.diag(g_inv @ s @ g_inv.T) / n)
+    out["oracle"] = (theta_bar - half, theta_bar + half)
+    return out
+
+
+def test_intervals_against_two_pass(run):
+    rs, path, _ = run
+
+    def boot_streams():
+        return {
+            k: np.random.Generator(np.random.PCG64([BOOT_SEED, i])) for i, k in enumerate(METHODS)
+        }
+
+    result = compute_replicate(rs, np.random.Generator(np.random.PCG64(SEED)), boot_streams())
+    assert result.failures == {}
+    assert result.checkpoints == (CHECKPOINT, N)
+    # compute_replicate visits the checkpoints in order; each bb draws its multipliers
+    # from its own stream, so the direct computation does the same.
+    rngs = boot_streams()
+    for k, point in enumerate(result.checkpoints):
+        expected = direct_intervals(rs, path[:point], rs.level, rngs)
+        assert close(result.estimate[k], path[:point].mean(axis=0))
+        for label, (lo, hi) in expected.items():
+            length = np.max(hi - lo)
+            assert np.all(hi > lo)
+            assert np.max(np.abs(result.lower[label][k] - lo)) <= RTOL * length, (point, label)
+            assert np.max(np.abs(result.upper[label][k] - hi)) <= RTOL * length, (point, label)

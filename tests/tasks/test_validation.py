@@ -1,0 +1,295 @@
+"""Every bad parameter is refused with a message naming it, what is allowed and the value;
+configurations outside the theory warn."""
+
+import math
+import warnings
+
+import pytest
+
+from tasks import normalize_spec, run_replicate
+from tasks.validation import check_choice, check_float, check_int, check_vector
+from tasks.warnings import LDPSimWarning, OutsideTheoryWarning
+
+BASE = {"model": "quantile", "n": 1000}
+QR = {"model": "quantile_regression", "n": 1000}
+
+# (id, spec, exception, substrings the message must contain)
+BAD_SPECS = [
+    # eps: (0, inf]
+    ("eps-zero", {**BASE, "eps": 0}, ValueError, ["'eps'", "(0, inf]", "Got 0."]),
+    ("eps-negative", {**BASE, "eps": -1.0}, ValueError, ["'eps'", "(0, inf]", "Got -1.0."]),
+    ("eps-nan", {**BASE, "eps": math.nan}, ValueError, ["'eps'", "(0, inf]", "Got nan."]),
+    ("eps-string", {**BASE, "eps": "1"}, TypeError, ["'eps'", "(0, inf]", "Got '1'."]),
+    ("eps-bool", {**BASE, "eps": True}, TypeError, ["'eps'", "(0, inf]", "Got True."]),
+    ("eps-laplace", {**QR, "eps": -2}, ValueError, ["'eps'", "laplace", "(0, inf]", "Got -2."]),
+    ("eps-none", {**BASE, "mechanism": "none", "eps": 1.0}, ValueError, ["'eps'", "inf", "1.0"]),
+    # tau: (0, 1)
+    ("tau-zero", {**BASE, "tau": 0.0}, ValueError, ["'tau'", "(0, 1)", "Got 0.0."]),
+    ("tau-one", {**BASE, "tau": 1}, ValueError, ["'tau'", "(0, 1)", "Got 1."]),
+    ("tau-big", {**QR, "tau": 1.5}, ValueError, ["'tau'", "quantile_regression", "Got 1.5."]),
+    ("tau-nan", {**BASE, "tau": math.nan}, ValueError, ["'tau'", "(0, 1)", "Got nan."]),
+    ("tau-string", {**BASE, "tau": "0.5"}, TypeError, ["'tau'", "(0, 1)", "Got '0.5'."]),
+    # gamma: (0, 1]
+    ("gamma-zero", {**BASE, "gamma": 0}, ValueError, ["'gamma'", "(0, 1]", "Got 0."]),
+    ("gamma-big", {**BASE, "gamma": 1.5}, ValueError, ["'gamma'", "(0, 1]", "Got 1.5."]),
+    ("gamma-inf", {**BASE, "gamma": math.inf}, ValueError, ["'gamma'", "(0, 1]", "Got inf."]),
+    # c: (0, inf)
+    ("c-zero", {**BASE, "c": 0.0}, ValueError, ["'c'", "(0, inf)", "Got 0.0."]),
+    ("c-inf", {**BASE, "c": math.inf}, ValueError, ["'c'", "(0, inf)", "Got inf."]),
+    ("c-list", {**BASE, "c": [1.0]}, TypeError, ["'c'", "(0, inf)", "Got [1.0]."]),
+    # n: int >= 2
+    ("n-zero", {**BASE, "n": 0}, ValueError, ["'n'", "[2, inf]", "Got 0."]),
+    ("n-one", {**BASE, "n": 1}, ValueError, ["'n'", "[2, inf]", "Got 1."]),
+    ("n-fraction", {**BASE, "n": 1e3 + 0.5}, ValueError, ["'n'", "[2, inf]", "Got 1000.5."]),
+    ("n-inf", {**BASE, "n": math.inf}, ValueError, ["'n'", "[2, inf]", "Got inf."]),
+    ("n-nan", {**BASE, "n": math.nan}, ValueError, ["'n'", "[2, inf]", "Got nan."]),
+    ("n-string", {**BASE, "n": "1000"}, TypeError, ["'n'", "[2, inf]", "Got '1000'."]),
+    ("n-missing", {"model": "quantile"}, ValueError, ["'n'", "required", "[2, inf]"]),
+    # level: (0, 1)
+    ("level-zero", {**BASE, "level": 0}, ValueError, ["'level'", "(0, 1)", "Got 0."]),
+    ("level-one", {**BASE, "level": 1.0}, ValueError, ["'level'", "(0, 1)", "Got 1.0."]),
+    ("level-percent", {**BASE, "level": 90}, ValueError, ["'level'", "(0, 1)", "Got 90."]),
+    # other SGD parameters
+    ("batch-zero", {**BASE, "batch": 0}, ValueError, ["'batch'", "[1, 1000000]", "Got 0."]),
+    ("seed-negative", {**BASE, "seed": -1}, ValueError, ["'seed'", "[0, ", "Got -1."]),
+    ("theta0-nan", {**BASE, "theta0": math.nan}, ValueError, ["'theta0'", "finite", "Got nan."]),
+    (
+        "theta0-len",
+        {**QR, "theta0": [0.0, 1.0]},
+        ValueError,
+        ["'theta0'", "4 finite", "[0.0, 1.0]"],
+    ),
+    ("theta0-str", {**BASE, "theta0": "0"}, TypeError, ["'theta0'", "finite float", "Got '0'."]),
+    # model parameters
+    ("loc-inf", {**BASE, "loc": math.inf}, ValueError, ["'loc'", "quantile", "Got inf."]),
+    ("d-zero", {"model": "mean", "n": 100, "d": 0}, ValueError, ["'d'", "[1, 64]", "Got 0."]),
+    ("d-float", {"model": "mean", "n": 100, "d": 2.5}, ValueError, ["'d'", "[1, 64]", "Got 2.5."]),
+    ("coef-nan", {**QR, "coef": [0, math.nan]}, ValueError, ["'coef'", "finite", "nan"]),
+    ("coef-empty", {**QR, "coef": []}, ValueError, ["coef", "[1, 64]", "Got 0."]),
+    ("coef-str", {**QR, "coef": "0 1"}, TypeError, ["'coef'", "finite floats", "Got '0 1'."]),
+    # names: model, mechanism, method, multiplier, form
+    ("model-unknown", {"model": "median", "n": 10}, ValueError, ["model 'median'", "'quantile'"]),
+    ("model-type", {"model": 3, "n": 10}, TypeError, ["model 3", "'quantile'"]),
+    ("model-missing", {"n": 10}, ValueError, ["'model'", "required", "'quantile'"]),
+    (
+        "mechanism-unknown",
+        {**BASE, "mechanism": "gauss"},
+        ValueError,
+        ["mechanism 'gauss'", "'laplace'", "'randomized_response'"],
+    ),
+    (
+        "method-unknown",
+        {**BASE, "methods": {"boot": {}}},
+        ValueError,
+        ["method 'boot'", "'bb'", "'bm'", "'oracle'", "'sn'"],
+    ),
+    (
+        "method-kind-unknown",
+        {**BASE, "methods": {"x": {"method": "jackknife"}}},
+        ValueError,
+        ["method 'jackknife'", "'bb'"],
+    ),
+    (
+        "multiplier-unknown",
+        {**BASE, "methods": {"bb": {"multiplier": "poisson"}}},
+        ValueError,
+        ["'multiplier'", "bb", "'uniform'", "'rademacher'", "'mammen'", "Got 'poisson'."],
+    ),
+    (
+        "form-unknown",
+        {**BASE, "methods": {"bb": {"form": "studentized"}}},
+        ValueError,
+        ["'form'", "'basic'", "'percentile'", "Got 'studentized'."],
+    ),
+    # method parameters
+    (
+        "B-zero",
+        {**BASE, "methods": {"bb": {"B": 0}}},
+        ValueError,
+        ["'B'", "bb", "[1, 1000000]", "Got 0."],
+    ),
+    (
+        "B-string",
+        {**BASE, "methods": {"bb": {"B": "500"}}},
+        TypeError,
+        ["'B'", "[1, 1000000]", "Got '500'."],
+    ),
+    (
+        "beta-one",
+        {**BASE, "methods": {"bb": {"beta": 1.0}}},
+        ValueError,
+        ["'beta'", "(0, 1)", "Got 1.0."],
+    ),
+    (
+        "too-few-blocks",
+        {**BASE, "methods": {"bb": {"beta": 0.99}}},
+        ValueError,
+        ["'beta'", "n = 1000", "n_blocks = 1", "n_blocks >= 2", "beta = 0.99"],
+    ),
+    (
+        "n_batches-one",
+        {**BASE, "methods": {"bm": {"n_batches": 1}}},
+        ValueError,
+        ["'n_batches'", "[2, 1000000]", "Got 1."],
+    ),
+    (
+        "n_batches-too-many",
+        {**BASE, "methods": {"bm": {"n_batches": 500}}},
+        ValueError,
+        ["'n_batches'", "increasing batch boundaries", "n = 1000", "M = 500"],
+    ),
+    (
+        "method-param-unknown",
+        {**BASE, "methods": {"bm": {"B": 10}}},
+        ValueError,
+        ["parameter 'B'", "method 'bm'", "n_batches, beta"],
+    ),
+    (
+        "oracle-param",
+        {**BASE, "methods": {"oracle": {"level": 0.9}}},
+        ValueError,
+        ["parameter 'level'", "'oracle'", "(none)"],
+    ),
+    (
+        "methods-empty",
+        {**BASE, "methods": {}},
+        TypeError,
+        ["'methods'", "non-empty mapping", "{}"],
+    ),
+    ("methods-list", {**BASE, "methods": ["bb"]}, TypeError, ["'methods'", "['bb']"]),
+    (
+        "method-params-type",
+        {**BASE, "methods": {"bb": 500}},
+        TypeError,
+        ["method 'bb'", "mapping", "Got 500."],
+    ),
+    # keys
+    (
+        "key-unknown",
+        {**BASE, "alpha": 0.1},
+        ValueError,
+        ["key 'alpha'", "Allowed keys", "level", "tau"],
+    ),
+    (
+        "key-other-model",
+        {**BASE, "coef": [0.0, 1.0]},
+        ValueError,
+        ["'coef'", "model 'quantile'", "tau, loc"],
+    ),
+    (
+        "key-other-model-2",
+        {"model": "mean", "n": 10, "tau": 0.5},
+        ValueError,
+        ["'tau'", "'mean'", "d, loc"],
+    ),
+    (
+        "rr-with-regression",
+        {**QR, "mechanism": "randomized_response"},
+        ValueError,
+        ["randomized_response", "two-valued", "'quantile_regression'"],
+    ),
+    (
+        "checkpoints-zero",
+        {**BASE, "checkpoints": [0, 500]},
+        ValueError,
+        ["'checkpoints'", "[1, 1000]", "Got 0."],
+    ),
+    (
+        "checkpoints-beyond-n",
+        {**BASE, "checkpoints": [2000]},
+        ValueError,
+        ["'checkpoints'", "[1, 1000]", "Got 2000."],
+    ),
+    ("checkpoints-int", {**BASE, "checkpoints": 500}, TypeError, ["'checkpoints'", "Got 500."]),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "exc", "parts"), [pytest.param(*case[1:], id=case[0]) for case in BAD_SPECS]
+)
+def test_bad_spec_is_refused(spec, exc, parts):
+    with pytest.raises(exc) as info:
+        normalize_spec(spec)
+    assert type(info.value) is exc
+    msg = str(info.value)
+    for part in parts:
+        assert part in msg, f"{part!r} not in {msg!r}"
+
+
+def test_spec_must_be_a_mapping():
+    with pytest.raises(TypeError, match=r"must be a mapping\. Got list"):
+        normalize_spec([("model", "quantile")])
+
+
+@pytest.mark.parametrize(
+    ("rep", "exc", "shown"),
+    [(-1, ValueError, "Got -1."), (1.5, ValueError, "Got 1.5."), ("0", TypeError, "Got '0'.")],
+)
+def test_bad_rep_is_refused(rep, exc, shown):
+    with pytest.raises(exc) as info:
+        run_replicate(BASE, rep)
+    msg = str(info.value)
+    assert "'rep'" in msg and "[0, inf]" in msg and shown in msg
+
+
+def test_valid_spec_is_normalized():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rs = normalize_spec({"model": "quantile", "n": 1e6, "tau": 0.9, "theta0": 1})
+    assert rs.n == 10**6 and isinstance(rs.n, int)
+    assert rs.theta0 == (1.0,)
+    assert rs.mechanism.name == "randomized_response" and rs.mechanism.eps == 1.0
+    assert (rs.c, rs.gamma, rs.level, rs.batch, rs.seed) == (1.0, 0.51, 0.9, 1, 0)
+    assert sorted(rs.methods) == ["bb", "bm", "oracle", "sn"]
+    rs = normalize_spec({**QR, "methods": {"bb_r": {"method": "bb", "multiplier": "rademacher"}}})
+    assert rs.mechanism.name == "laplace"
+    assert rs.methods["bb_r"].name == "bb" and rs.methods["bb_r"].multiplier == "rademacher"
+    assert normalize_spec({**BASE, "mechanism": "none"}).mechanism.eps == math.inf
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown"),
+    [
+        ({**BASE, "gamma": 0.5}, "gamma = 0.5"),
+        ({**BASE, "gamma": 0.3}, "gamma = 0.3"),
+        ({**BASE, "gamma": 1.0, "methods": {"sn": {}}}, "gamma = 1.0"),
+        ({**BASE, "methods": {"bb": {"beta": 0.5}}}, "beta = 0.5"),
+        ({**BASE, "gamma": 0.6, "methods": {"bb": {"beta": 0.6}}}, "beta = 0.6"),
+    ],
+)
+def test_outside_the_theory_warns(spec, shown):
+    with pytest.warns(OutsideTheoryWarning) as record:
+        normalize_spec(spec)
+    assert any(shown in str(w.message) for w in record)
+    assert issubclass(OutsideTheoryWarning, LDPSimWarning)
+    assert issubclass(LDPSimWarning, RuntimeWarning)
+
+
+def test_paper_configuration_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        normalize_spec({**BASE, "gamma": 0.51, "methods": {"bb": {"beta": 0.75}, "bm": {}}})
+        normalize_spec({**QR, "gamma": 0.7, "methods": {"bb": {"beta": 0.8}}, "n": 10**6})
+
+
+def test_bm_needs_gamma_below_one():
+    with pytest.warns(OutsideTheoryWarning), pytest.raises(ValueError, match=r"'gamma'.*< 1"):
+        normalize_spec({**BASE, "gamma": 1.0, "methods": {"bm": {}}})
+
+
+def test_check_helpers_message_template():
+    # One template: "The 'eps' parameter of laplace must be a float in (0, inf]. Got -1.0."
+    with pytest.raises(ValueError) as info:
+        check_float(-1.0, "eps", owner="laplace", low=0, allow_inf=True)
+    assert (
+        str(info.value) == "The 'eps' parameter of laplace must be a float in (0, inf]. Got -1.0."
+    )
+    with pytest.raises(ValueError) as info:
+        check_int(7, "B", owner="bb", low=10, high=20)
+    assert str(info.value) == "The 'B' parameter of bb must be an int in [10, 20]. Got 7."
+    with pytest.raises(ValueError) as info:
+        check_choice("x", "form", ("a", "b"))
+    assert str(info.value) == "The 'form' parameter must be one of 'a', 'b'. Got 'x'."
+    assert check_vector(2, "theta0", 3) == (2.0, 2.0, 2.0)
+    assert check_int(1e6, "n", low=2) == 10**6
+    assert check_float(math.inf, "eps", low=0, allow_inf=True) == math.inf
