@@ -13,7 +13,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m tasks
+	$(BIN)/ldpsim run demo
+	$(BIN)/ldpsim summarize outputs/demo.zarr
+	$(BIN)/ldpsim plot outputs/demo.zarr --out outputs/demo-figures
+	@echo "store: outputs/demo.zarr   figures: outputs/demo-figures/"
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -90,6 +90,10 @@ def cmd_run(args) -> int:
         raise InputError("--jobs and --adapt need --cluster (a batch cluster such as slurm).")
     if args.workers and (args.scheduler or args.cluster not in (None, "local")):
         raise InputError("--workers applies to the local cluster only.")
+    if args.cluster:
+        from pipeline.clusters import load_cluster_config
+
+        load_cluster_config(args.cluster)  # a bad cluster file is refused before any write
     for message in sweep.check_theory():
         print(f"warning: {message}", file=sys.stderr)
     report = run_sweep(

@@ -12,7 +12,8 @@ from typing import Any
 from distributed import as_completed
 
 from pipeline.clusters import connect
-from pipeline.store import Store, remove_partial_files
+from pipeline.lock import RunLock
+from pipeline.store import META_GROUP, Store, remove_partial_files
 from pipeline.sweep import GridPoint, Sweep
 from pipeline.worker import run_chunk
 
@@ -121,7 +122,32 @@ def run_sweep(
         Submit the chunks in a random order with this seed (tests: order independence).
     """
     start = time.monotonic()
-    store, changes = Store.open_or_create(store_path, sweep)
+    where = {"workers": workers, "scheduler": scheduler, "cluster": cluster, "jobs": jobs}
+    lock: RunLock | None = None
+
+    def take_lock(path: Path) -> None:
+        # Called by the store once it exists and matches the sweep, before any change.
+        nonlocal lock
+        lock = RunLock(path / META_GROUP)
+        lock.acquire(log=log)
+
+    try:
+        store, changes = Store.open_or_create(store_path, sweep, before_write=take_lock)
+        return _execute(sweep, store, changes, start, {**where, "adapt": adapt}, shuffle, log)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _execute(
+    sweep: Sweep,
+    store: Store,
+    changes: dict[str, Any],
+    start: float,
+    where: dict[str, Any],
+    shuffle: int | None,
+    log,
+) -> RunReport:
     removed = remove_partial_files(store.path)
     if removed:
         log(f"Removed {removed} partial file(s) left by an interrupted run.")
@@ -140,9 +166,7 @@ def run_sweep(
     log(f"{todo} of {total} replicates to compute ({already} already done) in {len(work)} tasks.")
     methods = list(store.layout.methods)
     d = store.layout.d
-    with connect(
-        workers=workers, scheduler=scheduler, cluster=cluster, jobs=jobs, adapt=adapt, log=log
-    ) as client:
+    with connect(**where, log=log) as client:
         futures = {
             client.submit(run_chunk, w.point.spec, w.reps, methods, d, w.key, key=w.key): w
             for w in work

@@ -13,7 +13,7 @@ import os
 import platform
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -217,8 +217,13 @@ class Store:
 
     # -- creation and extension ------------------------------------------------------
     @classmethod
-    def open_or_create(cls, path: str | Path, sweep: Sweep) -> tuple[Store, dict[str, Any]]:
+    def open_or_create(
+        cls, path: str | Path, sweep: Sweep, before_write: Callable[[Path], None] | None = None
+    ) -> tuple[Store, dict[str, Any]]:
         """Open the store for ``sweep`` (creating or extending it); report what changed.
+
+        ``before_write(path)`` (e.g. taking the run lock) is called once the store exists
+        and matches ``sweep``, before anything in it is changed other than its creation.
 
         Raises
         ------
@@ -230,11 +235,21 @@ class Store:
         check_store_path(path)
         if not path.exists():
             layout = layout_for(sweep)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            template(sweep, layout).to_zarr(
-                str(path), compute=False, mode="w-", consolidated=False, zarr_format=3
-            )
-            zarr.open_group(str(path / META_GROUP), mode="w", zarr_format=3)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                template(sweep, layout).to_zarr(
+                    str(path), compute=False, mode="w-", consolidated=False, zarr_format=3
+                )
+                zarr.open_group(str(path / META_GROUP), mode="w", zarr_format=3)
+            except OSError as exc:  # e.g. /proc, a read-only file system (root ignores modes)
+                if path.exists():
+                    shutil.rmtree(path, ignore_errors=True)
+                raise InputError(
+                    f"Cannot create the store {str(path)!r}: {exc.strerror or exc}. Choose a "
+                    "writable --store path."
+                ) from None
+            if before_write is not None:
+                before_write(path)
             return cls(path, layout), {"created": True, "added": {}, "replicates_added": 0}
         stored = read_sweep(path)
         diff = identity_diff(stored, sweep)
@@ -244,6 +259,8 @@ class Store:
                 f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
                 f"another --store path, or the original specification."
             )
+        if before_write is not None:
+            before_write(path)
         layout = layout_for(stored, rep_chunk=int(read_attrs(path)["rep_chunk"]))
         added: dict[str, list[Any]] = {}
         for axis in layout.axes:

@@ -1,0 +1,352 @@
+"""Figures of a sweep's store: coverage and length against n, and the running intervals."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+# The object-oriented API (Figure, no pyplot) renders with Agg / the PDF backend and never
+# touches a display or matplotlib's global figure registry.
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from pipeline.store import open_dataset
+from pipeline.summary import (
+    NON_GRID_DIMS,
+    axis_labels,
+    grid_axes,
+    oracle_label,
+    summarize,
+    sweep_info,
+)
+
+#: Formats every figure is written in.
+FIGURE_FORMATS = ("png", "pdf")
+#: Fixed colors so that a method looks the same in every figure.
+METHOD_COLORS = {"bb": "C0", "bm": "C1", "sn": "C2", "oracle": "black"}
+#: Most coordinates shown as panel rows; above it only coordinate 0 is drawn.
+MAX_COORD_ROWS = 4
+#: The running-interval figure splits at this fraction of the largest checkpoint (the
+#: paper's Figure 1: n up to 2e5, then 2e5 to 1e6).
+RUNNING_SPLIT = 0.2
+PANEL_SIZE = (3.6, 2.8)
+#: Up to this many values of an n axis get one tick each; more, and checkpoints, get the
+#: default log ticks.
+MAX_TICKS = 8
+
+
+def _colors(methods: list[str]) -> dict[str, str]:
+    spare = iter(f"C{i}" for i in range(3, 10))
+    return {m: METHOD_COLORS.get(m) or next(spare, "gray") for m in methods}
+
+
+def _label(name: str, value: Any) -> str:
+    value = value.item() if isinstance(value, np.generic) else value
+    return f"{name} = {value:g}" if isinstance(value, float) else f"{name} = {value}"
+
+
+def _combos(ds: xr.Dataset, dims: list[str]) -> list[dict[str, Any]]:
+    """Every combination of the values of ``dims`` (one empty combination when none)."""
+    values = [ds[d].values for d in dims]
+    return [dict(zip(dims, c, strict=True)) for c in itertools.product(*values)]
+
+
+def _shown_coords(summary: xr.Dataset) -> list[int]:
+    coords = [int(c) for c in summary["coord"].values]
+    return coords if len(coords) <= MAX_COORD_ROWS else coords[:1]
+
+
+def _title(summary: xr.Dataset, what: str) -> str:
+    name = sweep_info(summary).get("name", "")
+    level = summary.attrs.get("level")
+    level_text = f", {100 * float(level):g}% intervals" if level is not None else ""
+    return f"{name}: {what}{level_text}" if name else f"{what}{level_text}"
+
+
+def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    paths = []
+    for ext in FIGURE_FORMATS:
+        path = out_dir / f"{stem}.{ext}"
+        # No creation date in the PDF, so that identical data give identical files.
+        metadata = {"CreationDate": None} if ext == "pdf" else None
+        fig.savefig(path, dpi=150, metadata=metadata)
+        paths.append(path)
+    return paths
+
+
+def _panel_grid(n_rows: int, n_cols: int, title: str, **share: Any) -> tuple[Figure, np.ndarray]:
+    fig = Figure(
+        figsize=(PANEL_SIZE[0] * n_cols + 2.0, PANEL_SIZE[1] * n_rows + 0.6),
+        layout="constrained",
+    )
+    axes = fig.subplots(n_rows, n_cols, squeeze=False, **share)
+    fig.suptitle(title)
+    return fig, axes
+
+
+def _legend(fig: Figure, axes: np.ndarray) -> None:
+    """One legend for the figure, right of the panels (it never hides data)."""
+    seen: dict[str, Any] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside right upper", fontsize="small")
+
+
+def _panel_title(ax: Axes, combo: dict[str, Any], coord: int | None) -> None:
+    parts = [_label(k, v) for k, v in combo.items()]
+    if coord is not None:
+        parts.append(f"coord {coord}")
+    if parts:
+        ax.set_title(", ".join(parts), fontsize="medium")
+
+
+def _dodge(x: np.ndarray, i: int, count: int, log: bool) -> np.ndarray:
+    # Side-by-side error bars: a small shift per method (multiplicative on a log axis).
+    step = (i - (count - 1) / 2) * 0.02
+    if log:
+        decades = float(np.log10(x.max() / x.min())) if x.size > 1 else 1.0
+        return x * 10 ** (step * max(decades, 1.0))
+    spread = float(np.ptp(x)) if x.size > 1 else 1.0
+    return x + step * spread
+
+
+def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
+    """Coverage (+-2 SE, nominal line) and log-log mean length against ``x_dim``."""
+    if x_dim != "checkpoint" and "checkpoint" in summary.dims:
+        summary = summary.isel(checkpoint=-1)  # the interval at the end of the run
+    others = [a for a in grid_axes(summary) if a != x_dim]
+    combos = _combos(summary, others)
+    coords = _shown_coords(summary)
+    methods = [str(m) for m in summary["method"].values]
+    colors = _colors(methods)
+    oracle = oracle_label(summary)
+    x = summary[x_dim].values.astype(np.float64)
+    log_x = bool(np.all(x > 0))  # n grids are geometric; length is drawn log-log
+    level = summary.attrs.get("level")
+    x_name = "n" if x_dim == "checkpoint" else x_dim
+    ticks = axis_labels(summary[x_dim].values, "text")
+    n_rows = len(coords) if len(coords) > 1 else 1
+    coord_in_title = len(summary["coord"]) > 1
+
+    cov_fig, cov_axes = _panel_grid(
+        n_rows, len(combos), _title(summary, "coverage"), sharex=True, sharey=True
+    )
+    len_fig, len_axes = _panel_grid(
+        n_rows, len(combos), _title(summary, "mean length"), sharex=True
+    )
+    for (row, coord), (col, combo) in itertools.product(enumerate(coords), enumerate(combos)):
+        cell = summary.sel({**combo, "coord": coord})
+        cax, lax = cov_axes[row, col], len_axes[row, col]
+        for i, method in enumerate(methods):
+            m = cell.sel({"method": method})
+            cax.errorbar(
+                _dodge(x, i, len(methods), log_x),
+                m["coverage"].values,
+                yerr=2 * m["coverage_se"].values,
+                marker="o",
+                markersize=4,
+                capsize=2,
+                color=colors[method],
+                label=method,
+            )
+            lax.plot(
+                x,
+                m["length"].values,
+                marker="o",
+                markersize=4,
+                color=colors[method],
+                linestyle="--" if method == oracle else "-",
+                label=method,
+            )
+        if level is not None:
+            cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
+        for ax in (cax, lax):
+            if log_x:
+                ax.set_xscale("log")
+            if x_dim == "n" and len(x) <= MAX_TICKS:
+                # Ticks at the grid's n values only (log minor labels would overlap).
+                ax.set_xticks(x, ticks)
+                ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel(x_name)
+            _panel_title(ax, combo, coord if coord_in_title else None)
+        if np.any(np.isfinite(cell["length"].values) & (cell["length"].values > 0)):
+            lax.set_yscale("log")
+        cax.set_ylabel("coverage")
+        lax.set_ylabel("mean length")
+    # Shared x axis: a panel without data (no replicate done) keeps sensible ticks.
+    span = (x.min() / 1.5, x.max() * 1.5) if log_x else (x.min() - 0.5, x.max() + 0.5)
+    cov_axes[0, 0].set_xlim(*span)
+    len_axes[0, 0].set_xlim(*span)
+    _legend(cov_fig, cov_axes)
+    _legend(len_fig, len_axes)
+    return cov_fig, len_fig
+
+
+def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
+    """Coverage and mean length as bars per method (no ``n`` axis, no checkpoints)."""
+    axes_names = grid_axes(summary)
+    combos = _combos(summary, axes_names)
+    coords = _shown_coords(summary)
+    methods = [str(m) for m in summary["method"].values]
+    colors = _colors(methods)
+    level = summary.attrs.get("level")
+    coord_in_title = len(summary["coord"]) > 1
+    width = 0.8 / len(methods)
+    positions = np.arange(len(combos))
+    tick_labels = [", ".join(_label(k, v) for k, v in c.items()) or "all" for c in combos]
+
+    cov_fig, cov_axes = _panel_grid(len(coords), 1, _title(summary, "coverage"))
+    len_fig, len_axes = _panel_grid(len(coords), 1, _title(summary, "mean length"))
+    for row, coord in enumerate(coords):
+        cax, lax = cov_axes[row, 0], len_axes[row, 0]
+        for i, method in enumerate(methods):
+            sel = summary.sel({"coord": coord, "method": method})
+            cov = [float(sel.sel(c)["coverage"]) for c in combos]
+            se = [float(sel.sel(c)["coverage_se"]) for c in combos]
+            length = [float(sel.sel(c)["length"]) for c in combos]
+            at = positions + (i - (len(methods) - 1) / 2) * width
+            cax.bar(
+                at,
+                cov,
+                width,
+                yerr=2 * np.asarray(se),
+                capsize=3,
+                color=colors[method],
+                label=method,
+            )
+            lax.bar(at, length, width, color=colors[method], label=method)
+        if level is not None:
+            cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
+        for ax in (cax, lax):
+            ax.set_xticks(positions, tick_labels)
+            if coord_in_title:
+                ax.set_title(f"coord {coord}", fontsize="medium")
+        cax.set_ylim(0, 1.05)
+        cax.set_ylabel("coverage")
+        lax.set_ylabel("mean length")
+    _legend(cov_fig, cov_axes)
+    _legend(len_fig, len_axes)
+    return cov_fig, len_fig
+
+
+def _first_done_rep(done: xr.DataArray) -> int | None:
+    flags = np.asarray(done.values, dtype=bool)
+    return int(np.argmax(flags)) if flags.any() else None
+
+
+def _running_limits(
+    estimate: np.ndarray, bounds: list[np.ndarray], truth: float
+) -> tuple[float, float] | None:
+    """y-limits: the whole estimate path, and the bounds but at the first quarter of the
+    checkpoints (the earliest intervals are so wide that they would flatten the rest)."""
+    data = np.concatenate([estimate, *(v[len(v) // 4 :] for v in bounds if v.size)])
+    data = data[np.isfinite(data)]
+    if np.isfinite(truth):
+        data = np.append(data, truth)
+    if data.size == 0:
+        return None
+    lo, hi = float(data.min()), float(data.max())
+    pad = 0.15 * (hi - lo) if hi > lo else 1.0
+    return lo - pad, hi + pad
+
+
+def _running_figure(ds: xr.Dataset) -> Figure | None:
+    """Running estimate and interval bounds against n, first done replicate, coord 0."""
+    combos = _combos(ds, [a for a in grid_axes(ds) if a not in NON_GRID_DIMS])
+    checkpoints = ds["checkpoint"].values.astype(np.float64)
+    split = RUNNING_SPLIT * checkpoints.max()
+    parts = [checkpoints <= split, checkpoints >= split]
+    if min(int(p.sum()) for p in parts) < 2:
+        parts = [np.ones_like(checkpoints, dtype=bool)]
+    oracle = oracle_label(ds)
+    methods = [str(m) for m in ds["method"].values if str(m) != oracle]
+    colors = _colors(methods)
+    fig, axes = _panel_grid(len(combos), len(parts), _title(ds, "running estimate and bounds"))
+    drawn = False
+    for row, combo in enumerate(combos):
+        point = ds.sel(combo).isel(coord=0)
+        rep = _first_done_rep(point["done"])
+        if rep is None:
+            for ax in axes[row]:
+                ax.set_title("no replicate done", fontsize="medium")
+            continue
+        drawn = True
+        point = point.isel(rep=rep).compute()
+        truth = float(point["truth"])
+        estimate = point["estimate"].values
+        for col, part in enumerate(parts):
+            ax = axes[row, col]
+            x = checkpoints[part]
+            shown = []
+            ax.plot(x, estimate[part], color="black", linewidth=1.2, label="estimate")
+            for method in methods:
+                bounds = point.sel({"method": method})
+                for bound, label in (("lower", method), ("upper", None)):
+                    y = bounds[bound].values[part]
+                    shown.append(y)
+                    ax.plot(x, y, color=colors[method], linewidth=1, label=label)
+            if np.isfinite(truth):
+                ax.axhline(truth, color="gray", linestyle="--", linewidth=1, label="truth")
+            limits = _running_limits(estimate[part], shown, truth)
+            if limits is not None:
+                ax.set_ylim(*limits)
+            if col == 0 and len(parts) > 1 and x.min() > 0:
+                ax.set_xscale("log")
+            ax.set_xlabel("n")
+            ax.set_ylabel("theta (coord 0)")
+            where = [_label(k, v) for k, v in combo.items()]
+            if len(parts) > 1:
+                where.append(f"n {'<=' if col == 0 else '>='} {split:g}")
+            ax.set_title(", ".join([*where, f"replicate {rep}"]), fontsize="medium")
+    if not drawn:
+        return None
+    _legend(fig, axes)
+    return fig
+
+
+def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list[Path]:
+    """Draw a sweep's figures as PNG and PDF files.
+
+    Parameters
+    ----------
+    path_or_ds : str, pathlib.Path or xarray.Dataset
+        A store path (opened with :func:`pipeline.store.open_dataset`) or the store's
+        Dataset itself.
+    out_dir : str or pathlib.Path
+        Folder the figures are written to (created if missing; files are replaced).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written: ``coverage.{png,pdf}`` (coverage against n with +-2 SE
+        error bars and the nominal level; one panel per combination of the other grid
+        axes, one panel row per coordinate when d <= 4, else coordinate 0),
+        ``length.{png,pdf}`` (mean length against n, log-log, the oracle dashed) and,
+        for a store with checkpoints, ``running.{png,pdf}`` (the running estimate and
+        interval bounds of the first done replicate against n, in two panels split at
+        n = 0.2 max checkpoint, as in the paper's Figure 1). The x axis is the ``n``
+        axis, else the checkpoints; a store with neither gets bar charts per method.
+    """
+    ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else open_dataset(path_or_ds)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(ds)
+    if "n" in grid_axes(summary):
+        cov_fig, len_fig = _line_figures(summary, "n")
+    elif "checkpoint" in summary.dims:
+        cov_fig, len_fig = _line_figures(summary, "checkpoint")
+    else:
+        cov_fig, len_fig = _bar_figures(summary)
+    files = _save(cov_fig, out, "coverage") + _save(len_fig, out, "length")
+    if "checkpoint" in ds.dims:
+        running = _running_figure(ds)
+        if running is not None:
+            files += _save(running, out, "running")
+    return files

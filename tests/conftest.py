@@ -1,0 +1,87 @@
+"""Shared fixtures: one LocalCluster for the pipeline tests (numba compiles per worker)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from pipeline.worker import COMPUTE_LOG_ENV, FAULT_FILE_ENV
+
+#: Times a task may kill its worker before the scheduler gives up (KilledWorker).
+ALLOWED_FAILURES = 1
+
+
+@pytest.fixture(scope="session")
+def cluster_files(tmp_path_factory) -> dict[str, Path]:
+    """The compute log and the fault-injection file the session cluster's workers see."""
+    folder = tmp_path_factory.mktemp("cluster")
+    return {"compute_log": folder / "computed.log", "faults": folder / "faults.json"}
+
+
+@pytest.fixture(scope="session")
+def local_cluster(cluster_files):
+    """2 process workers on loopback; they log computed replicates and honour faults."""
+    import dask
+    from distributed import LocalCluster
+
+    with pytest.MonkeyPatch.context() as mp:
+        # Workers inherit the environment of this process when (re)started by their nanny
+        # (which lives in this process), so it stays set while the cluster lives.
+        mp.setenv(COMPUTE_LOG_ENV, str(cluster_files["compute_log"]))
+        mp.setenv(FAULT_FILE_ENV, str(cluster_files["faults"]))
+        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+            cluster = LocalCluster(
+                n_workers=2,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+            )
+        with cluster:
+            yield cluster
+
+
+def store_token(store: Path) -> str:
+    """The store-specific part of the task keys (see pipeline.runner.plan)."""
+    return hashlib.sha256(Path(store).resolve().as_posix().encode()).hexdigest()[:8]
+
+
+def computed(log: Path, store: Path) -> list[tuple[tuple[int, ...], int]]:
+    """(grid index, rep) of every replicate computed for ``store``, in log order."""
+    if not log.exists():
+        return []
+    prefix = f"ldpsim-{store_token(store)}-"
+    out = []
+    for line in log.read_text().splitlines():
+        key, rep = line.split()
+        if key.startswith(prefix):
+            label = key[len(prefix) :].rsplit("-c", 1)[0]
+            out.append((tuple(int(i) for i in label.split("-")), int(rep)))
+    return out
+
+
+def tree_hash(path: Path) -> dict[str, str]:
+    """Content hash of every file under ``path`` (a store left unchanged keeps them all)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    return {
+        str(f.relative_to(path)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(path.rglob("*"))
+        if f.is_file()
+    }
+
+
+def write_sweep(path: Path, *, replicates=4, rep_chunk=2, grid=None, spec=None, extra="") -> Path:
+    """A tiny quantile sweep file."""
+    grid = grid or {"tau": [0.5, 0.9], "n": [2000, 5000]}
+    spec = {"model": '"quantile"', "eps": "1.0", **(spec or {})}
+    lines = [f"replicates = {replicates}", "seed = 7", f"rep_chunk = {rep_chunk}", extra, "[spec]"]
+    lines += [f"{k} = {v}" for k, v in spec.items()]
+    lines.append("[grid]")
+    lines += [f"{k} = {v!r}" for k, v in grid.items()]
+    lines += ["[methods.bb]", "B = 50", "[methods.bm]", "[methods.oracle]"]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,183 @@
+"""Hand-made stores with the SPEC section 7 layout and known summaries (test helpers)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy.stats import norm
+
+LEVEL = 0.9
+Z = float(norm.ppf(0.95))
+REPS = 40
+#: Replicates 0..DONE-1 are done (in every cell but the empty one).
+DONE = 36
+#: The bb method failed for this replicate (NaN bounds, method_failed).
+BB_FAILED_REP = 3
+#: A replicate that is not done but holds finite values (they must be ignored).
+GARBAGE_REP = 38
+#: Oracle sd sqrt(Sigma_jj) and the sd of sqrt(n)(theta_bar - theta*) over done replicates.
+ORACLE_SD = 2.0
+EMPIRICAL_SD = 3.0
+TAUS = [0.5, 0.9]
+NS = [100, 10_000]
+METHODS = ["bb", "oracle"]
+D = 2
+#: The (tau, n) cell without any done replicate.
+EMPTY_CELL = {"tau": 0.9, "n": 10_000}
+
+
+def bias(j: int) -> float:
+    return 0.01 * (j + 1)
+
+
+def truth_value(tau: float, j: int) -> float:
+    return tau if j == 0 else -tau
+
+
+def bb_length(r: int, j: int) -> float:
+    return 0.1 * (1 + j) + 0.01 * r
+
+
+def bb_covers(r: int, j: int) -> bool:
+    return r % 7 != j
+
+
+def oracle_covers(r: int, j: int) -> bool:
+    return not (j == 0 and r % 10 == 9)
+
+
+def standardized_noise() -> np.ndarray:
+    """e_r with mean 0 and sample sd 1 over the done replicates."""
+    e = np.sin(np.arange(DONE) * 1.7) + 0.3 * np.arange(DONE) / DONE
+    return (e - e.mean()) / e.std(ddof=1)
+
+
+def sweep_attr(
+    grid: dict[str, list[Any]], spec: dict[str, Any], methods: list[str], replicates: int = REPS
+) -> str:
+    return json.dumps(
+        {
+            "name": "synthetic",
+            "description": "hand-made store",
+            "replicates": replicates,
+            "seed": 0,
+            "spec": {"model": "quantile", "level": LEVEL, **spec},
+            "grid": grid,
+            "methods": {m: {} for m in methods},
+            "rep_chunk": None,
+        }
+    )
+
+
+def _interval(truth: float, length: float, covers: bool) -> tuple[float, float]:
+    lower = truth - 0.4 * length if covers else truth + 0.01
+    return lower, lower + length
+
+
+def grid_store() -> xr.Dataset:
+    """Grid tau x n, methods bb and oracle, 40 replicates, d = 2 (see module constants)."""
+    shape_g = (len(TAUS), len(NS))
+    m, r_all = len(METHODS), REPS
+    estimate = np.full((*shape_g, r_all, D), np.nan)
+    lower = np.full((*shape_g, m, r_all, D), np.nan)
+    upper = np.full_like(lower, np.nan)
+    truth = np.full((*shape_g, D), np.nan)
+    done = np.zeros((*shape_g, r_all), dtype=bool)
+    method_failed = np.zeros((*shape_g, m, r_all), dtype=bool)
+    e = standardized_noise()
+    for a, tau in enumerate(TAUS):
+        for b, n in enumerate(NS):
+            for j in range(D):
+                truth[a, b, j] = truth_value(tau, j)
+            if {"tau": tau, "n": n} == EMPTY_CELL:
+                continue
+            done[a, b, :DONE] = True
+            for r in [*range(DONE), GARBAGE_REP]:
+                for j in range(D):
+                    t = truth[a, b, j]
+                    noise = e[r] if r < DONE else 100.0
+                    estimate[a, b, r, j] = t + bias(j) + EMPIRICAL_SD * noise / np.sqrt(n)
+                    oracle_len = 2 * Z * ORACLE_SD / np.sqrt(n)
+                    lower[a, b, 1, r, j], upper[a, b, 1, r, j] = _interval(
+                        t, oracle_len, oracle_covers(r, j)
+                    )
+                    if r != BB_FAILED_REP:
+                        lower[a, b, 0, r, j], upper[a, b, 0, r, j] = _interval(
+                            t, bb_length(r, j), bb_covers(r, j)
+                        )
+            method_failed[a, b, 0, BB_FAILED_REP] = True
+    g, gm = ("tau", "n"), ("tau", "n", "method")
+    ds = xr.Dataset(
+        {
+            "estimate": ((*g, "rep", "coord"), estimate),
+            "lower": ((*gm, "rep", "coord"), lower),
+            "upper": ((*gm, "rep", "coord"), upper),
+            "truth": ((*g, "coord"), truth),
+            "done": ((*g, "rep"), done),
+            "failed": ((*g, "rep"), np.zeros_like(done)),
+            "method_failed": ((*gm, "rep"), method_failed),
+            "seconds": ((*g, "rep"), np.where(done, 0.5, np.nan)),
+            "job_id": ((*g, "rep"), np.zeros(done.shape, dtype=np.int64)),
+        },
+        coords={
+            "tau": np.array(TAUS),
+            "n": np.array(NS, dtype=np.int64),
+            "method": np.array(METHODS, dtype=object),
+            "rep": np.arange(REPS),
+            "coord": np.arange(D),
+        },
+    )
+    ds.attrs.update(
+        level=LEVEL,
+        sweep=sweep_attr({"tau": TAUS, "n": NS}, {"eps": 1.0}, METHODS),
+        rep_chunk=10,
+        versions="{}",
+    )
+    return ds
+
+
+CHECKPOINTS = [10, 100, 1_000, 10_000, 100_000, 200_000, 500_000, 1_000_000]
+RUN_METHODS = ["bb", "bm", "sn", "oracle"]
+HALF_WIDTH = {"bb": 1.8, "bm": 1.5, "sn": 2.4, "oracle": Z * ORACLE_SD}
+
+
+def checkpoint_store(reps: int = 1) -> xr.Dataset:
+    """A figure-1 store: no grid axes, checkpoints, methods bb/bm/sn/oracle, d = 1."""
+    k = np.array(CHECKPOINTS, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    walk = np.cumsum(rng.standard_normal((reps, len(k))), axis=1) / np.arange(1, len(k) + 1)
+    estimate = (0.1 * walk * 40 / np.sqrt(k))[..., None]
+    half = np.array([HALF_WIDTH[m] for m in RUN_METHODS])[:, None, None, None]
+    half = half / np.sqrt(k)[None, None, :, None]
+    ds = xr.Dataset(
+        {
+            "estimate": (("rep", "checkpoint", "coord"), estimate),
+            "lower": (("method", "rep", "checkpoint", "coord"), estimate[None] - half),
+            "upper": (("method", "rep", "checkpoint", "coord"), estimate[None] + half),
+            "truth": (("coord",), np.array([0.0])),
+            "done": (("rep",), np.ones(reps, dtype=bool)),
+            "failed": (("rep",), np.zeros(reps, dtype=bool)),
+            "method_failed": (("method", "rep"), np.zeros((len(RUN_METHODS), reps), bool)),
+            "seconds": (("rep",), np.ones(reps)),
+            "job_id": (("rep",), np.zeros(reps, dtype=np.int64)),
+        },
+        coords={
+            "method": np.array(RUN_METHODS, dtype=object),
+            "rep": np.arange(reps),
+            "checkpoint": np.array(CHECKPOINTS, dtype=np.int64),
+            "coord": np.arange(1),
+        },
+    )
+    spec = {"tau": 0.5, "n": CHECKPOINTS[-1], "checkpoints": CHECKPOINTS}
+    ds.attrs.update(level=LEVEL, sweep=sweep_attr({}, spec, RUN_METHODS, reps), rep_chunk=1)
+    return ds
+
+
+def point_store() -> xr.Dataset:
+    """No grid axes, no checkpoints: the (0.5, 100) cell of :func:`grid_store`."""
+    ds = grid_store().sel(tau=0.5, n=100, drop=True)
+    ds.attrs["sweep"] = sweep_attr({}, {"tau": 0.5, "n": 100}, METHODS)
+    return ds

@@ -1,0 +1,318 @@
+"""Issue 6: crash-safe resume, the run lock, bad input, loopback-only defaults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import computed, tree_hash, write_sweep
+
+from pipeline.cli import main
+from pipeline.lock import LOCK_NAME, RunLock
+from pipeline.runner import run_sweep
+from pipeline.store import META_GROUP, open_dataset
+from pipeline.sweep import load_sweep
+
+VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
+
+
+def done_count(store: Path) -> int:
+    try:
+        return int(open_dataset(store)["done"].sum())
+    except Exception:  # not created yet, or being created
+        return -1
+
+
+def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
+    """SIGKILL the whole `ldpsim run` process group at several moments, then resume."""
+    sweep_file = write_sweep(tmp_path / "crash.toml", replicates=20, rep_chunk=1)
+    baseline = tmp_path / "baseline.zarr"
+    run_sweep(
+        load_sweep(sweep_file),
+        baseline,
+        scheduler=local_cluster.scheduler_address,
+        log=lambda m: 0,
+    )
+    store = tmp_path / "crash.zarr"
+    total = 80
+    log = cluster_files["compute_log"]
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "run",
+        str(sweep_file),
+        "--store",
+        str(store),
+        "--scheduler",
+        local_cluster.scheduler_address,
+    ]
+    kills = []
+    done_at_kill: list[tuple[int, set]] = []  # (log length, replicates done) at each kill
+    for moment, when in (("early", 0), ("mid", 20), ("late", 64)):
+        proc = subprocess.Popen(
+            command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 90
+        while done_count(store) < when and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, f"the run finished before the {moment} kill"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills.append((moment, done_count(store)))
+        if store.exists():
+            ds = open_dataset(store)  # opens with xarray at every intermediate point
+            done = ds["done"].values
+            done_at_kill.append(
+                (
+                    len(computed(log, store)),
+                    {(tuple(i[:-1]), int(i[-1])) for i in np.argwhere(done)},
+                )
+            )
+    # Resume to the end.
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    final = open_dataset(store).load()
+    base = open_dataset(baseline).load()
+    for name in VALUES:
+        np.testing.assert_array_equal(final[name].values, base[name].values, err_msg=name)
+    assert int(final["done"].sum()) == total
+    lines = computed(log, store)
+    for length, done in done_at_kill:
+        again = [item for item in lines[length:] if item in done]
+        assert not again, f"recomputed after being marked done: {again}"
+    leftovers = [p for pat in ("*.partial", "*.tmp") for p in store.rglob(pat)]
+    assert not leftovers
+    assert not (store / META_GROUP / LOCK_NAME).exists()
+    # The mid and late kills left work done and work to do.
+    assert 0 < kills[1][1] < total and kills[1][1] <= kills[2][1] < total, kills
+
+
+def test_lock_refuses_live_process(tmp_path, capsys):
+    sweep_file = write_sweep(tmp_path / "tiny.toml")
+    store = tmp_path / "locked.zarr"
+    # Create the store (the spec is checked, then the lock taken) without computing.
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        from pipeline.store import Store
+
+        Store.open_or_create(store, load_sweep(sweep_file))
+        record = {
+            "pid": holder.pid,
+            "hostname": socket.gethostname(),
+            "started": time.time(),
+            "started_iso": "now",
+            "command": "ldpsim run x",
+        }
+        (store / META_GROUP / LOCK_NAME).write_text(json.dumps(record))
+        before = tree_hash(store)
+        code = main(["run", str(sweep_file), "--store", str(store), "--workers", "1"])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert f"pid {holder.pid}" in err and socket.gethostname() in err
+        assert len(err.strip().splitlines()) == 1
+        assert tree_hash(store) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lock_stale_taken_over(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    folder = tmp_path / "meta"
+    folder.mkdir()
+    record = {
+        "pid": dead.pid,
+        "hostname": socket.gethostname(),
+        "started": time.time() - 5,
+        "started_iso": "then",
+        "command": "ldpsim run x",
+    }
+    (folder / LOCK_NAME).write_text(json.dumps(record))
+    notes = []
+    lock = RunLock(folder)
+    lock.acquire(log=notes.append)
+    assert json.loads((folder / LOCK_NAME).read_text())["pid"] == os.getpid()
+    assert len(notes) == 1 and "stale" in notes[0] and str(dead.pid) in notes[0]
+    second = RunLock(folder)
+    with pytest.raises(ValueError, match=f"pid {os.getpid()}"):
+        second.acquire()
+    lock.release()
+    assert not (folder / LOCK_NAME).exists()
+    assert sorted(p.name for p in folder.iterdir()) == []
+
+
+def test_lock_released_after_run(tmp_path, local_cluster):
+    sweep = load_sweep(write_sweep(tmp_path / "tiny.toml", replicates=1, rep_chunk=1))
+    store = tmp_path / "released.zarr"
+    run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=lambda m: 0)
+    assert not (store / META_GROUP / LOCK_NAME).exists()
+
+
+# -- bad input -----------------------------------------------------------------------------
+BASE = """replicates = 2
+seed = 1
+[spec]
+model = "quantile"
+eps = 1.0
+n = 2000
+[grid]
+tau = [0.5]
+[methods.bm]
+"""
+
+#: (case id, sweep file text or None for the valid BASE, CLI arguments after the sweep,
+#:  cluster YAML or None, words the one stderr line must contain)
+CASES = [
+    ("unknown-top-key", BASE + "\n", ["--set", "colour=1"], None, ["colour"]),
+    ("toml-syntax", "replicates = = 2", [], None, ["not valid TOML"]),
+    ("unknown-section-key", BASE.replace("[spec]", "[spec]\nfoo = 1"), [], None, ["'foo'"]),
+    ("unknown-top", "bogus = 1\n" + BASE, [], None, ["'bogus'", "Allowed keys"]),
+    ("eps-zero", BASE.replace("eps = 1.0", "eps = 0.0"), [], None, ["eps"]),
+    ("eps-negative", BASE, ["--set", "eps=-1"], None, ["eps"]),
+    ("eps-string", BASE.replace("eps = 1.0", 'eps = "big"'), [], None, ["eps"]),
+    ("tau-one", BASE.replace("tau = [0.5]", "tau = [1.0]"), [], None, ["tau"]),
+    ("n-zero", BASE.replace("n = 2000", "n = 0"), [], None, ["'n'"]),
+    ("n-string", BASE.replace("n = 2000", 'n = "many"'), [], None, ["'n'"]),
+    (
+        "replicates-negative",
+        BASE.replace("replicates = 2", "replicates = -3"),
+        [],
+        None,
+        ["replicates"],
+    ),
+    (
+        "replicates-float",
+        BASE.replace("replicates = 2", "replicates = 2.5"),
+        [],
+        None,
+        ["replicates"],
+    ),
+    ("B-zero", BASE + "[methods.bb]\nB = 0\n", [], None, ["B"]),
+    ("unknown-method", BASE + "[methods.magic]\n", [], None, ["magic"]),
+    ("unknown-model", BASE.replace('"quantile"', '"banana"'), [], None, ["banana"]),
+    ("level-one", BASE.replace("[spec]", "[spec]\nlevel = 1.0"), [], None, ["level"]),
+    ("level-negative", BASE, ["--set", "level=-0.1"], None, ["level"]),
+    ("grid-empty", BASE.replace("tau = [0.5]", "tau = []"), [], None, ["tau", "non-empty"]),
+    (
+        "grid-unknown-axis",
+        BASE.replace("tau = [0.5]", "tau = [0.5]\nwho = [1]"),
+        [],
+        None,
+        ["who"],
+    ),
+    ("seed-negative", BASE.replace("seed = 1", "seed = -1"), [], None, ["seed"]),
+    ("bad-set-syntax", BASE, ["--set", "eps"], None, ["key=value"]),
+    ("workers-zero", BASE, ["--workers", "0"], None, ["--workers"]),
+    ("workers-word", BASE, ["--workers", "two"], None, ["--workers"]),
+    ("replicates-flag-zero", BASE, ["--replicates", "0"], None, ["--replicates"]),
+    ("adapt-bad", BASE, ["--cluster", "local", "--adapt", "5:1"], None, ["--adapt"]),
+    ("jobs-without-cluster", BASE, ["--jobs", "2"], None, ["--cluster"]),
+    (
+        "scheduler-and-cluster",
+        BASE,
+        ["--scheduler", "x:1", "--cluster", "local"],
+        None,
+        ["--cluster"],
+    ),
+    ("cluster-missing", BASE, ["--cluster", "nowhere"], None, ["nowhere", "Cluster names"]),
+    ("cluster-unknown-key", BASE, [], "kind: local\ncolour: red\n", ["colour", "Allowed"]),
+    ("cluster-bad-kind", BASE, [], "kind: cloud\n", ["kind", "'local'"]),
+    ("cluster-invalid-yaml", BASE, [], "kind: [local\n", ["not valid YAML"]),
+    ("cluster-not-mapping", BASE, [], "- local\n", ["mapping"]),
+]
+
+
+@pytest.fixture(scope="module")
+def existing_store(tmp_path_factory, local_cluster):
+    folder = tmp_path_factory.mktemp("existing")
+    (folder / "base.toml").write_text(BASE)
+    store = folder / "base.zarr"
+    run_sweep(
+        load_sweep(folder / "base.toml"),
+        store,
+        scheduler=local_cluster.scheduler_address,
+        log=lambda m: 0,
+    )
+    return store
+
+
+def check_one_line(capsys, code, words) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2, captured
+    assert len(lines) == 1, lines
+    assert "Traceback" not in captured.err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(case, tmp_path, existing_store, capsys):
+    _, text, args, cluster_yaml, words = case
+    sweep_file = tmp_path / "sweep.toml"
+    sweep_file.write_text(text)
+    if cluster_yaml is not None:
+        (tmp_path / "c.yaml").write_text(cluster_yaml)
+        args = [*args, "--cluster", str(tmp_path / "c.yaml")]
+    before = tree_hash(existing_store)
+    new_store = tmp_path / "new.zarr"
+    for store in (existing_store, new_store):
+        code = main(["run", str(sweep_file), "--store", str(store), *args])
+        check_one_line(capsys, code, words)
+    assert tree_hash(existing_store) == before
+    assert not new_store.exists()
+
+
+def test_bad_paths(tmp_path, existing_store, capsys):
+    (tmp_path / "sweep.toml").write_text(BASE)
+    sweep = str(tmp_path / "sweep.toml")
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("not a store")
+    cases = [
+        (["run", str(tmp_path / "missing.toml")], ["missing.toml", "Built-in sweeps"]),
+        (["run", str(tmp_path)], ["not a regular file"]),
+        (["run", sweep, "--store", str(a_file)], ["regular file"]),
+        (["run", sweep, "--store", str(a_file / "store.zarr")], ["store.zarr"]),
+        (["run", sweep, "--store", "/proc/ldpsim.zarr"], ["/proc"]),
+        (["status", str(tmp_path / "nothing.zarr")], ["not an ldpsim store"]),
+        (["errors", str(a_file)], ["not an ldpsim store"]),
+        (["frobnicate"], ["invalid choice"]),
+        (["run"], ["sweep"]),
+    ]
+    before = tree_hash(existing_store)
+    for argv, words in cases:
+        check_one_line(capsys, main(argv), words)
+    assert a_file.read_text() == "not a store"
+    assert tree_hash(existing_store) == before
+    # A spec that changes the existing store.
+    (tmp_path / "changed.toml").write_text(BASE.replace("eps = 1.0", "eps = 3.0"))
+    code = main(["run", str(tmp_path / "changed.toml"), "--store", str(existing_store)])
+    check_one_line(capsys, code, ["spec.eps: 1.0 -> 3.0"])
+    assert tree_hash(existing_store) == before
+
+
+# -- security defaults ---------------------------------------------------------------------
+def test_local_cluster_listens_on_loopback_only():
+    from urllib.parse import urlparse
+
+    from pipeline.clusters import connect
+
+    with connect(workers=1, log=lambda m: 0) as client:
+        assert client.scheduler.address.startswith("tcp://127.0.0.1:")
+        info = client.scheduler_info()
+        assert info["address"].startswith("tcp://127.0.0.1:")
+        assert info["workers"]
+        for address in info["workers"]:
+            assert address.startswith("tcp://127.0.0.1:"), address
+        assert urlparse(client.dashboard_link).hostname == "127.0.0.1"

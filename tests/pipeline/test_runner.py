@@ -1,0 +1,155 @@
+"""run_sweep: order and worker independence, failures recorded, lost workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+from conftest import computed, store_token, write_sweep
+
+from pipeline.cli import main
+from pipeline.runner import run_sweep
+from pipeline.store import iter_errors, open_dataset
+from pipeline.sweep import load_sweep
+
+#: Variables that are a pure function of the sweep (seconds and job_id are not).
+VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
+
+
+def quiet(message: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, local_cluster):
+    """A sweep run in the natural order on the 2-worker session cluster."""
+    folder = tmp_path_factory.mktemp("baseline")
+    sweep = load_sweep(write_sweep(folder / "tiny.toml", replicates=6, rep_chunk=1))
+    run_sweep(sweep, folder / "base.zarr", scheduler=local_cluster.scheduler_address, log=quiet)
+    return sweep, open_dataset(folder / "base.zarr").load()
+
+
+def assert_same_values(a, b) -> None:
+    for name in VALUES:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+@pytest.fixture
+def faults(cluster_files):
+    """Write fault-injection entries the session cluster's workers honour; clear after."""
+    path = cluster_files["faults"]
+
+    def inject(**entries):
+        path.write_text(json.dumps(entries))
+
+    yield inject
+    path.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("shuffle", [1, 2])
+def test_shuffled_order_bit_identical(baseline, tmp_path, local_cluster, shuffle):
+    sweep, base = baseline
+    store = tmp_path / "shuffled.zarr"
+    run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, shuffle=shuffle, log=quiet)
+    assert_same_values(open_dataset(store), base)
+
+
+def test_one_worker_bit_identical(baseline, tmp_path):
+    # A fresh 1-worker local cluster from cluster/local.yaml (the default `ldpsim run`).
+    sweep, base = baseline
+    store = tmp_path / "one.zarr"
+    report = run_sweep(sweep, store, workers=1, shuffle=3, log=quiet)
+    assert report.computed == 24
+    assert_same_values(open_dataset(store), base)
+
+
+def test_failed_replicate_recorded(tmp_path, local_cluster, cluster_files, faults, capsys):
+    sweep_file = write_sweep(tmp_path / "tiny.toml", replicates=3, rep_chunk=3)
+    store = tmp_path / "fail.zarr"
+    token = store_token(store)
+    faults(**{"raise": [[f"{token}-1-0-", 1]]})  # tau = 0.9, n = 2000, rep 1
+    sched = ["--scheduler", local_cluster.scheduler_address]
+    assert main(["run", str(sweep_file), "--store", str(store), *sched]) == 1
+    out = capsys.readouterr().out
+    assert "11 replicates, 1 failed" in out and "ldpsim errors" in out
+    ds = open_dataset(store)
+    assert int(ds["done"].sum()) == 11
+    assert bool(ds["failed"].isel(tau=1, n=0, rep=1)) and not bool(ds["done"][1, 0, 1])
+    assert np.isnan(ds["estimate"].values[1, 0, 1]).all()
+    (record,) = list(iter_errors(store))
+    assert record["rep"] == 1 and record["kind"] == "replicate"
+    assert "InjectedFault" in record["error"] and "Traceback" in record["traceback"]
+
+    assert main(["status", str(store)]) == 1
+    out = capsys.readouterr().out
+    assert "11/12 replicates done, 1 failed" in out
+    assert "tau=0.9, n=2000: 2/3 done, 1 failed" in out
+    assert main(["errors", str(store)]) == 1
+    out = capsys.readouterr().out
+    assert "replicate failure" in out and "rep 1" in out and "InjectedFault" in out
+    assert '"tau": 0.9' in out
+
+    # Once the cause is gone, a second run computes only the failed replicate.
+    faults()
+    n_before = len(computed(cluster_files["compute_log"], store))
+    assert main(["run", str(sweep_file), "--store", str(store), *sched]) == 0
+    assert "Computed 1 replicates, 0 failed" in capsys.readouterr().out
+    assert computed(cluster_files["compute_log"], store)[n_before:] == [((1, 0), 1)]
+    assert main(["status", str(store)]) == 0
+    assert "12/12 replicates done, 0 failed" in capsys.readouterr().out
+    assert main(["errors", str(store)]) == 0
+    assert "No failures recorded" in capsys.readouterr().out
+
+
+def test_worker_killing_replicate_fails_cleanly(tmp_path, local_cluster, faults):
+    # The task kills its worker every time: after allowed-failures (1 in conftest) the
+    # scheduler gives up with KilledWorker; the sweep must record it, not hang.
+    sweep = load_sweep(write_sweep(tmp_path / "tiny.toml", replicates=2, rep_chunk=1))
+    store = tmp_path / "killer.zarr"
+    faults(exit=[[f"{store_token(store)}-0-1-", 0]])
+    start = time.monotonic()
+    report = run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=quiet)
+    assert time.monotonic() - start < 120
+    # A task queued on the dying worker may be given up with it (allowed-failures = 1).
+    assert report.failed >= 1 and report.computed + report.failed == 8
+    records = list(iter_errors(store))
+    assert len(records) == report.failed
+    assert all("KilledWorker" in r["error"] and "died repeatedly" in r["error"] for r in records)
+    ds = open_dataset(store)
+    assert bool(ds["failed"][0, 1, 0]) and not bool(ds["done"][0, 1, 0])
+    assert int(ds["done"].sum()) == report.computed
+
+
+def test_lost_worker_sweep_completes(baseline, tmp_path, local_cluster, cluster_files):
+    sweep, base = baseline
+    store = tmp_path / "lost.zarr"
+    log = cluster_files["compute_log"]
+    result = {}
+
+    def target():
+        result["report"] = run_sweep(
+            sweep, store, scheduler=local_cluster.scheduler_address, log=quiet
+        )
+
+    from distributed import Client
+
+    with Client(local_cluster.scheduler_address) as client:
+        pids = client.run(os.getpid)
+        thread = threading.Thread(target=target)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while len(computed(log, store)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(computed(log, store)) >= 4, "the sweep did not start"
+        os.kill(next(iter(pids.values())), signal.SIGKILL)
+        thread.join(180)
+        assert not thread.is_alive()
+        client.wait_for_workers(2, timeout=60)
+    report = result["report"]
+    assert report.failed == 0 and report.computed == 24
+    assert_same_values(open_dataset(store), base)

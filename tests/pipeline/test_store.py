@@ -1,0 +1,115 @@
+"""The Zarr store contract (SPEC section 7), extension and refusal of a changed spec."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import computed, tree_hash, write_sweep
+
+from pipeline.cli import main
+from pipeline.runner import run_sweep
+from pipeline.store import open_dataset
+from pipeline.sweep import load_sweep
+
+VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, local_cluster):
+    """A finished tiny sweep: (sweep file, store)."""
+    folder = tmp_path_factory.mktemp("finished")
+    sweep_file = write_sweep(folder / "tiny.toml")
+    store = folder / "tiny.zarr"
+    report = run_sweep(
+        load_sweep(sweep_file), store, scheduler=local_cluster.scheduler_address, log=lambda m: 0
+    )
+    assert report.computed == 16 and report.failed == 0
+    return sweep_file, store
+
+
+def test_schema(finished):
+    _, store = finished
+    ds = open_dataset(store)
+    assert dict(ds.sizes) == {"tau": 2, "n": 2, "method": 3, "rep": 4, "coord": 1}
+    assert ds["estimate"].dims == ("tau", "n", "rep", "coord")
+    for name in ("lower", "upper"):
+        assert ds[name].dims == ("tau", "n", "method", "rep", "coord")
+    assert ds["truth"].dims == ("tau", "n", "coord")
+    assert ds["done"].dims == ds["seconds"].dims == ("tau", "n", "rep")
+    assert ds["done"].dtype == bool and bool(ds["done"].all())
+    assert list(ds["method"].values) == ["bb", "bm", "oracle"]
+    assert ds["method"].dtype.kind in "OUT"
+    assert list(ds["n"].values) == [2000, 5000] and ds["n"].dtype == np.int64
+    assert list(ds["tau"].values) == [0.5, 0.9]
+    for name in ("estimate", "lower", "upper", "truth", "done", "seconds"):
+        assert ds[name].attrs["long_name"] and ds[name].attrs["units"], name
+    assert ds["seconds"].attrs["units"] == "s"
+    for name in ("rep", "coord", "method", "n", "tau"):
+        assert ds[name].attrs["long_name"], name
+    sweep = json.loads(ds.attrs["sweep"])
+    assert sweep["grid"] == {"tau": [0.5, 0.9], "n": [2000, 5000]}
+    assert sweep["replicates"] == 4 and sweep["seed"] == 7
+    assert ds.attrs["level"] == pytest.approx(0.9)
+    versions = json.loads(ds.attrs["versions"])
+    assert {"numpy", "xarray", "zarr", "dask", "ldpsim"} <= set(versions)
+    assert np.isfinite(ds["estimate"].values).all()
+    assert (ds["lower"] < ds["upper"]).all()
+    assert (ds["seconds"] > 0).all()
+    # theta* of the quantile model depends on tau, not on n.
+    truth = ds["truth"].values[..., 0]
+    assert truth[0, 0] == truth[0, 1] and truth[0, 0] != truth[1, 0]
+
+
+def test_second_run_does_nothing(finished, local_cluster, capsys):
+    sweep_file, store = finished
+    before = tree_hash(store)
+    code = main(["run", str(sweep_file), "--store", str(store), "--scheduler", "unused:1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Nothing to do" in out and "16" in out
+    assert tree_hash(store) == before
+
+
+def test_extension_reuses_results(finished, tmp_path, local_cluster, cluster_files):
+    _, original = finished
+    store = tmp_path / "extended.zarr"
+    shutil.copytree(original, store)
+    old = open_dataset(store).load()
+    grid = {"tau": [0.5, 0.9], "n": [2000, 5000, 3000]}
+    sweep = load_sweep(write_sweep(tmp_path / "tiny.toml", replicates=6, grid=grid))
+    report = run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=lambda m: 0)
+    # 2 tau x 3 n x 6 reps in all; 2 x 2 x 4 were done.
+    assert report.already_done == 16
+    assert report.computed == 36 - 16 and report.failed == 0
+    log = computed(cluster_files["compute_log"], store)
+    assert len(log) == 20 and len(set(log)) == 20
+    assert all(rep >= 4 or index[1] == 2 for index, rep in log)
+    new = open_dataset(store).load()
+    assert list(new["n"].values) == [2000, 5000, 3000] and new.sizes["rep"] == 6
+    for name in VALUES:
+        kept = new[name].isel(n=[0, 1], rep=slice(0, 4)) if "rep" in new[name].dims else None
+        if kept is None:
+            kept = new[name].isel(n=[0, 1])
+        np.testing.assert_array_equal(kept.values, old[name].values, err_msg=name)
+    assert bool(new["done"].all())
+    # The added values equal a fresh run's (results depend on values, not positions).
+    fresh = tmp_path / "fresh.zarr"
+    run_sweep(sweep, fresh, scheduler=local_cluster.scheduler_address, log=lambda m: 0)
+    fresh_ds = open_dataset(fresh).load()
+    for name in VALUES:
+        np.testing.assert_array_equal(fresh_ds[name].values, new[name].values, err_msg=name)
+
+
+def test_spec_mismatch_refused(finished, tmp_path, capsys):
+    _, store = finished
+    changed = write_sweep(tmp_path / "tiny.toml", spec={"eps": "2.0"})
+    before = tree_hash(store)
+    code = main(["run", str(changed), "--store", str(store), "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "different specification" in err and "spec.eps: 1.0 -> 2.0" in err
+    assert tree_hash(store) == before

@@ -1,0 +1,298 @@
+"""Summaries and tables of hand-made stores whose coverage, length and errors are known."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+import synthetic as syn
+import xarray as xr
+from scipy.stats import norm
+
+from pipeline.store import open_dataset
+from pipeline.summary import RECORD_FIELDS, axis_labels, format_table, records, summarize
+
+DONE_CELLS = [(0.5, 100), (0.5, 10_000), (0.9, 100)]
+BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]
+ORACLE_REPS = list(range(syn.DONE))
+
+
+@pytest.fixture(scope="module")
+def store() -> xr.Dataset:
+    return syn.grid_store()
+
+
+@pytest.fixture(scope="module")
+def summary(store: xr.Dataset) -> xr.Dataset:
+    return summarize(store)
+
+
+def cell(summary: xr.Dataset, tau: float, n: int, **sel) -> xr.Dataset:
+    return summary.sel({"tau": tau, "n": n, **sel})
+
+
+def test_dimensions_and_attributes(summary):
+    assert summary["coverage"].dims == ("tau", "n", "method", "coord")
+    assert summary["joint_coverage"].dims == ("tau", "n", "method")
+    assert summary["bias"].dims == ("tau", "n", "coord")
+    assert summary["sd_ratio"].dims == ("tau", "n", "coord")
+    for name, var in summary.data_vars.items():
+        assert var.attrs["long_name"] and var.attrs["units"], name
+    assert summary.attrs["level"] == syn.LEVEL
+
+
+@pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
+def test_coverage_is_exactly_k_over_r(summary, tau, n):
+    # bb misses coord j when r % 7 == j: 6 of 35 (coord 0), 5 of 35 (coord 1); rep 3 failed.
+    bb = cell(summary, tau, n, method="bb")
+    assert bb["n_done"].values.tolist() == [35, 35]
+    assert bb["coverage"].values.tolist() == [29 / 35, 30 / 35]
+    oracle = cell(summary, tau, n, method="oracle")
+    assert oracle["n_done"].values.tolist() == [36, 36]
+    assert oracle["coverage"].values.tolist() == [33 / 36, 1.0]
+    for j in range(syn.D):
+        k = sum(syn.bb_covers(r, j) for r in BB_REPS)
+        assert bb["coverage"].values[j] == k / len(BB_REPS)
+
+
+@pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
+def test_coverage_se_is_binomial(summary, tau, n):
+    for method, reps in (("bb", 35), ("oracle", 36)):
+        c = cell(summary, tau, n, method=method)
+        p = c["coverage"].values
+        np.testing.assert_allclose(c["coverage_se"].values, np.sqrt(p * (1 - p) / reps))
+    assert cell(summary, tau, n, method="oracle", coord=1)["coverage_se"] == 0.0
+
+
+@pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
+def test_length_mean_and_se(summary, tau, n):
+    bb = cell(summary, tau, n, method="bb")
+    for j in range(syn.D):
+        lengths = np.array([syn.bb_length(r, j) for r in BB_REPS])
+        assert bb["length"].values[j] == pytest.approx(lengths.mean(), rel=1e-12)
+        se = lengths.std(ddof=1) / math.sqrt(len(lengths))
+        assert bb["length_se"].values[j] == pytest.approx(se, rel=1e-12)
+    oracle = cell(summary, tau, n, method="oracle")
+    expected = 2 * syn.Z * syn.ORACLE_SD / math.sqrt(n)
+    np.testing.assert_allclose(oracle["length"].values, expected, rtol=1e-12)
+    np.testing.assert_allclose(oracle["length_se"].values, 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
+def test_joint_coverage(summary, tau, n):
+    joint = cell(summary, tau, n)
+    # bb: 11 of 35 replicates miss at least one coordinate; oracle: 3 of 36.
+    assert joint["joint_coverage"].values.tolist() == [24 / 35, 33 / 36]
+    assert joint["joint_n_done"].values.tolist() == [35, 36]
+    k = sum(syn.bb_covers(r, 0) and syn.bb_covers(r, 1) for r in BB_REPS)
+    assert k == 24
+    p = np.array([24 / 35, 33 / 36])
+    np.testing.assert_allclose(joint["joint_coverage_se"].values, np.sqrt(p * (1 - p) / [35, 36]))
+
+
+@pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
+def test_bias_rmse_and_sd_ratio(summary, tau, n):
+    c = cell(summary, tau, n)
+    r = syn.DONE
+    for j in range(syn.D):
+        mu = syn.bias(j)
+        assert c["bias"].values[j] == pytest.approx(mu, rel=1e-9)
+        # mean squared error = bias^2 + (R - 1)/R * (sample variance of theta_bar).
+        mse = mu**2 + (r - 1) / r * syn.EMPIRICAL_SD**2 / n
+        assert c["rmse"].values[j] == pytest.approx(math.sqrt(mse), rel=1e-9)
+    np.testing.assert_allclose(c["sd"].values, syn.EMPIRICAL_SD, rtol=1e-9)
+    np.testing.assert_allclose(c["oracle_sd"].values, syn.ORACLE_SD, rtol=1e-12)
+    np.testing.assert_allclose(c["sd_ratio"].values, syn.EMPIRICAL_SD / syn.ORACLE_SD, rtol=1e-9)
+
+
+def test_cell_without_done_replicates_is_nan(summary):
+    empty = summary.sel(syn.EMPTY_CELL)
+    assert (empty["n_done"] == 0).all()
+    assert (empty["joint_n_done"] == 0).all()
+    for name in ("coverage", "coverage_se", "length", "length_se", "joint_coverage", "bias"):
+        assert empty[name].isnull().all(), name
+    assert empty["sd_ratio"].isnull().all()
+
+
+def test_only_done_replicates_count(store, summary):
+    # Marking the garbage replicate done changes the counts: the mask is `done`, not NaN.
+    changed = store.copy(deep=True)
+    changed["done"].loc[{"rep": syn.GARBAGE_REP}] = True
+    changed = summarize(changed)
+    before = cell(summary, 0.5, 100, method="bb")["n_done"].values
+    after = cell(changed, 0.5, 100, method="bb")["n_done"].values
+    assert (after == before + 1).all()
+
+
+def test_zarr_round_trip(tmp_path, store, summary):
+    path = tmp_path / "s.zarr"
+    store.to_zarr(path, zarr_format=3, consolidated=False)
+    reopened = open_dataset(path)
+    assert reopened["lower"].chunks is not None  # lazily loaded, as in a real run
+    from_zarr = summarize(reopened)
+    xr.testing.assert_allclose(from_zarr, summary, rtol=1e-12)
+    assert from_zarr["method"].values.tolist() == ["bb", "oracle"]
+    assert format_table(from_zarr, "markdown") == format_table(summary, "markdown")
+
+
+def test_padded_coordinates_are_ignored(store):
+    # A grid point with d = 1 in a d = 2 store: truth and bounds of coord 1 are NaN.
+    padded = store.copy(deep=True)
+    where = {"tau": 0.5, "n": 100, "coord": 1}
+    for name in ("truth", "estimate", "lower", "upper"):
+        padded[name].loc[where] = np.nan
+    c = summarize(padded).sel(tau=0.5, n=100)
+    assert (c["n_done"].sel(coord=1) == 0).all()
+    assert c["coverage"].sel(coord=1).isnull().all()
+    assert c["bias"].sel(coord=1).isnull()
+    np.testing.assert_array_equal(c["joint_coverage"], c["coverage"].sel(coord=0))
+    np.testing.assert_array_equal(c["joint_n_done"], c["n_done"].sel(coord=0))
+
+
+def test_no_oracle_gives_nan_sd_ratio(store):
+    s = summarize(store.sel({"method": ["bb"]}))
+    assert s["sd_ratio"].isnull().all()
+    np.testing.assert_allclose(s["sd"].sel(tau=0.5, n=100).values, syn.EMPIRICAL_SD, rtol=1e-9)
+
+
+def test_n_from_checkpoints_and_from_spec():
+    # The oracle half-length is z * 2 / sqrt(n) with n = checkpoint (resp. the spec's n).
+    ck = summarize(syn.checkpoint_store(reps=3))
+    assert ck["coverage"].dims == ("method", "checkpoint", "coord")
+    assert ck["bias"].dims == ("checkpoint", "coord")
+    np.testing.assert_allclose(ck["oracle_sd"].values, syn.ORACLE_SD, rtol=1e-12)
+    point = summarize(syn.point_store())
+    assert "n" not in point.dims
+    np.testing.assert_allclose(point["oracle_sd"].values, syn.ORACLE_SD, rtol=1e-12)
+    np.testing.assert_allclose(point["sd_ratio"].values, 1.5, rtol=1e-9)
+
+
+def test_records(summary):
+    recs = records(summary)
+    assert len(recs) == 2 * 2 * 2 * 2
+    assert list(recs[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS]
+    first = recs[0]
+    assert first == {
+        "tau": 0.5,
+        "n": 100,
+        "method": "bb",
+        "coord": 0,
+        "coverage": 29 / 35,
+        "coverage_se": pytest.approx(math.sqrt(29 / 35 * 6 / 35 / 35)),
+        "length": pytest.approx(np.mean([syn.bb_length(r, 0) for r in BB_REPS])),
+        "length_se": pytest.approx(
+            np.std([syn.bb_length(r, 0) for r in BB_REPS], ddof=1) / math.sqrt(35)
+        ),
+        "n_done": 35,
+    }
+    assert type(first["n"]) is int and type(first["tau"]) is float
+    assert type(first["method"]) is str and type(first["n_done"]) is int
+    empty = [r for r in recs if r["tau"] == 0.9 and r["n"] == 10_000]
+    assert all(r["coverage"] is None and r["n_done"] == 0 for r in empty)
+
+
+def test_records_with_checkpoints():
+    recs = records(summarize(syn.checkpoint_store()))
+    assert list(recs[0])[:3] == ["method", "checkpoint", "coord"]
+    assert len(recs) == len(syn.RUN_METHODS) * len(syn.CHECKPOINTS)
+
+
+def test_text_table(summary):
+    text = format_table(summary, "text")
+    lines = text.splitlines()
+    assert "90% intervals" in lines[0] and "0-36 of 40" in lines[0]
+    header = next(line for line in lines if line.startswith("tau"))
+    assert header.split()[-6:] == ["n", "=", "1e2", "n", "=", "1e4"]
+    row = next(line for line in lines if " bb " in line and "cover" in line)
+    assert row.split()[:4] == ["0.5", "coord", "0", "bb"]
+    assert row.endswith("0.829 (0.064)    0.829 (0.064)")
+    assert "0.658 (0.000)  0.0658 (0.0000)" in text  # oracle lengths at n = 100, 1e4
+    assert "n/a" in text  # the cell without done replicates
+
+
+def test_markdown_table(summary):
+    md = format_table(summary, "markdown")
+    lines = md.splitlines()
+    assert lines[0].startswith("**synthetic: 90% intervals")
+    assert "| tau | coord | method |  | n = 1e2 | n = 1e4 |" in lines
+    assert "| 0.5 | coord 0 | bb | cover | 0.829 (0.064) | 0.829 (0.064) |" in lines
+    assert "|  |  |  | length | 0.279 (0.018) | 0.279 (0.018) |" in lines
+    assert "| 0.9 | coord 0 | bb | cover | 0.829 (0.064) | n/a |" in lines
+    assert "|  | coord 1 | bb | cover | 0.857 (0.059) | 0.857 (0.059) |" in lines
+    # 2 tau x 2 coord x 2 methods x {cover, length} rows under a header and a rule.
+    assert sum(line.startswith("|") for line in lines) == 2 + 16
+
+
+def test_latex_table(summary):
+    tex = format_table(summary, "latex")
+    assert r"\begin{tabular}{llllrr}" in tex
+    assert r"\caption{synthetic: 90\% intervals" in tex
+    assert r"$\tau$ & coord & method &  & $n = 10^{2}$ & $n = 10^{4}$ \\" in tex
+    assert r"0.5 & coord 0 & bb & cover & 0.829 (0.064) & 0.829 (0.064) \\" in tex
+    assert tex.count(r"\\") == 1 + 16
+
+
+def test_table_without_coord_level():
+    # d = 1: no coord level; checkpoints are a row level, one column.
+    text = format_table(summarize(syn.checkpoint_store()), "text")
+    header = next(line for line in text.splitlines() if line.startswith("checkpoint"))
+    assert "coord" not in text.split("\n", 1)[1]
+    assert header.split() == ["checkpoint", "method", "value"]
+
+
+def test_json_table(summary):
+    data = json.loads(format_table(summary, "json"))
+    assert len(data) == 16
+    assert set(data[0]) == {"tau", "n", "method", "coord", *RECORD_FIELDS}
+    assert data[0]["coverage"] == 29 / 35
+    assert data[-1]["coverage"] is None and data[-1]["n_done"] == 0
+
+
+def test_csv_table(summary):
+    rows = list(csv.DictReader(io.StringIO(format_table(summary, "csv"))))
+    assert len(rows) == 16
+    assert list(rows[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS]
+    assert float(rows[0]["coverage"]) == 29 / 35 and rows[0]["n_done"] == "35"
+    assert rows[-1]["coverage"] == ""
+
+
+def test_unknown_format(summary):
+    with pytest.raises(ValueError, match="'fmt' parameter of format_table must be one of"):
+        format_table(summary, "html")
+
+
+def test_table_with_one_coordinate(store):
+    # d = 1 (paper Table 1): no coord level, one column per n.
+    md = format_table(summarize(store.isel(coord=[0])), "markdown")
+    lines = md.splitlines()
+    assert "| tau | method |  | n = 1e2 | n = 1e4 |" in lines
+    assert "| 0.5 | bb | cover | 0.829 (0.064) | 0.829 (0.064) |" in lines
+    assert "coord" not in md
+
+
+def test_axis_labels():
+    assert axis_labels([10**6, 10**7, 10**8], "text") == ["1e6", "1e7", "1e8"]
+    assert axis_labels([10**6, 10**7], "latex") == ["$10^{6}$", "$10^{7}$"]
+    assert axis_labels([1000, 4000], "text") == ["1000", "4000"]
+    assert axis_labels([0.5, 0.9, math.inf], "text") == ["0.5", "0.9", "inf"]
+    assert axis_labels(["bb_rad"], "latex") == [r"bb\_rad"]
+
+
+def test_infinite_grid_value_in_json(store):
+    # eps = inf (no privacy) is a valid grid value; strict JSON has no Infinity.
+    s = summarize(store.assign_coords(tau=[0.5, math.inf]))
+    data = json.loads(format_table(s, "json"))
+    assert {r["tau"] for r in data} == {0.5, "inf"}
+    assert records(s)[-1]["tau"] == math.inf
+
+
+def test_level_as_grid_axis(store):
+    # With a 'level' axis, z_{1 - alpha/2} is taken per grid point.
+    s = summarize(store.rename(tau="level").assign_coords(level=[0.9, 0.8]))
+    oracle_sd = s["oracle_sd"].sel(n=100).values
+    np.testing.assert_allclose(oracle_sd[0], syn.ORACLE_SD, rtol=1e-12)
+    np.testing.assert_allclose(oracle_sd[1], syn.ORACLE_SD * syn.Z / norm.ppf(0.9), rtol=1e-12)

@@ -1,0 +1,56 @@
+"""Sweep files: loading, overrides, expansion (no cluster needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.sweep import apply_overrides, builtin_sweeps, load_sweep
+
+TEXT = """replicates = 3
+seed = 5
+[spec]
+model = "quantile"
+eps = 1.0
+[grid]
+tau = [0.5, 0.9]
+n = [1e4, 2000]
+[methods.bm]
+"""
+
+
+def test_load_and_expand(tmp_path):
+    (tmp_path / "s.toml").write_text(TEXT)
+    sweep = load_sweep(tmp_path / "s.toml")
+    assert sweep.name == "s" and sweep.replicates == 3 and sweep.seed == 5
+    assert sweep.grid["n"] == [10000, 2000] and all(type(v) is int for v in sweep.grid["n"])
+    points = sweep.points()
+    assert [p.index for p in points] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert points[3].values == {"tau": 0.9, "n": 2000}
+    assert points[3].spec["seed"] == 5 and points[3].spec["methods"] == {"bm": {}}
+
+
+def test_overrides(tmp_path):
+    (tmp_path / "s.toml").write_text(TEXT)
+    sweep = load_sweep(
+        tmp_path / "s.toml", ["eps=2", "grid.n=[3000]", "methods.bm.n_batches=5", "seed=9"], 7
+    )
+    assert sweep.base["eps"] == 2 and sweep.grid["n"] == [3000] and sweep.seed == 9
+    assert sweep.methods["bm"] == {"n_batches": 5} and sweep.replicates == 7
+    # A spec key moved to the grid and back.
+    data = apply_overrides({"spec": {"eps": 1}, "grid": {}}, ["grid.eps=[1, 2]"])
+    assert data == {"spec": {}, "grid": {"eps": [1, 2]}}
+    assert apply_overrides(data, ["eps=3"]) == {"spec": {"eps": 3}, "grid": {}}
+
+
+@pytest.mark.parametrize("name", sorted(builtin_sweeps()))
+def test_builtin_sweeps_validate(name):
+    sweep = load_sweep(name)
+    assert sweep.replicates >= 1 and sweep.points()
+
+
+def test_invalid_point_named(tmp_path):
+    (tmp_path / "s.toml").write_text(TEXT.replace("tau = [0.5, 0.9]", "tau = [0.5, 1.5]"))
+    with pytest.raises(InputError, match="tau") as info:
+        load_sweep(tmp_path / "s.toml")
+    assert "1.5" in str(info.value)
