@@ -1,0 +1,385 @@
+"""Empirical privacy audits of every mechanism on every model it applies to.
+
+The closed forms (RR's likelihood ratio p / (1 - p) = e^eps, the Laplace scale
+Delta / eps) are checked in test_mechanisms.py. Here the compiled ``privatize``
+callbacks are run many times on the two most distant inputs a user can have, the
+frequencies of the reports are compared in common bins, and the ratio of the two
+empirical probabilities is checked against e^eps with a binomial error bound. Each
+audit is also shown to have power: noise calibrated to 2 eps instead of eps is caught.
+Finally the sensitivity Delta behind the noise is property-tested on the models'
+own gradient samplers (hypothesis) and at the analytic worst case.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+
+from tasks import mechanisms, models
+
+EPS = [0.5, 1.0, 2.0]
+
+#: One instance of every model, as the audits use them.
+MODELS = {
+    "quantile": models.Quantile(tau=0.3),
+    "quantile_regression": models.QuantileRegression(tau=0.5, coef=[0.0, 0.0, 1.0, -1.0]),
+    "quantile_regression_tau08": models.QuantileRegression(tau=0.8, coef=[0.0, 0.0, 1.0, -1.0]),
+    "mean": models.Mean(d=2, loc=1.0),
+}
+
+#: Mechanisms with an empirical audit in this file; a newly registered mechanism
+#: makes test_every_mechanism_is_audited fail until it gets one.
+AUDITED = {"randomized_response", "laplace", "none"}
+
+
+@njit
+def privatize_rows(privatize, params, g0, n, rng):
+    """n privatized copies of the fixed gradient g0 through the compiled callback."""
+    out = np.empty((n, g0.shape[0]))
+    for k in range(n):
+        for j in range(g0.shape[0]):
+            out[k, j] = g0[j]
+        privatize(out[k], params, rng)
+    return out
+
+
+def draws(mech, params, g0, n, seed):
+    rng = np.random.Generator(np.random.PCG64(seed))
+    return privatize_rows(type(mech).privatize, params, np.asarray(g0, dtype=np.float64), n, rng)
+
+
+def applies(mech, model):
+    try:
+        mech.check_model(model)
+        mech.params(model)
+    except ValueError:
+        return False
+    return True
+
+
+def ratio_bound(k1, k0, n1, n0, z):
+    """Point estimate of p1 / p0 and a relative tolerance from a normal bound at z sd.
+
+    p_hat has relative sd sqrt((1 - p) / (n p)); the ratio's relative error is at most
+    the sum of the two (first order), so |ratio_hat / ratio - 1| <= tol with
+    tol = z (sd_rel(p1) + sd_rel(p0)) except with probability < 2 P(Z > z).
+    """
+    p1, p0 = k1 / n1, k0 / n0
+    tol = z * (math.sqrt((1 - p1) / (n1 * p1)) + math.sqrt((1 - p0) / (n0 * p0)))
+    return p1 / p0, tol
+
+
+def test_every_mechanism_is_audited():
+    assert set(mechanisms.REGISTRY) <= AUDITED
+    # Every (mechanism, model) pair that the registry allows is covered below.
+    pairs = {
+        (name, key)
+        for name, cls in mechanisms.REGISTRY.items()
+        for key, model in MODELS.items()
+        if applies(cls() if name == "none" else cls(eps=1.0), model)
+    }
+    assert ("randomized_response", "quantile") in pairs
+    assert {("laplace", key) for key in MODELS} <= pairs
+    assert not any(name == "randomized_response" and key != "quantile" for name, key in pairs)
+
+
+def test_none_claims_no_privacy():
+    # The identity has eps = inf and adds nothing: it makes no privacy claim to audit.
+    for model in MODELS.values():
+        mech = mechanisms.NoPrivacy()
+        assert not mech.is_private and math.isinf(mech.eps)
+        g0 = np.linspace(-0.3, 0.7, model.dim)
+        out = draws(mech, mech.params(model), g0, 100, seed=0)
+        assert np.array_equal(out, np.broadcast_to(g0, out.shape))
+
+
+# ---------------------------------------------------------------------------------------
+# Randomized response: empirical likelihood ratio of each report value.
+
+RR_N = 1_000_000  # draws per input
+RR_Z = 4.0  # sd per probability
+
+
+def rr_audit(model, params, n, seed):
+    """Empirical P(report = r | g = hi) / P(report = r | g = lo) for r = the two reports.
+
+    Returns {r: (ratio_hat, tol)} oriented so that the ratio is >= 1 in expectation
+    (report_1 is likelier under hi, report_0 under lo).
+    """
+    lo, hi = model.gradient_range()
+    mech = mechanisms.RandomizedResponse(eps=1.0)  # only its compiled callback is used
+    out_hi = draws(mech, params, [hi], n, seed)[:, 0]
+    out_lo = draws(mech, params, [lo], n, seed + 1)[:, 0]
+    q, scale = params[0], params[3]
+    report_1, report_0 = lo + scale * (1 - q), lo + scale * (0 - q)
+    for out in (out_hi, out_lo):  # only the two report values occur
+        assert np.all((out == report_1) | (out == report_0))
+    k1_hi, k1_lo = np.count_nonzero(out_hi == report_1), np.count_nonzero(out_lo == report_1)
+    return {
+        "report_1": ratio_bound(k1_hi, k1_lo, n, n, RR_Z),
+        "report_0": ratio_bound(n - k1_lo, n - k1_hi, n, n, RR_Z),
+    }
+
+
+@pytest.mark.parametrize("tau", [0.3, 0.5])
+@pytest.mark.parametrize("eps", EPS)
+def test_randomized_response_empirical_ratio(eps, tau):
+    # N = 1e6 draws per input. Relative tolerance on each ratio: 4 sd on each probability,
+    # summed: tol = 4 (sqrt(q / (N p)) + sqrt(p / (N q))), q = 1 / (1 + e^eps):
+    # eps = 0.5: 0.00825, eps = 1: 0.00902, eps = 2: 0.01234 (observed |ratio / e^eps - 1|
+    # <= 0.003 for every eps, tau and report value with these seeds).
+    model = models.Quantile(tau=tau)
+    mech = mechanisms.RandomizedResponse(eps=eps)
+    p, q = 1 / (1 + math.exp(-eps)), 1 / (1 + math.exp(eps))
+    expected_tol = RR_Z * (math.sqrt(q / (RR_N * p)) + math.sqrt(p / (RR_N * q)))
+    assert expected_tol < {0.5: 0.00826, 1.0: 0.00903, 2.0: 0.01235}[eps]
+    for r, (ratio, tol) in rr_audit(model, mech.params(model), RR_N, seed=17).items():
+        assert tol == pytest.approx(expected_tol, rel=0.05)
+        # Both directions: the ratio equals e^eps, so it neither exceeds the privacy
+        # bound nor falls short of it (the mechanism is exactly as private as claimed).
+        assert abs(ratio / math.exp(eps) - 1) <= tol, (r, ratio, math.exp(eps), tol)
+
+
+@pytest.mark.parametrize("eps", EPS)
+def test_randomized_response_audit_has_power(eps):
+    # A mechanism claiming eps but flipping with the probability of eps' = 2 eps has
+    # ratio e^(2 eps): the same audit (N = 1e6, 4 sd) rejects the claim.
+    model = models.Quantile(tau=0.3)
+    wrong = mechanisms.RandomizedResponse(eps=2 * eps).params(model)
+    for r, (ratio, tol) in rr_audit(model, wrong, RR_N, seed=23).items():
+        assert ratio > math.exp(eps) * (1 + tol), r
+        assert ratio == pytest.approx(math.exp(2 * eps), rel=tol)
+
+
+# ---------------------------------------------------------------------------------------
+# Laplace: worst-case neighbouring gradients and a binned likelihood-ratio audit.
+
+
+def extreme_gradients(model):
+    """Every gradient at the corners of the data's range (theta = 0 for the mean).
+
+    quantile: g in {-tau, 1 - tau}; quantile_regression: g = w x with w in {1 - tau, -tau}
+    and x in {1} x {-1, 1}^(d-1); mean: g = theta - x with x at the corners of the box.
+    """
+    if isinstance(model, models.Quantile):
+        return np.array([[-model.tau], [1 - model.tau]])
+    if isinstance(model, models.QuantileRegression):
+        corners = [
+            np.array([1.0, *signs])
+            for signs in itertools.product((-1.0, 1.0), repeat=model.dim - 1)
+        ]
+        return np.array([w * x for w in (1 - model.tau, -model.tau) for x in corners])
+    if isinstance(model, models.Mean):
+        lo, hi = model.loc - 1.0, model.loc + 1.0
+        return np.array(
+            [[0.0 - v for v in x] for x in itertools.product((lo, hi), repeat=model.dim)]
+        )
+    raise AssertionError(f"no worst case for {model.name}")
+
+
+def most_distant_pair(model):
+    grads = extreme_gradients(model)
+    dist = np.abs(grads[:, None, :] - grads[None, :, :]).sum(axis=2)
+    i, j = np.unravel_index(np.argmax(dist), dist.shape)
+    return grads[i], grads[j], float(dist[i, j])
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_sensitivity_worst_case_is_analytic(key):
+    # The l1-diameter of the gradient set is attained at the extreme covariates (+-1):
+    # quantile 1; quantile_regression max(d, 2 (d - 1) max(tau, 1 - tau)) (w differing
+    # gives 1 + (d - 1) (tau + 1 - tau) = d; w equal gives 2 (d - 1) max |w|), i.e. 4 at
+    # tau = 0.5 (= Delta = 4, tight) and 4.8 at tau = 0.8 (< Delta = 6.4, conservative);
+    # mean 2 d = 4 (= Delta).
+    model = MODELS[key]
+    _, _, diameter = most_distant_pair(model)
+    expected = {
+        "quantile": 1.0,
+        "quantile_regression": 4.0,
+        "quantile_regression_tau08": 4.8,
+        "mean": 4.0,
+    }[key]
+    assert diameter == pytest.approx(expected, rel=1e-15)
+    assert diameter <= model.l1_sensitivity() * (1 + 1e-15)
+    assert model.l1_sensitivity() == {"quantile_regression_tau08": 6.4}.get(key, expected)
+
+
+LAPLACE_N = 300_000  # draws per input
+LAPLACE_Z = 5.0  # sd per probability (several hundred bins: Bonferroni)
+MIN_COUNT = 1_000  # a bin is audited when both inputs put at least this many draws in it
+N_QUANTILE_BINS = 40  # 1-D bins per coordinate (quantiles of the pooled sample)
+
+
+def binned_counts(out_a, out_b, g_a, g_b):
+    """Counts of both samples in common bins, as (name, counts_a, counts_b) triples.
+
+    joint: per coordinate the three cells (-inf, min), [min, max], (max, inf) of the two
+    inputs' j-th values (3^d cells; the outer cells carry the worst-case ratio exactly);
+    1-D: per coordinate, bins at the quantiles of the pooled sample; sign: the joint sign
+    pattern (2^d cells).
+    """
+    lo, hi = np.minimum(g_a, g_b), np.maximum(g_a, g_b)
+    d = len(g_a)
+    found = []
+
+    def cells(out):
+        code = np.zeros(len(out), dtype=np.int64)
+        for j in range(d):
+            code = 3 * code + (out[:, j] >= lo[j]).astype(np.int64) + (out[:, j] > hi[j])
+        return np.bincount(code, minlength=3**d)
+
+    found.append(("joint", cells(out_a), cells(out_b)))
+    for j in range(d):
+        edges = np.quantile(
+            np.concatenate([out_a[:, j], out_b[:, j]]),
+            np.linspace(0, 1, N_QUANTILE_BINS + 1)[1:-1],
+        )
+        ca = np.bincount(np.searchsorted(edges, out_a[:, j]), minlength=N_QUANTILE_BINS)
+        cb = np.bincount(np.searchsorted(edges, out_b[:, j]), minlength=N_QUANTILE_BINS)
+        found.append((f"coord{j}", ca, cb))
+
+    def signs(out):
+        return np.bincount((out > 0).astype(np.int64) @ (2 ** np.arange(d)), minlength=2**d)
+
+    found.append(("sign", signs(out_a), signs(out_b)))
+    return found
+
+
+def laplace_audit(model, scale, n, seed):
+    """Binned audit of Laplace noise of the given scale on the most distant pair.
+
+    Returns (max ratio_hat, the bin-wise tolerance at that bin, max over bins of
+    ratio_hat / (1 + tol), number of audited bins), over both orientations of every bin.
+    """
+    g_a, g_b, _ = most_distant_pair(model)
+    mech = mechanisms.Laplace(eps=1.0)  # only its compiled callback is used
+    params = np.array([scale])
+    out_a = draws(mech, params, g_a, n, seed)
+    out_b = draws(mech, params, g_b, n, seed + 1)
+    best, best_tol, lcb, audited = 0.0, 0.0, 0.0, 0
+    for _name, ca, cb in binned_counts(out_a, out_b, g_a, g_b):
+        for k1, k0 in itertools.chain(zip(ca, cb, strict=True), zip(cb, ca, strict=True)):
+            if min(k1, k0) < MIN_COUNT:
+                continue
+            audited += 1
+            ratio, tol = ratio_bound(int(k1), int(k0), n, n, LAPLACE_Z)
+            lcb = max(lcb, ratio / (1 + tol))
+            if ratio > best:
+                best, best_tol = ratio, tol
+    return best, best_tol, lcb, audited
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("eps", EPS)
+def test_laplace_empirical_audit(key, eps):
+    # N = 3e5 draws per input at the two most distant gradients (l1 distance D, see
+    # test_sensitivity_worst_case_is_analytic). For every bin where both inputs put
+    # >= 1000 draws, ratio_hat <= e^eps (1 + tol) with tol = 5 (sd_rel(p1) + sd_rel(p0))
+    # (tol <= 5 * 2 / sqrt(1000) = 0.32 at the smallest audited bin, ~0.02-0.05 at the
+    # bins where the maximum is attained). The outer joint cells have ratio exactly
+    # e^(eps D / Delta), so the audit also sees the bound attained: the observed maximum
+    # is within its tolerance of e^(eps D / Delta) (= e^eps except quantile_regression
+    # at tau = 0.8, where D / Delta = 4.8 / 6.4 = 0.75).
+    # Observed at seed 101 with N = 4e5 (max ratio_hat vs e^(eps D / Delta), eps = 0.5 / 1 / 2):
+    # quantile 1.683/1.649, 2.786/2.718, 7.518/7.389; quantile_regression (tau 0.5)
+    # 1.640/1.649, 2.721/2.718, 7.379/7.389; tau 0.8 1.465/1.455, 2.127/2.117,
+    # 4.525/4.482; mean 1.663/1.649, 2.750/2.718, 7.561/7.389; max over bins of
+    # ratio_hat / (1 + tol) <= 0.98 e^eps everywhere.
+    model = MODELS[key]
+    mech = mechanisms.Laplace(eps=eps)
+    assert mech.scale(model) == model.l1_sensitivity() / eps
+    _, _, diameter = most_distant_pair(model)
+    best, tol, lcb, audited = laplace_audit(model, mech.scale(model), LAPLACE_N, seed=101)
+    assert audited >= 20
+    assert lcb <= math.exp(eps), (best, tol, lcb)
+    attained = math.exp(eps * diameter / model.l1_sensitivity())
+    assert abs(best / attained - 1) <= tol, (best, attained, tol)
+
+
+@pytest.mark.parametrize("key", ["quantile", "quantile_regression", "mean"])
+@pytest.mark.parametrize("eps", EPS)
+def test_laplace_audit_has_power(key, eps):
+    # Noise calibrated to eps' = 2 eps (scale Delta / (2 eps)) while eps is claimed: the
+    # same audit finds bins whose ratio exceeds e^eps beyond their tolerance.
+    model = MODELS[key]
+    scale = model.l1_sensitivity() / (2 * eps)
+    best, tol, lcb, _ = laplace_audit(model, scale, LAPLACE_N, seed=202)
+    assert lcb > math.exp(eps), (best, tol, lcb)
+
+
+# ---------------------------------------------------------------------------------------
+# The gradient bound behind Delta holds for every sample the models generate.
+
+N_GRADIENTS = 1_000
+
+
+def sample_gradients(model, theta, seed):
+    rng = np.random.Generator(np.random.PCG64(seed))
+    theta = np.asarray(theta, dtype=np.float64)
+    params = model.params()
+    out = np.empty((N_GRADIENTS, model.dim))
+    for k in range(N_GRADIENTS):
+        type(model).sample_gradient(theta, params, rng, out[k])
+    return out
+
+
+def assert_within_sensitivity(model, grads):
+    # The largest pairwise l1 distance is at most the sum of the coordinate ranges.
+    spread = float(np.sum(grads.max(axis=0) - grads.min(axis=0)))
+    assert np.all(np.isfinite(grads))
+    assert spread <= model.l1_sensitivity(), (spread, model)
+    return spread
+
+
+taus = st.floats(0.01, 0.99)
+seeds = st.integers(0, 2**32 - 1)
+locs = st.floats(-1e6, 1e6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tau=taus, loc=locs, offset=st.floats(-3.0, 3.0), seed=seeds)
+def test_quantile_gradients_within_range(tau, loc, offset, seed):
+    model = models.Quantile(tau=tau, loc=loc)
+    grads = sample_gradients(model, [loc + offset], seed)
+    lo, hi = model.gradient_range()
+    assert np.all((grads == lo) | (grads == hi))
+    assert_within_sensitivity(model, grads)
+    assert model.max_l1_gradient_gap(np.array([loc + offset]), 500, seed) <= 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    tau=taus,
+    coef=st.lists(st.floats(-5.0, 5.0), min_size=1, max_size=6),
+    jitter=st.floats(-2.0, 2.0),
+    seed=seeds,
+)
+def test_quantile_regression_gradients_within_sensitivity(tau, coef, jitter, seed):
+    model = models.QuantileRegression(tau=tau, coef=coef)
+    theta = np.array(coef) + jitter
+    grads = sample_gradients(model, theta, seed)
+    # g = w x with w in {1 - tau, -tau}, x_0 = 1, |x_j| <= 1.
+    assert np.all((grads[:, 0] == 1 - tau) | (grads[:, 0] == -tau))
+    assert np.all(np.abs(grads) <= max(tau, 1 - tau))
+    assert_within_sensitivity(model, grads)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    d=st.integers(1, 5),
+    loc=locs,
+    offset=st.floats(-10.0, 10.0),
+    seed=seeds,
+)
+def test_mean_gradients_within_sensitivity(d, loc, offset, seed):
+    # |theta - loc| <= 10 keeps theta - x exact enough; for |theta| >> 2^53 ulps the
+    # rounding of theta - x alone could widen the float range (see the report).
+    model = models.Mean(d=d, loc=loc)
+    theta = np.full(d, loc + offset)
+    grads = sample_gradients(model, theta, seed)
+    assert np.all(np.abs(grads - (theta - loc)) <= 1.0 + 1e-9 * max(1.0, abs(loc)))
+    assert_within_sensitivity(model, grads)
