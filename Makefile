@@ -21,7 +21,8 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q -ra
+	bash cluster/slurm-local.sh start || echo "SLURM unavailable (tests marked slurm skip)"
+	$(BIN)/python -m pytest -q -ra; rc=$$?; bash cluster/slurm-local.sh stop || true; exit $$rc
 
 lint format: $(STAMP)
 	$(BIN)/ruff format .

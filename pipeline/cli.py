@@ -57,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     scale = run.add_mutually_exclusive_group()
     scale.add_argument("--jobs", type=_positive_int, help="batch clusters: fixed number of jobs")
     scale.add_argument("--adapt", type=_bounds, metavar="MIN:MAX", help="adaptive job bounds")
+    run.add_argument(
+        "--cluster-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one option of the cluster file, e.g. walltime=02:00:00 (YAML value)",
+    )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(
         "--set",
@@ -90,10 +97,14 @@ def cmd_run(args) -> int:
         raise InputError("--jobs and --adapt need --cluster (a batch cluster such as slurm).")
     if args.workers and (args.scheduler or args.cluster not in (None, "local")):
         raise InputError("--workers applies to the local cluster only.")
-    if args.cluster:
-        from pipeline.clusters import load_cluster_config
+    from pipeline.clusters import check_options, load_cluster_config, parse_cluster_options
 
-        load_cluster_config(args.cluster)  # a bad cluster file is refused before any write
+    options = parse_cluster_options(args.cluster_option)
+    if options and not args.cluster:
+        raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
+    if args.cluster:  # a bad cluster file or option is refused before any write
+        config = load_cluster_config(args.cluster)
+        check_options(config["kind"], options, "--cluster-option")
     for message in sweep.check_theory():
         print(f"warning: {message}", file=sys.stderr)
     report = run_sweep(
@@ -104,6 +115,7 @@ def cmd_run(args) -> int:
         cluster=args.cluster,
         jobs=args.jobs,
         adapt=args.adapt,
+        options=options,
     )
     return report.exit_code
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,16 +27,29 @@ def _local(options: dict[str, Any]):
     return LocalCluster(**options)
 
 
+def _batch_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Defaults for a batch cluster: the driver's Python, an absolute log directory."""
+    options = dict(options)
+    if options.get("python") is None:
+        options["python"] = sys.executable
+    for key in ("log_directory", "local_directory"):
+        value = options.get(key)
+        if isinstance(value, str) and "$" not in value:
+            # relative to where `ldpsim run` starts; absolute in the job script
+            options[key] = str(Path(value).expanduser().absolute())
+    return options
+
+
 def _slurm(options: dict[str, Any]):
     from dask_jobqueue import SLURMCluster
 
-    return SLURMCluster(**options)
+    return SLURMCluster(**_batch_options(options))
 
 
 def _pbs(options: dict[str, Any]):
     from dask_jobqueue import PBSCluster
 
-    return PBSCluster(**options)
+    return PBSCluster(**_batch_options(options))
 
 
 #: Backends by name (the ``kind`` of a cluster file).
@@ -84,7 +99,78 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
     if not isinstance(options, dict):
         raise InputError(f"The 'options' of cluster file {str(path)!r} must be a mapping.")
     config["options"] = options
+    check_options(kind, options, f"cluster file {str(path)!r}")
     return config
+
+
+def parse_cluster_options(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> a dict of cluster options; VALUE is read as YAML.
+
+    ``queue=short``, ``cores=8``, ``account=null``,
+    ``worker_extra_args=["--lifetime", "25m"]``, ``scheduler_options={port: 8786}``.
+
+    Raises
+    ------
+    InputError
+        An item without ``=``, an empty key or a VALUE that is not valid YAML.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise InputError(f"Expected KEY=VALUE for a cluster option, got {item!r}.")
+        try:
+            out[key] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            raise InputError(f"The value of cluster option {key!r} is not valid YAML.") from None
+    return out
+
+
+def allowed_options(kind: str) -> set[str] | None:
+    """Option names a batch cluster accepts (None for local: it forwards any to workers)."""
+    if kind == "local":
+        return None
+    from dask_jobqueue import PBSCluster, SLURMCluster
+    from dask_jobqueue.core import Job, JobQueueCluster
+
+    cls = {"slurm": SLURMCluster, "pbs": PBSCluster}[kind]
+    names: set[str] = set()
+    for init in (cls.__init__, JobQueueCluster.__init__, cls.job_cls.__init__, Job.__init__):
+        for p in inspect.signature(init).parameters.values():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                names.add(p.name)
+    return names - {"self", "scheduler", "job_cls", "job_kwargs", "base_class_kwargs"}
+
+
+def check_options(kind: str, options: dict[str, Any], source: str) -> None:
+    """Refuse option names the cluster class does not know, before anything runs."""
+    allowed = allowed_options(kind)
+    if allowed is None:
+        return
+    for key in options:
+        if key not in allowed:
+            raise InputError(
+                f"Unknown option {key!r} for a {kind} cluster ({source}). Allowed options "
+                f"are: {', '.join(sorted(allowed))}."
+            )
+
+
+def build_cluster(config: dict[str, Any], overrides: dict[str, Any] | None = None):
+    """The Dask cluster object of a loaded config, ``overrides`` replacing its options.
+
+    Raises
+    ------
+    InputError
+        An option the cluster class does not accept.
+    """
+    kind = config["kind"]
+    options = {**config["options"], **(overrides or {})}
+    try:
+        return BACKENDS[kind](options)
+    except (TypeError, ValueError) as exc:  # unknown keyword, bad value or interface
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"Bad option in the {kind!r} cluster configuration: {message}") from None
 
 
 @contextlib.contextmanager
@@ -95,12 +181,14 @@ def connect(
     cluster: str | None = None,
     jobs: int | None = None,
     adapt: tuple[int, int] | None = None,
+    options: dict[str, Any] | None = None,
     log=print,
 ) -> Iterator[Client]:
     """Yield a Client: attached to ``scheduler``, or on a cluster built from a config.
 
-    ``workers`` overrides a local cluster's worker count; ``jobs`` (fixed) or
-    ``adapt`` (minimum, maximum jobs) override the scaling of a batch cluster.
+    Command-line values override the file: ``workers`` a local cluster's worker count,
+    ``jobs`` (fixed) or ``adapt`` (minimum, maximum jobs) the scaling of a batch
+    cluster, ``options`` (see :func:`parse_cluster_options`) single keys of ``options``.
     """
     if scheduler:
         client = Client(scheduler, timeout="30s")
@@ -111,14 +199,11 @@ def connect(
             client.close()
         return
     config = load_cluster_config(cluster or "local")
-    options = dict(config["options"])
+    overrides = dict(options or {})
     kind = config["kind"]
     if kind == "local" and workers is not None:
-        options["n_workers"] = workers
-    try:
-        dask_cluster = BACKENDS[kind](options)
-    except TypeError as exc:
-        raise InputError(f"Bad option in the {kind!r} cluster configuration: {exc}") from None
+        overrides["n_workers"] = workers
+    dask_cluster = build_cluster(config, overrides)
     with dask_cluster, Client(dask_cluster) as client:
         if kind != "local":
             scale = config.get("scale") or {}

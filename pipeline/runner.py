@@ -105,6 +105,7 @@ def run_sweep(
     cluster: str | None = None,
     jobs: int | None = None,
     adapt: tuple[int, int] | None = None,
+    options: dict[str, Any] | None = None,
     shuffle: int | None = None,
     log=print,
 ) -> RunReport:
@@ -116,7 +117,7 @@ def run_sweep(
         Validated sweep (see :func:`pipeline.sweep.load_sweep`).
     store_path : path
         Zarr store of the sweep; created, extended or resumed.
-    workers, scheduler, cluster, jobs, adapt
+    workers, scheduler, cluster, jobs, adapt, options
         Where to run (see :func:`pipeline.clusters.connect`).
     shuffle : int or None
         Submit the chunks in a random order with this seed (tests: order independence).
@@ -133,7 +134,8 @@ def run_sweep(
 
     try:
         store, changes = Store.open_or_create(store_path, sweep, before_write=take_lock)
-        return _execute(sweep, store, changes, start, {**where, "adapt": adapt}, shuffle, log)
+        where.update(adapt=adapt, options=options)
+        return _execute(sweep, store, changes, start, where, shuffle, log)
     finally:
         if lock is not None:
             lock.release()
