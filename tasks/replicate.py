@@ -52,6 +52,7 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
 def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
     """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics."""
     model, mechanism = rs.model, rs.mechanism
+    cuts = replicate_cuts(rs)
     out = ldp_sgd(
         type(model).sample_gradient,
         type(mechanism).privatize,
@@ -61,13 +62,13 @@ def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStat
         rs.c,
         rs.gamma,
         rs.batch,
-        replicate_cuts(rs),
+        cuts,
         data_rng,
     )
     _, seg_dev, seg_shift, snap_t, snap_b, snap_a = out
     return StreamingStats(
         n=rs.n,
-        cuts=replicate_cuts(rs),
+        cuts=cuts,
         seg_dev=seg_dev,
         seg_shift=seg_shift,
         snap_t=snap_t,

@@ -15,8 +15,11 @@ from tasks.validation import check_float
 @njit(cache=True)
 def _quantile_gradient(theta, params, rng, g):
     # params = (tau, loc); g = 1{X <= theta} - tau with X ~ N(loc, 1).
+    # Branch-free (the branch would be a coin flip): select between the two values.
     x = params[1] + rng.standard_normal()
-    g[0] = (1.0 if x <= theta[0] else 0.0) - params[0]
+    g_1 = 1.0 - params[0]
+    g_0 = 0.0 - params[0]
+    g[0] = g_1 if x <= theta[0] else g_0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,207 @@
+"""Kernel benchmark: LDP-SGD ns/step against its random-number floor and plain Python.
+
+Usage: ``python benchmarks/kernels.py [--json] [--n N] [--repeats R]``.
+
+For each (model, mechanism) it reports, as medians over ``--repeats`` runs in one
+process:
+
+- ``ns_per_step``: :func:`tasks.sgd.ldp_sgd` with every streaming statistic on, called
+  as :func:`tasks.replicate.run_stats` calls it, on the cuts of a real replicate with
+  the interval methods bb, bm and sn;
+- ``floor_ns_per_step``: a compiled loop drawing exactly the same random numbers from
+  the same kind of generator and doing nothing else (the draws are summed into the
+  returned value so the compiler cannot drop them);
+- ``python_ns_per_step``: a plain-Python loop of the same recursion (short run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+from numba import njit
+
+from tasks.replicate import replicate_cuts
+from tasks.sgd import ldp_sgd
+from tasks.spec import normalize_spec
+
+METHODS = {"bb": {"B": 500}, "bm": {}, "sn": {}}
+CASES = [
+    {"model": "quantile", "mechanism": "randomized_response", "tau": 0.5, "eps": 1.0},
+    {
+        "model": "quantile_regression",
+        "mechanism": "laplace",
+        "tau": 0.5,
+        "coef": [0.0, 0.0, 1.0, -1.0],
+        "eps": 1.0,
+    },
+]
+
+
+@njit
+def floor_quantile(n, rng):
+    """One standard normal (the datum) and one uniform (the RR coin) per step."""
+    acc = 0.0
+    for _ in range(n):
+        acc += rng.standard_normal()
+        acc += rng.random()
+    return acc
+
+
+@njit
+def floor_qr(n, d, scale, rng):
+    """d - 1 truncated normals by rejection, one normal error, d Laplace per step."""
+    acc = 0.0
+    for _ in range(n):
+        for _ in range(1, d):
+            z = rng.standard_normal()
+            while abs(z) > 1.0:
+                z = rng.standard_normal()
+            acc += z
+        acc += rng.standard_normal()
+        for _ in range(d):
+            acc += rng.laplace(0.0, scale)
+    return acc
+
+
+def python_loop(rs, n, rng):
+    """Plain-Python LDP-SGD with the running sums T, b (and A for d = 1)."""
+    model, mech = rs.model, rs.mechanism
+    mp, qp = model.params().tolist(), mech.params(model).tolist()
+    d, c, gamma = model.dim, rs.c, rs.gamma
+    theta = [float(v) for v in rs.theta0]
+    t, b, a = [0.0] * d, [0.0] * d, [[0.0] * d for _ in range(d)]
+    g = [0.0] * d
+    for i in range(1, n + 1):
+        eta = c * i**-gamma
+        if model.name == "quantile":
+            x = mp[1] + rng.standard_normal()
+            bit = x <= theta[0]
+            if rng.random() < qp[0]:
+                bit = not bit
+            g[0] = qp[1] + qp[3] * ((1.0 if bit else 0.0) - qp[0])
+        else:
+            x = [1.0]
+            for _ in range(1, d):
+                z = rng.standard_normal()
+                while abs(z) > 1.0:
+                    z = rng.standard_normal()
+                x.append(z)
+            resid = rng.standard_normal() - mp[1]
+            for j in range(d):
+                resid += x[j] * (mp[2 + j] - theta[j])
+            w = (1.0 if resid <= 0.0 else 0.0) - mp[0]
+            for j in range(d):
+                g[j] = x[j] * w + rng.laplace(0.0, qp[0])
+        for j in range(d):
+            theta[j] -= eta * g[j]
+            t[j] += theta[j]
+            b[j] += i * t[j]
+        for j in range(d):
+            for m in range(j + 1):
+                a[j][m] += t[j] * t[m]
+    return theta
+
+
+def kernel_run(rs, cuts, rng):
+    model, mech = rs.model, rs.mechanism
+    return ldp_sgd(
+        type(model).sample_gradient,
+        type(mech).privatize,
+        model.params(),
+        mech.params(model),
+        np.array(rs.theta0, dtype=np.float64),
+        rs.c,
+        rs.gamma,
+        rs.batch,
+        cuts,
+        rng,
+    )
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(case, n, n_python, repeats):
+    rs = normalize_spec({**case, "n": n, "methods": METHODS})
+    cuts = replicate_cuts(rs)
+    model, mech = rs.model, rs.mechanism
+    d = model.dim
+    scale = float(mech.params(model)[0]) if mech.name == "laplace" else 0.0
+
+    def gen(seed):
+        return np.random.Generator(np.random.PCG64(seed))
+
+    if model.name == "quantile":
+        floor = lambda seed: floor_quantile(n, gen(seed))  # noqa: E731
+    else:
+        floor = lambda seed: floor_qr(n, d, scale, gen(seed))  # noqa: E731
+    # Compile (and warm) both on a short run.
+    small = replicate_cuts(normalize_spec({**case, "n": 1000, "methods": METHODS}))
+    kernel_run(rs, small, gen(0))
+    if model.name == "quantile":
+        floor_quantile(10, gen(0))
+    else:
+        floor_qr(10, d, scale, gen(0))
+    kern, flo = [], []
+    for r in range(repeats):  # interleaved, so load changes hit both alike
+        kern.append(timed(lambda r=r: kernel_run(rs, cuts, gen(r))) / n * 1e9)
+        flo.append(timed(lambda r=r: floor(r)) / n * 1e9)
+    rs_py = normalize_spec({**case, "n": n_python, "methods": METHODS})
+    py = [
+        timed(lambda r=r: python_loop(rs_py, n_python, gen(r))) / n_python * 1e9
+        for r in range(max(3, repeats // 2))
+    ]
+    ratios = [k / f for k, f in zip(kern, flo, strict=True)]
+    ns, fl, pn = statistics.median(kern), statistics.median(flo), statistics.median(py)
+    return {
+        "model": model.name,
+        "mechanism": mech.name,
+        "d": d,
+        "n": n,
+        "n_cuts": int(cuts.shape[0]),
+        "repeats": repeats,
+        "ns_per_step": round(ns, 2),
+        "floor_ns_per_step": round(fl, 2),
+        "python_ns_per_step": round(pn, 1),
+        "python_n": n_python,
+        "ratio_to_floor": round(statistics.median(ratios), 3),
+        "speedup_over_python": round(pn / ns, 1),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="JSON records on stdout")
+    parser.add_argument("--n", type=float, default=1e7, help="kernel steps (1e7)")
+    parser.add_argument("--python-n", type=float, default=2e4, help="Python steps (2e4)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per median (5)")
+    parser.add_argument("--model", choices=[c["model"] for c in CASES], action="append")
+    args = parser.parse_args(argv)
+    cases = [c for c in CASES if not args.model or c["model"] in args.model]
+    records = [measure(c, int(args.n), int(args.python_n), args.repeats) for c in cases]
+    if args.json:
+        json.dump(records, sys.stdout, indent=1)
+        print()
+        return 0
+    head = f"{'model':<20} {'mechanism':<20} {'n':>9} {'ns/step':>8} {'floor':>7}"
+    print(f"{head} {'x floor':>8} {'python':>8} {'x python':>9}")
+    for r in records:
+        print(
+            f"{r['model']:<20} {r['mechanism']:<20} {r['n']:>9.0e} {r['ns_per_step']:>8.2f} "
+            f"{r['floor_ns_per_step']:>7.2f} {r['ratio_to_floor']:>8.2f} "
+            f"{r['python_ns_per_step']:>8.0f} {r['speedup_over_python']:>9.0f}"
+        )
+    return 0 if all(math.isfinite(r["ns_per_step"]) for r in records) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

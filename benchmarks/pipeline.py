@@ -1,0 +1,207 @@
+"""Pipeline benchmark: per-replicate overhead, 2-worker speed-up, peak memory.
+
+Usage: ``python benchmarks/pipeline.py [--json] [--quick]``.
+
+- ``overhead_ms_per_replicate``: a sweep of many tiny replicates (quantile, n = 1000)
+  through :func:`pipeline.runner.run_sweep` on a warmed LocalCluster to a temporary
+  store; (wall time x workers - summed compute time) / replicates, the compute time
+  being the store's ``seconds`` variable. Covers scheduling, (de)serialisation, the
+  Python side of a replicate (spec normalisation, cuts, intervals are inside
+  ``seconds``; only what is outside counts) and the Zarr writes.
+- ``speedup_2_over_1``: wall time of a CPU-bound sweep (16 replicates at n = 4e7, one
+  replicate per task) on 1 warmed worker over that on 2 warmed workers.
+- ``rss_mb_n1e6`` / ``rss_mb_n1e9``: peak resident memory (ru_maxrss) of a fresh
+  process running one quantile replicate (methods bb, bm, sn, oracle) at n = 1e6 / 1e9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+# Run as a script, this file's folder comes first on sys.path and its name would shadow
+# the ``pipeline`` package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+SWEEP = """\
+description = "benchmark"
+replicates = {replicates}
+seed = 7
+{rep_chunk}
+[spec]
+model = "quantile"
+mechanism = "randomized_response"
+eps = 1.0
+
+[grid]
+tau = {taus}
+n = [{n}]
+
+[methods.bb]
+B = 500
+
+[methods.bm]
+
+[methods.sn]
+
+[methods.oracle]
+"""
+
+RSS_CHILD = """
+import resource, sys, time
+from tasks import run_replicate
+n = int(float(sys.argv[1]))
+spec = {"model": "quantile", "n": n, "methods": {"bb": {}, "bm": {}, "sn": {}, "oracle": {}}}
+run_replicate({**spec, "n": 1000}, 0)  # compile first (same code paths)
+start = time.perf_counter()
+result = run_replicate(spec, 0)
+seconds = time.perf_counter() - start
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, seconds)
+"""
+
+
+def make_sweep(tmp: Path, name: str, *, replicates, n, taus=(0.5,), rep_chunk=None):
+    from pipeline.sweep import load_sweep
+
+    path = tmp / f"{name}.toml"
+    chunk = "" if rep_chunk is None else f"rep_chunk = {rep_chunk}\n"
+    path.write_text(SWEEP.format(replicates=replicates, n=n, taus=list(taus), rep_chunk=chunk))
+    return load_sweep(str(path))
+
+
+def run_timed(sweep, store, address) -> tuple[float, float, int]:
+    """(wall seconds, summed compute seconds, replicates) of one sweep into a new store."""
+    from pipeline.runner import run_sweep
+    from pipeline.store import open_dataset
+
+    start = time.perf_counter()
+    report = run_sweep(sweep, store, scheduler=address, log=lambda *a: None)
+    wall = time.perf_counter() - start
+    assert report.failed == 0, report
+    seconds = np.asarray(open_dataset(store)["seconds"].values, dtype=float)
+    return wall, float(np.nansum(seconds)), int(np.isfinite(seconds).sum())
+
+
+def cluster(workers: int):
+    from distributed import LocalCluster
+
+    return LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+
+
+def overhead(tmp: Path, workers: int, replicates: int, repeats: int) -> dict:
+    taus = (0.3, 0.5)
+    per_tau = replicates // len(taus)
+    warm = make_sweep(tmp, "warm-o", replicates=20, n=1000, taus=taus)
+    sweep = make_sweep(tmp, "overhead", replicates=per_tau, n=1000, taus=taus)
+    small = make_sweep(tmp, "overhead-small", replicates=per_tau // 4, n=1000, taus=taus)
+    values, walls, marginal = [], [], []
+    with cluster(workers) as lc:
+        run_timed(warm, tmp / "warm-o.zarr", lc.scheduler_address)
+        for r in range(repeats):
+            wall, compute, reps = run_timed(
+                sweep, tmp / f"overhead-{r}.zarr", lc.scheduler_address
+            )
+            values.append((wall * workers - compute) / reps * 1e3)
+            walls.append(wall)
+            # The same for a sweep 4 x smaller: the difference removes the fixed per-sweep
+            # cost (store creation, connecting), leaving the cost per added replicate.
+            wall_s, compute_s, reps_s = run_timed(
+                small, tmp / f"overhead-small-{r}.zarr", lc.scheduler_address
+            )
+            marginal.append(
+                ((wall - wall_s) * workers - (compute - compute_s)) / (reps - reps_s) * 1e3
+            )
+    return {
+        "overhead_ms_per_replicate": round(float(np.median(values)), 3),
+        "marginal_overhead_ms_per_replicate": round(float(np.median(marginal)), 3),
+        "overhead_ms_runs": [round(v, 3) for v in values],
+        "overhead_replicates": reps,
+        "overhead_n": 1000,
+        "overhead_workers": workers,
+        "overhead_wall_s": round(float(np.median(walls)), 3),
+    }
+
+
+def speedup(tmp: Path, replicates: int, n: int) -> dict:
+    warm = make_sweep(tmp, "warm-s", replicates=4, n=1000, rep_chunk=1)
+    sweep = make_sweep(tmp, "cpu", replicates=replicates, n=n, rep_chunk=1)
+    walls = {}
+    for workers in (1, 2):
+        with cluster(workers) as lc:
+            run_timed(warm, tmp / f"warm-s{workers}.zarr", lc.scheduler_address)
+            walls[workers], _, _ = run_timed(
+                sweep, tmp / f"cpu-{workers}.zarr", lc.scheduler_address
+            )
+    return {
+        "speedup_replicates": replicates,
+        "speedup_n": n,
+        "wall_s_1_worker": round(walls[1], 3),
+        "wall_s_2_workers": round(walls[2], 3),
+        "speedup_2_over_1": round(walls[1] / walls[2], 3),
+    }
+
+
+def rss(n: float) -> tuple[float, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(RSS_CHILD), str(n)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return float(out[-2]), float(out[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="one JSON record on stdout")
+    parser.add_argument("--quick", action="store_true", help="smaller runs, no n = 1e9")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=["overhead", "speedup", "rss"],
+        help="leave a part out",
+    )
+    parser.add_argument(
+        "--speedup-n", type=float, default=4e7, help="n of the CPU-bound sweep (4e7)"
+    )
+    args = parser.parse_args(argv)
+    record: dict = {}
+    with tempfile.TemporaryDirectory(prefix="ldpsim-bench-") as name:
+        tmp = Path(name)
+        if "overhead" not in args.skip:
+            record.update(overhead(tmp, 2, 100 if args.quick else 400, 1 if args.quick else 3))
+        if "speedup" not in args.skip:
+            record.update(speedup(tmp, 16, int(2e5 if args.quick else args.speedup_n)))
+    if "rss" not in args.skip:
+        for n in (1e6,) if args.quick else (1e6, 1e9):
+            mb, seconds = rss(n)
+            record[f"rss_mb_n{n:.0e}".replace("+0", "").replace("+", "")] = round(mb, 1)
+            record[f"replicate_s_n{n:.0e}".replace("+0", "").replace("+", "")] = round(seconds, 2)
+        if "rss_mb_n1e9" in record:
+            record["rss_growth_mb"] = round(record["rss_mb_n1e9"] - record["rss_mb_n1e6"], 1)
+    if args.json:
+        print(json.dumps(record, indent=1))
+    else:
+        for key, value in record.items():
+            print(f"{key:<28} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
