@@ -236,14 +236,8 @@ class Store:
         if not path.exists():
             layout = layout_for(sweep)
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                template(sweep, layout).to_zarr(
-                    str(path), compute=False, mode="w-", consolidated=False, zarr_format=3
-                )
-                zarr.open_group(str(path / META_GROUP), mode="w", zarr_format=3)
+                _create_atomically(path, sweep, layout)
             except OSError as exc:  # e.g. /proc, a read-only file system (root ignores modes)
-                if path.exists():
-                    shutil.rmtree(path, ignore_errors=True)
                 raise InputError(
                     f"Cannot create the store {str(path)!r}: {exc.strerror or exc}. Choose a "
                     "writable --store path."
@@ -259,6 +253,7 @@ class Store:
                 f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
                 f"another --store path, or the original specification."
             )
+        zarr.open_group(str(path / META_GROUP), mode="a", zarr_format=3)  # ensure metadata
         if before_write is not None:
             before_write(path)
         layout = layout_for(stored, rep_chunk=int(read_attrs(path)["rep_chunk"]))
@@ -367,6 +362,39 @@ class Store:
     def clear_error(self, index: tuple[int, ...], rep: int) -> None:
         name = "_".join(map(str, index)) or "0"
         (self.path / META_GROUP / "errors" / f"{name}__{rep}.json").unlink(missing_ok=True)
+
+
+def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> None:
+    """Write the template in a hidden folder beside ``path``, then rename it into place.
+
+    A run killed while creating the store leaves only the hidden folder (removed by the
+    next creation), never a half-written store.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.creating-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if not (pid.isdigit() and _pid_alive(int(pid))):
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        template(sweep, layout).to_zarr(
+            str(tmp), compute=False, mode="w-", consolidated=False, zarr_format=3
+        )
+        zarr.open_group(str(tmp / META_GROUP), mode="w", zarr_format=3)
+        os.rename(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _contains(values: list[Any], value: Any) -> bool:

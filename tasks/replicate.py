@@ -21,7 +21,8 @@ class ReplicateResult:
     """What one replicate returns; small and picklable.
 
     Arrays have shape (d,), or (n_checkpoints, d) when the spec has checkpoints.
-    A method that failed has NaN bounds and its reason in ``failures``.
+    A method that failed has NaN bounds and its reason in ``failures``; a non-finite
+    estimate (overflowing iterates) is recorded under ``failures['estimate']``.
     """
 
     estimate: np.ndarray
@@ -104,6 +105,17 @@ def run_replicate(spec: Mapping[str, Any] | ReplicateSpec, rep: int) -> Replicat
     return compute_replicate(rs, data_stream(rs.seed, rs.path_key(), rep), streams)
 
 
+def checkpoint_stream(rng: np.random.Generator, point: int) -> np.random.Generator:
+    """A child of a method's stream for the checkpoint ``point`` (< n).
+
+    The stream of the last point n is the method's own, so a method's interval at n is
+    the same with or without checkpoints, and one checkpoint does not shift another.
+    """
+    seq = rng.bit_generator.seed_seq
+    child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, int(point)))
+    return np.random.Generator(np.random.PCG64(child))
+
+
 def compute_replicate(
     rs: ReplicateSpec,
     data_rng: np.random.Generator,
@@ -131,10 +143,18 @@ def compute_replicate(
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
+        if not np.all(np.isfinite(estimate[k])):
+            where = f" at n = {point}" if rs.checkpoints else ""
+            failures.setdefault(
+                "estimate", f"non-finite theta_bar{where}: the iterates overflowed"
+            )
         for label, method in rs.methods.items():
+            rng = method_rngs.get(label)
+            if rng is not None and point != rs.n:
+                rng = checkpoint_stream(rng, point)
             try:
                 with np.errstate(all="raise"):
-                    lo, hi = method.interval(sub, rs.level, method_rngs.get(label))
+                    lo, hi = method.interval(sub, rs.level, rng)
                 if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
                     raise FloatingPointError("non-finite interval bound")
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:

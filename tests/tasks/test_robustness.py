@@ -111,6 +111,9 @@ def assert_failures_recorded(result):
         # Non-finite bounds are NaN (never inf), and a recorded failure is not silent.
         assert not np.any(np.isinf(result.lower[label])), label
         assert not np.any(np.isinf(result.upper[label])), label
+    # A non-finite estimate (overflowing iterates) is recorded too.
+    if not np.all(np.isfinite(result.estimate)):
+        assert result.failures.get("estimate")
 
 
 @pytest.mark.parametrize("spec", STRESS)
@@ -120,7 +123,7 @@ def test_no_unrecorded_non_finite_bound(spec):
         result = run_replicate(spec, rep=0)
     assert_failures_recorded(result)
     for label, reason in result.failures.items():
-        assert label in result.lower and isinstance(reason, str) and reason
+        assert label in (*result.lower, "estimate") and isinstance(reason, str) and reason
 
 
 def test_stress_specs_do_fail_where_expected():
@@ -132,7 +135,8 @@ def test_stress_specs_do_fail_where_expected():
     assert np.all(np.isnan(tiny.lower["bb"][1])) and np.all(np.isfinite(tiny.lower["bb"][0]))
     assert np.all(np.isnan(tiny.lower["bm"][0])) and np.all(np.isfinite(tiny.lower["bb"][-1]))
     overflow = run_replicate(STRESS[2].values[0], rep=0)
-    assert set(overflow.failures) == set(overflow.lower)
+    assert set(overflow.failures) == {*overflow.lower, "estimate"}
+    assert "overflowed" in overflow.failures["estimate"]
 
 
 @pytest.mark.parametrize("gamma", [1.0, 0.4])

@@ -91,9 +91,15 @@ def test_all_methods_see_the_same_path():
 
 def test_checkpoint_equals_a_run_stopped_there():
     # The kernel's statistics at a checkpoint do not depend on what comes after it: on
-    # the same streams, a checkpoint at 5000 of an n = 20000 run equals an n = 5000 run.
+    # the same streams, a checkpoint at 5000 of an n = 20000 run equals an n = 5000 run
+    # for the estimate and every method that draws no random numbers. The bootstrap
+    # draws a checkpoint's multipliers from a child stream keyed by the checkpoint, and
+    # uses its own stream at n: its interval at n is the same with or without
+    # checkpoints, and adding a checkpoint leaves every other checkpoint's interval alone.
     long = normalize_spec({**QUANTILE, "checkpoints": [5000]})
+    longer = normalize_spec({**QUANTILE, "checkpoints": [2000, 5000]})
     short = normalize_spec({**QUANTILE, "n": 5000})
+    plain = normalize_spec(QUANTILE)
 
     def fresh_streams():
         data = np.random.Generator(np.random.PCG64(1))
@@ -101,11 +107,19 @@ def test_checkpoint_equals_a_run_stopped_there():
 
     a = compute_replicate(long, *fresh_streams())
     b = compute_replicate(short, *fresh_streams())
+    c = compute_replicate(plain, *fresh_streams())
+    e = compute_replicate(longer, *fresh_streams())
     assert a.checkpoints == (5000, 20_000)
     assert np.array_equal(a.estimate[0], b.estimate)
     for label in b.lower:
-        assert np.array_equal(a.lower[label][0], b.lower[label]), label
-        assert np.array_equal(a.upper[label][0], b.upper[label]), label
+        if label != "bb":
+            assert np.array_equal(a.lower[label][0], b.lower[label]), label
+            assert np.array_equal(a.upper[label][0], b.upper[label]), label
+        assert np.array_equal(a.lower[label][1], c.lower[label]), label
+        assert np.array_equal(a.upper[label][1], c.upper[label]), label
+        assert np.array_equal(e.lower[label][1:], a.lower[label]), label
+        assert np.array_equal(e.upper[label][1:], a.upper[label]), label
+    assert not np.array_equal(a.lower["bb"][0], b.lower["bb"])  # a child stream, not bb's own
 
 
 def test_method_streams_are_keyed_by_label_and_parameters():
