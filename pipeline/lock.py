@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from pipeline.errors import InputError
 
 #: The lock file, inside the store's ``ldpsim`` sub-group.
@@ -19,20 +21,10 @@ LOCK_NAME = "lock.json"
 def _pid_alive(pid: int, started: float) -> bool:
     """Whether ``pid`` runs on this host and is not a newer process that reused the pid."""
     try:
-        import psutil
-
         proc = psutil.Process(pid)
         # A process created after the lock was written is not the one that wrote it.
         return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    except Exception:  # NoSuchProcess, AccessDenied on a dead pid, ...
+    except psutil.Error:  # NoSuchProcess, AccessDenied on a dead pid, ...
         return False
 
 

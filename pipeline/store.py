@@ -21,6 +21,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+import psutil
 import xarray as xr
 import zarr
 
@@ -373,7 +374,7 @@ def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f".{path.name}.creating-*"):
         pid = stale.name.rsplit("-", 1)[-1]
-        if not (pid.isdigit() and _pid_alive(int(pid))):
+        if not (pid.isdigit() and psutil.pid_exists(int(pid))):
             shutil.rmtree(stale, ignore_errors=True)
     tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -385,16 +386,6 @@ def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> None:
         os.rename(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _contains(values: list[Any], value: Any) -> bool:
