@@ -10,7 +10,7 @@ from scipy import stats as sps
 from sgd_reference import reference_path
 
 from tasks.intervals.self_normalized import critical_value
-from tasks.replicate import compute_replicate, replicate_cuts, run_stats
+from tasks.replicate import checkpoint_stream, compute_replicate, replicate_cuts, run_stats
 from tasks.spec import normalize_spec
 
 N = 10_000
@@ -180,10 +180,12 @@ def test_intervals_against_two_pass(run):
     result = compute_replicate(rs, np.random.Generator(np.random.PCG64(SEED)), boot_streams())
     assert result.failures == {}
     assert result.checkpoints == (CHECKPOINT, N)
-    # compute_replicate visits the checkpoints in order; each bb draws its multipliers
-    # from its own stream, so the direct computation does the same.
-    rngs = boot_streams()
+    # Each bb draws its multipliers from its own stream at n and from the child stream
+    # of that stream keyed by the checkpoint below n; the direct computation does the same.
     for k, point in enumerate(result.checkpoints):
+        rngs = boot_streams()
+        if point != N:
+            rngs = {label: checkpoint_stream(rng, point) for label, rng in rngs.items()}
         expected = direct_intervals(rs, path[:point], rs.level, rngs)
         assert close(result.estimate[k], path[:point].mean(axis=0))
         for label, (lo, hi) in expected.items():
