@@ -26,8 +26,7 @@ import time
 import numpy as np
 from numba import njit
 
-from tasks.replicate import replicate_cuts
-from tasks.sgd import ldp_sgd
+from tasks.replicate import replicate_cuts, run_kernel
 from tasks.spec import normalize_spec
 
 METHODS = {"bb": {"B": 500}, "bm": {}, "sn": {}}
@@ -108,22 +107,6 @@ def python_loop(rs, n, rng):
     return theta
 
 
-def kernel_run(rs, cuts, rng):
-    model, mech = rs.model, rs.mechanism
-    return ldp_sgd(
-        type(model).sample_gradient,
-        type(mech).privatize,
-        model.params(),
-        mech.params(model),
-        np.array(rs.theta0, dtype=np.float64),
-        rs.c,
-        rs.gamma,
-        rs.batch,
-        cuts,
-        rng,
-    )
-
-
 def timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -146,14 +129,14 @@ def measure(case, n, n_python, repeats):
         floor = lambda seed: floor_qr(n, d, scale, gen(seed))  # noqa: E731
     # Compile (and warm) both on a short run.
     small = replicate_cuts(normalize_spec({**case, "n": 1000, "methods": METHODS}))
-    kernel_run(rs, small, gen(0))
+    run_kernel(rs, small, gen(0))
     if model.name == "quantile":
         floor_quantile(10, gen(0))
     else:
         floor_qr(10, d, scale, gen(0))
     kern, flo = [], []
     for r in range(repeats):  # interleaved, so load changes hit both alike
-        kern.append(timed(lambda r=r: kernel_run(rs, cuts, gen(r))) / n * 1e9)
+        kern.append(timed(lambda r=r: run_kernel(rs, cuts, gen(r))) / n * 1e9)
         flo.append(timed(lambda r=r: floor(r)) / n * 1e9)
     rs_py = normalize_spec({**case, "n": n_python, "methods": METHODS})
     py = [

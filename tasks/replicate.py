@@ -50,11 +50,10 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
     return cuts[(cuts >= 1) & (cuts <= n)]
 
 
-def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
-    """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics."""
+def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
+    """Call :func:`tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output."""
     model, mechanism = rs.model, rs.mechanism
-    cuts = replicate_cuts(rs)
-    out = ldp_sgd(
+    return ldp_sgd(
         type(model).sample_gradient,
         type(mechanism).privatize,
         model.params(),
@@ -63,10 +62,16 @@ def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStat
         rs.c,
         rs.gamma,
         rs.batch,
-        cuts,
+        np.asarray(cuts, dtype=np.int64),
         data_rng,
     )
-    _, seg_dev, seg_shift, snap_t, snap_b, snap_a = out
+
+
+def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
+    """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics."""
+    model, mechanism = rs.model, rs.mechanism
+    cuts = replicate_cuts(rs)
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a = run_kernel(rs, cuts, data_rng)
     return StreamingStats(
         n=rs.n,
         cuts=cuts,

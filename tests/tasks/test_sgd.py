@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from sgd_reference import reference_path
 
-from tasks.sgd import ETA_EXACT_BELOW, eta_schedule, ldp_sgd
+from tasks.replicate import run_kernel
+from tasks.sgd import ETA_EXACT_BELOW, eta_schedule
 from tasks.spec import normalize_spec
 
 SEED = 20240611
@@ -31,19 +32,7 @@ CASES = {
 
 def last_iterate(rs, n, seed):
     """theta_n from the compiled kernel, run for exactly n steps on a fresh stream."""
-    model, mech = rs.model, rs.mechanism
-    theta, *_ = ldp_sgd(
-        type(model).sample_gradient,
-        type(mech).privatize,
-        model.params(),
-        mech.params(model),
-        np.array(rs.theta0, dtype=np.float64),
-        rs.c,
-        rs.gamma,
-        rs.batch,
-        np.array([n], dtype=np.int64),
-        np.random.Generator(np.random.PCG64(seed)),
-    )
+    theta, *_ = run_kernel(rs, [n], np.random.Generator(np.random.PCG64(seed)))
     return theta
 
 
