@@ -229,6 +229,13 @@ CASES = [
     ("cluster-bad-kind", BASE, [], "kind: cloud\n", ["kind", "'local'"]),
     ("cluster-invalid-yaml", BASE, [], "kind: [local\n", ["not valid YAML"]),
     ("cluster-not-mapping", BASE, [], "- local\n", ["mapping"]),
+    (
+        "cluster-option-unknown",
+        BASE,
+        ["--cluster", "slurm", "--cluster-option", "colour=red"],
+        None,
+        ["colour", "Allowed options"],
+    ),
 ]
 
 
