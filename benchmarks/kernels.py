@@ -11,7 +11,8 @@ process:
 - ``floor_ns_per_step``: a compiled loop drawing exactly the same random numbers from
   the same kind of generator and doing nothing else (the draws are summed into the
   returned value so the compiler cannot drop them);
-- ``python_ns_per_step``: a plain-Python loop of the same recursion (short run).
+- ``python_ns_per_step``: the plain-Python reference loop that the tests check the
+  kernel against, bit for bit (``tests/tasks/sgd_reference.py``; short run).
 """
 
 from __future__ import annotations
@@ -22,12 +23,17 @@ import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 from tasks.replicate import replicate_cuts, run_kernel
 from tasks.spec import normalize_spec
+
+# The tests' plain-Python reference loop, so that only one such loop exists.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "tasks"))
+from sgd_reference import reference_path
 
 METHODS = {"bb": {"B": 500}, "bm": {}, "sn": {}}
 CASES = [
@@ -68,45 +74,6 @@ def floor_qr(n, d, scale, rng):
     return acc
 
 
-def python_loop(rs, n, rng):
-    """Plain-Python LDP-SGD with the running sums T, b (and A for d = 1)."""
-    model, mech = rs.model, rs.mechanism
-    mp, qp = model.params().tolist(), mech.params(model).tolist()
-    d, c, gamma = model.dim, rs.c, rs.gamma
-    theta = [float(v) for v in rs.theta0]
-    t, b, a = [0.0] * d, [0.0] * d, [[0.0] * d for _ in range(d)]
-    g = [0.0] * d
-    for i in range(1, n + 1):
-        eta = c * i**-gamma
-        if model.name == "quantile":
-            x = mp[1] + rng.standard_normal()
-            bit = x <= theta[0]
-            if rng.random() < qp[0]:
-                bit = not bit
-            g[0] = qp[1] + qp[3] * ((1.0 if bit else 0.0) - qp[0])
-        else:
-            x = [1.0]
-            for _ in range(1, d):
-                z = rng.standard_normal()
-                while abs(z) > 1.0:
-                    z = rng.standard_normal()
-                x.append(z)
-            resid = rng.standard_normal() - mp[1]
-            for j in range(d):
-                resid += x[j] * (mp[2 + j] - theta[j])
-            w = (1.0 if resid <= 0.0 else 0.0) - mp[0]
-            for j in range(d):
-                g[j] = x[j] * w + rng.laplace(0.0, qp[0])
-        for j in range(d):
-            theta[j] -= eta * g[j]
-            t[j] += theta[j]
-            b[j] += i * t[j]
-        for j in range(d):
-            for m in range(j + 1):
-                a[j][m] += t[j] * t[m]
-    return theta
-
-
 def timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -140,7 +107,7 @@ def measure(case, n, n_python, repeats):
         flo.append(timed(lambda r=r: floor(r)) / n * 1e9)
     rs_py = normalize_spec({**case, "n": n_python, "methods": METHODS})
     py = [
-        timed(lambda r=r: python_loop(rs_py, n_python, gen(r))) / n_python * 1e9
+        timed(lambda r=r: reference_path(rs_py, gen(r))) / n_python * 1e9
         for r in range(max(3, repeats // 2))
     ]
     ratios = [k / f for k, f in zip(kern, flo, strict=True)]

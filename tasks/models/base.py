@@ -57,20 +57,23 @@ class Model:
         """Delta: the l1-diameter of the gradient's range over all data, at any theta."""
         raise NotImplementedError
 
-    def max_l1_gradient_gap(self, theta: np.ndarray, n_samples: int, seed: int) -> float:
-        """Largest l1 distance between gradients of ``n_samples`` draws at ``theta``.
-
-        Used by audits: it must never exceed :meth:`l1_sensitivity`.
-        """
+    def sample_gradients(self, theta: np.ndarray, n_samples: int, seed: int) -> np.ndarray:
+        """Gradients at ``theta`` of ``n_samples`` fresh observations, shape (n_samples, d)."""
         rng = np.random.Generator(np.random.PCG64(seed))
         theta = np.asarray(theta, dtype=np.float64)
         params = self.params()
         grads = np.empty((n_samples, self.dim))
         for k in range(n_samples):
             type(self).sample_gradient(theta, params, rng, grads[k])
-        lo = grads.min(axis=0)
-        hi = grads.max(axis=0)
-        return float(np.sum(hi - lo))
+        return grads
+
+    def max_l1_gradient_gap(self, theta: np.ndarray, n_samples: int, seed: int) -> float:
+        """Largest l1 distance between gradients of ``n_samples`` draws at ``theta``.
+
+        Used by audits: it must never exceed :meth:`l1_sensitivity`.
+        """
+        grads = self.sample_gradients(theta, n_samples, seed)
+        return float(np.sum(grads.max(axis=0) - grads.min(axis=0)))
 
     def asymptotic_cov(self, noise_cov: np.ndarray, batch: int = 1) -> np.ndarray:
         """Sigma = G^-1 S G^-1 of sqrt(n)(theta_bar_n - theta*) (Polyak & Juditsky 1992).

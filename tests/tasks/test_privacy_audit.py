@@ -318,13 +318,7 @@ N_GRADIENTS = 1_000
 
 
 def sample_gradients(model, theta, seed):
-    rng = np.random.Generator(np.random.PCG64(seed))
-    theta = np.asarray(theta, dtype=np.float64)
-    params = model.params()
-    out = np.empty((N_GRADIENTS, model.dim))
-    for k in range(N_GRADIENTS):
-        type(model).sample_gradient(theta, params, rng, out[k])
-    return out
+    return model.sample_gradients(theta, N_GRADIENTS, seed)
 
 
 def assert_within_sensitivity(model, grads):
