@@ -9,7 +9,8 @@ process:
   as :func:`tasks.replicate.run_stats` calls it, on the cuts of a real replicate with
   the interval methods bb, bm and sn;
 - ``floor_ns_per_step``: a compiled loop drawing exactly the same random numbers from
-  the same kind of generator and doing nothing else (the draws are summed into the
+  the same generator (numpy's PCG64 and distributions, inlined by :mod:`tasks.rng`,
+  as the kernel draws them) and doing nothing else (the draws are summed into the
   returned value so the compiler cannot drop them);
 - ``python_ns_per_step``: the plain-Python reference loop that the tests check the
   kernel against, bit for bit (``tests/tasks/sgd_reference.py``; short run).
@@ -29,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from tasks.replicate import replicate_cuts, run_kernel
+from tasks.rng import laplace, random, standard_normal, state_of
 from tasks.spec import normalize_spec
 
 # The tests' plain-Python reference loop, so that only one such loop exists.
@@ -49,28 +51,31 @@ CASES = [
 
 
 @njit
-def floor_quantile(n, rng):
+def floor_quantile(n, s):
     """One standard normal (the datum) and one uniform (the RR coin) per step."""
     acc = 0.0
     for _ in range(n):
-        acc += rng.standard_normal()
-        acc += rng.random()
+        z, s = standard_normal(s)
+        u, s = random(s)
+        acc += z + u
     return acc
 
 
 @njit
-def floor_qr(n, d, scale, rng):
+def floor_qr(n, d, scale, s):
     """d - 1 truncated normals by rejection, one normal error, d Laplace per step."""
     acc = 0.0
     for _ in range(n):
         for _ in range(1, d):
-            z = rng.standard_normal()
+            z, s = standard_normal(s)
             while abs(z) > 1.0:
-                z = rng.standard_normal()
+                z, s = standard_normal(s)
             acc += z
-        acc += rng.standard_normal()
+        z, s = standard_normal(s)
+        acc += z
         for _ in range(d):
-            acc += rng.laplace(0.0, scale)
+            z, s = laplace(s, 0.0, scale)
+            acc += z
     return acc
 
 
@@ -91,16 +96,16 @@ def measure(case, n, n_python, repeats):
         return np.random.Generator(np.random.PCG64(seed))
 
     if model.name == "quantile":
-        floor = lambda seed: floor_quantile(n, gen(seed))  # noqa: E731
+        floor = lambda seed: floor_quantile(n, state_of(gen(seed)))  # noqa: E731
     else:
-        floor = lambda seed: floor_qr(n, d, scale, gen(seed))  # noqa: E731
+        floor = lambda seed: floor_qr(n, d, scale, state_of(gen(seed)))  # noqa: E731
     # Compile (and warm) both on a short run.
     small = replicate_cuts(normalize_spec({**case, "n": 1000, "methods": METHODS}))
     run_kernel(rs, small, gen(0))
     if model.name == "quantile":
-        floor_quantile(10, gen(0))
+        floor_quantile(10, state_of(gen(0)))
     else:
-        floor_qr(10, d, scale, gen(0))
+        floor_qr(10, d, scale, state_of(gen(0)))
     kern, flo = [], []
     for r in range(repeats):  # interleaved, so load changes hit both alike
         kern.append(timed(lambda r=r: run_kernel(rs, cuts, gen(r))) / n * 1e9)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from tasks.rng import set_state, state_of
 from tasks.seeding import data_stream, method_stream
 from tasks.sgd import ldp_sgd
 from tasks.spec import ReplicateSpec, normalize_spec
@@ -51,9 +52,14 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
 
 
 def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
-    """Call :func:`tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output."""
+    """Call :func:`tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
+
+    The kernel draws from ``data_rng``'s PCG64 state inline (:mod:`tasks.rng`) and the
+    advanced state is written back, as if ``data_rng`` itself had drawn the numbers.
+    """
     model, mechanism = rs.model, rs.mechanism
-    return ldp_sgd(
+    st = np.array(state_of(data_rng), dtype=np.uint64)
+    out = ldp_sgd(
         type(model).sample_gradient,
         type(mechanism).privatize,
         model.params(),
@@ -63,8 +69,10 @@ def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generato
         rs.gamma,
         rs.batch,
         np.asarray(cuts, dtype=np.int64),
-        data_rng,
+        st,
     )
+    set_state(data_rng, st)
+    return out
 
 
 def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
+from numba.np.unsafe.ndarray import to_fixed_tuple
+
+from tasks.rng import address, unlikely
 
 #: Steps below this index use the exact step size c * i**-gamma.
 ETA_EXACT_BELOW = 512
@@ -28,7 +33,7 @@ def _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5):
     # a 5-term series (truncation error < 1e-16 per step for i >= 512), resynchronised
     # with the exact value every 256 steps; relative error below 1e-13 overall.
     # fi == float(i), carried by the caller (no int -> float conversion per step).
-    if i < ETA_EXACT_BELOW or (i & ETA_RESYNC_MASK) == 0:
+    if unlikely(i < ETA_EXACT_BELOW or (i & ETA_RESYNC_MASK) == 0):
         return c * fi ** (-gamma)
     y = 1.0 / fi
     return eta * (1.0 + y * (a1 + y * (a2 + y * (a3 + y * (a4 + y * a5)))))
@@ -46,9 +51,123 @@ def eta_schedule(n, c, gamma):
     return out
 
 
-@njit  # not cache=True: numba cannot cache functions taking dispatchers
+@functools.cache
+def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params):
+    """The LDP-SGD loop with one model's and one mechanism's callbacks compiled in.
+
+    One loop serves every model and mechanism; it is compiled once per pair, dimension
+    d and length of their parameter vectors (and per process), with the callbacks
+    inlined and d a constant. Call it through :func:`ldp_sgd`.
+
+    For d = 1 the callbacks get theta and the parameters as tuples (values in
+    registers) and only ``g`` as a pointer: through pointers, every step would reload
+    them from memory (the compiler cannot tell that ``g`` does not alias them), which
+    puts two loads on the theta -> gradient -> theta dependency chain.
+    """
+
+    @njit
+    def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
+        n_cuts = cuts.shape[0]
+        theta = theta0.copy()
+        g = np.empty(d)
+        theta_p, g_p = address(theta), address(g)
+        model_p, mech_p = address(model_params), address(mech_params)
+        state = (st[0], st[1], st[2], st[3])
+        gsum = np.empty(d)
+        shift = theta0.copy()
+        t = np.zeros(d)
+        bvec = np.zeros(d)
+        amat = np.zeros((d, d))
+        seg_dev = np.zeros((n_cuts, d))
+        seg_shift = np.empty((n_cuts, d))
+        snap_t = np.empty((n_cuts, d))
+        snap_b = np.empty((n_cuts, d))
+        snap_a = np.empty((n_cuts, d, d))
+        a1, a2, a3, a4, a5 = _eta_series(gamma)
+        eta = 0.0
+        i = 0
+        for k in range(n_cuts):
+            end = cuts[k]
+            seg_shift[k] = shift
+            t_start = t.copy()
+            if d == 1:
+                # Scalar specialisation of the loop below (same operations in the same
+                # order, so bit-identical): theta, T, b, A live in registers.
+                th, sh, tt, bb, aa = theta[0], shift[0], t[0], bvec[0], amat[0, 0]
+                model_t = to_fixed_tuple(model_params, n_model_params)
+                mech_t = to_fixed_tuple(mech_params, n_mech_params)
+                fi = float(i)
+                while i < end:
+                    i += 1
+                    fi += 1.0
+                    eta = _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5)
+                    g0 = 0.0
+                    for b in range(batch):  # one call site: the callbacks inline once
+                        state = sample_gradient(1, (th,), model_t, state, g_p)
+                        state = privatize(1, g_p, mech_t, state)
+                        g0 = g[0] if b == 0 else g0 + g[0]
+                    if batch > 1:
+                        g0 = g0 / batch
+                    th -= eta * g0
+                    tt += th - sh
+                    bb += fi * tt
+                    aa += tt * tt
+                theta[0], t[0], bvec[0], amat[0, 0] = th, tt, bb, aa
+            else:
+                fi = float(i)
+                while i < end:
+                    i += 1
+                    fi += 1.0
+                    eta = _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5)
+                    for b in range(batch):
+                        state = sample_gradient(d, theta_p, model_p, state, g_p)
+                        state = privatize(d, g_p, mech_p, state)
+                        if batch > 1:
+                            for j in range(d):
+                                gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
+                    if batch > 1:
+                        for j in range(d):
+                            g[j] = gsum[j] / batch
+                    for j in range(d):
+                        theta[j] -= eta * g[j]
+                        t[j] += theta[j] - shift[j]
+                        bvec[j] += fi * t[j]
+                    for j in range(d):
+                        for m in range(j + 1):
+                            amat[j, m] += t[j] * t[m]
+            for j in range(d):
+                seg_dev[k, j] = t[j] - t_start[j]
+                snap_t[k, j] = t[j]
+                snap_b[k, j] = bvec[j]
+                for m in range(j + 1):
+                    snap_a[k, j, m] = amat[j, m]
+                    snap_a[k, m, j] = amat[j, m]
+            if end & (end - 1) != 0:
+                continue
+            # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
+            s = float(end)
+            c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
+            delta = np.empty(d)
+            for j in range(d):
+                new_shift = shift[j] + t[j] / s
+                delta[j] = new_shift - shift[j]
+                shift[j] = new_shift
+            for j in range(d):
+                for m in range(j + 1):
+                    amat[j, m] += (
+                        -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
+                    )
+            for j in range(d):
+                bvec[j] -= c_s * delta[j]
+                t[j] -= s * delta[j]
+        st[0], st[1] = state[0], state[1]
+        return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a
+
+    return kernel
+
+
 def ldp_sgd(
-    sample_gradient, privatize, model_params, mech_params, theta0, c, gamma, batch, cuts, rng
+    sample_gradient, privatize, model_params, mech_params, theta0, c, gamma, batch, cuts, st
 ):
     """Run LDP-SGD for n = cuts[-1] steps, keeping only streaming statistics.
 
@@ -58,7 +177,8 @@ def ldp_sgd(
     Parameters
     ----------
     sample_gradient, privatize : numba dispatchers
-        Model and mechanism callbacks (see ``tasks.models.base``, ``tasks.mechanisms.base``).
+        Model and mechanism callbacks (see ``tasks.models.base``, ``tasks.mechanisms.base``),
+        compiled into the loop by :func:`compile_kernel`.
     model_params, mech_params : ndarray of float64
         Their parameter vectors.
     theta0 : ndarray, shape (d,)
@@ -71,8 +191,9 @@ def ldp_sgd(
         Mini-batch size s >= 1.
     cuts : ndarray of int64, shape (K,)
         Strictly increasing segment ends, the last one being n.
-    rng : numpy.random.Generator
-        The data-and-privacy-noise stream.
+    st : ndarray of uint64, shape (4,)
+        PCG64 state (state_hi, state_lo, inc_hi, inc_lo) of the data-and-privacy-noise
+        stream (:func:`tasks.rng.state_of`); advanced in place.
 
     Returns
     -------
@@ -97,100 +218,24 @@ def ldp_sgd(
     makes every statistic independent of which other cuts were requested: adding an
     interval method or a checkpoint leaves the other results bit-identical (SPEC 6).
     Memory is O(K d^2), independent of n.
+
+    The random numbers are numpy's (:mod:`tasks.rng` draws them inline, bit-identical to
+    ``numpy.random.Generator(PCG64)``); the callbacks are inlined into the loop and get
+    the loop's arrays as raw pointers, so a step makes no function call.
     """
-    d = theta0.shape[0]
-    n_cuts = cuts.shape[0]
-    theta = theta0.copy()
-    g = np.empty(d)
-    gsum = np.empty(d)
-    shift = theta0.copy()
-    t = np.zeros(d)
-    bvec = np.zeros(d)
-    amat = np.zeros((d, d))
-    seg_dev = np.zeros((n_cuts, d))
-    seg_shift = np.empty((n_cuts, d))
-    snap_t = np.empty((n_cuts, d))
-    snap_b = np.empty((n_cuts, d))
-    snap_a = np.empty((n_cuts, d, d))
-    a1, a2, a3, a4, a5 = _eta_series(gamma)
-    eta = 0.0
-    i = 0
-    for k in range(n_cuts):
-        end = cuts[k]
-        seg_shift[k] = shift
-        t_start = t.copy()
-        if d == 1:
-            # Scalar specialisation of the loop below (same operations in the same
-            # order, so bit-identical): theta, T, b, A live in registers.
-            th, sh, tt, bb, aa = theta[0], shift[0], t[0], bvec[0], amat[0, 0]
-            fi = float(i)
-            while i < end:
-                i += 1
-                fi += 1.0
-                eta = _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5)
-                if batch == 1:
-                    sample_gradient(theta, model_params, rng, g)
-                    privatize(g, mech_params, rng)
-                    g0 = g[0]
-                else:
-                    g0 = 0.0
-                    for _ in range(batch):
-                        sample_gradient(theta, model_params, rng, g)
-                        privatize(g, mech_params, rng)
-                        g0 += g[0]
-                    g0 = g0 / batch
-                th -= eta * g0
-                theta[0] = th
-                tt += th - sh
-                bb += fi * tt
-                aa += tt * tt
-            t[0], bvec[0], amat[0, 0] = tt, bb, aa
-        else:
-            fi = float(i)
-            while i < end:
-                i += 1
-                fi += 1.0
-                eta = _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5)
-                if batch == 1:
-                    sample_gradient(theta, model_params, rng, g)
-                    privatize(g, mech_params, rng)
-                else:
-                    gsum[:] = 0.0
-                    for _ in range(batch):
-                        sample_gradient(theta, model_params, rng, g)
-                        privatize(g, mech_params, rng)
-                        for j in range(d):
-                            gsum[j] += g[j]
-                    for j in range(d):
-                        g[j] = gsum[j] / batch
-                for j in range(d):
-                    theta[j] -= eta * g[j]
-                    t[j] += theta[j] - shift[j]
-                    bvec[j] += fi * t[j]
-                for j in range(d):
-                    for m in range(j + 1):
-                        amat[j, m] += t[j] * t[m]
-        for j in range(d):
-            seg_dev[k, j] = t[j] - t_start[j]
-            snap_t[k, j] = t[j]
-            snap_b[k, j] = bvec[j]
-            for m in range(j + 1):
-                snap_a[k, j, m] = amat[j, m]
-                snap_a[k, m, j] = amat[j, m]
-        if end & (end - 1) != 0:
-            continue
-        # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
-        s = float(end)
-        c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
-        delta = np.empty(d)
-        for j in range(d):
-            new_shift = shift[j] + t[j] / s
-            delta[j] = new_shift - shift[j]
-            shift[j] = new_shift
-        for j in range(d):
-            for m in range(j + 1):
-                amat[j, m] += -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
-        for j in range(d):
-            bvec[j] -= c_s * delta[j]
-            t[j] -= s * delta[j]
-    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a
+    model_params = np.ascontiguousarray(model_params, dtype=np.float64)
+    mech_params = np.ascontiguousarray(mech_params, dtype=np.float64)
+    theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
+    kernel = compile_kernel(
+        sample_gradient, privatize, theta0.size, model_params.size, mech_params.size
+    )
+    return kernel(
+        model_params,
+        mech_params,
+        theta0,
+        float(c),
+        float(gamma),
+        int(batch),
+        np.ascontiguousarray(cuts, dtype=np.int64),
+        st,
+    )

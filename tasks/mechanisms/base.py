@@ -7,9 +7,21 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numba import njit
 
 from tasks.models.base import Model
+from tasks.rng import state_of
 from tasks.validation import check_float
+
+
+@njit
+def _privatize_rows(privatize, params, g0, s, out):
+    # Row k of ``out`` is a privatized copy of g0, the state kept compiled.
+    for k in range(out.shape[0]):
+        for j in range(g0.shape[0]):
+            out[k, j] = g0[j]
+        s = privatize(g0.shape[0], out[k], params, s)
+    return s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,7 +29,9 @@ class Mechanism:
     """An eps-local-DP mechanism applied by each user to their own gradient.
 
     Subclasses set ``name`` and ``privatize`` (a numba ``njit`` function
-    ``(g, params, rng) -> None`` that privatizes ``g`` in place) and implement
+    ``(d, g, params, s) -> s`` that privatizes ``g`` (length ``d``) in place, drawing
+    from the PCG64 state ``s`` of :mod:`tasks.rng` and returning the advanced state)
+    and implement
     ``params``, ``sensitivity`` and ``variance``.
 
     Parameters
@@ -50,6 +64,36 @@ class Mechanism:
     def variance(self, model: Model) -> np.ndarray:
         """Closed-form covariance the mechanism adds to the gradient at theta*, (d, d)."""
         raise NotImplementedError
+
+    def privatize_copies(
+        self, params: np.ndarray, g0: np.ndarray, n_samples: int, seed: int
+    ) -> np.ndarray:
+        """``n_samples`` independent privatized reports of the fixed gradient ``g0``.
+
+        Runs the compiled ``privatize`` callback, as the kernel does; used by the tests
+        and the privacy audits.
+
+        Parameters
+        ----------
+        params : ndarray
+            Parameter vector for ``privatize`` (normally :meth:`params`, or one
+            calibrated differently by an audit's power check).
+        g0 : array_like, shape (d,)
+            The gradient every report starts from.
+        n_samples : int
+            Number of reports, >= 1.
+        seed : int
+            Seed of the PCG64 stream the reports are drawn from, >= 0.
+
+        Returns
+        -------
+        ndarray, shape (n_samples, d)
+        """
+        g0 = np.asarray(g0, dtype=np.float64)
+        out = np.empty((n_samples, g0.shape[0]))
+        s = state_of(np.random.Generator(np.random.PCG64(seed)))
+        _privatize_rows(type(self).privatize, np.asarray(params, dtype=np.float64), g0, s, out)
+        return out
 
     @property
     def is_private(self) -> bool:

@@ -9,15 +9,18 @@ from numba import njit
 
 from tasks.mechanisms.base import Mechanism
 from tasks.models.base import Model
+from tasks.rng import laplace
 
 
-@njit(cache=True)
-def _laplace(g, params, rng):
+@njit(cache=True, inline="always")
+def _laplace(d, g, params, s):
     # params = (scale,): add iid Laplace(0, Delta / eps) to every coordinate.
     scale = params[0]
     if scale > 0.0:
-        for j in range(g.shape[0]):
-            g[j] += rng.laplace(0.0, scale)
+        for j in range(d):
+            noise, s = laplace(s, 0.0, scale)
+            g[j] += noise
+    return s
 
 
 @dataclass(frozen=True, kw_only=True)

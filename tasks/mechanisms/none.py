@@ -12,9 +12,9 @@ from tasks.mechanisms.base import Mechanism
 from tasks.models.base import Model
 
 
-@njit(cache=True)
-def _identity(g, params, rng):
-    pass
+@njit(cache=True, inline="always")
+def _identity(d, g, params, s):
+    return s
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,21 +10,21 @@ from numba import njit
 
 from tasks.mechanisms.base import Mechanism
 from tasks.models.base import Model
+from tasks.rng import random
 
 
-@njit(cache=True)
-def _randomized_response(g, params, rng):
-    # params = (q, lo, hi, scale): keep the bit with probability p = 1 - q, flip it
-    # otherwise, report lo + (hi - lo) (btilde - q) / (1 - 2q); unbiased for g.
-    # Branch-free and short on the theta -> g -> theta dependency chain: the coin is
-    # drawn before g is read, both possible reports are computed off the chain, and the
-    # report is a select on bit != flip (the same doubles as computing it from the bit).
-    q = params[0]
-    flip = rng.random() < q
-    report_1 = params[1] + params[3] * (1.0 - q)
-    report_0 = params[1] + params[3] * (0.0 - q)
+@njit(cache=True, inline="always")
+def _randomized_response(d, g, params, s):
+    # params = (q, lo, hi, scale, report_0, report_1): keep the bit with probability
+    # p = 1 - q, flip it otherwise, report lo + scale (btilde - q) with
+    # scale = (hi - lo) / (1 - 2q); unbiased for g. Both possible reports are
+    # precomputed (report_b = lo + scale (b - q)), so the report is a select on
+    # bit != flip and no arithmetic sits on the theta -> g -> theta dependency chain.
+    u, s = random(s)
+    flip = u < params[0]
     bit = g[0] > 0.5 * (params[1] + params[2])
-    g[0] = report_1 if bit != flip else report_0
+    g[0] = params[5] if bit != flip else params[4]
+    return s
 
 
 def keep_probability(eps: float) -> float:
@@ -75,7 +75,9 @@ class RandomizedResponse(Mechanism):
         self.check_model(model)
         lo, hi = model.gradient_range()
         q = flip_probability(self.eps)
-        return np.array([q, lo, hi, (hi - lo) / (1.0 - 2.0 * q)], dtype=np.float64)
+        scale = (hi - lo) / (1.0 - 2.0 * q)
+        report_0, report_1 = lo + scale * (0.0 - q), lo + scale * (1.0 - q)
+        return np.array([q, lo, hi, scale, report_0, report_1], dtype=np.float64)
 
     def sensitivity(self, model: Model) -> float:
         lo, hi = model.gradient_range()

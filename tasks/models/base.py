@@ -6,6 +6,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numba import njit
+
+from tasks.rng import state_of
+
+
+@njit
+def _gradient_rows(sample_gradient, theta, params, s, out):
+    # One fresh observation's gradient per row of ``out``, the state kept compiled.
+    for k in range(out.shape[0]):
+        s = sample_gradient(theta.shape[0], theta, params, s, out[k])
+    return s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -13,8 +24,11 @@ class Model:
     """A stochastic-gradient model usable inside the compiled LDP-SGD kernel.
 
     Subclasses set ``name`` and ``sample_gradient`` (a numba ``njit`` function
-    ``(theta, params, rng, g_out) -> None`` that draws one fresh observation and writes
-    its gradient at ``theta`` into ``g_out``), and implement ``params``, ``truth``,
+    ``(d, theta, params, s, g_out) -> s`` that draws one fresh observation from the
+    PCG64 state ``s`` (see :mod:`tasks.rng`), writes its gradient at ``theta`` into
+    ``g_out`` and returns the advanced state; it is inlined into the kernel, where the
+    arrays arrive as pointers, so it indexes them and takes their length ``d``), and
+    implement ``params``, ``truth``,
     ``jacobian`` and ``gradient_cov``.
     """
 
@@ -59,12 +73,10 @@ class Model:
 
     def sample_gradients(self, theta: np.ndarray, n_samples: int, seed: int) -> np.ndarray:
         """Gradients at ``theta`` of ``n_samples`` fresh observations, shape (n_samples, d)."""
-        rng = np.random.Generator(np.random.PCG64(seed))
+        s = state_of(np.random.Generator(np.random.PCG64(seed)))
         theta = np.asarray(theta, dtype=np.float64)
-        params = self.params()
         grads = np.empty((n_samples, self.dim))
-        for k in range(n_samples):
-            type(self).sample_gradient(theta, params, rng, grads[k])
+        _gradient_rows(type(self).sample_gradient, theta, self.params(), s, grads)
         return grads
 
     def max_l1_gradient_gap(self, theta: np.ndarray, n_samples: int, seed: int) -> float:

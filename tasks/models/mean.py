@@ -9,17 +9,21 @@ from numba import njit
 from scipy import stats
 
 from tasks.models.base import Model
+from tasks.rng import standard_normal
 from tasks.validation import check_float, check_int
 
 
-@njit(cache=True)
-def _mean_gradient(theta, params, rng, g):
+@njit(cache=True, inline="always")
+def _mean_gradient(d, theta, params, s, g):
     # params = (loc, low, high): x_j ~ N(loc, 1) truncated to [low, high]; g = theta - x.
-    for j in range(theta.shape[0]):
-        x = params[0] + rng.standard_normal()
+    for j in range(d):
+        z, s = standard_normal(s)
+        x = params[0] + z
         while x < params[1] or x > params[2]:
-            x = params[0] + rng.standard_normal()
+            z, s = standard_normal(s)
+            x = params[0] + z
         g[j] = theta[j] - x
+    return s
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,29 +9,31 @@ from numba import njit
 from scipy import stats
 
 from tasks.models.base import Model
+from tasks.rng import standard_normal
 from tasks.validation import check_float, check_int, check_vector
 
 
-@njit(cache=True)
-def _qr_gradient(theta, params, rng, g):
+@njit(cache=True, inline="always")
+def _qr_gradient(d, theta, params, s, g):
     # params = (tau, Phi^-1(tau), coef_0..coef_{d-1}).
-    d = theta.shape[0]
     tau = params[0]
     resid = 0.0  # y - x'theta, accumulated below
     # x_0 = 1 (intercept), x_j ~ N(0,1) truncated to [-1, 1] by rejection.
     g[0] = 1.0
     for j in range(1, d):
-        z = rng.standard_normal()
+        z, s = standard_normal(s)
         while abs(z) > 1.0:
-            z = rng.standard_normal()
+            z, s = standard_normal(s)
         g[j] = z
-    e = rng.standard_normal() - params[1]
+    xi, s = standard_normal(s)
+    e = xi - params[1]
     for j in range(d):
         resid += g[j] * (params[2 + j] - theta[j])
     resid += e
     w = (1.0 if resid <= 0.0 else 0.0) - tau
     for j in range(d):
         g[j] *= w
+    return s
 
 
 #: E[Z^2] of Z ~ N(0, 1) truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1).

@@ -56,7 +56,7 @@ def mean_gradient(theta, params, rng, g):
 
 def randomized_response(g, params, rng):
     # Keep the bit with probability p = 1 - q, report lo + (hi - lo)(btilde - q)/(2p - 1).
-    q, lo, hi, scale = params
+    q, lo, hi, scale = params[:4]
     bit = 1.0 if g[0] == hi else 0.0
     if rng.random() < q:
         bit = 1.0 - bit

@@ -9,6 +9,7 @@ import pytest
 from tasks import mechanisms, models
 from tasks.mechanisms.base import Mechanism
 from tasks.mechanisms.randomized_response import keep_probability
+from tasks.rng import state_of
 
 NAMES = sorted(mechanisms.REGISTRY)
 MODELS = [
@@ -25,13 +26,7 @@ def make(name, eps=0.7):
 
 def privatize_many(mech, model, g0, n, seed):
     """n privatized copies of the fixed gradient g0, via the compiled callback."""
-    rng = np.random.Generator(np.random.PCG64(seed))
-    params = mech.params(model)
-    out = np.empty((n, len(g0)))
-    for k in range(n):
-        out[k] = g0
-        type(mech).privatize(out[k], params, rng)
-    return out
+    return mech.privatize_copies(mech.params(model), g0, n, seed)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -95,10 +90,10 @@ def test_variance_params_and_privatize(name, model):
     params = mech.params(model)
     assert params.ndim == 1 and params.dtype == np.float64
     assert mech.sensitivity(model) > 0
-    rng = np.random.Generator(np.random.PCG64(0))
+    s = state_of(np.random.Generator(np.random.PCG64(0)))
     g = np.empty(d)
-    type(model).sample_gradient(model.truth(), model.params(), rng, g)
-    type(mech).privatize(g, params, rng)
+    s = type(model).sample_gradient(d, model.truth(), model.params(), s, g)
+    type(mech).privatize(d, g, params, s)
     assert np.all(np.isfinite(g))
 
 

@@ -10,6 +10,7 @@ from scipy import stats
 from tasks import mechanisms, models
 from tasks.models.base import Model
 from tasks.models.quantile_regression import TRUNCATED_VARIANCE
+from tasks.rng import state_of
 
 NAMES = sorted(models.REGISTRY)
 # Non-default instances: every model at a second parameter value, so the contract is
@@ -98,15 +99,11 @@ def test_asymptotic_cov(model):
 
 @pytest.mark.parametrize("model", INSTANCES)
 def test_sample_gradient_callable_from_python(model):
-    rng = np.random.Generator(np.random.PCG64(1))
-    for theta in (
-        model.truth(),
-        model.truth() + 0.5,
-        np.zeros(model.dim),
-        np.full(model.dim, 1e6),
-    ):
+    thetas = (model.truth(), model.truth() + 0.5, np.zeros(model.dim), np.full(model.dim, 1e6))
+    for k, theta in enumerate(thetas):
         g = np.full(model.dim, np.nan)
-        type(model).sample_gradient(theta, model.params(), rng, g)
+        s = state_of(np.random.Generator(np.random.PCG64(k)))
+        type(model).sample_gradient(model.dim, theta, model.params(), s, g)
         assert np.all(np.isfinite(g))
 
 
@@ -120,12 +117,7 @@ def test_gradient_within_sensitivity(model):
 
 
 def sample_gradients(model, theta, n, seed):
-    rng = np.random.Generator(np.random.PCG64(seed))
-    params = model.params()
-    out = np.empty((n, model.dim))
-    for k in range(n):
-        type(model).sample_gradient(theta, params, rng, out[k])
-    return out
+    return model.sample_gradients(theta, n, seed)
 
 
 @pytest.mark.parametrize("model", INSTANCES)

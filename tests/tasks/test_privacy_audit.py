@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba import njit
 
 from tasks import mechanisms, models
 
@@ -36,20 +35,8 @@ MODELS = {
 AUDITED = {"randomized_response", "laplace", "none"}
 
 
-@njit
-def privatize_rows(privatize, params, g0, n, rng):
-    """n privatized copies of the fixed gradient g0 through the compiled callback."""
-    out = np.empty((n, g0.shape[0]))
-    for k in range(n):
-        for j in range(g0.shape[0]):
-            out[k, j] = g0[j]
-        privatize(out[k], params, rng)
-    return out
-
-
 def draws(mech, params, g0, n, seed):
-    rng = np.random.Generator(np.random.PCG64(seed))
-    return privatize_rows(type(mech).privatize, params, np.asarray(g0, dtype=np.float64), n, rng)
+    return mech.privatize_copies(params, g0, n, seed)
 
 
 def applies(mech, model):

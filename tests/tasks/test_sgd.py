@@ -12,7 +12,8 @@ SEED = 20240611
 
 # The reference mirrors every floating-point operation of the callbacks in the same
 # order, numba compiles without fastmath (no reassociation, no FMA contraction) and
-# numba's Generator methods reproduce numpy's streams bit for bit, so the compiled
+# tasks.rng reproduces numpy's PCG64 streams bit for bit (tests/tasks/test_rng.py), so
+# the compiled
 # iterates must equal the Python ones EXACTLY (np.array_equal), not just to some ulps.
 # Any reordering of draws (e.g. noise before data) or of arithmetic shows up here.
 CASES = {
@@ -47,6 +48,18 @@ def test_kernel_iterates_equal_reference_loop(case):
     kernel = np.array([last_iterate(rs, n, SEED) for n in range(1, n_max + 1)])
     mismatch = np.flatnonzero(~np.all(kernel == path, axis=1))
     assert mismatch.size == 0, f"first differing step {mismatch[:1] + 1}"
+
+
+def test_kernel_leaves_the_stream_where_numpy_would():
+    # The kernel draws from a copy of the generator's state and writes it back: the
+    # generator continues exactly as if numpy itself had drawn the kernel's numbers.
+    rs = normalize_spec({**CASES["quantile-rr-batch3"], "n": 300, "methods": {"oracle": {}}})
+    after_kernel = np.random.Generator(np.random.PCG64(SEED))
+    run_kernel(rs, [300], after_kernel)
+    after_reference = np.random.Generator(np.random.PCG64(SEED))
+    reference_path(rs, after_reference)
+    assert after_kernel.bit_generator.state == after_reference.bit_generator.state
+    assert np.array_equal(after_kernel.random(5), after_reference.random(5))
 
 
 def test_kernel_uses_the_given_stream():

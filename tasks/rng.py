@@ -1,0 +1,251 @@
+"""numpy's PCG64 generator and distributions, compiled inline into the SGD kernel.
+
+The kernel draws a few random numbers per step. Called through numba's
+``numpy.random.Generator`` support, every draw is an indirect call into the bit
+generator, which the compiler can neither inline nor overlap with the SGD recursion;
+the draws then cost about as much as the rest of the step. The functions here are the
+same algorithms as numpy's (PCG64 XSL-RR 128/64, ``next_double``, the 256-step
+ziggurat for the normal, the inverse-CDF Laplace), written in numba so that they inline.
+They give **bit-identical** numbers to ``numpy.random.Generator(PCG64)``, and the
+generator's state is written back after use, so a stream can be used by numpy before
+and after the kernel without any difference (tested against numpy in
+``tests/tasks/test_rng.py``).
+
+The state travels **by value**, as a tuple ``s = (state_hi, state_lo, inc_hi, inc_lo)``
+of uint64: every draw returns ``(value, s)``. By value, not in an array, so that the
+compiler keeps the state in registers across the inlined draws instead of storing and
+reloading it around each one (which costs a store-to-load round trip per draw).
+
+References
+----------
+O'Neill, M. E. (2014). PCG: a family of simple fast space-efficient statistically good
+algorithms for random number generation. HMC-CS-2014-0905.
+Marsaglia, G. & Tsang, W. W. (2000). The ziggurat method for generating random
+variables. Journal of Statistical Software 5(8).
+numpy/random/src/pcg64/pcg64.h and numpy/random/src/distributions/distributions.c.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# numba ships numpy's ziggurat tables (copied from numpy's ziggurat_constants.h).
+from numba.np.random._constants import (
+    fi_double,
+    ki_double,
+    wi_double,
+    ziggurat_nor_inv_r,
+    ziggurat_nor_r,
+)
+
+_MASK64 = (1 << 64) - 1
+# PCG_DEFAULT_MULTIPLIER_128 of numpy's pcg64.h.
+_MULT_HI = np.uint64(2549297995355413924)
+_MULT_LO = np.uint64(4865540595714422341)
+_U1 = np.uint64(1)
+_U8 = np.uint64(8)
+_U11 = np.uint64(11)
+_U58 = np.uint64(58)
+_U63 = np.uint64(63)
+_U64 = np.uint64(64)
+_LOW8 = np.uint64(0xFF)
+_MANTISSA = np.uint64(0x000FFFFFFFFFFFFF)
+_TWO_M53 = 1.0 / 9007199254740992.0
+
+
+@intrinsic
+def _mulhi(typingctx, a, b):
+    """High 64 bits of the 128-bit product a * b (one ``mul`` instruction on x86-64)."""
+    if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+        return None
+    sig = types.uint64(types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i128 = ir.IntType(128)
+        x = builder.zext(args[0], i128)
+        y = builder.zext(args[1], i128)
+        prod = builder.mul(x, y)
+        return builder.trunc(builder.lshr(prod, ir.Constant(i128, 64)), ir.IntType(64))
+
+    return sig, codegen
+
+
+def _expect(builder, value, expected):
+    i1 = ir.IntType(1)
+    fnty = ir.FunctionType(i1, [i1, i1])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.expect.i1")
+    return builder.call(fn, [value, ir.Constant(i1, expected)])
+
+
+@intrinsic
+def likely(typingctx, cond):
+    """``cond``, with a hint to the compiler that it is almost always true.
+
+    ``llvm.expect`` becomes branch weights: the rare path (and the register spills a
+    function call on it needs) is moved out of the hot loop.
+    """
+    if not isinstance(cond, types.Boolean):
+        return None
+    sig = types.boolean(cond)
+
+    def codegen(context, builder, signature, args):
+        return _expect(builder, args[0], 1)
+
+    return sig, codegen
+
+
+@intrinsic
+def unlikely(typingctx, cond):
+    """``cond``, with a hint to the compiler that it is almost always false."""
+    if not isinstance(cond, types.Boolean):
+        return None
+    sig = types.boolean(cond)
+
+    def codegen(context, builder, signature, args):
+        return _expect(builder, args[0], 0)
+
+    return sig, codegen
+
+
+def state_of(rng: np.random.Generator) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
+    """The PCG64 state of ``rng`` as the kernel's tuple ``(state_hi, state_lo, inc_hi, inc_lo)``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        A generator on a ``numpy.random.PCG64`` bit generator.
+
+    Raises
+    ------
+    TypeError
+        If the bit generator is not PCG64.
+    """
+    state = rng.bit_generator.state
+    if state.get("bit_generator") != "PCG64":
+        raise TypeError(
+            f"The kernel's random stream must be a numpy Generator on PCG64. "
+            f"Got {state.get('bit_generator')!r}."
+        )
+    s, inc = state["state"]["state"], state["state"]["inc"]
+    return tuple(np.uint64(v) for v in (s >> 64, s & _MASK64, inc >> 64, inc & _MASK64))
+
+
+def set_state(rng: np.random.Generator, s) -> None:
+    """Write the kernel's state ``s`` back into ``rng`` (the inverse of :func:`state_of`)."""
+    state = rng.bit_generator.state
+    state["state"]["state"] = (int(s[0]) << 64) | int(s[1])
+    rng.bit_generator.state = state
+
+
+@njit(cache=True, inline="always")
+def next_uint64(s):
+    """numpy's ``pcg64_next64``: advance the LCG, output XSL-RR of the new state."""
+    # np.uint64 casts are free in the kernel; they type a state that came back through
+    # Python (numba returns the words as Python ints) as unsigned again.
+    hi, lo = np.uint64(s[0]), np.uint64(s[1])
+    inc_hi, inc_lo = np.uint64(s[2]), np.uint64(s[3])
+    new_lo = lo * _MULT_LO + inc_lo
+    carry = _U1 if new_lo < inc_lo else np.uint64(0)
+    new_hi = _mulhi(lo, _MULT_LO) + lo * _MULT_HI + hi * _MULT_LO + inc_hi + carry
+    rot = new_hi >> _U58
+    x = new_hi ^ new_lo
+    return (x >> rot) | (x << ((_U64 - rot) & _U63)), (new_hi, new_lo, inc_hi, inc_lo)
+
+
+@njit(cache=True, inline="always")
+def next_double(s):
+    """A uniform double in [0, 1): numpy's ``next_double`` (53 random bits)."""
+    r, s = next_uint64(s)
+    return np.float64(r >> _U11) * _TWO_M53, s
+
+
+@njit(cache=True, inline="always")
+def random(s):
+    """``Generator.random()``: uniform on [0, 1). Returns ``(u, s)``."""
+    return next_double(s)
+
+
+@njit(cache=True)
+def _normal_slow(s, idx, rabs, x):
+    # The 1% of ziggurat draws outside the rectangles (numpy's random_standard_normal),
+    # kept out of line so that the inlined fast path stays small.
+    while True:
+        if idx == 0:
+            while True:
+                u, s = next_double(s)
+                xx = -ziggurat_nor_inv_r * np.log1p(-u)
+                u, s = next_double(s)
+                yy = -np.log1p(-u)
+                if yy + yy > xx * xx:
+                    if (rabs >> _U8) & _U1:
+                        return -(ziggurat_nor_r + xx), s
+                    return ziggurat_nor_r + xx, s
+        u, s = next_double(s)
+        if (fi_double[idx - 1] - fi_double[idx]) * u + fi_double[idx] < np.exp(-0.5 * x * x):
+            return x, s
+        r, s = next_uint64(s)
+        idx = np.intp(r & _LOW8)
+        r >>= _U8
+        rabs = (r >> _U1) & _MANTISSA
+        x = np.float64(rabs) * wi_double[idx]
+        if r & _U1:
+            x = -x
+        if rabs < ki_double[idx]:
+            return x, s
+
+
+@njit(cache=True, inline="always")
+def standard_normal(s):
+    """``Generator.standard_normal()``: numpy's 256-step ziggurat (Marsaglia & Tsang).
+
+    Returns ``(z, s)``.
+    """
+    r, s = next_uint64(s)
+    idx = np.intp(r & _LOW8)
+    r >>= _U8
+    rabs = (r >> _U1) & _MANTISSA
+    x = np.float64(rabs) * wi_double[idx]
+    if r & _U1:
+        x = -x
+    if likely(rabs < ki_double[idx]):  # 99% of draws
+        return x, s
+    return _normal_slow(s, idx, rabs, x)
+
+
+@njit(cache=True, inline="always")
+def laplace(s, loc, scale):
+    """``Generator.laplace(loc, scale)``: numpy's inverse-CDF method (U = 0 redrawn).
+
+    Returns ``(x, s)``.
+    """
+    u, s = next_double(s)
+    while unlikely(u <= 0.0):
+        u, s = next_double(s)
+    # One log call and a select instead of numpy's two branches (u >= 0.5 is a coin
+    # flip, mispredicted half the time); loc - scale * y == loc + (-scale) * y exactly.
+    upper = u >= 0.5
+    arg = (2.0 - u - u) if upper else (u + u)
+    signed_scale = -scale if upper else scale
+    return loc + signed_scale * np.log(arg), s
+
+
+@intrinsic
+def address(typingctx, arr):
+    """The data pointer of a contiguous array, as a ``CPointer`` (no reference count).
+
+    The kernel hands its arrays to the inlined callbacks as pointers: an array argument
+    of an inlined function costs a reference-count increment and decrement per call.
+    """
+    if not isinstance(arr, types.Array):
+        return None
+    sig = types.CPointer(arr.dtype)(arr)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return ary.data
+
+    return sig, codegen
