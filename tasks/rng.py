@@ -239,6 +239,8 @@ def address(typingctx, arr):
 
     The kernel hands its arrays to the inlined callbacks as pointers: an array argument
     of an inlined function costs a reference-count increment and decrement per call.
+    The pointer does not keep the array alive: numba frees an array after the last use
+    of its variable, so the array must be used again after the last use of the pointer.
     """
     if not isinstance(arr, types.Array):
         return None

@@ -27,27 +27,43 @@ def _eta_series(gamma):
     return a1, a2, a3, a4, a5
 
 
+@njit(cache=True, error_model="numpy")  # no zero-division check: it would block SIMD
+def _fill_ratios(fi0, ratios, a1, a2, a3, a4, a5):
+    # ratios[m] = (1 - 1/i)^gamma = eta_i / eta_{i-1} for i = fi0 + m, m = 1..255, by a
+    # 5-term series (truncation error < 1e-16 for i >= 512). The terms are independent
+    # across steps, so this loop runs in SIMD lanes once per 256 steps and the kernel's
+    # step needs a single multiply.
+    for m in range(1, ETA_RESYNC_MASK + 1):
+        y = 1.0 / (fi0 + m)
+        ratios[m] = 1.0 + y * (a1 + y * (a2 + y * (a3 + y * (a4 + y * a5))))
+
+
 @njit(cache=True, inline="always")
-def _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5):
-    # eta_i = c i^-gamma without a pow per step: eta_i = eta_{i-1} (1 - 1/i)^gamma by
-    # a 5-term series (truncation error < 1e-16 per step for i >= 512), resynchronised
-    # with the exact value every 256 steps; relative error below 1e-13 overall.
-    # fi == float(i), carried by the caller (no int -> float conversion per step).
-    if unlikely(i < ETA_EXACT_BELOW or (i & ETA_RESYNC_MASK) == 0):
+def _next_eta(i, fi, eta, c, gamma, ratios, a1, a2, a3, a4, a5):
+    # eta_i = c i^-gamma without a pow per step: exact below step 512 and at every
+    # multiple of 256, eta_{i-1} (1 - 1/i)^gamma in between; relative error below 1e-13
+    # overall. fi == float(i), carried by the caller (no int -> float conversion per
+    # step); ratios is a 256-slot buffer (pointer) refilled at each multiple of 256.
+    m = i & ETA_RESYNC_MASK
+    if unlikely(i < ETA_EXACT_BELOW or m == 0):
+        if m == 0:
+            _fill_ratios(fi, ratios, a1, a2, a3, a4, a5)
         return c * fi ** (-gamma)
-    y = 1.0 / fi
-    return eta * (1.0 + y * (a1 + y * (a2 + y * (a3 + y * (a4 + y * a5)))))
+    return eta * ratios[m]
 
 
 @njit(cache=True)
 def eta_schedule(n, c, gamma):
     """Step sizes eta_1..eta_n exactly as the kernel computes them (for tests)."""
     a1, a2, a3, a4, a5 = _eta_series(gamma)
+    ratios = np.empty(ETA_RESYNC_MASK + 1)
+    ratios_p = address(ratios)
     out = np.empty(n)
     eta = 0.0
     for i in range(1, n + 1):
-        eta = _next_eta(i, float(i), eta, c, gamma, a1, a2, a3, a4, a5)
+        eta = _next_eta(i, float(i), eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
         out[i - 1] = eta
+    ratios[0] = 0.0  # a use after the loop: the buffer must outlive ratios_p
     return out
 
 
@@ -65,7 +81,7 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
     puts two loads on the theta -> gradient -> theta dependency chain.
     """
 
-    @njit
+    @njit(error_model="numpy")  # no zero-division checks in the loop (none can occur)
     def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
         n_cuts = cuts.shape[0]
         theta = theta0.copy()
@@ -84,6 +100,8 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
         snap_b = np.empty((n_cuts, d))
         snap_a = np.empty((n_cuts, d, d))
         a1, a2, a3, a4, a5 = _eta_series(gamma)
+        ratios = np.empty(ETA_RESYNC_MASK + 1)
+        ratios_p = address(ratios)
         eta = 0.0
         i = 0
         for k in range(n_cuts):
@@ -100,7 +118,7 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
                 while i < end:
                     i += 1
                     fi += 1.0
-                    eta = _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5)
+                    eta = _next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
                     g0 = 0.0
                     for b in range(batch):  # one call site: the callbacks inline once
                         state = sample_gradient(1, (th,), model_t, state, g_p)
@@ -118,7 +136,7 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
                 while i < end:
                     i += 1
                     fi += 1.0
-                    eta = _next_eta(i, fi, eta, c, gamma, a1, a2, a3, a4, a5)
+                    eta = _next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
                     for b in range(batch):
                         state = sample_gradient(d, theta_p, model_p, state, g_p)
                         state = privatize(d, g_p, mech_p, state)
@@ -161,6 +179,7 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
                 bvec[j] -= c_s * delta[j]
                 t[j] -= s * delta[j]
         st[0], st[1] = state[0], state[1]
+        ratios[0] = 0.0  # a use after the loop: the buffer must outlive ratios_p
         return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a
 
     return kernel
