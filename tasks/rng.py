@@ -1,29 +1,27 @@
-"""numpy's PCG64 generator and distributions, compiled inline into the SGD kernel.
+"""numpy's PCG64 generator and distributions in numba, inlined into the SGD kernel."""
 
-The kernel draws a few random numbers per step. Called through numba's
-``numpy.random.Generator`` support, every draw is an indirect call into the bit
-generator, which the compiler can neither inline nor overlap with the SGD recursion;
-the draws then cost about as much as the rest of the step. The functions here are the
-same algorithms as numpy's (PCG64 XSL-RR 128/64, ``next_double``, the 256-step
-ziggurat for the normal, the inverse-CDF Laplace), written in numba so that they inline.
-They give **bit-identical** numbers to ``numpy.random.Generator(PCG64)``, and the
-generator's state is written back after use, so a stream can be used by numpy before
-and after the kernel without any difference (tested against numpy in
-``tests/tasks/test_rng.py``).
-
-The state travels **by value**, as a tuple ``s = (state_hi, state_lo, inc_hi, inc_lo)``
-of uint64: every draw returns ``(value, s)``. By value, not in an array, so that the
-compiler keeps the state in registers across the inlined draws instead of storing and
-reloading it around each one (which costs a store-to-load round trip per draw).
-
-References
-----------
-O'Neill, M. E. (2014). PCG: a family of simple fast space-efficient statistically good
-algorithms for random number generation. HMC-CS-2014-0905.
-Marsaglia, G. & Tsang, W. W. (2000). The ziggurat method for generating random
-variables. Journal of Statistical Software 5(8).
-numpy/random/src/pcg64/pcg64.h and numpy/random/src/distributions/distributions.c.
-"""
+# Called through numba's numpy.random.Generator support, every draw is an indirect call
+# into the bit generator, which the compiler can neither inline nor overlap with the SGD
+# recursion: the draws then cost as much as the rest of the step. These functions are
+# numpy's algorithms (PCG64 XSL-RR 128/64, next_double, the 256-step ziggurat normal,
+# the inverse-CDF Laplace) written so that they inline. They give bit-identical numbers
+# to numpy.random.Generator(PCG64), and the kernel writes the state back, so numpy can
+# use a stream before and after the kernel without any difference
+# (tests/tasks/test_rng.py).
+#
+# The state travels by value, as a tuple s = (state_hi, state_lo, inc_hi, inc_lo) of
+# uint64, and every draw returns (value, s): by value, not in an array, so that the
+# compiler keeps it in registers instead of storing and reloading it around each draw.
+# It must be typed uint64: numba returns the words to Python as ints, and a tuple of
+# ints below 2**63 is typed int64, which numba unifies with uint64 as float64 (53 bits)
+# inside any loop, silently corrupting the stream. Python code therefore hands states
+# to compiled code only through state_of or as_state.
+#
+# References: O'Neill, M. E. (2014), PCG: a family of simple fast space-efficient
+# statistically good algorithms for random number generation, HMC-CS-2014-0905;
+# Marsaglia, G. & Tsang, W. W. (2000), The ziggurat method for generating random
+# variables, J. Stat. Softw. 5(8); numpy/random/src/pcg64/pcg64.h and
+# numpy/random/src/distributions/distributions.c.
 
 from __future__ import annotations
 
@@ -131,7 +129,19 @@ def state_of(rng: np.random.Generator) -> tuple[np.uint64, np.uint64, np.uint64,
             f"Got {state.get('bit_generator')!r}."
         )
     s, inc = state["state"]["state"], state["state"]["inc"]
-    return tuple(np.uint64(v) for v in (s >> 64, s & _MASK64, inc >> 64, inc & _MASK64))
+    return as_state((s >> 64, s & _MASK64, inc >> 64, inc & _MASK64))
+
+
+def as_state(words) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
+    """The four state words as the uint64 tuple compiled code needs.
+
+    Use it on a state that compiled code returned to Python (numba returns the words
+    as Python ints, which would be typed int64 on the way back in; see the module
+    comment).
+    """
+    if len(words) != 4:
+        raise ValueError(f"A PCG64 state has 4 words. Got {len(words)}.")
+    return tuple(np.uint64(int(w) & _MASK64) for w in words)
 
 
 def set_state(rng: np.random.Generator, s) -> None:
@@ -144,10 +154,7 @@ def set_state(rng: np.random.Generator, s) -> None:
 @njit(cache=True, inline="always")
 def next_uint64(s):
     """numpy's ``pcg64_next64``: advance the LCG, output XSL-RR of the new state."""
-    # np.uint64 casts are free in the kernel; they type a state that came back through
-    # Python (numba returns the words as Python ints) as unsigned again.
-    hi, lo = np.uint64(s[0]), np.uint64(s[1])
-    inc_hi, inc_lo = np.uint64(s[2]), np.uint64(s[3])
+    hi, lo, inc_hi, inc_lo = s
     new_lo = lo * _MULT_LO + inc_lo
     carry = _U1 if new_lo < inc_lo else np.uint64(0)
     new_hi = _mulhi(lo, _MULT_LO) + lo * _MULT_HI + hi * _MULT_LO + inc_hi + carry

@@ -46,7 +46,7 @@ def _next_eta(i, fi, eta, c, gamma, ratios, a1, a2, a3, a4, a5):
     # step); ratios is a 256-slot buffer (pointer) refilled at each multiple of 256.
     m = i & ETA_RESYNC_MASK
     if unlikely(i < ETA_EXACT_BELOW or m == 0):
-        if m == 0:
+        if m == 0 and i >= ETA_EXACT_BELOW:  # ratios are read from step 513 on
             _fill_ratios(fi, ratios, a1, a2, a3, a4, a5)
         return c * fi ** (-gamma)
     return eta * ratios[m]
@@ -87,6 +87,7 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
         theta = theta0.copy()
         g = np.empty(d)
         theta_p, g_p = address(theta), address(g)
+        # model_params and mech_params are kept alive by ldp_sgd's locals during the call.
         model_p, mech_p = address(model_params), address(mech_params)
         state = (st[0], st[1], st[2], st[3])
         gsum = np.empty(d)
@@ -242,6 +243,11 @@ def ldp_sgd(
     ``numpy.random.Generator(PCG64)``); the callbacks are inlined into the loop and get
     the loop's arrays as raw pointers, so a step makes no function call.
     """
+    if not (isinstance(st, np.ndarray) and st.dtype == np.uint64 and st.shape == (4,)):
+        raise TypeError(
+            f"The 'st' parameter of ldp_sgd must be a uint64 array of shape (4,) "
+            f"(tasks.rng.state_of). Got {st!r}."
+        )
     model_params = np.ascontiguousarray(model_params, dtype=np.float64)
     mech_params = np.ascontiguousarray(mech_params, dtype=np.float64)
     theta0 = np.ascontiguousarray(theta0, dtype=np.float64)

@@ -31,8 +31,8 @@ class Mechanism:
     Subclasses set ``name`` and ``privatize`` (a numba ``njit`` function
     ``(d, g, params, s) -> s`` that privatizes ``g`` (length ``d``) in place, drawing
     from the PCG64 state ``s`` of :mod:`tasks.rng` and returning the advanced state)
-    and implement
-    ``params``, ``sensitivity`` and ``variance``.
+    and implement ``params``, ``sensitivity`` and ``variance``. Like the model's, the
+    callback is inlined into the kernel and only indexes ``g`` and ``params``.
 
     Parameters
     ----------

@@ -26,10 +26,10 @@ class Model:
     Subclasses set ``name`` and ``sample_gradient`` (a numba ``njit`` function
     ``(d, theta, params, s, g_out) -> s`` that draws one fresh observation from the
     PCG64 state ``s`` (see :mod:`tasks.rng`), writes its gradient at ``theta`` into
-    ``g_out`` and returns the advanced state; it is inlined into the kernel, where the
-    arrays arrive as pointers, so it indexes them and takes their length ``d``), and
-    implement ``params``, ``truth``,
-    ``jacobian`` and ``gradient_cov``.
+    ``g_out`` and returns the advanced state), and implement ``params``, ``truth``,
+    ``jacobian`` and ``gradient_cov``. The callback is inlined into the kernel, where
+    ``g_out`` (and, for d > 1, ``theta`` and ``params``) arrive as raw pointers and,
+    for d = 1, ``theta`` and ``params`` as tuples: it only indexes them, up to ``d``.
     """
 
     name: ClassVar[str]

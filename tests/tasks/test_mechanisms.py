@@ -9,7 +9,7 @@ import pytest
 from tasks import mechanisms, models
 from tasks.mechanisms.base import Mechanism
 from tasks.mechanisms.randomized_response import keep_probability
-from tasks.rng import state_of
+from tasks.rng import as_state, state_of
 
 NAMES = sorted(mechanisms.REGISTRY)
 MODELS = [
@@ -93,7 +93,7 @@ def test_variance_params_and_privatize(name, model):
     s = state_of(np.random.Generator(np.random.PCG64(0)))
     g = np.empty(d)
     s = type(model).sample_gradient(d, model.truth(), model.params(), s, g)
-    type(mech).privatize(d, g, params, s)
+    type(mech).privatize(d, g, params, as_state(s))
     assert np.all(np.isfinite(g))
 
 

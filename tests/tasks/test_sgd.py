@@ -13,8 +13,8 @@ SEED = 20240611
 # The reference mirrors every floating-point operation of the callbacks in the same
 # order, numba compiles without fastmath (no reassociation, no FMA contraction) and
 # tasks.rng reproduces numpy's PCG64 streams bit for bit (tests/tasks/test_rng.py), so
-# the compiled
-# iterates must equal the Python ones EXACTLY (np.array_equal), not just to some ulps.
+# the compiled iterates must equal the Python ones EXACTLY (np.array_equal), not just
+# to some ulps.
 # Any reordering of draws (e.g. noise before data) or of arithmetic shows up here.
 CASES = {
     "quantile-rr": {"model": "quantile", "tau": 0.3, "eps": 1.0},
