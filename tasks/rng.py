@@ -72,41 +72,31 @@ def _mulhi(typingctx, a, b):
     return sig, codegen
 
 
-def _expect(builder, value, expected):
-    i1 = ir.IntType(1)
-    fnty = ir.FunctionType(i1, [i1, i1])
-    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.expect.i1")
-    return builder.call(fn, [value, ir.Constant(i1, expected)])
+def _branch_hint(name: str, expected: int, doc: str):
+    # An intrinsic returning its boolean argument wrapped in llvm.expect: LLVM turns it
+    # into branch weights, which move the rare path (and the register spills a function
+    # call on it needs) out of the hot loop.
+    def hint(typingctx, cond):
+        if not isinstance(cond, types.Boolean):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i1 = ir.IntType(1)
+            fnty = ir.FunctionType(i1, [i1, i1])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.expect.i1")
+            return builder.call(fn, [args[0], ir.Constant(i1, expected)])
+
+        return types.boolean(cond), codegen
+
+    hint.__name__ = hint.__qualname__ = name
+    hint.__doc__ = doc
+    return intrinsic(hint)
 
 
-@intrinsic
-def likely(typingctx, cond):
-    """``cond``, with a hint to the compiler that it is almost always true.
-
-    ``llvm.expect`` becomes branch weights: the rare path (and the register spills a
-    function call on it needs) is moved out of the hot loop.
-    """
-    if not isinstance(cond, types.Boolean):
-        return None
-    sig = types.boolean(cond)
-
-    def codegen(context, builder, signature, args):
-        return _expect(builder, args[0], 1)
-
-    return sig, codegen
-
-
-@intrinsic
-def unlikely(typingctx, cond):
-    """``cond``, with a hint to the compiler that it is almost always false."""
-    if not isinstance(cond, types.Boolean):
-        return None
-    sig = types.boolean(cond)
-
-    def codegen(context, builder, signature, args):
-        return _expect(builder, args[0], 0)
-
-    return sig, codegen
+likely = _branch_hint("likely", 1, "``cond``, hinting the compiler that it is almost always true.")
+unlikely = _branch_hint(
+    "unlikely", 0, "``cond``, hinting the compiler that it is almost always false."
+)
 
 
 def state_of(rng: np.random.Generator) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
@@ -176,6 +166,18 @@ def random(s):
     return next_double(s)
 
 
+@njit(cache=True, inline="always")
+def _ziggurat_candidate(r):
+    # numpy's split of one 64-bit word: 8 bits of layer, 1 of sign, 52 of abscissa.
+    idx = np.intp(r & _LOW8)
+    r >>= _U8
+    rabs = (r >> _U1) & _MANTISSA
+    x = np.float64(rabs) * wi_double[idx]
+    if r & _U1:
+        x = -x
+    return idx, rabs, x
+
+
 @njit(cache=True)
 def _normal_slow(s, idx, rabs, x):
     # The 1% of ziggurat draws outside the rectangles (numpy's random_standard_normal),
@@ -195,12 +197,7 @@ def _normal_slow(s, idx, rabs, x):
         if (fi_double[idx - 1] - fi_double[idx]) * u + fi_double[idx] < np.exp(-0.5 * x * x):
             return x, s
         r, s = next_uint64(s)
-        idx = np.intp(r & _LOW8)
-        r >>= _U8
-        rabs = (r >> _U1) & _MANTISSA
-        x = np.float64(rabs) * wi_double[idx]
-        if r & _U1:
-            x = -x
+        idx, rabs, x = _ziggurat_candidate(r)
         if rabs < ki_double[idx]:
             return x, s
 
@@ -212,12 +209,7 @@ def standard_normal(s):
     Returns ``(z, s)``.
     """
     r, s = next_uint64(s)
-    idx = np.intp(r & _LOW8)
-    r >>= _U8
-    rabs = (r >> _U1) & _MANTISSA
-    x = np.float64(rabs) * wi_double[idx]
-    if r & _U1:
-        x = -x
+    idx, rabs, x = _ziggurat_candidate(r)
     if likely(rabs < ki_double[idx]):  # 99% of draws
         return x, s
     return _normal_slow(s, idx, rabs, x)
