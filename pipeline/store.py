@@ -27,6 +27,7 @@ import zarr
 
 from pipeline.errors import InputError
 from pipeline.sweep import GridPoint, Sweep
+from tasks.seeding import STREAMS_VERSION
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
@@ -175,6 +176,7 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
         level=float(sweep.points()[0].normalized.level),
         rep_chunk=layout.rep_chunk,
         versions=json.dumps(library_versions(), sort_keys=True),
+        streams_version=STREAMS_VERSION,
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )
@@ -253,6 +255,15 @@ class Store:
                 f"The store {str(path)!r} was made from a different specification; refusing "
                 f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
                 f"another --store path, or the original specification."
+            )
+        # Stores written before the attribute existed drew version-1 streams.
+        streams = int(read_attrs(path).get("streams_version", 1))
+        if streams != STREAMS_VERSION:
+            raise InputError(
+                f"The store {str(path)!r} was written with random streams of version "
+                f"{streams}, and this ldpsim draws version {STREAMS_VERSION} (different "
+                f"numbers for the same seed); refusing to add replicates to it. Use another "
+                f"--store path, or the ldpsim release that wrote it."
             )
         zarr.open_group(str(path / META_GROUP), mode="a", zarr_format=3)  # ensure metadata
         if before_write is not None:

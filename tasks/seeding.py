@@ -9,6 +9,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
+#: Version of the numbers a replicate draws from its streams. Bump it whenever the same
+#: seed and specification would give different numbers, so that a store is never
+#: extended with replicates that are not comparable with its own.
+#: 1: Laplace noise by numpy's ``Generator.laplace``.
+#: 2: Laplace noise as a random sign times numpy's exponential (``tasks.rng.laplace``).
+STREAMS_VERSION = 2
+
 
 def _canonical(obj: object) -> object:
     if isinstance(obj, Mapping):

@@ -38,7 +38,7 @@ def _fill_ratios(fi0, ratios, a1, a2, a3, a4, a5):
         ratios[m] = 1.0 + y * (a1 + y * (a2 + y * (a3 + y * (a4 + y * a5))))
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _next_eta(i, fi, eta, c, gamma, ratios, a1, a2, a3, a4, a5):
     # eta_i = c i^-gamma without a pow per step: exact below step 512 and at every
     # multiple of 256, eta_{i-1} (1 - 1/i)^gamma in between; relative error below 1e-13
@@ -52,7 +52,7 @@ def _next_eta(i, fi, eta, c, gamma, ratios, a1, a2, a3, a4, a5):
     return eta * ratios[m]
 
 
-@njit(cache=True)
+@njit  # not cached: numba's cache would miss changes in tasks.rng's intrinsics
 def eta_schedule(n, c, gamma):
     """Step sizes eta_1..eta_n exactly as the kernel computes them (for tests)."""
     a1, a2, a3, a4, a5 = _eta_series(gamma)

@@ -12,7 +12,7 @@ from tasks.mechanisms.base import Mechanism
 from tasks.models.base import Model
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")  # not cached: numba would miss changes in tasks.rng
 def _identity(d, g, params, s):
     return s
 

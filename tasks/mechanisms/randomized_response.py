@@ -13,7 +13,7 @@ from tasks.models.base import Model
 from tasks.rng import random
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")  # not cached: numba would miss changes in tasks.rng
 def _randomized_response(d, g, params, s):
     # params = (q, lo, hi, scale, report_0, report_1): keep the bit with probability
     # p = 1 - q, flip it otherwise, report lo + scale (btilde - q) with

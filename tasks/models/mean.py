@@ -13,7 +13,7 @@ from tasks.rng import standard_normal
 from tasks.validation import check_float, check_int
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")  # not cached: numba would miss changes in tasks.rng
 def _mean_gradient(d, theta, params, s, g):
     # params = (loc, low, high): x_j ~ N(loc, 1) truncated to [low, high]; g = theta - x.
     for j in range(d):

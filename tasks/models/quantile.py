@@ -13,7 +13,7 @@ from tasks.rng import standard_normal
 from tasks.validation import check_float
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")  # not cached: numba would miss changes in tasks.rng
 def _quantile_gradient(d, theta, params, s, g):
     # params = (tau, loc, -tau, 1 - tau); g = 1{X <= theta} - tau with X ~ N(loc, 1).
     # Branch-free (the branch would be a coin flip): a select between the two values,

@@ -13,7 +13,7 @@ from tasks.rng import standard_normal
 from tasks.validation import check_float, check_int, check_vector
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")  # not cached: numba would miss changes in tasks.rng
 def _qr_gradient(d, theta, params, s, g):
     # params = (tau, Phi^-1(tau), coef_0..coef_{d-1}).
     tau = params[0]

@@ -13,6 +13,7 @@ from pipeline.cli import main
 from pipeline.runner import run_sweep
 from pipeline.store import open_dataset
 from pipeline.sweep import load_sweep
+from tasks.seeding import STREAMS_VERSION
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
 
@@ -113,3 +114,23 @@ def test_spec_mismatch_refused(finished, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "different specification" in err and "spec.eps: 1.0 -> 2.0" in err
     assert tree_hash(store) == before
+
+
+def test_store_from_other_random_streams_refused(finished, tmp_path, capsys):
+    # A copy of the finished store marked as written by version-1 streams (numpy's
+    # Laplace sampler, before tasks.rng.laplace) must not be extended: its replicates
+    # would not be comparable with new ones.
+    sweep_file, store = finished
+    old = tmp_path / "old.zarr"
+    shutil.copytree(store, old)
+    root = json.loads((old / "zarr.json").read_text())
+    assert root["attributes"]["streams_version"] == STREAMS_VERSION
+    del root["attributes"]["streams_version"]  # as written before the attribute existed
+    (old / "zarr.json").write_text(json.dumps(root))
+    before = tree_hash(old)
+    code = main(["run", str(sweep_file), "--store", str(old), "--replicates", "6"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"random streams of version 1, and this ldpsim draws version {STREAMS_VERSION}" in err
+    assert tree_hash(old) == before

@@ -10,10 +10,18 @@ tests check against the SPEC's closed forms.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba.np.random._constants import fe_double, ke_double, we_double, ziggurat_exp_r
 
 from tasks.sgd import eta_schedule
 from tasks.spec import ReplicateSpec
+
+KE = [int(v) for v in ke_double]
+WE = [float(v) for v in we_double]
+FE = [float(v) for v in fe_double]
+ZIGGURAT_EXP_R = float(ziggurat_exp_r)
 
 
 def quantile_gradient(theta, params, rng, g):
@@ -63,7 +71,37 @@ def randomized_response(g, params, rng):
     g[0] = lo + scale * (bit - q)
 
 
+def standard_exponential(rng, word):
+    # numpy's exponential ziggurat (random_standard_exponential), whose first 64-bit word
+    # ``word`` has been drawn already; tables from numba's copy of numpy's.
+    while True:
+        r = word >> 3
+        idx = r & 0xFF
+        r >>= 8
+        x = r * WE[idx]
+        if r < KE[idx]:
+            return x
+        u = (int(rng.bit_generator.random_raw()) >> 11) * 2.0**-53
+        if idx == 0:
+            return ZIGGURAT_EXP_R - math.log1p(-u)
+        if (FE[idx - 1] - FE[idx]) * u + FE[idx] < math.exp(-x):
+            return x
+        word = int(rng.bit_generator.random_raw())
+
+
 def laplace(g, params, rng):
+    # Laplace(0, scale) as a random sign (bit 0 of the word) times numpy's exponential.
+    scale = params[0]
+    if scale > 0.0:
+        for j in range(len(g)):
+            word = int(rng.bit_generator.random_raw())
+            e = standard_exponential(rng, word)
+            g[j] += 0.0 + (-scale if word & 1 else scale) * e
+
+
+def numpy_laplace(g, params, rng):
+    # numpy's own inverse-CDF sampler: other numbers than the kernel's, but the fastest
+    # plain-Python form of the mechanism (the benchmark's Python baseline uses it).
     scale = params[0]
     if scale > 0.0:
         for j in range(len(g)):
@@ -80,9 +118,13 @@ GRADIENTS = {
     "mean": mean_gradient,
 }
 PRIVATIZERS = {"randomized_response": randomized_response, "laplace": laplace, "none": no_privacy}
+#: The fastest plain-Python privatizers (numpy's Laplace sampler), for timings only.
+FASTEST_PRIVATIZERS = {**PRIVATIZERS, "laplace": numpy_laplace}
 
 
-def reference_path(rs: ReplicateSpec, rng: np.random.Generator) -> np.ndarray:
+def reference_path(
+    rs: ReplicateSpec, rng: np.random.Generator, privatizers=PRIVATIZERS
+) -> np.ndarray:
     """All iterates theta_1..theta_n of LDP-SGD (SPEC 2) as an (n, d) array.
 
     theta_i = theta_{i-1} - eta_i ghat_i with eta_i from :func:`tasks.sgd.eta_schedule`
@@ -90,7 +132,7 @@ def reference_path(rs: ReplicateSpec, rng: np.random.Generator) -> np.ndarray:
     """
     model, mechanism = rs.model, rs.mechanism
     sample = GRADIENTS[model.name]
-    privatize = PRIVATIZERS[mechanism.name]
+    privatize = privatizers[mechanism.name]
     model_params = [float(v) for v in model.params()]
     mech_params = [float(v) for v in mechanism.params(model)]
     d = model.dim

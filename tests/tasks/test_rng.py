@@ -2,7 +2,9 @@
 
 import numpy as np
 import pytest
+import sgd_reference
 from numba import njit
+from scipy import stats
 
 from tasks import rng
 
@@ -12,7 +14,8 @@ N = 1_000_000
 
 @njit
 def _draw(s, kinds, out):
-    # kinds[k]: 0 standard_normal, 1 random, 2 laplace(0.3, 2.0), 3 raw uint64 (as float)
+    # kinds[k]: 0 standard_normal, 1 random, 2 standard_exponential, 3 raw uint64 (as
+    # float), 4 laplace(0.3, 2.0)
     for k in range(kinds.shape[0]):
         kind = kinds[k]
         if kind == 0:
@@ -20,10 +23,12 @@ def _draw(s, kinds, out):
         elif kind == 1:
             out[k], s = rng.random(s)
         elif kind == 2:
-            out[k], s = rng.laplace(s, 0.3, 2.0)
-        else:
+            out[k], s = rng.standard_exponential(s)
+        elif kind == 3:
             r, s = rng.next_uint64(s)
             out[k] = float(r >> np.uint64(11))
+        else:
+            out[k], s = rng.laplace(s, 0.3, 2.0)
     return s
 
 
@@ -35,9 +40,13 @@ def numpy_draws(gen, kinds):
         elif kind == 1:
             out[k] = gen.random()
         elif kind == 2:
-            out[k] = gen.laplace(0.3, 2.0)
-        else:
+            out[k] = gen.standard_exponential()
+        elif kind == 3:
             out[k] = float(int(gen.bit_generator.random_raw()) >> 11)
+        else:
+            g = np.zeros(1)
+            sgd_reference.laplace(g, [2.0], gen)
+            out[k] = 0.3 + g[0]
     return out
 
 
@@ -52,9 +61,9 @@ def compiled_draws(gen, kinds):
     [
         (0, lambda g, n: g.standard_normal(n)),
         (1, lambda g, n: g.random(n)),
-        (2, lambda g, n: g.laplace(0.3, 2.0, n)),
+        (2, lambda g, n: g.standard_exponential(n)),
     ],
-    ids=["standard_normal", "random", "laplace"],
+    ids=["standard_normal", "random", "standard_exponential"],
 )
 def test_each_distribution_equals_numpy(kind, vectorized):
     gen = np.random.Generator(np.random.PCG64(SEED + kind))
@@ -66,19 +75,65 @@ def test_each_distribution_equals_numpy(kind, vectorized):
     assert np.array_equal(gen.random(3), ref.random(3))
 
 
-def test_normal_slow_paths_are_exercised_and_equal():
-    # The ziggurat's wedge and tail branches (about 1% of draws) consume extra numbers;
-    # a mismatch there would shift the whole stream. Check that this sample hits them:
-    # tail draws are beyond r = 3.654 (P = 2.6e-4, so about 260 of 1e6).
-    gen = np.random.Generator(np.random.PCG64(SEED))
-    z = compiled_draws(gen, np.zeros(N, dtype=np.int64))
-    assert np.sum(np.abs(z) > 3.6541528853610088) > 150
-    assert np.array_equal(z, np.random.Generator(np.random.PCG64(SEED)).standard_normal(N))
+def test_slow_paths_are_exercised_and_equal():
+    # The ziggurats' wedge and tail branches (about 1% of draws) consume extra numbers;
+    # a mismatch there would shift the whole stream. Check that these samples hit them:
+    # normal tail draws are beyond r = 3.654 (P = 2.6e-4, about 260 of 1e6), exponential
+    # ones beyond r = 7.697 (P = 4.5e-4, about 450).
+    for kind, r, draw in (
+        (0, 3.6541528853610088, "standard_normal"),
+        (2, 7.6971174701310497, "standard_exponential"),
+    ):
+        z = compiled_draws(np.random.Generator(np.random.PCG64(SEED)), np.full(N, kind))
+        assert np.sum(np.abs(z) > r) > 150
+        assert np.array_equal(z, getattr(np.random.Generator(np.random.PCG64(SEED)), draw)(N))
+
+
+@njit
+def _unit_laplace(s, n):
+    out = np.empty(n)
+    for k in range(n):
+        out[k], s = rng.laplace(s, 0.0, 1.0)
+    return out
+
+
+def test_laplace_is_a_signed_numpy_exponential():
+    # |x| is numpy's exponential bit for bit, and the sign is bit 0 of its first word,
+    # which numpy's ziggurat leaves unused: sign and size are independent.
+    x = _unit_laplace(rng.state_of(np.random.Generator(np.random.PCG64(SEED))), N)
+    assert np.array_equal(
+        np.abs(x), np.random.Generator(np.random.PCG64(SEED)).standard_exponential(N)
+    )
+    # The first word of each draw, peeked from a copy of numpy's generator before it
+    # draws that exponential (a slow-path draw consumes more than one word).
+    gen, peek = np.random.Generator(np.random.PCG64(SEED)), np.random.PCG64()
+    first_bits = []
+    for _ in range(2000):
+        peek.state = gen.bit_generator.state
+        first_bits.append(bool(peek.random_raw() & 1))
+        gen.standard_exponential()
+    assert np.array_equal(np.signbit(x[:2000]), first_bits)
+    assert 0.499 < np.mean(x < 0) < 0.501  # 4 sd at N = 1e6 is 0.002
+
+
+def test_laplace_distribution():
+    # Kolmogorov-Smirnov against Laplace(0.3, 2): at 1e6 draws the 0.1% critical value of
+    # the statistic is 1.95 / sqrt(n).
+    x = compiled_draws(np.random.Generator(np.random.PCG64(SEED + 9)), np.full(N, 4))
+    d_stat = stats.kstest(x, stats.laplace(loc=0.3, scale=2.0).cdf).statistic
+    assert d_stat < 1.95 / np.sqrt(N)
+    assert abs(np.var(x) / 8.0 - 1.0) < 4 * np.sqrt(5.0 / N)  # var 2 b^2; kurtosis 6
+
+
+def test_laplace_equals_the_python_reference():
+    kinds = np.full(50_000, 4)
+    ours = compiled_draws(np.random.Generator(np.random.PCG64(SEED)), kinds)
+    assert np.array_equal(ours, numpy_draws(np.random.Generator(np.random.PCG64(SEED)), kinds))
 
 
 def test_interleaved_draws_equal_numpy():
     # The kernel interleaves the distributions (data, then privacy noise).
-    kinds = np.random.default_rng(1).integers(0, 4, 200_000)
+    kinds = np.random.default_rng(1).integers(0, 5, 200_000)
     ours = compiled_draws(np.random.Generator(np.random.PCG64(SEED)), kinds)
     theirs = numpy_draws(np.random.Generator(np.random.PCG64(SEED)), kinds)
     assert np.array_equal(ours, theirs)
@@ -122,7 +177,9 @@ def test_state_through_python_needs_as_state():
         s = _laplace(4, g, np.array([1.5]), rng.as_state(s))
         draws.append(g)
     assert all(isinstance(w, int) for w in s)  # what numba hands back
-    expected = np.random.Generator(np.random.PCG64(SEED)).laplace(0.0, 1.5, 12)
+    ref = np.random.Generator(np.random.PCG64(SEED))
+    expected = np.zeros(12)
+    sgd_reference.laplace(expected, [1.5], ref)
     assert np.array_equal(np.concatenate(draws), expected)
 
 
