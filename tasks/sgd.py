@@ -239,9 +239,10 @@ def ldp_sgd(
     interval method or a checkpoint leaves the other results bit-identical (SPEC 6).
     Memory is O(K d^2), independent of n.
 
-    The random numbers are numpy's (:mod:`tasks.rng` draws them inline, bit-identical to
-    ``numpy.random.Generator(PCG64)``); the callbacks are inlined into the loop and get
-    the loop's arrays as raw pointers, so a step makes no function call.
+    The random numbers come from numpy's PCG64 stream, drawn inline by :mod:`tasks.rng`
+    (numpy's normal, bit for bit; Laplace noise by its own exact sampler). The callbacks
+    are inlined into the loop and get the loop's arrays as raw pointers, so a step makes
+    no function call except on rare paths (a ziggurat's tail, a step-size resync).
     """
     if not (isinstance(st, np.ndarray) and st.dtype == np.uint64 and st.shape == (4,)):
         raise TypeError(
