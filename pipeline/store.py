@@ -27,7 +27,7 @@ import zarr
 
 from pipeline.errors import InputError
 from pipeline.sweep import GridPoint, Sweep
-from tasks.seeding import STREAMS_VERSION
+from tasks.seeding import STREAMS_VERSION, streams_changed_since
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
@@ -256,15 +256,7 @@ class Store:
                 f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
                 f"another --store path, or the original specification."
             )
-        # Stores written before the attribute existed drew version-1 streams.
-        streams = int(read_attrs(path).get("streams_version", 1))
-        if streams != STREAMS_VERSION:
-            raise InputError(
-                f"The store {str(path)!r} was written with random streams of version "
-                f"{streams}, and this ldpsim draws version {STREAMS_VERSION} (different "
-                f"numbers for the same seed); refusing to add replicates to it. Use another "
-                f"--store path, or the ldpsim release that wrote it."
-            )
+        check_streams(path, sweep)
         zarr.open_group(str(path / META_GROUP), mode="a", zarr_format=3)  # ensure metadata
         if before_write is not None:
             before_write(path)
@@ -460,6 +452,30 @@ def read_sweep(path: str | Path) -> Sweep:
         methods=data["methods"],
         rep_chunk=data.get("rep_chunk"),
     )
+
+
+def check_streams(path: Path, sweep: Sweep) -> None:
+    """Refuse a store whose random streams differ from this ldpsim's for ``sweep``.
+
+    Stores written before the ``streams_version`` attribute existed drew version 1. A
+    newer version changes the numbers of some mechanisms only (``STREAMS_CHANGED``);
+    a store that uses none of them gets the same numbers and may be resumed or extended.
+    """
+    raw = read_attrs(path).get("streams_version", 1)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= STREAMS_VERSION:
+        raise InputError(
+            f"The store {str(path)!r} has an invalid 'streams_version' attribute {raw!r} "
+            f"(an integer in [1, {STREAMS_VERSION}] is allowed); refusing to change it."
+        )
+    used = {point.normalized.mechanism.name for point in sweep.points()}
+    clash = sorted(streams_changed_since(raw) & used)
+    if clash:
+        raise InputError(
+            f"The store {str(path)!r} was written with random streams of version {raw}, "
+            f"and this ldpsim (streams version {STREAMS_VERSION}) draws different numbers "
+            f"for the mechanism {', '.join(clash)}; refusing to compute into it. Use "
+            f"another --store path, or the ldpsim release that wrote it."
+        )
 
 
 def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:

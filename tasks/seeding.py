@@ -15,6 +15,16 @@ import numpy as np
 #: 1: Laplace noise by numpy's ``Generator.laplace``.
 #: 2: Laplace noise as a random sign times numpy's exponential (``tasks.rng.laplace``).
 STREAMS_VERSION = 2
+#: The mechanisms whose numbers each version changed.
+STREAMS_CHANGED: dict[int, frozenset[str]] = {2: frozenset({"laplace"})}
+
+
+def streams_changed_since(version: int) -> frozenset[str]:
+    """The mechanisms whose numbers changed after streams ``version``, up to now."""
+    changed: set[str] = set()
+    for v in range(version + 1, STREAMS_VERSION + 1):
+        changed |= STREAMS_CHANGED.get(v, frozenset())
+    return frozenset(changed)
 
 
 def _canonical(obj: object) -> object:

@@ -116,21 +116,55 @@ def test_spec_mismatch_refused(finished, tmp_path, capsys):
     assert tree_hash(store) == before
 
 
-def test_store_from_other_random_streams_refused(finished, tmp_path, capsys):
-    # A copy of the finished store marked as written by version-1 streams (numpy's
-    # Laplace sampler, before tasks.rng.laplace) must not be extended: its replicates
-    # would not be comparable with new ones.
-    sweep_file, store = finished
-    old = tmp_path / "old.zarr"
-    shutil.copytree(store, old)
-    root = json.loads((old / "zarr.json").read_text())
+def _as_version_1(store, copy):
+    # A copy of ``store`` as ldpsim 0.1 wrote it: without the streams_version attribute.
+    shutil.copytree(store, copy)
+    root = json.loads((copy / "zarr.json").read_text())
     assert root["attributes"]["streams_version"] == STREAMS_VERSION
-    del root["attributes"]["streams_version"]  # as written before the attribute existed
+    del root["attributes"]["streams_version"]
+    (copy / "zarr.json").write_text(json.dumps(root))
+    return copy
+
+
+def test_store_from_other_laplace_streams_refused(local_cluster, tmp_path, capsys):
+    # Version 2 draws Laplace noise differently: a version-1 Laplace store must not be
+    # resumed or extended, since its replicates would not be comparable with new ones.
+    sweep_file = write_sweep(
+        tmp_path / "lap.toml", replicates=2, spec={"mechanism": '"laplace"'}, grid={"n": [500]}
+    )
+    store = tmp_path / "lap.zarr"
+    run_sweep(load_sweep(sweep_file), store, scheduler=local_cluster.scheduler_address, log=len)
+    old = _as_version_1(store, tmp_path / "old.zarr")
+    before = tree_hash(old)
+    for extra in ([], ["--replicates", "4"]):
+        code = main(["run", str(sweep_file), "--store", str(old), *extra])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "streams of version 1" in err and "for the mechanism laplace" in err
+        assert tree_hash(old) == before
+    # A malformed attribute is bad input too, not a crash.
+    root = json.loads((old / "zarr.json").read_text())
+    root["attributes"]["streams_version"] = "x"
     (old / "zarr.json").write_text(json.dumps(root))
     before = tree_hash(old)
-    code = main(["run", str(sweep_file), "--store", str(old), "--replicates", "6"])
+    assert main(["run", str(sweep_file), "--store", str(old)]) == 2
     err = capsys.readouterr().err
-    assert code == 2
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert f"random streams of version 1, and this ldpsim draws version {STREAMS_VERSION}" in err
+    assert "invalid 'streams_version' attribute 'x'" in err and "Traceback" not in err
     assert tree_hash(old) == before
+
+
+def test_store_from_version_1_without_laplace_extends(finished, local_cluster, tmp_path):
+    # Randomized response draws the same numbers in both versions: extending a version-1
+    # store is allowed and gives the same values as a fresh version-2 run.
+    sweep_file, store = finished
+    old = _as_version_1(store, tmp_path / "old.zarr")
+    sweep = load_sweep(sweep_file, replicates=6)
+    address = local_cluster.scheduler_address
+    report = run_sweep(sweep, old, scheduler=address, log=lambda m: 0)
+    assert report.computed == 8 and report.failed == 0
+    fresh = tmp_path / "fresh.zarr"
+    run_sweep(sweep, fresh, scheduler=address, log=lambda m: 0)
+    a, b = open_dataset(old).load(), open_dataset(fresh).load()
+    for name in VALUES:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
