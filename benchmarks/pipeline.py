@@ -60,15 +60,26 @@ B = 500
 [methods.oracle]
 """
 
-RSS_CHILD = """
-import resource, sys, time
+#: The replicate that the memory and hardware measurements run, and that the workers
+#: compile before timed sweeps (the same spec as the benchmark sweeps' grid points).
+REPLICATE = {
+    "model": "quantile",
+    "mechanism": "randomized_response",
+    "eps": 1.0,
+    "methods": {"bb": {"B": 500}, "bm": {}, "sn": {}, "oracle": {}},
+}
+
+# A fresh process: compile on a tiny replicate, wait until the start time (two copies
+# start together), run one replicate at n; print peak RSS (MB) and its seconds.
+CHILD = """
+import json, resource, sys, time
 from tasks import run_replicate
-n = int(float(sys.argv[1]))
-spec = {"model": "quantile", "n": n, "methods": {"bb": {}, "bm": {}, "sn": {}, "oracle": {}}}
-run_replicate({**spec, "n": 1000}, 0)  # compile first (same code paths)
-start = time.perf_counter()
-result = run_replicate(spec, 0)
-seconds = time.perf_counter() - start
+spec, n, start = json.loads(sys.argv[1]), int(float(sys.argv[2])), float(sys.argv[3])
+run_replicate({**spec, "n": 1000}, 0)
+time.sleep(max(0.0, start - time.time()))
+t = time.perf_counter()
+run_replicate({**spec, "n": n}, 0)
+seconds = time.perf_counter() - t
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, seconds)
 """
 
@@ -111,9 +122,7 @@ def _compile_here() -> None:
     # One tiny replicate of the benchmark's spec: compiles the kernel in this process.
     from tasks import run_replicate
 
-    methods = {"bb": {"B": 500}, "bm": {}, "sn": {}, "oracle": {}}
-    spec = {"model": "quantile", "mechanism": "randomized_response", "eps": 1.0}
-    run_replicate({**spec, "n": 1000, "methods": methods}, 0)
+    run_replicate({**REPLICATE, "n": 1000}, 0)
 
 
 def warm_every_worker(lc) -> None:
@@ -185,20 +194,6 @@ def speedup(tmp: Path, replicates: int, n: int, repeats: int) -> dict:
     }
 
 
-PAIR_CHILD = """
-import sys, time
-from tasks import run_replicate
-n, start = int(float(sys.argv[1])), float(sys.argv[2])
-spec = {"model": "quantile", "mechanism": "randomized_response", "eps": 1.0, "n": n,
-        "methods": {"bb": {"B": 500}, "bm": {}, "sn": {}, "oracle": {}}}
-run_replicate({**spec, "n": 1000}, 0)  # compile first
-time.sleep(max(0.0, start - time.time()))  # then start together with the other copy
-t = time.perf_counter()
-run_replicate(spec, 0)
-print(time.perf_counter() - t)
-"""
-
-
 def hardware_pair_speedup(n: int, repeats: int) -> dict:
     """2 T1 / T2: one replicate alone (T1) against two copies at once (T2 each), without
     Dask. The ceiling of ``speedup_2_over_1`` on this machine: below 2 when the two
@@ -206,14 +201,7 @@ def hardware_pair_speedup(n: int, repeats: int) -> dict:
 
     def run(copies: int) -> float:
         start = time.time() + 15.0  # after both have compiled
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", textwrap.dedent(PAIR_CHILD), str(n), str(start)],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(copies)
-        ]
+        procs = [child(n, start) for _ in range(copies)]
         return max(float(p.communicate()[0].split()[-1]) for p in procs)
 
     ratios = [2.0 * run(1) / run(2) for _ in range(repeats)]
@@ -223,13 +211,17 @@ def hardware_pair_speedup(n: int, repeats: int) -> dict:
     }
 
 
+def child(n: float, start: float = 0.0) -> subprocess.Popen:
+    """A fresh process running :data:`CHILD` at ``n``, from the wall-clock ``start`` on."""
+    args = [sys.executable, "-c", textwrap.dedent(CHILD), json.dumps(REPLICATE), str(n)]
+    return subprocess.Popen([*args, str(start)], stdout=subprocess.PIPE, text=True)
+
+
 def rss(n: float) -> tuple[float, float]:
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(RSS_CHILD), str(n)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    proc = child(n)
+    out = proc.communicate()[0].split()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the replicate at n = {n:g} failed (exit {proc.returncode})")
     return float(out[-2]), float(out[-1])
 
 

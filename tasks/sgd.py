@@ -89,6 +89,8 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
         theta_p, g_p = address(theta), address(g)
         # model_params and mech_params are kept alive by ldp_sgd's locals during the call.
         model_p, mech_p = address(model_params), address(mech_params)
+        model_t = to_fixed_tuple(model_params, n_model_params)  # the d = 1 loop's form
+        mech_t = to_fixed_tuple(mech_params, n_mech_params)
         state = (st[0], st[1], st[2], st[3])
         gsum = np.empty(d)
         shift = theta0.copy()
@@ -113,8 +115,6 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
                 # Scalar specialisation of the loop below (same operations in the same
                 # order, so bit-identical): theta, T, b, A live in registers.
                 th, sh, tt, bb, aa = theta[0], shift[0], t[0], bvec[0], amat[0, 0]
-                model_t = to_fixed_tuple(model_params, n_model_params)
-                mech_t = to_fixed_tuple(mech_params, n_mech_params)
                 fi = float(i)
                 while i < end:
                     i += 1
