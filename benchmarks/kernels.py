@@ -5,11 +5,11 @@ Usage: ``python benchmarks/kernels.py [--json] [--n N] [--repeats R]``.
 For each (model, mechanism) it reports, as medians over ``--repeats`` runs in one
 process:
 
-- ``ns_per_step``: :func:`tasks.sgd.ldp_sgd` with every streaming statistic on, called
-  as :func:`tasks.replicate.run_stats` calls it, on the cuts of a real replicate with
+- ``ns_per_step``: :func:`ldpsim.tasks.sgd.ldp_sgd` with every streaming statistic on, called
+  as :func:`ldpsim.tasks.replicate.run_stats` calls it, on the cuts of a real replicate with
   the interval methods bb, bm and sn;
 - ``floor_ns_per_step``: a compiled loop drawing exactly the same random numbers from
-  the same generator (numpy's PCG64 and distributions, inlined by :mod:`tasks.rng`,
+  the same generator (numpy's PCG64 and distributions, inlined by :mod:`ldpsim.tasks.rng`,
   as the kernel draws them) and doing nothing else (the draws are summed into the
   returned value so the compiler cannot drop them);
 - ``python_ns_per_step``: the plain-Python reference loop that the tests check the
@@ -33,11 +33,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from ldpsim.tasks.replicate import replicate_cuts, run_kernel
+from ldpsim.tasks.rng import laplace, random, standard_normal, state_of
+from ldpsim.tasks.spec import normalize_spec
 from numba import njit
-
-from tasks.replicate import replicate_cuts, run_kernel
-from tasks.rng import laplace, random, standard_normal, state_of
-from tasks.spec import normalize_spec
 
 # The tests' plain-Python reference loop, so that only one such loop exists.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "tasks"))

@@ -3,7 +3,7 @@
 Usage: ``python benchmarks/pipeline.py [--json] [--quick]``.
 
 - ``overhead_ms_per_replicate``: a sweep of many tiny replicates (quantile, n = 1000)
-  through :func:`pipeline.runner.run_sweep` on a warmed LocalCluster to a temporary
+  through :func:`ldpsim.pipeline.runner.run_sweep` on a warmed LocalCluster to a temporary
   store; (wall time x workers - summed compute time) / replicates, the compute time
   being the store's ``seconds`` variable. Covers scheduling, (de)serialisation, the
   Python side of a replicate (spec normalisation, cuts, intervals are inside
@@ -73,7 +73,7 @@ REPLICATE = {
 # start together), run one replicate at n; print peak RSS (MB) and its seconds.
 CHILD = """
 import json, resource, sys, time
-from tasks import run_replicate
+from ldpsim.tasks import run_replicate
 spec, n, start = json.loads(sys.argv[1]), int(float(sys.argv[2])), float(sys.argv[3])
 run_replicate({**spec, "n": 1000}, 0)
 time.sleep(max(0.0, start - time.time()))
@@ -85,7 +85,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, seconds)
 
 
 def make_sweep(tmp: Path, name: str, *, replicates, n, taus=(0.5,), rep_chunk=None):
-    from pipeline.sweep import load_sweep
+    from ldpsim.pipeline.sweep import load_sweep
 
     path = tmp / f"{name}.toml"
     chunk = "" if rep_chunk is None else f"rep_chunk = {rep_chunk}\n"
@@ -95,8 +95,8 @@ def make_sweep(tmp: Path, name: str, *, replicates, n, taus=(0.5,), rep_chunk=No
 
 def run_timed(sweep, store, address) -> tuple[float, float, int]:
     """(wall seconds, summed compute seconds, replicates) of one sweep into a new store."""
-    from pipeline.runner import run_sweep
-    from pipeline.store import open_dataset
+    from ldpsim.pipeline.runner import run_sweep
+    from ldpsim.pipeline.store import open_dataset
 
     start = time.perf_counter()
     report = run_sweep(sweep, store, scheduler=address, log=lambda *a: None)
@@ -120,7 +120,7 @@ def cluster(workers: int):
 
 def _compile_here() -> None:
     # One tiny replicate of the benchmark's spec: compiles the kernel in this process.
-    from tasks import run_replicate
+    from ldpsim.tasks import run_replicate
 
     run_replicate({**REPLICATE, "n": 1000}, 0)
 

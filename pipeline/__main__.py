@@ -2,6 +2,6 @@
 
 import sys
 
-from pipeline.cli import main
+from ldpsim.pipeline.cli import main
 
 sys.exit(main())

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 FORMATS = ("text", "markdown", "latex", "csv", "json")
@@ -88,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
-    from pipeline.runner import run_sweep
-    from pipeline.sweep import load_sweep
+    from ldpsim.pipeline.runner import run_sweep
+    from ldpsim.pipeline.sweep import load_sweep
 
     sweep = load_sweep(args.sweep, args.set, args.replicates)
     store = Path(args.store) if args.store else Path("outputs") / f"{sweep.name}.zarr"
@@ -97,7 +96,7 @@ def cmd_run(args) -> int:
         raise InputError("--jobs and --adapt need --cluster (a batch cluster such as slurm).")
     if args.workers and (args.scheduler or args.cluster not in (None, "local")):
         raise InputError("--workers applies to the local cluster only.")
-    from pipeline.clusters import check_options, load_cluster_config, parse_cluster_options
+    from ldpsim.pipeline.clusters import check_options, load_cluster_config, parse_cluster_options
 
     options = parse_cluster_options(args.cluster_option)
     if options and not args.cluster:
@@ -121,7 +120,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from pipeline.store import open_dataset
+    from ldpsim.pipeline.store import open_dataset
 
     ds = open_dataset(args.store)
     grid = [d for d in ds["done"].dims if d != "rep"]
@@ -140,7 +139,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_errors(args) -> int:
-    from pipeline.store import iter_errors, read_attrs
+    from ldpsim.pipeline.store import iter_errors, read_attrs
 
     read_attrs(args.store)
     count = 0
@@ -158,16 +157,16 @@ def cmd_errors(args) -> int:
 
 
 def cmd_summarize(args) -> int:
-    from pipeline.store import open_dataset
-    from pipeline.summary import format_table, summarize
+    from ldpsim.pipeline.store import open_dataset
+    from ldpsim.pipeline.summary import format_table, summarize
 
     print(format_table(summarize(open_dataset(args.store)), args.format))
     return EXIT_OK
 
 
 def cmd_plot(args) -> int:
-    from pipeline.plots import plot_store
-    from pipeline.store import read_attrs
+    from ldpsim.pipeline.plots import plot_store
+    from ldpsim.pipeline.store import read_attrs
 
     read_attrs(args.store)
     out = (
@@ -181,8 +180,8 @@ def cmd_plot(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from pipeline.clusters import available_clusters
-    from pipeline.sweep import builtin_sweeps
+    from ldpsim.pipeline.clusters import available_clusters
+    from ldpsim.pipeline.sweep import builtin_sweeps
 
     print("Built-in sweeps:")
     for name, description in builtin_sweeps().items():

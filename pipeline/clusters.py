@@ -12,8 +12,7 @@ from typing import Any
 
 import yaml
 from distributed import Client, LocalCluster
-
-from pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError
 
 #: Where the shipped cluster configurations live (repository's cluster/ folder).
 CLUSTER_DIR = Path(__file__).resolve().parent.parent / "cluster"

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
-from pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError
 
 #: The lock file, inside the store's ``ldpsim`` sub-group.
 LOCK_NAME = "lock.json"

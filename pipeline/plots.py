@@ -8,15 +8,8 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-
-# The object-oriented API (Figure, no pyplot) renders with Agg / the PDF backend and never
-# touches a display or matplotlib's global figure registry.
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
-
-from pipeline.store import open_dataset
-from pipeline.summary import (
+from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.summary import (
     NON_GRID_DIMS,
     axis_labels,
     grid_axes,
@@ -24,6 +17,12 @@ from pipeline.summary import (
     summarize,
     sweep_info,
 )
+
+# The object-oriented API (Figure, no pyplot) renders with Agg / the PDF backend and never
+# touches a display or matplotlib's global figure registry.
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 #: Formats every figure is written in.
 FIGURE_FORMATS = ("png", "pdf")
@@ -317,7 +316,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     Parameters
     ----------
     path_or_ds : str, pathlib.Path or xarray.Dataset
-        A store path (opened with :func:`pipeline.store.open_dataset`) or the store's
+        A store path (opened with :func:`ldpsim.pipeline.store.open_dataset`) or the store's
         Dataset itself.
     out_dir : str or pathlib.Path
         Folder the figures are written to (created if missing; files are replaced).

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from distributed import as_completed
-
-from pipeline.clusters import connect
-from pipeline.lock import RunLock
-from pipeline.store import META_GROUP, Store, remove_partial_files
-from pipeline.sweep import GridPoint, Sweep
-from pipeline.worker import run_chunk
+from ldpsim.pipeline.clusters import connect
+from ldpsim.pipeline.lock import RunLock
+from ldpsim.pipeline.store import META_GROUP, Store, remove_partial_files
+from ldpsim.pipeline.sweep import GridPoint, Sweep
+from ldpsim.pipeline.worker import run_chunk
 
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_EVERY = 10.0
@@ -114,11 +113,11 @@ def run_sweep(
     Parameters
     ----------
     sweep : Sweep
-        Validated sweep (see :func:`pipeline.sweep.load_sweep`).
+        Validated sweep (see :func:`ldpsim.pipeline.sweep.load_sweep`).
     store_path : path
         Zarr store of the sweep; created, extended or resumed.
     workers, scheduler, cluster, jobs, adapt, options
-        Where to run (see :func:`pipeline.clusters.connect`).
+        Where to run (see :func:`ldpsim.pipeline.clusters.connect`).
     shuffle : int or None
         Submit the chunks in a random order with this seed (tests: order independence).
     """

@@ -24,10 +24,9 @@ import numpy as np
 import psutil
 import xarray as xr
 import zarr
-
-from pipeline.errors import InputError
-from pipeline.sweep import GridPoint, Sweep
-from tasks.seeding import STREAMS_VERSION, streams_changed_since
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.sweep import GridPoint, Sweep
+from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"

@@ -150,7 +150,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     Parameters
     ----------
     ds : xarray.Dataset
-        A store opened with :func:`pipeline.store.open_dataset` (or a Dataset of the same
+        A store opened with :func:`ldpsim.pipeline.store.open_dataset` (or a Dataset of the same
         layout): ``estimate``, ``lower``, ``upper``, ``truth``, ``done`` and, optionally,
         ``method_failed``; attributes ``level`` and ``sweep``.
 

@@ -15,10 +15,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import InputError
-from tasks import normalize_spec
-from tasks.spec import SPEC_KEYS, ReplicateSpec, model_param_keys
-from tasks.validation import check_int
+from ldpsim.pipeline.errors import InputError
+from ldpsim.tasks import normalize_spec
+from ldpsim.tasks.spec import SPEC_KEYS, ReplicateSpec, model_param_keys
+from ldpsim.tasks.validation import check_int
 
 #: Top-level keys of a sweep file.
 SWEEP_KEYS = ("description", "replicates", "seed", "spec", "grid", "methods", "rep_chunk")
@@ -28,7 +28,7 @@ BUILTIN_DIR = "sweeps"
 def builtin_sweeps() -> dict[str, str]:
     """Name -> description of the sweeps shipped with ldpsim."""
     out = {}
-    for entry in sorted(resources.files("pipeline").joinpath(BUILTIN_DIR).iterdir()):
+    for entry in sorted(resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR).iterdir()):
         if entry.name.endswith(".toml"):
             data = tomllib.loads(entry.read_text())
             out[entry.name[: -len(".toml")]] = data.get("description", "")
@@ -171,7 +171,9 @@ def load_sweep(
     source = str(source)
     builtins = builtin_sweeps()
     if source in builtins:
-        text = resources.files("pipeline").joinpath(BUILTIN_DIR, f"{source}.toml").read_text()
+        text = (
+            resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR, f"{source}.toml").read_text()
+        )
         name = source
     else:
         path = Path(source)

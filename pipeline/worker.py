@@ -11,8 +11,7 @@ import warnings
 from typing import Any
 
 import numpy as np
-
-from tasks import normalize_spec, run_replicate
+from ldpsim.tasks import normalize_spec, run_replicate
 
 #: When set, every computed replicate appends a line here (tests count computations).
 COMPUTE_LOG_ENV = "LDPSIM_COMPUTE_LOG"

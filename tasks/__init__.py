@@ -3,8 +3,8 @@
 Imports only numpy, scipy and numba; the plumbing lives in ``pipeline``.
 """
 
-from tasks.replicate import ReplicateResult, compute_replicate, run_replicate
-from tasks.spec import ReplicateSpec, normalize_spec
+from ldpsim.tasks.replicate import ReplicateResult, compute_replicate, run_replicate
+from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
 
 __all__ = [
     "ReplicateResult",

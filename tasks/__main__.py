@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks.replicate import run_replicate
+from ldpsim.tasks.replicate import run_replicate
 
 PAPER_MODELS = (
     {"model": "quantile", "tau": 0.5, "eps": 1.0, "n": 10**6},

@@ -8,13 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from tasks.rng import set_state, state_of
-from tasks.seeding import data_stream, method_stream
-from tasks.sgd import ldp_sgd
-from tasks.spec import ReplicateSpec, normalize_spec
-from tasks.stats import StreamingStats
-from tasks.validation import check_int
+from ldpsim.tasks.rng import set_state, state_of
+from ldpsim.tasks.seeding import data_stream, method_stream
+from ldpsim.tasks.sgd import ldp_sgd
+from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
+from ldpsim.tasks.stats import StreamingStats
+from ldpsim.tasks.validation import check_int
 
 
 @dataclass(frozen=True)
@@ -52,9 +51,9 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
 
 
 def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
-    """Call :func:`tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
+    """Call :func:`ldpsim.tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
 
-    The kernel draws from ``data_rng``'s PCG64 state inline (:mod:`tasks.rng`) and the
+    The kernel draws from ``data_rng``'s PCG64 state inline (:mod:`ldpsim.tasks.rng`) and the
     advanced state is written back, as if ``data_rng`` itself had drawn the numbers.
     """
     model, mechanism = rs.model, rs.mechanism
@@ -99,7 +98,7 @@ def run_replicate(spec: Mapping[str, Any] | ReplicateSpec, rep: int) -> Replicat
     Parameters
     ----------
     spec : mapping or ReplicateSpec
-        See :func:`tasks.spec.normalize_spec`.
+        See :func:`ldpsim.tasks.spec.normalize_spec`.
     rep : int
         Replicate index, >= 0. Together with the seed and the values of the spec it
         determines every random number (SPEC section 6).

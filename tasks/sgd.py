@@ -5,10 +5,9 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from ldpsim.tasks.rng import address, unlikely
 from numba import njit
 from numba.np.unsafe.ndarray import to_fixed_tuple
-
-from tasks.rng import address, unlikely
 
 #: Steps below this index use the exact step size c * i**-gamma.
 ETA_EXACT_BELOW = 512
@@ -213,7 +212,7 @@ def ldp_sgd(
         Strictly increasing segment ends, the last one being n.
     st : ndarray of uint64, shape (4,)
         PCG64 state (state_hi, state_lo, inc_hi, inc_lo) of the data-and-privacy-noise
-        stream (:func:`tasks.rng.state_of`); advanced in place.
+        stream (:func:`ldpsim.tasks.rng.state_of`); advanced in place.
 
     Returns
     -------
@@ -239,7 +238,7 @@ def ldp_sgd(
     interval method or a checkpoint leaves the other results bit-identical (SPEC 6).
     Memory is O(K d^2), independent of n.
 
-    The random numbers come from numpy's PCG64 stream, drawn inline by :mod:`tasks.rng`
+    The random numbers come from numpy's PCG64 stream, drawn inline by :mod:`ldpsim.tasks.rng`
     (numpy's normal, bit for bit; Laplace noise by its own exact sampler). The callbacks
     are inlined into the loop and get the loop's arrays as raw pointers, so a step makes
     no function call except on rare paths (a ziggurat's tail, a step-size resync).

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tasks import intervals, mechanisms, models
-from tasks.intervals.base import IntervalMethod
-from tasks.mechanisms.base import Mechanism
-from tasks.models.base import Model
-from tasks.validation import check_float, check_int, check_vector, lookup
-from tasks.warnings import OutsideTheoryWarning
+from ldpsim.tasks import intervals, mechanisms, models
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.mechanisms.base import Mechanism
+from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.validation import check_float, check_int, check_vector, lookup
+from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 #: Keys of a replicate spec besides the model's own parameters.
 SPEC_KEYS = (

@@ -24,7 +24,7 @@ class StreamingStats:
     n : int
         Number of SGD steps these statistics describe (= cuts[-1]).
     cuts, seg_dev, seg_shift, snap_t, snap_b, snap_a
-        Kernel outputs, see :func:`tasks.sgd.ldp_sgd`.
+        Kernel outputs, see :func:`ldpsim.tasks.sgd.ldp_sgd`.
     gamma : float
         Step-size exponent of the run (batch means and the bootstrap's theory use it).
     asymptotic_cov : ndarray (d, d)

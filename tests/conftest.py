@@ -6,8 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-
-from pipeline.worker import COMPUTE_LOG_ENV, FAULT_FILE_ENV
+from ldpsim.pipeline.worker import COMPUTE_LOG_ENV, FAULT_FILE_ENV
 
 #: Times a task may kill its worker before the scheduler gives up (KilledWorker).
 ALLOWED_FAILURES = 1

@@ -1,10 +1,10 @@
 """Confidence-interval methods: bb, bm, sn and the oracle."""
 
-from tasks.intervals.base import IntervalMethod
-from tasks.intervals.batch_means import BatchMeans
-from tasks.intervals.bootstrap import BlockBootstrap
-from tasks.intervals.oracle import Oracle
-from tasks.intervals.self_normalized import SelfNormalized
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.batch_means import BatchMeans
+from ldpsim.tasks.intervals.bootstrap import BlockBootstrap
+from ldpsim.tasks.intervals.oracle import Oracle
+from ldpsim.tasks.intervals.self_normalized import SelfNormalized
 
 REGISTRY: dict[str, type[IntervalMethod]] = {
     cls.name: cls for cls in (BlockBootstrap, BatchMeans, SelfNormalized, Oracle)

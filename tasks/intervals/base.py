@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-
-from tasks.stats import StreamingStats
+from ldpsim.tasks.stats import StreamingStats
 
 
 @dataclass(frozen=True, kw_only=True)

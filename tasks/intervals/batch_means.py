@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.stats import StreamingStats, floor_power
+from ldpsim.tasks.validation import check_float, check_int
 from scipy import stats as sps
-
-from tasks.intervals.base import IntervalMethod
-from tasks.stats import StreamingStats, floor_power
-from tasks.validation import check_float, check_int
 
 
 @dataclass(frozen=True, kw_only=True)

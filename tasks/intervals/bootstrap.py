@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-
-from tasks.intervals.base import IntervalMethod
-from tasks.stats import StreamingStats, floor_power
-from tasks.validation import check_choice, check_float, check_int
-from tasks.warnings import OutsideTheoryWarning
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.stats import StreamingStats, floor_power
+from ldpsim.tasks.validation import check_choice, check_float, check_int
+from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
 Form = Literal["basic", "percentile"]

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.stats import StreamingStats
 from scipy import stats as sps
-
-from tasks.intervals.base import IntervalMethod
-from tasks.stats import StreamingStats
 
 
 @dataclass(frozen=True, kw_only=True)

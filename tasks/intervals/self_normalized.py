@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from tasks.intervals.base import IntervalMethod
-from tasks.stats import StreamingStats
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.stats import StreamingStats
 
 #: Shipped table of quantiles of |U|, made by ``python -m tasks.intervals.self_normalized``.
 TABLE_PATH = Path(__file__).with_name("sn_critical_values.npz")

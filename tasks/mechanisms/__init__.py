@@ -1,9 +1,9 @@
 """Local differential privacy mechanisms applied to each user's gradient."""
 
-from tasks.mechanisms.base import Mechanism
-from tasks.mechanisms.laplace import Laplace
-from tasks.mechanisms.none import NoPrivacy
-from tasks.mechanisms.randomized_response import RandomizedResponse
+from ldpsim.tasks.mechanisms.base import Mechanism
+from ldpsim.tasks.mechanisms.laplace import Laplace
+from ldpsim.tasks.mechanisms.none import NoPrivacy
+from ldpsim.tasks.mechanisms.randomized_response import RandomizedResponse
 
 REGISTRY: dict[str, type[Mechanism]] = {
     cls.name: cls for cls in (RandomizedResponse, Laplace, NoPrivacy)

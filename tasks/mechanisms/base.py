@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.rng import state_of
+from ldpsim.tasks.validation import check_float
 from numba import njit
-
-from tasks.models.base import Model
-from tasks.rng import state_of
-from tasks.validation import check_float
 
 
 @njit
@@ -30,7 +29,7 @@ class Mechanism:
 
     Subclasses set ``name`` and ``privatize`` (a numba ``njit`` function
     ``(d, g, params, s) -> s`` that privatizes ``g`` (length ``d``) in place, drawing
-    from the PCG64 state ``s`` of :mod:`tasks.rng` and returning the advanced state)
+    from the PCG64 state ``s`` of :mod:`ldpsim.tasks.rng` and returning the advanced state)
     and implement ``params``, ``sensitivity`` and ``variance``. Like the model's, the
     callback is inlined into the kernel and only indexes ``g`` and ``params``.
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.tasks.mechanisms.base import Mechanism
+from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.rng import laplace
 from numba import njit
-
-from tasks.mechanisms.base import Mechanism
-from tasks.models.base import Model
-from tasks.rng import laplace
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -32,7 +31,7 @@ class Laplace(Mechanism):
     at most exp(eps ||g - g'||_1 / Delta) <= e^eps: the mechanism is eps-LDP.
 
     Each noise coordinate is a random sign times a standard exponential
-    (:func:`tasks.rng.laplace`), an exact Laplace sampler that is cheaper than numpy's
+    (:func:`ldpsim.tasks.rng.laplace`), an exact Laplace sampler that is cheaper than numpy's
     inverse-CDF ``Generator.laplace``; the privacy audits test the compiled mechanism.
 
     Parameters

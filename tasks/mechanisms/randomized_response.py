@@ -6,11 +6,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.tasks.mechanisms.base import Mechanism
+from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.rng import random
 from numba import njit
-
-from tasks.mechanisms.base import Mechanism
-from tasks.models.base import Model
-from tasks.rng import random
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng

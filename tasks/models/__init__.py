@@ -1,9 +1,9 @@
 """Models: data generators with gradient callbacks, truth and asymptotic covariance."""
 
-from tasks.models.base import Model
-from tasks.models.mean import Mean
-from tasks.models.quantile import Quantile
-from tasks.models.quantile_regression import QuantileRegression
+from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.models.mean import Mean
+from ldpsim.tasks.models.quantile import Quantile
+from ldpsim.tasks.models.quantile_regression import QuantileRegression
 
 REGISTRY: dict[str, type[Model]] = {cls.name: cls for cls in (Quantile, QuantileRegression, Mean)}
 

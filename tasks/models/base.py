@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from ldpsim.tasks.rng import state_of
 from numba import njit
-
-from tasks.rng import state_of
 
 
 @njit
@@ -25,7 +24,7 @@ class Model:
 
     Subclasses set ``name`` and ``sample_gradient`` (a numba ``njit`` function
     ``(d, theta, params, s, g_out) -> s`` that draws one fresh observation from the
-    PCG64 state ``s`` (see :mod:`tasks.rng`), writes its gradient at ``theta`` into
+    PCG64 state ``s`` (see :mod:`ldpsim.tasks.rng`), writes its gradient at ``theta`` into
     ``g_out`` and returns the advanced state), and implement ``params``, ``truth``,
     ``jacobian`` and ``gradient_cov``. The callback is inlined into the kernel, where
     ``g_out`` (and, for d > 1, ``theta`` and ``params``) arrive as raw pointers and,

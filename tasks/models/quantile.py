@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.rng import standard_normal
+from ldpsim.tasks.validation import check_float
 from numba import njit
 from scipy import stats
-
-from tasks.models.base import Model
-from tasks.rng import standard_normal
-from tasks.validation import check_float
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng

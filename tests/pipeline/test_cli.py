@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
+from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
 
 
 def test_exit_codes():

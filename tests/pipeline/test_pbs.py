@@ -18,9 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from pipeline.clusters import build_cluster, load_cluster_config, parse_cluster_options
-from pipeline.errors import InputError
+from ldpsim.pipeline.clusters import build_cluster, load_cluster_config, parse_cluster_options
+from ldpsim.pipeline.errors import InputError
 
 GOLDEN = Path(__file__).parent / "golden" / "pbs_job_script.sh"
 

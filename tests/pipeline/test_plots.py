@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import synthetic as syn
-
-from pipeline.plots import plot_store
+from ldpsim.pipeline.plots import plot_store
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

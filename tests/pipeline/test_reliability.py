@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import computed, tree_hash, write_sweep
-
-from pipeline.cli import main
-from pipeline.lock import LOCK_NAME, RunLock
-from pipeline.runner import run_sweep
-from pipeline.store import META_GROUP, open_dataset
-from pipeline.sweep import load_sweep
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.lock import LOCK_NAME, RunLock
+from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.store import META_GROUP, open_dataset
+from ldpsim.pipeline.sweep import load_sweep
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
 
@@ -47,7 +46,7 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
     command = [
         sys.executable,
         "-m",
-        "pipeline",
+        "ldpsim.pipeline",
         "run",
         str(sweep_file),
         "--store",
@@ -102,7 +101,7 @@ def test_lock_refuses_live_process(tmp_path, capsys):
     # Create the store (the spec is checked, then the lock taken) without computing.
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        from pipeline.store import Store
+        from ldpsim.pipeline.store import Store
 
         Store.open_or_create(store, load_sweep(sweep_file))
         record = {
@@ -313,7 +312,7 @@ def test_bad_paths(tmp_path, existing_store, capsys):
 def test_local_cluster_listens_on_loopback_only():
     from urllib.parse import urlparse
 
-    from pipeline.clusters import connect
+    from ldpsim.pipeline.clusters import connect
 
     with connect(workers=1, log=lambda m: 0) as client:
         assert client.scheduler.address.startswith("tcp://127.0.0.1:")

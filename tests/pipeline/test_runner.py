@@ -11,11 +11,10 @@ import time
 import numpy as np
 import pytest
 from conftest import computed, store_token, write_sweep
-
-from pipeline.cli import main
-from pipeline.runner import run_sweep
-from pipeline.store import iter_errors, open_dataset
-from pipeline.sweep import load_sweep
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.store import iter_errors, open_dataset
+from ldpsim.pipeline.sweep import load_sweep
 
 #: Variables that are a pure function of the sweep (seconds and job_id are not).
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")

@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-
-from pipeline.cli import main
-from pipeline.store import open_dataset
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.store import open_dataset
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "cluster" / "slurm-local.sh"
 #: slurm-local.sh exit codes meaning "SLURM cannot be installed/run here": skip, not fail.
 CANNOT_INSTALL = {3: "packages missing / install failed", 6: "not root, no sudo"}
-LDPSIM = [sys.executable, "-m", "pipeline"]
+LDPSIM = [sys.executable, "-m", "ldpsim.pipeline"]
 
 SWEEP = """
 description = "SLURM end-to-end test"
@@ -139,9 +138,9 @@ options:
 @pytest.fixture(scope="module")
 def local_cluster(tmp_path_factory):
     """Path of the in-process LocalCluster file; the kernels compiled (warm) once."""
-    from pipeline.store import layout_for
-    from pipeline.sweep import load_sweep
-    from pipeline.worker import run_chunk
+    from ldpsim.pipeline.store import layout_for
+    from ldpsim.pipeline.sweep import load_sweep
+    from ldpsim.pipeline.worker import run_chunk
 
     folder = tmp_path_factory.mktemp("local-cluster")
     path = folder / "local-inproc.yaml"

@@ -8,12 +8,11 @@ import shutil
 import numpy as np
 import pytest
 from conftest import computed, tree_hash, write_sweep
-
-from pipeline.cli import main
-from pipeline.runner import run_sweep
-from pipeline.store import open_dataset
-from pipeline.sweep import load_sweep
-from tasks.seeding import STREAMS_VERSION
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.tasks.seeding import STREAMS_VERSION
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
 

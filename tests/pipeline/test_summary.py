@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
+from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.summary import RECORD_FIELDS, axis_labels, format_table, records, summarize
 from scipy.stats import norm
-
-from pipeline.store import open_dataset
-from pipeline.summary import RECORD_FIELDS, axis_labels, format_table, records, summarize
 
 DONE_CELLS = [(0.5, 100), (0.5, 10_000), (0.9, 100)]
 BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]

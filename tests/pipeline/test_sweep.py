@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from pipeline.errors import InputError
-from pipeline.sweep import apply_overrides, builtin_sweeps, load_sweep
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.sweep import apply_overrides, builtin_sweeps, load_sweep
 
 TEXT = """replicates = 3
 seed = 5

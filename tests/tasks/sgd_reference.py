@@ -13,10 +13,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.tasks.sgd import eta_schedule
+from ldpsim.tasks.spec import ReplicateSpec
 from numba.np.random._constants import fe_double, ke_double, we_double, ziggurat_exp_r
-
-from tasks.sgd import eta_schedule
-from tasks.spec import ReplicateSpec
 
 KE = [int(v) for v in ke_double]
 WE = [float(v) for v in we_double]
@@ -127,7 +126,7 @@ def reference_path(
 ) -> np.ndarray:
     """All iterates theta_1..theta_n of LDP-SGD (SPEC 2) as an (n, d) array.
 
-    theta_i = theta_{i-1} - eta_i ghat_i with eta_i from :func:`tasks.sgd.eta_schedule`
+    theta_i = theta_{i-1} - eta_i ghat_i with eta_i from :func:`ldpsim.tasks.sgd.eta_schedule`
     and ghat_i the mean of ``rs.batch`` privatized gradients at theta_{i-1}.
     """
     model, mechanism = rs.model, rs.mechanism

@@ -6,12 +6,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import tasks
+import ldpsim.tasks
 
-FORBIDDEN = {"pipeline", "dask", "distributed", "xarray", "zarr"}
+FORBIDDEN = {"ldpsim.pipeline", "dask", "distributed", "xarray", "zarr"}
 # llvmlite is numba's code generator (tasks.rng emits one 128-bit multiply with it).
 ALLOWED_THIRD_PARTY = {"numpy", "scipy", "numba", "llvmlite"}
-PACKAGE = Path(tasks.__file__).parent
+PACKAGE = Path(ldpsim.tasks.__file__).parent
+
+
+def top_level(module: str) -> str:
+    """The distribution-level name of a module: ``ldpsim.X`` for ldpsim's own layers."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "ldpsim" else parts[0]
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -19,28 +25,29 @@ def imported_modules(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {top_level(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(top_level(node.module))
     return names
 
 
 def test_importing_tasks_pulls_in_no_plumbing():
     code = (
-        "import sys, json, tasks, tasks.models, tasks.mechanisms, tasks.intervals;"
+        "import sys, json, ldpsim.tasks, ldpsim.tasks.models, ldpsim.tasks.mechanisms,"
+        " ldpsim.tasks.intervals;"
         "print(json.dumps(sorted(sys.modules)))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(proc.stdout)
-    assert "tasks" in loaded and "numba" in loaded
-    bad = sorted(m for m in loaded if m.split(".")[0] in FORBIDDEN)
+    assert "ldpsim.tasks" in loaded and "numba" in loaded
+    bad = sorted(m for m in loaded if top_level(m) in FORBIDDEN)
     assert bad == []
 
 
 def test_no_file_under_tasks_imports_plumbing():
     files = sorted(PACKAGE.rglob("*.py"))
     assert len(files) > 10
-    allowed = ALLOWED_THIRD_PARTY | set(sys.stdlib_module_names) | {"tasks"}
+    allowed = ALLOWED_THIRD_PARTY | set(sys.stdlib_module_names) | {"ldpsim.tasks"}
     for path in files:
         names = imported_modules(path)
         assert not names & FORBIDDEN, (path, names & FORBIDDEN)

@@ -5,12 +5,11 @@ import math
 
 import numpy as np
 import pytest
-
-from tasks import intervals
-from tasks.intervals.base import IntervalMethod
-from tasks.intervals.bootstrap import draw_multipliers
-from tasks.replicate import run_stats
-from tasks.spec import normalize_spec
+from ldpsim.tasks import intervals
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.bootstrap import draw_multipliers
+from ldpsim.tasks.replicate import run_stats
+from ldpsim.tasks.spec import normalize_spec
 
 NAMES = sorted(intervals.REGISTRY)
 N = 20_000

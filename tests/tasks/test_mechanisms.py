@@ -5,11 +5,10 @@ import math
 
 import numpy as np
 import pytest
-
-from tasks import mechanisms, models
-from tasks.mechanisms.base import Mechanism
-from tasks.mechanisms.randomized_response import keep_probability
-from tasks.rng import as_state, state_of
+from ldpsim.tasks import mechanisms, models
+from ldpsim.tasks.mechanisms.base import Mechanism
+from ldpsim.tasks.mechanisms.randomized_response import keep_probability
+from ldpsim.tasks.rng import as_state, state_of
 
 NAMES = sorted(mechanisms.REGISTRY)
 MODELS = [

@@ -5,12 +5,11 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.tasks import mechanisms, models
+from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.models.quantile_regression import TRUNCATED_VARIANCE
+from ldpsim.tasks.rng import state_of
 from scipy import stats
-
-from tasks import mechanisms, models
-from tasks.models.base import Model
-from tasks.models.quantile_regression import TRUNCATED_VARIANCE
-from tasks.rng import state_of
 
 NAMES = sorted(models.REGISTRY)
 # Non-default instances: every model at a second parameter value, so the contract is

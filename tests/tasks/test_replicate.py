@@ -10,11 +10,10 @@ import textwrap
 
 import numpy as np
 import pytest
+from ldpsim.tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate
+from ldpsim.tasks.replicate import replicate_cuts
+from ldpsim.tasks.sgd import eta_schedule
 from scipy import stats as sps
-
-from tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate
-from tasks.replicate import replicate_cuts
-from tasks.sgd import eta_schedule
 
 
 def streams(rs, seed=11):
@@ -106,7 +105,7 @@ def test_location_equivariance(base, start):
 MEMORY_SCRIPT = textwrap.dedent(
     """
     import json, resource, time
-    from tasks import run_replicate
+    from ldpsim.tasks import run_replicate
 
     def peak_kib():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux

@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 import sgd_reference
+from ldpsim.tasks import rng
 from numba import njit
 from scipy import stats
-
-from tasks import rng
 
 SEED = 20261122
 N = 1_000_000
@@ -167,7 +166,7 @@ def test_address_is_the_array_data():
 def test_state_through_python_needs_as_state():
     # A state returned to Python comes back as ints; as_state types it uint64 again, so
     # a callback that draws in a loop (Laplace on d = 4) continues the stream exactly.
-    from tasks.mechanisms.laplace import _laplace
+    from ldpsim.tasks.mechanisms.laplace import _laplace
 
     gen = np.random.Generator(np.random.PCG64(SEED))
     s = rng.state_of(gen)
@@ -184,8 +183,8 @@ def test_state_through_python_needs_as_state():
 
 
 def test_kernel_refuses_a_state_that_is_not_uint64():
-    from tasks.sgd import ldp_sgd
-    from tasks.spec import normalize_spec
+    from ldpsim.tasks.sgd import ldp_sgd
+    from ldpsim.tasks.spec import normalize_spec
 
     rs = normalize_spec({"model": "quantile", "n": 10, "methods": {"oracle": {}}})
     model, mech = rs.model, rs.mechanism

@@ -6,9 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
-
-from tasks import compute_replicate, normalize_spec, run_replicate
-from tasks.warnings import OutsideTheoryWarning
+from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
+from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 N = 10**7
 BASES = {

@@ -6,9 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-
-from tasks import compute_replicate, normalize_spec, run_replicate
-from tasks.seeding import data_stream, method_stream, stable_hash
+from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
+from ldpsim.tasks.seeding import data_stream, method_stream, stable_hash
 
 QUANTILE = {"model": "quantile", "tau": 0.7, "n": 20_000, "seed": 5}
 REGRESSION = {"model": "quantile_regression", "n": 20_000, "seed": 5}

@@ -4,8 +4,7 @@ import math
 
 import numpy as np
 import pytest
-
-from tasks.intervals.self_normalized import (
+from ldpsim.tasks.intervals.self_normalized import (
     TABLE_DRAWS,
     _table,
     critical_value,

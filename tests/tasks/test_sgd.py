@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
+from ldpsim.tasks.replicate import run_kernel
+from ldpsim.tasks.sgd import ETA_EXACT_BELOW, eta_schedule
+from ldpsim.tasks.spec import normalize_spec
 from sgd_reference import reference_path
-
-from tasks.replicate import run_kernel
-from tasks.sgd import ETA_EXACT_BELOW, eta_schedule
-from tasks.spec import normalize_spec
 
 SEED = 20240611
 

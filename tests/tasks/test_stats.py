@@ -6,12 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.tasks.intervals.self_normalized import critical_value
+from ldpsim.tasks.replicate import checkpoint_stream, compute_replicate, replicate_cuts, run_stats
+from ldpsim.tasks.spec import normalize_spec
 from scipy import stats as sps
 from sgd_reference import reference_path
-
-from tasks.intervals.self_normalized import critical_value
-from tasks.replicate import checkpoint_stream, compute_replicate, replicate_cuts, run_stats
-from tasks.spec import normalize_spec
 
 N = 10_000
 SEED = 7

@@ -5,10 +5,9 @@ import math
 import warnings
 
 import pytest
-
-from tasks import normalize_spec, run_replicate
-from tasks.validation import check_choice, check_float, check_int, check_vector
-from tasks.warnings import LDPSimWarning, OutsideTheoryWarning
+from ldpsim.tasks import normalize_spec, run_replicate
+from ldpsim.tasks.validation import check_choice, check_float, check_int, check_vector
+from ldpsim.tasks.warnings import LDPSimWarning, OutsideTheoryWarning
 
 BASE = {"model": "quantile", "n": 1000}
 QR = {"model": "quantile_regression", "n": 1000}
