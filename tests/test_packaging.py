@@ -33,7 +33,9 @@ def run(command: list[str], cwd: Path, timeout: float = 600) -> subprocess.Compl
 def wheel_venv(tmp_path_factory) -> dict[str, Path]:
     """A fresh virtualenv with ldpsim installed from a wheel of this checkout."""
     root = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(root)], root)
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(root)], root
+    )
     (wheel,) = root.glob("ldpsim-*.whl")
     venv = root / "venv"
     run([sys.executable, "-m", "venv", str(venv)], root)
