@@ -1,4 +1,4 @@
-"""`python -m pipeline` is the `ldpsim` command."""
+"""`python -m ldpsim.pipeline` is the `ldpsim` command."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""`python -m tasks`: one replicate of each paper model, printed per coordinate."""
+"""`python -m ldpsim.tasks`: one replicate of each paper model, printed per coordinate."""
 
 from __future__ import annotations
 
