@@ -41,7 +41,7 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "done": {"long_name": "replicate durably written", "units": "1"},
     "failed": {"long_name": "replicate raised an error (see `ldpsim errors`)", "units": "1"},
     "method_failed": {
-        "long_name": "interval method could not be computed (see `ldpsim errors`)",
+        "long_name": "interval method could not be computed there (see `ldpsim errors`)",
         "units": "1",
     },
     "seconds": {"long_name": "compute time of the replicate", "units": "s"},
@@ -143,9 +143,11 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
             (*g_dims, "method", "rep", *x_dims),
             lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
         ),
+        # Per checkpoint: a method that fails at an early checkpoint (too few blocks)
+        # still counts at the later ones.
         "method_failed": (
-            (*g_dims, "method", "rep"),
-            lazy((*g_shape, m, r), (*g_chunks, m, rc), bool, False),
+            (*g_dims, "method", "rep", *x_dims[:-1]),
+            lazy((*g_shape, m, r, *x_shape[:-1]), (*g_chunks, m, rc, *x_shape[:-1]), bool, False),
         ),
         "done": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
         "failed": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),

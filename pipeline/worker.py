@@ -54,8 +54,9 @@ def run_chunk(
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
 
     Returns arrays shaped for the store: estimate (R, [K,] d), lower/upper (M, R, [K,] d),
-    method_failed (M, R), failed (R,), seconds (R,), job_id (R,), and an error record per
-    failed replicate (traceback, parameters, seed) or per failed method.
+    method_failed (M, R, [K]) (per checkpoint: a method that fails at an early checkpoint
+    still counts at the later ones), failed (R,), seconds (R,), job_id (R,), and an error
+    record per failed replicate (traceback, parameters, seed) or per failed method.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,7 +68,7 @@ def run_chunk(
         "estimate": np.full((n_reps, *extra), np.nan),
         "lower": np.full((n_methods, n_reps, *extra), np.nan),
         "upper": np.full((n_methods, n_reps, *extra), np.nan),
-        "method_failed": np.zeros((n_methods, n_reps), dtype=bool),
+        "method_failed": np.zeros((n_methods, n_reps, *extra[:-1]), dtype=bool),
         "failed": np.zeros(n_reps, dtype=bool),
         "seconds": np.full(n_reps, np.nan),
         "job_id": np.full(n_reps, batch_job_id(), dtype=np.int64),
@@ -101,7 +102,7 @@ def run_chunk(
         for m, label in enumerate(methods):
             out["lower"][m, i, ..., :dim] = result.lower[label]
             out["upper"][m, i, ..., :dim] = result.upper[label]
-            out["method_failed"][m, i] = label in result.failures
+            out["method_failed"][m, i] = result.method_failed[label]
         out["seconds"][i] = result.seconds
         if result.failures:
             out["errors"][rep] = {

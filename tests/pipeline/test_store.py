@@ -10,8 +10,10 @@ import pytest
 from conftest import computed, tree_hash, write_sweep
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.store import Store, open_dataset
+from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.pipeline.worker import run_chunk
 from ldpsim.tasks.seeding import STREAMS_VERSION
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
@@ -113,6 +115,27 @@ def test_spec_mismatch_refused(finished, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "different specification" in err and "spec.eps: 1.0 -> 2.0" in err
     assert tree_hash(store) == before
+
+
+def test_method_failed_per_checkpoint(tmp_path):
+    # At n = 3 bb has floor(3 / floor(3^0.75)) = 1 block and bm M = 1 batch: both fail
+    # there only. The real worker's chunk, written to a real store, flags that checkpoint
+    # alone, and the summary keeps both replicates at the later checkpoints.
+    sweep_file = write_sweep(
+        tmp_path / "ck.toml", replicates=2, grid={"n": [2000]}, spec={"checkpoints": "[3, 100]"}
+    )
+    sweep = load_sweep(sweep_file)
+    store, _ = Store.open_or_create(tmp_path / "ck.zarr", sweep)
+    point = sweep.points()[0]
+    chunk = run_chunk(point.spec, [0, 1], store.layout.methods, store.layout.d, "in-process")
+    store.write_chunk(store.index_of(point), 0, chunk)
+    ds = open_dataset(tmp_path / "ck.zarr")
+    assert ds["method_failed"].dims == ("n", "method", "rep", "checkpoint")
+    failed = ds["method_failed"].isel(n=0).transpose("method", "rep", "checkpoint").values
+    early = np.array([[True, False, False]] * 2)
+    np.testing.assert_array_equal(failed, [early, early, np.zeros_like(early)])
+    n_done = summarize(ds)["n_done"].isel(n=0, coord=0).transpose("method", "checkpoint")
+    np.testing.assert_array_equal(n_done.values, [[0, 2, 2], [0, 2, 2], [2, 2, 2]])
 
 
 def _as_version_1(store, copy):
