@@ -342,7 +342,11 @@ class Store:
         merge("estimate", 0, result["estimate"])
         merge("lower", 1, result["lower"][:m])
         merge("upper", 1, result["upper"][:m])
-        merge("method_failed", 1, result["method_failed"])
+        method_failed = result["method_failed"]
+        if "checkpoint" not in (a["method_failed"].metadata.dimension_names or ()):
+            # A store written before method_failed had the checkpoint axis.
+            method_failed = method_failed.reshape(*method_failed.shape[:2], -1).any(axis=2)
+        merge("method_failed", 1, method_failed)
         merge("seconds", 0, result["seconds"])
         merge("job_id", 0, result["job_id"])
         merge("failed", 0, result["failed"])

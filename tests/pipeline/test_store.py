@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+import zarr
 from conftest import computed, tree_hash, write_sweep
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.runner import run_sweep
@@ -134,6 +135,23 @@ def test_method_failed_per_checkpoint(tmp_path):
     failed = ds["method_failed"].isel(n=0).transpose("method", "rep", "checkpoint").values
     early = np.array([[True, False, False]] * 2)
     np.testing.assert_array_equal(failed, [early, early, np.zeros_like(early)])
+    n_done = summarize(ds)["n_done"].isel(n=0, coord=0).transpose("method", "checkpoint")
+    np.testing.assert_array_equal(n_done.values, [[0, 2, 2], [0, 2, 2], [2, 2, 2]])
+
+    # A store made before method_failed had the checkpoint axis is still written (one
+    # flag per replicate) and summarized the same way.
+    group = zarr.open_group(str(tmp_path / "ck.zarr"), mode="r+", zarr_format=3)
+    del group["method_failed"]
+    group.create_array(
+        "method_failed",
+        shape=(1, 3, 2),
+        dtype=bool,
+        fill_value=False,
+        dimension_names=("n", "method", "rep"),
+    )
+    Store(tmp_path / "ck.zarr", store.layout).write_chunk(store.index_of(point), 0, chunk)
+    ds = open_dataset(tmp_path / "ck.zarr")
+    assert ds["method_failed"].isel(n=0).values.tolist() == [[True] * 2, [True] * 2, [False] * 2]
     n_done = summarize(ds)["n_done"].isel(n=0, coord=0).transpose("method", "checkpoint")
     np.testing.assert_array_equal(n_done.values, [[0, 2, 2], [0, 2, 2], [2, 2, 2]])
 
