@@ -26,6 +26,8 @@ import xarray as xr
 import zarr
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import GridPoint, Sweep
+from ldpsim.tasks.intervals.batch_means import BatchMeans
+from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA
 from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
@@ -463,8 +465,9 @@ def check_streams(path: Path, sweep: Sweep) -> None:
     """Refuse a store whose random streams differ from this ldpsim's for ``sweep``.
 
     Stores written before the ``streams_version`` attribute existed drew version 1. A
-    newer version changes the numbers of some mechanisms only (``STREAMS_CHANGED``);
-    a store that uses none of them gets the same numbers and may be resumed or extended.
+    newer version changes the numbers of some mechanisms or methods only
+    (``STREAMS_CHANGED``); a store that uses none of them gets the same numbers and may
+    be resumed or extended.
     """
     raw = read_attrs(path).get("streams_version", 1)
     if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= STREAMS_VERSION:
@@ -472,14 +475,29 @@ def check_streams(path: Path, sweep: Sweep) -> None:
             f"The store {str(path)!r} has an invalid 'streams_version' attribute {raw!r} "
             f"(an integer in [1, {STREAMS_VERSION}] is allowed); refusing to change it."
         )
-    used = {point.normalized.mechanism.name for point in sweep.points()}
-    clash = sorted(streams_changed_since(raw) & used)
+    points = sweep.points()
+    changed = streams_changed_since(raw)
+    clash = [
+        f"the mechanism {name}"
+        for name in sorted({point.normalized.mechanism.name for point in points} & changed)
+    ]
+    # Version 3 changed bm only where its default batch count follows a bb whose beta
+    # is not the 0.75 that bm used before.
+    for label, params in sweep.methods.items():
+        method = points[0].normalized.methods[label]
+        if (
+            isinstance(method, BatchMeans)
+            and method.name in changed
+            and not {"n_batches", "beta"} & set(params)
+            and method.beta != DEFAULT_BETA
+        ):
+            clash.append(f"the method {label} (its default n_batches)")
     if clash:
         raise InputError(
             f"The store {str(path)!r} was written with random streams of version {raw}, "
-            f"and this ldpsim (streams version {STREAMS_VERSION}) draws different numbers "
-            f"for the mechanism {', '.join(clash)}; refusing to compute into it. Use "
-            f"another --store path, or the ldpsim release that wrote it."
+            f"and this ldpsim (streams version {STREAMS_VERSION}) computes different numbers "
+            f"for {', '.join(clash)}; refusing to compute into it. Use another --store "
+            f"path, or the ldpsim release that wrote it."
         )
 
 

@@ -14,13 +14,16 @@ import numpy as np
 #: extended with replicates that are not comparable with its own.
 #: 1: Laplace noise by numpy's ``Generator.laplace``.
 #: 2: Laplace noise as a random sign times numpy's exponential (``tasks.rng.laplace``).
-STREAMS_VERSION = 2
-#: The mechanisms whose numbers each version changed.
-STREAMS_CHANGED: dict[int, frozenset[str]] = {2: frozenset({"laplace"})}
+#: 3: bm's default batch count is the block count of the replicate's bb (it was the
+#:    count for beta = 0.75 whatever bb's beta; only a bm with neither n_batches nor beta
+#:    next to a bb with beta != 0.75 changed).
+STREAMS_VERSION = 3
+#: The mechanisms and interval methods whose numbers each version changed.
+STREAMS_CHANGED: dict[int, frozenset[str]] = {2: frozenset({"laplace"}), 3: frozenset({"bm"})}
 
 
 def streams_changed_since(version: int) -> frozenset[str]:
-    """The mechanisms whose numbers changed after streams ``version``, up to now."""
+    """The mechanisms and methods whose numbers changed after streams ``version``."""
     changed: set[str] = set()
     for v in range(version + 1, STREAMS_VERSION + 1):
         changed |= STREAMS_CHANGED.get(v, frozenset())

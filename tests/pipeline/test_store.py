@@ -10,8 +10,9 @@ import pytest
 import zarr
 from conftest import computed, tree_hash, write_sweep
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import Store, open_dataset
+from ldpsim.pipeline.store import Store, check_streams, open_dataset
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.worker import run_chunk
@@ -192,6 +193,37 @@ def test_store_from_other_laplace_streams_refused(local_cluster, tmp_path, capsy
     err = capsys.readouterr().err
     assert "invalid 'streams_version' attribute 'x'" in err and "Traceback" not in err
     assert tree_hash(old) == before
+
+
+def _set_root_attrs(store, **attrs):
+    # Edit the store's root attributes as an older ldpsim would have written them.
+    root = json.loads((store / "zarr.json").read_text())
+    root["attributes"].update(attrs)
+    (store / "zarr.json").write_text(json.dumps(root))
+
+
+def test_version_2_store_whose_bm_follows_another_beta_refused(tmp_path, capsys):
+    # Up to streams version 2, bm's default M used beta = 0.75 whatever bb's beta: in a
+    # version-2 store of a sweep with bb beta = 0.6 and a default bm, new replicates
+    # would get another M. Sweeps whose bm numbers did not change stay accepted.
+    sweep_file = write_sweep(tmp_path / "b.toml", replicates=2, grid={"n": [2000]})
+    short = ["methods.bb.beta=0.6"]
+    stores = {}
+    for name, overrides in (("short", short), ("paper", [])):
+        stores[name] = tmp_path / f"{name}.zarr"
+        Store.open_or_create(stores[name], load_sweep(sweep_file, overrides))
+        _set_root_attrs(stores[name], streams_version=2)
+    before = tree_hash(stores["short"])
+    for extra in ([], ["--replicates", "4"]):
+        args = ["run", str(sweep_file), "--store", str(stores["short"]), "--set", *short]
+        assert main([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "streams of version 2" in err and "the method bm (its default n_batches)" in err
+        assert tree_hash(stores["short"]) == before
+    check_streams(stores["paper"], load_sweep(sweep_file))  # bb beta 0.75: same M
+    with pytest.raises(InputError, match="method bm"):
+        check_streams(stores["short"], load_sweep(sweep_file, short))
 
 
 def test_store_from_version_1_without_laplace_extends(finished, local_cluster, tmp_path):
