@@ -27,8 +27,8 @@ import zarr
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import GridPoint, Sweep
 from ldpsim.tasks.intervals.batch_means import BatchMeans
-from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA
-from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since
+from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
+from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since, streams_fingerprint
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
@@ -180,6 +180,7 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
         rep_chunk=layout.rep_chunk,
         versions=json.dumps(library_versions(), sort_keys=True),
         streams_version=STREAMS_VERSION,
+        streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )
@@ -468,8 +469,16 @@ def check_streams(path: Path, sweep: Sweep) -> None:
     newer version changes the numbers of some mechanisms or methods only
     (``STREAMS_CHANGED``); a store that uses none of them gets the same numbers and may
     be resumed or extended.
+
+    The ``streams_fingerprint`` attribute holds hashes of numpy's numbers as the
+    store's creator drew them (:func:`ldpsim.tasks.seeding.streams_fingerprint`); a part
+    that the sweep uses (the data stream, its multiplier laws) and that differs under
+    the running numpy is refused. A store without the attribute (made before it
+    existed) is accepted, and the attribute is not added: nobody can tell which numpy
+    drew its replicates.
     """
-    raw = read_attrs(path).get("streams_version", 1)
+    attrs = read_attrs(path)
+    raw = attrs.get("streams_version", 1)
     if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= STREAMS_VERSION:
         raise InputError(
             f"The store {str(path)!r} has an invalid 'streams_version' attribute {raw!r} "
@@ -499,6 +508,51 @@ def check_streams(path: Path, sweep: Sweep) -> None:
             f"for {', '.join(clash)}; refusing to compute into it. Use another --store "
             f"path, or the ldpsim release that wrote it."
         )
+    _check_fingerprint(path, attrs, sweep)
+
+
+def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
+    """Refuse a store whose recorded numpy draws differ from the running numpy's."""
+    if "streams_fingerprint" not in attrs:
+        return  # made before the fingerprint existed; see check_streams
+    raw = attrs["streams_fingerprint"]
+    try:
+        recorded = json.loads(raw)
+        if not isinstance(recorded, dict) or not all(
+            isinstance(v, str) for v in recorded.values()
+        ):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InputError(
+            f"The store {str(path)!r} has an invalid 'streams_fingerprint' attribute "
+            f"{raw!r} (a JSON object of part -> hash is allowed); refusing to change it."
+        ) from None
+    used = {"data"} | {
+        method.multiplier
+        for point in sweep.points()
+        for method in point.normalized.methods.values()
+        if isinstance(method, BlockBootstrap)
+    }
+    running = streams_fingerprint()
+    differ = sorted(
+        part for part in used if part in recorded and recorded[part] != running.get(part)
+    )
+    if differ:
+        try:
+            written = json.loads(attrs.get("versions", "{}")).get("numpy", "unknown")
+        except (TypeError, ValueError, AttributeError):
+            written = "unknown"
+        raise InputError(
+            f"The store {str(path)!r} was written with numpy {written}, whose random "
+            f"numbers differ from this numpy {np.__version__}'s for "
+            f"{', '.join(_fingerprint_label(part) for part in differ)} (streams "
+            f"fingerprint); refusing to compute into it, new replicates would not be "
+            f"comparable. Use another --store path, or the numpy that wrote it ({written})."
+        )
+
+
+def _fingerprint_label(part: str) -> str:
+    return "the data stream" if part == "data" else f"the {part} multipliers"
 
 
 def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:

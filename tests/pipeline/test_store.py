@@ -16,7 +16,7 @@ from ldpsim.pipeline.store import Store, check_streams, open_dataset
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.worker import run_chunk
-from ldpsim.tasks.seeding import STREAMS_VERSION
+from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
 
@@ -224,6 +224,55 @@ def test_version_2_store_whose_bm_follows_another_beta_refused(tmp_path, capsys)
     check_streams(stores["paper"], load_sweep(sweep_file))  # bb beta 0.75: same M
     with pytest.raises(InputError, match="method bm"):
         check_streams(stores["short"], load_sweep(sweep_file, short))
+
+
+@pytest.mark.parametrize(
+    ("part", "named"), [("data", "the data stream"), ("uniform", "the uniform multipliers")]
+)
+def test_store_from_other_numpy_streams_refused(finished, tmp_path, capsys, part, named):
+    # The store records hashes of numpy's draws (the data stream, each multiplier law);
+    # one of them as another numpy would draw it: resuming and extending are refused,
+    # the store stays byte-for-byte the same.
+    sweep_file, store = finished
+    recorded = json.loads(open_dataset(store).attrs["streams_fingerprint"])
+    assert recorded == streams_fingerprint()
+    other = shutil.copytree(store, tmp_path / "other.zarr")
+    _set_root_attrs(other, streams_fingerprint=json.dumps({**recorded, part: "0" * 16}))
+    before = tree_hash(other)
+    for extra in ([], ["--replicates", "6"]):
+        assert main(["run", str(sweep_file), "--store", str(other), *extra]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert f"differ from this numpy {np.__version__}'s for {named}" in err
+        assert tree_hash(other) == before
+
+
+def test_store_fingerprint_of_unused_law_absent_or_invalid(
+    finished, local_cluster, tmp_path, capsys
+):
+    sweep_file, store = finished
+    recorded = json.loads(open_dataset(store).attrs["streams_fingerprint"])
+    sched = ["--scheduler", local_cluster.scheduler_address]
+    # A law the sweep does not draw (its bb uses uniform multipliers) does not matter.
+    unused = shutil.copytree(store, tmp_path / "unused.zarr")
+    _set_root_attrs(unused, streams_fingerprint=json.dumps({**recorded, "gaussian": "0" * 16}))
+    assert main(["run", str(sweep_file), "--store", str(unused), *sched]) == 0
+    # A store made before the fingerprint existed is extended; it gets no fingerprint,
+    # since nobody knows which numpy drew its replicates.
+    old = shutil.copytree(store, tmp_path / "old.zarr")
+    root = json.loads((old / "zarr.json").read_text())
+    del root["attributes"]["streams_fingerprint"]
+    (old / "zarr.json").write_text(json.dumps(root))
+    assert main(["run", str(sweep_file), "--store", str(old), "--replicates", "6", *sched]) == 0
+    ds = open_dataset(old)
+    assert int(ds["done"].sum()) == 24 and "streams_fingerprint" not in ds.attrs
+    # A malformed fingerprint is bad input, not a crash.
+    _set_root_attrs(old, streams_fingerprint="[1, 2")
+    before = tree_hash(old)
+    assert main(["run", str(sweep_file), "--store", str(old), "--replicates", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid 'streams_fingerprint' attribute '[1, 2'" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and tree_hash(old) == before
 
 
 def test_store_from_version_1_without_laplace_extends(finished, local_cluster, tmp_path):
