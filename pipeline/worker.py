@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -12,33 +11,6 @@ from typing import Any
 
 import numpy as np
 from ldpsim.tasks import normalize_spec, run_replicate
-
-#: When set, every computed replicate appends a line here (tests count computations).
-COMPUTE_LOG_ENV = "LDPSIM_COMPUTE_LOG"
-#: FAULT INJECTION FOR TESTS ONLY. When set, names a JSON file
-#: ``{"raise": [[KEY_SUBSTRING, REP], ...], "exit": [[KEY_SUBSTRING, REP], ...]}``: a
-#: listed replicate raises (``raise``) or kills its worker process (``exit``). No input
-#: of a real sweep fails only at run time on every platform, so the tests of failure
-#: handling (recorded errors, KilledWorker) need this hook; never set it otherwise.
-FAULT_FILE_ENV = "LDPSIM_FAULT_FILE"
-
-
-class InjectedFault(RuntimeError):
-    """Raised by the test-only fault-injection hook (see FAULT_FILE_ENV)."""
-
-
-def _injected_fault(key: str, rep: int) -> None:
-    path = os.environ.get(FAULT_FILE_ENV)
-    if not path or not os.path.exists(path):
-        return
-    with open(path) as f:
-        faults = json.load(f)
-    for action in ("raise", "exit"):
-        for substring, fault_rep in faults.get(action, []):
-            if substring in key and int(fault_rep) == rep:
-                if action == "exit":
-                    os._exit(70)  # the worker process dies, as on an out-of-memory kill
-                raise InjectedFault(f"fault injected for tests: {key} rep {rep}")
 
 
 def batch_job_id() -> int:
@@ -76,14 +48,9 @@ def run_chunk(
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
-    log = os.environ.get(COMPUTE_LOG_ENV)
     for i, rep in enumerate(reps):
-        if log:
-            with open(log, "a") as f:
-                f.write(f"{key} {rep}\n")
         base = {"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": out["host"]}
         try:
-            _injected_fault(key, rep)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = run_replicate(rs, rep)
