@@ -604,7 +604,3 @@ def remove_partial_files(path: str | Path) -> int:
             f.unlink(missing_ok=True)
             count += 1
     return count
-
-
-def remove_store(path: str | Path) -> None:
-    shutil.rmtree(path)

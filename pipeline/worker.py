@@ -45,11 +45,10 @@ def run_chunk(
         "seconds": np.full(n_reps, np.nan),
         "job_id": np.full(n_reps, batch_job_id(), dtype=np.int64),
         "errors": {},
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
     }
+    host = socket.gethostname()
     for i, rep in enumerate(reps):
-        base = {"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": out["host"]}
+        base = {"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": host}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
