@@ -214,7 +214,7 @@ def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Except
         "estimate": np.full((n_reps, *extra), np.nan),
         "lower": np.full((len(methods), n_reps, *extra), np.nan),
         "upper": np.full((len(methods), n_reps, *extra), np.nan),
-        "method_failed": np.zeros((len(methods), n_reps), dtype=bool),
+        "method_failed": np.zeros((len(methods), n_reps, *extra[:-1]), dtype=bool),
         "failed": np.ones(n_reps, dtype=bool),
         "seconds": np.full(n_reps, np.nan),
         "job_id": np.zeros(n_reps, dtype=np.int64),

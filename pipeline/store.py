@@ -26,7 +26,9 @@ import xarray as xr
 import zarr
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import GridPoint, Sweep
-from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since
+from ldpsim.tasks.intervals.batch_means import BatchMeans
+from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
+from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since, streams_fingerprint
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
@@ -41,7 +43,7 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "done": {"long_name": "replicate durably written", "units": "1"},
     "failed": {"long_name": "replicate raised an error (see `ldpsim errors`)", "units": "1"},
     "method_failed": {
-        "long_name": "interval method could not be computed (see `ldpsim errors`)",
+        "long_name": "interval method could not be computed there (see `ldpsim errors`)",
         "units": "1",
     },
     "seconds": {"long_name": "compute time of the replicate", "units": "s"},
@@ -143,9 +145,11 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
             (*g_dims, "method", "rep", *x_dims),
             lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
         ),
+        # Per checkpoint: a method that fails at an early checkpoint (too few blocks)
+        # still counts at the later ones.
         "method_failed": (
-            (*g_dims, "method", "rep"),
-            lazy((*g_shape, m, r), (*g_chunks, m, rc), bool, False),
+            (*g_dims, "method", "rep", *x_dims[:-1]),
+            lazy((*g_shape, m, r, *x_shape[:-1]), (*g_chunks, m, rc, *x_shape[:-1]), bool, False),
         ),
         "done": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
         "failed": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
@@ -176,6 +180,7 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
         rep_chunk=layout.rep_chunk,
         versions=json.dumps(library_versions(), sort_keys=True),
         streams_version=STREAMS_VERSION,
+        streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )
@@ -340,7 +345,11 @@ class Store:
         merge("estimate", 0, result["estimate"])
         merge("lower", 1, result["lower"][:m])
         merge("upper", 1, result["upper"][:m])
-        merge("method_failed", 1, result["method_failed"])
+        method_failed = result["method_failed"]
+        if "checkpoint" not in (a["method_failed"].metadata.dimension_names or ()):
+            # A store written before method_failed had the checkpoint axis.
+            method_failed = method_failed.reshape(*method_failed.shape[:2], -1).any(axis=2)
+        merge("method_failed", 1, method_failed)
         merge("seconds", 0, result["seconds"])
         merge("job_id", 0, result["job_id"])
         merge("failed", 0, result["failed"])
@@ -457,24 +466,93 @@ def check_streams(path: Path, sweep: Sweep) -> None:
     """Refuse a store whose random streams differ from this ldpsim's for ``sweep``.
 
     Stores written before the ``streams_version`` attribute existed drew version 1. A
-    newer version changes the numbers of some mechanisms only (``STREAMS_CHANGED``);
-    a store that uses none of them gets the same numbers and may be resumed or extended.
+    newer version changes the numbers of some mechanisms or methods only
+    (``STREAMS_CHANGED``); a store that uses none of them gets the same numbers and may
+    be resumed or extended.
+
+    The ``streams_fingerprint`` attribute holds hashes of numpy's numbers as the
+    store's creator drew them (:func:`ldpsim.tasks.seeding.streams_fingerprint`); a part
+    that the sweep uses (the data stream, its multiplier laws) and that differs under
+    the running numpy is refused. A store without the attribute (made before it
+    existed) is accepted, and the attribute is not added: nobody can tell which numpy
+    drew its replicates.
     """
-    raw = read_attrs(path).get("streams_version", 1)
+    attrs = read_attrs(path)
+    raw = attrs.get("streams_version", 1)
     if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= STREAMS_VERSION:
         raise InputError(
             f"The store {str(path)!r} has an invalid 'streams_version' attribute {raw!r} "
             f"(an integer in [1, {STREAMS_VERSION}] is allowed); refusing to change it."
         )
-    used = {point.normalized.mechanism.name for point in sweep.points()}
-    clash = sorted(streams_changed_since(raw) & used)
+    points = sweep.points()
+    changed = streams_changed_since(raw)
+    clash = [
+        f"the mechanism {name}"
+        for name in sorted({point.normalized.mechanism.name for point in points} & changed)
+    ]
+    # Version 3 changed bm only where its default batch count follows a bb whose beta
+    # is not the 0.75 that bm used before.
+    for label, params in sweep.methods.items():
+        method = points[0].normalized.methods[label]
+        if (
+            isinstance(method, BatchMeans)
+            and method.name in changed
+            and not {"n_batches", "beta"} & set(params)
+            and method.beta != DEFAULT_BETA
+        ):
+            clash.append(f"the method {label} (its default n_batches)")
     if clash:
         raise InputError(
             f"The store {str(path)!r} was written with random streams of version {raw}, "
-            f"and this ldpsim (streams version {STREAMS_VERSION}) draws different numbers "
-            f"for the mechanism {', '.join(clash)}; refusing to compute into it. Use "
-            f"another --store path, or the ldpsim release that wrote it."
+            f"and this ldpsim (streams version {STREAMS_VERSION}) computes different numbers "
+            f"for {', '.join(clash)}; refusing to compute into it. Use another --store "
+            f"path, or the ldpsim release that wrote it."
         )
+    _check_fingerprint(path, attrs, sweep)
+
+
+def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
+    """Refuse a store whose recorded numpy draws differ from the running numpy's."""
+    if "streams_fingerprint" not in attrs:
+        return  # made before the fingerprint existed; see check_streams
+    raw = attrs["streams_fingerprint"]
+    try:
+        recorded = json.loads(raw)
+        if not isinstance(recorded, dict) or not all(
+            isinstance(v, str) for v in recorded.values()
+        ):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InputError(
+            f"The store {str(path)!r} has an invalid 'streams_fingerprint' attribute "
+            f"{raw!r} (a JSON object of part -> hash is allowed); refusing to change it."
+        ) from None
+    used = {"data"} | {
+        method.multiplier
+        for point in sweep.points()
+        for method in point.normalized.methods.values()
+        if isinstance(method, BlockBootstrap)
+    }
+    running = streams_fingerprint()
+    differ = sorted(
+        part for part in used if part in recorded and recorded[part] != running.get(part)
+    )
+    if differ:
+        try:
+            written = json.loads(attrs.get("versions", "{}")).get("numpy", "unknown")
+        except (TypeError, ValueError, AttributeError):
+            written = "unknown"
+        raise InputError(
+            f"The store {str(path)!r} was written with numpy {written}, whose random "
+            f"numbers differ from this numpy {np.__version__}'s for "
+            f"{', '.join(_fingerprint_label(part) for part in differ)} (streams "
+            f"fingerprint); refusing to compute into it, new replicates would not be "
+            f"comparable. Use another --store path, or the numpy that wrote it ({written})."
+        )
+
+
+def _fingerprint_label(part: str) -> str:
+    return "the data stream" if part == "data" else f"the {part} multipliers"
 
 
 def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
@@ -526,7 +604,3 @@ def remove_partial_files(path: str | Path) -> int:
             f.unlink(missing_ok=True)
             count += 1
     return count
-
-
-def remove_store(path: str | Path) -> None:
-    shutil.rmtree(path)

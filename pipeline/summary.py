@@ -142,8 +142,9 @@ def _mean_sd_count(
 def summarize(ds: xr.Dataset) -> xr.Dataset:
     """Summarize the replicates of a store (SPEC section 7).
 
-    Only replicates with ``done`` set count; for a method, a replicate also needs finite
-    bounds (a method that failed leaves NaN bounds and sets ``method_failed``). A cell
+    Only replicates with ``done`` set count; for a method, a replicate also needs
+    bounds at that cell (a method that failed leaves NaN bounds there, e.g. at one
+    checkpoint only, and sets ``method_failed``, which is not read here). A cell
     with no usable replicate gets NaN statistics and ``n_done`` 0, so a partly filled
     store can be summarized at any time.
 
@@ -151,8 +152,8 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     ----------
     ds : xarray.Dataset
         A store opened with :func:`ldpsim.pipeline.store.open_dataset` (or a Dataset of the same
-        layout): ``estimate``, ``lower``, ``upper``, ``truth``, ``done`` and, optionally,
-        ``method_failed``; attributes ``level`` and ``sweep``.
+        layout): ``estimate``, ``lower``, ``upper``, ``truth`` and ``done``; attributes
+        ``level`` and ``sweep``.
 
     Returns
     -------
@@ -172,9 +173,11 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     done = ds["done"].astype(bool)
     lower, upper = ds["lower"], ds["upper"]
 
+    # A failed method leaves NaN bounds exactly where it failed, so the bounds alone
+    # decide. ``method_failed`` is not used: stores written before it had a checkpoint
+    # axis flag a replicate at every checkpoint when the method failed at one of them,
+    # which would drop that replicate from the later checkpoints too.
     ok = done & valid & lower.notnull() & upper.notnull()
-    if "method_failed" in ds:
-        ok = ok & ~ds["method_failed"].astype(bool)
     covered = (lower <= truth) & (truth <= upper)
 
     n_done = ok.sum("rep")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -12,33 +11,6 @@ from typing import Any
 
 import numpy as np
 from ldpsim.tasks import normalize_spec, run_replicate
-
-#: When set, every computed replicate appends a line here (tests count computations).
-COMPUTE_LOG_ENV = "LDPSIM_COMPUTE_LOG"
-#: FAULT INJECTION FOR TESTS ONLY. When set, names a JSON file
-#: ``{"raise": [[KEY_SUBSTRING, REP], ...], "exit": [[KEY_SUBSTRING, REP], ...]}``: a
-#: listed replicate raises (``raise``) or kills its worker process (``exit``). No input
-#: of a real sweep fails only at run time on every platform, so the tests of failure
-#: handling (recorded errors, KilledWorker) need this hook; never set it otherwise.
-FAULT_FILE_ENV = "LDPSIM_FAULT_FILE"
-
-
-class InjectedFault(RuntimeError):
-    """Raised by the test-only fault-injection hook (see FAULT_FILE_ENV)."""
-
-
-def _injected_fault(key: str, rep: int) -> None:
-    path = os.environ.get(FAULT_FILE_ENV)
-    if not path or not os.path.exists(path):
-        return
-    with open(path) as f:
-        faults = json.load(f)
-    for action in ("raise", "exit"):
-        for substring, fault_rep in faults.get(action, []):
-            if substring in key and int(fault_rep) == rep:
-                if action == "exit":
-                    os._exit(70)  # the worker process dies, as on an out-of-memory kill
-                raise InjectedFault(f"fault injected for tests: {key} rep {rep}")
 
 
 def batch_job_id() -> int:
@@ -54,8 +26,9 @@ def run_chunk(
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
 
     Returns arrays shaped for the store: estimate (R, [K,] d), lower/upper (M, R, [K,] d),
-    method_failed (M, R), failed (R,), seconds (R,), job_id (R,), and an error record per
-    failed replicate (traceback, parameters, seed) or per failed method.
+    method_failed (M, R, [K]) (per checkpoint: a method that fails at an early checkpoint
+    still counts at the later ones), failed (R,), seconds (R,), job_id (R,), and an error
+    record per failed replicate (traceback, parameters, seed) or per failed method.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,22 +40,16 @@ def run_chunk(
         "estimate": np.full((n_reps, *extra), np.nan),
         "lower": np.full((n_methods, n_reps, *extra), np.nan),
         "upper": np.full((n_methods, n_reps, *extra), np.nan),
-        "method_failed": np.zeros((n_methods, n_reps), dtype=bool),
+        "method_failed": np.zeros((n_methods, n_reps, *extra[:-1]), dtype=bool),
         "failed": np.zeros(n_reps, dtype=bool),
         "seconds": np.full(n_reps, np.nan),
         "job_id": np.full(n_reps, batch_job_id(), dtype=np.int64),
         "errors": {},
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
     }
-    log = os.environ.get(COMPUTE_LOG_ENV)
+    host = socket.gethostname()
     for i, rep in enumerate(reps):
-        if log:
-            with open(log, "a") as f:
-                f.write(f"{key} {rep}\n")
-        base = {"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": out["host"]}
+        base = {"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": host}
         try:
-            _injected_fault(key, rep)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = run_replicate(rs, rep)
@@ -101,7 +68,7 @@ def run_chunk(
         for m, label in enumerate(methods):
             out["lower"][m, i, ..., :dim] = result.lower[label]
             out["upper"][m, i, ..., :dim] = result.upper[label]
-            out["method_failed"][m, i] = label in result.failures
+            out["method_failed"][m, i] = result.method_failed[label]
         out["seconds"][i] = result.seconds
         if result.failures:
             out["errors"][rep] = {

@@ -21,7 +21,8 @@ class ReplicateResult:
     """What one replicate returns; small and picklable.
 
     Arrays have shape (d,), or (n_checkpoints, d) when the spec has checkpoints.
-    A method that failed has NaN bounds and its reason in ``failures``; a non-finite
+    A method that failed has NaN bounds where it failed, True in ``method_failed`` there
+    (shape (), or (n_checkpoints,)) and its first reason in ``failures``; a non-finite
     estimate (overflowing iterates) is recorded under ``failures['estimate']``.
     """
 
@@ -32,6 +33,7 @@ class ReplicateResult:
     seconds: float
     checkpoints: tuple[int, ...] | None = None
     failures: dict[str, str] = field(default_factory=dict)
+    method_failed: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
@@ -151,6 +153,7 @@ def compute_replicate(
     estimate = np.empty((len(points), d))
     lower = {label: np.full((len(points), d), np.nan) for label in rs.methods}
     upper = {label: np.full((len(points), d), np.nan) for label in rs.methods}
+    method_failed = {label: np.zeros(len(points), dtype=bool) for label in rs.methods}
     failures: dict[str, str] = {}
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
@@ -172,6 +175,7 @@ def compute_replicate(
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
                 where = f" at n = {point}" if rs.checkpoints else ""
                 failures.setdefault(label, f"{type(exc).__name__}{where}: {exc}")
+                method_failed[label][k] = True
                 continue
             lower[label][k], upper[label][k] = lo, hi
     seconds = time.perf_counter() - start
@@ -179,6 +183,7 @@ def compute_replicate(
         estimate = estimate[0]
         lower = {k: v[0] for k, v in lower.items()}
         upper = {k: v[0] for k, v in upper.items()}
+        method_failed = {k: v.reshape(()) for k, v in method_failed.items()}
     return ReplicateResult(
         estimate=estimate,
         truth=rs.model.truth(),
@@ -187,4 +192,5 @@ def compute_replicate(
         seconds=seconds,
         checkpoints=rs.checkpoints,
         failures=failures,
+        method_failed=method_failed,
     )

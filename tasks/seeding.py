@@ -8,19 +8,24 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+from ldpsim.tasks import rng as kernel_rng
+from ldpsim.tasks.intervals.bootstrap import draw_multipliers
 
 #: Version of the numbers a replicate draws from its streams. Bump it whenever the same
 #: seed and specification would give different numbers, so that a store is never
 #: extended with replicates that are not comparable with its own.
 #: 1: Laplace noise by numpy's ``Generator.laplace``.
 #: 2: Laplace noise as a random sign times numpy's exponential (``tasks.rng.laplace``).
-STREAMS_VERSION = 2
-#: The mechanisms whose numbers each version changed.
-STREAMS_CHANGED: dict[int, frozenset[str]] = {2: frozenset({"laplace"})}
+#: 3: bm's default batch count is the block count of the replicate's bb (it was the
+#:    count for beta = 0.75 whatever bb's beta; only a bm with neither n_batches nor beta
+#:    next to a bb with beta != 0.75 changed).
+STREAMS_VERSION = 3
+#: The mechanisms and interval methods whose numbers each version changed.
+STREAMS_CHANGED: dict[int, frozenset[str]] = {2: frozenset({"laplace"}), 3: frozenset({"bm"})}
 
 
 def streams_changed_since(version: int) -> frozenset[str]:
-    """The mechanisms whose numbers changed after streams ``version``, up to now."""
+    """The mechanisms and methods whose numbers changed after streams ``version``."""
     changed: set[str] = set()
     for v in range(version + 1, STREAMS_VERSION + 1):
         changed |= STREAMS_CHANGED.get(v, frozenset())
@@ -77,3 +82,53 @@ def method_stream(
 
 def _seed_sequence(seed: int, path_key: Mapping, rep: int) -> np.random.SeedSequence:
     return np.random.SeedSequence([int(seed), *stable_hash(path_key), int(rep)])
+
+
+#: The parts of :func:`streams_fingerprint`: the data-and-noise stream, then one per
+#: multiplier law. Never change what a part draws (stores compare them across
+#: releases); a new law gets a new part, which older stores simply do not have.
+FINGERPRINT_PARTS = ("data", "uniform", "rademacher", "gaussian", "mammen")
+
+
+def streams_fingerprint() -> dict[str, str]:
+    """Hashes of a few random numbers of every kind ldpsim draws, from a fixed seed.
+
+    ldpsim's numbers are a function of the seed only while numpy's SeedSequence, PCG64
+    and the Generator methods behind the bootstrap multipliers stay as they are, which
+    numpy does not promise across releases. A store records these hashes when it is
+    created; a run refuses to add replicates to a store whose hashes differ from the
+    running ones (see ``check_streams`` in the pipeline).
+
+    Returns
+    -------
+    dict
+        Part name (:data:`FINGERPRINT_PARTS`) -> 16 hex digits of a SHA-256. ``data``:
+        64 draws each of the uniform, standard normal, standard exponential and Laplace
+        samplers of the kernel (:mod:`ldpsim.tasks.rng`) on a data stream; one part per
+        multiplier law: 64 multipliers from a method stream.
+    """
+    key = {"fingerprint": 1}
+
+    def digest(values: list[float] | np.ndarray) -> str:
+        # Rounded to float32: a last-bit difference between two platforms' log or exp
+        # (the ziggurat's tails) must not count, a different stream changes every value.
+        raw = np.asarray(values, dtype="<f4").tobytes()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+    state = kernel_rng.state_of(data_stream(0, key, 0))
+    draws: list[float] = []
+    for draw in (
+        kernel_rng.random,
+        kernel_rng.standard_normal,
+        kernel_rng.standard_exponential,
+        lambda s: kernel_rng.laplace(s, 0.0, 1.0),
+    ):
+        for _ in range(64):
+            value, state = draw(state)
+            state = kernel_rng.as_state(state)  # typed uint64 again (see tasks.rng)
+            draws.append(value)
+    out = {"data": digest(draws)}
+    for law in FINGERPRINT_PARTS[1:]:
+        rng = method_stream(0, key, 0, {"multiplier": law})
+        out[law] = digest(draw_multipliers(law, (4, 16), rng))
+    return out

@@ -10,6 +10,7 @@ from typing import Any
 
 from ldpsim.tasks import intervals, mechanisms, models
 from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.batch_means import follow_bootstrap
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.validation import check_float, check_int, check_vector, lookup
@@ -112,7 +113,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         otherwise); ``eps`` in (0, inf] (default 1, inf for 'none'); ``n`` int >= 2;
         ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
         floats (0); ``batch`` int >= 1 (1); ``methods`` mapping label -> parameters,
-        with optional ``method`` naming the kind (default: the label); ``level`` in
+        with optional ``method`` naming the kind (default: the label; a bm without
+        ``n_batches`` or ``beta`` takes the beta of the bb methods, which must agree, see
+        :func:`ldpsim.tasks.intervals.batch_means.follow_bootstrap`); ``level`` in
         (0, 1) (0.9); ``seed`` int >= 0 (0); ``checkpoints`` optional list of ints in
         [1, n] at which every interval is also computed.
 
@@ -190,6 +193,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         kind = params.pop("method", label)
         cls = lookup(intervals.REGISTRY, kind, "method")
         methods[str(label)] = build_unit(cls, params, "method")
+    methods = follow_bootstrap(methods)
 
     checkpoints = None
     if spec.get("checkpoints") is not None:

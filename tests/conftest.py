@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from ldpsim.pipeline.worker import COMPUTE_LOG_ENV, FAULT_FILE_ENV
+from worker_hooks import ComputeLogAndFaults
 
 #: Times a task may kill its worker before the scheduler gives up (KilledWorker).
 ALLOWED_FAILURES = 1
@@ -23,23 +23,24 @@ def cluster_files(tmp_path_factory) -> dict[str, Path]:
 def local_cluster(cluster_files):
     """2 process workers on loopback; they log computed replicates and honour faults."""
     import dask
-    from distributed import LocalCluster
+    from distributed import Client, LocalCluster
 
-    with pytest.MonkeyPatch.context() as mp:
-        # Workers inherit the environment of this process when (re)started by their nanny
-        # (which lives in this process), so it stays set while the cluster lives.
-        mp.setenv(COMPUTE_LOG_ENV, str(cluster_files["compute_log"]))
-        mp.setenv(FAULT_FILE_ENV, str(cluster_files["faults"]))
-        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
-            cluster = LocalCluster(
-                n_workers=2,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
+    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+        cluster = LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
+    with cluster:
+        # The scheduler keeps the plugin and sets it up on every worker that joins, a
+        # worker restarted by its nanny included, whichever client submits the tasks.
+        with Client(cluster) as client:
+            client.register_plugin(
+                ComputeLogAndFaults(cluster_files["compute_log"], cluster_files["faults"])
             )
-        with cluster:
-            yield cluster
+        yield cluster
 
 
 def store_token(store: Path) -> str:

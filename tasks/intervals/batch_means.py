@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap, block_partition
 from ldpsim.tasks.stats import StreamingStats, floor_power
 from ldpsim.tasks.validation import check_float, check_int
 from scipy import stats as sps
@@ -22,10 +25,12 @@ class BatchMeans(IntervalMethod):
     Parameters
     ----------
     n_batches : int or None
-        M, in [2, 10**6]; ``None`` (default) uses the bootstrap's block count
-        floor(n / floor(n^beta)).
-    beta : float
-        Exponent for that default, in (0, 1) (paper: 0.75).
+        M, in [2, 10**6]; ``None`` (default): the bootstrap's block count
+        floor(n / floor(n^beta)) (SPEC 5.2, "default M = m").
+    beta : float or None
+        Block-length exponent of that default, in (0, 1). ``None`` (default): the beta
+        of the replicate's bb, set by :func:`follow_bootstrap` (0.75, bb's default, when
+        there is no bb).
 
     References
     ----------
@@ -36,7 +41,7 @@ class BatchMeans(IntervalMethod):
     name = "bm"
 
     n_batches: int | None = None
-    beta: float = 0.75
+    beta: float | None = None
 
     def __post_init__(self) -> None:
         if self.n_batches is not None:
@@ -45,15 +50,16 @@ class BatchMeans(IntervalMethod):
                 "n_batches",
                 check_int(self.n_batches, "n_batches", owner=self.name, low=2, high=10**6),
             )
-        object.__setattr__(
-            self, "beta", check_float(self.beta, "beta", owner=self.name, low=0, high=1)
-        )
+        if self.beta is not None:
+            object.__setattr__(
+                self, "beta", check_float(self.beta, "beta", owner=self.name, low=0, high=1)
+            )
 
     def batches(self, n: int) -> int:
         """M for a run of n steps."""
         if self.n_batches is not None:
             return self.n_batches
-        return n // max(floor_power(n, self.beta), 1)
+        return block_partition(n, DEFAULT_BETA if self.beta is None else self.beta)[1]
 
     def bounds(self, n: int, gamma: float) -> np.ndarray:
         """e_0 < e_1 < ... < e_M = n; raises ValueError when they do not increase."""
@@ -93,3 +99,41 @@ class BatchMeans(IntervalMethod):
         sigma = (centred * sizes[:, None]).T @ centred / len(sizes)
         half = sps.norm.ppf(0.5 + level / 2) * np.sqrt(np.diag(sigma) / n)
         return theta_bar - half, theta_bar + half
+
+
+def follow_bootstrap(methods: Mapping[str, IntervalMethod]) -> dict[str, IntervalMethod]:
+    """``methods`` with every bm that sets neither n_batches nor beta given bb's beta.
+
+    So bm's default batch count M is the block count m of the bb it is compared with
+    (SPEC 5.2). Without a bb that bm keeps bb's default beta; several bb methods with
+    one beta (e.g. two multiplier laws) give one block count.
+
+    Raises
+    ------
+    ValueError
+        Such a bm sits next to bb methods with different betas: its M is ambiguous.
+    """
+    followers = [
+        label
+        for label, method in methods.items()
+        if isinstance(method, BatchMeans) and method.n_batches is None and method.beta is None
+    ]
+    betas = {
+        label: method.beta
+        for label, method in methods.items()
+        if isinstance(method, BlockBootstrap)
+    }
+    if not followers or not betas:
+        return dict(methods)
+    if len(set(betas.values())) > 1:
+        listed = ", ".join(f"{label} beta = {beta}" for label, beta in betas.items())
+        raise ValueError(
+            f"The default 'n_batches' of bm is the block count of the spec's bb, but its bb "
+            f"methods have different block lengths ({listed}). Set 'n_batches' or 'beta' "
+            f"of {', '.join(repr(label) for label in followers)}."
+        )
+    beta = next(iter(betas.values()))
+    return {
+        label: dataclasses.replace(method, beta=beta) if label in followers else method
+        for label, method in methods.items()
+    }

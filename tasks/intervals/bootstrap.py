@@ -17,6 +17,25 @@ Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
 Form = Literal["basic", "percentile"]
 
 _SQRT5 = math.sqrt(5.0)
+#: The paper's block-length exponent: l = floor(n^beta).
+DEFAULT_BETA = 0.75
+
+
+def block_partition(n: int, beta: float) -> tuple[int, int]:
+    """The bootstrap's blocks for a run of n steps: (block_len, n_blocks).
+
+    block_len l = floor(n^beta) (at least 1) and n_blocks m = floor(n / l). Batch means
+    takes m as its default batch count (SPEC 5.2), from this same function.
+
+    Parameters
+    ----------
+    n : int
+        Number of SGD steps, >= 1.
+    beta : float
+        Block-length exponent, in (0, 1).
+    """
+    block_len = max(floor_power(n, beta), 1)
+    return block_len, n // block_len
 
 
 def draw_multipliers(kind: Multiplier, size: tuple[int, int], rng: np.random.Generator):
@@ -63,7 +82,7 @@ class BlockBootstrap(IntervalMethod):
     uses_rng: ClassVar[bool] = True
 
     B: int = 500
-    beta: float = 0.75
+    beta: float = DEFAULT_BETA
     multiplier: Multiplier = "uniform"
     form: Form = "basic"
 
@@ -82,11 +101,11 @@ class BlockBootstrap(IntervalMethod):
 
     def block_len(self, n: int) -> int:
         """l = floor(n^beta)."""
-        return max(floor_power(n, self.beta), 1)
+        return block_partition(n, self.beta)[0]
 
     def n_blocks(self, n: int) -> int:
         """m = floor(n / l)."""
-        return n // self.block_len(n)
+        return block_partition(n, self.beta)[1]
 
     def check(self, n: int, gamma: float) -> None:
         m = self.n_blocks(n)

@@ -160,7 +160,10 @@ def checkpoint_store(reps: int = 1) -> xr.Dataset:
             "truth": (("coord",), np.array([0.0])),
             "done": (("rep",), np.ones(reps, dtype=bool)),
             "failed": (("rep",), np.zeros(reps, dtype=bool)),
-            "method_failed": (("method", "rep"), np.zeros((len(RUN_METHODS), reps), bool)),
+            "method_failed": (
+                ("method", "rep", "checkpoint"),
+                np.zeros((len(RUN_METHODS), reps, len(CHECKPOINTS)), bool),
+            ),
             "seconds": (("rep",), np.ones(reps)),
             "job_id": (("rep",), np.zeros(reps, dtype=np.int64)),
         },
@@ -180,4 +183,61 @@ def point_store() -> xr.Dataset:
     """No grid axes, no checkpoints: the (0.5, 100) cell of :func:`grid_store`."""
     ds = grid_store().sel(tau=0.5, n=100, drop=True)
     ds.attrs["sweep"] = sweep_attr({}, {"tau": 0.5, "n": 100}, METHODS)
+    return ds
+
+
+#: :func:`early_failure_store`: bm fails at the first checkpoint for replicates 0..3.
+EARLY_CHECKPOINTS = [10, 100, 1_000]
+EARLY_REPS = 8
+EARLY_FAILED_REPS = range(4)
+
+
+def early_covers(r: int) -> bool:
+    """Replicates 0..3 (those bm fails for early) and the even ones cover theta*."""
+    return r < 4 or r % 2 == 0
+
+
+def early_failure_store(per_checkpoint: bool = True) -> xr.Dataset:
+    """Methods bb and bm at checkpoints 10, 100, 1000, 8 replicates, d = 1, theta* = 0.5.
+
+    Both methods give the same intervals, covering theta* for the replicates of
+    :func:`early_covers` (6 of 8), except that bm failed at checkpoint 10 for replicates
+    0..3 (NaN bounds there). ``per_checkpoint`` False writes ``method_failed`` without
+    the checkpoint axis, as stores did before it had one (True for those replicates).
+    """
+    k, r_all = len(EARLY_CHECKPOINTS), EARLY_REPS
+    truth = 0.5
+    lower = np.empty((2, r_all, k, 1))
+    for r in range(r_all):
+        lower[:, r] = truth - 0.1 if early_covers(r) else truth + 0.01
+    upper = lower + 0.2
+    failed = list(EARLY_FAILED_REPS)
+    lower[1, failed, 0] = upper[1, failed, 0] = np.nan
+    if per_checkpoint:
+        method_failed = np.zeros((2, r_all, k), dtype=bool)
+        method_failed[1, failed, 0] = True
+        failed_dims: tuple[str, ...] = ("method", "rep", "checkpoint")
+    else:
+        method_failed = np.zeros((2, r_all), dtype=bool)
+        method_failed[1, failed] = True
+        failed_dims = ("method", "rep")
+    ds = xr.Dataset(
+        {
+            "estimate": (("rep", "checkpoint", "coord"), np.full((r_all, k, 1), truth)),
+            "lower": (("method", "rep", "checkpoint", "coord"), lower),
+            "upper": (("method", "rep", "checkpoint", "coord"), upper),
+            "truth": (("coord",), np.array([truth])),
+            "done": (("rep",), np.ones(r_all, dtype=bool)),
+            "failed": (("rep",), np.zeros(r_all, dtype=bool)),
+            "method_failed": (failed_dims, method_failed),
+        },
+        coords={
+            "method": np.array(["bb", "bm"], dtype=object),
+            "rep": np.arange(r_all),
+            "checkpoint": np.array(EARLY_CHECKPOINTS, dtype=np.int64),
+            "coord": np.arange(1),
+        },
+    )
+    spec = {"tau": 0.5, "n": EARLY_CHECKPOINTS[-1], "checkpoints": EARLY_CHECKPOINTS}
+    ds.attrs.update(level=LEVEL, sweep=sweep_attr({}, spec, ["bb", "bm"], r_all), rep_chunk=r_all)
     return ds

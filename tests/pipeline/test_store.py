@@ -7,12 +7,16 @@ import shutil
 
 import numpy as np
 import pytest
+import zarr
 from conftest import computed, tree_hash, write_sweep
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.store import Store, check_streams, open_dataset
+from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
-from ldpsim.tasks.seeding import STREAMS_VERSION
+from ldpsim.pipeline.worker import run_chunk
+from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
 
@@ -115,6 +119,44 @@ def test_spec_mismatch_refused(finished, tmp_path, capsys):
     assert tree_hash(store) == before
 
 
+def test_method_failed_per_checkpoint(tmp_path):
+    # At n = 3 bb has floor(3 / floor(3^0.75)) = 1 block and bm M = 1 batch: both fail
+    # there only. The real worker's chunk, written to a real store, flags that checkpoint
+    # alone, and the summary keeps both replicates at the later checkpoints.
+    sweep_file = write_sweep(
+        tmp_path / "ck.toml", replicates=2, grid={"n": [2000]}, spec={"checkpoints": "[3, 100]"}
+    )
+    sweep = load_sweep(sweep_file)
+    store, _ = Store.open_or_create(tmp_path / "ck.zarr", sweep)
+    point = sweep.points()[0]
+    chunk = run_chunk(point.spec, [0, 1], store.layout.methods, store.layout.d, "in-process")
+    store.write_chunk(store.index_of(point), 0, chunk)
+    ds = open_dataset(tmp_path / "ck.zarr")
+    assert ds["method_failed"].dims == ("n", "method", "rep", "checkpoint")
+    failed = ds["method_failed"].isel(n=0).transpose("method", "rep", "checkpoint").values
+    early = np.array([[True, False, False]] * 2)
+    np.testing.assert_array_equal(failed, [early, early, np.zeros_like(early)])
+    n_done = summarize(ds)["n_done"].isel(n=0, coord=0).transpose("method", "checkpoint")
+    np.testing.assert_array_equal(n_done.values, [[0, 2, 2], [0, 2, 2], [2, 2, 2]])
+
+    # A store made before method_failed had the checkpoint axis is still written (one
+    # flag per replicate) and summarized the same way.
+    group = zarr.open_group(str(tmp_path / "ck.zarr"), mode="r+", zarr_format=3)
+    del group["method_failed"]
+    group.create_array(
+        "method_failed",
+        shape=(1, 3, 2),
+        dtype=bool,
+        fill_value=False,
+        dimension_names=("n", "method", "rep"),
+    )
+    Store(tmp_path / "ck.zarr", store.layout).write_chunk(store.index_of(point), 0, chunk)
+    ds = open_dataset(tmp_path / "ck.zarr")
+    assert ds["method_failed"].isel(n=0).values.tolist() == [[True] * 2, [True] * 2, [False] * 2]
+    n_done = summarize(ds)["n_done"].isel(n=0, coord=0).transpose("method", "checkpoint")
+    np.testing.assert_array_equal(n_done.values, [[0, 2, 2], [0, 2, 2], [2, 2, 2]])
+
+
 def _as_version_1(store, copy):
     # A copy of ``store`` as ldpsim 0.1 wrote it: without the streams_version attribute.
     shutil.copytree(store, copy)
@@ -151,6 +193,86 @@ def test_store_from_other_laplace_streams_refused(local_cluster, tmp_path, capsy
     err = capsys.readouterr().err
     assert "invalid 'streams_version' attribute 'x'" in err and "Traceback" not in err
     assert tree_hash(old) == before
+
+
+def _set_root_attrs(store, **attrs):
+    # Edit the store's root attributes as an older ldpsim would have written them.
+    root = json.loads((store / "zarr.json").read_text())
+    root["attributes"].update(attrs)
+    (store / "zarr.json").write_text(json.dumps(root))
+
+
+def test_version_2_store_whose_bm_follows_another_beta_refused(tmp_path, capsys):
+    # Up to streams version 2, bm's default M used beta = 0.75 whatever bb's beta: in a
+    # version-2 store of a sweep with bb beta = 0.6 and a default bm, new replicates
+    # would get another M. Sweeps whose bm numbers did not change stay accepted.
+    sweep_file = write_sweep(tmp_path / "b.toml", replicates=2, grid={"n": [2000]})
+    short = ["methods.bb.beta=0.6"]
+    stores = {}
+    for name, overrides in (("short", short), ("paper", [])):
+        stores[name] = tmp_path / f"{name}.zarr"
+        Store.open_or_create(stores[name], load_sweep(sweep_file, overrides))
+        _set_root_attrs(stores[name], streams_version=2)
+    before = tree_hash(stores["short"])
+    for extra in ([], ["--replicates", "4"]):
+        args = ["run", str(sweep_file), "--store", str(stores["short"]), "--set", *short]
+        assert main([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "streams of version 2" in err and "the method bm (its default n_batches)" in err
+        assert tree_hash(stores["short"]) == before
+    check_streams(stores["paper"], load_sweep(sweep_file))  # bb beta 0.75: same M
+    with pytest.raises(InputError, match="method bm"):
+        check_streams(stores["short"], load_sweep(sweep_file, short))
+
+
+@pytest.mark.parametrize(
+    ("part", "named"), [("data", "the data stream"), ("uniform", "the uniform multipliers")]
+)
+def test_store_from_other_numpy_streams_refused(finished, tmp_path, capsys, part, named):
+    # The store records hashes of numpy's draws (the data stream, each multiplier law);
+    # one of them as another numpy would draw it: resuming and extending are refused,
+    # the store stays byte-for-byte the same.
+    sweep_file, store = finished
+    recorded = json.loads(open_dataset(store).attrs["streams_fingerprint"])
+    assert recorded == streams_fingerprint()
+    other = shutil.copytree(store, tmp_path / "other.zarr")
+    _set_root_attrs(other, streams_fingerprint=json.dumps({**recorded, part: "0" * 16}))
+    before = tree_hash(other)
+    for extra in ([], ["--replicates", "6"]):
+        assert main(["run", str(sweep_file), "--store", str(other), *extra]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert f"differ from this numpy {np.__version__}'s for {named}" in err
+        assert tree_hash(other) == before
+
+
+def test_store_fingerprint_of_unused_law_absent_or_invalid(
+    finished, local_cluster, tmp_path, capsys
+):
+    sweep_file, store = finished
+    recorded = json.loads(open_dataset(store).attrs["streams_fingerprint"])
+    sched = ["--scheduler", local_cluster.scheduler_address]
+    # A law the sweep does not draw (its bb uses uniform multipliers) does not matter.
+    unused = shutil.copytree(store, tmp_path / "unused.zarr")
+    _set_root_attrs(unused, streams_fingerprint=json.dumps({**recorded, "gaussian": "0" * 16}))
+    assert main(["run", str(sweep_file), "--store", str(unused), *sched]) == 0
+    # A store made before the fingerprint existed is extended; it gets no fingerprint,
+    # since nobody knows which numpy drew its replicates.
+    old = shutil.copytree(store, tmp_path / "old.zarr")
+    root = json.loads((old / "zarr.json").read_text())
+    del root["attributes"]["streams_fingerprint"]
+    (old / "zarr.json").write_text(json.dumps(root))
+    assert main(["run", str(sweep_file), "--store", str(old), "--replicates", "6", *sched]) == 0
+    ds = open_dataset(old)
+    assert int(ds["done"].sum()) == 24 and "streams_fingerprint" not in ds.attrs
+    # A malformed fingerprint is bad input, not a crash.
+    _set_root_attrs(old, streams_fingerprint="[1, 2")
+    before = tree_hash(old)
+    assert main(["run", str(sweep_file), "--store", str(old), "--replicates", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid 'streams_fingerprint' attribute '[1, 2'" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and tree_hash(old) == before
 
 
 def test_store_from_version_1_without_laplace_extends(finished, local_cluster, tmp_path):

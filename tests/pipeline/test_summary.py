@@ -170,6 +170,24 @@ def test_n_from_checkpoints_and_from_spec():
     np.testing.assert_allclose(point["sd_ratio"].values, 1.5, rtol=1e-9)
 
 
+@pytest.mark.parametrize("per_checkpoint", [True, False], ids=["per-checkpoint", "old-layout"])
+def test_failure_at_early_checkpoint_keeps_replicate_later(per_checkpoint):
+    # bm failed at checkpoint 10 for replicates 0..3, which all cover theta*; of 4..7 the
+    # even ones cover. By hand: at 10, bm has reps 4..7 of which 2 cover: 2/4; at 100
+    # and 1000 all 8 count and 4 + 2 cover: 6/8, as for bb everywhere. Counting the
+    # failure at every checkpoint would give 2/4 at 100 and 1000 too.
+    summary = summarize(syn.early_failure_store(per_checkpoint)).isel(coord=0)
+    bm, bb = summary.sel({"method": "bm"}), summary.sel({"method": "bb"})
+    assert bm["n_done"].values.tolist() == [4, 8, 8]
+    assert bm["joint_n_done"].values.tolist() == [4, 8, 8]
+    np.testing.assert_array_equal(bm["coverage"].values, [2 / 4, 6 / 8, 6 / 8])
+    np.testing.assert_array_equal(bm["joint_coverage"].values, [2 / 4, 6 / 8, 6 / 8])
+    se = [math.sqrt(p * (1 - p) / r) for p, r in ((2 / 4, 4), (6 / 8, 8), (6 / 8, 8))]
+    np.testing.assert_allclose(bm["coverage_se"].values, se, rtol=1e-12)
+    assert bb["n_done"].values.tolist() == [8, 8, 8]
+    np.testing.assert_array_equal(bb["coverage"].values, [6 / 8] * 3)
+
+
 def test_records(summary):
     recs = records(summary)
     assert len(recs) == 2 * 2 * 2 * 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import apply_overrides, builtin_sweeps, load_sweep
@@ -53,3 +55,29 @@ def test_invalid_point_named(tmp_path):
     with pytest.raises(InputError, match="tau") as info:
         load_sweep(tmp_path / "s.toml")
     assert "1.5" in str(info.value)
+
+
+def test_builtin_sweeps_keep_their_bm_batch_counts():
+    # Before bm followed bb it used beta = 0.75 whatever bb's; the built-in sweeps use
+    # bb's beta = 0.75, so their bm numbers (at n and at every checkpoint) are unchanged.
+    for name in builtin_sweeps():
+        for point in load_sweep(name).points():
+            rs = point.normalized
+            for n in rs.checkpoints or (rs.n,):
+                old = n // max(math.floor(n**0.75 * (1 + 1e-12)), 1)
+                assert rs.methods["bm"].batches(n) == old, (name, n)
+                assert rs.methods["bb"].n_blocks(n) == old, (name, n)
+
+
+def test_bm_next_to_two_bb_betas_is_refused_in_one_line(tmp_path, capsys):
+    # bm's default M is bb's block count; with two bb betas it is ambiguous (bad input).
+    from ldpsim.pipeline.cli import main
+
+    twin = ["--set", "methods.bb_short.method=bb", "--set", "methods.bb_short.beta=0.6"]
+    assert main(["run", "demo", "--store", str(tmp_path / "s.zarr"), *twin]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ldpsim: error: ")
+    assert "different block lengths (bb beta = 0.75, bb_short beta = 0.6)" in err
+    assert "Set 'n_batches' or 'beta' of 'bm'" in err and not (tmp_path / "s.zarr").exists()
+    sweep = load_sweep("demo", [*twin[1::2], "methods.bm.n_batches=30"])
+    assert sweep.points()[0].normalized.methods["bm"].batches(10**4) == 30

@@ -120,3 +120,38 @@ def test_multipliers_have_mean_zero_variance_one(kind):
     if kind == "mammen":
         # E e^3 = 1 for Mammen's two-point law.
         assert abs(np.mean(e**3) - 1.0) <= 4 * np.std(e**3) / math.sqrt(n)
+
+
+def _batch_and_block_counts(methods: dict, n: int) -> tuple[int, int]:
+    rs = normalize_spec({"model": "quantile", "n": n, "methods": methods})
+    return rs.methods["bm"].batches(n), rs.methods["bb"].n_blocks(n)
+
+
+@pytest.mark.parametrize("beta", [0.6, 0.75, 0.85])
+@pytest.mark.parametrize("n", [1000, 12_345, 10**6, 10**8])
+def test_bm_default_batch_count_is_bb_block_count(beta, n):
+    # SPEC 5.2: default M = m, the block count of the bb of the same spec; by hand,
+    # m = floor(n / floor(n^beta)) (n^beta exact for n = 1e6, 1e8 and beta = 0.75).
+    m = n // math.floor(n**beta * (1 + 1e-12))
+    assert _batch_and_block_counts({"bb": {"beta": beta}, "bm": {}}, n) == (m, m)
+
+
+def test_bm_default_batch_count_without_bb_or_with_several():
+    n = 10**8
+    # No bb: the count of bb's default beta 0.75: 100 blocks of 10**6 steps.
+    rs = normalize_spec({"model": "quantile", "n": n, "methods": {"bm": {}}})
+    assert rs.methods["bm"].batches(n) == 100
+    # Two bb variants with one beta (other multiplier law): one block count,
+    # floor(1e8 / floor(1e8^0.6)) = floor(1e8 / 63095) = 1584.
+    methods = {"bb": {"beta": 0.6}, "bb_gauss": {"method": "bb", "beta": 0.6}, "bm": {}}
+    rs = normalize_spec({"model": "quantile", "n": n, "methods": methods})
+    assert rs.methods["bm"].batches(n) == 1584
+    # Two betas: ambiguous, unless bm says what it wants.
+    methods["bb_gauss"]["beta"] = 0.75
+    with pytest.raises(
+        ValueError, match=r"different block lengths .* 'n_batches' or 'beta' of 'bm'"
+    ):
+        normalize_spec({"model": "quantile", "n": n, "methods": methods})
+    for own in ({"n_batches": 40}, {"beta": 0.75}):
+        spec = {"model": "quantile", "n": n, "methods": {**methods, "bm": own}}
+        assert normalize_spec(spec).methods["bm"].batches(n) == own.get("n_batches", 100)

@@ -37,6 +37,9 @@ def test_result_contract():
         assert result.lower[label].shape == (3,)
         assert np.all(result.lower[label] < result.upper[label])
     assert result.failures == {} and result.checkpoints is None
+    assert {label: bool(f) for label, f in result.method_failed.items()} == dict.fromkeys(
+        result.lower, False
+    )
     assert result.seconds > 0
     again = pickle.loads(pickle.dumps(result))
     assert np.array_equal(again.estimate, result.estimate)
@@ -51,6 +54,8 @@ def test_checkpoints_shapes_and_failures():
     assert result.estimate.shape == (4, 1)
     assert np.all(np.isnan(result.lower["bb"][0])) and np.all(np.isnan(result.upper["bb"][0]))
     assert "bb" in result.failures and "n = 3" in result.failures["bb"]
+    assert result.method_failed["bb"].tolist() == [True, False, False, False]
+    assert not result.method_failed["oracle"].any()
     assert np.all(np.isfinite(result.lower["bb"][1:]))
     assert np.all(np.isfinite(result.lower["oracle"]))
 

@@ -28,7 +28,7 @@ CASES = {
 }
 METHODS = {
     "bb": {},
-    "bm": {},
+    "bm": {"beta": 0.75},  # explicit: the two bb betas leave bm's default M ambiguous
     "sn": {},
     "oracle": {},
     "bb_pct": {"method": "bb", "B": 200, "beta": 0.6, "form": "percentile"},

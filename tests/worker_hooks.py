@@ -1,0 +1,74 @@
+"""A Dask worker plugin for the tests: it logs computed replicates and injects faults."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from distributed import WorkerPlugin, get_worker
+
+#: Exit status of a worker killed by an ``exit`` fault (as an out-of-memory kill would).
+FAULT_EXIT_STATUS = 70
+
+
+class InjectedFault(RuntimeError):
+    """Raised for a replicate listed under ``raise`` in the fault file."""
+
+
+class ComputeLogAndFaults(WorkerPlugin):
+    """Wrap the replicate function that ``ldpsim.pipeline.worker.run_chunk`` calls.
+
+    Registered on a cluster (``client.register_plugin``), it is set up on every worker,
+    also on one that a nanny restarts after a kill, and so it is seen by a run from any
+    client, an ``ldpsim run --scheduler`` subprocess included. Before each replicate it
+    appends ``"TASK_KEY REP"`` to ``compute_log`` (tests count computations) and reads
+    ``faults``, a JSON file ``{"raise": [[KEY_SUBSTRING, REP], ...], "exit": [...]}``
+    (absent: no fault): a listed replicate of a task whose key contains the substring
+    raises :class:`InjectedFault` (``raise``) or kills its worker process (``exit``).
+    No input of a real sweep fails only at run time on every platform, so the tests of
+    failure handling (recorded errors, KilledWorker) need this.
+
+    Parameters
+    ----------
+    compute_log, faults : path
+        Files on a file system that the workers share with the tests.
+    """
+
+    name = "ldpsim-test-hooks"
+
+    def __init__(self, compute_log: Path, faults: Path) -> None:
+        self.compute_log = str(compute_log)
+        self.faults = str(faults)
+
+    def setup(self, worker) -> None:
+        import ldpsim.pipeline.worker as module
+
+        self.module, self.original = module, module.run_replicate
+        original, compute_log, faults = self.original, self.compute_log, self.faults
+
+        def run_replicate(spec, rep):
+            key = str(get_worker().get_current_task())
+            with open(compute_log, "a") as f:
+                f.write(f"{key} {rep}\n")
+            inject_fault(faults, key, rep)
+            return original(spec, rep)
+
+        module.run_replicate = run_replicate
+
+    def teardown(self, worker) -> None:
+        self.module.run_replicate = self.original
+
+
+def inject_fault(faults: str, key: str, rep: int) -> None:
+    """Raise or exit if the fault file lists replicate ``rep`` of task ``key``."""
+    if not os.path.exists(faults):
+        return
+    with open(faults) as f:
+        listed = json.load(f)
+    for action in ("raise", "exit"):
+        for substring, fault_rep in listed.get(action, []):
+            if substring in key and int(fault_rep) == rep:
+                if action == "exit":
+                    os._exit(FAULT_EXIT_STATUS)  # the worker process dies at once
+                raise InjectedFault(f"fault injected for tests: {key} rep {rep}")
