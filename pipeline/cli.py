@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     summarize = sub.add_parser("summarize", help="coverage and length table")
     summarize.add_argument("store")
     summarize.add_argument("--format", choices=FORMATS, default="text")
+    summarize.add_argument(
+        "--diagnostics",
+        action="store_true",
+        help="add rows pred cover, bias/sd and var ratio per method (csv and json always "
+        "hold them)",
+    )
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
     plot.add_argument("store")
     plot.add_argument("--out", help="output folder (default: <store>-figures next to the store)")
@@ -160,7 +166,8 @@ def cmd_summarize(args) -> int:
     from ldpsim.pipeline.store import open_dataset
     from ldpsim.pipeline.summary import format_table, summarize
 
-    print(format_table(summarize(open_dataset(args.store)), args.format))
+    summary = summarize(open_dataset(args.store))
+    print(format_table(summary, args.format, diagnostics=args.diagnostics))
     return EXIT_OK
 
 

@@ -1,4 +1,4 @@
-"""Figures of a sweep's store: coverage and length against n, and the running intervals."""
+"""Figures of a sweep's store: coverage, length and diagnostics against n, running intervals."""
 
 from __future__ import annotations
 
@@ -37,6 +37,12 @@ PANEL_SIZE = (3.6, 2.8)
 #: Up to this many values of an n axis get one tick each; more, and checkpoints, get the
 #: default log ticks.
 MAX_TICKS = 8
+#: The diagnostics figure's panels: summary variable, axis label, the value of a correct
+#: interval (no bias; the width the spread of the estimate needs).
+DIAGNOSTIC_PANELS = (("bias_over_sd", "bias / sd", 0.0), ("variance_ratio", "variance ratio", 1.0))
+#: Grid points side by side in the diagnostics figure; more continue on further rows
+#: (the undercoverage sweep has 18).
+MAX_DIAGNOSTIC_COLUMNS = 6
 
 
 def _colors(methods: list[str]) -> dict[str, str]:
@@ -116,6 +122,22 @@ def _dodge(x: np.ndarray, i: int, count: int, log: bool) -> np.ndarray:
     return x + step * spread
 
 
+def _n_axis(ax: Axes, x: np.ndarray, x_dim: str, ticks: list[str]) -> None:
+    """An x axis of sample sizes: log scale (n grids are geometric), grid ticks if few."""
+    if np.all(x > 0):
+        ax.set_xscale("log")
+    if x_dim == "n" and len(x) <= MAX_TICKS:
+        # Ticks at the grid's n values only (log minor labels would overlap).
+        ax.set_xticks(x, ticks)
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("n")
+
+
+def _x_span(x: np.ndarray) -> tuple[float, float]:
+    # Shared x axis: a panel without data (no replicate done) keeps sensible ticks.
+    return (x.min() / 1.5, x.max() * 1.5) if np.all(x > 0) else (x.min() - 0.5, x.max() + 0.5)
+
+
 def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     """Coverage (+-2 SE, nominal line) and log-log mean length against ``x_dim``."""
     if x_dim != "checkpoint" and "checkpoint" in summary.dims:
@@ -129,7 +151,6 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     x = summary[x_dim].values.astype(np.float64)
     log_x = bool(np.all(x > 0))  # n grids are geometric; length is drawn log-log
     level = summary.attrs.get("level")
-    x_name = "n" if x_dim == "checkpoint" else x_dim
     ticks = axis_labels(summary[x_dim].values, "text")
     n_rows = len(coords) if len(coords) > 1 else 1
     coord_in_title = len(summary["coord"]) > 1
@@ -167,25 +188,68 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         if level is not None:
             cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
         for ax in (cax, lax):
-            if log_x:
-                ax.set_xscale("log")
-            if x_dim == "n" and len(x) <= MAX_TICKS:
-                # Ticks at the grid's n values only (log minor labels would overlap).
-                ax.set_xticks(x, ticks)
-                ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xlabel(x_name)
+            _n_axis(ax, x, x_dim, ticks)
             _panel_title(ax, combo, coord if coord_in_title else None)
         if np.any(np.isfinite(cell["length"].values) & (cell["length"].values > 0)):
             lax.set_yscale("log")
         cax.set_ylabel("coverage")
         lax.set_ylabel("mean length")
-    # Shared x axis: a panel without data (no replicate done) keeps sensible ticks.
-    span = (x.min() / 1.5, x.max() * 1.5) if log_x else (x.min() - 0.5, x.max() + 0.5)
-    cov_axes[0, 0].set_xlim(*span)
-    len_axes[0, 0].set_xlim(*span)
+    cov_axes[0, 0].set_xlim(*_x_span(x))
+    len_axes[0, 0].set_xlim(*_x_span(x))
     _legend(cov_fig, cov_axes)
     _legend(len_fig, len_axes)
     return cov_fig, len_fig
+
+
+def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
+    """bias/sd and variance ratio (+-2 SE) against ``x_dim`` per method; None if all NaN.
+
+    Each combination of the other grid axes (and shown coordinate) gets two panels, one
+    above the other; the combinations fill rows of at most MAX_DIAGNOSTIC_COLUMNS.
+    """
+    if x_dim != "checkpoint" and "checkpoint" in summary.dims:
+        summary = summary.isel(checkpoint=-1)  # the interval at the end of the run
+    if not any(summary[var].notnull().any() for var, _, _ in DIAGNOSTIC_PANELS):
+        return None
+    combos = _combos(summary, [a for a in grid_axes(summary) if a != x_dim])
+    coord_in_title = len(summary["coord"]) > 1
+    cells = [(combo, coord) for coord in _shown_coords(summary) for combo in combos]
+    methods = [str(m) for m in summary["method"].values]
+    colors = _colors(methods)
+    x = summary[x_dim].values.astype(np.float64)
+    ticks = axis_labels(summary[x_dim].values, "text")
+    n_cols = min(len(cells), MAX_DIAGNOSTIC_COLUMNS)
+    n_rows = -(-len(cells) // n_cols)
+    title = _title(summary, "bias / sd and variance ratio of the intervals")
+    fig, axes = _panel_grid(len(DIAGNOSTIC_PANELS) * n_rows, n_cols, title, sharex=True)
+    for k in range(len(cells), n_rows * n_cols):  # the unused end of the last row
+        for offset in range(len(DIAGNOSTIC_PANELS)):
+            axes[len(DIAGNOSTIC_PANELS) * (k // n_cols) + offset, k % n_cols].set_visible(False)
+    for k, (combo, coord) in enumerate(cells):
+        cell = summary.sel({**combo, "coord": coord})
+        for offset, (var, label, reference) in enumerate(DIAGNOSTIC_PANELS):
+            ax = axes[len(DIAGNOSTIC_PANELS) * (k // n_cols) + offset, k % n_cols]
+            for i, method in enumerate(methods):
+                m = cell.sel({"method": method})
+                ax.errorbar(
+                    _dodge(x, i, len(methods), bool(np.all(x > 0))),
+                    m[var].values,
+                    yerr=2 * m[f"{var}_se"].values,
+                    marker="o",
+                    markersize=4,
+                    capsize=2,
+                    color=colors[method],
+                    label=method,
+                )
+            ax.axhline(reference, color="gray", linestyle=":")
+            _n_axis(ax, x, x_dim, ticks)
+            if offset < len(DIAGNOSTIC_PANELS) - 1:
+                ax.set_xlabel("")  # the panel below shares the axis and names it
+            ax.set_ylabel(label)
+            _panel_title(ax, combo, coord if coord_in_title else None)
+    axes[0, 0].set_xlim(*_x_span(x))
+    _legend(fig, axes)
+    return fig
 
 
 def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
@@ -332,18 +396,27 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         interval bounds of the first done replicate against n, in two panels split at
         n = 0.2 max checkpoint, as in the paper's Figure 1). The x axis is the ``n``
         axis, else the checkpoints; a store with neither gets bar charts per method.
+        With an x axis and at least one finite value, ``diagnostics.{png,pdf}``: bias / sd
+        and the variance ratio (see :mod:`ldpsim.pipeline.diagnostics`) with +-2 SE
+        against n, log x, per method, two panels per combination of the other grid axes
+        (and per shown coordinate), at most MAX_DIAGNOSTIC_COLUMNS side by side.
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else open_dataset(path_or_ds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(ds)
     if "n" in grid_axes(summary):
-        cov_fig, len_fig = _line_figures(summary, "n")
-    elif "checkpoint" in summary.dims:
-        cov_fig, len_fig = _line_figures(summary, "checkpoint")
+        x_dim: str | None = "n"
     else:
+        x_dim = "checkpoint" if "checkpoint" in summary.dims else None
+    if x_dim is None:
         cov_fig, len_fig = _bar_figures(summary)
+    else:
+        cov_fig, len_fig = _line_figures(summary, x_dim)
     files = _save(cov_fig, out, "coverage") + _save(len_fig, out, "length")
+    diagnostics = None if x_dim is None else _diagnostics_figure(summary, x_dim)
+    if diagnostics is not None:
+        files += _save(diagnostics, out, "diagnostics")
     if "checkpoint" in ds.dims:
         running = _running_figure(ds)
         if running is not None:

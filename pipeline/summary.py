@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
+from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, DIAGNOSTIC_FIELDS, interval_diagnostics
 from scipy.stats import norm
 
 #: Output formats of :func:`format_table`.
@@ -19,7 +20,17 @@ TABLE_FORMATS: tuple[str, ...] = ("text", "markdown", "latex", "csv", "json")
 #: Store dimensions that are not grid axes.
 NON_GRID_DIMS = ("checkpoint", "method", "rep", "coord")
 #: Fields of one record of :func:`records` besides the grid values.
-RECORD_FIELDS = ("coverage", "coverage_se", "length", "length_se", "n_done")
+RECORD_FIELDS = ("coverage", "coverage_se", "length", "length_se", "n_done", *DIAGNOSTIC_FIELDS)
+#: Row label -> summary variable of the table rows per method (each with its ``_se``).
+TABLE_STATS = {"cover": "coverage", "length": "length"}
+#: The same with the diagnostics: predicted coverage next to the observed one.
+TABLE_STATS_DIAGNOSTICS = {
+    "cover": "coverage",
+    "pred cover": "predicted_coverage",
+    "length": "length",
+    "bias/sd": "bias_over_sd",
+    "var ratio": "variance_ratio",
+}
 #: Label of the oracle interval method (exact asymptotic covariance, SPEC section 5.4).
 ORACLE = "oracle"
 
@@ -70,6 +81,7 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "empirical sd of sqrt(n) (theta_bar_n - theta*) / oracle sd",
         "units": "1",
     },
+    **DIAGNOSTIC_ATTRS,
 }
 
 
@@ -165,8 +177,11 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         point, [checkpoint,] coord: ``bias`` and ``rmse`` of theta_bar_n, ``sd`` (sample
         sd of sqrt(n) (theta_bar_n - theta*)), ``oracle_sd`` (oracle half-length /
         z_{1 - alpha/2} * sqrt(n)) and ``sd_ratio`` = sd / oracle_sd (NaN without an
-        oracle method). Statistics use the sample sd (ddof 1); R < 2 gives NaN sds.
-        Attributes ``level`` and ``sweep`` are kept.
+        oracle method). Per grid point, method, [checkpoint,] coord, over the replicates
+        that count for the method: ``bias_over_sd``, ``variance_ratio`` and
+        ``predicted_coverage`` with their standard errors (``*_se``), see
+        :mod:`ldpsim.pipeline.diagnostics`. Statistics use the sample sd (ddof 1); R < 2
+        gives NaN sds. Attributes ``level`` and ``sweep`` are kept.
     """
     truth = ds["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
@@ -212,6 +227,10 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         oracle_len = length.sel({"method": label}, drop=True)
         oracle_sd = oracle_len / 2.0 / z * np.sqrt(n)
 
+    # Over the replicates that count for each method, so that predicted and observed
+    # coverage describe the same replicates.
+    diagnostics = interval_diagnostics(error, upper - lower, ok & est_ok, z)
+
     out = xr.Dataset(
         {
             "coverage": coverage,
@@ -227,6 +246,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "sd": sd,
             "oracle_sd": oracle_sd,
             "sd_ratio": sd / oracle_sd,
+            **diagnostics.data_vars,
         }
     )
     order = [*grid_axes(ds), "method", "checkpoint", "coord"]
@@ -263,8 +283,10 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
     list of dict
         Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
         store has checkpoints), ``coord``, then ``coverage``, ``coverage_se``,
-        ``length``, ``length_se``, ``n_done``. Values are plain Python types; NaN
-        statistics are None (null in JSON).
+        ``length``, ``length_se``, ``n_done`` and the diagnostics
+        ``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each followed by
+        its ``_se``. Values are plain Python types; NaN statistics are None (null in
+        JSON).
     """
     axes = grid_axes(summary)
     dims = [*axes, "method", *(["checkpoint"] if "checkpoint" in summary.dims else []), "coord"]
@@ -354,7 +376,7 @@ def _fmt_name(name: str, fmt: str) -> str:
     return name
 
 
-def _caption(summary: xr.Dataset) -> str:
+def _caption(summary: xr.Dataset, diagnostics: bool) -> str:
     info = sweep_info(summary)
     level = summary.attrs.get("level")
     name = info.get("name")
@@ -366,15 +388,23 @@ def _caption(summary: xr.Dataset) -> str:
         done += f" of {reps}"
     level_text = f"{100 * float(level):g}% intervals" if level is not None else "intervals"
     head = f"{name}: " if name else ""
+    shown = (
+        "coverage, predicted coverage (pred cover: a normal interval of this bias/sd and "
+        "var ratio), mean length, bias/sd of the estimate and var ratio (mean length / "
+        "(2 z sd))^2"
+        if diagnostics
+        else "coverage and mean length"
+    )
     return (
-        f"{head}{level_text}; coverage and mean length (Monte-Carlo standard errors in "
-        f"brackets); replicates per cell: {done}"
+        f"{head}{level_text}; {shown} (Monte-Carlo standard errors in brackets); "
+        f"replicates per cell: {done}"
     )
 
 
 def _table_rows(
-    summary: xr.Dataset, fmt: str
+    summary: xr.Dataset, fmt: str, diagnostics: bool
 ) -> tuple[list[str], list[str], list[tuple[list[str], list[str]]]]:
+    stats = TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS
     axes = grid_axes(summary)
     col_axis = "n" if "n" in axes else None
     row_dims: list[str] = [a for a in axes if a != "n"]
@@ -409,12 +439,11 @@ def _table_rows(
             (f"coord {int(v[i])}" if d == "coord" else lab[i])
             for d, v, lab, i in zip(row_dims, index_values, index_labels, idx, strict=True)
         ]
-        for stat in ("cover", "length"):
-            var = "coverage" if stat == "cover" else "length"
+        for stat, var in stats.items():
             values = np.atleast_1d(cell[var].values)
             ses = np.atleast_1d(cell[f"{var}_se"].values)
             cells = [
-                _cell(float(v), float(s), stat == "length")
+                _cell(float(v), float(s), var == "length")
                 for v, s in zip(values, ses, strict=True)
             ]
             rows.append(([*labels, stat], cells))
@@ -489,7 +518,7 @@ def _latex_table(caption: str, names, headers, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_table(summary: xr.Dataset, fmt: TableFormat = "text") -> str:
+def format_table(summary: xr.Dataset, fmt: TableFormat = "text", diagnostics: bool = False) -> str:
     """Format a summary as a table.
 
     Parameters
@@ -502,7 +531,11 @@ def format_table(summary: xr.Dataset, fmt: TableFormat = "text") -> str:
         axes x [checkpoint x] [coord x] method x {cover, length}, each cell a value with
         its Monte-Carlo standard error in brackets, e.g. ``0.902 (0.013)``, under a
         caption naming the level and the number of replicates. ``csv`` and ``json``
-        hold one row / object per record of :func:`records`.
+        hold one row / object per record of :func:`records` (every statistic, the
+        diagnostics included).
+    diagnostics : bool
+        Add the rows pred cover, bias/sd and var ratio per method (``text``,
+        ``markdown`` and ``latex``); see :mod:`ldpsim.pipeline.diagnostics`.
 
     Returns
     -------
@@ -530,8 +563,8 @@ def format_table(summary: xr.Dataset, fmt: TableFormat = "text") -> str:
         writer.writeheader()
         writer.writerows(recs)
         return buffer.getvalue()
-    names, headers, rows = _table_rows(summary, fmt)
-    caption = _caption(summary)
+    names, headers, rows = _table_rows(summary, fmt, diagnostics)
+    caption = _caption(summary, diagnostics)
     if fmt == "markdown":
         return _markdown_table(caption, names, headers, rows)
     if fmt == "latex":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import synthetic as syn
-from ldpsim.pipeline.plots import plot_store
+from ldpsim.pipeline.plots import MAX_DIAGNOSTIC_COLUMNS, PANEL_SIZE, plot_store
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -27,12 +27,32 @@ def test_plots_of_a_store_path_with_n_axis(tmp_path):
     syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
     out = tmp_path / "figures"
     files = plot_store(store, out)
-    check_files(files, out, ["coverage", "length"])
+    check_files(files, out, ["coverage", "length", "diagnostics"])
 
 
 def test_plots_of_a_checkpoint_store(tmp_path):
+    # One replicate: no sd, so no diagnostics figure (it would be empty).
     files = plot_store(syn.checkpoint_store(), tmp_path)
     check_files(files, tmp_path, ["coverage", "length", "running"])
+    files = plot_store(syn.checkpoint_store(reps=3), tmp_path / "three")
+    check_files(files, tmp_path / "three", ["coverage", "length", "running", "diagnostics"])
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height in pixels, from the PNG header's IHDR chunk."""
+    header = path.read_bytes()[16:24]
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+def test_diagnostics_panels_wrap(tmp_path):
+    # d = 1, 2 tau x 4 eps = 8 grid points: 6 side by side, then a second row; each grid
+    # point has a bias/sd panel above a variance-ratio panel, so 4 panel rows in all.
+    store = syn.grid_store().isel(coord=[0]).expand_dims(eps=[0.5, 1.0, 2.0, 4.0])
+    plot_store(store, tmp_path)
+    width, height = png_size(tmp_path / "diagnostics.png")
+    dpi, (panel_w, panel_h) = 150, PANEL_SIZE
+    assert width == round(dpi * (panel_w * MAX_DIAGNOSTIC_COLUMNS + 2.0))
+    assert height == round(dpi * (panel_h * 4 + 0.6))
 
 
 def test_bar_plots_without_n_axis(tmp_path):

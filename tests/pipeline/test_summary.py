@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
+from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.store import open_dataset
 from ldpsim.pipeline.summary import RECORD_FIELDS, axis_labels, format_table, records, summarize
 from scipy.stats import norm
@@ -193,6 +194,8 @@ def test_records(summary):
     assert len(recs) == 2 * 2 * 2 * 2
     assert list(recs[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS]
     first = recs[0]
+    bb = summary.sel({"tau": 0.5, "n": 100, "method": "bb", "coord": 0})
+    diagnostics = {name: pytest.approx(float(bb[name])) for name in DIAGNOSTIC_FIELDS}
     assert first == {
         "tau": 0.5,
         "n": 100,
@@ -205,6 +208,7 @@ def test_records(summary):
             np.std([syn.bb_length(r, 0) for r in BB_REPS], ddof=1) / math.sqrt(35)
         ),
         "n_done": 35,
+        **diagnostics,
     }
     assert type(first["n"]) is int and type(first["tau"]) is float
     assert type(first["method"]) is str and type(first["n_done"]) is int

@@ -7,6 +7,7 @@ import math
 import pytest
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import apply_overrides, builtin_sweeps, load_sweep
+from ldpsim.tasks.models.quantile import Quantile
 
 TEXT = """replicates = 3
 seed = 5
@@ -81,3 +82,20 @@ def test_bm_next_to_two_bb_betas_is_refused_in_one_line(tmp_path, capsys):
     assert "Set 'n_batches' or 'beta' of 'bm'" in err and not (tmp_path / "s.zarr").exists()
     sweep = load_sweep("demo", [*twin[1::2], "methods.bm.n_batches=30"])
     assert sweep.points()[0].normalized.methods["bm"].batches(10**4) == 30
+
+
+def test_undercoverage_sweep_carries_the_issue_settings():
+    sweep = load_sweep("undercoverage")
+    assert sweep.base["tau"] == 0.9 and sweep.base["model"] == "quantile"
+    assert sweep.grid["gamma"] == [0.51, 0.6, 0.7] and sweep.grid["c"] == [0.5, 1.0, 3.0]
+    assert sweep.grid["n"] == [10**4, 10**5, 10**6, 10**7]
+    # The second start is theta* itself, bit for bit: the model's own truth at tau = 0.9.
+    truth = Quantile(tau=0.9).truth()[0]
+    assert sweep.grid["theta0"] == [0.0, truth]
+    point = sweep.points()[-1]
+    assert point.normalized.theta0 == (truth,)
+    methods = point.normalized.methods
+    assert list(methods) == ["bb", "bb85", "bm", "sn", "oracle"]
+    assert methods["bb"].name == methods["bb85"].name == "bb"
+    assert (methods["bb"].beta, methods["bb85"].beta) == (0.75, 0.85)
+    assert sweep.check_theory() == []  # gamma < beta and gamma in (1/2, 1) everywhere

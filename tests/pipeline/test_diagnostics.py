@@ -1,0 +1,168 @@
+"""Bias over sd, variance ratio and predicted coverage: values, standard errors, output."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+import synthetic as syn
+import xarray as xr
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS, interval_diagnostics, normal_coverage
+from ldpsim.pipeline.summary import format_table, summarize
+from scipy.stats import norm
+
+Z90 = float(norm.ppf(0.95))
+BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]
+
+
+@pytest.fixture(scope="module")
+def summary() -> xr.Dataset:
+    return summarize(syn.grid_store())
+
+
+def test_normal_coverage():
+    assert normal_coverage(0.0, 1.0, Z90) == pytest.approx(0.9, abs=1e-12)
+    # Written out with the normal cdf: bias shifts the interval, r scales its half-length.
+    b, r = 0.7, 0.8
+    expected = norm.cdf(Z90 * math.sqrt(r) - b) - norm.cdf(-Z90 * math.sqrt(r) - b)
+    assert normal_coverage(b, r, Z90) == pytest.approx(expected, rel=1e-12)
+    assert normal_coverage(-b, r, Z90) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("tau", "n"), [(0.5, 100), (0.5, 10_000), (0.9, 100)])
+def test_values_of_a_hand_made_store(summary, tau, n):
+    cell = summary.sel({"tau": tau, "n": n})
+    sd = syn.EMPIRICAL_SD / math.sqrt(n)  # of theta_bar_n over the done replicates
+    for j in range(syn.D):
+        oracle = cell.sel({"method": "oracle", "coord": j})
+        b = syn.bias(j) / sd
+        r = (syn.ORACLE_SD / syn.EMPIRICAL_SD) ** 2  # fixed width 2 z ORACLE_SD / sqrt(n)
+        assert float(oracle["bias_over_sd"]) == pytest.approx(b, rel=1e-9)
+        assert float(oracle["variance_ratio"]) == pytest.approx(r, rel=1e-9)
+        p = norm.cdf(Z90 * math.sqrt(r) - b) - norm.cdf(-Z90 * math.sqrt(r) - b)
+        assert float(oracle["predicted_coverage"]) == pytest.approx(p, rel=1e-9)
+
+        # bb failed in one replicate: its diagnostics use the other 35 only.
+        e = syn.standardized_noise()[BB_REPS]
+        errors = syn.bias(j) + syn.EMPIRICAL_SD * e / math.sqrt(n)
+        lengths = np.array([syn.bb_length(r, j) for r in BB_REPS])
+        bb = cell.sel({"method": "bb", "coord": j})
+        sd_bb = errors.std(ddof=1)
+        assert float(bb["bias_over_sd"]) == pytest.approx(errors.mean() / sd_bb, rel=1e-9)
+        ratio = (lengths.mean() / (2 * Z90 * sd_bb)) ** 2
+        assert float(bb["variance_ratio"]) == pytest.approx(ratio, rel=1e-9)
+
+
+def test_empty_cell_is_nan(summary):
+    empty = summary.sel(syn.EMPTY_CELL)
+    for name in DIAGNOSTIC_FIELDS:
+        assert empty[name].isnull().all(), name
+
+
+def test_attributes_and_dimensions(summary):
+    for name in DIAGNOSTIC_FIELDS:
+        assert summary[name].dims == ("tau", "n", "method", "coord"), name
+        assert summary[name].attrs["long_name"] and summary[name].attrs["units"] == "1"
+
+
+def test_checkpoint_store_has_diagnostics_per_checkpoint():
+    s = summarize(syn.checkpoint_store(reps=3))
+    assert s["variance_ratio"].dims == ("method", "checkpoint", "coord")
+    assert s["variance_ratio"].notnull().all()
+
+
+def experiments(rng: np.random.Generator, k: int, reps: int) -> tuple[xr.DataArray, ...]:
+    """k independent studies of ``reps`` replicates: skewed errors, widths tied to them."""
+    # Gamma(4) errors (skewness 1) centred at a bias of 0.3 sd; widths partly driven by
+    # the squared error, as for a data-driven interval: no formula here assumes normality.
+    shape = 4.0
+    raw = rng.gamma(shape, size=(k, reps))
+    error = (raw - shape) / math.sqrt(shape) + 0.3
+    length = 2 * Z90 * (0.8 + 0.2 * error**2 + 0.1 * rng.standard_normal((k, reps)))
+    dims = ("experiment", "rep")
+    use = xr.DataArray(np.ones((k, reps), dtype=bool), dims=dims)
+    return xr.DataArray(error, dims=dims), xr.DataArray(length, dims=dims), use
+
+
+def test_standard_errors_match_the_spread_over_studies():
+    k, reps = 2000, 400
+    error, length, use = experiments(np.random.default_rng(15), k, reps)
+    diag = interval_diagnostics(error, length, use, Z90)
+    for name in ("bias_over_sd", "variance_ratio", "predicted_coverage"):
+        spread = float(diag[name].std("experiment", ddof=1))
+        mean_se = float(diag[f"{name}_se"].mean("experiment"))
+        # The spread over k studies is itself estimated: its relative sd is about
+        # 1 / sqrt(2 (k - 1)) = 1.6% for near-normal statistics; allow 4 of those plus 2%
+        # for the delta method's O(1 / R) error at R = 400.
+        tolerance = 4 / math.sqrt(2 * (k - 1)) + 0.02
+        assert mean_se == pytest.approx(spread, rel=tolerance), name
+
+
+def test_predicted_equals_observed_for_a_fixed_width_normal_interval():
+    # A fixed-width interval around a normal estimate covers with probability exactly
+    # normal_coverage(b, r): the observed coverage must agree within Monte-Carlo error.
+    rng = np.random.default_rng(7)
+    reps, sd, bias, half = 20_000, 2.0, 1.2, 3.0
+    estimate = bias + sd * rng.standard_normal(reps)
+    error = xr.DataArray(estimate, dims="rep")
+    length = xr.full_like(error, 2 * half)
+    diag = interval_diagnostics(error, length, xr.ones_like(error, dtype=bool), Z90)
+    observed = float(np.mean(np.abs(estimate) <= half))
+    predicted = float(diag["predicted_coverage"])
+    # Both are estimates: the binomial se of the observed one and the delta-method se of
+    # the predicted one, added as if independent (they are positively correlated, so
+    # this overstates the sd of the difference); 4 sds.
+    binomial_se = math.sqrt(observed * (1 - observed) / reps)
+    allowed = 4 * math.hypot(binomial_se, float(diag["predicted_coverage_se"]))
+    assert abs(observed - predicted) < allowed
+    exact = normal_coverage(bias / sd, (half / (Z90 * sd)) ** 2, Z90)
+    assert abs(predicted - exact) < 4 * float(diag["predicted_coverage_se"])
+
+
+def test_table_rows_with_and_without_diagnostics(summary):
+    plain = format_table(summary, "markdown")
+    assert "pred cover" not in plain and "bias/sd" not in plain
+    md = format_table(summary, "markdown", diagnostics=True)
+    lines = md.splitlines()
+    oracle = summary.sel({"tau": 0.5, "method": "oracle", "coord": 0})
+
+    def cells(name: str) -> str:
+        values, ses = oracle[name].values, oracle[f"{name}_se"].values
+        return " | ".join(f"{v:.3f} ({s:.3f})" for v, s in zip(values, ses, strict=True))
+
+    assert f"|  |  |  | bias/sd | {cells('bias_over_sd')} |" in lines
+    assert f"|  |  |  | var ratio | {cells('variance_ratio')} |" in lines
+    # 2 tau x 2 coord x 2 methods x 5 statistics under a header and a rule.
+    assert sum(line.startswith("|") for line in lines) == 2 + 40
+    labels = [line.split("|")[4].strip() for line in lines[4:9]]
+    assert labels == ["cover", "pred cover", "length", "bias/sd", "var ratio"]
+    assert "predicted coverage" in lines[0]
+    tex = format_table(summary, "latex", diagnostics=True)
+    assert tex.count(r"\\") == 1 + 40 and "bias/sd" in tex
+    text = format_table(summary, "text", diagnostics=True)
+    assert sum("var ratio" in line for line in text.splitlines()[1:]) == 8  # not the caption
+
+
+def test_csv_and_json_hold_the_diagnostics(summary):
+    rows = list(csv.DictReader(io.StringIO(format_table(summary, "csv"))))
+    data = json.loads(format_table(summary, "json"))
+    first = summary.sel({"tau": 0.5, "n": 100, "method": "bb", "coord": 0})
+    for name in DIAGNOSTIC_FIELDS:
+        assert float(rows[0][name]) == pytest.approx(float(first[name]), rel=1e-12)
+        assert data[0][name] == pytest.approx(float(first[name]), rel=1e-12)
+        assert rows[-1][name] == "" and data[-1][name] is None  # the empty cell
+
+
+def test_summarize_cli_diagnostics_flag(tmp_path, capsys):
+    store = tmp_path / "s.zarr"
+    syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
+    assert main(["summarize", str(store)]) == 0
+    assert "var ratio" not in capsys.readouterr().out
+    assert main(["summarize", str(store), "--diagnostics", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == format_table(summarize(syn.grid_store()), "markdown", True).strip()
