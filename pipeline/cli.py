@@ -9,9 +9,13 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from ldpsim.pipeline.errors import InputError
+
+if TYPE_CHECKING:  # the sweep module is imported by the verbs that need it
+    from ldpsim.pipeline.sweep import Sweep
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 #: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
@@ -141,7 +145,7 @@ def cmd_run(args) -> int:
     return report.exit_code
 
 
-def check_run_length(sweep, *, confirmed: bool) -> None:
+def check_run_length(sweep: Sweep, *, confirmed: bool) -> None:
     """Refuse a sweep estimated above a day of one core's work unless ``confirmed``.
 
     With ``confirmed`` the estimate is printed as a warning and the run goes on.
