@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from ldpsim.pipeline.errors import InputError
 
+if TYPE_CHECKING:  # the sweep module is imported by the verbs that need it
+    from ldpsim.pipeline.sweep import Sweep
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+#: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 FORMATS = ("text", "markdown", "latex", "csv", "json")
 
 
@@ -19,7 +27,17 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as one line and exit code 2."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise InputError(f"{self.prog}: {message}")
+        # main() prefixes "ldpsim: error:", so name the verb only (prog is "ldpsim VERB").
+        verb = self.prog.partition(" ")[2]
+        where = f"{verb}: " if verb else ""
+        raise InputError(f"{where}{message} (see --help)")
+
+
+def _path(text: str) -> str:
+    """A path argument: not empty (an empty path would silently mean the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
 
 
 def _positive_int(text: str) -> int:
@@ -48,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run (or resume) a sweep: computes only what is not done")
     run.add_argument("sweep", help="built-in sweep name (see `ldpsim list`) or a TOML file")
-    run.add_argument("--store", help="Zarr store path (default outputs/<sweep>.zarr)")
+    run.add_argument("--store", type=_path, help="Zarr store path (default outputs/<sweep>.zarr)")
     run.add_argument("--workers", type=_positive_int, help="local workers (default: cores)")
     where = run.add_mutually_exclusive_group()
     where.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
@@ -65,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(
+        "--yes",
+        action="store_true",
+        help="start a sweep estimated at more than a day of one core's work",
+    )
+    run.add_argument(
         "--set",
         action="append",
         default=[],
@@ -73,11 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     status = sub.add_parser("status", help="replicates done / failed per grid point")
-    status.add_argument("store")
+    status.add_argument("store", type=_path)
     errors = sub.add_parser("errors", help="tracebacks of failed replicates and methods")
-    errors.add_argument("store")
+    errors.add_argument("store", type=_path)
     summarize = sub.add_parser("summarize", help="coverage and length table")
-    summarize.add_argument("store")
+    summarize.add_argument("store", type=_path)
     summarize.add_argument("--format", choices=FORMATS, default="text")
     summarize.add_argument(
         "--diagnostics",
@@ -86,8 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
         "hold them)",
     )
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
-    plot.add_argument("store")
-    plot.add_argument("--out", help="output folder (default: <store>-figures next to the store)")
+    plot.add_argument("store", type=_path)
+    plot.add_argument(
+        "--out", type=_path, help="output folder (default: <store>-figures next to the store)"
+    )
     sub.add_parser("list", help="built-in sweeps and cluster configurations")
     return parser
 
@@ -97,7 +122,8 @@ def cmd_run(args) -> int:
     from ldpsim.pipeline.sweep import load_sweep
 
     sweep = load_sweep(args.sweep, args.set, args.replicates)
-    store = Path(args.store) if args.store else Path("outputs") / f"{sweep.name}.zarr"
+    store = Path(args.store) if args.store is not None else Path("outputs") / f"{sweep.name}.zarr"
+    check_run_length(sweep, confirmed=args.yes)
     if (args.jobs or args.adapt) and not args.cluster:
         raise InputError("--jobs and --adapt need --cluster (a batch cluster such as slurm).")
     if args.workers and (args.scheduler or args.cluster not in (None, "local")):
@@ -125,9 +151,40 @@ def cmd_run(args) -> int:
     return report.exit_code
 
 
-def cmd_status(args) -> int:
-    from ldpsim.pipeline.store import open_dataset
+def check_run_length(sweep: Sweep, *, confirmed: bool) -> None:
+    """Refuse a sweep estimated above a day of one core's work unless ``confirmed``.
 
+    With ``confirmed`` the estimate is printed as a warning and the run goes on.
+
+    Raises
+    ------
+    InputError
+        The estimate exceeds :data:`ldpsim.pipeline.cost.LONG_RUN_SECONDS` and
+        ``confirmed`` is false (nothing has been started or written).
+    """
+    from ldpsim.pipeline.cost import LONG_RUN_SECONDS, duration_text, sweep_seconds
+
+    seconds = sweep_seconds(sweep)
+    if seconds <= LONG_RUN_SECONDS:
+        return
+    largest = max(point.normalized.n for point in sweep.points())
+    what = (
+        f"sweep {sweep.name!r} is about {duration_text(seconds)} of one core's work "
+        f"({len(sweep.points())} grid points x {sweep.replicates} replicates, n up to "
+        f"{largest:.3g}; estimate from the kernel's measured time per step)"
+    )
+    if not confirmed:
+        raise InputError(
+            f"The {what}; nothing was started. Add --yes to run it anyway (divide by the "
+            "number of workers for the wall time), or lower n or --replicates."
+        )
+    print(f"warning: the {what}; finished replicates are kept if you stop it.", file=sys.stderr)
+
+
+def cmd_status(args) -> int:
+    from ldpsim.pipeline.store import check_store, open_dataset
+
+    check_store(args.store)
     ds = open_dataset(args.store)
     grid = [d for d in ds["done"].dims if d != "rep"]
     done = ds["done"].values
@@ -145,9 +202,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_errors(args) -> int:
-    from ldpsim.pipeline.store import iter_errors, read_attrs
+    from ldpsim.pipeline.store import check_store, iter_errors
 
-    read_attrs(args.store)
+    check_store(args.store)
     count = 0
     for record in iter_errors(args.store):
         count += 1
@@ -163,24 +220,22 @@ def cmd_errors(args) -> int:
 
 
 def cmd_summarize(args) -> int:
-    from ldpsim.pipeline.store import open_dataset
+    from ldpsim.pipeline.store import check_store, open_dataset
     from ldpsim.pipeline.summary import format_table, summarize
 
+    check_store(args.store)
     summary = summarize(open_dataset(args.store))
     print(format_table(summary, args.format, diagnostics=args.diagnostics))
     return EXIT_OK
 
 
 def cmd_plot(args) -> int:
-    from ldpsim.pipeline.plots import plot_store
-    from ldpsim.pipeline.store import read_attrs
+    from ldpsim.pipeline.plots import default_out_dir, plot_store, prepare_out_dir
+    from ldpsim.pipeline.store import check_store
 
-    read_attrs(args.store)
-    out = (
-        Path(args.out)
-        if args.out
-        else Path(str(Path(args.store)).removesuffix(".zarr") + "-figures")
-    )
+    check_store(args.store)
+    out = Path(args.out) if args.out is not None else default_out_dir(args.store)
+    prepare_out_dir(out)
     for path in plot_store(args.store, out):
         print(path)
     return EXIT_OK
@@ -210,19 +265,36 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `ldpsim` and `python -m pipeline`; returns the exit code."""
+    """Entry point of `ldpsim` and `python -m ldpsim.pipeline`; returns the exit code."""
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.verb](args)
+        code = COMMANDS[args.verb](args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except InputError as exc:
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # The reader of our output left (`ldpsim status S | head -1`): stop quietly, as
+        # a program killed by SIGPIPE does, with the shell's code for that.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print(
             "ldpsim: interrupted; finished replicates are kept, run again to resume.",
             file=sys.stderr,
         )
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (captured output)
+        pass
 
 
 if __name__ == "__main__":

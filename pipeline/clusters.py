@@ -99,7 +99,53 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
         raise InputError(f"The 'options' of cluster file {str(path)!r} must be a mapping.")
     config["options"] = options
     check_options(kind, options, f"cluster file {str(path)!r}")
+    check_scaling(config, f"cluster file {str(path)!r}")
     return config
+
+
+#: Keys of a cluster file's ``scale`` and ``adapt`` mappings: name -> (smallest value, meaning).
+SCALING_KEYS = {
+    "scale": {"jobs": (1, "number of batch jobs")},
+    "adapt": {
+        "minimum_jobs": (0, "fewest batch jobs"),
+        "maximum_jobs": (1, "most batch jobs"),
+    },
+}
+
+
+def check_scaling(config: dict[str, Any], source: str) -> None:
+    """Refuse an incomplete or mistyped ``scale`` or ``adapt`` mapping of a cluster file.
+
+    ``scale: {jobs: N}`` with N >= 1; ``adapt: {minimum_jobs: A, maximum_jobs: B}`` with
+    0 <= A <= B, B >= 1. Both apply to batch clusters (slurm, pbs) only.
+
+    Raises
+    ------
+    InputError
+        A missing or unknown key, a value that is not such an integer, or either
+        mapping in the file of a local cluster.
+    """
+    for section, keys in SCALING_KEYS.items():
+        if section not in config:
+            continue
+        value = config[section]  # an empty `adapt:` (None) is refused: it meant something
+        form = ", ".join(
+            f"{key}: int >= {low} ({meaning})" for key, (low, meaning) in keys.items()
+        )
+        expected = f"'{section}' of {source} must be a mapping {{{form}}}"
+        if config["kind"] == "local":
+            raise InputError(
+                f"The '{section}' key of {source} applies to batch clusters (slurm, pbs) "
+                "only; a local cluster's size is set by --workers or options.n_workers."
+            )
+        if not isinstance(value, dict) or set(value) != set(keys):
+            raise InputError(f"The {expected}. Got {value!r}.")
+        for key, (low, _) in keys.items():
+            item = value[key]
+            if isinstance(item, bool) or not isinstance(item, int) or item < low:
+                raise InputError(f"The {expected}. Got {key}: {item!r}.")
+        if section == "adapt" and value["minimum_jobs"] > value["maximum_jobs"]:
+            raise InputError(f"The {expected}, minimum_jobs <= maximum_jobs. Got {value!r}.")
 
 
 def parse_cluster_options(items: list[str] | None) -> dict[str, Any]:

@@ -1,5 +1,75 @@
-"""The exception the CLI turns into one line on stderr and exit code 2."""
+"""The exception the CLI turns into one line on stderr and exit code 2, and path wording."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
 
 
 class InputError(ValueError):
     """Bad user input: a sweep file, a CLI option, a cluster file or a store path."""
+
+
+#: File types in words, for messages ("'/dev/null' is a character device").
+_KINDS = (
+    (stat.S_ISREG, "file"),
+    (stat.S_ISDIR, "folder"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISFIFO, "named pipe"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def path_kind(path: str | Path) -> str | None:
+    """What ``path`` is, in words: 'file', 'folder', 'character device', ...; None if absent.
+
+    Symbolic links are followed (a dangling one counts as absent).
+
+    Raises
+    ------
+    OSError
+        The path cannot be looked at: a name too long, no permission on a folder above it.
+        :func:`os_error_text` words it.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for test, word in _KINDS:
+        if test(mode):
+            return word
+    return "special file"
+
+
+def os_error_text(exc: OSError, path: str | Path | None = None) -> str:
+    """The reason of an OSError in words, with the system's limits for a name too long."""
+    text = exc.strerror or str(exc)
+    if exc.errno == errno.ENAMETOOLONG:
+        folder = Path(path).parent if path is not None else Path(".")
+        while not os.path.isdir(folder) and folder != folder.parent:
+            folder = folder.parent
+        try:
+            name_max = os.pathconf(folder, "PC_NAME_MAX")
+            path_max = os.pathconf(folder, "PC_PATH_MAX")
+            text += f" (at most {name_max} bytes per name and {path_max} per path here)"
+        except (OSError, ValueError):
+            pass
+    return text
+
+
+def unwritable_reason(folder: str | Path) -> str | None:
+    """Why files cannot be created in ``folder``, in words; None when they can.
+
+    ``os.access`` reports a read-only file system even to root, who ignores modes.
+    """
+    if os.access(folder, os.W_OK | os.X_OK):
+        return None
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        pass
+    return "no write permission"

@@ -8,10 +8,13 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
 from ldpsim.pipeline.store import open_dataset
 from ldpsim.pipeline.summary import (
     NON_GRID_DIMS,
     axis_labels,
+    format_level,
+    format_number,
     grid_axes,
     oracle_label,
     summarize,
@@ -52,7 +55,7 @@ def _colors(methods: list[str]) -> dict[str, str]:
 
 def _label(name: str, value: Any) -> str:
     value = value.item() if isinstance(value, np.generic) else value
-    return f"{name} = {value:g}" if isinstance(value, float) else f"{name} = {value}"
+    return f"{name} = {format_number(value)}" if isinstance(value, float) else f"{name} = {value}"
 
 
 def _combos(ds: xr.Dataset, dims: list[str]) -> list[dict[str, Any]]:
@@ -69,8 +72,45 @@ def _shown_coords(summary: xr.Dataset) -> list[int]:
 def _title(summary: xr.Dataset, what: str) -> str:
     name = sweep_info(summary).get("name", "")
     level = summary.attrs.get("level")
-    level_text = f", {100 * float(level):g}% intervals" if level is not None else ""
+    level_text = f", {format_level(level)} intervals" if level is not None else ""
     return f"{name}: {what}{level_text}" if name else f"{what}{level_text}"
+
+
+def default_out_dir(store: str | Path) -> Path:
+    """Where ``ldpsim plot`` draws without ``--out``: ``<store>-figures`` beside the store."""
+    return Path(str(Path(store)).removesuffix(".zarr") + "-figures")
+
+
+def prepare_out_dir(out_dir: str | Path) -> Path:
+    """Create the figures' folder if missing and check that it can be written.
+
+    Raises
+    ------
+    InputError
+        ``out_dir`` is a file (or another non-folder), cannot be created (e.g. on a
+        read-only file system) or is not writable.
+    """
+    out = Path(out_dir)
+    try:
+        kind = path_kind(out)
+        if kind is not None and kind != "folder":
+            raise InputError(
+                f"--out {str(out)!r} is a {kind}; figures go in a folder: give a folder "
+                "path (created if missing)."
+            )
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"Cannot create the figures folder --out {str(out)!r}: "
+            f"{os_error_text(exc, out)}; give a writable folder."
+        ) from None
+    why = unwritable_reason(out)
+    if why is not None:
+        raise InputError(
+            f"The figures folder --out {str(out)!r} is not writable ({why}); give a "
+            "writable folder."
+        )
+    return out
 
 
 def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
@@ -79,7 +119,12 @@ def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
         path = out_dir / f"{stem}.{ext}"
         # No creation date in the PDF, so that identical data give identical files.
         metadata = {"CreationDate": None} if ext == "pdf" else None
-        fig.savefig(path, dpi=150, metadata=metadata)
+        try:
+            fig.savefig(path, dpi=150, metadata=metadata)
+        except OSError as exc:  # e.g. a full disk
+            raise InputError(
+                f"Cannot write the figure {str(path)!r}: {os_error_text(exc, path)}."
+            ) from None
         paths.append(path)
     return paths
 
@@ -384,6 +429,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         Dataset itself.
     out_dir : str or pathlib.Path
         Folder the figures are written to (created if missing; files are replaced).
+        See :func:`prepare_out_dir` for what is refused.
 
     Returns
     -------
@@ -402,8 +448,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         (and per shown coordinate), at most MAX_DIAGNOSTIC_COLUMNS side by side.
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else open_dataset(path_or_ds)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out_dir(out_dir)
     summary = summarize(ds)
     if "n" in grid_axes(summary):
         x_dim: str | None = "n"

@@ -7,6 +7,7 @@ whole chunks (one grid point x ``rep_chunk`` replicates).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -24,7 +25,7 @@ import numpy as np
 import psutil
 import xarray as xr
 import zarr
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
 from ldpsim.pipeline.sweep import GridPoint, Sweep
 from ldpsim.tasks.intervals.batch_means import BatchMeans
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
@@ -408,48 +409,151 @@ def _contains(values: list[Any], value: Any) -> bool:
 
 
 def check_store_path(path: Path) -> None:
-    """Refuse a store path that is a regular file, not an ldpsim store, or unwritable."""
-    if path.exists() and not path.is_dir():
+    """Refuse a path that cannot hold this run's store, before anything is written.
+
+    Allowed: a new path below a writable folder, an empty folder (replaced by the
+    store), or an undamaged, writable ldpsim store (see :func:`check_store`).
+
+    Raises
+    ------
+    InputError
+        The path is not a folder, a non-empty folder that is not a store, the current
+        folder or one above it, on a read-only file system or otherwise not writable,
+        unreadable (e.g. a name longer than the file system allows), or a damaged store.
+    """
+    try:
+        kind = path_kind(path)
+        if kind is None:
+            parent = _existing_parent(path)
+            parent_kind = path_kind(parent)
+        elif kind == "folder" and not (path / "zarr.json").exists():
+            empty = not any(path.iterdir())
+    except OSError as exc:
         raise InputError(
-            f"The store path {str(path)!r} is a regular file; a store is a directory "
-            "(e.g. outputs/NAME.zarr)."
-        )
-    if path.exists() and not (path / "zarr.json").exists():
-        if any(path.iterdir()):
+            f"The store path {str(path)!r} cannot be used: {os_error_text(exc, path)}."
+        ) from None
+    if kind is None:
+        if parent_kind != "folder":
             raise InputError(
-                f"The store path {str(path)!r} is a non-empty directory that is not a Zarr "
-                "store; choose a new path."
+                f"The store path {str(path)!r} lies below {str(parent)!r}, which is a "
+                f"{parent_kind}, not a folder; choose a path inside a folder."
             )
-        path.rmdir()
-    parent = path if path.exists() else _existing_parent(path)
-    if not os.access(parent, os.W_OK | os.X_OK):
+        _check_writable(path, parent)
+        return
+    if kind != "folder":
         raise InputError(
-            f"The store path {str(path)!r} is not writable (no write permission on "
-            f"{str(parent)!r})."
+            f"The store path {str(path)!r} is a {kind}; a store is a folder (a new path "
+            "such as outputs/NAME.zarr, or an existing ldpsim store)."
         )
+    if (path / "zarr.json").exists():
+        check_store(path)
+        _check_writable(path, path)
+        return
+    if not empty:
+        raise InputError(
+            f"The store path {str(path)!r} is a non-empty folder that is not a Zarr store; "
+            "choose a new path."
+        )
+    here = Path.cwd().resolve()
+    if path.resolve() in (here, *here.parents):
+        # The store replaces an empty folder by a rename, which cannot be done to the
+        # folder a process works in.
+        raise InputError(
+            f"The store path {str(path)!r} is the current folder or one above it; a store "
+            "is a folder of its own: give a new path such as ./NAME.zarr."
+        )
+    _check_writable(path, path.parent)
+    try:
+        path.rmdir()  # creation renames the finished store into place
+    except OSError as exc:
+        raise InputError(
+            f"The store path {str(path)!r} cannot be used: {os_error_text(exc, path)}."
+        ) from None
+
+
+def _check_writable(path: Path, folder: Path) -> None:
+    """Refuse ``path`` when ``folder`` (where its files are written) is not writable."""
+    why = unwritable_reason(folder)
+    if why is None:
+        return
+    raise InputError(
+        f"The store path {str(path)!r} is not writable ({why}: {str(folder)!r}); choose "
+        "a --store path in a writable folder."
+    )
 
 
 def _existing_parent(path: Path) -> Path:
     for parent in [path.parent, *path.parent.parents]:
-        if parent.exists():
+        if path_kind(parent) is not None:
             return parent
     return Path("/")
 
 
 def read_attrs(path: str | Path) -> dict[str, Any]:
-    """The store's root attributes (raises InputError if it is not an ldpsim store)."""
+    """The root attributes of an ldpsim store, checked.
+
+    Raises
+    ------
+    InputError
+        The path is not a Zarr store, not one made by ldpsim, or its ``zarr.json`` or
+        its ``sweep`` or ``level`` attribute is damaged.
+    """
     path = Path(path)
-    if not path.is_dir() or not (path / "zarr.json").exists():
-        raise InputError(f"{str(path)!r} is not an ldpsim store (no zarr.json found).")
-    attrs = dict(zarr.open_group(str(path), mode="r", zarr_format=3).attrs)
+    try:
+        is_store = path_kind(path) == "folder" and (path / "zarr.json").is_file()
+    except OSError as exc:
+        raise InputError(f"{str(path)!r} cannot be read: {os_error_text(exc, path)}.") from None
+    if not is_store:
+        raise InputError(
+            f"{str(path)!r} is not an ldpsim store (no folder with a zarr.json); give the "
+            "path of a store that `ldpsim run` wrote."
+        )
+    try:
+        attrs = dict(zarr.open_group(str(path), mode="r", zarr_format=3).attrs)
+    except (ValueError, KeyError, TypeError, OSError) as exc:  # JSON or metadata errors
+        raise _damaged(path, "zarr.json", exc) from None
     if "sweep" not in attrs:
         raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
+    _sweep_from_json(path, attrs["sweep"])
+    level = attrs.get("level")
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise _damaged(path, "zarr.json", f"attribute 'level' is {level!r}, not in (0, 1)")
     return attrs
 
 
 def read_sweep(path: str | Path) -> Sweep:
     """The sweep a store was made from (as last extended)."""
-    data = json.loads(read_attrs(path)["sweep"])
+    return _sweep_from_json(path, read_attrs(path)["sweep"])
+
+
+#: Fields of the ``sweep`` attribute and the JSON types they must have.
+_SWEEP_FIELDS = {
+    "name": str,
+    "description": str,
+    "replicates": int,
+    "seed": int,
+    "spec": dict,
+    "grid": dict,
+    "methods": dict,
+}
+
+
+def _sweep_from_json(path: str | Path, text: object) -> Sweep:
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError as exc:
+        raise _damaged(path, "zarr.json", f"attribute 'sweep' is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _damaged(path, "zarr.json", "attribute 'sweep' is not a JSON object")
+    for key, kind in _SWEEP_FIELDS.items():
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise _damaged(
+                path,
+                "zarr.json",
+                f"attribute 'sweep' needs {key!r} of type {kind.__name__}, has {data.get(key)!r}",
+            )
+    if not all(isinstance(v, list) for v in data["grid"].values()):
+        raise _damaged(path, "zarr.json", "attribute 'sweep' has a grid axis that is no list")
     return Sweep(
         name=data["name"],
         description=data["description"],
@@ -459,6 +563,19 @@ def read_sweep(path: str | Path) -> Sweep:
         grid=data["grid"],
         methods=data["methods"],
         rep_chunk=data.get("rep_chunk"),
+    )
+
+
+def _damaged(
+    path: str | Path,
+    part: str,
+    reason: object,
+    remedy: str = "Restore it from a copy, or run the sweep into a new --store path.",
+) -> InputError:
+    text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
+    return InputError(
+        f"The store {str(path)!r} is damaged: {part} cannot be read ({text}); nothing was "
+        f"changed. {remedy}"
     )
 
 
@@ -583,17 +700,97 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def check_store(path: str | Path) -> dict[str, Any]:
+    """Refuse a damaged store before a verb prints or writes anything; return its attributes.
+
+    Reads the root attributes (:func:`read_attrs`), the metadata of every array, every
+    chunk (decoded) and every error record, so that damage is reported once, naming
+    the damaged file, instead of half-way through a command.
+
+    Raises
+    ------
+    InputError
+        Naming the damaged file: a ``zarr.json``, a chunk, a missing variable or an
+        error record.
+    """
+    path = Path(path)
+    attrs = read_attrs(path)
+    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    names = sorted(
+        entry.name
+        for entry in path.iterdir()
+        if entry.name != META_GROUP and (entry / "zarr.json").is_file()
+    )
+    for name in VARIABLE_ATTRS:
+        if name not in names:
+            raise _damaged(path, f"{name}/", "the variable is missing")
+    for name in names:
+        try:
+            array = group[name]
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            raise _damaged(path, f"{name}/zarr.json", exc) from None
+        if not isinstance(array, zarr.Array):
+            raise _damaged(path, f"{name}/zarr.json", "a group where an array belongs")
+        _check_chunks(path, name, array)
+    for _ in iter_errors(path):  # parses every record
+        pass
+    return attrs
+
+
+def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
+    # A codec reports a damaged chunk with its own library's exception (zstd: RuntimeError,
+    # a chunk of the wrong size: ValueError), hence the broad except clauses.
+    try:
+        array[...]
+        return
+    except Exception:  # located chunk by chunk below
+        pass
+    for coords in itertools.product(*(range(count) for count in array.cdata_shape)):
+        try:
+            array.get_block_selection(coords)
+        except Exception as exc:
+            key = array.metadata.encode_chunk_key(coords)
+            raise _damaged(path, f"chunk {name}/{key}", exc) from None
+    raise _damaged(path, f"{name}/", "its chunks cannot be read together")
+
+
 def open_dataset(path: str | Path) -> xr.Dataset:
-    """Open a store with xarray (no consolidated metadata: it is never written)."""
+    """Open a store with xarray (lazily: chunks are read when used; see :func:`check_store`).
+
+    Raises
+    ------
+    InputError
+        Not an ldpsim store, or one whose metadata xarray cannot read.
+    """
     read_attrs(path)
-    return xr.open_zarr(str(path), consolidated=False)
+    try:
+        return xr.open_zarr(str(path), consolidated=False)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise _damaged(path, "its metadata", exc) from None
 
 
 def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The failure records of a store, in file-name order.
+
+    Raises
+    ------
+    InputError
+        A record that is not a JSON object (naming its file).
+    """
     folder = Path(path) / META_GROUP / "errors"
-    if folder.is_dir():
-        for f in sorted(folder.glob("*.json")):
-            yield json.loads(f.read_text())
+    if not folder.is_dir():
+        return
+    for file in sorted(folder.glob("*.json")):
+        where = f"error record {file.relative_to(path)}"
+        # The record only describes a failure: the replicate stays marked failed without it.
+        remedy = "Delete that file to go on; the next run recomputes the failed replicate."
+        try:
+            record = json.loads(file.read_bytes())
+        except (ValueError, OSError) as exc:  # bad JSON, bad UTF-8, unreadable
+            raise _damaged(path, where, exc, remedy) from None
+        if not isinstance(record, dict):
+            raise _damaged(path, where, "not a JSON object", remedy)
+        yield record
 
 
 def remove_partial_files(path: str | Path) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import decimal
 import io
 import json
 import math
@@ -337,6 +338,23 @@ def _is_power_of_ten(value: Any) -> bool:
     return 10 ** round(math.log10(value)) == int(value)
 
 
+def format_number(value: float) -> str:
+    """A float as ``g`` writes it (0.9, 1e+06) unless that hides digits: then in full.
+
+    ``f"{0.9999999:g}"`` is '1'; this gives '0.9999999', so that distinct values never
+    print alike.
+    """
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
+def format_level(level: float) -> str:
+    """A confidence level as a percentage with every digit it has: 0.9 -> '90%',
+    0.9999999 -> '99.99999%' (never rounded up to '100%')."""
+    percent = decimal.Decimal(repr(float(level))) * 100
+    return f"{percent.normalize():f}%"
+
+
 def axis_labels(values: Sequence[Any], fmt: str) -> list[str]:
     """Labels of an axis's values, in one style for the whole axis.
 
@@ -352,7 +370,7 @@ def axis_labels(values: Sequence[Any], fmt: str) -> list[str]:
         if isinstance(v, float) and math.isinf(v):
             text = (r"$\infty$" if fmt == "latex" else "inf") if v > 0 else "-inf"
         elif isinstance(v, float):
-            text = f"{v:g}"
+            text = format_number(v)
         else:
             text = str(v)
             if fmt == "latex":
@@ -386,7 +404,7 @@ def _caption(summary: xr.Dataset, diagnostics: bool) -> str:
     done = f"{lo}" if lo == hi else f"{lo}-{hi}"
     if reps is not None:
         done += f" of {reps}"
-    level_text = f"{100 * float(level):g}% intervals" if level is not None else "intervals"
+    level_text = f"{format_level(level)} intervals" if level is not None else "intervals"
     head = f"{name}: " if name else ""
     shown = (
         "coverage, predicted coverage (pred cover: a normal interval of this bias/sd and "

@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
 from ldpsim.tasks import normalize_spec
-from ldpsim.tasks.spec import SPEC_KEYS, ReplicateSpec, model_param_keys
+from ldpsim.tasks.spec import MAX_N, SPEC_KEYS, ReplicateSpec, model_param_keys
 from ldpsim.tasks.validation import check_int
 
 #: Top-level keys of a sweep file.
@@ -128,12 +128,23 @@ def _parse_value(text: str) -> Any:
         return text  # a bare word such as a model name
 
 
+#: Where a dotted ``--set`` key may point: section -> number of parts after it.
+OVERRIDE_DEPTH = {"spec": (1,), "grid": (1,), "methods": (1, 2)}
+OVERRIDE_FORMS = "KEY, spec.KEY, grid.AXIS, methods.LABEL or methods.LABEL.PARAM"
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``--set key=value`` overrides (TOML values) to a parsed sweep.
 
-    ``key`` is a spec key (``eps=2``), ``grid.KEY`` (``grid.n=[1e4, 1e5]``),
-    ``methods.LABEL.PARAM`` (``methods.bb.B=100``) or a top-level key
-    (``replicates=20``, ``seed=3``).
+    ``key`` is a spec key (``eps=2``), ``spec.KEY``, ``grid.AXIS`` (``grid.n=[1e4, 1e5]``),
+    ``methods.LABEL`` (a table) or ``methods.LABEL.PARAM`` (``methods.bb.B=100``), or a
+    top-level key (``replicates=20``, ``seed=3``).
+
+    Raises
+    ------
+    InputError
+        An item without ``=``, a key of another form, or one that goes into a value that
+        is not a table (``grid.n.x=1`` when ``grid.n`` is a list).
     """
     data = copy.deepcopy(data)
     for item in overrides:
@@ -142,19 +153,68 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         key, text = (s.strip() for s in item.split("=", 1))
         value = _parse_value(text)
         parts = key.split(".")
-        if parts[0] in ("grid", "methods", "spec") and len(parts) > 1:
-            target = data.setdefault(parts[0], {})
-            for part in parts[1:-1]:
-                target = target.setdefault(part, {})
+        section = parts[0]
+        if len(parts) > 1 and (
+            section not in OVERRIDE_DEPTH or len(parts) - 1 not in OVERRIDE_DEPTH[section]
+        ):
+            raise InputError(f"--set {item!r}: KEY must be one of {OVERRIDE_FORMS}. Got {key!r}.")
+        if len(parts) > 1:
+            target = data
+            for depth, part in enumerate(parts[:-1]):
+                if target.get(part) is None:  # absent, or a method given without parameters
+                    target[part] = {}
+                target = target[part]
+                if not isinstance(target, dict):
+                    where = ".".join(parts[: depth + 1])
+                    raise InputError(
+                        f"--set {item!r}: {where!r} is {target!r}, not a table, so it has no "
+                        f"key {parts[depth + 1]!r}. KEY must be one of {OVERRIDE_FORMS}."
+                    )
             target[parts[-1]] = value
-            if parts[0] == "grid" and parts[-1] in data.get("spec", {}):
-                del data["spec"][parts[-1]]
+            if section == "grid" and isinstance(data.get("spec"), dict):
+                data["spec"].pop(parts[-1], None)
         elif key in SWEEP_KEYS:
             data[key] = value
         else:
-            data.setdefault("spec", {})[key] = value
-            data.get("grid", {}).pop(key, None)
+            if not isinstance(data.setdefault("spec", {}), dict):
+                raise InputError(f"--set {item!r}: the sweep's 'spec' is not a table.")
+            data["spec"][key] = value
+            if isinstance(data.get("grid"), dict):
+                data["grid"].pop(key, None)
     return data
+
+
+def read_sweep_text(path: Path) -> str:
+    """The text of a sweep file, or InputError naming what is wrong with the path.
+
+    Raises
+    ------
+    InputError
+        The path does not exist, is not a file (a folder, ``/dev/null``), cannot be read,
+        or is not UTF-8 text (TOML files are UTF-8).
+    """
+    names = ", ".join(builtin_sweeps())
+    allowed = f"give a built-in sweep name ({names}) or a TOML file"
+    try:
+        kind = path_kind(path)
+        if kind is None:
+            raise InputError(
+                f"Sweep {str(path)!r} is neither a file nor a built-in sweep; {allowed}."
+            )
+        if kind != "file":
+            raise InputError(f"Sweep {str(path)!r} is a {kind}, not a TOML file; {allowed}.")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(
+            f"Sweep {str(path)!r} cannot be read: {os_error_text(exc, path)}."
+        ) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"Sweep file {str(path)!r} is not UTF-8 text (byte {raw[exc.start]:#04x} at "
+            f"offset {exc.start}); save it as UTF-8, as TOML requires."
+        ) from None
 
 
 def load_sweep(
@@ -165,28 +225,18 @@ def load_sweep(
     Raises
     ------
     InputError
-        Missing file, TOML syntax error, unknown key, or any invalid value (the
-        message names the key and what is allowed).
+        Missing or unreadable file, not UTF-8, TOML syntax error, unknown key, or any
+        invalid value (the message names the key and what is allowed).
     """
     source = str(source)
-    builtins = builtin_sweeps()
-    if source in builtins:
+    if source in builtin_sweeps():
         text = (
             resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR, f"{source}.toml").read_text()
         )
         name = source
     else:
-        path = Path(source)
-        if not path.exists():
-            names = ", ".join(builtins)
-            raise InputError(
-                f"Sweep {source!r} is neither a file nor a built-in sweep. Built-in sweeps "
-                f"are: {names}."
-            )
-        if not path.is_file():
-            raise InputError(f"Sweep {source!r} is not a regular file.")
-        text = path.read_text()
-        name = path.stem
+        text = read_sweep_text(Path(source))
+        name = Path(source).stem
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -247,8 +297,7 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
                 )
         if axis == "n":
             grid = {**grid, "n": [_as_int(v, "n") for v in values]}
-        if len(set(map(repr, grid[axis]))) != len(grid[axis]):
-            raise InputError(f"The grid axis {axis!r} lists a value twice: {values!r}.")
+        _check_distinct(axis, grid[axis])
     for label, params in methods.items():
         if params is not None and not isinstance(params, Mapping):
             raise InputError(
@@ -272,6 +321,24 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
 
 def _as_int(value: Any, name: str) -> Any:
     try:
-        return check_int(value, name, low=2)
+        return check_int(value, name, low=2, high=MAX_N)
     except (TypeError, ValueError) as exc:
         raise InputError(str(exc)) from None
+
+
+def _check_distinct(axis: str, values: list[Any]) -> None:
+    """Refuse an axis listing one value twice, numbers compared by value (1 and 1.0 alike).
+
+    Two equal values would make two grid points that compute the same thing twice and
+    store rows that cannot be told apart.
+    """
+    seen: dict[Any, Any] = {}
+    for value in values:
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        key = float(value) if number else value
+        if key in seen:
+            raise InputError(
+                f"The grid axis {axis!r} lists the same value twice: {seen[key]!r} and "
+                f"{value!r} (numbers are compared by value). Each value may appear once."
+            )
+        seen[key] = value

@@ -40,6 +40,10 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "methods": {"bb": {}, "bm": {}, "sn": {}, "oracle": {}},
 }
+#: Largest n accepted. Step counters are int64 (at most 9.2e18), and bm's batch boundaries
+#: pass through float64, which rounds to 2^63 (an int64 overflow) just below that; 1e18
+#: leaves a margin and is far beyond any run (1e18 steps at 6 ns each: 190 core-years).
+MAX_N = 10**18
 #: Paper's pairing of models and mechanisms, used when 'mechanism' is not given.
 DEFAULT_MECHANISM = {"quantile": "randomized_response"}
 
@@ -110,7 +114,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     spec : mapping
         ``model`` (str, required) and its parameters as top-level keys (e.g. ``tau``);
         ``mechanism`` (str; default randomized_response for quantile, laplace
-        otherwise); ``eps`` in (0, inf] (default 1, inf for 'none'); ``n`` int >= 2;
+        otherwise); ``eps`` in (0, inf] (default 1, inf for 'none'); ``n`` int in [2, 1e18];
         ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
         floats (0); ``batch`` int >= 1 (1); ``methods`` mapping label -> parameters,
         with optional ``method`` naming the kind (default: the label; a bm without
@@ -159,8 +163,8 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
 
     values = {**DEFAULTS, **spec}
     if "n" not in spec:
-        raise ValueError("The 'n' key is required: an int in [2, inf].")
-    n = check_int(values["n"], "n", low=2)
+        raise ValueError("The 'n' key is required: an int in [2, 1e18].")
+    n = check_int(values["n"], "n", low=2, high=MAX_N)
     c = check_float(values["c"], "c", low=0)
     gamma = check_float(values["gamma"], "gamma", low=0, high=1, high_open=False)
     if not 0.5 < gamma < 1.0:

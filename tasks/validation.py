@@ -20,6 +20,14 @@ def _fmt(value: object) -> str:
     return repr(value)
 
 
+def _int_text(value: int) -> str:
+    """An integer bound as written in messages: 10**k from 1e9 on as 1ek (not 19 digits)."""
+    exponent = len(str(value)) - 1
+    if value >= 10**9 and value == 10**exponent:
+        return f"1e{exponent}"
+    return str(value)
+
+
 def _where(owner: str | None) -> str:
     return f" of {owner}" if owner else ""
 
@@ -94,8 +102,8 @@ def check_int(
     ValueError
         If ``value`` is outside ``[low, high]``.
     """
-    lo = "-inf" if low is None else str(low)
-    hi = "inf" if high is None else str(high)
+    lo = "-inf" if low is None else _int_text(low)
+    hi = "inf" if high is None else _int_text(high)
     allowed = f"an int in [{lo}, {hi}]"
     if isinstance(value, bool):
         raise TypeError(

@@ -286,9 +286,9 @@ def test_bad_paths(tmp_path, existing_store, capsys):
     a_file = tmp_path / "file.txt"
     a_file.write_text("not a store")
     cases = [
-        (["run", str(tmp_path / "missing.toml")], ["missing.toml", "Built-in sweeps"]),
-        (["run", str(tmp_path)], ["not a regular file"]),
-        (["run", sweep, "--store", str(a_file)], ["regular file"]),
+        (["run", str(tmp_path / "missing.toml")], ["missing.toml", "built-in sweep name (demo"]),
+        (["run", str(tmp_path)], ["is a folder, not a TOML file"]),
+        (["run", sweep, "--store", str(a_file)], ["is a file; a store is a folder"]),
         (["run", sweep, "--store", str(a_file / "store.zarr")], ["store.zarr"]),
         (["run", sweep, "--store", "/proc/ldpsim.zarr"], ["/proc"]),
         (["status", str(tmp_path / "nothing.zarr")], ["not an ldpsim store"]),

@@ -37,13 +37,17 @@ BAD_SPECS = [
     ("c-inf", {**BASE, "c": math.inf}, ValueError, ["'c'", "(0, inf)", "Got inf."]),
     ("c-list", {**BASE, "c": [1.0]}, TypeError, ["'c'", "(0, inf)", "Got [1.0]."]),
     # n: int >= 2
-    ("n-zero", {**BASE, "n": 0}, ValueError, ["'n'", "[2, inf]", "Got 0."]),
-    ("n-one", {**BASE, "n": 1}, ValueError, ["'n'", "[2, inf]", "Got 1."]),
-    ("n-fraction", {**BASE, "n": 1e3 + 0.5}, ValueError, ["'n'", "[2, inf]", "Got 1000.5."]),
-    ("n-inf", {**BASE, "n": math.inf}, ValueError, ["'n'", "[2, inf]", "Got inf."]),
-    ("n-nan", {**BASE, "n": math.nan}, ValueError, ["'n'", "[2, inf]", "Got nan."]),
-    ("n-string", {**BASE, "n": "1000"}, TypeError, ["'n'", "[2, inf]", "Got '1000'."]),
-    ("n-missing", {"model": "quantile"}, ValueError, ["'n'", "required", "[2, inf]"]),
+    ("n-zero", {**BASE, "n": 0}, ValueError, ["'n'", "[2, 1e18]", "Got 0."]),
+    ("n-one", {**BASE, "n": 1}, ValueError, ["'n'", "[2, 1e18]", "Got 1."]),
+    ("n-fraction", {**BASE, "n": 1e3 + 0.5}, ValueError, ["'n'", "[2, 1e18]", "Got 1000.5."]),
+    ("n-inf", {**BASE, "n": math.inf}, ValueError, ["'n'", "[2, 1e18]", "Got inf."]),
+    ("n-nan", {**BASE, "n": math.nan}, ValueError, ["'n'", "[2, 1e18]", "Got nan."]),
+    ("n-string", {**BASE, "n": "1000"}, TypeError, ["'n'", "[2, 1e18]", "Got '1000'."]),
+    ("n-missing", {"model": "quantile"}, ValueError, ["'n'", "required", "[2, 1e18]"]),
+    # Beyond int64 (and the float64 rounding of bm's boundaries near it): refused, not
+    # an OverflowError at validation or at run time.
+    ("n-beyond-int64", {**BASE, "n": 2**63}, ValueError, ["'n'", "[2, 1e18]", "Got 9223"]),
+    ("n-1e20", {**BASE, "n": 1e20}, ValueError, ["'n'", "[2, 1e18]", "Got 1e+20."]),
     # level: (0, 1)
     ("level-zero", {**BASE, "level": 0}, ValueError, ["'level'", "(0, 1)", "Got 0."]),
     ("level-one", {**BASE, "level": 1.0}, ValueError, ["'level'", "(0, 1)", "Got 1.0."]),
@@ -213,6 +217,13 @@ def test_bad_spec_is_refused(spec, exc, parts):
     msg = str(info.value)
     for part in parts:
         assert part in msg, f"{part!r} not in {msg!r}"
+
+
+def test_largest_n_is_accepted_with_its_bm_boundaries():
+    # 1e18 is the documented limit: validation (bm's boundaries included) passes there.
+    spec = normalize_spec({**BASE, "n": 1e18})
+    assert spec.n == 10**18
+    assert spec.methods["bm"].bounds(spec.n, spec.gamma)[-1] == 10**18
 
 
 def test_spec_must_be_a_mapping():

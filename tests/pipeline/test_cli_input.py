@@ -1,0 +1,297 @@
+"""Bad input through the CLI: one line on stderr, exit code 2, nothing stored changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import tree_hash, write_sweep
+from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, check_run_length, main
+from ldpsim.pipeline.summary import format_level
+from ldpsim.pipeline.sweep import load_sweep
+
+#: Level of the finished store: 100 * it is not "100%" (SPEC 7: the level is an attribute).
+ODD_LEVEL = 0.9999999
+VERBS = ("run", "status", "errors", "summarize", "plot")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, local_cluster) -> dict[str, Path]:
+    """A finished 2-replicate store (2 grid points) and the sweep file it was run from."""
+    folder = tmp_path_factory.mktemp("finished")
+    sweep = write_sweep(
+        folder / "tiny.toml",
+        replicates=2,
+        grid={"tau": [0.5, 0.9], "n": [2000]},
+        spec={"level": str(ODD_LEVEL)},
+    )
+    store = folder / "tiny.zarr"
+    code = main(
+        ["run", str(sweep), "--store", str(store), "--scheduler", local_cluster.scheduler_address]
+    )
+    assert code == 0
+    return {"sweep": sweep, "store": store, "scheduler": local_cluster.scheduler_address}
+
+
+def one_line(capsys, code: int, words: list[str]) -> str:
+    """Assert the bad-input contract and return the line."""
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert code == 2, captured
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("ldpsim: error: "), lines[0]
+    assert "Traceback" not in captured.err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def run_args(finished, store: Path | str, *extra: str) -> list[str]:
+    return [
+        "run",
+        str(finished["sweep"]),
+        "--store",
+        str(store),
+        "--scheduler",
+        finished["scheduler"],
+        *extra,
+    ]
+
+
+# -- --set keys, n, duplicate grid values ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("item", "words"),
+    [
+        ("spec.model.foo=1", ["'spec.model.foo'", "spec.KEY, grid.AXIS"]),
+        ("methods.bb.B.x=1", ["'methods.bb.B.x'", "methods.LABEL.PARAM"]),
+        ("grid.n.x=1", ["'grid.n.x'", "grid.AXIS"]),
+        ("grid.n=[1e20]", ["'n'", "[2, 1e18]", "1e+20"]),
+        ("grid.eps=[1, 1.0]", ["grid axis 'eps'", "same value twice: 1 and 1.0"]),
+        ("grid.tau=[0.5, 0.9, 0.50]", ["grid axis 'tau'", "same value twice: 0.5 and 0.5"]),
+    ],
+)
+def test_bad_set_items(item, words, finished, capsys):
+    before = tree_hash(finished["store"])
+    one_line(capsys, main(run_args(finished, finished["store"], "--set", item)), words)
+    assert tree_hash(finished["store"]) == before
+
+
+def test_n_beyond_int64_in_a_sweep_file_is_refused_before_running(tmp_path, finished, capsys):
+    # Before: accepted in [spec] by the sweep loader, then an OverflowError at run time.
+    sweep = write_sweep(tmp_path / "big.toml", grid={"tau": [0.5]}, spec={"n": "1e20"})
+    store = tmp_path / "big.zarr"
+    code = main(["run", str(sweep), "--store", str(store), "--scheduler", finished["scheduler"]])
+    one_line(capsys, code, ["'n'", "[2, 1e18]", "Got 1e+20."])
+    assert not store.exists()
+
+
+def test_a_sweep_of_more_than_a_day_needs_yes(tmp_path, finished, capsys):
+    store = tmp_path / "huge.zarr"
+    argv = run_args(finished, store, "--set", "grid.n=[1e15]")
+    line = one_line(capsys, main(argv), ["about", "days of one core's work", "Add --yes"])
+    assert "n up to 1e+15" in line
+    assert not store.exists()
+
+
+def test_yes_turns_the_refusal_into_one_warning(capsys):
+    sweep = load_sweep("demo", ["grid.n=[1e15]"], replicates=1)
+    check_run_length(sweep, confirmed=True)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: the sweep 'demo' is about")
+    # A sweep under a day passes silently.
+    check_run_length(load_sweep("demo"), confirmed=False)
+    assert capsys.readouterr().err == ""
+
+
+# -- paths ---------------------------------------------------------------------------------
+def test_store_paths_that_cannot_hold_a_store(tmp_path, finished, capsys, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    one_line(capsys, main(run_args(finished, ".")), ["'.'", "current folder", "./NAME.zarr"])
+    assert empty.is_dir()  # not removed
+    long_name = "a" * 300 + ".zarr"
+    one_line(capsys, main(run_args(finished, long_name)), ["File name too long", "per name"])
+    line = one_line(capsys, main(run_args(finished, "")), ["--store", "empty string"])
+    assert line.count("ldpsim") == 1, line  # the program is named once
+    line = one_line(capsys, main(run_args(finished, "/dev/null")), ["character device"])
+    assert "regular file" not in line
+    assert not list(empty.iterdir())
+
+
+def test_sweep_files_that_are_not_toml_text(tmp_path, finished, capsys):
+    store = tmp_path / "s.zarr"
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes(finished["sweep"].read_bytes() + "# café\n".encode("latin-1"))
+    code = main(["run", str(latin1), "--store", str(store)])
+    one_line(capsys, code, ["not UTF-8", "0xe9", "save it as UTF-8"])
+    line = one_line(capsys, main(["run", "/dev/null"]), ["'/dev/null' is a character device"])
+    assert "regular file" not in line
+    assert not store.exists()
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A read-only tmpfs holding an empty folder (root ignores file modes, not this)."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+    )
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        (mount / "empty").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_read_only_places(read_only_dir, finished, capsys):
+    for store in (read_only_dir / "empty", read_only_dir / "new.zarr"):
+        one_line(capsys, main(run_args(finished, store)), ["read-only file system"])
+    assert (read_only_dir / "empty").is_dir()
+    for out in (read_only_dir / "figures", read_only_dir / "empty"):
+        code = main(["plot", str(finished["store"]), "--out", str(out)])
+        one_line(capsys, code, [f"--out {str(out)!r}", "ead-only file system"])
+
+
+def test_plot_out_on_an_existing_file(tmp_path, finished, capsys):
+    out = tmp_path / "figures.png"
+    out.write_bytes(b"keep me")
+    code = main(["plot", str(finished["store"]), "--out", str(out)])
+    one_line(capsys, code, ["is a file", "figures go in a folder"])
+    assert out.read_bytes() == b"keep me"
+
+
+@pytest.mark.parametrize("verb", VERBS[1:])
+def test_paths_that_are_not_stores(verb, tmp_path, capsys):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("text")
+    plain_zarr = tmp_path / "plain.zarr"
+    plain_zarr.mkdir()
+    (plain_zarr / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    cases = [
+        (tmp_path / "missing.zarr", "not an ldpsim store"),
+        (a_file, "not an ldpsim store"),
+        (tmp_path, "not an ldpsim store"),
+        (plain_zarr, "not one made by ldpsim"),
+    ]
+    for path, words in cases:
+        one_line(capsys, main([verb, str(path)]), [str(path), words])
+    one_line(capsys, main([verb, ""]), [f"{verb}: argument store", "empty string"])
+    assert not list(tmp_path.glob("*-figures"))
+
+
+def test_usage_errors_name_the_program_once(capsys):
+    for argv in (["status"], ["run", "demo", "--bogus"], ["frobnicate"]):
+        line = one_line(capsys, main(argv), ["(see --help)"])
+        assert line.count("ldpsim") == 1, line
+
+
+# -- damaged stores, in every verb --------------------------------------------------------
+def damage_root_json(store: Path) -> str:
+    (store / "zarr.json").write_text('{"attributes": {')
+    return "zarr.json cannot be read"
+
+
+def damage_sweep_attribute(store: Path) -> str:
+    meta = json.loads((store / "zarr.json").read_text())
+    meta["attributes"]["sweep"] = '{"name": 3'
+    (store / "zarr.json").write_text(json.dumps(meta))
+    return "attribute 'sweep' is not JSON"
+
+
+def damage_array_json(store: Path) -> str:
+    (store / "upper" / "zarr.json").write_text("{bad")
+    return "upper/zarr.json cannot be read"
+
+
+def damage_chunk(store: Path) -> str:
+    (store / "done" / "c" / "1" / "0" / "0").write_bytes(b"garbage")
+    return "chunk done/c/1/0/0 cannot be read"
+
+
+def damage_error_record(store: Path) -> str:
+    folder = store / "ldpsim" / "errors"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "0_0__1.json").write_text('{"kind": "task", ')
+    return "error record ldpsim/errors/0_0__1.json cannot be read"
+
+
+DAMAGES = [
+    damage_root_json,
+    damage_sweep_attribute,
+    damage_array_json,
+    damage_chunk,
+    damage_error_record,
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda f: f.__name__.removeprefix("damage_"))
+def test_a_damaged_store_in_every_verb(damage, tmp_path, finished, capsys):
+    store = tmp_path / "tiny.zarr"
+    shutil.copytree(finished["store"], store)
+    words = [f"The store {str(store)!r} is damaged", damage(store)]
+    before = tree_hash(store)
+    for verb in VERBS:
+        argv = run_args(finished, store) if verb == "run" else [verb, str(store)]
+        one_line(capsys, main(argv), words)
+    assert tree_hash(store) == before
+    assert not (tmp_path / "tiny-figures").exists()
+
+
+# -- a closed pipe -------------------------------------------------------------------------
+def test_a_closed_pipe_ends_quietly(finished):
+    # `ldpsim status S | head -1`: the reader is gone before ldpsim writes (read end closed).
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "ldpsim.pipeline", "status", str(finished["store"])],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == EXIT_BROKEN_PIPE == 141
+    assert result.stderr == ""
+
+
+# -- cluster files -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("yaml_text", "words"),
+    [
+        ("kind: slurm\nadapt: {minimum_jobs: 1}\n", ["'adapt'", "maximum_jobs: int >= 1"]),
+        ("kind: slurm\nadapt:\n", ["'adapt'", "Got None"]),
+        ("kind: slurm\nadapt: {minimum_jobs: 3, maximum_jobs: 2}\n", ["minimum_jobs <= "]),
+        ("kind: slurm\nscale: {}\n", ["'scale'", "jobs: int >= 1", "Got {}"]),
+        ("kind: slurm\nscale: {jobs: two}\n", ["'scale'", "Got jobs: 'two'"]),
+        ("kind: pbs\nscale: {jobs: 2, nodes: 1}\n", ["'scale'", "'nodes': 1"]),
+        ("kind: local\nscale: {jobs: 2}\n", ["'scale'", "batch clusters", "--workers"]),
+    ],
+)
+def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml_text)
+    before = tree_hash(finished["store"])
+    argv = ["run", str(finished["sweep"]), "--store", str(finished["store"])]
+    one_line(capsys, main([*argv, "--replicates", "3", "--cluster", str(cluster)]), words)
+    assert tree_hash(finished["store"]) == before
+
+
+# -- the level ------------------------------------------------------------------------------
+def test_a_level_close_to_one_is_not_printed_as_100_percent(tmp_path, finished, capsys):
+    assert format_level(0.9) == "90%" and format_level(ODD_LEVEL) == "99.99999%"
+    assert main(["summarize", str(finished["store"])]) == 0
+    out = capsys.readouterr().out
+    assert "99.99999% intervals" in out and "100%" not in out
+    assert main(["plot", str(finished["store"]), "--out", str(tmp_path / "figures")]) == 0
