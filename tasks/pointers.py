@@ -4,8 +4,10 @@
 # pointers: an array argument of an inlined function costs a reference-count increment
 # and decrement per call, and so per SGD step. A pointer holds no reference, and numba
 # frees an array right after the last use of its variable, which may come before the
-# last use of a pointer into it. The rule, in one place: a function that takes
-# ``address(a)`` calls ``keep_alive(a)`` after the pointer's last use.
+# last use of a pointer into it. The rule, in one place: a compiled function that takes
+# ``address(a)`` of an array it allocated itself calls ``keep_alive(a)`` after the
+# pointer's last use. (Arrays it received as arguments are held by its caller for the
+# whole call.)
 
 from __future__ import annotations
 
@@ -47,13 +49,12 @@ def keep_alive(typingctx, *arrays):
 
     numba releases an array after the last use of its variable; this call is such a use,
     so an array whose :func:`address` a loop reads stays allocated until after the loop.
-    Passing an argument of the compiled function is harmless (its caller owns it anyway)
-    and spares the reader the question.
 
     Parameters
     ----------
     *arrays : numba arrays
-        Every array whose pointer was used before this call.
+        The arrays, allocated by the calling function, whose pointers were used before
+        this call.
     """
     if not arrays or not all(isinstance(t, types.Array) for t in arrays):
         return None

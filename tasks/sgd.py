@@ -178,7 +178,7 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
             for j in range(d):
                 bvec[j] -= c_s * delta[j]
                 t[j] -= s * delta[j]
-        keep_alive(theta, g, model_params, mech_params, ratios)  # the pointers' arrays
+        keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
         st[0], st[1] = state[0], state[1]
         return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a
 
