@@ -4,7 +4,8 @@
 # into the bit generator, which the compiler can neither inline nor overlap with the SGD
 # recursion: the draws then cost as much as the rest of the step. These functions are
 # numpy's algorithms (PCG64 XSL-RR 128/64, next_double, the 256-step ziggurat normal and
-# exponential) written so that they inline. They give bit-identical numbers to
+# exponential, on numpy's tables as shipped in ldpsim.tasks.ziggurat) written so that
+# they inline. They give bit-identical numbers to
 # numpy.random.Generator(PCG64), and the kernel writes the state back, so numpy can use
 # a stream before and after the kernel without any difference (tests/tasks/test_rng.py).
 # The one exception is laplace: a random sign times numpy's exponential, exact but
@@ -28,13 +29,7 @@
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-
-# numba ships numpy's ziggurat tables (copied from numpy's ziggurat_constants.h).
-from numba.np.random._constants import (
+from ldpsim.tasks.ziggurat import (
     fe_double,
     fi_double,
     ke_double,
@@ -45,6 +40,10 @@ from numba.np.random._constants import (
     ziggurat_nor_inv_r,
     ziggurat_nor_r,
 )
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 _MASK64 = (1 << 64) - 1
 # PCG_DEFAULT_MULTIPLIER_128 of numpy's pcg64.h.
@@ -297,23 +296,3 @@ def laplace(s, loc, scale):
     e, s = _exponential_from(r, s)
     signed_scale = -scale if (r & _U1) != _U0 else scale
     return loc + signed_scale * e, s
-
-
-@intrinsic
-def address(typingctx, arr):
-    """The data pointer of a contiguous array, as a ``CPointer`` (no reference count).
-
-    The kernel hands its arrays to the inlined callbacks as pointers: an array argument
-    of an inlined function costs a reference-count increment and decrement per call.
-    The pointer does not keep the array alive: numba frees an array after the last use
-    of its variable, so the array must be used again after the last use of the pointer.
-    """
-    if not isinstance(arr, types.Array):
-        return None
-    sig = types.CPointer(arr.dtype)(arr)
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        return ary.data
-
-    return sig, codegen

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from ldpsim.tasks.rng import address, unlikely
+from ldpsim.tasks.pointers import address, keep_alive
+from ldpsim.tasks.rng import unlikely
 from numba import njit
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
@@ -62,7 +63,7 @@ def eta_schedule(n, c, gamma):
     for i in range(1, n + 1):
         eta = _next_eta(i, float(i), eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
         out[i - 1] = eta
-    ratios[0] = 0.0  # a use after the loop: the buffer must outlive ratios_p
+    keep_alive(ratios)
     return out
 
 
@@ -86,7 +87,6 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
         theta = theta0.copy()
         g = np.empty(d)
         theta_p, g_p = address(theta), address(g)
-        # model_params and mech_params are kept alive by ldp_sgd's locals during the call.
         model_p, mech_p = address(model_params), address(mech_params)
         model_t = to_fixed_tuple(model_params, n_model_params)  # the d = 1 loop's form
         mech_t = to_fixed_tuple(mech_params, n_mech_params)
@@ -178,8 +178,8 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
             for j in range(d):
                 bvec[j] -= c_s * delta[j]
                 t[j] -= s * delta[j]
+        keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
         st[0], st[1] = state[0], state[1]
-        ratios[0] = 0.0  # a use after the loop: the buffer must outlive ratios_p
         return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a
 
     return kernel

@@ -18,7 +18,6 @@ from scipy.stats import norm
 
 DONE_CELLS = [(0.5, 100), (0.5, 10_000), (0.9, 100)]
 BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]
-ORACLE_REPS = list(range(syn.DONE))
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.tasks import ziggurat
 from ldpsim.tasks.sgd import eta_schedule
 from ldpsim.tasks.spec import ReplicateSpec
-from numba.np.random._constants import fe_double, ke_double, we_double, ziggurat_exp_r
 
-KE = [int(v) for v in ke_double]
-WE = [float(v) for v in we_double]
-FE = [float(v) for v in fe_double]
-ZIGGURAT_EXP_R = float(ziggurat_exp_r)
+# The shipped tables as Python ints and floats.
+KI = [int(v) for v in ziggurat.ki_double]
+WI = [float(v) for v in ziggurat.wi_double]
+FI = [float(v) for v in ziggurat.fi_double]
+KE = [int(v) for v in ziggurat.ke_double]
+WE = [float(v) for v in ziggurat.we_double]
+FE = [float(v) for v in ziggurat.fe_double]
+ZIGGURAT_NOR_R = ziggurat.ziggurat_nor_r
+ZIGGURAT_NOR_INV_R = ziggurat.ziggurat_nor_inv_r
+ZIGGURAT_EXP_R = ziggurat.ziggurat_exp_r
 
 
 def quantile_gradient(theta, params, rng, g):
@@ -70,22 +76,67 @@ def randomized_response(g, params, rng):
     g[0] = lo + scale * (bit - q)
 
 
-def standard_exponential(rng, word):
-    # numpy's exponential ziggurat (random_standard_exponential), whose first 64-bit word
-    # ``word`` has been drawn already; tables from numba's copy of numpy's.
+def next_double(rng):
+    # numpy's next_double: the top 53 bits of one 64-bit word, scaled to [0, 1).
+    return (int(rng.bit_generator.random_raw()) >> 11) * 2.0**-53
+
+
+def standard_normal(rng, paths=None):
+    # numpy's normal ziggurat (random_standard_normal) on the shipped tables. ``paths``,
+    # a Counter if given, counts the draws by the way they ended: "fast" (inside a
+    # rectangle), "wedge" (accepted in a layer's wedge) or "tail" (beyond r).
+    while True:
+        r = int(rng.bit_generator.random_raw())
+        idx = r & 0xFF
+        r >>= 8
+        rabs = (r >> 1) & 0x000FFFFFFFFFFFFF
+        x = rabs * WI[idx]
+        if r & 1:
+            x = -x
+        if rabs < KI[idx]:
+            way = "fast"
+            break
+        if idx == 0:
+            while True:
+                xx = -ZIGGURAT_NOR_INV_R * math.log1p(-next_double(rng))
+                yy = -math.log1p(-next_double(rng))
+                if yy + yy > xx * xx:
+                    x = -(ZIGGURAT_NOR_R + xx) if (rabs >> 8) & 1 else ZIGGURAT_NOR_R + xx
+                    break
+            way = "tail"
+            break
+        if (FI[idx - 1] - FI[idx]) * next_double(rng) + FI[idx] < math.exp(-0.5 * x * x):
+            way = "wedge"
+            break
+    if paths is not None:
+        paths[way] += 1
+    return x
+
+
+def standard_exponential(rng, word, paths=None):
+    # numpy's exponential ziggurat (random_standard_exponential) on the shipped tables,
+    # whose first 64-bit word ``word`` has been drawn already; ``paths`` as for
+    # standard_normal.
     while True:
         r = word >> 3
         idx = r & 0xFF
         r >>= 8
         x = r * WE[idx]
         if r < KE[idx]:
-            return x
-        u = (int(rng.bit_generator.random_raw()) >> 11) * 2.0**-53
+            way = "fast"
+            break
+        u = next_double(rng)
         if idx == 0:
-            return ZIGGURAT_EXP_R - math.log1p(-u)
+            x = ZIGGURAT_EXP_R - math.log1p(-u)
+            way = "tail"
+            break
         if (FE[idx - 1] - FE[idx]) * u + FE[idx] < math.exp(-x):
-            return x
+            way = "wedge"
+            break
         word = int(rng.bit_generator.random_raw())
+    if paths is not None:
+        paths[way] += 1
+    return x
 
 
 def laplace(g, params, rng):

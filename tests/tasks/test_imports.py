@@ -52,3 +52,30 @@ def test_no_file_under_tasks_imports_plumbing():
         names = imported_modules(path)
         assert not names & FORBIDDEN, (path, names & FORBIDDEN)
         assert names <= allowed, (path, names - allowed)
+
+
+def private_imports(path: Path) -> set[str]:
+    """Third-party modules or names with a leading underscore that a file imports."""
+
+    def private(name: str) -> bool:
+        return any(part.startswith("_") and not part.endswith("__") for part in name.split("."))
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if private(a.name)}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == "ldpsim":
+                continue
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            found |= {name for name in names if private(name)}
+    return found
+
+
+def test_no_private_modules_of_other_libraries():
+    # Private modules change without notice between releases. The one exception is the
+    # maintainers' generator of the shipped ziggurat tables, which reads numba's copy
+    # of numpy's tables once (tasks/ziggurat.py); ldpsim never runs it.
+    allowed = {PACKAGE / "ziggurat.py": {"numba.np.random._constants"}}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        assert private_imports(path) == allowed.get(path, set()), path

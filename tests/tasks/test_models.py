@@ -115,16 +115,12 @@ def test_gradient_within_sensitivity(model):
         assert 0 < gap <= delta
 
 
-def sample_gradients(model, theta, n, seed):
-    return model.sample_gradients(theta, n, seed)
-
-
 @pytest.mark.parametrize("model", INSTANCES)
 def test_truth_and_gradient_cov_by_simulation(model):
     # E g(X, theta*) = 0 and Cov g(X, theta*) = gradient_cov(), each within 4 Monte-Carlo
     # standard errors computed from the draws themselves (iid, so se = sd / sqrt(N)).
     n = 40_000
-    g = sample_gradients(model, model.truth(), n, seed=11)
+    g = model.sample_gradients(model.truth(), n, seed=11)
     se_mean = g.std(axis=0, ddof=1) / math.sqrt(n)
     assert np.all(np.abs(g.mean(axis=0)) <= 4 * se_mean)
     centred = g - g.mean(axis=0)

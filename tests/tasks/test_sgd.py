@@ -27,6 +27,24 @@ CASES = {
         "eps": 1.0,
     },
     "mean-laplace-d3": {"model": "mean", "d": 3, "loc": 0.25, "mechanism": "laplace", "eps": 2.0},
+    # The d = 1 loop hands theta and the parameters over as tuples: models that index
+    # their parameter vector (mean: the truncation box; quantile regression: tau,
+    # Phi^-1(tau) and the coefficient) must give the same numbers through it.
+    "mean-laplace-d1": {"model": "mean", "d": 1, "loc": -0.4, "mechanism": "laplace", "eps": 2.0},
+    "qr-laplace-d1": {
+        "model": "quantile_regression",
+        "tau": 0.3,
+        "coef": [0.5],
+        "mechanism": "laplace",
+        "eps": 1.0,
+    },
+    "qr-none-d1-batch2": {
+        "model": "quantile_regression",
+        "tau": 0.7,
+        "coef": [-1.0],
+        "mechanism": "none",
+        "batch": 2,
+    },
 }
 
 
