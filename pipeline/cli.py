@@ -221,7 +221,8 @@ def cmd_errors(args) -> int:
 
 def cmd_summarize(args) -> int:
     from ldpsim.pipeline.store import check_store, open_dataset
-    from ldpsim.pipeline.summary import format_table, summarize
+    from ldpsim.pipeline.summary import summarize
+    from ldpsim.pipeline.tables import format_table
 
     check_store(args.store)
     summary = summarize(open_dataset(args.store))

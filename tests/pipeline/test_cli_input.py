@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import tree_hash, write_sweep
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, check_run_length, main
-from ldpsim.pipeline.summary import format_level
 from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.pipeline.tables import format_level
 
 #: Level of the finished store: 100 * it is not "100%" (SPEC 7: the level is an attribute).
 ODD_LEVEL = 0.9999999

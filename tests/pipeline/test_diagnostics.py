@@ -13,7 +13,8 @@ import synthetic as syn
 import xarray as xr
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS, interval_diagnostics, normal_coverage
-from ldpsim.pipeline.summary import format_table, summarize
+from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.tables import format_table
 from scipy.stats import norm
 
 Z90 = float(norm.ppf(0.95))

@@ -13,7 +13,8 @@ import synthetic as syn
 import xarray as xr
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.store import open_dataset
-from ldpsim.pipeline.summary import RECORD_FIELDS, axis_labels, format_table, records, summarize
+from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.tables import RECORD_FIELDS, axis_labels, format_table, records
 from scipy.stats import norm
 
 DONE_CELLS = [(0.5, 100), (0.5, 10_000), (0.9, 100)]

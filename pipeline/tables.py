@@ -1,0 +1,362 @@
+"""Tables of a summary: records, and text, Markdown, LaTeX, CSV and JSON renderings."""
+
+from __future__ import annotations
+
+import csv
+import decimal
+import io
+import json
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
+from ldpsim.pipeline.summary import grid_axes, sweep_info
+
+#: Output formats of :func:`format_table`.
+TableFormat = Literal["text", "markdown", "latex", "csv", "json"]
+TABLE_FORMATS: tuple[str, ...] = ("text", "markdown", "latex", "csv", "json")
+
+#: Fields of one record of :func:`records` besides the grid values.
+RECORD_FIELDS = ("coverage", "coverage_se", "length", "length_se", "n_done", *DIAGNOSTIC_FIELDS)
+
+#: Row label -> summary variable of the table rows per method (each with its ``_se``).
+TABLE_STATS = {"cover": "coverage", "length": "length"}
+#: The same with the diagnostics: predicted coverage next to the observed one.
+TABLE_STATS_DIAGNOSTICS = {
+    "cover": "coverage",
+    "pred cover": "predicted_coverage",
+    "length": "length",
+    "bias/sd": "bias_over_sd",
+    "var ratio": "variance_ratio",
+}
+
+
+def _native(value: Any) -> Any:
+    """A numpy scalar as a plain Python value; NaN becomes None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def records(summary: xr.Dataset) -> list[dict[str, Any]]:
+    """One record per grid point, method, [checkpoint,] coord of a summary.
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        The output of :func:`summarize`.
+
+    Returns
+    -------
+    list of dict
+        Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
+        store has checkpoints), ``coord``, then ``coverage``, ``coverage_se``,
+        ``length``, ``length_se``, ``n_done`` and the diagnostics
+        ``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each followed by
+        its ``_se``. Values are plain Python types; NaN statistics are None (null in
+        JSON).
+    """
+    axes = grid_axes(summary)
+    dims = [*axes, "method", *(["checkpoint"] if "checkpoint" in summary.dims else []), "coord"]
+    data = summary[list(RECORD_FIELDS)].transpose(*dims)
+    index_values = [data[d].values for d in dims]
+    columns = {f: data[f].values for f in RECORD_FIELDS}
+    out = []
+    for idx in np.ndindex(*(len(v) for v in index_values)):
+        rec = {d: _native(v[i]) for d, v, i in zip(dims, index_values, idx, strict=True)}
+        rec.update({f: _native(columns[f][idx]) for f in RECORD_FIELDS})
+        out.append(rec)
+    return out
+
+
+def _json_value(value: Any) -> Any:
+    # Strict JSON has no Infinity: an infinite grid value (eps = inf) is written "inf".
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+# -- tables -------------------------------------------------------------------------------
+def _fmt_stat(value: float, digits: int | None = None) -> str:
+    if not np.isfinite(value):
+        return "n/a"
+    return f"{value:.{3 if digits is None else digits}f}"
+
+
+def _length_digits(value: float) -> int:
+    """Decimals that show three significant digits of a length (at least 3)."""
+    if not np.isfinite(value) or value == 0:
+        return 3
+    return max(3, 2 - math.floor(math.log10(abs(value))))
+
+
+def _cell(value: float, se: float, length: bool) -> str:
+    digits = _length_digits(value) if length else 3
+    if not np.isfinite(value):
+        return "n/a"
+    return f"{_fmt_stat(value, digits)} ({_fmt_stat(se, digits)})"
+
+
+def _is_power_of_ten(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 10:
+        return False
+    if not math.isfinite(value) or not float(value).is_integer():
+        return False
+    return 10 ** round(math.log10(value)) == int(value)
+
+
+def format_number(value: float) -> str:
+    """A float as ``g`` writes it (0.9, 1e+06) unless that hides digits: then in full.
+
+    ``f"{0.9999999:g}"`` is '1'; this gives '0.9999999', so that distinct values never
+    print alike.
+    """
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
+def format_level(level: float) -> str:
+    """A confidence level as a percentage with every digit it has: 0.9 -> '90%',
+    0.9999999 -> '99.99999%' (never rounded up to '100%')."""
+    percent = decimal.Decimal(repr(float(level))) * 100
+    return f"{percent.normalize():f}%"
+
+
+def axis_labels(values: Sequence[Any], fmt: str) -> list[str]:
+    """Labels of an axis's values, in one style for the whole axis.
+
+    An axis of powers of ten reaching 1000 (n = 1e6, 1e7, 1e8) is written 1e6 (10^{6} in
+    LaTeX), as in the paper; otherwise integers as such and floats with ``g``.
+    """
+    native = [_native(v) for v in values]
+    if native and all(_is_power_of_ten(v) for v in native) and max(native) >= 1000:
+        exps = [round(math.log10(v)) for v in native]
+        return [f"$10^{{{e}}}$" if fmt == "latex" else f"1e{e}" for e in exps]
+    out = []
+    for v in native:
+        if isinstance(v, float) and math.isinf(v):
+            text = (r"$\infty$" if fmt == "latex" else "inf") if v > 0 else "-inf"
+        elif isinstance(v, float):
+            text = format_number(v)
+        else:
+            text = str(v)
+            if fmt == "latex":
+                text = _latex_escape(text)
+        out.append(text)
+    return out
+
+
+_LATEX_NAMES = {"tau": r"$\tau$", "eps": r"$\varepsilon$", "n": "$n$", "gamma": r"$\gamma$"}
+
+
+def _latex_escape(text: str) -> str:
+    for char in ("\\", "&", "%", "$", "#", "_", "{", "}"):
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def _fmt_name(name: str, fmt: str) -> str:
+    if fmt == "latex":
+        return _LATEX_NAMES.get(name, _latex_escape(name))
+    return name
+
+
+def _caption(summary: xr.Dataset, diagnostics: bool) -> str:
+    info = sweep_info(summary)
+    level = summary.attrs.get("level")
+    name = info.get("name")
+    counts = summary["n_done"].values
+    lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
+    reps = info.get("replicates")
+    done = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    if reps is not None:
+        done += f" of {reps}"
+    level_text = f"{format_level(level)} intervals" if level is not None else "intervals"
+    head = f"{name}: " if name else ""
+    shown = (
+        "coverage, predicted coverage (pred cover: a normal interval of this bias/sd and "
+        "var ratio), mean length, bias/sd of the estimate and var ratio (mean length / "
+        "(2 z sd))^2"
+        if diagnostics
+        else "coverage and mean length"
+    )
+    return (
+        f"{head}{level_text}; {shown} (Monte-Carlo standard errors in brackets); "
+        f"replicates per cell: {done}"
+    )
+
+
+def _table_rows(
+    summary: xr.Dataset, fmt: str, diagnostics: bool
+) -> tuple[list[str], list[str], list[tuple[list[str], list[str]]]]:
+    stats = TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS
+    axes = grid_axes(summary)
+    col_axis = "n" if "n" in axes else None
+    row_dims: list[str] = [a for a in axes if a != "n"]
+    if "checkpoint" in summary.dims:
+        row_dims.append("checkpoint")
+    if summary.sizes["coord"] > 1:
+        row_dims.append("coord")
+    row_dims.append("method")
+
+    if col_axis is None and "checkpoint" not in summary.dims:
+        n = sweep_info(summary).get("spec", {}).get("n")
+        col_values = [] if n is None else [n]
+    else:
+        col_values = [] if col_axis is None else list(summary[col_axis].values)
+    if col_values:
+        col_headers = [
+            f"$n = {label.strip('$')}$" if fmt == "latex" else f"n = {label}"
+            for label in axis_labels(col_values, fmt)
+        ]
+    else:
+        col_headers = ["value"]
+    names = [("coord" if d == "coord" else _fmt_name(d, fmt)) for d in row_dims] + [""]
+
+    rows: list[tuple[list[str], list[str]]] = []
+    index_values = [summary[d].values for d in row_dims]
+    index_labels = [axis_labels(v, fmt) for v in index_values]
+    # Positional selection: exact float labels or NaN never miss; a size-1 coord goes too.
+    base = summary.isel(coord=0) if summary.sizes["coord"] == 1 else summary
+    for idx in np.ndindex(*(len(v) for v in index_values)):
+        cell = base.isel(dict(zip(row_dims, idx, strict=True)))
+        labels = [
+            (f"coord {int(v[i])}" if d == "coord" else lab[i])
+            for d, v, lab, i in zip(row_dims, index_values, index_labels, idx, strict=True)
+        ]
+        for stat, var in stats.items():
+            values = np.atleast_1d(cell[var].values)
+            ses = np.atleast_1d(cell[f"{var}_se"].values)
+            cells = [
+                _cell(float(v), float(s), var == "length")
+                for v, s in zip(values, ses, strict=True)
+            ]
+            rows.append(([*labels, stat], cells))
+    return names, col_headers, rows
+
+
+def _blank_repeats(rows: list[tuple[list[str], list[str]]]) -> list[list[str]]:
+    """Row labels with a level left blank where it repeats the row above (paper style)."""
+    out, previous = [], None
+    for labels, _ in rows:
+        shown = list(labels)
+        if previous is not None:
+            for i in range(len(labels)):
+                if labels[: i + 1] == previous[: i + 1]:
+                    shown[i] = ""
+                else:
+                    break
+        out.append(shown)
+        previous = labels
+    return out
+
+
+def _text_table(caption: str, names, headers, rows) -> str:
+    labels = _blank_repeats(rows)
+    table = [
+        [*names, *headers],
+        *[[*lab, *cells] for lab, (_, cells) in zip(labels, rows, strict=True)],
+    ]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    n_labels = len(names)
+
+    def line(r: Sequence[str]) -> str:
+        parts = [
+            r[i].ljust(widths[i]) if i < n_labels else r[i].rjust(widths[i]) for i in range(len(r))
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
+    body = [line(table[0]), rule, *(line(r) for r in table[1:])]
+    return "\n".join([caption, rule, *body, rule]) + "\n"
+
+
+def _markdown_table(caption: str, names, headers, rows) -> str:
+    labels = _blank_repeats(rows)
+    head = "| " + " | ".join([*names, *headers]) + " |"
+    align = "|" + "|".join([":--"] * len(names) + ["--:"] * len(headers)) + "|"
+    body = [
+        "| " + " | ".join([*lab, *cells]) + " |"
+        for lab, (_, cells) in zip(labels, rows, strict=True)
+    ]
+    return "\n".join([f"**{caption}**", "", head, align, *body]) + "\n"
+
+
+def _latex_table(caption: str, names, headers, rows) -> str:
+    labels = _blank_repeats(rows)
+    spec = "l" * len(names) + "r" * len(headers)
+    lines = [
+        r"\begin{table}",
+        r"\centering",
+        rf"\caption{{{_latex_escape(caption)}}}",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\hline",
+        " & ".join([*names, *headers]) + r" \\",
+        r"\hline",
+    ]
+    for i, (lab, (_, cells)) in enumerate(zip(labels, rows, strict=True)):
+        # A rule between groups of the outermost row level, as in the paper.
+        if i > 0 and lab[0] != "" and len(names) > 2:
+            lines.append(r"\hline")
+        lines.append(" & ".join([*lab, *cells]) + r" \\")
+    lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def format_table(summary: xr.Dataset, fmt: TableFormat = "text", diagnostics: bool = False) -> str:
+    """Format a summary as a table.
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        The output of :func:`summarize`.
+    fmt : {'text', 'markdown', 'latex', 'csv', 'json'}
+        ``text``, ``markdown`` and ``latex`` follow the paper's layout: columns are the
+        values of the ``n`` axis (a single column without one), rows the other grid
+        axes x [checkpoint x] [coord x] method x {cover, length}, each cell a value with
+        its Monte-Carlo standard error in brackets, e.g. ``0.902 (0.013)``, under a
+        caption naming the level and the number of replicates. ``csv`` and ``json``
+        hold one row / object per record of :func:`records` (every statistic, the
+        diagnostics included).
+    diagnostics : bool
+        Add the rows pred cover, bias/sd and var ratio per method (``text``,
+        ``markdown`` and ``latex``); see :mod:`ldpsim.pipeline.diagnostics`.
+
+    Returns
+    -------
+    str
+        The table, ending with a newline.
+
+    Raises
+    ------
+    ValueError
+        ``fmt`` is not one of the formats above.
+    """
+    if fmt not in TABLE_FORMATS:
+        raise ValueError(
+            f"The 'fmt' parameter of format_table must be one of {', '.join(TABLE_FORMATS)}. "
+            f"Got {fmt!r}."
+        )
+    if fmt == "json":
+        recs = [{k: _json_value(v) for k, v in r.items()} for r in records(summary)]
+        return json.dumps(recs, indent=1, allow_nan=False) + "\n"
+    if fmt == "csv":
+        recs = records(summary)
+        buffer = io.StringIO()
+        fields: list[Hashable] = list(recs[0]) if recs else list(RECORD_FIELDS)
+        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(recs)
+        return buffer.getvalue()
+    names, headers, rows = _table_rows(summary, fmt, diagnostics)
+    caption = _caption(summary, diagnostics)
+    if fmt == "markdown":
+        return _markdown_table(caption, names, headers, rows)
+    if fmt == "latex":
+        return _latex_table(caption, names, headers, rows)
+    return _text_table(caption, names, headers, rows)
