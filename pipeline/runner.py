@@ -33,10 +33,11 @@ PLAIN_PROGRESS_EVERY = 10.0
 #: kernel benchmark (README "Performance") times 6 ns per step at d = 1 (quantile) and
 #: 57 ns at d = 4 (quantile_regression), (57 / 6 - 1) / 3 = 2.8 per coordinate.
 STEP_COST_PER_COORD = 2.8
-#: Fixed cost of one replicate's intervals at one checkpoint (the bootstrap's B draws,
-#: seeding, bookkeeping), in d = 1 steps: 2e4, from `seconds` per replicate of the
-#: demo store (n = 1e4: 0.4 ms at 6 ns per step, 0.5 ms measured in all).
-INTERVAL_COST_STEPS = 2e4
+#: Fixed cost of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
+#: bm, sn, oracle; seeding, bookkeeping), in d = 1 steps. Median `seconds` per replicate
+#: of `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
+#: 1e6; a least-squares line gives 7.3 ns per step and 1.04 ms fixed, i.e. 1.4e5 steps.
+INTERVAL_COST_STEPS = 1.4e5
 
 
 def replicate_cost(point: GridPoint) -> float:
@@ -129,13 +130,16 @@ class Progress:
     """tqdm bar on a terminal, a plain line every few seconds otherwise.
 
     Both weigh each task by its cost, so that the share done and the ETA are those of
-    the work, not of the task count (a task at n = 1e6 costs 100 at n = 1e4).
+    the work, not of the task count (a task at n = 1e6 costs 8 times one at n = 1e4).
+    The plain ETA counts from the first finished task: until then the workers compiled
+    the kernels, a one-off cost that would inflate every later estimate.
     """
 
     def __init__(self, reps: int, cost: float, log: Callable[[str], Any]) -> None:
         self.reps, self.cost, self.log = reps, cost, log
         self.reps_done, self.cost_done = 0, 0.0
         self.start = self.last = time.monotonic()
+        self.first: tuple[float, float] | None = None  # (time, cost) of the first task
         self.bar = None
         if sys.stderr.isatty():
             from tqdm import tqdm
@@ -151,15 +155,21 @@ class Progress:
     def update(self, reps: int, cost: float) -> None:
         self.reps_done += reps
         self.cost_done += cost
+        now = time.monotonic()
+        if self.first is None:
+            self.first = (now, self.cost_done)
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self.reps_done}/{self.reps} rep", refresh=False)
             self.bar.update(cost)
             return
-        now = time.monotonic()
         if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
             self.last = now
             share = self.cost_done / self.cost if self.cost > 0 else 1.0
-            eta = eta_seconds(now - self.start, self.cost_done, self.cost)
+            since, done = self.first
+            if self.cost_done > done:  # a rate without the start-up
+                eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
+            else:
+                eta = eta_seconds(now - self.start, self.cost_done, self.cost)
             self.log(
                 f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
                 f"the work, ETA {eta:.0f} s"
