@@ -198,6 +198,12 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
         _check_local_values(options, source)
 
 
+#: For distributed's parser while checking a value: the cluster itself warns later.
+_SILENT = logging.getLogger("ldpsim.pipeline.clusters.check")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+
 def _check_local_values(options: dict[str, Any], source: str) -> None:
     from distributed.utils import clean_dashboard_address
     from distributed.worker_memory import parse_memory_limit
@@ -214,7 +220,7 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
     if options.get("memory_limit") is not None:
         value = options["memory_limit"]
         try:
-            limit = parse_memory_limit(value, 1, logger=logging.getLogger("ldpsim.unused"))
+            limit = parse_memory_limit(value, 1, logger=_SILENT)
         except (TypeError, ValueError):
             limit = -1
         if isinstance(value, bool) or (limit is not None and limit < 0):
