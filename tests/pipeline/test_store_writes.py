@@ -213,13 +213,19 @@ def test_open_zarr_without_warnings_after_run_and_extension(store, demo_store, l
 
 #: Runs `ldpsim run` with os.rename (used only to move a new store into place) wrapped:
 #: it waits at BARRIER until two processes are there (a race), or says "creating" and
-#: sleeps (to be interrupted), as argv[1] says.
+#: sleeps (to be interrupted), as argv[1] says. In a race the lock is held 10 s longer,
+#: so that the two runs overlap even if the first computes its 4 replicates at once.
 AROUND_CREATION = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
+    from ldpsim.pipeline.lock import RunLock
     mode, barrier = sys.argv[1], Path(sys.argv[2])
-    real_rename = os.rename
+    real_rename, real_release = os.rename, RunLock.release
+
+    def release(self):
+        time.sleep(10 if mode == "race" and self.held else 0)
+        real_release(self)
 
     def rename(src, dst, *args, **kwargs):
         if mode == "race":
@@ -232,7 +238,7 @@ AROUND_CREATION = textwrap.dedent(
             time.sleep(120)
         return real_rename(src, dst, *args, **kwargs)
 
-    os.rename = rename
+    os.rename, RunLock.release = rename, release
     from ldpsim.pipeline.cli import main
     sys.exit(main(sys.argv[3:]))
     """
