@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -17,10 +18,60 @@ from ldpsim.pipeline.errors import InputError
 if TYPE_CHECKING:  # the sweep module is imported by the verbs that need it
     from ldpsim.pipeline.sweep import Sweep
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+#: Exit codes: one policy for `run`, `status` and `errors` (see :func:`outcome`).
+EXIT_OK = 0  # every replicate done; no replicate and no interval method failed
+EXIT_FAILED = 1  # some replicate or interval method failed (recorded: `ldpsim errors`)
+EXIT_BAD_INPUT = 2  # bad input or a cluster that did not start; nothing stored changed
+EXIT_INCOMPLETE = 3  # replicates not computed yet, none failed (`ldpsim run` resumes)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); finished replicates are kept
+EXIT_CODES_HELP = """\
+exit codes (the same policy for run, status and errors):
+  0    every replicate done; no replicate and no interval method failed
+  1    some replicate or interval method failed (recorded; see `ldpsim errors STORE`)
+  2    bad input, or a cluster that could not start: one line on stderr, and
+       nothing stored was changed
+  3    some replicates are not computed yet and none failed (an interrupted run:
+       run it again to resume)
+  130  interrupted (Ctrl-C); the finished replicates are kept
+"""
 #: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 FORMATS = ("text", "markdown", "latex", "csv", "json")
+
+
+def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int:
+    """The exit code for a store's replicates (or a sweep's share of them).
+
+    Parameters
+    ----------
+    replicates_failed : int
+        Replicates that raised (>= 0).
+    methods_failed : int
+        (Replicate, interval method) pairs whose interval could not be computed (>= 0).
+    missing : int
+        Replicates neither done nor failed (>= 0).
+
+    Returns
+    -------
+    int
+        EXIT_FAILED if anything failed, else EXIT_INCOMPLETE if anything is missing,
+        else EXIT_OK.
+    """
+    if replicates_failed or methods_failed:
+        return EXIT_FAILED
+    if missing:
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def store_outcome(ds) -> int:
+    """:func:`outcome` of every replicate of a store's Dataset."""
+    done, failed = ds["done"].values, ds["failed"].values
+    return outcome(
+        replicates_failed=int(failed.sum()),
+        methods_failed=int(ds["method_failed"].values.sum()),
+        missing=int((~done & ~failed).sum()),
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,6 +101,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, inf], got {text!r}")
+    return value
+
+
 def _bounds(text: str) -> tuple[int, int]:
     try:
         low, high = (int(x) for x in text.split(":"))
@@ -61,7 +122,12 @@ def _bounds(text: str) -> tuple[int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ldpsim", description="Simulation sweeps of LDP-SGD inference.")
+    parser = _Parser(
+        prog="ldpsim",
+        description="Simulation sweeps of LDP-SGD inference.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run (or resume) a sweep: computes only what is not done")
@@ -80,6 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override one option of the cluster file, e.g. walltime=02:00:00 (YAML value)",
+    )
+    run.add_argument(
+        "--start-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="give up (exit 2, nothing written) if no worker has connected after this long "
+        "(default: the cluster file's start_timeout, else 120 local and --scheduler, "
+        "600 slurm/pbs; inf: wait for ever)",
     )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(
@@ -118,24 +192,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
+    from ldpsim.pipeline.clusters import check_options, load_cluster_config, parse_cluster_options
     from ldpsim.pipeline.runner import run_sweep
     from ldpsim.pipeline.sweep import load_sweep
 
     sweep = load_sweep(args.sweep, args.set, args.replicates)
     store = Path(args.store) if args.store is not None else Path("outputs") / f"{sweep.name}.zarr"
     check_run_length(sweep, confirmed=args.yes)
-    if (args.jobs or args.adapt) and not args.cluster:
-        raise InputError("--jobs and --adapt need --cluster (a batch cluster such as slurm).")
-    if args.workers and (args.scheduler or args.cluster not in (None, "local")):
+    if args.scheduler is not None and not args.scheduler.strip():
+        raise InputError(
+            "--scheduler needs the address of a running Dask scheduler, e.g. "
+            "tcp://HOST:8786; got an empty string. Leave it out to run on a local cluster."
+        )
+    # Everything about the cluster is checked here; connecting comes before any write.
+    kind = load_cluster_config(args.cluster)["kind"] if args.cluster else None
+    if args.scheduler is None and kind is None:
+        kind = "local"
+    if (args.jobs or args.adapt) and kind in (None, "local"):
+        raise InputError(
+            "--jobs and --adapt scale the jobs of a batch cluster (--cluster slurm or pbs, "
+            "or a file of that kind); a local cluster takes --workers N, and --scheduler "
+            "uses the workers already attached to it."
+        )
+    if args.workers and kind != "local":
         raise InputError("--workers applies to the local cluster only.")
-    from ldpsim.pipeline.clusters import check_options, load_cluster_config, parse_cluster_options
-
     options = parse_cluster_options(args.cluster_option)
     if options and not args.cluster:
         raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
-    if args.cluster:  # a bad cluster file or option is refused before any write
-        config = load_cluster_config(args.cluster)
-        check_options(config["kind"], options, "--cluster-option")
+    if args.cluster:
+        check_options(kind, options, "--cluster-option")
     for message in sweep.check_theory():
         print(f"warning: {message}", file=sys.stderr)
     report = run_sweep(
@@ -147,8 +232,13 @@ def cmd_run(args) -> int:
         jobs=args.jobs,
         adapt=args.adapt,
         options=options,
+        start_timeout=args.start_timeout,
     )
-    return report.exit_code
+    return outcome(
+        replicates_failed=report.replicates_failed,
+        methods_failed=sum(report.method_failures.values()),
+        missing=report.missing,
+    )
 
 
 def check_run_length(sweep: Sweep, *, confirmed: bool) -> None:
@@ -191,6 +281,12 @@ def cmd_status(args) -> int:
     failed = ds["failed"].values
     total = done.size
     print(f"{args.store}: {int(done.sum())}/{total} replicates done, {int(failed.sum())} failed")
+    method_failed = ds["method_failed"].values  # (grid..., method, rep[, checkpoint])
+    method_failed = method_failed.reshape(*method_failed.shape[: len(grid) + 2], -1).any(-1)
+    for m, label in enumerate(ds["method"].values):
+        count = int(method_failed[..., m, :].sum())
+        if count:
+            print(f"  interval method {label} failed in {count} replicate(s)")
     if grid:
         for index in np.ndindex(*done.shape[:-1]):
             label = ", ".join(f"{d}={ds[d].values[i]}" for d, i in zip(grid, index, strict=True))
@@ -198,11 +294,11 @@ def cmd_status(args) -> int:
                 f"  {label}: {int(done[index].sum())}/{done.shape[-1]} done, "
                 f"{int(failed[index].sum())} failed"
             )
-    return EXIT_FAILED if failed.any() else EXIT_OK
+    return store_outcome(ds)
 
 
 def cmd_errors(args) -> int:
-    from ldpsim.pipeline.store import check_store, iter_errors
+    from ldpsim.pipeline.store import check_store, iter_errors, open_dataset
 
     check_store(args.store)
     count = 0
@@ -216,7 +312,7 @@ def cmd_errors(args) -> int:
         print(record.get("traceback") or record.get("error"))
     if not count:
         print(f"No failures recorded in {args.store}.")
-    return EXIT_FAILED if count else EXIT_OK
+    return store_outcome(open_dataset(args.store))
 
 
 def cmd_summarize(args) -> int:
@@ -285,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ldpsim: interrupted; finished replicates are kept, run again to resume.",
             file=sys.stderr,
         )
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _silence_stdout() -> None:

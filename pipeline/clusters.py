@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,15 @@ from ldpsim.pipeline.errors import InputError
 
 #: Where the shipped cluster configurations live (repository's cluster/ folder).
 CLUSTER_DIR = Path(__file__).resolve().parent.parent / "cluster"
-CONFIG_KEYS = ("kind", "options", "scale", "adapt")
+CONFIG_KEYS = ("kind", "options", "scale", "adapt", "start_timeout")
+#: Default seconds from the start of a cluster until its first worker has connected
+#: (cluster-file key ``start_timeout``, option ``--start-timeout``). Local workers start
+#: in seconds, even on a loaded machine; batch jobs may wait in the queue first.
+START_TIMEOUT = {"local": 120.0, "slurm": 600.0, "pbs": 600.0}
+#: The same for ``--scheduler``: reaching the scheduler and finding a worker there.
+SCHEDULER_START_TIMEOUT = 120.0
+#: Seconds to reach a running scheduler (distributed's default connect timeout).
+SCHEDULER_CONNECT_TIMEOUT = 30.0
 
 
 def _local(options: dict[str, Any]):
@@ -100,6 +110,10 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
     config["options"] = options
     check_options(kind, options, f"cluster file {str(path)!r}")
     check_scaling(config, f"cluster file {str(path)!r}")
+    if "start_timeout" in config:
+        config["start_timeout"] = check_start_timeout(
+            config["start_timeout"], f"'start_timeout' of cluster file {str(path)!r}"
+        )
     return config
 
 
@@ -148,6 +162,19 @@ def check_scaling(config: dict[str, Any], source: str) -> None:
             raise InputError(f"The {expected}, minimum_jobs <= maximum_jobs. Got {value!r}.")
 
 
+def check_start_timeout(value: Any, source: str) -> float:
+    """A start timeout in seconds, in (0, inf] (``.inf``: wait for ever).
+
+    Raises
+    ------
+    InputError
+        Not a number, or not positive.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InputError(f"The {source} must be a number of seconds in (0, inf]. Got {value!r}.")
+    return float(value)
+
+
 def parse_cluster_options(items: list[str] | None) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> a dict of cluster options; VALUE is read as YAML.
 
@@ -172,32 +199,93 @@ def parse_cluster_options(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def allowed_options(kind: str) -> set[str] | None:
-    """Option names a batch cluster accepts (None for local: it forwards any to workers)."""
-    if kind == "local":
-        return None
-    from dask_jobqueue import PBSCluster, SLURMCluster
-    from dask_jobqueue.core import Job, JobQueueCluster
+def allowed_options(kind: str) -> set[str]:
+    """Option names a cluster kind accepts: its class's and its workers' keywords."""
+    from distributed import Nanny, Worker
 
-    cls = {"slurm": SLURMCluster, "pbs": PBSCluster}[kind]
+    if kind == "local":
+        # LocalCluster passes the keywords it does not know on to its Nanny and Worker.
+        inits = (LocalCluster.__init__, Nanny.__init__, Worker.__init__)
+        exclude = {"self", "loop", "asynchronous", "start", "worker_class", "scheduler_ip"}
+    else:
+        from dask_jobqueue import PBSCluster, SLURMCluster
+        from dask_jobqueue.core import Job, JobQueueCluster
+
+        cls = {"slurm": SLURMCluster, "pbs": PBSCluster}[kind]
+        inits = (cls.__init__, JobQueueCluster.__init__, cls.job_cls.__init__, Job.__init__)
+        exclude = {"self", "scheduler", "job_cls", "job_kwargs", "base_class_kwargs"}
     names: set[str] = set()
-    for init in (cls.__init__, JobQueueCluster.__init__, cls.job_cls.__init__, Job.__init__):
+    for init in inits:
         for p in inspect.signature(init).parameters.values():
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
                 names.add(p.name)
-    return names - {"self", "scheduler", "job_cls", "job_kwargs", "base_class_kwargs"}
+    return names - exclude
 
 
 def check_options(kind: str, options: dict[str, Any], source: str) -> None:
-    """Refuse option names the cluster class does not know, before anything runs."""
+    """Refuse option names the cluster class does not know, and bad local values.
+
+    Raises
+    ------
+    InputError
+        An unknown option; for a local cluster also ``n_workers`` or
+        ``threads_per_worker`` not an integer >= 1 (or null), a ``memory_limit`` that is
+        not a size, a fraction or "auto", a ``dashboard_address`` that is not
+        "[HOST]:PORT" with PORT in [0, 65535] (or null).
+    """
     allowed = allowed_options(kind)
-    if allowed is None:
-        return
     for key in options:
         if key not in allowed:
             raise InputError(
                 f"Unknown option {key!r} for a {kind} cluster ({source}). Allowed options "
                 f"are: {', '.join(sorted(allowed))}."
+            )
+    if kind == "local":
+        _check_local_values(options, source)
+
+
+#: For distributed's parser while checking a value: the cluster itself warns later.
+_SILENT = logging.getLogger("ldpsim.pipeline.clusters.check")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+
+def _check_local_values(options: dict[str, Any], source: str) -> None:
+    from distributed.utils import clean_dashboard_address
+    from distributed.worker_memory import parse_memory_limit
+
+    for key in ("n_workers", "threads_per_worker"):
+        value = options.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise InputError(
+                f"The {key!r} option of the local cluster ({source}) must be an integer "
+                f">= 1, or null for the default. Got {value!r}."
+            )
+    if options.get("memory_limit") is not None:
+        value = options["memory_limit"]
+        try:
+            limit = parse_memory_limit(value, 1, logger=_SILENT)
+        except (TypeError, ValueError):
+            limit = -1
+        if isinstance(value, bool) or (limit is not None and limit < 0):
+            raise InputError(
+                f"The 'memory_limit' option of the local cluster ({source}) must be a size "
+                f'such as "4GB", a fraction of the memory in (0, 1], "auto", or 0 or '
+                f"null for no limit. Got {value!r}."
+            )
+    if options.get("dashboard_address") is not None:
+        value = options["dashboard_address"]
+        try:
+            ports = [a["port"] for a in clean_dashboard_address(value)]
+        except (TypeError, ValueError):
+            ports = [-1]
+        if isinstance(value, bool) or not all(0 <= int(p) <= 65535 for p in ports):
+            raise InputError(
+                f"The 'dashboard_address' option of the local cluster ({source}) must be "
+                f'"[HOST]:PORT" with PORT in [0, 65535] (0: a free port), or null for '
+                f"none. Got {value!r}."
             )
 
 
@@ -207,15 +295,114 @@ def build_cluster(config: dict[str, Any], overrides: dict[str, Any] | None = Non
     Raises
     ------
     InputError
-        An option the cluster class does not accept.
+        The cluster could not start: a bad option value, a network interface this host
+        does not have, a scheduler that cannot listen, ...
     """
     kind = config["kind"]
     options = {**config["options"], **(overrides or {})}
     try:
         return BACKENDS[kind](options)
-    except (TypeError, ValueError) as exc:  # unknown keyword, bad value or interface
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"Bad option in the {kind!r} cluster configuration: {message}") from None
+    except Exception as exc:  # a bad value, an interface, a worker that failed to start
+        raise InputError(f"The {kind} cluster could not start: {_root_cause(exc)}") from None
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The first line of the innermost explicitly chained cause (the useful message)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class StartProblems(logging.Filter):
+    """Collect and drop the errors Dask only logs while a cluster starts.
+
+    A batch job that cannot be submitted (sbatch or qsub fails) raises in Dask's event
+    loop, which logs a traceback and goes on waiting for a worker that never comes.
+    Attached to the handlers of the ``distributed`` and ``tornado`` loggers, this
+    filter keeps the first line of each such error for a one-line message instead.
+    """
+
+    LOGGERS = ("distributed", "tornado", "tornado.application")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+        self.handlers: list[logging.Handler] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            self.messages.append(_submit_error(exc) or _root_cause(exc))
+        return False  # reported by ldpsim in one line if the start fails
+
+    def __enter__(self) -> StartProblems:
+        logging.getLogger("tornado.application").addFilter(self)
+        for name in self.LOGGERS:
+            for handler in logging.getLogger(name).handlers:
+                if handler not in self.handlers:
+                    handler.addFilter(self)
+                    self.handlers.append(handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("tornado.application").removeFilter(self)
+        for handler in self.handlers:
+            handler.removeFilter(self)
+
+
+def _submit_error(exc: BaseException) -> str | None:
+    """The batch system's own error line if ``exc`` is a failed job submission."""
+    text = str(exc)
+    if "Command exited with non-zero exit code" not in text:  # dask_jobqueue's wording
+        return None
+    _, _, stderr = text.partition("stderr:")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return "; ".join(lines) if lines else text.splitlines()[0]
+
+
+@contextlib.contextmanager
+def quiet_distributed() -> Iterator[None]:
+    """Silence Dask's log below CRITICAL, e.g. while an ldpsim cluster shuts down.
+
+    Closing workers that are slow to exit (a loaded machine, many workers) logs
+    warnings and tracebacks about a shutdown that went as intended.
+    """
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def wait_for_first_worker(
+    client: Client, deadline: float, problems: StartProblems, where: str
+) -> None:
+    """Return once a worker is connected; raise InputError at a start error or the deadline.
+
+    ``deadline`` is a :func:`time.monotonic` time (``inf``: none).
+    """
+    while True:
+        if problems.messages:
+            raise InputError(
+                f"The {where} could not start a worker: {problems.messages[0]}. Check the "
+                "cluster options (e.g. queue, account, interface, python)."
+            )
+        try:
+            client.wait_for_workers(1, timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+            return
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise InputError(
+                    f"No Dask worker of the {where} connected within the start timeout; "
+                    "nothing was computed. Check that workers can start and reach the "
+                    "scheduler (batch jobs: the queue and the worker logs), or raise "
+                    "--start-timeout (cluster file: start_timeout)."
+                ) from None
 
 
 @contextlib.contextmanager
@@ -227,39 +414,89 @@ def connect(
     jobs: int | None = None,
     adapt: tuple[int, int] | None = None,
     options: dict[str, Any] | None = None,
-    log=print,
+    start_timeout: float | None = None,
+    log: Callable[[str], Any] = print,
 ) -> Iterator[Client]:
-    """Yield a Client: attached to ``scheduler``, or on a cluster built from a config.
+    """Yield a Client with at least one worker: attached to ``scheduler``, or on a cluster.
 
     Command-line values override the file: ``workers`` a local cluster's worker count,
     ``jobs`` (fixed) or ``adapt`` (minimum, maximum jobs) the scaling of a batch
-    cluster, ``options`` (see :func:`parse_cluster_options`) single keys of ``options``.
+    cluster, ``options`` (see :func:`parse_cluster_options`) single keys of ``options``,
+    ``start_timeout`` (seconds, in (0, inf]) the file's ``start_timeout``: how long to
+    wait for the first worker (defaults: :data:`START_TIMEOUT`,
+    :data:`SCHEDULER_START_TIMEOUT`). A cluster started here is shut down on exit.
+
+    Raises
+    ------
+    InputError
+        The cluster could not start, the scheduler could not be reached, a batch job
+        could not be submitted, or no worker connected in time. Whatever was started
+        is shut down again.
     """
-    if scheduler:
-        client = Client(scheduler, timeout="30s")
-        log(f"Attached to scheduler {scheduler}; dashboard: {client.dashboard_link}")
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    config = load_cluster_config(cluster or "local")
-    overrides = dict(options or {})
-    kind = config["kind"]
-    if kind == "local" and workers is not None:
-        overrides["n_workers"] = workers
-    dask_cluster = build_cluster(config, overrides)
-    with dask_cluster, Client(dask_cluster) as client:
-        if kind != "local":
-            scale = config.get("scale") or {}
-            bounds = adapt or (
-                (config["adapt"]["minimum_jobs"], config["adapt"]["maximum_jobs"])
-                if config.get("adapt") and jobs is None
-                else None
-            )
-            if bounds:
-                dask_cluster.adapt(minimum_jobs=bounds[0], maximum_jobs=bounds[1])
-            else:
-                dask_cluster.scale(jobs=jobs or scale.get("jobs", 1))
-        log(f"Dask cluster: {kind}; dashboard: {client.dashboard_link}")
+    started = time.monotonic()
+    dask_cluster = client = None
+    where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
+    try:
+        with StartProblems() as problems:
+            try:
+                if scheduler is not None:
+                    timeout = start_timeout or SCHEDULER_START_TIMEOUT
+                    client = _attach(scheduler, min(timeout, SCHEDULER_CONNECT_TIMEOUT))
+                else:
+                    config = load_cluster_config(cluster or "local")
+                    kind = config["kind"]
+                    timeout = start_timeout or config.get("start_timeout") or START_TIMEOUT[kind]
+                    where = f"{kind} cluster"
+                    overrides = dict(options or {})
+                    if kind == "local" and workers is not None:
+                        overrides["n_workers"] = workers
+                    dask_cluster = build_cluster(config, overrides)
+                    client = Client(dask_cluster)
+                    if kind != "local":
+                        _scale(dask_cluster, config, jobs, adapt)
+                wait_for_first_worker(client, started + timeout, problems, where)
+            except InputError:
+                raise
+            except Exception as exc:  # anything else that stops the start: one line too
+                raise InputError(f"The {where} could not start: {_root_cause(exc)}") from None
+        log(f"Dask {where}; dashboard: {client.dashboard_link}")
         yield client
+    finally:
+        with quiet_distributed():
+            _shut_down(client, dask_cluster)
+
+
+def _shut_down(client: Client | None, dask_cluster: Any) -> None:
+    """Close the client, then the cluster started for it; ignore how that goes.
+
+    The results are written by then, and a failed start leaves Dask objects that may
+    not close cleanly (a batch job whose submission failed stays "created", which
+    SpecCluster.close asserts against), so no error here may hide the run's outcome.
+    """
+    for closable in (client, dask_cluster):
+        if closable is not None:
+            with contextlib.suppress(Exception):
+                closable.close()
+
+
+def _attach(address: str, timeout: float) -> Client:
+    try:
+        return Client(address, timeout=timeout)
+    except Exception as exc:  # OSError (unreachable), ValueError (no port), TimeoutError
+        raise InputError(
+            f"Cannot connect to the Dask scheduler {address!r}: {_root_cause(exc)}. Give the "
+            "address of a running scheduler, e.g. tcp://HOST:8786."
+        ) from None
+
+
+def _scale(dask_cluster: Any, config: dict[str, Any], jobs: int | None, adapt) -> None:
+    """Fixed jobs (``jobs``, else the file's ``scale``) or adaptive bounds."""
+    bounds = adapt or (
+        (config["adapt"]["minimum_jobs"], config["adapt"]["maximum_jobs"])
+        if config.get("adapt") and jobs is None
+        else None
+    )
+    if bounds:
+        dask_cluster.adapt(minimum_jobs=bounds[0], maximum_jobs=bounds[1])
+    else:
+        dask_cluster.scale(jobs=jobs or (config.get("scale") or {}).get("jobs", 1))

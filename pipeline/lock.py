@@ -59,8 +59,9 @@ class RunLock:
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         private = self.path.with_name(f".lock-{os.getpid()}-{time.monotonic_ns()}.new")
-        private.write_text(json.dumps(record))
         try:
+            # Inside the try: a full disk fails this write and must not leave the file.
+            private.write_text(json.dumps(record))
             for _ in range(3):
                 try:
                     os.link(private, self.path)

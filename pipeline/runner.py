@@ -3,38 +3,97 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distributed import as_completed
+import numpy as np
+from distributed import Client, as_completed
 from ldpsim.pipeline.clusters import connect
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.lock import RunLock
-from ldpsim.pipeline.store import META_GROUP, Store, remove_partial_files
+from ldpsim.pipeline.store import (
+    META_GROUP,
+    Changes,
+    Store,
+    inspect_store,
+    remove_partial_files,
+    stored_layout,
+)
 from ldpsim.pipeline.sweep import GridPoint, Sweep
 from ldpsim.pipeline.worker import run_chunk
 
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_EVERY = 10.0
+#: Cost of one SGD step relative to a d = 1 step, per extra coordinate of theta: the
+#: kernel benchmark (README "Performance") times 6 ns per step at d = 1 (quantile) and
+#: 57 ns at d = 4 (quantile_regression), (57 / 6 - 1) / 3 = 2.8 per coordinate.
+STEP_COST_PER_COORD = 2.8
+#: Fixed cost of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
+#: bm, sn, oracle; seeding, bookkeeping), in d = 1 steps. Median `seconds` per replicate
+#: of `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
+#: 1e6; a least-squares line gives 7.3 ns per step and 1.04 ms fixed, i.e. 1.4e5 steps.
+INTERVAL_COST_STEPS = 1.4e5
+
+
+def replicate_cost(point: GridPoint) -> float:
+    """Relative compute time of one replicate of ``point`` (units: one d = 1 SGD step).
+
+    The SGD steps (``n`` times the mini-batch, each dearer with the dimension of theta)
+    plus a fixed cost for the intervals at each checkpoint. Only ratios matter: the
+    progress bar and its ETA weigh each task by this, not by its replicate count.
+    """
+    spec = point.normalized
+    step = 1.0 + STEP_COST_PER_COORD * (spec.model.dim - 1)
+    intervals = INTERVAL_COST_STEPS * len(spec.checkpoints or (spec.n,))
+    return spec.n * spec.batch * step + intervals
+
+
+def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
+    """Seconds left if the remaining work goes at the rate of the work done so far.
+
+    Parameters
+    ----------
+    elapsed : float
+        Seconds since the first task was submitted, >= 0.
+    work_done, work_total : float
+        Cost of the finished tasks and of all tasks (see :func:`replicate_cost`),
+        0 <= work_done <= work_total.
+
+    Returns
+    -------
+    float
+        ``inf`` before any work is done.
+    """
+    if work_done <= 0:
+        return math.inf
+    return elapsed * (work_total - work_done) / work_done
 
 
 @dataclass
 class RunReport:
-    """What a run did: counts of replicates computed, failed and already done."""
+    """What a run did, and the state of the sweep's replicates in the store after it.
+
+    ``computed`` and ``failed`` count this run's replicates; ``replicates_failed``,
+    ``method_failures`` (label -> replicates in which that interval method failed)
+    and ``missing`` (replicates not done) describe the sweep's whole region of the
+    store, which is what the exit code reports (:func:`ldpsim.pipeline.cli.outcome`).
+    """
 
     store: Path
     total: int
     already_done: int
     computed: int = 0
     failed: int = 0
-    changes: dict[str, Any] = field(default_factory=dict)
+    replicates_failed: int = 0
+    method_failures: dict[str, int] = field(default_factory=dict)
+    missing: int = 0
+    changes: Changes = field(default_factory=Changes)
     seconds: float = 0.0
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failed else 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +103,10 @@ class Work:
     chunk: int
     reps: list[int]
     key: str
+
+    @property
+    def cost(self) -> float:
+        return len(self.reps) * replicate_cost(self.point)
 
 
 def plan(sweep: Sweep, store: Store) -> tuple[list[Work], int]:
@@ -64,30 +127,52 @@ def plan(sweep: Sweep, store: Store) -> tuple[list[Work], int]:
 
 
 class Progress:
-    """tqdm bar on a terminal, a plain line every few seconds otherwise."""
+    """tqdm bar on a terminal, a plain line every few seconds otherwise.
 
-    def __init__(self, total: int, log) -> None:
-        self.total, self.count, self.log = total, 0, log
+    Both weigh each task by its cost, so that the share done and the ETA are those of
+    the work, not of the task count (a task at n = 1e6 costs 8 times one at n = 1e4).
+    The plain ETA counts from the first finished task: until then the workers compiled
+    the kernels, a one-off cost that would inflate every later estimate.
+    """
+
+    def __init__(self, reps: int, cost: float, log: Callable[[str], Any]) -> None:
+        self.reps, self.cost, self.log = reps, cost, log
+        self.reps_done, self.cost_done = 0, 0.0
         self.start = self.last = time.monotonic()
+        self.first: tuple[float, float] | None = None  # (time, cost) of the first task
         self.bar = None
         if sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit="rep", smoothing=0.1)
+            # tqdm's rate and ETA then count cost, its postfix the replicates.
+            self.bar = tqdm(
+                total=cost,
+                bar_format="{l_bar}{bar}| {postfix} [{elapsed}<{remaining}]",
+                smoothing=0.1,
+            )
+            self.bar.set_postfix_str(f"0/{reps} rep")
 
-    def update(self, k: int) -> None:
-        self.count += k
-        if self.bar is not None:
-            self.bar.update(k)
-            return
+    def update(self, reps: int, cost: float) -> None:
+        self.reps_done += reps
+        self.cost_done += cost
         now = time.monotonic()
-        if now - self.last >= PLAIN_PROGRESS_EVERY or self.count == self.total:
+        if self.first is None:
+            self.first = (now, self.cost_done)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.reps_done}/{self.reps} rep", refresh=False)
+            self.bar.update(cost)
+            return
+        if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
             self.last = now
-            rate = self.count / max(now - self.start, 1e-9)
-            eta = (self.total - self.count) / rate if rate > 0 else float("inf")
+            share = self.cost_done / self.cost if self.cost > 0 else 1.0
+            since, done = self.first
+            if self.cost_done > done:  # a rate without the start-up
+                eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
+            else:
+                eta = eta_seconds(now - self.start, self.cost_done, self.cost)
             self.log(
-                f"progress: {self.count}/{self.total} replicates "
-                f"({100 * self.count / self.total:.1f}%), {rate:.2f} rep/s, ETA {eta:.0f} s"
+                f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
+                f"the work, ETA {eta:.0f} s"
             )
 
     def close(self) -> None:
@@ -105,10 +190,15 @@ def run_sweep(
     jobs: int | None = None,
     adapt: tuple[int, int] | None = None,
     options: dict[str, Any] | None = None,
+    start_timeout: float | None = None,
     shuffle: int | None = None,
-    log=print,
+    log: Callable[[str], Any] = print,
 ) -> RunReport:
     """Compute every replicate of ``sweep`` not yet done in the store; resume-safe.
+
+    Nothing is written before everything that can be checked is: the store is
+    inspected (read only) and locked, the cluster started and a worker connected;
+    only then is the store created or extended, atomically.
 
     Parameters
     ----------
@@ -116,38 +206,69 @@ def run_sweep(
         Validated sweep (see :func:`ldpsim.pipeline.sweep.load_sweep`).
     store_path : path
         Zarr store of the sweep; created, extended or resumed.
-    workers, scheduler, cluster, jobs, adapt, options
+    workers, scheduler, cluster, jobs, adapt, options, start_timeout
         Where to run (see :func:`ldpsim.pipeline.clusters.connect`).
     shuffle : int or None
         Submit the chunks in a random order with this seed (tests: order independence).
+
+    Raises
+    ------
+    InputError
+        Bad store path or specification, a store held by another run, a cluster that
+        does not start; the store is then unchanged (and none is created).
     """
     start = time.monotonic()
-    where = {"workers": workers, "scheduler": scheduler, "cluster": cluster, "jobs": jobs}
-    lock: RunLock | None = None
+    path = Path(store_path)
+    changes = inspect_store(path, sweep)
+    if not changes:
+        store = Store(path, stored_layout(path), mode="r")
+        work, already = plan(sweep, store)
+        if not work:
+            report = RunReport(store=path, total=already, already_done=already)
+            _tally(sweep, store, report)
+            log(f"Nothing to do: all {already} replicates of {sweep.name!r} are done in {path}.")
+            _log_failures(report, log)
+            return report
+    lock = RunLock(path / META_GROUP) if path.exists() else None
 
-    def take_lock(path: Path) -> None:
-        # Called by the store once it exists and matches the sweep, before any change.
+    def take_lock(_: Path) -> None:
+        # The store calls this once it exists and matches the sweep, before changing it.
         nonlocal lock
-        lock = RunLock(path / META_GROUP)
-        lock.acquire(log=log)
+        lock = lock or RunLock(path / META_GROUP)
+        if not lock.held:
+            _acquire(lock, log)
 
     try:
-        store, changes = Store.open_or_create(store_path, sweep, before_write=take_lock)
-        where.update(adapt=adapt, options=options)
-        return _execute(sweep, store, changes, start, where, shuffle, log)
+        if lock is not None:
+            _acquire(lock, log)  # another run holding the store is refused before connecting
+        where = {"workers": workers, "scheduler": scheduler, "cluster": cluster, "jobs": jobs}
+        where.update(adapt=adapt, options=options, start_timeout=start_timeout)
+        with connect(**where, log=log) as client:
+            store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
+            return _execute(sweep, store, changes, client, start, shuffle, log)
     finally:
         if lock is not None:
             lock.release()
 
 
+def _acquire(lock: RunLock, log: Callable[[str], Any]) -> None:
+    try:
+        lock.acquire(log=log)
+    except OSError as exc:  # a full disk or a read-only file system
+        raise InputError(
+            f"Cannot write the run lock {str(lock.path)!r}: {exc.strerror or exc}; the store "
+            "is unchanged."
+        ) from None
+
+
 def _execute(
     sweep: Sweep,
     store: Store,
-    changes: dict[str, Any],
+    changes: Changes,
+    client: Client,
     start: float,
-    where: dict[str, Any],
     shuffle: int | None,
-    log,
+    log: Callable[[str], Any],
 ) -> RunReport:
     removed = remove_partial_files(store.path)
     if removed:
@@ -155,10 +276,6 @@ def _execute(
     work, already = plan(sweep, store)
     total = len(sweep.points()) * sweep.replicates
     report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
-    if not work:
-        log(f"Nothing to do: all {total} replicates of {sweep.name!r} are done in {store.path}.")
-        report.seconds = time.monotonic() - start
-        return report
     if shuffle is not None:
         import random
 
@@ -167,39 +284,70 @@ def _execute(
     log(f"{todo} of {total} replicates to compute ({already} already done) in {len(work)} tasks.")
     methods = list(store.layout.methods)
     d = store.layout.d
-    with connect(**where, log=log) as client:
-        futures = {
-            client.submit(run_chunk, w.point.spec, w.reps, methods, d, w.key, key=w.key): w
-            for w in work
-        }
-        progress = Progress(todo, log)
-        try:
-            for future in as_completed(futures):
-                w = futures.pop(future)
-                try:
-                    result = future.result()
-                except Exception as exc:  # KilledWorker, a cancelled or lost task, ...
-                    result = _failed_chunk(w, methods, d, store, exc)
-                store.write_chunk(w.index, w.chunk, result)
-                report.computed += int((~result["failed"]).sum())
-                report.failed += int(result["failed"].sum())
-                progress.update(len(w.reps))
-                future.release()
-        finally:
-            progress.close()
+    futures = {
+        client.submit(run_chunk, w.point.spec, w.reps, methods, d, w.key, key=w.key): w
+        for w in work
+    }
+    progress = Progress(todo, sum(w.cost for w in work), log)
+    try:
+        for future in as_completed(futures):
+            w = futures.pop(future)
+            try:
+                result = future.result()
+            except Exception as exc:  # KilledWorker, a cancelled or lost task, ...
+                result = _failed_chunk(w, methods, d, store, exc)
+            store.write_chunk(w.index, w.chunk, result)
+            report.computed += int((~result["failed"]).sum())
+            report.failed += int(result["failed"].sum())
+            progress.update(len(w.reps), w.cost)
+            future.release()
+    finally:
+        progress.close()
     report.seconds = time.monotonic() - start
+    _tally(sweep, store, report)
     log(
         f"Computed {report.computed} replicates, {report.failed} failed "
         f"({report.seconds:.1f} s); store: {store.path}"
     )
-    if report.failed:
-        log(f"See the failures with: ldpsim errors {store.path}")
+    _log_failures(report, log)
     return report
 
 
-def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Exception) -> dict:
-    import numpy as np
+def _tally(sweep: Sweep, store: Store, report: RunReport) -> None:
+    """Count the failed and missing replicates of the sweep's region of the store."""
+    points = [store.index_of(p) for p in sweep.points()]
+    reps = slice(0, sweep.replicates)
+    done = np.asarray(store.group["done"][...], dtype=bool)
+    failed = np.asarray(store.group["failed"][...], dtype=bool)
+    method_failed = np.asarray(store.group["method_failed"][...], dtype=bool)
+    # (grid..., method, rep[, checkpoint]): a failure at any checkpoint counts.
+    grid = len(store.layout.axes)
+    method_failed = method_failed.reshape(*method_failed.shape[: grid + 2], -1).any(-1)
+    report.missing = sum(int((~done[(*p, reps)] & ~failed[(*p, reps)]).sum()) for p in points)
+    report.replicates_failed = sum(int(failed[(*p, reps)].sum()) for p in points)
+    per_method = sum(method_failed[(*p, slice(None), reps)].sum(axis=-1) for p in points)
+    report.method_failures = {
+        label: int(count)
+        for label, count in zip(store.layout.methods, per_method, strict=True)
+        if count
+    }
 
+
+def _log_failures(report: RunReport, log: Callable[[str], Any]) -> None:
+    if report.method_failures:
+        log(
+            "Interval methods failed: "
+            + ", ".join(
+                f"{label} in {count} replicate{'s' if count > 1 else ''}"
+                for label, count in report.method_failures.items()
+            )
+            + "."
+        )
+    if report.replicates_failed or report.method_failures:
+        log(f"See the failures with: ldpsim errors {report.store}")
+
+
+def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Exception) -> dict:
     n_reps = len(w.reps)
     checkpoints = store.layout.checkpoints
     extra = (len(checkpoints), d) if checkpoints else (d,)

@@ -7,15 +7,18 @@ whole chunks (one grid point x ``rep_chunk`` replicates).
 
 from __future__ import annotations
 
+import glob
 import itertools
 import json
 import math
 import os
 import platform
 import shutil
+import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -215,100 +218,70 @@ def _position(values: list[Any], value: Any) -> int:
 
 
 class Store:
-    """A sweep's Zarr store, opened for writing by the (single) client."""
+    """A sweep's Zarr store, opened for writing by the (single) client (``mode="r"``: reading)."""
 
-    def __init__(self, path: Path, layout: Layout) -> None:
+    def __init__(self, path: Path, layout: Layout, mode: str = "r+") -> None:
         self.path = Path(path)
         self.layout = layout
-        self.group = zarr.open_group(str(self.path), mode="r+", zarr_format=3)
+        # The arrays' own metadata, never the consolidated copy in the root (a run that
+        # committed an extension rewrote both, but only the arrays' metadata is read back).
+        self.group = zarr.open_group(
+            str(self.path), mode=mode, zarr_format=3, use_consolidated=False
+        )
         self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS}
 
     # -- creation and extension ------------------------------------------------------
     @classmethod
     def open_or_create(
         cls, path: str | Path, sweep: Sweep, before_write: Callable[[Path], None] | None = None
-    ) -> tuple[Store, dict[str, Any]]:
-        """Open the store for ``sweep`` (creating or extending it); report what changed.
+    ) -> tuple[Store, Changes]:
+        """Open the store for ``sweep``, creating or extending it; report what changed.
 
-        ``before_write(path)`` (e.g. taking the run lock) is called once the store exists
-        and matches ``sweep``, before anything in it is changed other than its creation.
+        ``before_write(path)`` (taking the run lock) is called once the store exists and
+        matches ``sweep``, before anything in it is changed other than its creation. A
+        store created meanwhile by another run is opened like any existing store.
 
         Raises
         ------
         InputError
             The path is not a directory, not writable, not an ldpsim store, or was made
-            from a different specification (the message shows the difference).
+            from a different specification (the message shows the difference); the
+            extension would change array shapes; a write failed (the store is unchanged).
         """
         path = Path(path)
-        check_store_path(path)
-        if not path.exists():
+        changes = inspect_store(path, sweep)
+        _remove_abandoned_creations(path)
+        if changes.created:
             layout = layout_for(sweep)
             try:
-                _create_atomically(path, sweep, layout)
-            except OSError as exc:  # e.g. /proc, a read-only file system (root ignores modes)
+                created = _create_atomically(path, sweep, layout)
+            except OSError as exc:  # e.g. /proc, a full or read-only file system
                 raise InputError(
-                    f"Cannot create the store {str(path)!r}: {exc.strerror or exc}. Choose a "
-                    "writable --store path."
+                    f"Cannot create the store {str(path)!r}: {_describe(exc)}. Choose a "
+                    "writable --store path with free space."
                 ) from None
-            if before_write is not None:
-                before_write(path)
-            return cls(path, layout), {"created": True, "added": {}, "replicates_added": 0}
-        stored = read_sweep(path)
-        diff = identity_diff(stored, sweep)
-        if diff:
-            raise InputError(
-                f"The store {str(path)!r} was made from a different specification; refusing "
-                f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
-                f"another --store path, or the original specification."
-            )
-        check_streams(path, sweep)
-        zarr.open_group(str(path / META_GROUP), mode="a", zarr_format=3)  # ensure metadata
+            if created:
+                if before_write is not None:
+                    before_write(path)
+                return cls(path, layout), changes
         if before_write is not None:
             before_write(path)
-        layout = layout_for(stored, rep_chunk=int(read_attrs(path)["rep_chunk"]))
-        added: dict[str, list[Any]] = {}
-        for axis in layout.axes:
-            new = [v for v in sweep.grid[axis] if not _contains(layout.axis_values[axis], v)]
-            if new:
-                added[axis] = new
-        new_reps = max(sweep.replicates, layout.replicates)
-        store = cls(path, layout)
-        reps_added = new_reps - layout.replicates
-        if added or reps_added > 0:
-            store._extend(sweep, stored, added, new_reps)
-        return store, {"created": False, "added": added, "replicates_added": max(reps_added, 0)}
-
-    def _extend(self, sweep: Sweep, stored: Sweep, added: dict[str, list[Any]], reps: int) -> None:
-        layout = self.layout
-        for axis, values in added.items():
-            layout.axis_values[axis] = layout.axis_values[axis] + values
-        layout.replicates = reps
-        sizes = {a: len(layout.axis_values[a]) for a in layout.axes}
-        sizes["rep"] = reps
-        # Resize every array along the grown dimensions, then write the new coordinates.
-        for name in self.group.array_keys():
-            arr = self.group[name]
-            dims = arr.metadata.dimension_names or ()
-            shape = tuple(sizes.get(dim, s) for dim, s in zip(dims, arr.shape, strict=True))
-            if shape != arr.shape:
-                arr.resize(shape)
-        for axis in layout.axes:
-            self.group[axis][:] = _coord_array(axis, layout.axis_values[axis])
-        self.group["rep"][:] = np.arange(reps, dtype=np.int64)
-        merged_grid = {a: layout.axis_values[a] for a in layout.axes}
-        merged = Sweep(
-            name=stored.name,
-            description=stored.description,
-            replicates=reps,
-            seed=stored.seed,
-            base=stored.base,
-            grid=merged_grid,
-            methods=stored.methods,
-            rep_chunk=stored.rep_chunk,
-        )
-        self.group["truth"][...] = truth_array(merged, layout)
-        self.group.attrs.update({"sweep": merged.to_json()})
-        self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS}  # new shapes
+        try:
+            finish_extension(path)
+            # Under the lock: another run may have grown the store since the check above.
+            changes = inspect_store(path, sweep)
+            stored = read_sweep(path)
+            layout = stored_layout(path)
+            if changes:
+                layout = _extend(path, stored, layout, changes)
+            elif not _has_consolidated_metadata(path):  # a store of ldpsim <= 0.2
+                consolidate(path)
+        except OSError as exc:
+            raise InputError(
+                f"Cannot extend the store {str(path)!r}: {_describe(exc)}; the store is "
+                "unchanged. Free some space or make it writable, then run again."
+            ) from None
+        return cls(path, layout), changes
 
     # -- chunk writes ---------------------------------------------------------------------
     def chunk_reps(self, chunk: int) -> range:
@@ -368,26 +341,251 @@ class Store:
         folder.mkdir(parents=True, exist_ok=True)
         name = "_".join(map(str, index)) or "0"
         target = folder / f"{name}__{rep}.json"
-        tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(record, indent=1, default=str))
-        os.replace(tmp, target)
+        _write_atomically(target, json.dumps(record, indent=1, default=str).encode())
 
     def clear_error(self, index: tuple[int, ...], rep: int) -> None:
         name = "_".join(map(str, index)) or "0"
         (self.path / META_GROUP / "errors" / f"{name}__{rep}.json").unlink(missing_ok=True)
 
 
-def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> None:
+#: Inside META_GROUP: the renames of an extension being committed (see _commit).
+EXTENSION_JOURNAL = "extension.json"
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What running a sweep changes in the layout of its store (false: nothing)."""
+
+    created: bool = False
+    added: dict[str, list[Any]] = field(default_factory=dict)
+    replicates_added: int = 0
+
+    def __bool__(self) -> bool:
+        return self.created or bool(self.added) or self.replicates_added > 0
+
+
+def inspect_store(path: str | Path, sweep: Sweep) -> Changes:
+    """What running ``sweep`` would change in the store at ``path``; reads only.
+
+    Raises
+    ------
+    InputError
+        The path cannot hold a store, is not an ldpsim store, holds another
+        specification or other random streams, or ``sweep`` would change the shape of
+        its arrays other than by adding grid values and replicates.
+    """
+    path = Path(path)
+    check_store_path(path)
+    if not path.exists():
+        return Changes(created=True)
+    stored = read_sweep(path)
+    diff = identity_diff(stored, sweep)
+    if diff:
+        raise InputError(
+            f"The store {str(path)!r} was made from a different specification; refusing "
+            f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
+            f"another --store path, or the original specification."
+        )
+    check_streams(path, sweep)
+    layout = stored_layout(path)
+    added: dict[str, list[Any]] = {}
+    for axis in layout.axes:
+        new = [v for v in sweep.grid[axis] if not _contains(layout.axis_values[axis], v)]
+        if new:
+            added[axis] = new
+    requested = layout_for(sweep, rep_chunk=layout.rep_chunk)
+    what = "; ".join(f"{axis} = {values}" for axis, values in added.items())
+    if requested.d > layout.d:
+        raise InputError(
+            f"Adding {what} to the store {str(path)!r} would change the number of "
+            f"coordinates of theta (the 'coord' dimension) from {layout.d} to "
+            f"{requested.d}; a store grows only along its grid axes and 'rep'. Use "
+            "another --store path for these values."
+        )
+    if requested.checkpoints != layout.checkpoints:
+        raise InputError(
+            f"The sweep's checkpoints {requested.checkpoints} differ from the store's "
+            f"{layout.checkpoints} ({str(path)!r}); a store grows only along its grid axes "
+            "and 'rep'. Use another --store path."
+        )
+    return Changes(added=added, replicates_added=max(0, sweep.replicates - layout.replicates))
+
+
+def stored_layout(path: str | Path) -> Layout:
+    """The layout of the store at ``path``, as last extended."""
+    return layout_for(read_sweep(path), rep_chunk=int(read_attrs(path)["rep_chunk"]))
+
+
+def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layout:
+    """Grow the store along its grid axes and 'rep' (all or nothing); the new layout."""
+    values = {a: layout.axis_values[a] + changes.added.get(a, []) for a in layout.axes}
+    grown = Layout(
+        axes=layout.axes,
+        axis_values=values,
+        methods=layout.methods,
+        replicates=layout.replicates + changes.replicates_added,
+        d=layout.d,
+        checkpoints=layout.checkpoints,
+        rep_chunk=layout.rep_chunk,
+    )
+    merged = Sweep(
+        name=stored.name,
+        description=stored.description,
+        replicates=grown.replicates,
+        seed=stored.seed,
+        base=stored.base,
+        grid=values,
+        methods=stored.methods,
+        rep_chunk=stored.rep_chunk,
+    )
+    _commit(path, _extension_files(path, grown, merged))
+    return grown
+
+
+def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, bytes]:
+    """The files (relative path -> content) of ``path`` that the extension changes.
+
+    Zarr does the work on a scratch copy of the store's metadata: arrays resized, new
+    coordinates and truth written, the sweep attribute updated, metadata consolidated.
+    Growing an array writes only its ``zarr.json``: the new region is read as the fill
+    value, never from the store's existing chunks.
+    """
+    sizes = {axis: len(values) for axis, values in layout.axis_values.items()}
+    sizes["rep"] = layout.replicates
+    source = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
+    with tempfile.TemporaryDirectory(prefix="ldpsim-extend-") as folder:
+        scratch = Path(folder)
+        for node in ["", META_GROUP, *source.array_keys()]:
+            (scratch / node).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path / node / "zarr.json", scratch / node / "zarr.json")
+        group = zarr.open_group(str(scratch), mode="r+", zarr_format=3, use_consolidated=False)
+        for name in group.array_keys():
+            array = group[name]
+            dims = array.metadata.dimension_names or ()
+            shape = tuple(sizes.get(dim, s) for dim, s in zip(dims, array.shape, strict=True))
+            if shape != array.shape:
+                array.resize(shape)
+        for axis in layout.axes:
+            group[axis][:] = _coord_array(axis, layout.axis_values[axis])
+        group["rep"][:] = np.arange(layout.replicates, dtype=np.int64)
+        group["truth"][...] = truth_array(merged, layout)
+        group.attrs.update({"sweep": merged.to_json()})
+        consolidate(scratch)
+        files = {}
+        for f in sorted(scratch.rglob("*")):
+            rel = f.relative_to(scratch).as_posix()
+            if f.is_file() and (
+                not (path / rel).is_file() or (path / rel).read_bytes() != f.read_bytes()
+            ):
+                files[rel] = f.read_bytes()
+    return files
+
+
+def _commit(root: Path, files: dict[str, bytes]) -> None:
+    """Replace ``files`` (relative to the store ``root``) all or nothing.
+
+    Every new file is first written beside its target, so a full disk or a read-only
+    folder fails here and leaves the store as it was. Then a journal lists the renames,
+    and the renames follow, the root ``zarr.json`` last: a reader of the consolidated
+    metadata sees the old layout or the new one, never a mix. A run killed during the
+    renames leaves the journal; the next run completes them (:func:`finish_extension`).
+    """
+    journal = root / META_GROUP / EXTENSION_JOURNAL
+    pending: list[tuple[Path, Path]] = []
+    made: list[Path] = []
+    try:
+        for rel in sorted(files, key=lambda rel: rel == "zarr.json"):  # root metadata last
+            target = root / rel
+            for folder in reversed([target.parent, *target.parent.parents]):
+                if not folder.exists():
+                    folder.mkdir()
+                    made.append(folder)
+            temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            pending.append((temp, target))
+            temp.write_bytes(files[rel])
+        entries = [[str(t.relative_to(root)), str(g.relative_to(root))] for t, g in pending]
+        _write_atomically(journal, json.dumps(entries).encode())
+    except OSError:
+        for temp, _ in pending:
+            temp.unlink(missing_ok=True)
+        for folder in reversed(made):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finish_extension(root)
+
+
+def finish_extension(path: str | Path) -> bool:
+    """Complete the renames of an extension whose run was killed while committing it.
+
+    Returns whether there was one. Called by a run holding the lock before it reads
+    the layout.
+
+    Raises
+    ------
+    InputError
+        A rename failed (the journal stays, and the next run tries again).
+    """
+    root = Path(path)
+    journal = root / META_GROUP / EXTENSION_JOURNAL
+    if not journal.exists():
+        return False
+    try:
+        for temp, target in json.loads(journal.read_text()):
+            if (root / temp).exists():  # renamed already otherwise
+                os.replace(root / temp, root / target)
+        journal.unlink()
+    except OSError as exc:
+        raise InputError(
+            f"Cannot complete the extension of the store {str(root)!r}: {_describe(exc)}. "
+            "Make it writable and run again, which completes it."
+        ) from None
+    return True
+
+
+def consolidate(path: str | Path) -> None:
+    """Gather every node's metadata in the root ``zarr.json`` (``xr.open_zarr(path)``).
+
+    Only an extension changes the metadata, and it rewrites the consolidated copy in
+    the same commit, so the copy never hides data.
+    """
+    with warnings.catch_warnings():
+        # Zarr notes that consolidation is not in the v3 spec, and that the ldpsim
+        # group's records (errors/, lock.json) are no Zarr nodes: both are expected.
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not")
+        warnings.filterwarnings("ignore", message="Object at .* is not recognized")
+        zarr.consolidate_metadata(str(path), zarr_format=3)
+
+
+def _has_consolidated_metadata(path: Path) -> bool:
+    root = json.loads((path / "zarr.json").read_text())
+    return bool(root.get("consolidated_metadata"))
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` through a temp file: readers see old or new, whole."""
+    temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_bytes(data)
+        os.replace(temp, target)
+    except OSError:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _describe(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"
+
+
+def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> bool:
     """Write the template in a hidden folder beside ``path``, then rename it into place.
 
-    A run killed while creating the store leaves only the hidden folder (removed by the
-    next creation), never a half-written store.
+    Returns False if another run created ``path`` meanwhile (its store is kept). A run
+    interrupted while creating removes its folder; a killed one leaves it, and the next
+    run removes it (:func:`_remove_abandoned_creations`), so there is never a
+    half-written store.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.creating-*"):
-        pid = stale.name.rsplit("-", 1)[-1]
-        if not (pid.isdigit() and psutil.pid_exists(int(pid))):
-            shutil.rmtree(stale, ignore_errors=True)
     tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -395,9 +593,33 @@ def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> None:
             str(tmp), compute=False, mode="w-", consolidated=False, zarr_format=3
         )
         zarr.open_group(str(tmp / META_GROUP), mode="w", zarr_format=3)
-        os.rename(tmp, path)
+        consolidate(tmp)
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            if (path / "zarr.json").exists():  # lost the race (ENOTEMPTY) to another run
+                return False
+            raise
+        return True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_abandoned_creations(path: Path) -> None:
+    """Delete ``.NAME.creating-PID`` folders left by killed runs that created ``path``.
+
+    A folder is abandoned if its process is gone, or if that pid now belongs to a
+    process started after the folder was last written (the pid was reused).
+    """
+    for folder in path.parent.glob(f".{glob.escape(path.name)}.creating-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        try:
+            process = psutil.Process(int(pid))
+            alive = process.create_time() <= folder.stat().st_mtime + 1.0
+        except (ValueError, OSError, psutil.Error):  # not a pid, no such process, gone
+            alive = False
+        if not alive:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _contains(values: list[Any], value: Any) -> bool:
@@ -755,7 +977,11 @@ def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
 
 
 def open_dataset(path: str | Path) -> xr.Dataset:
-    """Open a store with xarray (lazily: chunks are read when used; see :func:`check_store`).
+    """Open a store with xarray, lazily, through its consolidated metadata if it has them.
+
+    They are always consistent (an extension replaces them in its last rename), while
+    the arrays' own metadata are briefly mixed if a run is killed while committing one.
+    Chunks are read when used; :func:`check_store` reads them all.
 
     Raises
     ------
@@ -764,7 +990,7 @@ def open_dataset(path: str | Path) -> xr.Dataset:
     """
     read_attrs(path)
     try:
-        return xr.open_zarr(str(path), consolidated=False)
+        return xr.open_zarr(str(path), consolidated=_has_consolidated_metadata(Path(path)))
     except (ValueError, KeyError, TypeError, OSError) as exc:
         raise _damaged(path, "its metadata", exc) from None
 

@@ -81,7 +81,10 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
     puts two loads on the theta -> gradient -> theta dependency chain.
     """
 
-    @njit(error_model="numpy")  # no zero-division checks in the loop (none can occur)
+    # nogil: a Dask worker's event loop must run while a replicate computes, or the
+    # results, heartbeats and task-finished messages of the worker wait for the task.
+    # error_model: no zero-division checks in the loop (none can occur).
+    @njit(error_model="numpy", nogil=True)
     def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
         n_cuts = cuts.shape[0]
         theta = theta0.copy()

@@ -85,3 +85,34 @@ def write_sweep(path: Path, *, replicates=4, rep_chunk=2, grid=None, spec=None, 
     lines += ["[methods.bb]", "B = 50", "[methods.bm]", "[methods.oracle]"]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+#: How issue 10 builds its "finished store S": the demo at n = 1000, 2 replicates.
+DEMO_ARGS = ["demo", "--replicates", "2", "--set", "grid.n=[1000]"]
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory, local_cluster) -> Path:
+    """A finished `ldpsim run demo --replicates 2 --set 'grid.n=[1000]'` store; copy it."""
+    from ldpsim.pipeline.cli import main
+
+    store = tmp_path_factory.mktemp("demo") / "S.zarr"
+    code = main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)])
+    assert code == 0
+    return store
+
+
+def scheduler(cluster) -> list[str]:
+    """The `--scheduler ADDRESS` arguments of a running LocalCluster."""
+    return ["--scheduler", cluster.scheduler_address]
+
+
+def one_error_line(captured, code: int, words=()) -> str:
+    """The single stderr line of a refused command (exit 2, no traceback), with ``words``."""
+    lines = captured.err.strip().splitlines()
+    assert code == 2, captured
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("ldpsim: error: ") and "Traceback" not in captured.err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]

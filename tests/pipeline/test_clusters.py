@@ -1,0 +1,175 @@
+"""Clusters are checked and started before any write; a start that fails is one line.
+
+With S a finished demo store (conftest.demo_store), `ldpsim run demo --replicates 3`
+would extend S; on a new path it would create a store. Each way a cluster can fail to
+start must leave S byte for byte as it was and create nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
+from ldpsim.pipeline.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+#: `ldpsim run` arguments that would extend S (made with --replicates 2) to 3 replicates.
+EXTEND_S = ["run", *DEMO_ARGS[:1], "--replicates", "3", *DEMO_ARGS[3:]]
+
+#: (case id, cluster YAML or None, run arguments, words of the one error line)
+START_FAILURES = [
+    (
+        "n-workers-not-a-number",
+        'kind: local\noptions: {n_workers: "x"}\n',
+        [],
+        ["n_workers", "integer >= 1", "'x'"],
+    ),
+    (
+        "unknown-local-option",
+        "kind: local\noptions: {colour: red}\n",
+        [],
+        ["'colour'", "Allowed options", "n_workers"],
+    ),
+    (
+        "bad-dashboard-address",
+        'kind: local\noptions: {dashboard_address: "127.0.0.1:http"}\n',
+        [],
+        ["dashboard_address", "[0, 65535]", "127.0.0.1:http"],
+    ),
+    (
+        "negative-memory-limit",
+        'kind: local\noptions: {memory_limit: "-5GB"}\n',
+        [],
+        ["memory_limit", "4GB", "-5GB"],
+    ),
+    (
+        # 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this host: nothing can bind.
+        "host-not-on-this-machine",
+        "kind: local\noptions: {host: 192.0.2.1, n_workers: 1}\n",
+        [],
+        ["local cluster could not start", "assign"],
+    ),
+    ("scheduler-without-port", None, ["--scheduler", "foo"], ["'foo'", "tcp://HOST:8786"]),
+    (
+        "scheduler-unreachable",
+        None,
+        ["--scheduler", "tcp://127.0.0.1:1", "--start-timeout", "5"],
+        ["tcp://127.0.0.1:1", "Cannot connect"],
+    ),
+    ("scheduler-empty", None, ["--scheduler", ""], ["--scheduler", "empty"]),
+    (
+        "n-workers-negative",
+        None,
+        ["--cluster", "local", "--cluster-option", "n_workers=-1"],
+        ["n_workers", "integer >= 1", "-1"],
+    ),
+    ("jobs-on-local", None, ["--cluster", "local", "--jobs", "2"], ["--jobs", "--workers"]),
+    ("adapt-on-local", None, ["--cluster", "local", "--adapt", "1:2"], ["--adapt", "batch"]),
+]
+
+
+def _has_interface(name: str) -> bool:
+    return name in psutil.net_if_addrs()
+
+
+@pytest.mark.parametrize("case", START_FAILURES, ids=[c[0] for c in START_FAILURES])
+def test_cluster_failure_changes_nothing(case, demo_store, tmp_path, capfd):
+    _, cluster_yaml, args, words = case
+    if cluster_yaml is not None:
+        (tmp_path / "cluster.yaml").write_text(cluster_yaml)
+        args = [*args, "--cluster", str(tmp_path / "cluster.yaml")]
+    _check_refused(demo_store, tmp_path, args, words, capfd)
+
+
+@pytest.mark.skipif(_has_interface("ib0"), reason="this host has ib0, the pbs.yaml interface")
+def test_shipped_pbs_config_without_its_interface(demo_store, tmp_path, capfd):
+    # cluster/pbs.yaml names `interface: ib0`; PBSCluster's scheduler fails to start
+    # on a host without it (no PBS server is needed to get that far).
+    _check_refused(demo_store, tmp_path, ["--cluster", "pbs"], ["pbs", "ib0"], capfd)
+
+
+def _check_refused(demo_store: Path, tmp_path: Path, args, words, capfd) -> None:
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    before = tree_hash(store)
+    for path in (store, tmp_path / "new.zarr"):
+        code = main([*EXTEND_S, *args, "--store", str(path)])
+        one_error_line(capfd.readouterr(), code, words)
+    assert tree_hash(store) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["S.zarr", *(["cluster.yaml"] if (tmp_path / "cluster.yaml").exists() else [])]
+    ), "a store (or a hidden creation folder) was made"
+
+
+def test_no_worker_within_start_timeout(demo_store, tmp_path, capfd):
+    """A scheduler without workers: one line once the start timeout is over, not a hang."""
+    from distributed import LocalCluster
+
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    before = tree_hash(store)
+    with LocalCluster(
+        n_workers=0, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
+    ) as empty:
+        start = time.monotonic()
+        argv = [*EXTEND_S, "--store", str(store), *scheduler(empty), "--start-timeout", "3"]
+        code = main(argv)
+        seconds = time.monotonic() - start
+    one_error_line(capfd.readouterr(), code, ["No Dask worker", "start timeout"])
+    assert 3 <= seconds < 60, seconds  # the timeout, plus imports on a loaded machine
+    assert tree_hash(store) == before
+
+
+def test_start_timeout_in_cluster_file_is_checked(tmp_path, capfd):
+    (tmp_path / "c.yaml").write_text("kind: local\nstart_timeout: -1\n")
+    cluster = ["--cluster", str(tmp_path / "c.yaml")]
+    code = main(["run", "demo", "--store", str(tmp_path / "x.zarr"), *cluster])
+    one_error_line(capfd.readouterr(), code, ["start_timeout", "(0, inf]", "-1"])
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_many_workers_shut_down_quietly(tmp_path, capfd):
+    """8 local workers for one replicate: the run's stderr holds no Dask log or traceback.
+
+    Closing workers that are slow to exit (8 processes on 2 shared cores) made the
+    nanny log "Worker process still alive after 4.0 seconds, killing".
+    """
+    store = tmp_path / "many.zarr"
+    one = ["--replicates", "1", "--set", "grid.n=[1000]", "--set", "grid.tau=[0.5]"]
+    code = main(["run", "demo", *one, "--store", str(store), "--workers", "8"])
+    captured = capfd.readouterr()
+    assert code == 0, captured
+    assert "Computed 1 replicates, 0 failed" in captured.out
+    assert captured.err == "", captured.err
+
+
+def _slurm_running() -> bool:
+    script = ROOT / "cluster" / "slurm-local.sh"
+    if shutil.which("sinfo") is None:
+        return False
+    return subprocess.run(["bash", str(script), "status"], capture_output=True).returncode == 0
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(300)
+def test_sbatch_failure_is_one_line(tmp_path, capfd, monkeypatch):
+    """A job SLURM refuses (no such partition): one line quickly, not a traceback and a hang."""
+    if not _slurm_running():
+        pytest.skip("SLURM is not running here (`make test` starts it)")
+    monkeypatch.chdir(tmp_path)  # cluster/slurm.yaml logs to the relative logs/dask-jobqueue
+    store = tmp_path / "slurm.zarr"
+    start = time.monotonic()
+    cluster = ["--cluster", "slurm", "--cluster-option", "queue=ldpsim-no-such-partition"]
+    one = ["--replicates", "1", "--set", "grid.n=[1000]"]
+    argv = ["run", "demo", *one, "--store", str(store), *cluster, "--start-timeout", "240"]
+    code = main(argv)
+    seconds = time.monotonic() - start
+    line = one_error_line(capfd.readouterr(), code, ["slurm cluster", "sbatch"])
+    assert "partition" in line.lower(), line
+    assert seconds < 240, seconds  # the submission error ends the wait, not the timeout
+    assert not store.exists()

@@ -1,0 +1,289 @@
+"""Creating and extending a store: all or nothing, race-safe, readable by plain xarray.
+
+The failures are real: a folder made immutable with `chattr +i` (root ignores file
+modes, not that flag), a full tmpfs, processes killed or interrupted at a chosen
+moment by a wrapper the test puts around `os.replace` / `os.rename` in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.lock import LOCK_NAME
+from ldpsim.pipeline.store import EXTENSION_JOURNAL, META_GROUP, Store, open_dataset
+from ldpsim.pipeline.sweep import load_sweep
+
+#: `ldpsim run` arguments that extend S (2 replicates) to 3 replicates.
+EXTEND_S = ["run", DEMO_ARGS[0], "--replicates", "3", *DEMO_ARGS[3:]]
+VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
+
+
+@pytest.fixture
+def store(demo_store, tmp_path) -> Path:
+    """A fresh copy of the finished store S."""
+    return Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+
+
+def _assert_extended(store: Path, original: Path) -> None:
+    """3 replicates, all done; the first 2 as in S, bit for bit."""
+    new, old = open_dataset(store).load(), open_dataset(original).load()
+    assert new.sizes["rep"] == 3 and bool(new["done"].all())
+    for name in VALUES:
+        kept = new[name].isel(rep=slice(0, 2)) if "rep" in new[name].dims else new[name]
+        np.testing.assert_array_equal(kept.values, old[name].values, err_msg=name)
+
+
+def _no_lock_files(store: Path) -> None:
+    meta = store / META_GROUP
+    assert not (meta / LOCK_NAME).exists()
+    assert not list(meta.glob(".lock-*")), list(meta.iterdir())
+
+
+@contextmanager
+def _immutable(folder: Path):
+    """`chattr +i`: even root cannot create files in ``folder`` (EPERM)."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        pytest.skip("this file system does not support chattr +i")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_read_only_array_folder_leaves_store_intact(store, demo_store, local_cluster, capfd):
+    before = tree_hash(store)
+    with _immutable(store / "estimate"):
+        code = main([*EXTEND_S, "--store", str(store), *scheduler(local_cluster)])
+        one_error_line(capfd.readouterr(), code, ["Cannot extend", "unchanged", "estimate"])
+        assert tree_hash(store) == before
+        _no_lock_files(store)
+        # Every verb still works on the old store.
+        for verb in ("status", "summarize", "errors"):
+            assert main([verb, str(store)]) == 0, capfd.readouterr()
+        assert "4/4 replicates done" in capfd.readouterr().out
+    # Writable again: the same command extends and computes the new replicates.
+    assert main([*EXTEND_S, "--store", str(store), *scheduler(local_cluster)]) == 0
+    _assert_extended(store, demo_store)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs (needs root and CAP_SYS_ADMIN, skipped otherwise)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if result.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """Fill ``disk`` up, then free ``leave`` bytes (tmpfs counts whole 4 KiB pages)."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:  # ENOSPC: full
+            pass
+        f.truncate(max(0, f.tell() - leave))
+    return filler
+
+
+@pytest.mark.parametrize(
+    ("leave", "where"),
+    [(0, "Cannot write the run lock"), (4096, "Cannot extend")],
+    ids=["full", "room-for-the-lock-only"],
+)
+def test_full_disk_leaves_store_and_no_lock_files(
+    leave, where, small_disk, demo_store, local_cluster, capfd
+):
+    store = Path(shutil.copytree(demo_store, small_disk / "S.zarr"))
+    before = tree_hash(store)
+    filler = _fill(small_disk, leave)
+    code = main([*EXTEND_S, "--store", str(store), *scheduler(local_cluster)])
+    one_error_line(capfd.readouterr(), code, [where, "No space left on device"])
+    assert tree_hash(store) == before
+    _no_lock_files(store)
+    assert main(["status", str(store)]) == 0
+    filler.unlink()
+    assert main([*EXTEND_S, "--store", str(store), *scheduler(local_cluster)]) == 0
+    _assert_extended(store, demo_store)
+
+
+#: Runs `ldpsim run` with os.replace wrapped: SIGKILL itself at the 3rd rename of a
+#: committed extension (after the journal, before the root metadata).
+KILL_DURING_COMMIT = textwrap.dedent(
+    """
+    import os, signal, sys
+    real_replace, renames = os.replace, []
+
+    def replace(src, dst, *args, **kwargs):
+        temp, target = str(src), str(dst)
+        if temp.endswith(f".{os.getpid()}.tmp") and not target.endswith("extension.json"):
+            renames.append(target)
+            if len(renames) == 3:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return real_replace(src, dst, *args, **kwargs)
+
+    os.replace = replace
+    from ldpsim.pipeline.cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_killed_commit_is_completed_by_next_run(store, demo_store, local_cluster, capfd):
+    argv = [*EXTEND_S, "--store", str(store), *scheduler(local_cluster)]
+    child = subprocess.run([sys.executable, "-c", KILL_DURING_COMMIT, *argv])
+    assert child.returncode == -signal.SIGKILL
+    journal = json.loads((store / META_GROUP / EXTENSION_JOURNAL).read_text())
+    assert journal[-1][1] == "zarr.json"  # the root's metadata is renamed last
+    assert _rep_sizes(store) == {2, 3}  # the arrays' own metadata: a mix
+    # Meanwhile the consolidated metadata still describe S: every verb reads S.
+    assert open_dataset(store).sizes["rep"] == 2
+    assert main(["status", str(store)]) == 0
+    assert "4/4 replicates done" in capfd.readouterr().out
+    # The next run completes the renames (and takes over the dead run's lock).
+    assert main(argv) == 0
+    assert not (store / META_GROUP / EXTENSION_JOURNAL).exists()
+    assert not list(store.rglob("*.tmp"))
+    _assert_extended(store, demo_store)
+    assert _rep_sizes(store) == {3}
+
+
+def _rep_sizes(store: Path) -> set[int]:
+    """The 'rep' size in the zarr.json of every array that has that dimension."""
+    sizes = set()
+    for meta in store.glob("*/zarr.json"):
+        node = json.loads(meta.read_text())
+        if "rep" in (node.get("dimension_names") or []):
+            sizes.add(node["shape"][node["dimension_names"].index("rep")])
+    return sizes
+
+
+def test_extension_that_changes_the_coordinate_count_is_refused(tmp_path, capfd):
+    sweep_file = tmp_path / "mean.toml"
+    sweep_file.write_text(
+        'replicates = 1\nseed = 1\n[spec]\nmodel = "mean"\nmechanism = "laplace"\n'
+        "eps = 1.0\nn = 1000\n[grid]\nd = [1]\n[methods.oracle]\n"
+    )
+    store = tmp_path / "mean.zarr"
+    Store.open_or_create(store, load_sweep(sweep_file))  # created, nothing computed
+    before = tree_hash(store)
+    code = main(["run", str(sweep_file), "--store", str(store), "--set", "grid.d=[1, 2]"])
+    one_error_line(capfd.readouterr(), code, ["d = [2]", "'coord'", "from 1 to 2"])
+    assert tree_hash(store) == before
+    # Values that keep the count are fine: d = 1 again, with more replicates.
+    assert Store.open_or_create(store, load_sweep(sweep_file, [], 2))[1].replicates_added == 1
+
+
+def test_open_zarr_without_warnings_after_run_and_extension(store, demo_store, local_cluster):
+    def plain_open(path: Path) -> xr.Dataset:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return xr.open_zarr(str(path))
+
+    assert plain_open(demo_store).sizes["rep"] == 2
+    assert main([*EXTEND_S, "--store", str(store), *scheduler(local_cluster)]) == 0
+    extended = plain_open(store)  # the consolidated metadata show the new replicate
+    assert extended.sizes["rep"] == 3 and bool(extended["done"].all())
+    assert list(extended["rep"].values) == [0, 1, 2]
+
+
+#: Runs `ldpsim run` with os.rename (used only to move a new store into place) wrapped:
+#: it waits at BARRIER until two processes are there (a race), or says "creating" and
+#: sleeps (to be interrupted), as argv[1] says. In a race the lock is held 10 s longer,
+#: so that the two runs overlap even if the first computes its 4 replicates at once.
+AROUND_CREATION = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from ldpsim.pipeline.lock import RunLock
+    mode, barrier = sys.argv[1], Path(sys.argv[2])
+    real_rename, real_release = os.rename, RunLock.release
+
+    def release(self):
+        time.sleep(10 if mode == "race" and self.held else 0)
+        real_release(self)
+
+    def rename(src, dst, *args, **kwargs):
+        if mode == "race":
+            (barrier / str(os.getpid())).touch()
+            deadline = time.monotonic() + 120
+            while len(list(barrier.iterdir())) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            print("creating", flush=True)
+            time.sleep(120)
+        return real_rename(src, dst, *args, **kwargs)
+
+    os.rename, RunLock.release = rename, release
+    from ldpsim.pipeline.cli import main
+    sys.exit(main(sys.argv[3:]))
+    """
+)
+
+
+def _around_creation(mode: str, barrier: Path, argv: list[str], **kwargs) -> subprocess.Popen:
+    command = [sys.executable, "-c", AROUND_CREATION, mode, str(barrier), *argv]
+    return subprocess.Popen(command, text=True, **kwargs)
+
+
+def test_creation_race_loser_hears_store_is_held(tmp_path, local_cluster):
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    store = tmp_path / "raced.zarr"
+    argv = ["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)]
+    runs = [
+        _around_creation("race", barrier, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    outcomes = sorted((run.wait(timeout=280), run.stderr.read()) for run in runs)
+    assert [code for code, _ in outcomes] == [0, 2], outcomes
+    lines = outcomes[1][1].strip().splitlines()
+    assert len(lines) == 1 and "being written by another ldpsim run" in lines[0], lines
+    assert bool(open_dataset(store)["done"].all())
+    assert not list(tmp_path.glob(".raced.zarr.creating-*"))
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_interrupted_creation_leaves_no_folder(how, tmp_path, local_cluster):
+    store = tmp_path / "new.zarr"
+    argv = ["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)]
+    run = _around_creation("sleep", tmp_path, argv, stdout=subprocess.PIPE)
+    for line in run.stdout:  # the run's own lines first (the cluster it attached to)
+        if line.strip() == "creating":  # inside the creation
+            break
+    assert list(tmp_path.glob(".new.zarr.creating-*"))
+    run.send_signal(how)
+    code = run.wait(timeout=60)
+    assert not store.exists()
+    if how == signal.SIGINT:  # the run cleans up after itself
+        assert code == 130
+        assert not list(tmp_path.glob(".new.zarr.creating-*"))
+        return
+    assert list(tmp_path.glob(".new.zarr.creating-*"))  # a killed run cannot; the next does
+    Store.open_or_create(store, load_sweep(DEMO_ARGS[0], ["grid.n=[1000]"], 2))
+    assert not list(tmp_path.glob(".new.zarr.creating-*"))
+    assert (store / "zarr.json").exists()
