@@ -937,7 +937,9 @@ def check_store(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     attrs = read_attrs(path)
-    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    # Each array's own zarr.json, not the consolidated copy in the root: that is what a
+    # write reads, so a damaged one must be found here.
+    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
     names = sorted(
         entry.name
         for entry in path.iterdir()
