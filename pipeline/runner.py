@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distributed import as_completed
 from ldpsim.pipeline.clusters import connect
+from ldpsim.pipeline.collect import collect
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.store import META_GROUP, Store, remove_partial_files
 from ldpsim.pipeline.sweep import GridPoint, Sweep
@@ -174,17 +174,13 @@ def _execute(
         }
         progress = Progress(todo, log)
         try:
-            for future in as_completed(futures):
-                w = futures.pop(future)
-                try:
-                    result = future.result()
-                except Exception as exc:  # KilledWorker, a cancelled or lost task, ...
-                    result = _failed_chunk(w, methods, d, store, exc)
+            for w, result in collect(futures):
+                if isinstance(result, Exception):  # KilledWorker, a cancelled or lost task
+                    result = _failed_chunk(w, methods, d, store, result)
                 store.write_chunk(w.index, w.chunk, result)
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
                 progress.update(len(w.reps))
-                future.release()
         finally:
             progress.close()
     report.seconds = time.monotonic() - start
