@@ -173,9 +173,9 @@ class RunLock:
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         private = self.path.with_name(f".lock-{self._token}.new")
-        private.write_text(json.dumps(record))
         deadline = time.monotonic() + ACQUIRE_PATIENCE
         try:
+            private.write_text(json.dumps(record))  # inside: a full disk leaves no file
             while time.monotonic() < deadline:
                 try:
                     os.link(private, self.path)
