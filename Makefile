@@ -18,11 +18,23 @@ run: $(STAMP)
 	$(BIN)/ldpsim plot outputs/demo.zarr --out outputs/demo-figures
 	@echo "store: outputs/demo.zarr   figures: outputs/demo-figures/"
 
+# The SLURM tests mostly wait for their jobs, so they run alongside the other tests in a
+# pytest process of their own; their output (-s: the job ids over time) is shown after the
+# others'. The exit code is non-zero if a test of either process fails.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	bash cluster/slurm-local.sh start || echo "SLURM unavailable (tests marked slurm skip)"
-	$(BIN)/python -m pytest -q -ra; rc=$$?; bash cluster/slurm-local.sh stop || true; exit $$rc
+	@log=$$(mktemp); \
+	$(BIN)/python -m pytest -q -ra -s -m slurm >$$log 2>&1 & slurm=$$!; \
+	trap 'kill $$slurm 2>/dev/null; rm -f $$log' INT TERM; \
+	echo "pytest -m 'not slurm' (pytest -m slurm runs alongside, output below)"; \
+	$(BIN)/python -m pytest -q -ra -m "not slurm"; rc=$$?; \
+	wait $$slurm; slurm_rc=$$?; \
+	echo "==== pytest -m slurm (ran alongside; exit code $$slurm_rc) ===="; \
+	cat $$log; rm -f $$log; \
+	bash cluster/slurm-local.sh stop || true; \
+	test $$rc -eq 0 && test $$slurm_rc -eq 0
 
 lint format: $(STAMP)
 	$(BIN)/ruff format .

@@ -1,12 +1,17 @@
-"""A run lock inside a store: one `ldpsim run` writes a store at a time."""
+"""A run lock inside a store: one `ldpsim run` writes a store at a time, from any host."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,42 @@ from ldpsim.pipeline.errors import InputError
 
 #: The lock file, inside the store's ``ldpsim`` sub-group.
 LOCK_NAME = "lock.json"
+#: Environment variable: seconds without a heartbeat after which a lock is stale.
+STALE_AFTER_ENV = "LDPSIM_LOCK_TIMEOUT"
+#: Default of :data:`STALE_AFTER_ENV`: six missed heartbeats, so that a busy shared file
+#: system or a driver paused for a few seconds never loses its lock.
+STALE_AFTER = 60.0
+#: Heartbeats per timeout: the holder refreshes the lock every ``stale_after / 6`` s.
+HEARTBEATS_PER_TIMEOUT = 6
+#: Seconds :meth:`RunLock.acquire` keeps trying while other runs release the lock or
+#: take it over (each of which takes milliseconds); then it gives up.
+ACQUIRE_PATIENCE = 10.0
+#: Rounds of takeover markers of one lock generation (a round per run that died while
+#: taking the lock over; more than a few means something else is wrong).
+MARKER_ROUNDS = 5
+
+
+def stale_after_from_env() -> float:
+    """The lock timeout in seconds: ``$LDPSIM_LOCK_TIMEOUT`` or :data:`STALE_AFTER`.
+
+    Raises
+    ------
+    InputError
+        The variable is set but is not a number of seconds in [1, 86400].
+    """
+    text = os.environ.get(STALE_AFTER_ENV, "").strip()
+    if not text:
+        return STALE_AFTER
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 1.0 <= seconds <= 86400.0:  # also refuses nan
+        raise InputError(
+            f"The {STALE_AFTER_ENV} environment variable must be a number of seconds in "
+            f"[1, 86400]. Got {text!r}."
+        )
+    return seconds
 
 
 def _pid_alive(pid: int, started: float) -> bool:
@@ -27,86 +68,241 @@ def _pid_alive(pid: int, started: float) -> bool:
         return False
 
 
-class RunLock:
-    """The lock file ``<store>/ldpsim/lock.json`` holding pid, host, start time, command.
+@dataclass(frozen=True)
+class LockFile:
+    """One generation of the lock file as read: its record and its last heartbeat."""
 
-    Taken atomically (the record is written to a private file, then hard-linked to the
-    lock name, which fails if the lock exists), so a reader never sees a half-written
-    lock. A lock whose process is gone (same host, pid not alive) is stale and taken
-    over; a live one, or one from another host, makes :meth:`acquire` raise.
+    record: dict[str, Any]  # {} when unreadable (a crash while the file was written)
+    generation: str  # digest of the bytes: the record is never rewritten, only touched
+    heartbeat: float  # modification time, on the file system's clock
+
+
+class RunLock:
+    """The lock file ``<store>/ldpsim/lock.json``: pid, host, start, command, token.
+
+    Taken atomically: the record is written to a private file, then hard-linked to the
+    lock name, which fails if the lock exists, so a reader never sees a half-written
+    lock. While held, a daemon thread touches the file every ``stale_after / 6`` seconds
+    (the heartbeat). A lock is stale, and taken over, when its process is gone (same
+    host, pid not alive) or, on any host, when its heartbeat is older than
+    ``stale_after`` seconds: a driver killed in a batch job on another node blocks the
+    store for at most that long. Ages compare two modification times on the store's
+    file system (the lock's and a file just written), so the hosts' clocks need not
+    agree.
+
+    A takeover is atomic: only the run that creates the marker file
+    ``.lock.json.takeover-<generation>-<round>`` (exclusive create) may remove that
+    generation of the lock, and it checks that the lock still is that generation first;
+    the new lock is then linked as usual, so of several runs racing for one stale lock
+    exactly one ends up holding it. A marker left by a run that died while taking over
+    is itself stale after ``stale_after`` seconds (the next run claims the next round).
+
+    Parameters
+    ----------
+    folder : path
+        Folder of the lock file (the store's ``ldpsim`` sub-group); created if missing.
+    stale_after : float or None
+        Seconds without a heartbeat after which this run's lock may be taken over by
+        others, in [0.1, 86400]; None reads ``$LDPSIM_LOCK_TIMEOUT`` (default 60 s).
+        Another run's lock is judged by the timeout written in its record.
     """
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, stale_after: float | None = None) -> None:
         self.path = Path(folder) / LOCK_NAME
+        self.stale_after = stale_after_from_env() if stale_after is None else stale_after
+        if not 0.1 <= self.stale_after <= 86400.0:
+            raise ValueError(
+                "The 'stale_after' parameter of RunLock must be a float in [0.1, 86400]. "
+                f"Got {self.stale_after!r}."
+            )
+        self.heartbeat_every = self.stale_after / HEARTBEATS_PER_TIMEOUT
         self.held = False
+        #: True once the heartbeat finds that another run has taken the lock over.
+        self.lost = False
+        self._token = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._log: Callable[[str], Any] = print
 
-    def read(self) -> dict[str, Any] | None:
+    # -- reading ---------------------------------------------------------------------
+    def inspect(self) -> LockFile | None:
+        """The lock file now, or None if there is none."""
         try:
-            return json.loads(self.path.read_text())
+            # open + fstat, not stat: opening revalidates cached attributes on NFS
+            # (close-to-open consistency), and bytes and time come from one inode.
+            with open(self.path, "rb") as f:
+                raw = f.read()
+                heartbeat = os.fstat(f.fileno()).st_mtime
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
-            return {}
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = {}
+        if not isinstance(record, dict):
+            record = {}
+        generation = hashlib.sha256(raw).hexdigest()[:16]
+        return LockFile(record, generation, heartbeat)
 
-    def acquire(self, log=print) -> None:
-        """Take the lock or raise InputError naming the process that holds it."""
+    def read(self) -> dict[str, Any] | None:
+        """The holder's record, ``{}`` if unreadable, None if there is no lock."""
+        current = self.inspect()
+        return None if current is None else current.record
+
+    # -- taking and giving back ------------------------------------------------------
+    def acquire(self, log: Callable[[str], Any] = print) -> None:
+        """Take the lock (taking over a stale one) and start the heartbeat.
+
+        Raises
+        ------
+        InputError
+            Another run holds the lock: one line naming its host, pid, start, last
+            heartbeat and command.
+        """
+        self._log = log
+        self._token = uuid.uuid4().hex
         record = {
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             "started": time.time(),
             "started_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": " ".join(sys.argv),
+            "token": self._token,
+            "heartbeat_every": self.heartbeat_every,
+            "stale_after": self.stale_after,
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        private = self.path.with_name(f".lock-{os.getpid()}-{time.monotonic_ns()}.new")
+        private = self.path.with_name(f".lock-{self._token}.new")
+        deadline = time.monotonic() + ACQUIRE_PATIENCE
         try:
-            # Inside the try: a full disk fails this write and must not leave the file.
-            private.write_text(json.dumps(record))
-            for _ in range(3):
+            private.write_text(json.dumps(record))  # inside: a full disk leaves no file
+            while time.monotonic() < deadline:
                 try:
                     os.link(private, self.path)
                 except FileExistsError:
-                    other = self.read()
-                    if other is None:
-                        continue  # released meanwhile: try again
-                    if not self._stale(other):
-                        raise InputError(
-                            f"The store {str(self.path.parent.parent)!r} is being written by "
-                            f"another ldpsim run (pid {other.get('pid')} on host "
-                            f"{other.get('hostname')!r}, started {other.get('started_iso')}, "
-                            f"command {other.get('command')!r}); wait for it to finish, or "
-                            f"delete {str(self.path)!r} if that process is gone."
-                        ) from None
+                    pass
+                else:
+                    self._start_heartbeat()
+                    return
+                other = self.inspect()
+                if other is None:
+                    continue  # released meanwhile: try again
+                os.utime(private)  # "now" on the file system's clock
+                age = private.stat().st_mtime - other.heartbeat
+                why = self._stale_reason(other.record, age)
+                if why is None:
+                    raise InputError(self._held_message(other.record, age))
+                if self._take_over(other.generation, private):
                     log(
-                        f"Note: taking over a stale lock of pid {other.get('pid')} on host "
-                        f"{other.get('hostname')!r} (that process is gone)."
+                        f"Note: taking over a stale lock of pid {other.record.get('pid')} on "
+                        f"host {other.record.get('hostname')!r} ({why})."
                     )
-                    self.path.unlink(missing_ok=True)
-                    continue
-                self.held = True
-                return
+                else:  # another run is taking it over: the next round sees the outcome
+                    time.sleep(0.01)
             raise InputError(f"Could not take the lock {str(self.path)!r}; try again.")
         finally:
             private.unlink(missing_ok=True)
 
-    def _stale(self, other: dict[str, Any]) -> bool:
+    def _stale_reason(self, other: dict[str, Any], age: float) -> str | None:
+        """Why the lock ``other``, last touched ``age`` s ago, is stale; None if held."""
         if not other:  # unreadable: cannot happen with the link protocol but for a crash
-            return True
-        if other.get("hostname") != socket.gethostname():
-            return False  # cannot tell whether a process on another host is alive
+            return "its record is unreadable"
+        if other.get("hostname") == socket.gethostname():
+            try:
+                pid, started = int(other["pid"]), float(other["started"])
+            except (KeyError, TypeError, ValueError):
+                return "its record names no process"
+            # The fast path: a live process is asked directly, whatever its heartbeat
+            # (a driver paused with Ctrl-Z keeps its store); a dead one is gone now.
+            return None if _pid_alive(pid, started) else "that process is gone"
+        limit = _seconds(other.get("stale_after"), default=self.stale_after)
+        if age > limit:
+            return f"no heartbeat for {age:.3g} s, more than its timeout of {limit:g} s"
+        return None
+
+    def _held_message(self, other: dict[str, Any], age: float) -> str:
+        limit = _seconds(other.get("stale_after"), default=self.stale_after)
+        return (
+            f"The store {str(self.path.parent.parent)!r} is being written by another ldpsim "
+            f"run (pid {other.get('pid')} on host {other.get('hostname')!r}, started "
+            f"{other.get('started_iso')}, last heartbeat {max(age, 0):.0f} s ago, command "
+            f"{other.get('command')!r}); wait for it to finish (if it was killed, its lock "
+            f"is taken over once it has no heartbeat for {limit:g} s)."
+        )
+
+    def _take_over(self, generation: str, private: Path) -> bool:
+        """Remove the lock generation ``generation`` if this run wins the right to."""
+        markers = []
+        for round_ in range(MARKER_ROUNDS):
+            marker = self.path.with_name(f".{LOCK_NAME}.takeover-{generation}-{round_}")
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                markers.append(marker)
+                try:
+                    age = private.stat().st_mtime - marker.stat().st_mtime
+                except FileNotFoundError:
+                    return False  # that takeover just finished
+                if age <= self.stale_after:
+                    return False  # another run is taking this lock over right now
+                continue  # the run taking over died: claim the next round
+            markers.append(marker)
+            break
+        else:
+            return False
         try:
-            pid, started = int(other["pid"]), float(other["started"])
-        except (KeyError, TypeError, ValueError):
+            current = self.inspect()
+            if current is None or current.generation != generation:
+                return False  # taken over (or released) meanwhile: not ours to remove
+            # Only the holder of a marker of this generation removes it, so nothing
+            # else has replaced the file between the check above and this unlink.
+            self.path.unlink(missing_ok=True)
             return True
-        return not _pid_alive(pid, started)
+        finally:
+            for marker in markers:
+                marker.unlink(missing_ok=True)
 
     def release(self) -> None:
-        """Remove the lock if this process holds it."""
-        if self.held:
-            other = self.read()
-            if other is not None and other.get("pid") == os.getpid():
-                self.path.unlink(missing_ok=True)
-            self.held = False
+        """Stop the heartbeat and remove the lock if this run still holds it."""
+        if not self.held:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5 * self.heartbeat_every + 1.0)
+            self._thread = None
+        current = self.inspect()
+        if current is not None and current.record.get("token") == self._token:
+            self.path.unlink(missing_ok=True)
+        self.held = False
+
+    # -- heartbeat -------------------------------------------------------------------
+    def _start_heartbeat(self) -> None:
+        self.held, self.lost = True, False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"ldpsim-lock-heartbeat {self.path}", daemon=True
+        )
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_every):
+            try:
+                with open(self.path, "rb") as f:
+                    ours = json.loads(f.read()).get("token") == self._token
+                    if ours:
+                        os.utime(f.fileno())  # touch the very file just checked
+            except FileNotFoundError:
+                ours = False
+            except (OSError, ValueError):
+                continue  # a transient file-system error: the next beat tries again
+            if not ours:
+                self.lost = True
+                self._log(
+                    f"Warning: another run removed or took over the lock {str(self.path)!r} "
+                    f"(did this run's heartbeat stall for more than {self.stale_after:g} s?); "
+                    "two runs may now write this store."
+                )
+                return
 
     def __enter__(self) -> RunLock:
         self.acquire()
@@ -114,3 +310,12 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _seconds(value: Any, default: float) -> float:
+    """A timeout read from another run's record, ``default`` if missing or invalid."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return default
+    return seconds if 0.1 <= seconds <= 86400.0 else default

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from distributed import Client, as_completed
+from distributed import Client
 from ldpsim.pipeline.clusters import connect
+from ldpsim.pipeline.collect import collect
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.store import (
@@ -290,17 +291,13 @@ def _execute(
     }
     progress = Progress(todo, sum(w.cost for w in work), log)
     try:
-        for future in as_completed(futures):
-            w = futures.pop(future)
-            try:
-                result = future.result()
-            except Exception as exc:  # KilledWorker, a cancelled or lost task, ...
-                result = _failed_chunk(w, methods, d, store, exc)
+        for w, result in collect(futures, client):
+            if isinstance(result, Exception):  # KilledWorker, a cancelled or lost task
+                result = _failed_chunk(w, methods, d, store, result)
             store.write_chunk(w.index, w.chunk, result)
             report.computed += int((~result["failed"]).sum())
             report.failed += int(result["failed"].sum())
             progress.update(len(w.reps), w.cost)
-            future.release()
     finally:
         progress.close()
     report.seconds = time.monotonic() - start

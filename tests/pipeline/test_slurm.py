@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -275,3 +276,143 @@ def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_
     assert (resumed["job_id"][~partial["done"]] == 0).all()
     clean = _local_run(sweep, tmp_path / "clean.zarr", local_cluster)
     _assert_same_numbers(resumed, clean)
+
+
+# -- walltime retirement -----------------------------------------------------------------
+#: The shortest walltime SLURM knows (it counts in minutes). SLURM kills a job at the
+#: limit, or up to 30 s later (slurmctld checks limits periodically).
+WALLTIME = "00:01:00"
+#: Each worker closes itself gracefully after 40 s +- 4 s from its start (2-3 s after
+#: its job's), and its job ends about 6 s later, before the walltime; --adapt starts
+#: new jobs in place of the retired ones.
+LIFETIME, STAGGER = "40s", "4s"
+MAX_JOBS = 2
+#: 2 x 100 replicates of n = 5e7, 0.44 s of CPU each (115e6 steps/s): 88 s of work. A
+#: job spends about 9 s of CPU starting Python and compiling the kernels, so on idle
+#: cores it computes for about 30 s of its 40 s: the two jobs of the first generation
+#: cannot do it all, those of the second (and, when the cores are shared, of later
+#: ones) finish it. The run lasts 2 to 4 walltimes.
+RETIRE_REPLICATES, RETIRE_N = 100, 50_000_000
+#: Generous: the 2 cores are shared with the rest of `make test`.
+RETIRE_DEADLINE = 480
+
+
+class JobWatcher(threading.Thread):
+    """Polls squeue every second: when each SLURM job was first and last seen running."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.start_time = time.monotonic()
+        self.seen: dict[int, list[float]] = {}
+        self.most_running = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(1.0):
+            out = subprocess.run(
+                ["squeue", "-h", "-t", "running", "-o", "%i"], capture_output=True, text=True
+            )
+            now = time.monotonic() - self.start_time
+            running = [int(j) for j in out.stdout.split()]
+            self.most_running = max(self.most_running, len(running))
+            for job in running:
+                self.seen.setdefault(job, [now, now])[1] = now
+
+
+def _job_logs(folder: Path) -> dict[int, dict[str, bool]]:
+    """Per SLURM job (from dask-worker-<JOBID>.err): retired by lifetime, killed at walltime."""
+    out = {}
+    for err in folder.glob("dask-worker-*.err"):
+        text = err.read_text(errors="replace")
+        out[int(err.stem.rsplit("-", 1)[1])] = {
+            "retired": "Reason: worker-lifetime-reached" in text,
+            "time_limit": "DUE TO TIME LIMIT" in text,  # slurmstepd's line on a walltime kill
+        }
+    return dict(sorted(out.items()))
+
+
+@pytest.mark.timeout(RETIRE_DEADLINE + 120)
+def test_walltime_retirement_with_adapt(slurm, local_cluster, tmp_path):
+    """1-minute jobs whose workers retire after 40 s, --adapt 1:2: every replicate done.
+
+    A worker reaching its --lifetime asks the scheduler to retire it: its running task is
+    handed back (`Scheduler.remove_worker(expected=True)` does not count it towards
+    `allowed-failures`, so there is no KilledWorker) and its results not yet fetched are
+    copied to another worker or recomputed. Adaptive scaling then submits a new job in
+    its place. The local reference runs at the same time, in this process.
+    """
+    sweep = _write_sweep(tmp_path, replicates=RETIRE_REPLICATES, n=RETIRE_N)
+    store = tmp_path / "retire.zarr"
+    lifetime = f'["--lifetime", "{LIFETIME}", "--lifetime-stagger", "{STAGGER}"]'
+    cmd = [
+        *LDPSIM, "run", str(sweep), "--store", str(store), "--cluster", "slurm",
+        "--adapt", f"1:{MAX_JOBS}", "--cluster-option", f"walltime={WALLTIME}",
+        "--cluster-option", f"worker_extra_args={lifetime}",
+    ]  # fmt: skip
+    print(f"\n{' '.join(cmd[2:])}")
+    watcher = JobWatcher()
+    watcher.start()
+    driver_log = tmp_path / "driver.log"
+    with driver_log.open("w") as log:
+        driver = subprocess.Popen(
+            cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        local = _local_run(sweep, tmp_path / "local.zarr", local_cluster)
+        local_seconds = time.monotonic() - watcher.start_time
+        left = RETIRE_DEADLINE - local_seconds
+        try:
+            code = driver.wait(timeout=max(left, 1))
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"the SLURM run did not finish in {RETIRE_DEADLINE} s ({_done_count(store)} "
+                f"of {2 * RETIRE_REPLICATES} done); driver log:\n"
+                f"{driver_log.read_text()[-3000:]}\n{_script('logs').stdout}"
+            )
+    finally:
+        watcher.halt.set()
+        watcher.join()
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        _cancel_all()
+    seconds = time.monotonic() - watcher.start_time
+    assert code == 0, driver_log.read_text()[-3000:]
+    on_slurm = _values(store)
+    failed = open_dataset(store)["failed"].values
+    jobs = _job_logs(tmp_path / "logs" / "dask-jobqueue")
+    done_by = {j: int((on_slurm["job_id"] == j).sum()) for j in sorted(jobs)}
+
+    print(
+        f"SLURM run: {on_slurm['done'].sum()} of {on_slurm['done'].size} replicates done, "
+        f"{failed.sum()} failed, in {seconds:.0f} s (local reference alongside, "
+        f"{local_seconds:.0f} s); walltime {WALLTIME}, lifetime {LIFETIME} +- {STAGGER}"
+    )
+    retired = [j for j, info in jobs.items() if info["retired"]]
+    # A kill after the retirement only cuts the job's shutdown short: its worker had
+    # already left the scheduler. A kill before it takes a running task down.
+    killed = [j for j, info in jobs.items() if info["time_limit"] and not info["retired"]]
+    print(
+        f"jobs started: {len(jobs)}, at most {watcher.most_running} running at once; retired "
+        f"at their lifetime: {len(retired)}; killed at the walltime first: {len(killed)}"
+    )
+    for job, info in jobs.items():
+        first, last = watcher.seen.get(job, [float("nan")] * 2)
+        end = {
+            (True, False): "retired at its lifetime",
+            (True, True): "retired, then killed at the walltime while shutting down",
+            (False, True): "KILLED AT THE WALLTIME",
+            (False, False): "closed by the driver at the end",
+        }[info["retired"], info["time_limit"]]
+        print(
+            f"  job {job}: running {first:5.0f} s .. {last:5.0f} s, {done_by[job]:3d} "
+            f"replicates done, {end}"
+        )
+    assert on_slurm["done"].all() and not failed.any()
+    _assert_same_numbers(on_slurm, local)
+    assert set(np.unique(on_slurm["job_id"])) <= set(jobs)
+    # at most MAX_JOBS run at once, so jobs started in place of retired ones did work
+    assert len(retired) >= MAX_JOBS, jobs
+    assert sum(1 for j in jobs if done_by[j] > 0) >= 2 * MAX_JOBS, done_by
+    assert not killed, "a job reached its walltime before its lifetime retired it"
+    assert watcher.most_running <= MAX_JOBS

@@ -1,0 +1,211 @@
+"""The run lock across hosts: heartbeats, stale locks from other hosts, atomic takeover."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.lock import LOCK_NAME, STALE_AFTER, STALE_AFTER_ENV, RunLock
+
+OTHER_HOST = "node-elsewhere-7"
+
+
+def write_record(folder: Path, *, hostname: str, pid: int, age: float, **extra) -> Path:
+    """A lock file as another run would leave it, last touched ``age`` seconds ago."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {
+        "pid": pid,
+        "hostname": hostname,
+        "started": time.time() - age - 5,
+        "started_iso": "2026-01-01T00:00:00+0000",
+        "command": "ldpsim run paper-table1 --cluster slurm",
+        "token": f"foreign-{pid}-{time.monotonic_ns()}",
+        **extra,
+    }
+    path = folder / LOCK_NAME
+    path.write_text(json.dumps(record))
+    stamp = time.time() - age
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_fresh_lock_from_another_host_is_refused(tmp_path):
+    path = write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=2.0)
+    before = (path.read_bytes(), path.stat().st_mtime)
+    with pytest.raises(InputError) as info:
+        RunLock(tmp_path).acquire(log=pytest.fail)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"pid 4242 on host {OTHER_HOST!r}" in message
+    assert "last heartbeat 2 s ago" in message
+    assert f"no heartbeat for {STALE_AFTER:g} s" in message  # what the user may expect
+    assert (path.read_bytes(), path.stat().st_mtime) == before  # untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_NAME]
+
+
+def test_old_heartbeat_from_another_host_is_taken_over(tmp_path):
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=STALE_AFTER + 5)
+    notes = []
+    lock = RunLock(tmp_path)
+    lock.acquire(log=notes.append)
+    try:
+        assert lock.read()["token"] and lock.read()["pid"] == os.getpid()
+        assert len(notes) == 1
+        assert f"pid 4242 on host {OTHER_HOST!r}" in notes[0]
+        assert f"no heartbeat for {STALE_AFTER + 5:.3g} s" in notes[0]
+    finally:
+        lock.release()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_holders_own_timeout_decides(tmp_path):
+    # A holder that promised a 600 s timeout is not stale after 100 s, whatever the
+    # reader's own timeout; one that promised 30 s is stale after 40 s.
+    write_record(tmp_path, hostname=OTHER_HOST, pid=1, age=100, stale_after=600)
+    with pytest.raises(InputError, match="no heartbeat for 600 s"):
+        RunLock(tmp_path, stale_after=10).acquire(log=pytest.fail)
+    write_record(tmp_path, hostname=OTHER_HOST, pid=1, age=40, stale_after=30)
+    lock = RunLock(tmp_path)
+    lock.acquire(log=lambda note: None)
+    lock.release()
+
+
+HOLDER = """
+import socket, sys, time
+socket.gethostname = lambda: {host!r}  # this process plays a driver on another node
+from ldpsim.pipeline.lock import RunLock
+lock = RunLock({folder!r}, stale_after={stale_after})
+lock.acquire(log=print)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_heartbeat_holds_then_a_killed_holder_is_taken_over(tmp_path):
+    """A driver "on another host" keeps its lock by heartbeats; killed, it is taken over."""
+    stale_after = 2.0  # heartbeat every 1/3 s
+    script = HOLDER.format(host=OTHER_HOST, folder=str(tmp_path), stale_after=stale_after)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        held_since = time.monotonic()
+        time.sleep(2 * stale_after)  # without heartbeats the lock would be stale now
+        with pytest.raises(InputError, match=f"pid {holder.pid} on host {OTHER_HOST!r}"):
+            RunLock(tmp_path).acquire(log=pytest.fail)
+        record = RunLock(tmp_path).inspect()
+        age = time.time() - record.heartbeat
+        print(f"\nheld {time.monotonic() - held_since:.1f} s; last heartbeat {age:.2f} s ago")
+        assert age < stale_after
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    killed = time.monotonic()
+    notes: list[str] = []
+    lock = RunLock(tmp_path)
+    while True:
+        try:
+            lock.acquire(log=notes.append)
+            break
+        except InputError:
+            assert time.monotonic() - killed < stale_after + 10, "never taken over"
+            time.sleep(0.05)
+    waited = time.monotonic() - killed
+    lock.release()
+    print(f"taken over {waited:.2f} s after SIGKILL (timeout {stale_after} s): {notes[0]}")
+    # the last heartbeat came at most one period before the kill, so the takeover waits
+    # at least stale_after minus one period (minus slack for a late last beat)
+    assert waited >= stale_after * (1 - 1 / 6) - 0.25
+    assert "no heartbeat" in notes[0] and str(holder.pid) in notes[0]
+
+
+@pytest.mark.parametrize("holder", ["another host, old heartbeat", "this host, dead pid"])
+def test_concurrent_takeovers_exactly_one_wins(tmp_path, holder):
+    """Threads racing to take over one stale lock, 200 times: one winner every time."""
+    rounds, racers = 200, 3
+    pid = dead_pid()
+    folder = tmp_path / "meta"
+    winners_per_round = []
+    for _ in range(rounds):
+        if holder == "this host, dead pid":
+            write_record(folder, hostname=socket.gethostname(), pid=pid, age=1.0)
+        else:
+            write_record(folder, hostname=OTHER_HOST, pid=pid, age=STALE_AFTER + 1)
+        start = threading.Barrier(racers)
+        outcome: dict[int, object] = {}
+
+        def race(i: int, start=start, outcome=outcome) -> None:
+            lock = RunLock(folder)
+            start.wait()
+            try:
+                lock.acquire(log=lambda note: None)
+                outcome[i] = lock
+            except InputError as exc:
+                outcome[i] = exc
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [lock for lock in outcome.values() if isinstance(lock, RunLock)]
+        winners_per_round.append(len(winners))
+        for loser in (e for e in outcome.values() if isinstance(e, InputError)):
+            assert f"pid {os.getpid()} on host" in str(loser)  # refused by the winner
+        if len(winners) == 1:
+            assert winners[0].read()["token"] == winners[0]._token
+        for lock in winners:
+            lock.release()
+        assert list(folder.iterdir()) == [], "a marker or private file was left behind"
+    counts = {k: winners_per_round.count(k) for k in sorted(set(winners_per_round))}
+    print(f"\n{holder}: winners per round -> number of rounds: {counts}")
+    assert counts == {1: rounds}
+
+
+def test_a_lost_lock_is_reported_and_not_removed(tmp_path):
+    notes: list[str] = []
+    lock = RunLock(tmp_path, stale_after=0.6)
+    lock.acquire(log=notes.append)
+    # another run took it over (as if this one had stalled for longer than its timeout)
+    (tmp_path / LOCK_NAME).unlink()
+    foreign = write_record(tmp_path, hostname=OTHER_HOST, pid=99, age=0)
+    deadline = time.monotonic() + 10
+    while not lock.lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lock.lost and len(notes) == 1 and "two runs may now write" in notes[0]
+    lock.release()
+    assert json.loads(foreign.read_text())["pid"] == 99  # the other run's lock stays
+
+
+def test_timeout_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(STALE_AFTER_ENV, "90")
+    lock = RunLock(tmp_path)
+    assert (lock.stale_after, lock.heartbeat_every) == (90.0, 15.0)
+    lock.acquire(log=pytest.fail)
+    assert lock.read()["stale_after"] == 90.0
+    lock.release()
+    for bad in ("soon", "0", "nan", "-5"):
+        monkeypatch.setenv(STALE_AFTER_ENV, bad)
+        with pytest.raises(InputError) as info:
+            RunLock(tmp_path)
+        assert str(info.value) == (
+            f"The {STALE_AFTER_ENV} environment variable must be a number of seconds in "
+            f"[1, 86400]. Got {bad!r}."
+        )
