@@ -433,6 +433,9 @@ def connect(
         could not be submitted, or no worker connected in time. Whatever was started
         is shut down again.
     """
+    # The clients are never the default client: ldpsim submits to them explicitly, and a
+    # default client whose start fails would leave dask's global scheduler setting
+    # pointing at a client that does not exist (distributed sets it before connecting).
     started = time.monotonic()
     dask_cluster = client = None
     where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
@@ -451,7 +454,7 @@ def connect(
                     if kind == "local" and workers is not None:
                         overrides["n_workers"] = workers
                     dask_cluster = build_cluster(config, overrides)
-                    client = Client(dask_cluster)
+                    client = Client(dask_cluster, set_as_default=False)
                     if kind != "local":
                         _scale(dask_cluster, config, jobs, adapt)
                 wait_for_first_worker(client, started + timeout, problems, where)
@@ -481,7 +484,7 @@ def _shut_down(client: Client | None, dask_cluster: Any) -> None:
 
 def _attach(address: str, timeout: float) -> Client:
     try:
-        return Client(address, timeout=timeout)
+        return Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # OSError (unreachable), ValueError (no port), TimeoutError
         raise InputError(
             f"Cannot connect to the Dask scheduler {address!r}: {_root_cause(exc)}. Give the "

@@ -12,7 +12,7 @@ from conftest import computed, tree_hash, write_sweep
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import Store, check_streams, open_dataset
+from ldpsim.pipeline.store import Store, check_streams, consolidate, open_dataset
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.worker import run_chunk
@@ -150,6 +150,7 @@ def test_method_failed_per_checkpoint(tmp_path):
         fill_value=False,
         dimension_names=("n", "method", "rep"),
     )
+    consolidate(tmp_path / "ck.zarr")  # what readers of the store see
     Store(tmp_path / "ck.zarr", store.layout).write_chunk(store.index_of(point), 0, chunk)
     ds = open_dataset(tmp_path / "ck.zarr")
     assert ds["method_failed"].isel(n=0).values.tolist() == [[True] * 2, [True] * 2, [False] * 2]
