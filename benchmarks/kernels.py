@@ -33,10 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from numba import njit
+
 from ldpsim.tasks.replicate import replicate_cuts, run_kernel
 from ldpsim.tasks.rng import laplace, random, standard_normal, state_of
 from ldpsim.tasks.spec import normalize_spec
-from numba import njit
 
 # The tests' plain-Python reference loop, so that only one such loop exists.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "tasks"))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from ldpsim.pipeline.errors import InputError
 
 if TYPE_CHECKING:  # the sweep module is imported by the verbs that need it

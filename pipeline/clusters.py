@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from distributed import Client, LocalCluster
+
 from ldpsim.pipeline.errors import InputError
 
 #: Where the shipped cluster configurations live (repository's cluster/ folder).

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
 from ldpsim.pipeline.errors import InputError
 
 #: The lock file, inside the store's ``ldpsim`` sub-group.

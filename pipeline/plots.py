@@ -8,16 +8,17 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
-from ldpsim.pipeline.store import open_dataset
-from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
-from ldpsim.pipeline.tables import axis_labels, format_level, format_number
 
 # The object-oriented API (Figure, no pyplot) renders with Agg / the PDF backend and never
 # touches a display or matplotlib's global figure registry.
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
+
+from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
+from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
+from ldpsim.pipeline.tables import axis_labels, format_level, format_number
 
 #: Formats every figure is written in.
 FIGURE_FORMATS = ("png", "pdf")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from distributed import Client
+
 from ldpsim.pipeline.clusters import connect
 from ldpsim.pipeline.collect import collect
 from ldpsim.pipeline.errors import InputError

@@ -28,6 +28,7 @@ import numpy as np
 import psutil
 import xarray as xr
 import zarr
+
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
 from ldpsim.pipeline.sweep import GridPoint, Sweep
 from ldpsim.tasks.intervals.batch_means import BatchMeans

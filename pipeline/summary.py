@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
 from scipy.stats import norm
+
+from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
 
 #: Store dimensions that are not grid axes.
 NON_GRID_DIMS = ("checkpoint", "method", "rep", "coord")

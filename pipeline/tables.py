@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
+
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.summary import grid_axes, sweep_info
 

@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+
 from ldpsim.tasks import normalize_spec, run_replicate
 
 

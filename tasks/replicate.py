@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from ldpsim.tasks.rng import set_state, state_of
 from ldpsim.tasks.seeding import data_stream, method_stream
 from ldpsim.tasks.sgd import ldp_sgd

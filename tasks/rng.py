@@ -29,6 +29,11 @@
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
 from ldpsim.tasks.ziggurat import (
     fe_double,
     fi_double,
@@ -40,10 +45,6 @@ from ldpsim.tasks.ziggurat import (
     ziggurat_nor_inv_r,
     ziggurat_nor_r,
 )
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 _MASK64 = (1 << 64) - 1
 # PCG_DEFAULT_MULTIPLIER_128 of numpy's pcg64.h.

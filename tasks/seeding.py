@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+
 from ldpsim.tasks import rng as kernel_rng
 from ldpsim.tasks.intervals.bootstrap import draw_multipliers
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from ldpsim.tasks.pointers import address, keep_alive
-from ldpsim.tasks.rng import unlikely
 from numba import njit
 from numba.np.unsafe.ndarray import to_fixed_tuple
+
+from ldpsim.tasks.pointers import address, keep_alive
+from ldpsim.tasks.rng import unlikely
 
 #: Steps below this index use the exact step size c * i**-gamma.
 ETA_EXACT_BELOW = 512

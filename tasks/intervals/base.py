@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+
 from ldpsim.tasks.stats import StreamingStats
 
 

@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
+
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap, block_partition
 from ldpsim.tasks.stats import StreamingStats, floor_power
 from ldpsim.tasks.validation import check_float, check_int
-from scipy import stats as sps
 
 
 @dataclass(frozen=True, kw_only=True)

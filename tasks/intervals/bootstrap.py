@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
+
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.stats import StreamingStats, floor_power
 from ldpsim.tasks.validation import check_choice, check_float, check_int

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
+
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.stats import StreamingStats
-from scipy import stats as sps
 
 
 @dataclass(frozen=True, kw_only=True)

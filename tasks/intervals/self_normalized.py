@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.stats import StreamingStats
 

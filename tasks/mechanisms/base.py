@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numba import njit
+
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import state_of
 from ldpsim.tasks.validation import check_float
-from numba import njit
 
 
 @njit

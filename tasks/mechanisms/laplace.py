@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
+
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import laplace
-from numba import njit
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng

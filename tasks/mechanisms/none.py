@@ -6,9 +6,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
+
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
-from numba import njit
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from ldpsim.tasks.rng import state_of
 from numba import njit
+
+from ldpsim.tasks.rng import state_of
 
 
 @njit

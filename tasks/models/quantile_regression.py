@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
+from scipy import stats
+
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float, check_int, check_vector
-from numba import njit
-from scipy import stats
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
 
 

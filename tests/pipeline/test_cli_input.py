@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tree_hash, write_sweep
+
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, check_run_length, main
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.tables import format_level

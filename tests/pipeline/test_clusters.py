@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
+
 from ldpsim.pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ import time
 
 import pytest
 from distributed import Client
+
 from ldpsim.pipeline.collect import collect
 
 

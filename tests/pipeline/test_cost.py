@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ldpsim.pipeline.cost import (
     LONG_RUN_SECONDS,
     REPLICATE_OVERHEAD_S,

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
+from scipy.stats import norm
+
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS, interval_diagnostics, normal_coverage
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.tables import format_table
-from scipy.stats import norm
 
 Z90 = float(norm.ppf(0.95))
 BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import DEMO_ARGS, scheduler
+
 from ldpsim.pipeline.cli import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,

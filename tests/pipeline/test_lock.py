@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.lock import LOCK_NAME, STALE_AFTER, STALE_AFTER_ENV, RunLock
 

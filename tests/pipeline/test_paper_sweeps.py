@@ -4,6 +4,7 @@ will run them: every grid point is checked after normalisation, defaults include
 from __future__ import annotations
 
 import pytest
+
 from ldpsim.pipeline.sweep import load_sweep
 
 PAPER_N = {10**6, 10**7, 10**8}

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ldpsim.pipeline.clusters import build_cluster, load_cluster_config, parse_cluster_options
 from ldpsim.pipeline.errors import InputError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import synthetic as syn
+
 from ldpsim.pipeline.plots import MAX_DIAGNOSTIC_COLUMNS, PANEL_SIZE, plot_store
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

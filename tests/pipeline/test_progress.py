@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from ldpsim.pipeline import runner
 from ldpsim.pipeline.runner import (
     INTERVAL_COST_STEPS,

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import computed, tree_hash, write_sweep
+
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.lock import LOCK_NAME, RunLock
 from ldpsim.pipeline.runner import run_sweep

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 from conftest import computed, store_token, write_sweep
+
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.runner import run_sweep
 from ldpsim.pipeline.store import iter_errors, open_dataset

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.store import open_dataset
 

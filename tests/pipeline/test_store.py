@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import zarr
 from conftest import computed, tree_hash, write_sweep
+
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.runner import run_sweep

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
+
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.lock import LOCK_NAME
 from ldpsim.pipeline.store import EXTENSION_JOURNAL, META_GROUP, Store, open_dataset

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
+from scipy.stats import norm
+
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.store import open_dataset
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.tables import RECORD_FIELDS, axis_labels, format_table, records
-from scipy.stats import norm
 
 DONE_CELLS = [(0.5, 100), (0.5, 10_000), (0.9, 100)]
 BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]

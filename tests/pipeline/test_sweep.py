@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import apply_overrides, builtin_sweeps, load_sweep
 from ldpsim.tasks.models.quantile import Quantile

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ldpsim.tasks import ziggurat
 from ldpsim.tasks.sgd import eta_schedule
 from ldpsim.tasks.spec import ReplicateSpec

@@ -5,11 +5,12 @@ import math
 
 import numpy as np
 import pytest
+from scipy import special
+from scipy import stats as sps
+
 from ldpsim.tasks import normalize_spec, run_replicate
 from ldpsim.tasks.replicate import run_stats
 from ldpsim.tasks.seeding import data_stream
-from scipy import special
-from scipy import stats as sps
 
 
 def prefix_sum_weights(n: int, c: float, gamma: float, ends) -> np.ndarray:

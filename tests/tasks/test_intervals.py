@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+
 from ldpsim.tasks import intervals
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.bootstrap import draw_multipliers

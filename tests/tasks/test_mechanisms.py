@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.mechanisms.randomized_response import keep_probability

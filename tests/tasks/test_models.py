@@ -5,11 +5,12 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.models.quantile_regression import TRUNCATED_VARIANCE
 from ldpsim.tasks.rng import state_of
-from scipy import stats
 
 NAMES = sorted(models.REGISTRY)
 # Non-default instances: every model at a second parameter value, so the contract is

@@ -6,9 +6,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from ldpsim.tasks.pointers import address, keep_alive
 from numba import njit
 from numba.core.errors import TypingError
+
+from ldpsim.tasks.pointers import address, keep_alive
 
 
 def test_address_is_the_array_data():

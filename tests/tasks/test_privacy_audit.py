@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ldpsim.tasks import mechanisms, models
 
 EPS = [0.5, 1.0, 2.0]

@@ -9,6 +9,7 @@ import textwrap
 
 import numpy as np
 import pytest
+
 from ldpsim.tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate
 from ldpsim.tasks.replicate import replicate_cuts
 

@@ -5,9 +5,10 @@ from collections import Counter
 import numpy as np
 import pytest
 import sgd_reference
-from ldpsim.tasks import rng
 from numba import njit
 from scipy import stats
+
+from ldpsim.tasks import rng
 
 SEED = 20261122
 N = 1_000_000

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+
 from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
 from ldpsim.tasks.seeding import (
     FINGERPRINT_PARTS,

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+
 from ldpsim.tasks.intervals.self_normalized import (
     TABLE_DRAWS,
     _table,

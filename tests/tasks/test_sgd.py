@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from sgd_reference import reference_path
+
 from ldpsim.tasks.replicate import run_kernel
 from ldpsim.tasks.sgd import ETA_EXACT_BELOW, eta_schedule
 from ldpsim.tasks.spec import normalize_spec
-from sgd_reference import reference_path
 
 SEED = 20240611
 

@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
+from sgd_reference import reference_path
+
 from ldpsim.tasks.intervals.self_normalized import critical_value
 from ldpsim.tasks.replicate import checkpoint_stream, compute_replicate, run_stats
 from ldpsim.tasks.spec import normalize_spec
-from scipy import stats as sps
-from sgd_reference import reference_path
 
 N = 10_000
 SEED = 7

@@ -5,6 +5,7 @@ import math
 import warnings
 
 import pytest
+
 from ldpsim.tasks import normalize_spec, run_replicate
 from ldpsim.tasks.validation import check_choice, check_float, check_int, check_vector
 from ldpsim.tasks.warnings import LDPSimWarning, OutsideTheoryWarning
