@@ -52,6 +52,8 @@ def collect(futures: Mapping[Future, Label], client: Client) -> Iterator[tuple[L
                 try:
                     result = future.result()
                 except Exception as exc:  # the task failed: the caller records it
+                    if client.status != "running":  # cancelled by closing the client
+                        raise
                     result = exc
                 fetched.put((futures[future], result))
                 future.release()

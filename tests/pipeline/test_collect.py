@@ -21,10 +21,10 @@ def keys_in_memory(dask_scheduler) -> list[str]:
 
 
 def test_results_are_fetched_and_released_while_the_caller_is_busy(local_cluster):
-    with Client(local_cluster) as client:
+    with Client(local_cluster, set_as_default=False) as client:
         futures = {client.submit(square, i, key=f"square-{i}"): i for i in range(12)}
         seen = {}
-        for i, (label, result) in enumerate(collect(futures)):
+        for i, (label, result) in enumerate(collect(futures, client)):
             seen[label] = result
             if i == 0:
                 # the caller is still writing its first result: the other tasks finish
@@ -39,17 +39,17 @@ def test_results_are_fetched_and_released_while_the_caller_is_busy(local_cluster
 
 
 def test_a_failed_task_gives_its_exception(local_cluster):
-    with Client(local_cluster) as client:
+    with Client(local_cluster, set_as_default=False) as client:
         futures = {client.submit(square, x, key=f"square-x{x}"): x for x in (2, -3)}
-        results = dict(collect(futures))
+        results = dict(collect(futures, client))
     assert results[2] == 4
     assert isinstance(results[-3], ValueError) and "negative: -3" in str(results[-3])
 
 
 def test_a_closed_client_stops_the_collection(local_cluster):
-    client = Client(local_cluster)
+    client = Client(local_cluster, set_as_default=False)
     futures = {client.submit(time.sleep, 30, key="sleep-30"): "slow"}
-    results = collect(futures)
+    results = collect(futures, client)
     client.close()
     with pytest.raises(Exception):  # noqa: B017 (whatever the closed client raises)
         next(results)
