@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import logging
 import os
@@ -487,10 +488,16 @@ def _attach(address: str, timeout: float) -> Client:
     try:
         return Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # OSError (unreachable), ValueError (no port), TimeoutError
-        raise InputError(
-            f"Cannot connect to the Dask scheduler {address!r}: {_root_cause(exc)}. Give the "
-            "address of a running scheduler, e.g. tcp://HOST:8786."
-        ) from None
+        cause = _root_cause(exc)
+    # The Client that failed to connect is still referenced from the exception's frames.
+    # Collect it now, outside them: left to a later collection, its __del__ may run while
+    # the next Client's loop runner holds its (non-reentrant) lock, and stop() waits on
+    # that lock forever.
+    gc.collect()
+    raise InputError(
+        f"Cannot connect to the Dask scheduler {address!r}: {cause}. Give the address of a "
+        "running scheduler, e.g. tcp://HOST:8786."
+    )
 
 
 def _scale(dask_cluster: Any, config: dict[str, Any], jobs: int | None, adapt) -> None:
