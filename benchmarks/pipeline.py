@@ -95,8 +95,8 @@ def make_sweep(tmp: Path, name: str, *, replicates, n, taus=(0.5,), rep_chunk=No
 
 def run_timed(sweep, store, address) -> tuple[float, float, int]:
     """(wall seconds, summed compute seconds, replicates) of one sweep into a new store."""
+    from ldpsim.pipeline.reading import open_dataset
     from ldpsim.pipeline.runner import run_sweep
-    from ldpsim.pipeline.store import open_dataset
 
     start = time.perf_counter()
     report = run_sweep(sweep, store, scheduler=address, log=lambda *a: None)

@@ -273,10 +273,10 @@ def check_run_length(sweep: Sweep, *, confirmed: bool) -> None:
 
 
 def cmd_status(args) -> int:
-    from ldpsim.pipeline.store import check_store, open_dataset
+    from ldpsim.pipeline.reading import check_store, load_dataset
 
-    check_store(args.store)
-    ds = open_dataset(args.store)
+    check_store(args.store, read_chunks=False)
+    ds = load_dataset(args.store)
     grid = [d for d in ds["done"].dims if d != "rep"]
     done = ds["done"].values
     failed = ds["failed"].values
@@ -299,9 +299,10 @@ def cmd_status(args) -> int:
 
 
 def cmd_errors(args) -> int:
-    from ldpsim.pipeline.store import check_store, iter_errors, open_dataset
+    from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
 
-    check_store(args.store)
+    check_store(args.store, read_chunks=False)
+    ds = load_dataset(args.store)
     count = 0
     for record in iter_errors(args.store):
         count += 1
@@ -313,28 +314,29 @@ def cmd_errors(args) -> int:
         print(record.get("traceback") or record.get("error"))
     if not count:
         print(f"No failures recorded in {args.store}.")
-    return store_outcome(open_dataset(args.store))
+    return store_outcome(ds)
 
 
 def cmd_summarize(args) -> int:
-    from ldpsim.pipeline.store import check_store, open_dataset
+    from ldpsim.pipeline.reading import check_store, load_dataset
     from ldpsim.pipeline.summary import summarize
     from ldpsim.pipeline.tables import format_table
 
-    check_store(args.store)
-    summary = summarize(open_dataset(args.store))
+    check_store(args.store, read_chunks=False)
+    summary = summarize(load_dataset(args.store))
     print(format_table(summary, args.format, diagnostics=args.diagnostics))
     return EXIT_OK
 
 
 def cmd_plot(args) -> int:
     from ldpsim.pipeline.plots import default_out_dir, plot_store, prepare_out_dir
-    from ldpsim.pipeline.store import check_store
+    from ldpsim.pipeline.reading import check_store, load_dataset
 
-    check_store(args.store)
+    check_store(args.store, read_chunks=False)
+    ds = load_dataset(args.store)
     out = Path(args.out) if args.out is not None else default_out_dir(args.store)
     prepare_out_dir(out)
-    for path in plot_store(args.store, out):
+    for path in plot_store(ds, out):
         print(path)
     return EXIT_OK
 

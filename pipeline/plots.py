@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
-from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.reading import load_dataset
 from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
 from ldpsim.pipeline.tables import axis_labels, format_level, format_number
 
@@ -418,7 +418,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     Parameters
     ----------
     path_or_ds : str, pathlib.Path or xarray.Dataset
-        A store path (opened with :func:`ldpsim.pipeline.store.open_dataset`) or the store's
+        A store path (read with :func:`ldpsim.pipeline.store.load_dataset`) or the store's
         Dataset itself.
     out_dir : str or pathlib.Path
         Folder the figures are written to (created if missing; files are replaced).
@@ -440,7 +440,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         against n, log x, per method, two panels per combination of the other grid axes
         (and per shown coordinate), at most MAX_DIAGNOSTIC_COLUMNS side by side.
     """
-    ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else open_dataset(path_or_ds)
+    ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else load_dataset(path_or_ds)
     out = prepare_out_dir(out_dir)
     summary = summarize(ds)
     if "n" in grid_axes(summary):

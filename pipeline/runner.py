@@ -17,9 +17,9 @@ from distributed import Client
 from ldpsim.pipeline.clusters import connect
 from ldpsim.pipeline.collect import collect
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.store import (
-    META_GROUP,
     Changes,
     Store,
     inspect_store,

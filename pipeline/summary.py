@@ -145,7 +145,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     Parameters
     ----------
     ds : xarray.Dataset
-        A store opened with :func:`ldpsim.pipeline.store.open_dataset` (or a Dataset of the same
+        A store opened with :func:`ldpsim.pipeline.reading.open_dataset` (or a Dataset of the same
         layout): ``estimate``, ``lower``, ``upper``, ``truth`` and ``done``; attributes
         ``level`` and ``sweep``.
 

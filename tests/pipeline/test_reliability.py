@@ -16,9 +16,10 @@ import pytest
 from conftest import computed, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import LOCK_NAME, RunLock
+from ldpsim.pipeline.reading import open_dataset
 from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import META_GROUP, open_dataset
 from ldpsim.pipeline.sweep import load_sweep
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")

@@ -13,8 +13,8 @@ import pytest
 from conftest import computed, store_token, write_sweep
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.reading import iter_errors, open_dataset
 from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import iter_errors, open_dataset
 from ldpsim.pipeline.sweep import load_sweep
 
 #: Variables that are a pure function of the sweep (seconds and job_id are not).

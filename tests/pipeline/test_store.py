@@ -12,8 +12,10 @@ from conftest import computed, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.identity import check_streams
+from ldpsim.pipeline.reading import open_dataset
 from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import Store, check_streams, consolidate, open_dataset
+from ldpsim.pipeline.store import Store, consolidate
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.worker import run_chunk

@@ -23,8 +23,10 @@ import xarray as xr
 from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import LOCK_NAME
-from ldpsim.pipeline.store import EXTENSION_JOURNAL, META_GROUP, Store, open_dataset
+from ldpsim.pipeline.reading import open_dataset
+from ldpsim.pipeline.store import EXTENSION_JOURNAL, Store
 from ldpsim.pipeline.sweep import load_sweep
 
 #: `ldpsim run` arguments that extend S (2 replicates) to 3 replicates.

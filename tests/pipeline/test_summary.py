@@ -14,7 +14,7 @@ import xarray as xr
 from scipy.stats import norm
 
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
-from ldpsim.pipeline.store import open_dataset
+from ldpsim.pipeline.reading import open_dataset
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.tables import RECORD_FIELDS, axis_labels, format_table, records
 

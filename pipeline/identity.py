@@ -1,0 +1,142 @@
+"""Whether a store may take a requested sweep: the same specification, the same streams.
+
+Extending or resuming a store is refused when the requested sweep differs in what
+identifies it (seed, axes, base specification, methods) or when this ldpsim would draw
+other random numbers for it than the store's creator did.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.reading import read_attrs
+from ldpsim.pipeline.sweep import Sweep
+from ldpsim.tasks.intervals.batch_means import BatchMeans
+from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
+from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since, streams_fingerprint
+
+
+def check_streams(path: Path, sweep: Sweep) -> None:
+    """Refuse a store whose random streams differ from this ldpsim's for ``sweep``.
+
+    Stores written before the ``streams_version`` attribute existed drew version 1. A
+    newer version changes the numbers of some mechanisms or methods only
+    (``STREAMS_CHANGED``); a store that uses none of them gets the same numbers and may
+    be resumed or extended.
+
+    The ``streams_fingerprint`` attribute holds hashes of numpy's numbers as the
+    store's creator drew them (:func:`ldpsim.tasks.seeding.streams_fingerprint`); a part
+    that the sweep uses (the data stream, its multiplier laws) and that differs under
+    the running numpy is refused. A store without the attribute (made before it
+    existed) is accepted, and the attribute is not added: nobody can tell which numpy
+    drew its replicates.
+    """
+    attrs = read_attrs(path)
+    raw = attrs.get("streams_version", 1)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= STREAMS_VERSION:
+        raise InputError(
+            f"The store {str(path)!r} has an invalid 'streams_version' attribute {raw!r} "
+            f"(an integer in [1, {STREAMS_VERSION}] is allowed); refusing to change it."
+        )
+    points = sweep.points()
+    changed = streams_changed_since(raw)
+    clash = [
+        f"the mechanism {name}"
+        for name in sorted({point.normalized.mechanism.name for point in points} & changed)
+    ]
+    # Version 3 changed bm only where its default batch count follows a bb whose beta
+    # is not the 0.75 that bm used before.
+    for label, params in sweep.methods.items():
+        method = points[0].normalized.methods[label]
+        if (
+            isinstance(method, BatchMeans)
+            and method.name in changed
+            and not {"n_batches", "beta"} & set(params)
+            and method.beta != DEFAULT_BETA
+        ):
+            clash.append(f"the method {label} (its default n_batches)")
+    if clash:
+        raise InputError(
+            f"The store {str(path)!r} was written with random streams of version {raw}, "
+            f"and this ldpsim (streams version {STREAMS_VERSION}) computes different numbers "
+            f"for {', '.join(clash)}; refusing to compute into it. Use another --store "
+            f"path, or the ldpsim release that wrote it."
+        )
+    _check_fingerprint(path, attrs, sweep)
+
+
+def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
+    """Refuse a store whose recorded numpy draws differ from the running numpy's."""
+    if "streams_fingerprint" not in attrs:
+        return  # made before the fingerprint existed; see check_streams
+    raw = attrs["streams_fingerprint"]
+    try:
+        recorded = json.loads(raw)
+        if not isinstance(recorded, dict) or not all(
+            isinstance(v, str) for v in recorded.values()
+        ):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InputError(
+            f"The store {str(path)!r} has an invalid 'streams_fingerprint' attribute "
+            f"{raw!r} (a JSON object of part -> hash is allowed); refusing to change it."
+        ) from None
+    used = {"data"} | {
+        method.multiplier
+        for point in sweep.points()
+        for method in point.normalized.methods.values()
+        if isinstance(method, BlockBootstrap)
+    }
+    running = streams_fingerprint()
+    differ = sorted(
+        part for part in used if part in recorded and recorded[part] != running.get(part)
+    )
+    if differ:
+        try:
+            written = json.loads(attrs.get("versions", "{}")).get("numpy", "unknown")
+        except (TypeError, ValueError, AttributeError):
+            written = "unknown"
+        raise InputError(
+            f"The store {str(path)!r} was written with numpy {written}, whose random "
+            f"numbers differ from this numpy {np.__version__}'s for "
+            f"{', '.join(_fingerprint_label(part) for part in differ)} (streams "
+            f"fingerprint); refusing to compute into it, new replicates would not be "
+            f"comparable. Use another --store path, or the numpy that wrote it ({written})."
+        )
+
+
+def _fingerprint_label(part: str) -> str:
+    return "the data stream" if part == "data" else f"the {part} multipliers"
+
+
+def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
+    """Human-readable differences that forbid extending ``stored`` with ``requested``."""
+    a = json.loads(json.dumps(stored.identity(), sort_keys=True, default=str))
+    b = json.loads(json.dumps(requested.identity(), sort_keys=True, default=str))
+    out = []
+    for key in ("seed", "axes"):
+        if a[key] != b[key]:
+            out.append(f"{key}: {a[key]!r} -> {b[key]!r}")
+    for section in ("base", "methods"):
+        for k in sorted(set(a[section]) | set(b[section])):
+            va, vb = a[section].get(k, "<absent>"), b[section].get(k, "<absent>")
+            if not _same(va, vb):
+                label = "spec" if section == "base" else "methods"
+                out.append(f"{label}.{k}: {va!r} -> {vb!r}")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that treats 1 and 1.0 alike, recursively."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    return a == b

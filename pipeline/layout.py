@@ -1,0 +1,212 @@
+"""The layout of a sweep's Zarr store: dimensions, chunks, variables and attributes."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from ldpsim.pipeline.sweep import GridPoint, Sweep
+from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
+
+#: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
+META_GROUP = "ldpsim"
+
+
+VARIABLE_ATTRS: dict[str, dict[str, str]] = {
+    "estimate": {
+        "long_name": "Polyak-Ruppert average theta_bar_n of LDP-SGD",
+        "units": "parameter units",
+    },
+    "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
+    "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
+    "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
+    "done": {"long_name": "replicate durably written", "units": "1"},
+    "failed": {"long_name": "replicate raised an error (see `ldpsim errors`)", "units": "1"},
+    "method_failed": {
+        "long_name": "interval method could not be computed there (see `ldpsim errors`)",
+        "units": "1",
+    },
+    "seconds": {"long_name": "compute time of the replicate", "units": "s"},
+    "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
+}
+
+
+COORD_ATTRS = {
+    "rep": {"long_name": "replicate index"},
+    "coord": {"long_name": "coordinate j of theta"},
+    "method": {"long_name": "interval method label"},
+    "checkpoint": {"long_name": "number of SGD steps at which the interval is taken"},
+    "n": {"long_name": "number of SGD steps (sample size)"},
+    "tau": {"long_name": "quantile level"},
+    "eps": {"long_name": "local differential privacy parameter"},
+}
+
+
+def default_rep_chunk(sweep: Sweep) -> int:
+    """Replicates per chunk (= per task): about 5e7 SGD steps per task, in [1, 100]."""
+    if sweep.rep_chunk is not None:
+        return sweep.rep_chunk
+    max_n = max(p.normalized.n for p in sweep.points())
+    return int(min(100, max(1, 5e7 // max_n)))
+
+
+def library_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("ldpsim", "numpy", "scipy", "numba", "dask", "distributed", "xarray", "zarr"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+@dataclass
+class Layout:
+    """Dimension names and sizes of a sweep's store."""
+
+    axes: list[str]
+    axis_values: dict[str, list[Any]]
+    methods: list[str]
+    replicates: int
+    d: int
+    checkpoints: list[int] | None
+    rep_chunk: int
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(len(self.axis_values[a]) for a in self.axes)
+
+    def extra(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        if self.checkpoints is None:
+            return ("coord",), (self.d,)
+        return ("checkpoint", "coord"), (len(self.checkpoints), self.d)
+
+
+def layout_for(sweep: Sweep, rep_chunk: int | None = None) -> Layout:
+    points = sweep.points()
+    checkpoints = points[0].normalized.checkpoints
+    return Layout(
+        axes=list(sweep.grid),
+        axis_values={a: list(v) for a, v in sweep.grid.items()},
+        methods=list(sweep.methods),
+        replicates=sweep.replicates,
+        d=max(p.normalized.model.dim for p in points),
+        checkpoints=list(checkpoints) if checkpoints else None,
+        rep_chunk=rep_chunk or default_rep_chunk(sweep),
+    )
+
+
+def coord_array(name: str, values: list[Any]) -> np.ndarray:
+    if all(isinstance(v, str) for v in values):
+        return np.array(values, dtype=object)  # variable-length strings in Zarr v3
+    if name == "n" or all(isinstance(v, int) for v in values):
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=np.float64)
+
+
+def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
+    """The lazily allocated Dataset of the SPEC section 7 layout (no data computed)."""
+    g_dims, g_shape = tuple(layout.axes), layout.grid_shape
+    g_chunks = (1,) * len(g_dims)
+    r, rc, m = layout.replicates, layout.rep_chunk, len(layout.methods)
+    x_dims, x_shape = layout.extra()
+
+    def lazy(shape, chunks, dtype, fill):
+        return da.full(shape, fill, dtype=dtype, chunks=chunks)
+
+    variables = {
+        "estimate": (
+            (*g_dims, "rep", *x_dims),
+            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
+        ),
+        "lower": (
+            (*g_dims, "method", "rep", *x_dims),
+            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+        ),
+        "upper": (
+            (*g_dims, "method", "rep", *x_dims),
+            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+        ),
+        # Per checkpoint: a method that fails at an early checkpoint (too few blocks)
+        # still counts at the later ones.
+        "method_failed": (
+            (*g_dims, "method", "rep", *x_dims[:-1]),
+            lazy((*g_shape, m, r, *x_shape[:-1]), (*g_chunks, m, rc, *x_shape[:-1]), bool, False),
+        ),
+        "done": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
+        "failed": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
+        "seconds": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.float64, np.nan)),
+        "job_id": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.int64, 0)),
+        "truth": ((*g_dims, "coord"), truth_array(sweep, layout)),
+    }
+    coords: dict[str, Any] = {a: coord_array(a, layout.axis_values[a]) for a in layout.axes}
+    coords.update(
+        method=np.array(layout.methods, dtype=object),
+        rep=np.arange(r, dtype=np.int64),
+        coord=np.arange(layout.d, dtype=np.int64),
+    )
+    if layout.checkpoints is not None:
+        coords["checkpoint"] = np.array(layout.checkpoints, dtype=np.int64)
+    ds = xr.Dataset(variables, coords=coords)
+    for name, attrs in VARIABLE_ATTRS.items():
+        ds[name].attrs.update(attrs)
+    for name, attrs in COORD_ATTRS.items():
+        if name in ds.coords:
+            ds[name].attrs.update(attrs)
+    ds.attrs.update(
+        title=f"ldpsim sweep {sweep.name!r}",
+        description=sweep.description,
+        sweep=sweep.to_json(),
+        identity=json.dumps(sweep.identity(), sort_keys=True, default=str),
+        level=float(sweep.points()[0].normalized.level),
+        rep_chunk=layout.rep_chunk,
+        versions=json.dumps(library_versions(), sort_keys=True),
+        streams_version=STREAMS_VERSION,
+        streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        conventions="done(grid, rep) is true only after that replicate's values are written",
+    )
+    return ds
+
+
+def truth_array(sweep: Sweep, layout: Layout) -> np.ndarray:
+    """theta* for every grid point, NaN-padded to the store's d."""
+    out = np.full((*layout.grid_shape, layout.d), np.nan)
+    for point in sweep.points():
+        index = store_index(layout, point)
+        truth = point.normalized.model.truth()
+        out[index][: len(truth)] = truth
+    return out
+
+
+def store_index(layout: Layout, point: GridPoint) -> tuple[int, ...]:
+    return tuple(axis_position(layout.axis_values[a], point.values[a]) for a in layout.axes)
+
+
+def axis_position(values: list[Any], value: Any) -> int:
+    for i, v in enumerate(values):
+        if (type(v) is type(value) and v == value) or (
+            isinstance(v, float) and isinstance(value, float) and math.isinf(v) and v == value
+        ):
+            return i
+    for i, v in enumerate(values):
+        if v == value:
+            return i
+    raise KeyError(value)
+
+
+def axis_contains(values: list[Any], value: Any) -> bool:
+    try:
+        axis_position(values, value)
+    except KeyError:
+        return False
+    return True

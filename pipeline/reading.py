@@ -1,0 +1,244 @@
+"""Reading a sweep's store: its attributes, its arrays and error records, checked for damage."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+import zarr
+
+from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
+from ldpsim.pipeline.layout import META_GROUP, VARIABLE_ATTRS
+from ldpsim.pipeline.sweep import Sweep
+
+
+def has_consolidated_metadata(path: Path) -> bool:
+    """Whether the root ``zarr.json`` holds a consolidated copy of every node's metadata."""
+    root = json.loads((path / "zarr.json").read_text())
+    return bool(root.get("consolidated_metadata"))
+
+
+def read_attrs(path: str | Path) -> dict[str, Any]:
+    """The root attributes of an ldpsim store, checked.
+
+    Raises
+    ------
+    InputError
+        The path is not a Zarr store, not one made by ldpsim, or its ``zarr.json`` or
+        its ``sweep`` or ``level`` attribute is damaged.
+    """
+    path = Path(path)
+    try:
+        is_store = path_kind(path) == "folder" and (path / "zarr.json").is_file()
+    except OSError as exc:
+        raise InputError(f"{str(path)!r} cannot be read: {os_error_text(exc, path)}.") from None
+    if not is_store:
+        raise InputError(
+            f"{str(path)!r} is not an ldpsim store (no folder with a zarr.json); give the "
+            "path of a store that `ldpsim run` wrote."
+        )
+    try:
+        attrs = dict(zarr.open_group(str(path), mode="r", zarr_format=3).attrs)
+    except (ValueError, KeyError, TypeError, OSError) as exc:  # JSON or metadata errors
+        raise damaged(path, "zarr.json", exc) from None
+    if "sweep" not in attrs:
+        raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
+    _sweep_from_json(path, attrs["sweep"])
+    level = attrs.get("level")
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise damaged(path, "zarr.json", f"attribute 'level' is {level!r}, not in (0, 1)")
+    return attrs
+
+
+def read_sweep(path: str | Path) -> Sweep:
+    """The sweep a store was made from (as last extended)."""
+    return _sweep_from_json(path, read_attrs(path)["sweep"])
+
+
+#: Fields of the ``sweep`` attribute and the JSON types they must have.
+_SWEEP_FIELDS = {
+    "name": str,
+    "description": str,
+    "replicates": int,
+    "seed": int,
+    "spec": dict,
+    "grid": dict,
+    "methods": dict,
+}
+
+
+def _sweep_from_json(path: str | Path, text: object) -> Sweep:
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError as exc:
+        raise damaged(path, "zarr.json", f"attribute 'sweep' is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise damaged(path, "zarr.json", "attribute 'sweep' is not a JSON object")
+    for key, kind in _SWEEP_FIELDS.items():
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise damaged(
+                path,
+                "zarr.json",
+                f"attribute 'sweep' needs {key!r} of type {kind.__name__}, has {data.get(key)!r}",
+            )
+    if not all(isinstance(v, list) for v in data["grid"].values()):
+        raise damaged(path, "zarr.json", "attribute 'sweep' has a grid axis that is no list")
+    return Sweep(
+        name=data["name"],
+        description=data["description"],
+        replicates=data["replicates"],
+        seed=data["seed"],
+        base=data["spec"],
+        grid=data["grid"],
+        methods=data["methods"],
+        rep_chunk=data.get("rep_chunk"),
+    )
+
+
+def damaged(
+    path: str | Path,
+    part: str,
+    reason: object,
+    remedy: str = "Restore it from a copy, or run the sweep into a new --store path.",
+) -> InputError:
+    text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
+    return InputError(
+        f"The store {str(path)!r} is damaged: {part} cannot be read ({text}); nothing was "
+        f"changed. {remedy}"
+    )
+
+
+def check_store(path: str | Path, *, read_chunks: bool = True) -> dict[str, Any]:
+    """Refuse a damaged store before a verb prints or writes anything; return its attributes.
+
+    Reads the root attributes (:func:`read_attrs`), the metadata of every array, every
+    error record and, with ``read_chunks``, every chunk (decoded), so that damage is
+    reported once, naming the damaged file, instead of half-way through a command. A
+    verb that reads every chunk anyway passes ``read_chunks=False`` and reads them
+    with :func:`load_dataset`, which names a damaged chunk the same way.
+
+    Raises
+    ------
+    InputError
+        Naming the damaged file: a ``zarr.json``, a chunk, a missing variable or an
+        error record.
+    """
+    path = Path(path)
+    attrs = read_attrs(path)
+    # Each array's own zarr.json, not the consolidated copy in the root: that is what a
+    # write reads, so a damaged one must be found here.
+    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
+    names = sorted(
+        entry.name
+        for entry in path.iterdir()
+        if entry.name != META_GROUP and (entry / "zarr.json").is_file()
+    )
+    for name in VARIABLE_ATTRS:
+        if name not in names:
+            raise damaged(path, f"{name}/", "the variable is missing")
+    for name in names:
+        try:
+            array = group[name]
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            raise damaged(path, f"{name}/zarr.json", exc) from None
+        if not isinstance(array, zarr.Array):
+            raise damaged(path, f"{name}/zarr.json", "a group where an array belongs")
+        if read_chunks:
+            _check_chunks(path, name, array)
+    for _ in iter_errors(path):  # parses every record
+        pass
+    return attrs
+
+
+def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
+    # A codec reports a damaged chunk with its own library's exception (zstd: RuntimeError,
+    # a chunk of the wrong size: ValueError), hence the broad except clauses.
+    try:
+        array[...]
+        return
+    except Exception:  # located chunk by chunk below
+        pass
+    for coords in itertools.product(*(range(count) for count in array.cdata_shape)):
+        try:
+            array.get_block_selection(coords)
+        except Exception as exc:
+            key = array.metadata.encode_chunk_key(coords)
+            raise damaged(path, f"chunk {name}/{key}", exc) from None
+    raise damaged(path, f"{name}/", "its chunks cannot be read together")
+
+
+def open_dataset(path: str | Path) -> xr.Dataset:
+    """Open a store with xarray, lazily, through its consolidated metadata if it has them.
+
+    They are always consistent (an extension replaces them in its last rename), while
+    the arrays' own metadata are briefly mixed if a run is killed while committing one.
+    Chunks are read when used; :func:`check_store` reads them all, and
+    :func:`load_dataset` reads them into memory.
+
+    Raises
+    ------
+    InputError
+        Not an ldpsim store, or one whose metadata xarray cannot read.
+    """
+    return _open(path, chunks="auto")
+
+
+def load_dataset(path: str | Path) -> xr.Dataset:
+    """Read a whole store into memory (numpy arrays), each array in one zarr read.
+
+    What a summary, a plot or a status needs: every replicate is used, and reading
+    once is much faster than reading lazily through dask, whose graph has a task per
+    chunk (one grid point x ``rep_chunk`` replicates) and is read again for every
+    statistic computed from it.
+
+    Raises
+    ------
+    InputError
+        As :func:`open_dataset`, and naming the first chunk that cannot be decoded.
+    """
+    dataset = _open(path, chunks=None)
+    try:
+        return dataset.load()
+    except Exception:  # a codec's own exception; located chunk by chunk below
+        pass
+    group = zarr.open_group(str(path), mode="r", zarr_format=3)
+    for name in dataset.variables:
+        _check_chunks(Path(path), str(name), group[str(name)])
+    raise damaged(path, "its chunks", "xarray cannot read them together")
+
+
+def _open(path: str | Path, chunks: str | None) -> xr.Dataset:
+    read_attrs(path)
+    consolidated = has_consolidated_metadata(Path(path))
+    try:
+        return xr.open_zarr(str(path), consolidated=consolidated, chunks=chunks)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise damaged(path, "its metadata", exc) from None
+
+
+def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The failure records of a store, in file-name order.
+
+    Raises
+    ------
+    InputError
+        A record that is not a JSON object (naming its file).
+    """
+    folder = Path(path) / META_GROUP / "errors"
+    if not folder.is_dir():
+        return
+    for file in sorted(folder.glob("*.json")):
+        where = f"error record {file.relative_to(path)}"
+        # The record only describes a failure: the replicate stays marked failed without it.
+        remedy = "Delete that file to go on; the next run recomputes the failed replicate."
+        try:
+            record = json.loads(file.read_bytes())
+        except (ValueError, OSError) as exc:  # bad JSON, bad UTF-8, unreadable
+            raise damaged(path, where, exc, remedy) from None
+        if not isinstance(record, dict):
+            raise damaged(path, where, "not a JSON object", remedy)
+        yield record
