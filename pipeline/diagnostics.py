@@ -12,7 +12,10 @@ sd (ddof 1), L_r the interval length, Lbar its mean and z = z_{1 - alpha/2}:
 
 An interval of fixed width (the oracle) around a normal estimate covers with probability
 exactly P; for a data-driven interval the gap between the observed coverage and P is what
-the variability of its width and a non-normal pivot cost.
+the variability of its width and a non-normal pivot cost. ``coverage_gap`` = observed
+coverage - P has its own standard error, from the same replicates: whether the gap is
+more than Monte-Carlo noise is judged against it, not against the binomial standard
+error of the coverage alone (P is estimated too, from the same replicates).
 
 Standard errors come from the nonparametric delta method: each statistic is a smooth
 function of the replicate means of (e_r, (e_r - ebar)^2, L_r), so its empirical influence
@@ -37,6 +40,8 @@ Values: TypeAlias = float | np.ndarray | xr.DataArray
 DIAGNOSTIC_FIELDS = (
     "predicted_coverage",
     "predicted_coverage_se",
+    "coverage_gap",
+    "coverage_gap_se",
     "bias_over_sd",
     "bias_over_sd_se",
     "variance_ratio",
@@ -68,6 +73,14 @@ DIAGNOSTIC_ATTRS: dict[str, dict[str, str]] = {
     },
     "predicted_coverage_se": {
         "long_name": "standard error of predicted_coverage (nonparametric delta method)",
+        "units": "1",
+    },
+    "coverage_gap": {
+        "long_name": "observed coverage - predicted_coverage (width variability, non-normality)",
+        "units": "1",
+    },
+    "coverage_gap_se": {
+        "long_name": "standard error of coverage_gap (nonparametric delta method)",
         "units": "1",
     },
 }
@@ -103,7 +116,11 @@ def _mean(x: xr.DataArray, count: xr.DataArray) -> xr.DataArray:
 
 
 def interval_diagnostics(
-    error: xr.DataArray, length: xr.DataArray, use: xr.DataArray, z: xr.DataArray | float
+    error: xr.DataArray,
+    length: xr.DataArray,
+    covered: xr.DataArray,
+    use: xr.DataArray,
+    z: xr.DataArray | float,
 ) -> xr.Dataset:
     """Bias over sd, variance ratio and predicted coverage, with standard errors.
 
@@ -114,6 +131,8 @@ def interval_diagnostics(
     length : xarray.DataArray
         Interval length upper - lower per replicate (broadcasts against ``error``, e.g.
         with an extra ``method`` dimension).
+    covered : xarray.DataArray of bool
+        Whether the interval covered theta* per replicate (broadcasts likewise).
     use : xarray.DataArray of bool
         Which replicates count (done, with finite bounds); broadcasts likewise.
     z : float or xarray.DataArray
@@ -154,6 +173,9 @@ def interval_diagnostics(
     # dP/dr = z / (2 sqrt r) (phi(upper) + phi(lower)) = z^2 / (2 half) (...); r = 0 has none.
     dp_dr = z**2 / (2.0 * half.where(half > 0)) * (upper_density + lower_density)
     p_influence = dp_db * b_influence + dp_dr * r_influence
+    hits = covered.where(use).astype(np.float64)
+    coverage = _mean(hits, count)
+    gap_influence = (hits - coverage) - p_influence
 
     def standard_error(influence: xr.DataArray) -> xr.DataArray:
         # sd(IF) / sqrt(R), sd with ddof 1 (the influence values have mean 0).
@@ -164,6 +186,8 @@ def interval_diagnostics(
         {
             "predicted_coverage": predicted,
             "predicted_coverage_se": standard_error(p_influence),
+            "coverage_gap": coverage - predicted,
+            "coverage_gap_se": standard_error(gap_influence),
             "bias_over_sd": bias_over_sd,
             "bias_over_sd_se": standard_error(b_influence),
             "variance_ratio": variance_ratio,

@@ -211,7 +211,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
 
     # Over the replicates that count for each method, so that predicted and observed
     # coverage describe the same replicates.
-    diagnostics = interval_diagnostics(error, upper - lower, ok & est_ok, z)
+    diagnostics = interval_diagnostics(error, upper - lower, covered, ok & est_ok, z)
 
     out = xr.Dataset(
         {

@@ -79,7 +79,7 @@ def test_checkpoint_store_has_diagnostics_per_checkpoint():
 
 
 def experiments(rng: np.random.Generator, k: int, reps: int) -> tuple[xr.DataArray, ...]:
-    """k independent studies of ``reps`` replicates: skewed errors, widths tied to them."""
+    """k studies of ``reps`` replicates: skewed errors, widths tied to them, coverage."""
     # Gamma(4) errors (skewness 1) centred at a bias of 0.3 sd; widths partly driven by
     # the squared error, as for a data-driven interval: no formula here assumes normality.
     shape = 4.0
@@ -88,14 +88,15 @@ def experiments(rng: np.random.Generator, k: int, reps: int) -> tuple[xr.DataArr
     length = 2 * Z90 * (0.8 + 0.2 * error**2 + 0.1 * rng.standard_normal((k, reps)))
     dims = ("experiment", "rep")
     use = xr.DataArray(np.ones((k, reps), dtype=bool), dims=dims)
-    return xr.DataArray(error, dims=dims), xr.DataArray(length, dims=dims), use
+    covered = xr.DataArray(np.abs(error) <= length / 2, dims=dims)  # centred intervals
+    return xr.DataArray(error, dims=dims), xr.DataArray(length, dims=dims), covered, use
 
 
 def test_standard_errors_match_the_spread_over_studies():
     k, reps = 2000, 400
-    error, length, use = experiments(np.random.default_rng(15), k, reps)
-    diag = interval_diagnostics(error, length, use, Z90)
-    for name in ("bias_over_sd", "variance_ratio", "predicted_coverage"):
+    error, length, covered, use = experiments(np.random.default_rng(15), k, reps)
+    diag = interval_diagnostics(error, length, covered, use, Z90)
+    for name in ("bias_over_sd", "variance_ratio", "predicted_coverage", "coverage_gap"):
         spread = float(diag[name].std("experiment", ddof=1))
         mean_se = float(diag[f"{name}_se"].mean("experiment"))
         # The spread over k studies is itself estimated: its relative sd is about
@@ -113,15 +114,16 @@ def test_predicted_equals_observed_for_a_fixed_width_normal_interval():
     estimate = bias + sd * rng.standard_normal(reps)
     error = xr.DataArray(estimate, dims="rep")
     length = xr.full_like(error, 2 * half)
-    diag = interval_diagnostics(error, length, xr.ones_like(error, dtype=bool), Z90)
-    observed = float(np.mean(np.abs(estimate) <= half))
+    covered = np.abs(estimate) <= half
+    diag = interval_diagnostics(
+        error, length, xr.DataArray(covered, dims="rep"), xr.ones_like(error, dtype=bool), Z90
+    )
+    observed = float(np.mean(covered))
     predicted = float(diag["predicted_coverage"])
-    # Both are estimates: the binomial se of the observed one and the delta-method se of
-    # the predicted one, added as if independent (they are positively correlated, so
-    # this overstates the sd of the difference); 4 sds.
-    binomial_se = math.sqrt(observed * (1 - observed) / reps)
-    allowed = 4 * math.hypot(binomial_se, float(diag["predicted_coverage_se"]))
-    assert abs(observed - predicted) < allowed
+    assert float(diag["coverage_gap"]) == pytest.approx(observed - predicted, abs=1e-12)
+    # Both are estimated from the same replicates; the gap's own standard error (delta
+    # method) accounts for that; 4 of them.
+    assert abs(observed - predicted) < 4 * float(diag["coverage_gap_se"])
     exact = normal_coverage(bias / sd, (half / (Z90 * sd)) ** 2, Z90)
     assert abs(predicted - exact) < 4 * float(diag["predicted_coverage_se"])
 
