@@ -37,6 +37,8 @@ exit codes (the same policy for run, status and errors):
 """
 #: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+#: `summarize --format` choices: :data:`ldpsim.pipeline.tables.TABLE_FORMATS`, repeated here
+#: so that the parser is built without importing xarray (a test checks they agree).
 FORMATS = ("text", "markdown", "latex", "csv", "json")
 
 

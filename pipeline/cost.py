@@ -1,10 +1,11 @@
-"""How long LDP-SGD work takes on one core: the estimate behind long-run warnings."""
+"""How long LDP-SGD work takes on one core: the estimate behind long-run warnings and the ETA."""
 
 from __future__ import annotations
 
 import math
 
 from ldpsim.pipeline.sweep import Sweep
+from ldpsim.tasks.spec import ReplicateSpec
 
 #: Nanoseconds per SGD step of the compiled kernel, all streaming statistics on, on the
 #: project's 2-core machine (README "Performance", `benchmarks/kernels.py`, upper ends
@@ -13,43 +14,41 @@ from ldpsim.pipeline.sweep import Sweep
 #: linear in d through these two points.
 STEP_NS_D1 = 6.4
 STEP_NS_D4 = 59.0
+#: Seconds of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
+#: bm, sn, oracle; seeding, bookkeeping). Median `seconds` per replicate of
+#: `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
+#: 1e6; a least-squares line gives 7.3 ns per step and 1.04 ms fixed.
+INTERVAL_SECONDS = 1.04e-3
 #: Per-replicate scheduling and storage overhead (README "Performance": 1.1-1.8 ms).
 REPLICATE_OVERHEAD_S = 2e-3
 #: Sweeps estimated above this many core-seconds need ``ldpsim run --yes``.
 LONG_RUN_SECONDS = 86_400.0
 
 
-def estimated_seconds(n: int, dim: int, replicates: int = 1) -> float:
-    """Core-seconds that ``replicates`` replicates of ``n`` SGD steps take.
+def step_seconds(dim: int) -> float:
+    """Seconds of one SGD step (one privatized gradient) of a model of dimension ``dim`` >= 1.
 
-    Parameters
-    ----------
-    n : int
-        SGD steps per replicate times the mini-batch size (privatized gradients), >= 1.
-    dim : int
-        The model's parameter dimension d, >= 1.
-    replicates : int
-        Number of replicates, >= 0.
-
-    Returns
-    -------
-    float
-        The estimate in seconds of one core. It is measured for d = 1 and d = 4 and
-        linear in d in between; beyond d = 4 it may be low where the d x d
-        self-normalization sums dominate. Interval methods after the run (bb: B m d
-        operations) are left out: they are small next to the n steps.
+    Measured for d = 1 and d = 4 and linear in d in between; beyond d = 4 it may be low
+    where the d x d self-normalization sums dominate.
     """
-    per_step_ns = STEP_NS_D1 + (STEP_NS_D4 - STEP_NS_D1) / 3.0 * (dim - 1)
-    return replicates * (n * per_step_ns * 1e-9 + REPLICATE_OVERHEAD_S)
+    return (STEP_NS_D1 + (STEP_NS_D4 - STEP_NS_D1) / 3.0 * (dim - 1)) * 1e-9
+
+
+def replicate_seconds(spec: ReplicateSpec) -> float:
+    """Core-seconds of one replicate of a normalized specification.
+
+    Its ``n`` x ``batch`` privatized gradients (:func:`step_seconds`), the intervals at
+    each checkpoint (:data:`INTERVAL_SECONDS`; bb's B m d operations grow with B, which
+    this leaves out) and the pipeline's per-replicate overhead. The progress bar weighs
+    each task by this too (only ratios matter there).
+    """
+    intervals = INTERVAL_SECONDS * len(spec.checkpoints or (spec.n,))
+    return spec.n * spec.batch * step_seconds(spec.model.dim) + intervals + REPLICATE_OVERHEAD_S
 
 
 def sweep_seconds(sweep: Sweep) -> float:
-    """Core-seconds of every replicate of ``sweep`` (done or not), by :func:`estimated_seconds`."""
-    total = 0.0
-    for point in sweep.points():
-        spec = point.normalized
-        total += estimated_seconds(spec.n * spec.batch, spec.model.dim, sweep.replicates)
-    return total
+    """Core-seconds of every replicate of ``sweep`` (done or not), by :func:`replicate_seconds`."""
+    return sweep.replicates * sum(replicate_seconds(point.normalized) for point in sweep.points())
 
 
 def duration_text(seconds: float) -> str:

@@ -16,6 +16,7 @@ from distributed import Client
 
 from ldpsim.pipeline.clusters import connect
 from ldpsim.pipeline.collect import collect
+from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import RunLock
@@ -31,28 +32,6 @@ from ldpsim.pipeline.worker import run_chunk
 
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_EVERY = 10.0
-#: Cost of one SGD step relative to a d = 1 step, per extra coordinate of theta: the
-#: kernel benchmark (README "Performance") times 6 ns per step at d = 1 (quantile) and
-#: 57 ns at d = 4 (quantile_regression), (57 / 6 - 1) / 3 = 2.8 per coordinate.
-STEP_COST_PER_COORD = 2.8
-#: Fixed cost of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
-#: bm, sn, oracle; seeding, bookkeeping), in d = 1 steps. Median `seconds` per replicate
-#: of `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
-#: 1e6; a least-squares line gives 7.3 ns per step and 1.04 ms fixed, i.e. 1.4e5 steps.
-INTERVAL_COST_STEPS = 1.4e5
-
-
-def replicate_cost(point: GridPoint) -> float:
-    """Relative compute time of one replicate of ``point`` (units: one d = 1 SGD step).
-
-    The SGD steps (``n`` times the mini-batch, each dearer with the dimension of theta)
-    plus a fixed cost for the intervals at each checkpoint. Only ratios matter: the
-    progress bar and its ETA weigh each task by this, not by its replicate count.
-    """
-    spec = point.normalized
-    step = 1.0 + STEP_COST_PER_COORD * (spec.model.dim - 1)
-    intervals = INTERVAL_COST_STEPS * len(spec.checkpoints or (spec.n,))
-    return spec.n * spec.batch * step + intervals
 
 
 def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
@@ -63,8 +42,8 @@ def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
     elapsed : float
         Seconds since the first task was submitted, >= 0.
     work_done, work_total : float
-        Cost of the finished tasks and of all tasks (see :func:`replicate_cost`),
-        0 <= work_done <= work_total.
+        Cost of the finished tasks and of all tasks, 0 <= work_done <= work_total (see
+        :func:`ldpsim.pipeline.cost.replicate_seconds`).
 
     Returns
     -------
@@ -108,7 +87,7 @@ class Work:
 
     @property
     def cost(self) -> float:
-        return len(self.reps) * replicate_cost(self.point)
+        return len(self.reps) * replicate_seconds(self.point.normalized)
 
 
 def plan(sweep: Sweep, store: Store) -> tuple[list[Work], int]:

@@ -8,7 +8,7 @@ import io
 import json
 import math
 from collections.abc import Hashable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import xarray as xr
@@ -18,7 +18,7 @@ from ldpsim.pipeline.summary import grid_axes, sweep_info
 
 #: Output formats of :func:`format_table`.
 TableFormat = Literal["text", "markdown", "latex", "csv", "json"]
-TABLE_FORMATS: tuple[str, ...] = ("text", "markdown", "latex", "csv", "json")
+TABLE_FORMATS: tuple[str, ...] = get_args(TableFormat)
 
 #: Fields of one record of :func:`records` besides the grid values.
 RECORD_FIELDS = ("coverage", "coverage_se", "length", "length_se", "n_done", *DIAGNOSTIC_FIELDS)

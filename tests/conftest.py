@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +44,26 @@ def local_cluster(cluster_files):
                 ComputeLogAndFaults(cluster_files["compute_log"], cluster_files["faults"])
             )
         yield cluster
+
+
+@contextlib.contextmanager
+def tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (e.g. "2m") mounted at the new folder ``mount``.
+
+    Root ignores file modes, not a tmpfs remounted read-only, and a small tmpfs fills up:
+    how tests reach read-only and full file systems. Needs root and CAP_SYS_ADMIN; the
+    test is skipped otherwise.
+    """
+    mount.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True
+    )
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
 def store_token(store: Path) -> str:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
+from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FORMATS, main
+from ldpsim.pipeline.tables import TABLE_FORMATS
+
+
+def test_summarize_offers_every_table_format():
+    assert FORMATS == TABLE_FORMATS
 
 
 def test_exit_codes():

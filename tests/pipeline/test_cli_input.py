@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tree_hash, write_sweep
+from conftest import tmpfs, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, check_run_length, main
 from ldpsim.pipeline.sweep import load_sweep
@@ -138,20 +138,11 @@ def test_sweep_files_that_are_not_toml_text(tmp_path, finished, capsys):
 
 @pytest.fixture
 def read_only_dir(tmp_path):
-    """A read-only tmpfs holding an empty folder (root ignores file modes, not this)."""
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
-    )
-    if made.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
-    try:
+    """A read-only tmpfs holding an empty folder."""
+    with tmpfs(tmp_path / "ro", "1m") as mount:
         (mount / "empty").mkdir()
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_read_only_places(read_only_dir, finished, capsys):

@@ -1,4 +1,4 @@
-"""Progress and ETA weigh each task by its work (runner.replicate_cost), not by count."""
+"""Progress and ETA weigh each task by its work (cost.replicate_seconds), not by count."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import math
 import pytest
 
 from ldpsim.pipeline import runner
-from ldpsim.pipeline.runner import (
-    INTERVAL_COST_STEPS,
-    STEP_COST_PER_COORD,
-    Progress,
-    eta_seconds,
-    plan,
-    replicate_cost,
+from ldpsim.pipeline.cost import (
+    INTERVAL_SECONDS,
+    REPLICATE_OVERHEAD_S,
+    replicate_seconds,
+    step_seconds,
 )
+from ldpsim.pipeline.runner import Progress, eta_seconds, plan
 from ldpsim.pipeline.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
@@ -24,20 +23,22 @@ def _point(*sets: str):
 
 
 def test_cost_grows_with_steps_dimension_and_checkpoints():
-    base = replicate_cost(_point())
-    # Each SGD step adds one unit at d = 1; the intervals add a fixed amount.
-    assert replicate_cost(_point("grid.n=[3000]")) - base == pytest.approx(2000)
-    assert base == pytest.approx(1000 + INTERVAL_COST_STEPS)
+    step = step_seconds(1)
+    base = replicate_seconds(_point().normalized)
+    # Each SGD step adds one step at d = 1; the intervals and the overhead a fixed amount.
+    more_steps = replicate_seconds(_point("grid.n=[3000]").normalized)
+    assert more_steps - base == pytest.approx(2000 * step)
+    assert base == pytest.approx(1000 * step + INTERVAL_SECONDS + REPLICATE_OVERHEAD_S)
     # A mini-batch of 4 privatizes 4 gradients per step.
-    assert replicate_cost(_point("batch=4")) - base == pytest.approx(3000)
+    assert replicate_seconds(_point("batch=4").normalized) - base == pytest.approx(3000 * step)
     # Intervals at 3 checkpoints cost 3 times those at n alone.
-    with_checkpoints = replicate_cost(_point("checkpoints=[10, 100, 1000]"))
-    assert with_checkpoints - base == pytest.approx(2 * INTERVAL_COST_STEPS)
-    # quantile_regression, d = 4: each step costs 1 + 2.8 * 3 units.
-    qr = load_sweep("paper-table2", ["grid.n=[1000]"], 1).points()[0]
-    assert qr.normalized.model.dim == 4
-    step = 1 + 3 * STEP_COST_PER_COORD
-    assert replicate_cost(qr) == pytest.approx(1000 * step + INTERVAL_COST_STEPS)
+    with_checkpoints = replicate_seconds(_point("checkpoints=[10, 100, 1000]").normalized)
+    assert with_checkpoints - base == pytest.approx(2 * INTERVAL_SECONDS)
+    # quantile_regression, d = 4: each step costs the measured d = 4 step.
+    qr = load_sweep("paper-table2", ["grid.n=[1000]"], 1).points()[0].normalized
+    assert qr.model.dim == 4 and step_seconds(4) > 9 * step
+    expected = 1000 * step_seconds(4) + INTERVAL_SECONDS + REPLICATE_OVERHEAD_S
+    assert replicate_seconds(qr) == pytest.approx(expected)
 
 
 def test_eta_is_the_rate_of_the_work_done():
@@ -52,18 +53,17 @@ def test_tasks_weighed_by_their_work(tmp_path):
     store, _ = Store.open_or_create(tmp_path / "demo.zarr", sweep)
     work, already = plan(sweep, store)
     assert already == 0
+    fixed = INTERVAL_SECONDS + REPLICATE_OVERHEAD_S
+    one = {n: n * step_seconds(1) + fixed for n in (10**4, 10**5, 10**6)}
     by_n = {w.point.normalized.n: w.cost / len(w.reps) for w in work}
-    assert by_n[10**6] / by_n[10**4] == pytest.approx(
-        (10**6 + INTERVAL_COST_STEPS) / (10**4 + INTERVAL_COST_STEPS)
-    )
+    assert by_n[10**6] / by_n[10**4] == pytest.approx(one[10**6] / one[10**4])
     # 6 grid points x 2 tasks of 50 replicates. By count the first task (n = 1e4) is
-    # 1/12 of the run; by work, half of the cheapest of one tau's 3 points: 2.5%.
+    # 1/12 of the run; by work, half of the cheapest of one tau's 3 points: 4.8%.
     assert len(work) == 12 and [len(w.reps) for w in work] == [50] * 12
     assert work[0].point.normalized.n == 10**4
     share = work[0].cost / sum(w.cost for w in work)
-    steps = {n: n + INTERVAL_COST_STEPS for n in (10**4, 10**5, 10**6)}
-    assert share == pytest.approx(steps[10**4] / (4 * sum(steps.values())), rel=1e-12)
-    assert share < 0.03 < 1 / 12
+    assert share == pytest.approx(one[10**4] / (4 * sum(one.values())), rel=1e-12)
+    assert share < 0.05 < 1 / 12
 
 
 def test_progress_lines_report_the_share_of_work(monkeypatch):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
+from conftest import DEMO_ARGS, one_error_line, scheduler, tmpfs, tree_hash
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.layout import META_GROUP
@@ -86,18 +86,9 @@ def test_read_only_array_folder_leaves_store_intact(store, demo_store, local_clu
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 2 MiB tmpfs (needs root and CAP_SYS_ADMIN, skipped otherwise)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
-    )
-    if result.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode().strip()}")
-    try:
+    """A 2 MiB tmpfs."""
+    with tmpfs(tmp_path / "disk", "2m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
 def _fill(disk: Path, leave: int) -> Path:
