@@ -346,6 +346,7 @@ def cmd_plot(args) -> int:
 def cmd_list(args) -> int:
     from ldpsim.pipeline.clusters import available_clusters
     from ldpsim.pipeline.sweep import builtin_sweeps
+    from ldpsim.tasks.plugins import plugin_problems, plugins
 
     print("Built-in sweeps:")
     for name, description in builtin_sweeps().items():
@@ -353,6 +354,15 @@ def cmd_list(args) -> int:
     print("Clusters (--cluster NAME):")
     for name in available_clusters():
         print(f"  {name}")
+    found = plugins()
+    print("Plugins (models, mechanisms and interval methods of other packages):")
+    if not found:
+        print("  none installed (see docs/extending.md)")
+    for plugin in found:
+        if plugin.problem is None:
+            print(f"  {plugin.kind:<9} {plugin.name:<20} from {plugin.distribution}")
+    for line in plugin_problems():
+        print(f"warning: {line}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ldpsim.tasks import intervals, mechanisms, models
+from ldpsim.tasks import plugins
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.batch_means import follow_bootstrap
 from ldpsim.tasks.mechanisms.base import Mechanism
@@ -55,7 +55,23 @@ def unit_params(cls: type) -> list[str]:
 
 def model_param_keys() -> set[str]:
     """Every parameter name of every registered model."""
-    return {p for cls in models.REGISTRY.values() for p in unit_params(cls)}
+    return {p for cls in plugins.registry("model").values() for p in unit_params(cls)}
+
+
+def find_unit(kind: str, name: object) -> type:
+    """The model, mechanism or method class called ``name``, built-in or from a plugin.
+
+    Raises
+    ------
+    TypeError, ValueError
+        No such unit (the message lists the available ones), or a plugin of that name
+        that is left out (the message says why).
+    """
+    usable = plugins.registry(kind)
+    problem = None if isinstance(name, str) and name in usable else plugins.problem_of(kind, name)
+    if problem is not None:
+        raise ValueError(problem)
+    return lookup(usable, name, kind)
 
 
 def build_unit(cls: type, params: Mapping[str, Any], what: str):
@@ -141,9 +157,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
             allowed = ", ".join([*SPEC_KEYS, *sorted(model_keys)])
             raise ValueError(f"Unknown key {key!r}. Allowed keys are: {allowed}.")
     if "model" not in spec:
-        names = ", ".join(repr(k) for k in models.REGISTRY)
+        names = ", ".join(repr(k) for k in plugins.registry("model"))
         raise ValueError(f"The 'model' key is required; one of {names}.")
-    model_cls = lookup(models.REGISTRY, spec["model"], "model")
+    model_cls = find_unit("model", spec["model"])
     own = set(unit_params(model_cls))
     for key in sorted(model_keys & set(spec)):
         if key not in own:
@@ -154,7 +170,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     model = build_unit(model_cls, {k: spec[k] for k in own if k in spec}, "model")
 
     mech_name = spec.get("mechanism", DEFAULT_MECHANISM.get(model.name, "laplace"))
-    mech_cls = lookup(mechanisms.REGISTRY, mech_name, "mechanism")
+    mech_cls = find_unit("mechanism", mech_name)
     mech_params = {"eps": spec["eps"]} if "eps" in spec else {}
     if mech_cls.name != "none" and "eps" not in spec:
         mech_params = {"eps": 1.0}
@@ -183,7 +199,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     if not isinstance(raw_methods, Mapping) or not raw_methods:
         raise TypeError(
             f"The 'methods' parameter must be a non-empty mapping label -> parameters, "
-            f"labels from {', '.join(intervals.REGISTRY)}. Got {raw_methods!r}."
+            f"labels from {', '.join(plugins.registry('method'))}. Got {raw_methods!r}."
         )
     methods: dict[str, IntervalMethod] = {}
     for label, params in raw_methods.items():
@@ -195,7 +211,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
             )
         params = dict(params)
         kind = params.pop("method", label)
-        cls = lookup(intervals.REGISTRY, kind, "method")
+        cls = find_unit("method", kind)
         methods[str(label)] = build_unit(cls, params, "method")
     methods = follow_bootstrap(methods)
 

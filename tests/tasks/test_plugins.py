@@ -1,0 +1,289 @@
+"""Plugins: the example package's units run like built-ins; broken plugins are left out.
+
+The example plugin (``examples/plugin``) is installed for real, with pip, into a folder of
+its own that the tests put on ``sys.path`` (in this process) or ``PYTHONPATH`` (in the
+``ldpsim`` processes and their Dask workers): ldpsim's own environment is not changed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from sgd_reference import reference_path
+
+from ldpsim.tasks import plugins
+from ldpsim.tasks.replicate import run_stats
+from ldpsim.tasks.spec import normalize_spec
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "plugin"
+
+
+def _pip_install(source: Path, target: Path) -> None:
+    # A copy, so that the build leaves nothing in the repository's folder.
+    copy = target.parent / f"{source.name}-source"
+    shutil.copytree(source, copy)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
+    subprocess.run(
+        [*pip, "--target", str(target), str(copy)],
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def example_site(tmp_path_factory) -> Path:
+    """A folder holding the example plugin as pip installs it (code and entry points)."""
+    site = tmp_path_factory.mktemp("example-plugin") / "site"
+    _pip_install(EXAMPLE, site)
+    return site
+
+
+@pytest.fixture
+def with_site(monkeypatch):
+    """Put a folder of installed packages on sys.path and rescan the plugins."""
+
+    def use(site: Path) -> None:
+        monkeypatch.syspath_prepend(str(site))
+        plugins.plugins.cache_clear()
+
+    yield use
+    plugins.plugins.cache_clear()  # monkeypatch restores sys.path after this
+
+
+def _ldpsim(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-m", "ldpsim.pipeline", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_example_units_are_found_with_their_package(example_site, with_site):
+    with_site(example_site)
+    found = {(p.kind, p.name): p for p in plugins.plugins()}
+    assert set(found) == {
+        ("model", "uniform_quantile"),
+        ("mechanism", "duchi"),
+        ("method", "bm_t"),
+    }
+    assert all(
+        p.problem is None and p.distribution.startswith("ldpsim-example-plugin")
+        for p in found.values()
+    )
+    assert "bm_t" in plugins.registry("method") and "bb" in plugins.registry("method")
+    assert plugins.plugin_problems() == []
+
+
+def test_a_sweep_of_plugin_units_runs_summarizes_and_plots(example_site, tmp_path):
+    # Through the command line, on a local Dask cluster whose workers import the plugin.
+    store = tmp_path / "plugin.zarr"
+    sweep = EXAMPLE / "sweep.toml"
+    run = _ldpsim(
+        ["run", str(sweep), "--store", str(store), "--replicates", "8", "--set", "grid.n=[20000]"],
+        example_site,
+        tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Computed 16 replicates, 0 failed" in run.stdout
+    summary = _ldpsim(["summarize", str(store), "--format", "csv"], example_site, tmp_path)
+    assert summary.returncode == 0, summary.stderr
+    rows = list(csv.DictReader(io.StringIO(summary.stdout)))
+    cells = {(row["mechanism"], row["method"]) for row in rows}
+    assert ("duchi", "bm_t") in cells and ("randomized_response", "oracle") in cells
+    assert {row["n_done"] for row in rows} == {"8"}
+    plot = _ldpsim(["plot", str(store), "--out", str(tmp_path / "fig")], example_site, tmp_path)
+    assert plot.returncode == 0, plot.stderr
+    assert (tmp_path / "fig" / "coverage.png").stat().st_size > 0
+    listed = _ldpsim(["list"], example_site, tmp_path)
+    assert "bm_t" in listed.stdout and "ldpsim-example-plugin 0.1.0" in listed.stdout
+
+
+def test_without_the_plugin_a_sweep_naming_it_is_refused(tmp_path):
+    store = tmp_path / "plugin.zarr"
+    result = _ldpsim(
+        ["run", str(EXAMPLE / "sweep.toml"), "--store", str(store)], tmp_path, tmp_path
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "Unknown model 'uniform_quantile'" in line and "'quantile'" in line
+    assert not store.exists()
+
+
+# -- broken plugins ------------------------------------------------------------------------
+BROKEN_MODULE = """
+from dataclasses import dataclass
+
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.oracle import Oracle
+
+
+@dataclass(frozen=True, kw_only=True)
+class Misnamed(IntervalMethod):
+    name = "another_name"
+
+    def interval(self, stats, level, rng):
+        return stats.theta_bar, stats.theta_bar
+
+
+class NotAMethod:
+    name = "not_a_method"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoInterval(IntervalMethod):
+    name = "no_interval"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Works(Oracle):
+    name = "works"
+"""
+
+BROKEN_ENTRY_POINTS = {
+    "ldpsim.methods": {
+        "another": "broken_units:Misnamed",
+        "not_a_method": "broken_units:NotAMethod",
+        "no_interval": "broken_units:NoInterval",
+        "bb": "broken_units:Works",
+        "missing": "no_such_module:Thing",
+        "works": "broken_units:Works",
+    },
+    "ldpsim.models": {"crashes": "crashing_module:Model"},
+}
+BROKEN_WORDS = {
+    "another": "sets name = 'another_name'",
+    "not_a_method": "not a subclass of ldpsim.tasks.intervals.base.IntervalMethod",
+    "no_interval": "does not implement interval",
+    "bb": "cannot replace",
+    "missing": "cannot be imported (ModuleNotFoundError",
+    "crashes": "cannot be imported (RuntimeError: boom",
+}
+
+
+@pytest.fixture(scope="module")
+def broken_site(tmp_path_factory) -> Path:
+    """An installed distribution (a dist-info folder) whose entry points are broken."""
+    site = tmp_path_factory.mktemp("broken") / "site"
+    site.mkdir()
+    (site / "broken_units.py").write_text(BROKEN_MODULE)
+    (site / "crashing_module.py").write_text("raise RuntimeError('boom at import')\n")
+    info = site / "broken_plugins-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugins\nVersion: 1.0\n")
+    lines = []
+    for group, points in BROKEN_ENTRY_POINTS.items():
+        lines.append(f"[{group}]")
+        lines += [f"{name} = {target}" for name, target in points.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return site
+
+
+def test_broken_plugins_are_left_out_with_one_line_each(broken_site, with_site):
+    with_site(broken_site)
+    problems = plugins.plugin_problems()
+    assert len(problems) == len(BROKEN_WORDS)
+    for name, words in BROKEN_WORDS.items():
+        (line,) = [p for p in problems if f"plugin {name!r}" in p]
+        assert words in line and "broken-plugins 1.0" in line and "\n" not in line
+    # The built-ins keep working, and so does the plugin that is fine.
+    methods = plugins.registry("method")
+    assert methods["bb"].__module__ == "ldpsim.tasks.intervals.bootstrap"
+    assert "works" in methods and "another" not in methods
+    spec = normalize_spec(
+        {"model": "quantile", "n": 1000, "methods": {"bb": {}, "w": {"method": "works"}}}
+    )
+    assert set(spec.methods) == {"bb", "w"}
+    with pytest.raises(ValueError, match=r"plugin 'no_interval'.*does not implement interval"):
+        normalize_spec({"model": "quantile", "n": 1000, "methods": {"no_interval": {}}})
+
+
+def test_list_warns_about_broken_plugins_and_run_refuses_them(broken_site, tmp_path):
+    listed = _ldpsim(["list"], broken_site, tmp_path)
+    assert listed.returncode == 0
+    warnings = listed.stderr.strip().splitlines()
+    assert len(warnings) == len(BROKEN_WORDS)
+    assert all(line.startswith("warning: The ") for line in warnings)
+    assert "works" in listed.stdout
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(
+        textwrap.dedent(
+            """
+            replicates = 2
+            seed = 1
+            [spec]
+            model = "quantile"
+            n = 1000
+            [methods.missing]
+            """
+        )
+    )
+    store = tmp_path / "new.zarr"
+    result = _ldpsim(["run", str(sweep), "--store", str(store)], broken_site, tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "plugin 'missing'" in line and "cannot be imported" in line
+    assert not store.exists()
+
+
+# -- the example units themselves ------------------------------------------------------------
+def test_duchi_is_eps_ldp_unbiased_and_its_variance_is_exact(example_site, with_site):
+    with_site(example_site)
+    from ldpsim_example_plugin.duchi import Duchi
+    from ldpsim_example_plugin.uniform_quantile import UniformQuantile
+
+    from ldpsim.tasks.mechanisms.randomized_response import RandomizedResponse
+
+    model = UniformQuantile(tau=0.7, low=-1.0, high=3.0)
+    for eps in (0.5, 1.0, 3.0):
+        mechanism = Duchi(eps=eps)
+        params = mechanism.params(model)
+        lo, hi = model.gradient_range()
+        draws = 200_000
+        up_probability = []
+        for g in (lo, hi):
+            reports = mechanism.privatize_copies(params, [g], draws, seed=7)[:, 0]
+            # Two possible reports, mean g (unbiased): within 5 Monte-Carlo sd.
+            assert len(np.unique(reports)) == 2
+            assert abs(reports.mean() - g) < 5 * reports.std() / math.sqrt(draws)
+            up_probability.append(np.mean(reports > params[0]))
+        # Extreme gradients: P(up | hi) / P(up | lo) = e^eps exactly (1/2 +- a/2 with
+        # a = tanh(eps/2)); the frequencies agree within 5 binomial sd (delta method).
+        exact = (0.5 + 0.5 * params[3]) / (0.5 - 0.5 * params[3])
+        assert exact == pytest.approx(math.exp(eps), rel=1e-12)
+        ratio = up_probability[1] / up_probability[0]
+        p0, p1 = up_probability
+        sd = ratio * math.sqrt((1 - p0) / (p0 * draws) + (1 - p1) / (p1 * draws))
+        assert abs(ratio - exact) < 5 * sd
+        # On a two-valued gradient Duchi's mechanism is randomized response: same variance.
+        expected = RandomizedResponse(eps=eps).variance(model)
+        assert mechanism.variance(model) == pytest.approx(expected, rel=1e-12)
+
+
+def test_bm_t_equals_batch_means_of_the_explicit_path(example_site, with_site):
+    with_site(example_site)
+    spec = normalize_spec(
+        {"model": "mean", "mechanism": "laplace", "n": 5000, "methods": {"bm_t": {"n_batches": 8}}}
+    )
+    path = reference_path(spec, np.random.Generator(np.random.PCG64(3)))
+    stats = run_stats(spec, np.random.Generator(np.random.PCG64(3)))
+    lower, upper = spec.methods["bm_t"].interval(stats, 0.9, None)
+    means = path.reshape(8, -1, 1).mean(axis=1)
+    half = sps.t.ppf(0.95, 7) * means.std(axis=0, ddof=1) / math.sqrt(8)
+    np.testing.assert_allclose((lower + upper) / 2, path.mean(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose((upper - lower) / 2, half, rtol=1e-9)
