@@ -287,3 +287,19 @@ def test_bm_t_equals_batch_means_of_the_explicit_path(example_site, with_site):
     half = sps.t.ppf(0.95, 7) * means.std(axis=0, ddof=1) / math.sqrt(8)
     np.testing.assert_allclose((lower + upper) / 2, path.mean(axis=0), rtol=0, atol=1e-12)
     np.testing.assert_allclose((upper - lower) / 2, half, rtol=1e-9)
+
+
+def test_the_tutorial_method_is_the_example_method(example_site, with_site):
+    # docs/extending.md's code block, run as written: the same intervals as bm_t.
+    text = (REPO / "docs" / "extending.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "docs/extending.md", "exec"), namespace)
+    tutorial = namespace["BatchMeansT"](n_batches=8)
+    with_site(example_site)
+    spec = normalize_spec({"model": "quantile", "n": 4000, "methods": {"bm_t": {"n_batches": 8}}})
+    stats = run_stats(spec, np.random.Generator(np.random.PCG64(5)))
+    for level in (0.8, 0.95):
+        expected = spec.methods["bm_t"].interval(stats, level, None)
+        np.testing.assert_array_equal(tutorial.interval(stats, level, None), expected)
+    assert len(code.strip().splitlines()) <= 40
