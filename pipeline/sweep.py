@@ -17,7 +17,13 @@ from typing import Any
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
 from ldpsim.tasks import normalize_spec
-from ldpsim.tasks.spec import MAX_N, SPEC_KEYS, ReplicateSpec, model_param_keys
+from ldpsim.tasks.spec import (
+    MAX_N,
+    SPEC_KEYS,
+    ReplicateSpec,
+    mechanism_param_keys,
+    model_param_keys,
+)
 from ldpsim.tasks.validation import check_int
 
 #: Top-level keys of a sweep file.
@@ -269,7 +275,7 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
     for section, value in (("spec", base), ("grid", grid), ("methods", methods)):
         if not isinstance(value, Mapping):
             raise InputError(f"The {section!r} section must be a table. Got {value!r}.")
-    allowed = set(SPEC_KEYS) | model_param_keys()
+    allowed = set(SPEC_KEYS) | model_param_keys() | mechanism_param_keys()
     for key in base:
         if key in ("methods", "seed"):
             raise InputError(
