@@ -48,6 +48,8 @@ COORD_ATTRS = {
     "n": {"long_name": "number of SGD steps (sample size)"},
     "tau": {"long_name": "quantile level"},
     "eps": {"long_name": "local differential privacy parameter"},
+    "delta": {"long_name": "local differential privacy parameter delta (gaussian)"},
+    "mu": {"long_name": "Gaussian differential privacy parameter (gdp)"},
 }
 
 

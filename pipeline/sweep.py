@@ -17,7 +17,14 @@ from typing import Any
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
 from ldpsim.tasks import normalize_spec
-from ldpsim.tasks.spec import MAX_N, SPEC_KEYS, ReplicateSpec, find_unit, model_param_keys
+from ldpsim.tasks.spec import (
+    MAX_N,
+    SPEC_KEYS,
+    ReplicateSpec,
+    find_unit,
+    mechanism_param_keys,
+    model_param_keys,
+)
 from ldpsim.tasks.validation import check_int
 
 #: Top-level keys of a sweep file.
@@ -274,7 +281,7 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
             find_unit("model", base["model"])
         except (TypeError, ValueError) as exc:
             raise InputError(f"{exc} (in [spec])") from None
-    allowed = set(SPEC_KEYS) | model_param_keys()
+    allowed = set(SPEC_KEYS) | model_param_keys() | mechanism_param_keys()
     for key in base:
         if key in ("methods", "seed"):
             raise InputError(

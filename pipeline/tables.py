@@ -152,7 +152,14 @@ def axis_labels(values: Sequence[Any], fmt: str) -> list[str]:
     return out
 
 
-_LATEX_NAMES = {"tau": r"$\tau$", "eps": r"$\varepsilon$", "n": "$n$", "gamma": r"$\gamma$"}
+_LATEX_NAMES = {
+    "tau": r"$\tau$",
+    "eps": r"$\varepsilon$",
+    "delta": r"$\delta$",
+    "mu": r"$\mu$",
+    "n": "$n$",
+    "gamma": r"$\gamma$",
+}
 
 
 def _latex_escape(text: str) -> str:

@@ -75,7 +75,7 @@ def _distribution(entry_point) -> str:
     return f"{dist.name} {dist.version}" if dist is not None else "an unknown package"
 
 
-def _check(kind: str, name: str, unit: object, reserved: frozenset[str]) -> str | None:
+def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) -> str | None:
     """Why ``unit`` cannot be the ``kind`` called ``name``; None if it can."""
     base = BASES[kind]
     if not isinstance(unit, type) or not issubclass(unit, base):
@@ -92,19 +92,27 @@ def _check(kind: str, name: str, unit: object, reserved: frozenset[str]) -> str 
         return f"sets no numba-compiled {callback} (a function decorated with numba.njit)"
     if kind == "method" and unit.interval is intervals.IntervalMethod.interval:
         return "does not implement interval(stats, level, rng)"
-    if kind == "model":
-        clash = sorted({f.name for f in dataclasses.fields(unit)} & reserved)
+    if kind in ("model", "mechanism"):  # their parameters are keys of a replicate spec
+        clash = sorted({f.name for f in dataclasses.fields(unit)} & reserved[kind])
         if clash:
-            return f"has parameters named like replicate keys ({', '.join(clash)}); rename them"
+            return f"has parameters named like other keys of a spec ({', '.join(clash)})"
     return None
 
 
 @functools.cache
 def plugins() -> tuple[Plugin, ...]:
     """Every installed ldpsim plugin, loaded and checked once per process."""
-    from ldpsim.tasks.spec import SPEC_KEYS  # spec looks units up here
+    from ldpsim.tasks.spec import SPEC_KEYS, unit_params  # spec looks units up here
 
-    reserved = frozenset(SPEC_KEYS)
+    def parameters(kind: str) -> set[str]:
+        return {p for cls in BUILTINS[kind].values() for p in unit_params(cls)}
+
+    # A model's parameters may not shadow a mechanism's, nor the other way round (a
+    # mechanism plugin may take eps, like the built-in ones).
+    reserved = {
+        "model": set(SPEC_KEYS) | parameters("mechanism"),
+        "mechanism": (set(SPEC_KEYS) | parameters("model")) - parameters("mechanism"),
+    }
     found = []
     for kind, group in GROUPS.items():
         for entry_point in sorted(entry_points(group=group), key=lambda e: e.name):

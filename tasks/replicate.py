@@ -63,7 +63,7 @@ def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generato
     st = np.array(state_of(data_rng), dtype=np.uint64)
     out = ldp_sgd(
         type(model).sample_gradient,
-        type(mechanism).privatize,
+        mechanism.callback(),
         model.params(),
         mechanism.params(model),
         np.array(rs.theta0, dtype=np.float64),

@@ -20,7 +20,6 @@ from ldpsim.tasks.warnings import OutsideTheoryWarning
 SPEC_KEYS = (
     "model",
     "mechanism",
-    "eps",
     "n",
     "c",
     "gamma",
@@ -74,6 +73,11 @@ def find_unit(kind: str, name: object) -> type:
     return lookup(usable, name, kind)
 
 
+def mechanism_param_keys() -> set[str]:
+    """Every parameter name of every registered mechanism (eps, delta, mu, budget_range)."""
+    return {p for cls in plugins.registry("mechanism").values() for p in unit_params(cls)}
+
+
 def build_unit(cls: type, params: Mapping[str, Any], what: str):
     """Construct ``cls(**params)`` after checking that every key is a parameter."""
     allowed = unit_params(cls)
@@ -108,7 +112,7 @@ class ReplicateSpec:
             "model": self.model.name,
             **dataclasses.asdict(self.model),
             "mechanism": self.mechanism.name,
-            "eps": self.mechanism.eps,
+            **self.mechanism.key(),
             "n": self.n,
             "c": self.c,
             "gamma": self.gamma,
@@ -130,7 +134,10 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     spec : mapping
         ``model`` (str, required) and its parameters as top-level keys (e.g. ``tau``);
         ``mechanism`` (str; default randomized_response for quantile, laplace
-        otherwise); ``eps`` in (0, inf] (default 1, inf for 'none'); ``n`` int in [2, 1e18];
+        otherwise) and its parameters as top-level keys: ``eps`` in (0, inf] (default 1,
+        inf for 'none'), ``delta`` in (0, 1) (gaussian), ``mu`` in (0, inf] (gdp, default
+        1) or ``budget_range`` [low, high] instead of eps or mu (per-user budgets);
+        ``n`` int in [2, 1e18];
         ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
         floats (0); ``batch`` int >= 1 (1); ``methods`` mapping label -> parameters,
         with optional ``method`` naming the kind (default: the label; a bm without
@@ -147,14 +154,15 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     Warns
     -----
     OutsideTheoryWarning
-        gamma outside (1/2, 1), or a bootstrap beta <= gamma.
+        gamma outside (1/2, 1), a bootstrap beta <= gamma, or a gaussian eps >= 1.
     """
     if not isinstance(spec, Mapping):
         raise TypeError(f"A replicate spec must be a mapping. Got {type(spec).__name__}.")
     model_keys = model_param_keys()
+    mech_keys = mechanism_param_keys()
     for key in spec:
-        if key not in SPEC_KEYS and key not in model_keys:
-            allowed = ", ".join([*SPEC_KEYS, *sorted(model_keys)])
+        if key not in SPEC_KEYS and key not in model_keys and key not in mech_keys:
+            allowed = ", ".join([*SPEC_KEYS, *sorted(model_keys), *sorted(mech_keys)])
             raise ValueError(f"Unknown key {key!r}. Allowed keys are: {allowed}.")
     if "model" not in spec:
         names = ", ".join(repr(k) for k in plugins.registry("model"))
@@ -171,11 +179,19 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
 
     mech_name = spec.get("mechanism", DEFAULT_MECHANISM.get(model.name, "laplace"))
     mech_cls = find_unit("mechanism", mech_name)
-    mech_params = {"eps": spec["eps"]} if "eps" in spec else {}
-    if mech_cls.name != "none" and "eps" not in spec:
-        mech_params = {"eps": 1.0}
-    mechanism = build_unit(mech_cls, mech_params, "mechanism")
+    own_mech = set(unit_params(mech_cls))
+    for key in sorted(mech_keys & set(spec)):
+        if key not in own_mech:
+            raise ValueError(
+                f"The {key!r} parameter does not apply to mechanism {mech_cls.name!r}; its "
+                f"parameters are: {', '.join(unit_params(mech_cls))}."
+            )
+    mechanism = build_unit(
+        mech_cls, {k: spec[k] for k in unit_params(mech_cls) if k in spec}, "mechanism"
+    )
     mechanism.check_model(model)
+    for message in mechanism.outside_theory():
+        warnings.warn(message, OutsideTheoryWarning, stacklevel=2)
 
     values = {**DEFAULTS, **spec}
     if "n" not in spec:

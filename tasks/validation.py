@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 __all__ = [
+    "check_budget_range",
     "check_choice",
     "check_float",
     "check_int",
@@ -170,6 +171,36 @@ def check_vector(
             )
         out.append(float(item))
     return tuple(out)
+
+
+def check_budget_range(
+    value: object, name: str = "budget_range", *, owner: str | None = None
+) -> tuple[float, float]:
+    """Validate a range ``[low, high]`` of per-user privacy budgets; return it as a tuple.
+
+    Allowed: two finite floats with 0 < low <= high (low = high draws every user the
+    same budget).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a list of two real numbers.
+    ValueError
+        If a bound is NaN or infinite, ``low <= 0`` or ``low > high``.
+    """
+    allowed = "a list [low, high] of two finite floats with 0 < low <= high"
+    message = f"The {name!r} parameter{_where(owner)} must be {allowed}. Got {_fmt(value)}."
+    if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
+        raise TypeError(message)
+    items = list(value)
+    if len(items) != 2:
+        raise ValueError(message)
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Real) for v in items):
+        raise TypeError(message)
+    low, high = float(items[0]), float(items[1])
+    if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+        raise ValueError(message)
+    return (low, high)
 
 
 def lookup(registry: dict, name: object, kind: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -10,8 +11,8 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import state_of
-from ldpsim.tasks.validation import check_float
+from ldpsim.tasks.rng import random, state_of
+from ldpsim.tasks.validation import check_budget_range, check_float
 
 
 @njit
@@ -24,59 +25,111 @@ def _privatize_rows(privatize, params, g0, s, out):
     return s
 
 
+@njit(inline="always")  # not cached: numba would miss changes in tasks.rng
+def draw_budget(low, width, s):
+    """One user's privacy budget, Uniform(low, low + width): ``(budget, s)``.
+
+    Drawn from the data-and-noise stream right before that user's noise, so that a
+    configuration with fixed budgets draws exactly the numbers it drew before
+    per-user budgets existed.
+    """
+    u, s = random(s)
+    return low + width * u, s
+
+
 @dataclass(frozen=True, kw_only=True)
 class Mechanism:
-    """An eps-local-DP mechanism applied by each user to their own gradient.
+    """A local-DP mechanism applied by each user to their own gradient.
 
-    Subclasses set ``name`` and ``privatize`` (a numba ``njit`` function
-    ``(d, g, params, s) -> s`` that privatizes ``g`` (length ``d``) in place, drawing
-    from the PCG64 state ``s`` of :mod:`ldpsim.tasks.rng` and returning the advanced state)
-    and implement ``params``, ``sensitivity`` and ``variance``. Like the model's, the
-    callback is inlined into the kernel and only indexes ``g`` and ``params``.
+    Subclasses set ``name``, ``budget_param`` (the name of their privacy parameter,
+    ``"eps"`` or ``"mu"``, a dataclass field defaulting to None), ``privatize`` and
+    ``privatize_per_user`` (numba ``njit`` functions ``(d, g, params, s) -> s`` that
+    privatize ``g`` (length ``d``) in place, drawing from the PCG64 state ``s`` of
+    :mod:`ldpsim.tasks.rng` and returning the advanced state; the second first draws the
+    user's budget with :func:`draw_budget`), and implement ``params``, ``sensitivity``
+    and ``variance``. Like the model's, the callbacks are inlined into the kernel and
+    only index ``g`` and ``params``.
 
     Parameters
     ----------
-    eps : float
-        Privacy parameter, in (0, inf]; ``inf`` means no privacy (no noise).
+    budget_range : list of 2 floats, optional
+        ``[low, high]``, 0 < low <= high < inf: each user's budget (the value of
+        ``budget_param``) is drawn iid Uniform(low, high); it replaces ``budget_param``,
+        which must then be left out. Each user is then eps_i-LDP (mu_i-GDP) and the run
+        is (max_i eps_i)-LDP (Shi, Xie, Jiang, Kong & He, seed 004, section 3).
     """
 
     name: ClassVar[str]
     privatize: ClassVar[object]
+    privatize_per_user: ClassVar[object]
+    budget_param: ClassVar[str] = "eps"
 
-    eps: float = 1.0
+    budget_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "eps", check_float(self.eps, "eps", owner=self.name, low=0, allow_inf=True)
-        )
+        budget = getattr(self, self.budget_param)
+        if self.budget_range is not None:
+            if budget is not None:
+                raise ValueError(
+                    f"The {self.budget_param!r} parameter of {self.name} cannot be given "
+                    f"together with 'budget_range' (each user's {self.budget_param} is drawn "
+                    f"from it); give one of them. Got {self.budget_param} = {budget!r} and "
+                    f"budget_range = {self.budget_range!r}."
+                )
+            budget_range = check_budget_range(self.budget_range, owner=self.name)
+            object.__setattr__(self, "budget_range", budget_range)
+            return
+        budget = 1.0 if budget is None else budget
+        budget = check_float(budget, self.budget_param, owner=self.name, low=0, allow_inf=True)
+        object.__setattr__(self, self.budget_param, budget)
 
     def check_model(self, model: Model) -> None:
         """Raise ValueError if this mechanism cannot privatize ``model``'s gradients."""
 
+    def outside_theory(self) -> list[str]:
+        """Messages for parameters where the privacy guarantee is not proved (none here)."""
+        return []
+
+    def callback(self) -> object:
+        """The compiled callback for this instance: ``privatize``, or
+        ``privatize_per_user`` when ``budget_range`` is given."""
+        return type(self).privatize if self.budget_range is None else type(self).privatize_per_user
+
     def params(self, model: Model) -> np.ndarray:
-        """Float64 parameter vector passed to ``privatize`` for ``model``."""
+        """Float64 parameter vector passed to :meth:`callback` for ``model``."""
         raise NotImplementedError
 
     def sensitivity(self, model: Model) -> float:
-        """The sensitivity the noise is calibrated to (l1 for Laplace, range for RR)."""
+        """The sensitivity the noise is calibrated to (l1 for Laplace, l2 for the Gaussian
+        mechanisms, the range for RR)."""
         raise NotImplementedError
 
     def variance(self, model: Model) -> np.ndarray:
-        """Closed-form covariance the mechanism adds to the gradient at theta*, (d, d)."""
+        """Closed-form covariance the mechanism adds to the gradient at theta*, (d, d);
+        averaged over the budget law when ``budget_range`` is given."""
         raise NotImplementedError
+
+    def key(self) -> dict[str, object]:
+        """The parameters given (None left out), as they key the data stream.
+
+        Without ``budget_range`` this is ``{budget_param: value}`` plus any other
+        parameter (``delta``), so the streams of the configurations that existed before
+        per-user budgets are unchanged.
+        """
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
     def privatize_copies(
         self, params: np.ndarray, g0: np.ndarray, n_samples: int, seed: int
     ) -> np.ndarray:
         """``n_samples`` independent privatized reports of the fixed gradient ``g0``.
 
-        Runs the compiled ``privatize`` callback, as the kernel does; used by the tests
-        and the privacy audits.
+        Runs the compiled callback (:meth:`callback`), as the kernel does; used by the
+        tests and the privacy audits.
 
         Parameters
         ----------
         params : ndarray
-            Parameter vector for ``privatize`` (normally :meth:`params`, or one
+            Parameter vector for the callback (normally :meth:`params`, or one
             calibrated differently by an audit's power check).
         g0 : array_like, shape (d,)
             The gradient every report starts from.
@@ -92,10 +145,22 @@ class Mechanism:
         g0 = np.asarray(g0, dtype=np.float64)
         out = np.empty((n_samples, g0.shape[0]))
         s = state_of(np.random.Generator(np.random.PCG64(seed)))
-        _privatize_rows(type(self).privatize, np.asarray(params, dtype=np.float64), g0, s, out)
+        _privatize_rows(self.callback(), np.asarray(params, dtype=np.float64), g0, s, out)
         return out
 
     @property
     def is_private(self) -> bool:
-        """Whether the mechanism adds any randomness (eps < inf)."""
-        return not math.isinf(self.eps)
+        """Whether the mechanism adds any randomness (a finite budget, or a budget range)."""
+        return self.budget_range is not None or not math.isinf(getattr(self, self.budget_param))
+
+    def mean_inverse_square_budget(self) -> float:
+        """E[1 / b^2] of the user's budget b: 1 / b^2 for a fixed budget, 1 / (low high)
+        for Uniform(low, high) (= (1 / (high - low)) int_low^high b^-2 db).
+
+        The noise variance of the Laplace, Gaussian and GDP mechanisms is a constant
+        times 1 / b^2, so averaged over the budget law it is that constant times this.
+        """
+        if self.budget_range is None:
+            return getattr(self, self.budget_param) ** -2.0
+        low, high = self.budget_range
+        return 1.0 / (low * high)

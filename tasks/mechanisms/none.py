@@ -25,14 +25,22 @@ class NoPrivacy(Mechanism):
     ----------
     eps : float
         Must be ``inf`` (the default).
+    budget_range : None
+        Must be left out: there is no budget to draw.
     """
 
     name = "none"
     privatize = _identity
+    privatize_per_user = _identity
 
     eps: float = math.inf
 
     def __post_init__(self) -> None:
+        if self.budget_range is not None:
+            raise ValueError(
+                f"The 'budget_range' parameter of none must be left out (no privacy, no "
+                f"budget to draw). Got {self.budget_range!r}."
+            )
         super().__post_init__()
         if not math.isinf(self.eps):
             raise ValueError(f"The 'eps' parameter of none must be inf. Got {self.eps!r}.")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.mechanisms.base import Mechanism
+from ldpsim.tasks.mechanisms.base import Mechanism, draw_budget
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import random
 
@@ -24,6 +24,21 @@ def _randomized_response(d, g, params, s):
     flip = u < params[0]
     bit = g[0] > 0.5 * (params[1] + params[2])
     g[0] = params[5] if bit != flip else params[4]
+    return s
+
+
+@njit(inline="always")
+def _randomized_response_per_user(d, g, params, s):
+    # params = (lo, hi, low, high - low): the user's eps ~ Uniform(low, high) first, then
+    # the flip with that user's q = 1 / (1 + e^eps) (written e^-eps / (1 + e^-eps), see
+    # flip_probability), and the report debiased with the same q.
+    eps, s = draw_budget(params[2], params[3], s)
+    e = math.exp(-eps)
+    q = e / (1.0 + e)
+    u, s = random(s)
+    bit = g[0] > 0.5 * (params[0] + params[1])
+    reported = 1.0 if bit != (u < q) else 0.0
+    g[0] = params[0] + (params[1] - params[0]) * (reported - q) / (1.0 - 2.0 * q)
     return s
 
 
@@ -52,17 +67,29 @@ class RandomizedResponse(Mechanism):
 
     Parameters
     ----------
-    eps : float
-        Privacy parameter, in (0, inf].
+    eps : float or None
+        Privacy parameter, in (0, inf]. None (the default): 1, unless ``budget_range``
+        is given.
+    budget_range : list of 2 floats, optional
+        ``[low, high]`` with 0 < low <= high < inf: user i's eps_i is drawn iid
+        Uniform(low, high) and the report is flipped and debiased with that user's
+        p_i. The report's variance averaged over users is
+        (hi - lo)^2 E[e^eps / (e^eps - 1)^2]
+        = (hi - lo)^2 (1 / (e^low - 1) - 1 / (e^high - 1)) / (high - low)
+        (e^eps / (e^eps - 1)^2 is the derivative of -1 / (e^eps - 1)).
 
     References
     ----------
     Warner, S. L. (1965). Randomized response. JASA 60, 63-69.
     Dette, H. & Graw, C., section 4 (quantile estimation under LDP).
+    Shi, Xie, Jiang, Kong & He (seed 004), section 3 (per-user budgets).
     """
 
     name = "randomized_response"
     privatize = _randomized_response
+    privatize_per_user = _randomized_response_per_user
+
+    eps: float | None = None
 
     def check_model(self, model: Model) -> None:
         if not model.binary_gradient:
@@ -74,6 +101,9 @@ class RandomizedResponse(Mechanism):
     def params(self, model: Model) -> np.ndarray:
         self.check_model(model)
         lo, hi = model.gradient_range()
+        if self.budget_range is not None:
+            low, high = self.budget_range
+            return np.array([lo, hi, low, high - low], dtype=np.float64)
         q = flip_probability(self.eps)
         scale = (hi - lo) / (1.0 - 2.0 * q)
         report_0, report_1 = lo + scale * (0.0 - q), lo + scale * (1.0 - q)
@@ -84,13 +114,30 @@ class RandomizedResponse(Mechanism):
         return hi - lo
 
     def likelihood_ratio(self) -> float:
-        """P(report = b | b) / P(report = b | 1 - b) = p / (1 - p) = e^eps."""
+        """P(report = b | b) / P(report = b | 1 - b) = p / (1 - p) = e^eps (fixed eps)."""
+        if self.budget_range is not None:
+            raise ValueError("The likelihood ratio e^eps_i differs between users.")
         q = flip_probability(self.eps)
         return math.inf if q == 0.0 else (1.0 - q) / q
 
     def variance(self, model: Model) -> np.ndarray:
         # Conditional variance of the debiased report: (hi-lo)^2 p(1-p)/(2p-1)^2,
         # = e^eps/(e^eps-1)^2 for hi - lo = 1 (SPEC 3.1, corrected privacy term).
-        q = flip_probability(self.eps)
         width = self.sensitivity(model)
+        if self.budget_range is not None:
+            return np.array([[width**2 * mean_privacy_variance(*self.budget_range)]])
+        q = flip_probability(self.eps)
         return np.array([[width**2 * q * (1.0 - q) / (1.0 - 2.0 * q) ** 2]])
+
+
+def mean_privacy_variance(low: float, high: float) -> float:
+    """E[e^eps / (e^eps - 1)^2] for eps ~ Uniform(low, high), 0 < low <= high < inf.
+
+    = (1 / (e^low - 1) - 1 / (e^high - 1)) / (high - low). Below a relative width of
+    1e-6 the difference would cancel; the midpoint value is used there instead (its
+    error, O(width^2), is below 1e-11 relative).
+    """
+    if high - low <= 1e-6 * high:
+        mid = 0.5 * (low + high)
+        return math.exp(-mid) / math.expm1(-mid) ** 2  # e^eps / (e^eps - 1)^2, no overflow
+    return (1.0 / math.expm1(low) - 1.0 / math.expm1(high)) / (high - low)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -67,9 +68,21 @@ class Model:
         """
         raise NotImplementedError
 
-    def l1_sensitivity(self) -> float:
-        """Delta: the l1-diameter of the gradient's range over all data, at any theta."""
+    def l2_sensitivity(self) -> float:
+        """Delta2 = sup ||g(x, theta) - g(x', theta)||_2 over all data x, x', at any theta.
+
+        The Gaussian mechanisms are calibrated to it (SPEC 9.1).
+        """
         raise NotImplementedError
+
+    def l1_sensitivity(self) -> float:
+        """Delta1: the l1-diameter of the gradient's range over all data, at any theta.
+
+        The Laplace mechanism is calibrated to it. By default sqrt(d) Delta2, the
+        Cauchy-Schwarz bound of Shi, Xie, Jiang, Kong & He (seed 004, Example 1);
+        models that know a smaller l1 bound override it.
+        """
+        return math.sqrt(self.dim) * self.l2_sensitivity()
 
     def sample_gradients(self, theta: np.ndarray, n_samples: int, seed: int) -> np.ndarray:
         """Gradients at ``theta`` of ``n_samples`` fresh observations, shape (n_samples, d)."""

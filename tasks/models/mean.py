@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,8 @@ class Mean(Model):
     Notes
     -----
     Coordinates are N(loc, 1) truncated to [loc - 1, loc + 1], so theta* = E[X] = loc
-    and the box has l1-diameter 2d (SPEC 3.3 with the box centred at ``loc``).
+    and the box has l1-diameter Delta1 = 2d (SPEC 3.3 with the box centred at ``loc``)
+    and l2-diameter Delta2 = 2 sqrt(d).
     g = theta - X is linear in theta: G = I, S = Cov(X) = v I with
     v = 1 - 2 phi(1) / (2 Phi(1) - 1). The recursion is linear, which permits exact
     finite-n checks.
@@ -72,6 +74,10 @@ class Mean(Model):
     def gradient_cov(self) -> np.ndarray:
         v = 1.0 - 2.0 * stats.norm.pdf(1.0) / (2.0 * stats.norm.cdf(1.0) - 1.0)
         return v * np.eye(self.d)
+
+    def l2_sensitivity(self) -> float:
+        # g - g' = x' - x for x, x' in a box of side 2: the box's diagonal, 2 sqrt(d).
+        return 2.0 * math.sqrt(self.d)
 
     def l1_sensitivity(self) -> float:
         return 2.0 * self.d

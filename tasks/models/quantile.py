@@ -39,7 +39,7 @@ class Quantile(Model):
     Notes
     -----
     g(X, theta) = 1{X <= theta} - tau takes two values, so randomized response on the
-    bit applies. G = f(theta*), S = tau (1 - tau).
+    bit applies. G = f(theta*), S = tau (1 - tau). Delta1 = Delta2 = 1.
 
     References
     ----------
@@ -78,6 +78,10 @@ class Quantile(Model):
 
     def gradient_range(self) -> tuple[float, float]:
         return (-self.tau, 1.0 - self.tau)
+
+    def l2_sensitivity(self) -> float:
+        # g takes the two values -tau and 1 - tau.
+        return 1.0
 
     def l1_sensitivity(self) -> float:
         return 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,8 @@ class QuantileRegression(Model):
     e = xi - Phi^-1(tau), xi ~ N(0, 1), so the tau-quantile of e is 0.
     g(x, y, theta) = (1{y - x'theta <= 0} - tau) x; G = phi(Phi^-1(tau)) Sigma_X,
     S = tau (1 - tau) Sigma_X with Sigma_X = diag(1, v, ..., v).
+    Sensitivities: Delta1 = 2 max(tau, 1 - tau) d (SPEC 3.2, an upper bound) and
+    Delta2 = max(sqrt(d), 2 max(tau, 1 - tau) sqrt(d - 1)) (exact).
 
     References
     ----------
@@ -105,6 +108,14 @@ class QuantileRegression(Model):
 
     def gradient_cov(self) -> np.ndarray:
         return self.tau * (1 - self.tau) * self.covariate_cov()
+
+    def l2_sensitivity(self) -> float:
+        # g - g' = w x - w' x' with w, w' in {-tau, 1 - tau}, x_0 = 1, |x_j| <= 1. If
+        # w != w': |w - w'| = 1 on the intercept and |w x_j - w' x'_j| <= |w| + |w'| = 1
+        # on each slope, sqrt(d) in all; if w = w': 0 and 2 |w| on each slope. The sup is
+        # attained at x_j = +-1 (the corners; tests/tasks/test_models.py enumerates them).
+        m = max(self.tau, 1.0 - self.tau)
+        return max(math.sqrt(self.dim), 2.0 * m * math.sqrt(self.dim - 1))
 
     def l1_sensitivity(self) -> float:
         # SPEC 3.2: Delta = 2 max(tau, 1 - tau) * m * d with m = max |x_j| = 1.

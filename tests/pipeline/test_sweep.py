@@ -100,3 +100,57 @@ def test_undercoverage_sweep_carries_the_issue_settings():
     assert methods["bb"].name == methods["bb85"].name == "bb"
     assert (methods["bb"].beta, methods["bb85"].beta) == (0.75, 0.85)
     assert sweep.check_theory() == []  # gamma < beta and gamma in (1/2, 1) everywhere
+
+
+GDP_TEXT = """replicates = 2
+seed = 5
+[spec]
+model = "mean"
+d = 2
+mechanism = "gdp"
+n = 2000
+[grid]
+mu = [0.5, 2.0]
+[methods.oracle]
+"""
+
+
+def test_section_9_mechanisms_in_sweeps(tmp_path):
+    # mu as a grid axis; delta and budget_range as [spec] keys (TOML lists).
+    (tmp_path / "gdp.toml").write_text(GDP_TEXT)
+    points = load_sweep(tmp_path / "gdp.toml").points()
+    assert [p.normalized.mechanism.mu for p in points] == [0.5, 2.0]
+    text = GDP_TEXT.replace("[grid]\nmu = [0.5, 2.0]", "budget_range = [1, 2]")
+    (tmp_path / "budget.toml").write_text(text)
+    [point] = load_sweep(tmp_path / "budget.toml").points()
+    assert point.normalized.mechanism.budget_range == (1.0, 2.0)
+    text = GDP_TEXT.replace('"gdp"', '"gaussian"').replace("mu = [0.5, 2.0]", "eps = [0.5]")
+    (tmp_path / "gauss.toml").write_text(text.replace("n = 2000", "n = 2000\ndelta = 1e-3"))
+    [point] = load_sweep(tmp_path / "gauss.toml").points()
+    assert (point.normalized.mechanism.eps, point.normalized.mechanism.delta) == (0.5, 1e-3)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"mu = [0.5, 2.0]": "eps = [1.0]"}, ["'eps'", "does not apply to mechanism 'gdp'"]),
+        (
+            {"[grid]\nmu = [0.5, 2.0]": "mu = 1.0\nbudget_range = [1, 2]"},
+            ["'mu' parameter of gdp cannot be given together with 'budget_range'"],
+        ),
+        (
+            {"[grid]\nmu = [0.5, 2.0]": "budget_range = [2, 1]"},
+            ["'budget_range'", "0 < low <= high", "Got [2, 1]."],
+        ),
+        ({"mu = [0.5, 2.0]": "budget_range = [[1, 2]]"}, ["grid axis 'budget_range'", "scalar"]),
+    ],
+)
+def test_bad_mechanism_parameters_in_sweeps(tmp_path, change, words):
+    text = GDP_TEXT
+    for old, new in change.items():
+        text = text.replace(old, new)
+    (tmp_path / "s.toml").write_text(text)
+    with pytest.raises(InputError) as info:
+        load_sweep(tmp_path / "s.toml")
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))

@@ -4,7 +4,7 @@ Every model's sampler and every mechanism is rewritten here as a Python function
 Python floats, drawing from a ``numpy.random.Generator`` in the order the SPEC
 describes (data first, then the privacy noise, coordinate by coordinate). The
 constants (tau, Phi^-1(tau), the RR flip probability and debiasing scale, the Laplace
-scale) are taken from the units' ``params`` vectors, which the model and mechanism
+scale, the Gaussian sd) are taken from the units' ``params`` vectors, which the model and mechanism
 tests check against the SPEC's closed forms.
 """
 
@@ -150,6 +150,41 @@ def laplace(g, params, rng):
             g[j] += 0.0 + (-scale if word & 1 else scale) * e
 
 
+def budget(low, width, rng):
+    # A user's budget Uniform(low, low + width), drawn before that user's noise.
+    return low + width * rng.random()
+
+
+def laplace_per_user(g, params, rng):
+    eps = budget(params[1], params[2], rng)
+    laplace(g, [params[0] / eps], rng)
+
+
+def randomized_response_per_user(g, params, rng):
+    # The user's eps first, then the flip with q = e^-eps / (1 + e^-eps), debiased with q.
+    lo, hi = params[0], params[1]
+    eps = budget(params[2], params[3], rng)
+    e = math.exp(-eps)
+    q = e / (1.0 + e)
+    flip = rng.random() < q
+    bit = g[0] > 0.5 * (lo + hi)
+    reported = 1.0 if bit != flip else 0.0
+    g[0] = lo + (hi - lo) * (reported - q) / (1.0 - 2.0 * q)
+
+
+def gaussian(g, params, rng):
+    # iid N(0, sd^2) on every coordinate (gaussian and gdp differ only in the sd).
+    sd = params[0]
+    if sd > 0.0:
+        for j in range(len(g)):
+            g[j] += sd * rng.standard_normal()
+
+
+def gaussian_per_user(g, params, rng):
+    b = budget(params[1], params[2], rng)
+    gaussian(g, [params[0] / b], rng)
+
+
 def numpy_laplace(g, params, rng):
     # numpy's own inverse-CDF sampler: other numbers than the kernel's, but the fastest
     # plain-Python form of the mechanism (the benchmark's Python baseline uses it).
@@ -168,7 +203,18 @@ GRADIENTS = {
     "quantile_regression": quantile_regression_gradient,
     "mean": mean_gradient,
 }
-PRIVATIZERS = {"randomized_response": randomized_response, "laplace": laplace, "none": no_privacy}
+#: Keyed by mechanism name, and "name:per_user" for per-user budgets (budget_range).
+PRIVATIZERS = {
+    "randomized_response": randomized_response,
+    "laplace": laplace,
+    "gaussian": gaussian,
+    "gdp": gaussian,
+    "none": no_privacy,
+    "randomized_response:per_user": randomized_response_per_user,
+    "laplace:per_user": laplace_per_user,
+    "gaussian:per_user": gaussian_per_user,
+    "gdp:per_user": gaussian_per_user,
+}
 #: The fastest plain-Python privatizers (numpy's Laplace sampler), for timings only.
 FASTEST_PRIVATIZERS = {**PRIVATIZERS, "laplace": numpy_laplace}
 
@@ -183,7 +229,8 @@ def reference_path(
     """
     model, mechanism = rs.model, rs.mechanism
     sample = GRADIENTS[model.name]
-    privatize = privatizers[mechanism.name]
+    per_user = ":per_user" if mechanism.budget_range is not None else ""
+    privatize = privatizers[mechanism.name + per_user]
     model_params = [float(v) for v in model.params()]
     mech_params = [float(v) for v in mechanism.params(model)]
     d = model.dim

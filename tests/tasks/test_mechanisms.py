@@ -1,15 +1,20 @@
-"""Contract tests over every registered mechanism; privacy and noise of RR and Laplace."""
+"""Contract tests over every registered mechanism; calibration and noise of each one;
+per-user budgets and the closed forms of their averaged noise variance."""
 
 import dataclasses
 import math
 
 import numpy as np
 import pytest
+from scipy import integrate
 
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.mechanisms.base import Mechanism
-from ldpsim.tasks.mechanisms.randomized_response import keep_probability
+from ldpsim.tasks.mechanisms.gaussian import gaussian_delta
+from ldpsim.tasks.mechanisms.randomized_response import keep_probability, mean_privacy_variance
+from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import as_state, state_of
+from ldpsim.tasks.spec import unit_params
 
 NAMES = sorted(mechanisms.REGISTRY)
 MODELS = [
@@ -19,9 +24,18 @@ MODELS = [
 ]
 
 
-def make(name, eps=0.7):
+def make(name, budget=0.7, **params):
+    """The mechanism ``name`` with its privacy parameter (eps or mu) set to ``budget``."""
     cls = mechanisms.REGISTRY[name]
-    return cls() if name == "none" else cls(eps=eps)
+    return cls() if name == "none" else cls(**{cls.budget_param: budget}, **params)
+
+
+def make_per_user(name, budget_range=(0.5, 2.0), **params):
+    return mechanisms.REGISTRY[name](budget_range=budget_range, **params)
+
+
+#: Every mechanism that draws a budget per user.
+PER_USER = [name for name in NAMES if name != "none"]
 
 
 def privatize_many(mech, model, g0, n, seed):
@@ -36,15 +50,16 @@ def test_registry_entry(name):
     assert cls.name == name
     mech = cls()  # default construction works
     assert mech == cls()
+    assert cls.budget_param in unit_params(cls) and "budget_range" in unit_params(cls)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        mech.eps = 2.0
+        setattr(mech, cls.budget_param, 2.0)
     with pytest.raises(TypeError):
         cls(1.0)  # keyword-only
 
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(
-    ("eps", "exc", "shown"),
+    ("budget", "exc", "shown"),
     [
         (0, ValueError, "Got 0."),
         (-1.0, ValueError, "Got -1.0."),
@@ -52,19 +67,28 @@ def test_registry_entry(name):
         (-math.inf, ValueError, "Got -inf."),
         ("1", TypeError, "Got '1'."),
         (True, TypeError, "Got True."),
-        (None, TypeError, "Got None."),
     ],
 )
-def test_eps_validation(name, eps, exc, shown):
+def test_budget_validation(name, budget, exc, shown):
+    # eps for every mechanism but gdp, whose privacy parameter is mu.
+    cls = mechanisms.REGISTRY[name]
     with pytest.raises(exc) as info:
-        mechanisms.REGISTRY[name](eps=eps)
+        cls(**{cls.budget_param: budget})
     msg = str(info.value)
-    assert "'eps'" in msg and "(0, inf]" in msg and shown in msg and name in msg
+    assert f"'{cls.budget_param}'" in msg and "(0, inf]" in msg and shown in msg and name in msg
+
+
+@pytest.mark.parametrize("name", PER_USER)
+def test_budget_defaults_to_one(name):
+    cls = mechanisms.REGISTRY[name]
+    assert getattr(cls(), cls.budget_param) == 1.0
+    assert cls() == cls(**{cls.budget_param: None}) == cls(**{cls.budget_param: 1})
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_eps_inf_is_accepted(name):
-    mech = mechanisms.REGISTRY[name](eps=math.inf)
+def test_infinite_budget_is_accepted(name):
+    cls = mechanisms.REGISTRY[name]
+    mech = cls(**{cls.budget_param: math.inf})
     assert not mech.is_private
 
 
@@ -73,10 +97,13 @@ def test_none_requires_infinite_eps():
         mechanisms.NoPrivacy(eps=1.0)
 
 
+@pytest.mark.parametrize("per_user", [False, True], ids=["fixed", "per_user"])
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
-def test_variance_params_and_privatize(name, model):
-    mech = make(name)
+def test_variance_params_and_privatize(name, model, per_user):
+    if per_user and name == "none":
+        return
+    mech = make_per_user(name) if per_user else make(name)
     try:
         mech.check_model(model)
     except ValueError as exc:
@@ -93,7 +120,7 @@ def test_variance_params_and_privatize(name, model):
     s = state_of(np.random.Generator(np.random.PCG64(0)))
     g = np.empty(d)
     s = type(model).sample_gradient(d, model.truth(), model.params(), s, g)
-    type(mech).privatize(d, g, params, as_state(s))
+    mech.callback()(d, g, params, as_state(s))
     assert np.all(np.isfinite(g))
 
 
@@ -186,3 +213,283 @@ def test_infinite_eps_adds_no_noise(name):
         out = privatize_many(mech, model, g0, 200, seed=5)
         np.testing.assert_allclose(out, np.broadcast_to(g0, out.shape), rtol=0, atol=1e-15)
     assert np.all(mech.variance(model) == 0)
+
+
+# ---------------------------------------------------------------------------------------
+# Validation of the section-9 parameters (SPEC 9.1).
+
+
+@pytest.mark.parametrize(
+    ("delta", "exc", "shown"),
+    [
+        (0, ValueError, "Got 0."),
+        (1.0, ValueError, "Got 1.0."),
+        (1.5, ValueError, "Got 1.5."),
+        (-1e-5, ValueError, "Got -1e-05."),
+        (math.nan, ValueError, "Got nan."),
+        ("1e-5", TypeError, "Got '1e-5'."),
+        (None, TypeError, "Got None."),
+    ],
+)
+def test_gaussian_delta_validation(delta, exc, shown):
+    with pytest.raises(exc) as info:
+        mechanisms.Gaussian(eps=0.5, delta=delta)
+    msg = str(info.value)
+    assert "'delta'" in msg and "of gaussian" in msg and "(0, 1)" in msg and shown in msg
+
+
+@pytest.mark.parametrize("name", PER_USER)
+@pytest.mark.parametrize(
+    ("budget_range", "exc", "shown"),
+    [
+        ((0.0, 1.0), ValueError, "Got (0.0, 1.0)."),
+        ([-1, 2], ValueError, "Got [-1, 2]."),
+        ([2.0, 1.0], ValueError, "Got [2.0, 1.0]."),
+        ([1.0, math.inf], ValueError, "Got [1.0, inf]."),
+        ([math.nan, 1.0], ValueError, "Got [nan, 1.0]."),
+        ([1.0], ValueError, "Got [1.0]."),
+        ([1.0, 2.0, 3.0], ValueError, "Got [1.0, 2.0, 3.0]."),
+        (1.0, TypeError, "Got 1.0."),
+        ("1, 2", TypeError, "Got '1, 2'."),
+        (["1", 2], TypeError, "Got ['1', 2]."),
+        ([True, 2], TypeError, "Got [True, 2]."),
+    ],
+)
+def test_budget_range_validation(name, budget_range, exc, shown):
+    with pytest.raises(exc) as info:
+        mechanisms.REGISTRY[name](budget_range=budget_range)
+    msg = str(info.value)
+    assert "'budget_range'" in msg and f"of {name}" in msg and shown in msg
+    assert "[low, high]" in msg and "0 < low <= high" in msg
+
+
+@pytest.mark.parametrize("name", PER_USER)
+def test_budget_range_replaces_the_budget(name):
+    cls = mechanisms.REGISTRY[name]
+    param = cls.budget_param
+    with pytest.raises(ValueError) as info:
+        cls(**{param: 1.0}, budget_range=[1.0, 2.0])
+    msg = str(info.value)
+    assert f"'{param}' parameter of {name}" in msg and "together with 'budget_range'" in msg
+    assert f"{param} = 1.0" in msg and "budget_range = [1.0, 2.0]" in msg
+    mech = cls(budget_range=[1, 2])  # ints accepted, normalized to a tuple of floats
+    assert mech.budget_range == (1.0, 2.0) and getattr(mech, param) is None
+    assert mech.is_private and mech == cls(budget_range=(1.0, 2.0))
+    assert mech.key() == {
+        "budget_range": (1.0, 2.0),
+        **({"delta": 1e-5} if name == "gaussian" else {}),
+    }
+    # low = high is allowed: every user gets the same budget (drawn all the same).
+    assert cls(budget_range=[1.5, 1.5]).mean_inverse_square_budget() == 1 / 1.5**2
+
+
+def test_none_refuses_budget_range():
+    with pytest.raises(ValueError, match=r"'budget_range' parameter of none must be left out"):
+        mechanisms.NoPrivacy(budget_range=[1.0, 2.0])
+
+
+def test_fixed_budget_keys_the_stream_as_before():
+    # The data stream of an existing configuration is keyed by {'eps': eps} exactly as
+    # before these mechanisms existed (per-user budgets add keys only when given).
+    assert mechanisms.Laplace(eps=2.0).key() == {"eps": 2.0}
+    assert mechanisms.RandomizedResponse().key() == {"eps": 1.0}
+    assert mechanisms.NoPrivacy().key() == {"eps": math.inf}
+    assert mechanisms.Gaussian(eps=0.5, delta=1e-3).key() == {"eps": 0.5, "delta": 1e-3}
+    assert mechanisms.GaussianDP(mu=2.0).key() == {"mu": 2.0}
+
+
+# ---------------------------------------------------------------------------------------
+# Gaussian and GDP: calibration by Delta2 and the law of the noise.
+
+
+def test_models_l2_sensitivities():
+    # Delta2 per model (derived in the models; the corner enumeration is in test_models).
+    assert MODELS[0].l2_sensitivity() == 1.0
+    assert MODELS[1].l2_sensitivity() == pytest.approx(max(2.0, 1.6 * math.sqrt(3)))
+    assert MODELS[2].l2_sensitivity() == pytest.approx(2 * math.sqrt(2))
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_gaussian_calibration(model):
+    # SPEC 9.1: s = Delta2 sqrt(2 ln(1.25 / delta)) / eps; gdp: s = Delta2 / mu.
+    delta2 = model.l2_sensitivity()
+    mech = mechanisms.Gaussian(eps=0.5, delta=1e-3)
+    s = delta2 * math.sqrt(2 * math.log(1.25e3)) / 0.5
+    assert mech.sensitivity(model) == delta2
+    assert mech.sd(model) == pytest.approx(s, rel=1e-15)
+    assert mech.params(model)[0] == pytest.approx(s, rel=1e-15)
+    np.testing.assert_allclose(mech.variance(model), s**2 * np.eye(model.dim), rtol=1e-14)
+    gdp = mechanisms.GaussianDP(mu=2.0)
+    assert gdp.sd(model) == delta2 / 2.0 and gdp.params(model)[0] == delta2 / 2.0
+    np.testing.assert_allclose(gdp.variance(model), (delta2 / 2) ** 2 * np.eye(model.dim))
+
+
+@pytest.mark.parametrize("name", ["gaussian", "gdp"])
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_gaussian_noise_law(name, model):
+    # N = 100,000 reports of a fixed g0: per coordinate the noise has mean 0 (4 sd:
+    # 4 s / sqrt(N)), variance s^2 (4 se of the sample variance, se = s^2 sqrt(2 / N)
+    # for a normal law), P(|noise| > 1.96 s) = 0.05 (4 binomial sd, checks the shape),
+    # and distinct coordinates are uncorrelated (|r| <= 4 / sqrt(N)).
+    mech = make(name, 0.8)
+    s = mech.sd(model)
+    n, d = 100_000, model.dim
+    g0 = np.linspace(-0.5, 0.5, d)
+    noise = privatize_many(mech, model, g0, n, seed=11) - g0
+    assert np.all(np.abs(noise.mean(axis=0)) <= 4 * s / math.sqrt(n))
+    assert np.all(np.abs(noise.var(axis=0, ddof=1) - s**2) <= 4 * s**2 * math.sqrt(2 / n))
+    tail = np.mean(np.abs(noise) > 1.959964 * s, axis=0)
+    assert np.all(np.abs(tail - 0.05) <= 4 * math.sqrt(0.05 * 0.95 / n))
+    if d > 1:
+        corr = np.corrcoef(noise.T)[np.triu_indices(d, 1)]
+        assert np.all(np.abs(corr) <= 4 / math.sqrt(n))
+
+
+@pytest.mark.parametrize(("eps", "expected"), [(1.0, 0.126937), (2.0, 0.020924), (3.0, 0.001537)])
+def test_gdp_implies_eps_delta(eps, expected):
+    # SPEC 9.1 (seed 004, Example 3): 1-GDP is (eps, delta(eps))-LDP with these values.
+    assert gaussian_delta(eps, 1.0) == pytest.approx(expected, abs=5e-7)
+
+
+def test_gaussian_exact_delta_and_theory_warning():
+    # Inside (0, 1) no message; outside, the message states the exact delta of the noise
+    # at eps (Balle & Wang 2018) and whether it is within the claimed delta.
+    assert mechanisms.Gaussian(eps=0.99).outside_theory() == []
+    assert mechanisms.Gaussian(budget_range=[0.2, 0.99]).outside_theory() == []
+    assert mechanisms.Gaussian(eps=math.inf).outside_theory() == []
+    [msg] = mechanisms.Gaussian(eps=2.0).outside_theory()
+    assert (
+        "eps = 2 is outside (0, 1)" in msg and "1.34e-07" in msg and "within delta = 1e-05" in msg
+    )
+    [msg] = mechanisms.Gaussian(eps=10.0).outside_theory()
+    assert "2.27e-05" in msg and "NOT within delta = 1e-05" in msg
+    [msg] = mechanisms.Gaussian(budget_range=[0.5, 12.0]).outside_theory()
+    assert "budget_range = [0.5, 12]" in msg and "at eps = 12" in msg and "NOT within" in msg
+    # The exact delta is that of noise sd Delta2 c / eps, i.e. mu = eps / c.
+    mech = mechanisms.Gaussian(eps=0.5, delta=1e-3)
+    c = math.sqrt(2 * math.log(1.25e3))
+    assert mech.exact_delta(0.5) == gaussian_delta(0.5, 0.5 / c) < 1e-3
+    for name in ("laplace", "randomized_response", "gdp", "none"):
+        assert make(name, 5.0).outside_theory() == []
+
+
+@pytest.mark.parametrize("name", ["gaussian", "gdp"])
+def test_infinite_budget_adds_no_gaussian_noise(name):
+    model = MODELS[2]
+    mech = make(name, math.inf)
+    g0 = np.array([0.3, -0.2])
+    out = privatize_many(mech, model, g0, 100, seed=1)
+    assert np.array_equal(out, np.broadcast_to(g0, out.shape))
+    assert np.all(mech.variance(model) == 0)
+
+
+def test_laplace_follows_the_seed_for_models_with_only_delta2():
+    # A model that states only Delta2 gets Delta1 = sqrt(p) Delta2 (seed 004, Example 1):
+    # Laplace scale b = sqrt(p) Delta2 / eps. The SPEC 3 models keep their own Delta1.
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class OnlyDelta2(models.QuantileRegression):
+        def l1_sensitivity(self):
+            return Model.l1_sensitivity(self)
+
+    model = OnlyDelta2(tau=0.8, coef=[0.0, 0.0, 1.0, -1.0])
+    delta2 = model.l2_sensitivity()
+    assert model.l1_sensitivity() == pytest.approx(2 * delta2, rel=1e-15)  # sqrt(p) = 2
+    assert mechanisms.Laplace(eps=0.5).scale(model) == pytest.approx(2 * delta2 / 0.5)
+    assert models.QuantileRegression(tau=0.8).l1_sensitivity() == pytest.approx(6.4)
+
+
+# ---------------------------------------------------------------------------------------
+# Per-user budgets: the noise covariance averaged over the budget law.
+
+
+def test_mean_inverse_square_budget_by_monte_carlo():
+    # E[1 / b^2] for b ~ Uniform(low, high) is 1 / (low high). Plain Monte Carlo with
+    # N = 1e6 draws; tolerance 4 sd / sqrt(N) of 1 / b^2.
+    rng = np.random.default_rng(5)
+    for low, high in [(1.0, 2.0), (0.5, 3.0), (0.1, 0.2)]:
+        b = rng.uniform(low, high, 1_000_000)
+        values = 1 / b**2
+        tol = 4 * values.std() / math.sqrt(values.size)
+        assert abs(values.mean() - 1 / (low * high)) <= tol
+    # SPEC 9.1: Uniform(1, 2) gives E[mu^-2] = 1/2, the same noise as mu = sqrt(2).
+    assert mechanisms.GaussianDP(budget_range=[1, 2]).mean_inverse_square_budget() == 0.5
+
+
+def test_randomized_response_mean_variance_by_monte_carlo():
+    # E[e^eps / (e^eps - 1)^2] for eps ~ Uniform(low, high) is
+    # (1 / (e^low - 1) - 1 / (e^high - 1)) / (high - low); plain Monte Carlo, 4 sd.
+    rng = np.random.default_rng(6)
+    for low, high in [(1.0, 2.0), (0.5, 3.0), (0.2, 0.25)]:
+        eps = rng.uniform(low, high, 1_000_000)
+        values = np.exp(eps) / np.expm1(eps) ** 2
+        tol = 4 * values.std() / math.sqrt(values.size)
+        assert abs(values.mean() - mean_privacy_variance(low, high)) <= tol
+    # Narrow ranges (the midpoint is used below 1e-6 relative width, where the closed
+    # form cancels) agree with numerical quadrature to 1e-9; no overflow for large eps.
+    assert mean_privacy_variance(1.0, 1.0) == pytest.approx(math.e / (math.e - 1) ** 2, rel=1e-14)
+
+    def f(e):
+        return math.exp(e) / math.expm1(e) ** 2
+
+    for high in (1.0 + 1e-9, 1.0 + 1e-7, 1.0 + 2e-6, 1.0 + 1e-4, 1.01):
+        exact, _ = integrate.quad(f, 1.0, high, epsabs=0, epsrel=1e-13)
+        assert mean_privacy_variance(1.0, high) == pytest.approx(exact / (high - 1.0), rel=1e-9)
+    assert mean_privacy_variance(700.0, 700.0) == pytest.approx(math.exp(-700.0), rel=1e-12)
+    assert mean_privacy_variance(800.0, 800.0) == 0.0  # e^-800 underflows, no nan
+
+
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("laplace", MODELS[2]),
+        ("laplace", MODELS[1]),
+        ("gaussian", MODELS[2]),
+        ("gaussian", MODELS[1]),
+        ("gdp", MODELS[2]),
+        ("gdp", MODELS[0]),
+        ("randomized_response", MODELS[0]),
+    ],
+    ids=lambda v: getattr(v, "name", v),
+)
+@pytest.mark.parametrize("budget_range", [(1.0, 2.0), (0.3, 1.5)])
+def test_per_user_noise_covariance_by_monte_carlo(name, model, budget_range):
+    # The whole compiled chain (budget draw, then noise) against the closed form the
+    # oracle uses: N = 200,000 reports of a fixed g0. Per coordinate, the mean is g0
+    # within 4 sd and the sample variance is variance(model)_jj within 4 se, with
+    # se = sqrt((m4 - var^2) / N) from the sample fourth central moment (a scale
+    # mixture has heavy tails, so the normal-theory se would be too small); distinct
+    # coordinates are uncorrelated within 4 / sqrt(N).
+    mech = make_per_user(name, budget_range)
+    n, d = 200_000, model.dim
+    if name == "randomized_response":
+        g0 = np.array([1 - model.tau])
+    else:
+        g0 = np.linspace(-0.5, 0.5, d)
+    noise = privatize_many(mech, model, g0, n, seed=7) - g0
+    expected = np.diag(mech.variance(model))
+    assert np.array_equal(mech.variance(model), np.diag(expected))
+    var = noise.var(axis=0, ddof=1)
+    m4 = np.mean((noise - noise.mean(axis=0)) ** 4, axis=0)
+    assert np.all(np.abs(noise.mean(axis=0)) <= 4 * np.sqrt(expected / n))
+    assert np.all(np.abs(var - expected) <= 4 * np.sqrt((m4 - var**2) / n)), (var, expected)
+    if d > 1:
+        corr = np.corrcoef(noise.T)[np.triu_indices(d, 1)]
+        assert np.all(np.abs(corr) <= 4 / math.sqrt(n))
+    # The per-user variance lies between those of the two ends of the range.
+    ends = [np.diag(make(name, b).variance(model)) for b in budget_range]
+    assert np.all(ends[1] <= expected) and np.all(expected <= ends[0])
+
+
+def test_per_user_budget_is_drawn_from_the_stream():
+    # The budget is low + (high - low) u with u the stream's next Generator.random(),
+    # drawn before the user's noise: with Gaussian noise, report = g0 + (c / b) z with
+    # z the next standard normal, all bit for bit as numpy draws them.
+    model = MODELS[2]
+    mech = make_per_user("gdp", (1.0, 3.0))
+    out = privatize_many(mech, model, np.zeros(2), 50, seed=9)
+    rng = np.random.Generator(np.random.PCG64(9))
+    for row in out:
+        budget = 1.0 + 2.0 * rng.random()
+        sd = model.l2_sensitivity() / budget
+        expected = [0.0 + sd * rng.standard_normal() for _ in range(2)]
+        assert np.array_equal(row, expected)

@@ -1,6 +1,7 @@
 """Contract tests over every registered model, and the SPEC 3 closed forms."""
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -68,18 +69,24 @@ def test_shapes_and_symmetry(model):
         assert np.linalg.eigvalsh(mat).min() >= -1e-14 * np.abs(mat).max()
     assert np.linalg.eigvalsh(model.jacobian()).min() > 0  # theta* is a strict minimum
     assert model.l1_sensitivity() > 0
+    assert 0 < model.l2_sensitivity() <= model.l1_sensitivity()
 
 
 def applicable_noise(model):
     """Noise covariances of every mechanism that can privatize ``model`` (plus none)."""
     out = {"zero": np.zeros((model.dim, model.dim))}
     for name, cls in mechanisms.REGISTRY.items():
-        mech = cls() if name == "none" else cls(eps=0.5)
-        try:
-            mech.check_model(model)
-        except ValueError:
+        if name == "none":
             continue
-        out[name] = mech.variance(model)
+        for label, mech in (
+            (name, cls(**{cls.budget_param: 0.5})),
+            (f"{name}-per-user", cls(budget_range=[0.5, 2.0])),
+        ):
+            try:
+                mech.check_model(model)
+            except ValueError:
+                continue
+            out[label] = mech.variance(model)
     return out
 
 
@@ -114,6 +121,64 @@ def test_gradient_within_sensitivity(model):
     for k, theta in enumerate((truth, truth + 0.3, truth - 2.0, np.zeros(model.dim))):
         gap = model.max_l1_gradient_gap(theta, n_samples=5000, seed=k)
         assert 0 < gap <= delta
+
+
+def corner_gradients(model):
+    """Every gradient at the corners of the data's range (theta = 0 for the mean).
+
+    The gradient set is, for each value of the model's residual sign, a box (a linear
+    image of the covariates' box), so both norms of g - g' are largest at corners.
+    """
+    if isinstance(model, models.Quantile):
+        return np.array([[-model.tau], [1 - model.tau]])
+    if isinstance(model, models.QuantileRegression):
+        signs = itertools.product((-1.0, 1.0), repeat=model.dim - 1)
+        corners = [np.array([1.0, *s]) for s in signs]
+        return np.array([w * x for w in (1 - model.tau, -model.tau) for x in corners])
+    if isinstance(model, models.Mean):
+        box = (model.loc - 1.0, model.loc + 1.0)
+        return -np.array(list(itertools.product(box, repeat=model.dim)))
+    raise AssertionError(f"no corners for {model.name}")
+
+
+L2_CASES = [
+    models.Quantile(tau=0.3),
+    *(
+        models.QuantileRegression(tau=t, coef=[0.0] * d)
+        for t in (0.5, 0.8, 0.1)
+        for d in (1, 2, 4, 6)
+    ),
+    *(models.Mean(d=d, loc=1.5) for d in (1, 2, 5)),
+]
+
+
+@pytest.mark.parametrize("model", L2_CASES, ids=lambda m: f"{m.name}-d{m.dim}")
+def test_l2_sensitivity_is_the_diameter_of_the_corners(model):
+    # Delta2 (derived in each model) equals the largest l2 distance between two corner
+    # gradients, found by enumeration: quantile 1, mean 2 sqrt(d), quantile_regression
+    # max(sqrt(d), 2 max(tau, 1 - tau) sqrt(d - 1)).
+    grads = corner_gradients(model)
+    dist = np.sqrt(((grads[:, None, :] - grads[None, :, :]) ** 2).sum(axis=2))
+    assert model.l2_sensitivity() == pytest.approx(dist.max(), rel=1e-14)
+
+
+@pytest.mark.parametrize("model", INSTANCES)
+def test_gradient_within_l2_sensitivity(model):
+    # Sampled gradients: the largest pairwise l2 distance is at most Delta2.
+    truth = model.truth()
+    for k, theta in enumerate((truth, truth + 0.3, np.zeros(model.dim))):
+        grads = model.sample_gradients(theta, 2000, seed=k)
+        gram = grads @ grads.T
+        sq = np.diag(gram)[:, None] + np.diag(gram)[None, :] - 2 * gram
+        assert 0 < math.sqrt(max(sq.max(), 0.0)) <= model.l2_sensitivity() * (1 + 1e-12)
+
+
+def test_l1_sensitivity_defaults_to_sqrt_p_delta2():
+    # Seed 004, Example 1: a model that states only Delta2 has Delta1 = sqrt(p) Delta2.
+    for model in L2_CASES:
+        assert Model.l1_sensitivity(model) == pytest.approx(
+            math.sqrt(model.dim) * model.l2_sensitivity(), rel=1e-15
+        )
 
 
 @pytest.mark.parametrize("model", INSTANCES)

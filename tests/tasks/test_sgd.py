@@ -46,6 +46,29 @@ CASES = {
         "mechanism": "none",
         "batch": 2,
     },
+    # Gaussian noise, and per-user budgets: the budget is drawn before each user's noise.
+    "mean-gaussian-d2": {"model": "mean", "d": 2, "mechanism": "gaussian", "eps": 0.5},
+    "qr-gdp-d4": {"model": "quantile_regression", "mechanism": "gdp", "mu": 2.0},
+    "quantile-gdp-per-user": {"model": "quantile", "mechanism": "gdp", "budget_range": [1, 2]},
+    "mean-gaussian-per-user-d3": {
+        "model": "mean",
+        "d": 3,
+        "mechanism": "gaussian",
+        "budget_range": [0.2, 0.9],
+        "delta": 1e-3,
+    },
+    "quantile-rr-per-user-batch2": {
+        "model": "quantile",
+        "tau": 0.2,
+        "budget_range": [0.5, 3.0],
+        "batch": 2,
+    },
+    "qr-laplace-per-user-d4": {
+        "model": "quantile_regression",
+        "mechanism": "laplace",
+        "budget_range": [1.0, 2.0],
+    },
+    "mean-laplace-per-user-d1": {"model": "mean", "mechanism": "laplace", "budget_range": [1, 1]},
 }
 
 

@@ -23,6 +23,83 @@ BAD_SPECS = [
     ("eps-bool", {**BASE, "eps": True}, TypeError, ["'eps'", "(0, inf]", "Got True."]),
     ("eps-laplace", {**QR, "eps": -2}, ValueError, ["'eps'", "laplace", "(0, inf]", "Got -2."]),
     ("eps-none", {**BASE, "mechanism": "none", "eps": 1.0}, ValueError, ["'eps'", "inf", "1.0"]),
+    # section-9 mechanisms: delta in (0, 1), mu in (0, inf], budget_range [low, high]
+    (
+        "delta-zero",
+        {**QR, "mechanism": "gaussian", "eps": 0.5, "delta": 0},
+        ValueError,
+        ["The 'delta' parameter of gaussian must be a float in (0, 1). Got 0."],
+    ),
+    (
+        "delta-one",
+        {**QR, "mechanism": "gaussian", "eps": 0.5, "delta": 1},
+        ValueError,
+        ["'delta'", "(0, 1)", "Got 1."],
+    ),
+    (
+        "mu-zero",
+        {**QR, "mechanism": "gdp", "mu": 0.0},
+        ValueError,
+        ["The 'mu' parameter of gdp must be a float in (0, inf]. Got 0.0."],
+    ),
+    ("mu-negative", {**QR, "mechanism": "gdp", "mu": -1}, ValueError, ["'mu'", "Got -1."]),
+    (
+        "delta-laplace",
+        {**QR, "delta": 1e-5},
+        ValueError,
+        ["The 'delta' parameter does not apply to mechanism 'laplace'", "budget_range, eps"],
+    ),
+    (
+        "eps-gdp",
+        {**QR, "mechanism": "gdp", "eps": 1.0},
+        ValueError,
+        ["'eps' parameter does not apply to mechanism 'gdp'", "budget_range, mu"],
+    ),
+    (
+        "mu-gaussian",
+        {**QR, "mechanism": "gaussian", "mu": 1.0},
+        ValueError,
+        ["'mu'", "mechanism 'gaussian'", "budget_range, eps, delta"],
+    ),
+    (
+        "budget-range-with-eps",
+        {**BASE, "eps": 1.0, "budget_range": [1, 2]},
+        ValueError,
+        ["'eps' parameter of randomized_response cannot be given together with 'budget_range'"],
+    ),
+    (
+        "budget-range-with-mu",
+        {**QR, "mechanism": "gdp", "mu": 1.0, "budget_range": [1, 2]},
+        ValueError,
+        ["'mu' parameter of gdp cannot be given together with 'budget_range'"],
+    ),
+    (
+        "budget-range-low-zero",
+        {**QR, "budget_range": [0, 2]},
+        ValueError,
+        [
+            "The 'budget_range' parameter of laplace must be a list [low, high] of two "
+            "finite floats with 0 < low <= high. Got [0, 2]."
+        ],
+    ),
+    (
+        "budget-range-reversed",
+        {**QR, "mechanism": "gdp", "budget_range": [2, 1]},
+        ValueError,
+        ["'budget_range' parameter of gdp", "0 < low <= high", "Got [2, 1]."],
+    ),
+    (
+        "budget-range-scalar",
+        {**BASE, "budget_range": 1.5},
+        TypeError,
+        ["'budget_range' parameter of randomized_response", "Got 1.5."],
+    ),
+    (
+        "budget-range-none",
+        {**BASE, "mechanism": "none", "budget_range": [1, 2]},
+        ValueError,
+        ["'budget_range' parameter of none must be left out", "Got [1, 2]."],
+    ),
     # tau: (0, 1)
     ("tau-zero", {**BASE, "tau": 0.0}, ValueError, ["'tau'", "(0, 1)", "Got 0.0."]),
     ("tau-one", {**BASE, "tau": 1}, ValueError, ["'tau'", "(0, 1)", "Got 1."]),
@@ -266,6 +343,11 @@ def test_valid_spec_is_normalized():
         ({**BASE, "gamma": 1.0, "methods": {"sn": {}}}, "gamma = 1.0"),
         ({**BASE, "methods": {"bb": {"beta": 0.5}}}, "beta = 0.5"),
         ({**BASE, "gamma": 0.6, "methods": {"bb": {"beta": 0.6}}}, "beta = 0.6"),
+        ({**QR, "mechanism": "gaussian"}, "gaussian: eps = 1 is outside (0, 1)"),
+        (
+            {**QR, "mechanism": "gaussian", "budget_range": [0.5, 1.5]},
+            "budget_range = [0.5, 1.5] reaches eps_i outside (0, 1)",
+        ),
     ],
 )
 def test_outside_the_theory_warns(spec, shown):
@@ -281,6 +363,23 @@ def test_paper_configuration_does_not_warn():
         warnings.simplefilter("error")
         normalize_spec({**BASE, "gamma": 0.51, "methods": {"bb": {"beta": 0.75}, "bm": {}}})
         normalize_spec({**QR, "gamma": 0.7, "methods": {"bb": {"beta": 0.8}}, "n": 10**6})
+
+
+def test_mechanism_parameters_are_normalized_and_key_the_stream():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gauss = normalize_spec({**QR, "mechanism": "gaussian", "eps": 0.5, "delta": 1e-3})
+        gdp = normalize_spec({**QR, "mechanism": "gdp"})
+        per_user = normalize_spec({**QR, "mechanism": "gdp", "budget_range": [1, 2]})
+    assert (gauss.mechanism.eps, gauss.mechanism.delta) == (0.5, 1e-3)
+    assert gdp.mechanism.mu == 1.0  # the default
+    assert per_user.mechanism.budget_range == (1.0, 2.0) and per_user.mechanism.mu is None
+    assert {"eps": 0.5, "delta": 1e-3}.items() <= gauss.path_key().items()
+    assert gdp.path_key()["mu"] == 1.0 and "eps" not in gdp.path_key()
+    assert per_user.path_key()["budget_range"] == (1.0, 2.0) and "mu" not in per_user.path_key()
+    # Existing configurations: the key holds eps (as before) and nothing new.
+    key = normalize_spec(QR).path_key()
+    assert key["eps"] == 1.0 and not {"delta", "mu", "budget_range"} & set(key)
 
 
 def test_bm_needs_gamma_below_one():
