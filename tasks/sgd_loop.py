@@ -36,6 +36,7 @@ cache_to_disk = False
 # error_model: no zero-division checks in the loop (none can occur).
 @njit(error_model="numpy", nogil=True, cache=cache_to_disk)
 def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
+    """One LDP-SGD run: the arguments and results of :func:`ldpsim.tasks.sgd.ldp_sgd`."""
     n_cuts = cuts.shape[0]
     theta = theta0.copy()
     g = np.empty(d)
