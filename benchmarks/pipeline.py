@@ -16,12 +16,23 @@ Usage: ``python benchmarks/pipeline.py [--json] [--quick]``.
   once in separate processes); the median of 3.
 - ``rss_mb_n1e6`` / ``rss_mb_n1e9``: peak resident memory (ru_maxrss) of a fresh
   process running one quantile replicate (methods bb, bm, sn, oracle) at n = 1e6 / 1e9.
+- ``compile_s_cold`` / ``compile_s_warm``: how long a fresh process takes to start
+  computing: the time of its first replicate of :data:`REPLICATE` at n = 1000 minus
+  the time of a second replicate in the same process (the replicate's own time), with
+  an empty kernel cache (cold: ``LDPSIM_CACHE_DIR`` and ``NUMBA_CACHE_DIR`` new empty
+  folders, so that nothing compiled before is found) and with the cache an earlier
+  process filled (warm). ``compile_s_in_memory``: the same with the kernel cache
+  folder unwritable, numba's own caches warm: what every process paid before the
+  kernel cache. Medians over runs; the raw times are reported too
+  (``first_replicate_s_*``, ``second_replicate_s``, and ``import_s``, the time to
+  import ``ldpsim.tasks``, which none of the others includes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -116,6 +127,61 @@ def cluster(workers: int):
         host="127.0.0.1",
         dashboard_address=None,
     )
+
+
+# A fresh process: import, then two replicates of the spec argv[1], timed apart.
+FIRST_REPLICATE = """
+import json, sys, time
+start = time.perf_counter()
+from ldpsim.tasks import run_replicate
+spec = json.loads(sys.argv[1])
+imported = time.perf_counter()
+run_replicate(spec, 0)
+first = time.perf_counter()
+run_replicate(spec, 1)
+second = time.perf_counter()
+print(json.dumps({"import_s": imported - start, "first_s": first - imported,
+                  "second_s": second - first}))
+"""
+
+
+def first_replicate(caches: dict[str, Path]) -> dict[str, float]:
+    """Times of a fresh process's import and first two replicates, with ``caches``."""
+    env = {**os.environ, **{name: str(path) for name, path in caches.items()}}
+    spec = json.dumps({**REPLICATE, "n": 1000})
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(FIRST_REPLICATE), spec],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the replicate failed (exit {proc.returncode}): {proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compile_times(tmp: Path, runs: int) -> dict:
+    """compile_s_cold, compile_s_warm and compile_s_in_memory (module docstring)."""
+    (tmp / "not-a-folder").write_text("")
+    times: dict[str, list[dict[str, float]]] = {"cold": [], "warm": [], "in_memory": []}
+    for r in range(runs):
+        caches = {"LDPSIM_CACHE_DIR": tmp / f"kernels-{r}", "NUMBA_CACHE_DIR": tmp / f"numba-{r}"}
+        times["cold"].append(first_replicate(caches))
+        times["warm"].append(first_replicate(caches))
+        unwritable = {**caches, "LDPSIM_CACHE_DIR": tmp / "not-a-folder" / "kernels"}
+        times["in_memory"].append(first_replicate(unwritable))
+    record: dict = {}
+    for kind, runs_of_kind in times.items():
+        record[f"compile_s_{kind}"] = round(
+            float(np.median([t["first_s"] - t["second_s"] for t in runs_of_kind])), 3
+        )
+    for kind, runs_of_kind in times.items():
+        record[f"first_replicate_s_{kind}"] = [round(t["first_s"], 3) for t in runs_of_kind]
+    every = [t for runs_of_kind in times.values() for t in runs_of_kind]
+    record["second_replicate_s"] = round(float(np.median([t["second_s"] for t in every])), 4)
+    record["import_s"] = round(float(np.median([t["import_s"] for t in every])), 3)
+    record["compile_runs"] = runs
+    return record
 
 
 def _compile_here() -> None:
@@ -233,7 +299,7 @@ def main(argv=None) -> int:
         "--skip",
         action="append",
         default=[],
-        choices=["overhead", "speedup", "rss"],
+        choices=["overhead", "speedup", "rss", "compile"],
         help="leave a part out",
     )
     parser.add_argument(
@@ -249,6 +315,8 @@ def main(argv=None) -> int:
             n = int(2e5 if args.quick else args.speedup_n)
             record.update(speedup(tmp, 16, n, 1 if args.quick else 3))
             record.update(hardware_pair_speedup(n, 1 if args.quick else 3))
+        if "compile" not in args.skip:
+            record.update(compile_times(tmp, 1 if args.quick else 3))
     if "rss" not in args.skip:
         for n in (1e6,) if args.quick else (1e6, 1e9):
             mb, seconds = rss(n)

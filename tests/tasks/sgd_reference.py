@@ -15,8 +15,8 @@ import math
 import numpy as np
 
 from ldpsim.tasks import ziggurat
-from ldpsim.tasks.sgd import eta_schedule
 from ldpsim.tasks.spec import ReplicateSpec
+from ldpsim.tasks.step_sizes import eta_schedule
 
 # The shipped tables as Python ints and floats.
 KI = [int(v) for v in ziggurat.ki_double]
@@ -224,8 +224,9 @@ def reference_path(
 ) -> np.ndarray:
     """All iterates theta_1..theta_n of LDP-SGD (SPEC 2) as an (n, d) array.
 
-    theta_i = theta_{i-1} - eta_i ghat_i with eta_i from :func:`ldpsim.tasks.sgd.eta_schedule`
-    and ghat_i the mean of ``rs.batch`` privatized gradients at theta_{i-1}.
+    theta_i = theta_{i-1} - eta_i ghat_i with eta_i from
+    :func:`ldpsim.tasks.step_sizes.eta_schedule` and ghat_i the mean of ``rs.batch``
+    privatized gradients at theta_{i-1}.
     """
     model, mechanism = rs.model, rs.mechanism
     sample = GRADIENTS[model.name]

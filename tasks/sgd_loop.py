@@ -1,0 +1,135 @@
+"""The LDP-SGD loop: the source of every compiled kernel module.
+
+This file is a template. :func:`ldpsim.tasks.sgd.compile_kernel` copies it, with the
+lines between the ``<bindings>`` markers replaced by one model's ``sample_gradient``,
+one mechanism's ``privatize``, the dimension d and the lengths of their parameter
+vectors, into a module of its own (:mod:`ldpsim.tasks.kernel_cache`), where numba can
+cache the compiled loop on disk. Its placeholder :func:`kernel` is never called.
+
+One loop serves every model and mechanism. The callbacks are inlined into it and d is
+a constant, so the loop is compiled once per (callbacks, d, parameter lengths).
+
+For d = 1 the callbacks get theta and the parameters as tuples (values in registers)
+and only ``g`` as a pointer: through pointers, every step would reload them from
+memory (the compiler cannot tell that ``g`` does not alias them), which puts two loads
+on the theta -> gradient -> theta dependency chain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.np.unsafe.ndarray import to_fixed_tuple
+
+from ldpsim.tasks.pointers import address, keep_alive
+from ldpsim.tasks.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
+
+# <bindings> The generated module replaces these lines (ldpsim.tasks.kernel_cache).
+sample_gradient = privatize = None
+d = n_model_params = n_mech_params = 1
+cache_to_disk = False
+# </bindings>
+
+
+# nogil: a Dask worker's event loop must run while a replicate computes, or the
+# results, heartbeats and task-finished messages of the worker wait for the task.
+# error_model: no zero-division checks in the loop (none can occur).
+@njit(error_model="numpy", nogil=True, cache=cache_to_disk)
+def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
+    """One LDP-SGD run: the arguments and results of :func:`ldpsim.tasks.sgd.ldp_sgd`."""
+    n_cuts = cuts.shape[0]
+    theta = theta0.copy()
+    g = np.empty(d)
+    theta_p, g_p = address(theta), address(g)
+    model_p, mech_p = address(model_params), address(mech_params)
+    model_t = to_fixed_tuple(model_params, n_model_params)  # the d = 1 loop's form
+    mech_t = to_fixed_tuple(mech_params, n_mech_params)
+    state = (st[0], st[1], st[2], st[3])
+    gsum = np.empty(d)
+    shift = theta0.copy()
+    t = np.zeros(d)
+    bvec = np.zeros(d)
+    amat = np.zeros((d, d))
+    seg_dev = np.zeros((n_cuts, d))
+    seg_shift = np.empty((n_cuts, d))
+    snap_t = np.empty((n_cuts, d))
+    snap_b = np.empty((n_cuts, d))
+    snap_a = np.empty((n_cuts, d, d))
+    a1, a2, a3, a4, a5 = eta_series(gamma)
+    ratios = np.empty(ETA_RESYNC_MASK + 1)
+    ratios_p = address(ratios)
+    eta = 0.0
+    i = 0
+    for k in range(n_cuts):
+        end = cuts[k]
+        seg_shift[k] = shift
+        t_start = t.copy()
+        if d == 1:
+            # Scalar specialisation of the loop below (same operations in the same
+            # order, so bit-identical): theta, T, b, A live in registers.
+            th, sh, tt, bb, aa = theta[0], shift[0], t[0], bvec[0], amat[0, 0]
+            fi = float(i)
+            while i < end:
+                i += 1
+                fi += 1.0
+                eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
+                g0 = 0.0
+                for b in range(batch):  # one call site: the callbacks inline once
+                    state = sample_gradient(1, (th,), model_t, state, g_p)
+                    state = privatize(1, g_p, mech_t, state)
+                    g0 = g[0] if b == 0 else g0 + g[0]
+                if batch > 1:
+                    g0 = g0 / batch
+                th -= eta * g0
+                tt += th - sh
+                bb += fi * tt
+                aa += tt * tt
+            theta[0], t[0], bvec[0], amat[0, 0] = th, tt, bb, aa
+        else:
+            fi = float(i)
+            while i < end:
+                i += 1
+                fi += 1.0
+                eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
+                for b in range(batch):
+                    state = sample_gradient(d, theta_p, model_p, state, g_p)
+                    state = privatize(d, g_p, mech_p, state)
+                    if batch > 1:
+                        for j in range(d):
+                            gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
+                if batch > 1:
+                    for j in range(d):
+                        g[j] = gsum[j] / batch
+                for j in range(d):
+                    theta[j] -= eta * g[j]
+                    t[j] += theta[j] - shift[j]
+                    bvec[j] += fi * t[j]
+                for j in range(d):
+                    for m in range(j + 1):
+                        amat[j, m] += t[j] * t[m]
+        for j in range(d):
+            seg_dev[k, j] = t[j] - t_start[j]
+            snap_t[k, j] = t[j]
+            snap_b[k, j] = bvec[j]
+            for m in range(j + 1):
+                snap_a[k, j, m] = amat[j, m]
+                snap_a[k, m, j] = amat[j, m]
+        if end & (end - 1) != 0:
+            continue
+        # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
+        s = float(end)
+        c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
+        delta = np.empty(d)
+        for j in range(d):
+            new_shift = shift[j] + t[j] / s
+            delta[j] = new_shift - shift[j]
+            shift[j] = new_shift
+        for j in range(d):
+            for m in range(j + 1):
+                amat[j, m] += -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
+        for j in range(d):
+            bvec[j] -= c_s * delta[j]
+            t[j] -= s * delta[j]
+    keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
+    st[0], st[1] = state[0], state[1]
+    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a

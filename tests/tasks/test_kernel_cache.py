@@ -1,0 +1,255 @@
+"""The disk cache of compiled kernels: fresh code always runs, failures fall back.
+
+Each test compiles a kernel with test-only callbacks written to a temporary folder, in
+fresh processes that share a temporary cache folder (``LDPSIM_CACHE_DIR``), and checks
+the kernel's numbers against the recursion computed here in Python. numba's own
+counters (``Dispatcher.stats``) tell whether a process loaded the kernel from the
+cache (a hit) or compiled it (a miss).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldpsim.tasks import sgd_loop
+from ldpsim.tasks.kernel_cache import (
+    CACHE_DIR_VARIABLE,
+    KERNEL_SUBFOLDER,
+    cache_folder,
+    code_fingerprint,
+)
+from ldpsim.tasks.mechanisms.laplace import Laplace
+from ldpsim.tasks.models.quantile_regression import QuantileRegression
+from ldpsim.tasks.sgd import compile_kernel, ldp_sgd
+from ldpsim.tasks.step_sizes import eta_schedule
+
+# The kernel's arguments in every test: d = 1, one model parameter, no privacy noise.
+PARAM, THETA0, C, GAMMA, N = 0.3, 0.0, 0.5, 0.6, 1000
+
+# The test-only callbacks: g = SCALE * (theta - target), where target is computed by a
+# function of another module from a module constant (OFFSET) and a table read from a
+# data file at import (like the ziggurat tables of tasks.rng). privatize adds nothing.
+CALLBACKS = """\
+from numba import njit
+
+from kc_helper import target
+
+SCALE = {scale!r}
+
+
+@njit(inline="always")
+def sample_gradient(d, theta, params, s, g):
+    for j in range(d):
+        g[j] = SCALE * (theta[j] - target(params))
+    return s
+
+
+@njit(inline="always")
+def privatize(d, g, params, s):
+    return s
+"""
+HELPER = """\
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+OFFSET = {offset!r}
+TABLE = np.load(Path(__file__).with_name("table.npy"))
+
+
+@njit(inline="always")
+def target(params):
+    return params[0] + OFFSET + TABLE[0]
+"""
+
+# A fresh process: run the kernel once; report theta_n, numba's cache counters and the
+# file the kernel was compiled from.
+CHILD = f"""
+import json
+import numpy as np
+import kc_callbacks
+from ldpsim.tasks.sgd import compile_kernel, ldp_sgd
+st = np.zeros(4, dtype=np.uint64)
+theta, *_ = ldp_sgd(
+    kc_callbacks.sample_gradient, kc_callbacks.privatize, np.array([{PARAM!r}]),
+    np.zeros(1), np.array([{THETA0!r}]), {C!r}, {GAMMA!r}, 1, np.array([{N}]), st,
+)
+kernel = compile_kernel(kc_callbacks.sample_gradient, kc_callbacks.privatize, 1, 1, 1)
+print(json.dumps({{
+    "theta": float(theta[0]),
+    "hits": sum(kernel.stats.cache_hits.values()),
+    "misses": sum(kernel.stats.cache_misses.values()),
+    "file": kernel.py_func.__code__.co_filename,
+}}))
+"""
+
+
+def write_callbacks(folder: Path, *, scale=1.0, offset=0.0, table=0.0) -> tuple[float, float]:
+    """Write the test callbacks into ``folder``; their SCALE and target."""
+    folder.mkdir(exist_ok=True)
+    (folder / "kc_callbacks.py").write_text(CALLBACKS.format(scale=scale))
+    (folder / "kc_helper.py").write_text(HELPER.format(offset=offset))
+    np.save(folder / "table.npy", np.array([table]))
+    return scale, PARAM + offset + table
+
+
+def expected_theta(scale: float, target: float) -> float:
+    """theta_N of theta_i = theta_{i-1} - eta_i SCALE (theta_{i-1} - target), in Python."""
+    eta = eta_schedule(N, C, GAMMA)
+    theta = THETA0
+    for i in range(N):
+        theta -= float(eta[i]) * (scale * (theta - target))
+    return theta
+
+
+def child_env(plugins: Path, cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    # No .pyc files: a rewritten callback module of the same size within the same
+    # second would otherwise be imported from its stale bytecode.
+    env |= {"PYTHONPATH": str(plugins), CACHE_DIR_VARIABLE: str(cache)}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def start_child(plugins: Path, cache: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        env=child_env(plugins, cache),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return {**json.loads(out.strip().splitlines()[-1]), "stderr": err}
+
+
+def run_child(plugins: Path, cache: Path) -> dict:
+    return finish(start_child(plugins, cache))
+
+
+def test_changed_code_runs_never_the_old_cache(tmp_path):
+    plugins, cache = tmp_path / "plugins", tmp_path / "cache"
+    original = write_callbacks(plugins)
+    first = run_child(plugins, cache)
+    assert (first["misses"], first["hits"]) == (1, 0)
+    assert first["theta"] == expected_theta(*original)
+    assert Path(first["file"]).parent == cache / KERNEL_SUBFOLDER
+    again = run_child(plugins, cache)
+    assert (again["misses"], again["hits"]) == (0, 1)  # loaded, not compiled
+    assert again["theta"] == first["theta"]
+    # numba checks only the source file of the function it caches (the kernel's): none
+    # of the changes below touches it, so numba alone would run the old machine code.
+    changes = {
+        "the callback's own module": {"scale": 0.5},
+        "a module the callback calls into": {"scale": 0.5, "offset": 0.25},
+        "a data file read into a global constant": {"scale": 0.5, "offset": 0.25, "table": 1.0},
+    }
+    previous = first["theta"]
+    for what, change in changes.items():
+        changed = write_callbacks(plugins, **change)
+        out = run_child(plugins, cache)
+        assert (out["misses"], out["hits"]) == (1, 0), what
+        assert out["theta"] == expected_theta(*changed), what
+        assert out["theta"] != previous, what
+        previous = out["theta"]
+    # Back to the original code: its entry is still there.
+    write_callbacks(plugins)
+    back = run_child(plugins, cache)
+    assert (back["misses"], back["hits"]) == (0, 1)
+    assert back["theta"] == first["theta"]
+
+
+def test_unwritable_cache_folder_compiles_in_memory(tmp_path):
+    plugins = tmp_path / "plugins"
+    (tmp_path / "a-file").write_text("")
+    unwritable = tmp_path / "a-file" / "cache"  # under a file: no user can create it
+    write_callbacks(plugins)
+    out = run_child(plugins, unwritable)
+    assert out["theta"] == expected_theta(1.0, PARAM)
+    assert out["file"].startswith("<ldpsim kernel")  # compiled in memory
+    assert "cannot cache compiled kernels" in out["stderr"]
+    assert CACHE_DIR_VARIABLE in out["stderr"]
+
+
+def test_processes_compiling_the_same_entry_at_once_all_succeed(tmp_path):
+    plugins, cache = tmp_path / "plugins", tmp_path / "cache"
+    expected = expected_theta(*write_callbacks(plugins))
+    together = [start_child(plugins, cache) for _ in range(2)]
+    for out in map(finish, together):
+        assert out["theta"] == expected
+        assert out["hits"] + out["misses"] == 1
+    later = run_child(plugins, cache)
+    assert (later["misses"], later["hits"]) == (0, 1)
+    assert later["theta"] == expected
+    folder = cache / KERNEL_SUBFOLDER
+    assert len(list(folder.glob("*.py"))) == 1
+    assert not [p for p in folder.rglob("*") if ".tmp" in p.name]  # no debris
+
+
+def test_callbacks_without_an_import_name_compile_in_memory():
+    # Callbacks made inside a function cannot be imported by another process: the
+    # kernel is compiled in memory, from the same source, and runs.
+    from numba import njit
+
+    target = 0.75
+
+    @njit(inline="always")
+    def sample_gradient(d, theta, params, s, g):
+        for j in range(d):
+            g[j] = theta[j] - target
+        return s
+
+    @njit(inline="always")
+    def privatize(d, g, params, s):
+        return s
+
+    args = (np.zeros(1), np.zeros(1), np.array([THETA0]), C, GAMMA, 1, np.array([N]))
+    theta, *_ = ldp_sgd(sample_gradient, privatize, *args, np.zeros(4, dtype=np.uint64))
+    kernel = compile_kernel(sample_gradient, privatize, 1, 1, 1)
+    assert kernel.py_func.__code__.co_filename.startswith("<ldpsim kernel")
+    assert theta[0] == expected_theta(1.0, target)
+
+
+def test_fingerprint_covers_every_module_the_kernel_calls_into():
+    model, mechanism = QuantileRegression(), Laplace()
+    roots = [sgd_loop.kernel, type(model).sample_gradient, type(mechanism).privatize]
+    fingerprint = code_fingerprint(roots)
+    assert set(fingerprint["modules"]) == {
+        "ldpsim.tasks.sgd_loop",
+        "ldpsim.tasks.step_sizes",
+        "ldpsim.tasks.pointers",
+        "ldpsim.tasks.rng",
+        "ldpsim.tasks.models.quantile_regression",
+        "ldpsim.tasks.mechanisms.laplace",
+    }
+    constants = {(module, name) for module, name, _ in fingerprint["constants"]}
+    for table in ("wi_double", "ki_double", "fi_double", "we_double", "ke_double"):
+        assert ("ldpsim.tasks.rng", table) in constants
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({CACHE_DIR_VARIABLE: "/shared/ldpsim", "XDG_CACHE_HOME": "/x"}, "/shared/ldpsim"),
+        ({"XDG_CACHE_HOME": "/x"}, "/x/ldpsim"),
+        ({"HOME": "/home/u"}, "/home/u/.cache/ldpsim"),
+    ],
+)
+def test_cache_folder(monkeypatch, variables, expected):
+    for name in (CACHE_DIR_VARIABLE, "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert cache_folder() == Path(expected)
