@@ -61,7 +61,8 @@ class Mechanism:
 
     name: ClassVar[str]
     privatize: ClassVar[object]
-    privatize_per_user: ClassVar[object]
+    #: None: the mechanism takes no ``budget_range`` (a plugin may leave it out).
+    privatize_per_user: ClassVar[object] = None
     budget_param: ClassVar[str] = "eps"
 
     budget_range: tuple[float, float] | None = None
@@ -69,6 +70,12 @@ class Mechanism:
     def __post_init__(self) -> None:
         budget = getattr(self, self.budget_param)
         if self.budget_range is not None:
+            if type(self).privatize_per_user is None:
+                raise ValueError(
+                    f"The mechanism {self.name!r} takes no 'budget_range' (it has no per-user "
+                    f"callback); give {self.budget_param!r} instead. Got budget_range = "
+                    f"{self.budget_range!r}."
+                )
             if budget is not None:
                 raise ValueError(
                     f"The {self.budget_param!r} parameter of {self.name} cannot be given "

@@ -264,15 +264,30 @@ def test_duchi_is_eps_ldp_unbiased_and_its_variance_is_exact(example_site, with_
             up_probability.append(np.mean(reports > params[0]))
         # Extreme gradients: P(up | hi) / P(up | lo) = e^eps exactly (1/2 +- a/2 with
         # a = tanh(eps/2)); the frequencies agree within 5 binomial sd (delta method).
-        exact = (0.5 + 0.5 * params[3]) / (0.5 - 0.5 * params[3])
+        exact = (0.5 + 0.5 * params[2]) / (0.5 - 0.5 * params[2])
         assert exact == pytest.approx(math.exp(eps), rel=1e-12)
         ratio = up_probability[1] / up_probability[0]
         p0, p1 = up_probability
         sd = ratio * math.sqrt((1 - p0) / (p0 * draws) + (1 - p1) / (p1 * draws))
         assert abs(ratio - exact) < 5 * sd
-        # On a two-valued gradient Duchi's mechanism is randomized response: same variance.
+        # On a two-valued gradient Duchi's mechanism is randomized response: same variance,
+        # for a fixed eps and averaged over per-user budgets.
         expected = RandomizedResponse(eps=eps).variance(model)
         assert mechanism.variance(model) == pytest.approx(expected, rel=1e-12)
+        per_user = Duchi(budget_range=[eps, 2 * eps]).variance(model)
+        expected = RandomizedResponse(budget_range=[eps, 2 * eps]).variance(model)
+        assert per_user == pytest.approx(expected, rel=1e-10)
+    # The per-user reports: unbiased, with the averaged variance (4 se, from the
+    # fourth moment).
+    mechanism = Duchi(budget_range=[0.5, 2.0])
+    reports = mechanism.privatize_copies(mechanism.params(model), [lo], 400_000, seed=9)[:, 0]
+    assert abs(reports.mean() - lo) < 5 * reports.std() / math.sqrt(len(reports))
+    # Var(report | g = lo) = half^2 E[1/a^2] - (lo - mid)^2 = half^2 (E[1/a^2] - 1).
+    half = 0.5 * (hi - lo)
+    exact = mechanism.variance(model)[0, 0] + float(model.gradient_cov()[0, 0])
+    exact += (0.5 * (lo + hi)) ** 2 - half**2
+    centred = (reports - lo) ** 2
+    assert abs(centred.mean() - exact) < 4 * centred.std() / math.sqrt(len(reports))
 
 
 def test_bm_t_equals_batch_means_of_the_explicit_path(example_site, with_site):
