@@ -139,6 +139,8 @@ def test_lost_worker_sweep_completes(baseline, tmp_path, local_cluster, cluster_
     from distributed import Client
 
     with Client(local_cluster.scheduler_address) as client:
+        # An earlier test may have killed a worker whose nanny is still restarting it.
+        client.wait_for_workers(2, timeout=60)
         pids = client.run(os.getpid)
         thread = threading.Thread(target=target)
         thread.start()
