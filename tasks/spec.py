@@ -78,6 +78,22 @@ def mechanism_param_keys() -> set[str]:
     return {p for cls in plugins.registry("mechanism").values() for p in unit_params(cls)}
 
 
+def build_from_spec(cls: type, kind_keys: set[str], spec: Mapping[str, Any], what: str):
+    """Construct the model or mechanism ``cls`` from its keys among a flat spec's.
+
+    ``kind_keys`` are the parameters of every unit of that kind: one of another unit of
+    the kind (e.g. ``delta`` with ``laplace``) is refused, naming ``cls``'s parameters.
+    """
+    own = unit_params(cls)
+    for key in sorted(kind_keys & set(spec)):
+        if key not in own:
+            raise ValueError(
+                f"The {key!r} parameter does not apply to {what} {cls.name!r}; its "
+                f"parameters are: {', '.join(own)}."
+            )
+    return build_unit(cls, {key: spec[key] for key in own if key in spec}, what)
+
+
 def build_unit(cls: type, params: Mapping[str, Any], what: str):
     """Construct ``cls(**params)`` after checking that every key is a parameter."""
     allowed = unit_params(cls)
@@ -167,28 +183,11 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     if "model" not in spec:
         names = ", ".join(repr(k) for k in plugins.registry("model"))
         raise ValueError(f"The 'model' key is required; one of {names}.")
-    model_cls = find_unit("model", spec["model"])
-    own = set(unit_params(model_cls))
-    for key in sorted(model_keys & set(spec)):
-        if key not in own:
-            raise ValueError(
-                f"The {key!r} parameter does not apply to model {model_cls.name!r}; its "
-                f"parameters are: {', '.join(unit_params(model_cls))}."
-            )
-    model = build_unit(model_cls, {k: spec[k] for k in own if k in spec}, "model")
+    model = build_from_spec(find_unit("model", spec["model"]), model_keys, spec, "model")
 
     mech_name = spec.get("mechanism", DEFAULT_MECHANISM.get(model.name, "laplace"))
     mech_cls = find_unit("mechanism", mech_name)
-    own_mech = set(unit_params(mech_cls))
-    for key in sorted(mech_keys & set(spec)):
-        if key not in own_mech:
-            raise ValueError(
-                f"The {key!r} parameter does not apply to mechanism {mech_cls.name!r}; its "
-                f"parameters are: {', '.join(unit_params(mech_cls))}."
-            )
-    mechanism = build_unit(
-        mech_cls, {k: spec[k] for k in unit_params(mech_cls) if k in spec}, "mechanism"
-    )
+    mechanism = build_from_spec(mech_cls, mech_keys, spec, "mechanism")
     mechanism.check_model(model)
     for message in mechanism.outside_theory():
         warnings.warn(message, OutsideTheoryWarning, stacklevel=2)
