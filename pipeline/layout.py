@@ -29,6 +29,10 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
     "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
     "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
+    "pseudo_truth": {
+        "long_name": "limit theta_C of SGD with a clipped gradient (NaN: theta*, no clipping)",
+        "units": "parameter units",
+    },
     "done": {"long_name": "replicate durably written", "units": "1"},
     "failed": {"long_name": "replicate raised an error (see `ldpsim errors`)", "units": "1"},
     "method_failed": {
@@ -38,6 +42,9 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "seconds": {"long_name": "compute time of the replicate", "units": "s"},
     "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
 }
+
+#: Variables that stores written before they existed lack; readers do without them.
+OPTIONAL_VARIABLES = frozenset({"pseudo_truth"})
 
 
 COORD_ATTRS = {
@@ -149,6 +156,7 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
         "seconds": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.float64, np.nan)),
         "job_id": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.int64, 0)),
         "truth": ((*g_dims, "coord"), truth_array(sweep, layout)),
+        "pseudo_truth": ((*g_dims, "coord"), truth_array(sweep, layout, pseudo=True)),
     }
     coords: dict[str, Any] = {a: coord_array(a, layout.axis_values[a]) for a in layout.axes}
     coords.update(
@@ -180,13 +188,19 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
     return ds
 
 
-def truth_array(sweep: Sweep, layout: Layout) -> np.ndarray:
-    """theta* for every grid point, NaN-padded to the store's d."""
+def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.ndarray:
+    """theta* for every grid point, NaN-padded to the store's d.
+
+    With ``pseudo``: the model's pseudo-truth theta_C (SPEC 9.5), all NaN at grid
+    points whose model converges to theta* (no clipping).
+    """
     out = np.full((*layout.grid_shape, layout.d), np.nan)
     for point in sweep.points():
         index = store_index(layout, point)
-        truth = point.normalized.model.truth()
-        out[index][: len(truth)] = truth
+        model = point.normalized.model
+        truth = model.pseudo_truth() if pseudo else model.truth()
+        if truth is not None:
+            out[index][: len(truth)] = truth
     return out
 
 

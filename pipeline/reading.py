@@ -12,7 +12,7 @@ import xarray as xr
 import zarr
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
-from ldpsim.pipeline.layout import META_GROUP, VARIABLE_ATTRS
+from ldpsim.pipeline.layout import META_GROUP, OPTIONAL_VARIABLES, VARIABLE_ATTRS
 from ldpsim.pipeline.sweep import Sweep
 
 
@@ -138,7 +138,7 @@ def check_store(path: str | Path, *, read_chunks: bool = True) -> dict[str, Any]
         if entry.name != META_GROUP and (entry / "zarr.json").is_file()
     )
     for name in VARIABLE_ATTRS:
-        if name not in names:
+        if name not in names and name not in OPTIONAL_VARIABLES:
             raise damaged(path, f"{name}/", "the variable is missing")
     for name in names:
         try:

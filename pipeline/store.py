@@ -32,6 +32,7 @@ from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import check_streams, identity_diff
 from ldpsim.pipeline.layout import (
     META_GROUP,
+    OPTIONAL_VARIABLES,
     VARIABLE_ATTRS,
     Layout,
     axis_contains,
@@ -61,7 +62,12 @@ class Store:
         self.group = zarr.open_group(
             str(self.path), mode=mode, zarr_format=3, use_consolidated=False
         )
-        self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS}
+        present = set(self.group.array_keys())
+        self._arrays = {
+            name: self.group[name]
+            for name in VARIABLE_ATTRS
+            if name in present or name not in OPTIONAL_VARIABLES
+        }
 
     # -- creation and extension ------------------------------------------------------
     @classmethod
@@ -302,6 +308,8 @@ def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, byt
             group[axis][:] = coord_array(axis, layout.axis_values[axis])
         group["rep"][:] = np.arange(layout.replicates, dtype=np.int64)
         group["truth"][...] = truth_array(merged, layout)
+        if "pseudo_truth" in group.array_keys():  # absent from stores older than it
+            group["pseudo_truth"][...] = truth_array(merged, layout, pseudo=True)
         group.attrs.update({"sweep": merged.to_json()})
         consolidate(scratch)
         files = {}

@@ -72,6 +72,7 @@ def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generato
         rs.batch,
         np.asarray(cuts, dtype=np.int64),
         st,
+        project=type(model).project,
     )
     set_state(data_rng, st)
     return out

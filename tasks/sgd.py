@@ -8,15 +8,20 @@ import numpy as np
 
 from ldpsim.tasks import sgd_loop
 from ldpsim.tasks.kernel_cache import compile_template
+from ldpsim.tasks.models.base import no_projection
 
 
 @functools.cache
-def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params):
+def compile_kernel(
+    sample_gradient, privatize, d, n_model_params, n_mech_params, project=no_projection
+):
     """The LDP-SGD loop with one model's and one mechanism's callbacks compiled in.
 
     One loop (:mod:`ldpsim.tasks.sgd_loop`) serves every model and mechanism; it is
     compiled once per pair, dimension d and length of their parameter vectors, with the
-    callbacks inlined and d a constant. Call it through :func:`ldp_sgd`.
+    callbacks inlined and d a constant. ``project`` is the model's projection of each
+    new iterate's coordinate onto its parameter space (``Model.project``; the default
+    changes nothing). Call it through :func:`ldp_sgd`.
 
     The compiled loop is cached on disk (:mod:`ldpsim.tasks.kernel_cache`), keyed by
     the source of every module it calls into: the first process compiles it (3 to 20
@@ -25,6 +30,7 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
     bindings = {
         "sample_gradient": sample_gradient,
         "privatize": privatize,
+        "project": project,
         "d": int(d),
         "n_model_params": int(n_model_params),
         "n_mech_params": int(n_mech_params),
@@ -33,12 +39,24 @@ def compile_kernel(sample_gradient, privatize, d, n_model_params, n_mech_params)
 
 
 def ldp_sgd(
-    sample_gradient, privatize, model_params, mech_params, theta0, c, gamma, batch, cuts, st
+    sample_gradient,
+    privatize,
+    model_params,
+    mech_params,
+    theta0,
+    c,
+    gamma,
+    batch,
+    cuts,
+    st,
+    *,
+    project=no_projection,
 ):
     """Run LDP-SGD for n = cuts[-1] steps, keeping only streaming statistics.
 
-    theta_i = theta_{i-1} - eta_i ghat_i, eta_i = c i^-gamma, where ghat_i is the mean
-    of ``batch`` privatized gradients of fresh observations at theta_{i-1}.
+    theta_i = P(theta_{i-1} - eta_i ghat_i), eta_i = c i^-gamma, where ghat_i is the mean
+    of ``batch`` privatized gradients of fresh observations at theta_{i-1} and P the
+    model's coordinatewise projection ``project`` (the identity for most models).
 
     Parameters
     ----------
@@ -60,6 +78,10 @@ def ldp_sgd(
     st : ndarray of uint64, shape (4,)
         PCG64 state (state_hi, state_lo, inc_hi, inc_lo) of the data-and-privacy-noise
         stream (:func:`ldpsim.tasks.rng.state_of`); advanced in place.
+    project : numba dispatcher
+        The model's projection callback (``Model.project``): ``(d, j, value, params)
+        -> float``, coordinate j of the new iterate on the parameter space. Default: the
+        identity, :func:`ldpsim.tasks.models.base.no_projection`.
 
     Returns
     -------
@@ -99,7 +121,7 @@ def ldp_sgd(
     mech_params = np.ascontiguousarray(mech_params, dtype=np.float64)
     theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
     kernel = compile_kernel(
-        sample_gradient, privatize, theta0.size, model_params.size, mech_params.size
+        sample_gradient, privatize, theta0.size, model_params.size, mech_params.size, project
     )
     return kernel(
         model_params,

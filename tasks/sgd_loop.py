@@ -6,6 +6,11 @@ one mechanism's ``privatize``, the dimension d and the lengths of their paramete
 vectors, into a module of its own (:mod:`ldpsim.tasks.kernel_cache`), where numba can
 cache the compiled loop on disk. Its placeholder :func:`kernel` is never called.
 
+The model's ``project`` callback maps each coordinate of the new iterate onto the
+parameter space (a positivity floor on a scale); for every model without constraints
+it is :func:`ldpsim.tasks.models.base.no_projection`, which returns its argument and
+compiles to nothing: their loops are the same machine code as without the hook.
+
 One loop serves every model and mechanism. The callbacks are inlined into it and d is
 a constant, so the loop is compiled once per (callbacks, d, parameter lengths).
 
@@ -25,7 +30,7 @@ from ldpsim.tasks.pointers import address, keep_alive
 from ldpsim.tasks.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
 
 # <bindings> The generated module replaces these lines (ldpsim.tasks.kernel_cache).
-sample_gradient = privatize = None
+sample_gradient = privatize = project = None
 d = n_model_params = n_mech_params = 1
 cache_to_disk = False
 # </bindings>
@@ -80,7 +85,7 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
                     g0 = g[0] if b == 0 else g0 + g[0]
                 if batch > 1:
                     g0 = g0 / batch
-                th -= eta * g0
+                th = project(1, 0, th - eta * g0, model_t)
                 tt += th - sh
                 bb += fi * tt
                 aa += tt * tt
@@ -101,7 +106,7 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
                     for j in range(d):
                         g[j] = gsum[j] / batch
                 for j in range(d):
-                    theta[j] -= eta * g[j]
+                    theta[j] = project(d, j, theta[j] - eta * g[j], model_p)
                     t[j] += theta[j] - shift[j]
                     bvec[j] += fi * t[j]
                 for j in range(d):

@@ -30,10 +30,11 @@ SPEC_KEYS = (
     "seed",
     "checkpoints",
 )
+#: Defaults of the keys left out; ``theta0`` defaults to the model's
+#: :meth:`~ldpsim.tasks.models.base.Model.default_theta0` (0 but for a scale).
 DEFAULTS: dict[str, Any] = {
     "c": 1.0,
     "gamma": 0.51,
-    "theta0": 0.0,
     "batch": 1,
     "level": 0.9,
     "seed": 0,
@@ -155,8 +156,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         1) or ``budget_range`` [low, high] instead of eps or mu (per-user budgets);
         ``n`` int in [2, 1e18];
         ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
-        floats (0); ``batch`` int >= 1 (1); ``methods`` mapping label -> parameters,
-        with optional ``method`` naming the kind (default: the label; a bm without
+        floats (the model's ``default_theta0()``: 0 but for a scale); ``batch`` int
+        >= 1 (1); ``methods`` mapping label -> parameters, with optional ``method``
+        naming the kind (default: the label; a bm without
         ``n_batches`` or ``beta`` takes the beta of the bb methods, which must agree, see
         :func:`ldpsim.tasks.intervals.batch_means.follow_bootstrap`); ``level`` in
         (0, 1) (0.9); ``seed`` int >= 0 (0); ``checkpoints`` optional list of ints in
@@ -205,7 +207,10 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
             OutsideTheoryWarning,
             stacklevel=2,
         )
-    theta0 = check_vector(values["theta0"], "theta0", model.dim)
+    if "theta0" in spec:
+        theta0 = check_vector(spec["theta0"], "theta0", model.dim)
+    else:
+        theta0 = tuple(float(v) for v in model.default_theta0())
     batch = check_int(values["batch"], "batch", low=1, high=10**6)
     level = check_float(values["level"], "level", low=0, high=1)
     seed = check_int(values["seed"], "seed", low=0, high=2**63 - 1)

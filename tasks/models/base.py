@@ -20,6 +20,16 @@ def _gradient_rows(sample_gradient, theta, params, s, out):
     return s
 
 
+@njit(inline="always")
+def no_projection(d, j, value, params):
+    """The projection of a model without constraints: coordinate j stays ``value``.
+
+    Inlined into the kernel, it compiles to nothing (the loops of such models are the
+    same machine code as before the hook existed).
+    """
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class Model:
     """A stochastic-gradient model usable inside the compiled LDP-SGD kernel.
@@ -31,10 +41,18 @@ class Model:
     ``jacobian`` and ``gradient_cov``. The callback is inlined into the kernel, where
     ``g_out`` (and, for d > 1, ``theta`` and ``params``) arrive as raw pointers and,
     for d = 1, ``theta`` and ``params`` as tuples: it only indexes them, up to ``d``.
+
+    A model whose parameter space is not all of R^d sets ``project``, a numba ``njit``
+    function ``(d, j, value, params) -> float`` that maps coordinate j of each new
+    iterate onto it, coordinatewise (a box: e.g. a scale floored at a small positive
+    value). It is applied after every step, before the averages are updated; it is
+    post-processing of the privatized gradients, so privacy is unchanged.
     """
 
     name: ClassVar[str]
     sample_gradient: ClassVar[object]
+    #: Coordinatewise projection of each iterate onto the parameter space (see above).
+    project: ClassVar[object] = no_projection
     #: True when the gradient takes only the two values of :meth:`gradient_range`
     #: (d = 1), which makes randomized response applicable.
     binary_gradient: ClassVar[bool] = False
@@ -52,12 +70,33 @@ class Model:
         """The minimizer theta* of the risk, shape (d,)."""
         raise NotImplementedError
 
+    def pseudo_truth(self) -> np.ndarray | None:
+        """Where SGD converges when that is not theta*, shape (d,); None when it is theta*.
+
+        A model whose gradient is not Fisher-consistent (a clipped gradient, SPEC 9.5)
+        returns the root theta_C of its mean gradient. Coverage is still measured
+        against :meth:`truth`; :meth:`jacobian` and :meth:`gradient_cov` are taken here.
+        """
+        return None
+
+    def limit(self) -> np.ndarray:
+        """The point SGD converges to: :meth:`pseudo_truth`, or :meth:`truth` if None."""
+        pseudo = self.pseudo_truth()
+        return self.truth() if pseudo is None else pseudo
+
+    def default_theta0(self) -> np.ndarray:
+        """The start theta_0 when the spec gives none: zeros, shape (d,).
+
+        Models with a scale parameter start it at a positive value.
+        """
+        return np.zeros(self.dim)
+
     def jacobian(self) -> np.ndarray:
-        """G, the Jacobian of the mean gradient at theta*, shape (d, d)."""
+        """G, the Jacobian of the mean gradient at :meth:`limit`, shape (d, d)."""
         raise NotImplementedError
 
     def gradient_cov(self) -> np.ndarray:
-        """Covariance of the non-private gradient at theta*, shape (d, d)."""
+        """Covariance of the non-private gradient at :meth:`limit`, shape (d, d)."""
         raise NotImplementedError
 
     def gradient_range(self) -> tuple[float, float]:
@@ -101,7 +140,9 @@ class Model:
         return float(np.sum(grads.max(axis=0) - grads.min(axis=0)))
 
     def asymptotic_cov(self, noise_cov: np.ndarray, batch: int = 1) -> np.ndarray:
-        """Sigma = G^-1 S G^-1 of sqrt(n)(theta_bar_n - theta*) (Polyak & Juditsky 1992).
+        """Sigma = G^-1 S G^-1 of sqrt(n)(theta_bar_n - limit) (Polyak & Juditsky 1992).
+
+        The limit is theta* (or theta_C, :meth:`pseudo_truth`, for a clipped gradient).
 
         Parameters
         ----------

@@ -293,3 +293,38 @@ def test_store_from_version_1_without_laplace_extends(finished, local_cluster, t
     a, b = open_dataset(old).load(), open_dataset(fresh).load()
     for name in VALUES:
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def test_pseudo_truth_beside_truth(finished):
+    # SPEC 9.5: theta_C is stored beside theta*; NaN where the model is not clipped.
+    _, store = finished
+    ds = open_dataset(store)
+    assert ds["pseudo_truth"].dims == ds["truth"].dims
+    assert ds["pseudo_truth"].attrs["long_name"].startswith("limit theta_C")
+    assert bool(ds["pseudo_truth"].isnull().all())
+
+
+def test_store_without_pseudo_truth_opens_summarizes_and_extends(
+    finished, local_cluster, tmp_path
+):
+    # Stores written before 'pseudo_truth' existed lack it: they are checked, summarized
+    # and extended as before (the extension does not add it), with a fresh run's values.
+    sweep_file, original = finished
+    store = tmp_path / "old.zarr"
+    shutil.copytree(original, store)
+    shutil.rmtree(store / "pseudo_truth")
+    consolidate(store)
+    assert main(["summarize", str(store)]) == 0
+    before = summarize(open_dataset(store))
+    assert len(before) > 0
+    sweep = load_sweep(sweep_file, replicates=6)
+    address = local_cluster.scheduler_address
+    report = run_sweep(sweep, store, scheduler=address, log=lambda m: 0)
+    assert report.computed == 8 and report.failed == 0
+    assert not (store / "pseudo_truth").exists()
+    fresh = tmp_path / "fresh.zarr"
+    run_sweep(sweep, fresh, scheduler=address, log=lambda m: 0)
+    a, b = open_dataset(store).load(), open_dataset(fresh).load()
+    assert "pseudo_truth" not in a and "pseudo_truth" in b
+    for name in VALUES:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)

@@ -68,6 +68,78 @@ def mean_gradient(theta, params, rng, g):
         g[j] = theta[j] - x
 
 
+def covariates(p, rng):
+    # SPEC 9.2: x = (1, z), z ~ N(0, I); returns x and ||x||^2 accumulated in order.
+    x = [1.0]
+    sq = 1.0
+    for _ in range(1, p):
+        z = rng.standard_normal()
+        x.append(z)
+        sq += z * z
+    return x, sq
+
+
+def mallows(sq):
+    return 1.0 if sq <= 2.0 else 2.0 / sq
+
+
+def clip(g, c):
+    # SPEC 9.5: g <- g min(1, C / ||g||_2).
+    norm = math.sqrt(sum(v * v for v in g))
+    if norm > c:
+        factor = c / norm
+        for j in range(len(g)):
+            g[j] *= factor
+
+
+def huber_gradient(theta, params, rng, g):
+    # SPEC 9.3: y = x'1 + sigma* xi; u = (y - x'beta) / sigma, psi = clip(u, -c, c);
+    # g_beta = -w psi x, g_sigma = w (kappa - psi^2) / 2; then clipped if C > 0.
+    c, kappa, sigma_true, use_mallows, c_clip = params[:5]
+    p = len(theta)
+    x, sq = covariates(p - 1, rng)
+    e = sigma_true * rng.standard_normal()
+    resid = 0.0
+    for j in range(p - 1):
+        resid += x[j] * (1.0 - theta[j])
+    resid += e
+    scale = theta[p - 1] if theta[p - 1] >= 1e-3 else 1e-3
+    u = resid / scale
+    psi = c if u > c else (-c if u < -c else u)
+    w = mallows(sq) if use_mallows > 0.0 else 1.0
+    a = w * psi
+    for j in range(p - 1):
+        g[j] = -a * x[j]
+    g[p - 1] = 0.5 * w * (kappa - psi * psi)
+    if c_clip > 0.0:
+        clip(g, c_clip)
+
+
+def huber_project(j, value, p):
+    # sigma (the last coordinate) is floored at 1e-3 after every step.
+    return 1e-3 if j == p - 1 and value < 1e-3 else value
+
+
+def logistic_gradient(theta, params, rng, g):
+    # SPEC 9.4: y ~ Bernoulli(s(x'1)) by a uniform draw; g = w (s(x'theta) - y) x.
+    use_mallows, c_clip = params[:2]
+    p = len(theta)
+    x, sq = covariates(p, rng)
+    t = 0.0
+    t_true = 0.0
+    for j in range(p):
+        t += x[j] * theta[j]
+        t_true += x[j]
+    y = 1.0 if rng.random() < 1.0 / (1.0 + math.exp(-t_true)) else 0.0
+    r = 1.0 / (1.0 + math.exp(-t)) - y
+    if use_mallows > 0.0:
+        r = r * mallows(sq)
+    for j in range(p):
+        g[j] = x[j] * r
+    if c_clip > 0.0:
+        clip(g, c_clip)
+
+
 def randomized_response(g, params, rng):
     # Keep the bit with probability p = 1 - q, report lo + (hi - lo)(btilde - q)/(2p - 1).
     q, lo, hi, scale = params[:4]
@@ -202,7 +274,11 @@ GRADIENTS = {
     "quantile": quantile_gradient,
     "quantile_regression": quantile_regression_gradient,
     "mean": mean_gradient,
+    "huber_regression": huber_gradient,
+    "logistic_regression": logistic_gradient,
 }
+#: Projections of the iterate after each step, for the models that have one.
+PROJECTIONS = {"huber_regression": huber_project}
 #: Keyed by mechanism name, and "name:per_user" for per-user budgets (budget_range).
 PRIVATIZERS = {
     "randomized_response": randomized_response,
@@ -224,12 +300,13 @@ def reference_path(
 ) -> np.ndarray:
     """All iterates theta_1..theta_n of LDP-SGD (SPEC 2) as an (n, d) array.
 
-    theta_i = theta_{i-1} - eta_i ghat_i with eta_i from
-    :func:`ldpsim.tasks.step_sizes.eta_schedule` and ghat_i the mean of ``rs.batch``
-    privatized gradients at theta_{i-1}.
+    theta_i = P(theta_{i-1} - eta_i ghat_i) with eta_i from
+    :func:`ldpsim.tasks.step_sizes.eta_schedule`, ghat_i the mean of ``rs.batch``
+    privatized gradients at theta_{i-1} and P the model's projection (if any).
     """
     model, mechanism = rs.model, rs.mechanism
     sample = GRADIENTS[model.name]
+    project = PROJECTIONS.get(model.name)
     per_user = ":per_user" if mechanism.budget_range is not None else ""
     privatize = privatizers[mechanism.name + per_user]
     model_params = [float(v) for v in model.params()]
@@ -253,5 +330,7 @@ def reference_path(
             g = [gsum[j] / rs.batch for j in range(d)]
         for j in range(d):
             theta[j] -= eta[i] * g[j]
+            if project is not None:
+                theta[j] = project(j, theta[j], d)
         path[i] = theta
     return path

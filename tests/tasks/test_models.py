@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.spatial import distance
 
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.models.base import Model
@@ -20,6 +21,12 @@ VARIANTS = {
     "quantile": [{}, {"tau": 0.9}, {"tau": 0.05, "loc": -3.0}],
     "quantile_regression": [{}, {"tau": 0.9, "coef": [1.0, -2.0]}, {"coef": [0.5]}],
     "mean": [{}, {"d": 3, "loc": 2.5}],
+    "huber_regression": [
+        {},
+        {"d": 1, "huber_c": 0.5, "sigma": 1.0},
+        {"d": 2, "weights": "none", "clip": 2.0},
+    ],
+    "logistic_regression": [{}, {"d": 1}, {"d": 3, "weights": "none", "clip": 1.0}],
 }
 INSTANCES = [
     pytest.param(models.REGISTRY[name](**kw), id=f"{name}-{i}")
@@ -116,11 +123,19 @@ def test_sample_gradient_callable_from_python(model):
 
 @pytest.mark.parametrize("model", INSTANCES)
 def test_gradient_within_sensitivity(model):
+    # Models with their own Delta1 (box-shaped gradient sets): the l1 size of the box
+    # spanned by the sampled gradients, a stronger check than pairwise distances. Models
+    # with the default Delta1 = sqrt(p) Delta2 (round gradient sets, whose box is larger
+    # than their l1 diameter): the largest pairwise l1 distance.
     delta = model.l1_sensitivity()
     truth = model.truth()
+    box = type(model).l1_sensitivity is not Model.l1_sensitivity
     for k, theta in enumerate((truth, truth + 0.3, truth - 2.0, np.zeros(model.dim))):
-        gap = model.max_l1_gradient_gap(theta, n_samples=5000, seed=k)
-        assert 0 < gap <= delta
+        if box:
+            gap = model.max_l1_gradient_gap(theta, n_samples=5000, seed=k)
+        else:
+            gap = distance.pdist(model.sample_gradients(theta, 2000, seed=k), "cityblock").max()
+        assert 0 < gap <= delta * (1 + 1e-12)
 
 
 def corner_gradients(model):
@@ -183,10 +198,11 @@ def test_l1_sensitivity_defaults_to_sqrt_p_delta2():
 
 @pytest.mark.parametrize("model", INSTANCES)
 def test_truth_and_gradient_cov_by_simulation(model):
-    # E g(X, theta*) = 0 and Cov g(X, theta*) = gradient_cov(), each within 4 Monte-Carlo
-    # standard errors computed from the draws themselves (iid, so se = sd / sqrt(N)).
+    # E g(X, theta) = 0 and Cov g(X, theta) = gradient_cov() at theta = limit() (theta*,
+    # or theta_C for a clipped gradient), each within 4 Monte-Carlo standard errors
+    # computed from the draws themselves (iid, so se = sd / sqrt(N)).
     n = 40_000
-    g = model.sample_gradients(model.truth(), n, seed=11)
+    g = model.sample_gradients(model.limit(), n, seed=11)
     se_mean = g.std(axis=0, ddof=1) / math.sqrt(n)
     assert np.all(np.abs(g.mean(axis=0)) <= 4 * se_mean)
     centred = g - g.mean(axis=0)

@@ -69,6 +69,46 @@ CASES = {
         "budget_range": [1.0, 2.0],
     },
     "mean-laplace-per-user-d1": {"model": "mean", "mechanism": "laplace", "budget_range": [1, 1]},
+    # SPEC 9: the robust regressions, with Mallows weights or clipping, d = 1 and 5
+    # covariates. The gdp noise (sd 2 Delta2) drives sigma below the 1e-3 floor (at
+    # least at the first step): the projection is exercised (test_huber_floor_is_hit).
+    "huber-mallows-gdp-d5": {"model": "huber_regression", "mechanism": "gdp", "mu": 0.5},
+    "huber-mallows-none-d1": {"model": "huber_regression", "d": 1, "mechanism": "none"},
+    "huber-clip-laplace-d1": {
+        "model": "huber_regression",
+        "d": 1,
+        "weights": "none",
+        "clip": 2.0,
+        "eps": 2.0,
+        "huber_c": 1.0,
+        "sigma": 0.5,
+    },
+    "huber-clip-gaussian-d5-batch2": {
+        "model": "huber_regression",
+        "weights": "none",
+        "clip": 3.0,
+        "mechanism": "gaussian",
+        "eps": 0.9,
+        "batch": 2,
+        "theta0": 0.5,
+    },
+    "logistic-mallows-laplace-d5": {"model": "logistic_regression", "eps": 2.0},
+    "logistic-mallows-none-d1": {"model": "logistic_regression", "d": 1, "mechanism": "none"},
+    "logistic-clip-gdp-d1": {
+        "model": "logistic_regression",
+        "d": 1,
+        "weights": "none",
+        "clip": 1.0,
+        "mechanism": "gdp",
+        "mu": 1.0,
+    },
+    "logistic-clip-none-d5": {
+        "model": "logistic_regression",
+        "weights": "none",
+        "clip": 0.5,
+        "mechanism": "none",
+        "c": 3.0,
+    },
 }
 
 
@@ -89,6 +129,16 @@ def test_kernel_iterates_equal_reference_loop(case):
     kernel = np.array([last_iterate(rs, n, SEED) for n in range(1, n_max + 1)])
     mismatch = np.flatnonzero(~np.all(kernel == path, axis=1))
     assert mismatch.size == 0, f"first differing step {mismatch[:1] + 1}"
+
+
+def test_huber_floor_is_hit_and_kept():
+    # The case above with heavy noise: the first step takes sigma below 0, the floor puts
+    # it at 1e-3, and the kernel's iterate there is the floored value.
+    rs = normalize_spec({**CASES["huber-mallows-gdp-d5"], "n": 2000, "methods": {"oracle": {}}})
+    path = reference_path(rs, np.random.Generator(np.random.PCG64(SEED)))
+    assert path[:, -1].min() == 1e-3
+    hit = int(np.argmin(path[:, -1]))
+    assert np.array_equal(last_iterate(rs, hit + 1, SEED), path[hit])
 
 
 def test_kernel_leaves_the_stream_where_numpy_would():
