@@ -20,8 +20,18 @@ from ldpsim.pipeline.summary import grid_axes, sweep_info
 TableFormat = Literal["text", "markdown", "latex", "csv", "json"]
 TABLE_FORMATS: tuple[str, ...] = get_args(TableFormat)
 
+#: Statistics of a grid point [and checkpoint], the same for all its methods and coords.
+ERROR_FIELDS = ("mse", "mse_se", "mse_n_done", "mse_last", "mse_last_se", "mse_last_n_done")
 #: Fields of one record of :func:`records` besides the grid values.
-RECORD_FIELDS = ("coverage", "coverage_se", "length", "length_se", "n_done", *DIAGNOSTIC_FIELDS)
+RECORD_FIELDS = (
+    "coverage",
+    "coverage_se",
+    "length",
+    "length_se",
+    "n_done",
+    *DIAGNOSTIC_FIELDS,
+    *ERROR_FIELDS,
+)
 
 #: Row label -> summary variable of the table rows per method (each with its ``_se``).
 TABLE_STATS = {"cover": "coverage", "length": "length"}
@@ -59,14 +69,18 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
         store has checkpoints), ``coord``, then ``coverage``, ``coverage_se``,
         ``length``, ``length_se``, ``n_done`` and the diagnostics
         ``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each followed by
-        its ``_se``. Values are plain Python types; NaN statistics are None (null in
-        JSON).
+        its ``_se``, and the mean squared errors of the average and the last iterate
+        (:data:`ERROR_FIELDS`: ``mse``, ``mse_se``, ``mse_n_done``, ``mse_last``,
+        ``mse_last_se``, ``mse_last_n_done``), which are per grid point [and checkpoint]
+        and so repeat in the records of its methods and coordinates. Values are plain
+        Python types; NaN statistics are None (null in JSON).
     """
     axes = grid_axes(summary)
     dims = [*axes, "method", *(["checkpoint"] if "checkpoint" in summary.dims else []), "coord"]
-    data = summary[list(RECORD_FIELDS)].transpose(*dims)
+    data = summary[list(RECORD_FIELDS)]
     index_values = [data[d].values for d in dims]
-    columns = {f: data[f].values for f in RECORD_FIELDS}
+    full = data["coverage"]
+    columns = {f: data[f].broadcast_like(full).transpose(*dims).values for f in RECORD_FIELDS}
     out = []
     for idx in np.ndindex(*(len(v) for v in index_values)):
         rec = {d: _native(v[i]) for d, v, i in zip(dims, index_values, idx, strict=True)}
