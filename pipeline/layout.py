@@ -26,6 +26,7 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "Polyak-Ruppert average theta_bar_n of LDP-SGD",
         "units": "parameter units",
     },
+    "last": {"long_name": "last iterate theta_n of LDP-SGD", "units": "parameter units"},
     "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
     "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
     "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
@@ -38,6 +39,11 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "seconds": {"long_name": "compute time of the replicate", "units": "s"},
     "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
 }
+
+#: Variables that stores of older ldpsim versions lack, each with the variable whose
+#: dimensions, chunks and encoding it shares. Such a store is whole without them
+#: (readers treat them as optional); a run that writes to it adds them, filled with NaN.
+ADDED_VARIABLES: dict[str, str] = {"last": "estimate"}
 
 
 COORD_ATTRS = {
@@ -127,6 +133,10 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
 
     variables = {
         "estimate": (
+            (*g_dims, "rep", *x_dims),
+            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
+        ),
+        "last": (
             (*g_dims, "rep", *x_dims),
             lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
         ),
