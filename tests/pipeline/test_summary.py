@@ -13,6 +13,7 @@ import synthetic as syn
 import xarray as xr
 from scipy.stats import norm
 
+from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.reading import open_dataset
 from ldpsim.pipeline.summary import summarize
@@ -368,6 +369,40 @@ def test_csv_table(summary):
     assert list(rows[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS]
     assert float(rows[0]["coverage"]) == 29 / 35 and rows[0]["n_done"] == "35"
     assert rows[-1]["coverage"] == ""
+
+
+def test_error_table(summary, store, tmp_path, capsys):
+    # With errors: the same table, then one of mse per grid point, three significant digits.
+    text = format_table(summary, "text", errors=True)
+    main_table, errors = text.split("\n\n")
+    assert main_table + "\n" == format_table(summary, "text")
+    assert "mean squared error" in errors.splitlines()[0]
+    assert "replicates per cell: 0-36" in errors.splitlines()[0]
+    rows = [line.split() for line in errors.splitlines() if "mse" in line and "(" in line]
+    labels = [r[:3] if r[0][0].isdigit() else r[:2] for r in rows]
+    assert labels == [
+        ["0.5", "mse", "average"],
+        ["mse", "last"],
+        ["0.9", "mse", "average"],
+        ["mse", "last"],
+    ]
+    mse = summary["mse"].sel(tau=0.5).values
+    se = summary["mse_se"].sel(tau=0.5).values
+    # 0.175... (3 decimals) at n = 100, 0.00225... (5 decimals) at n = 1e4.
+    assert rows[0][3:] == [f"{mse[0]:.3f}", f"({se[0]:.3f})", f"{mse[1]:.5f}", f"({se[1]:.5f})"]
+    assert rows[2][-1] == "n/a"  # the cell without done replicates
+    md = format_table(summary, "markdown", errors=True)
+    last = float(summary["mse_last"].sel(tau=0.9, n=100))
+    last_se = float(summary["mse_last_se"].sel(tau=0.9, n=100))
+    assert f"|  | mse last | {last:.5f} ({last_se:.5f}) | n/a |" in md
+    tex = format_table(summary, "latex", errors=True)
+    captions = [line for line in tex.splitlines() if line.startswith(r"\caption")]
+    assert len(captions) == 2 and "^" not in captions[1]  # no math outside $...$
+    # The command line's flag.
+    path = tmp_path / "s.zarr"
+    store.to_zarr(path, zarr_format=3, consolidated=False)
+    assert main(["summarize", str(path), "--errors"]) == 0
+    assert capsys.readouterr().out == text + "\n"
 
 
 def test_unknown_format(summary):
