@@ -185,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="add rows pred cover, bias/sd and var ratio per method (csv and json always "
         "hold them)",
     )
+    summarize.add_argument(
+        "--errors",
+        action="store_true",
+        help="add a table of the mean squared error of the average and the last iterate "
+        "(csv and json always hold them)",
+    )
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
     plot.add_argument("store", type=_path)
     plot.add_argument(
@@ -326,7 +332,7 @@ def cmd_summarize(args) -> int:
 
     check_store(args.store, read_chunks=False)
     summary = summarize(load_dataset(args.store))
-    print(format_table(summary, args.format, diagnostics=args.diagnostics))
+    print(format_table(summary, args.format, diagnostics=args.diagnostics, errors=args.errors))
     return EXIT_OK
 
 

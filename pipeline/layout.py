@@ -26,6 +26,7 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "Polyak-Ruppert average theta_bar_n of LDP-SGD",
         "units": "parameter units",
     },
+    "last": {"long_name": "last iterate theta_n of LDP-SGD", "units": "parameter units"},
     "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
     "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
     "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
@@ -43,8 +44,11 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
     "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
 }
 
-#: Variables that stores written before they existed lack; readers do without them.
-OPTIONAL_VARIABLES = frozenset({"pseudo_truth"})
+#: Variables that stores of older ldpsim versions lack, each with the variable whose
+#: dimensions, chunks and encoding it shares. Such a store is whole without them
+#: (readers treat them as optional); a run that writes to it adds them, filled with NaN
+#: (``pseudo_truth`` is then computed, like ``truth``, for every grid point).
+ADDED_VARIABLES: dict[str, str] = {"last": "estimate", "pseudo_truth": "truth"}
 
 
 COORD_ATTRS = {
@@ -134,6 +138,10 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
 
     variables = {
         "estimate": (
+            (*g_dims, "rep", *x_dims),
+            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
+        ),
+        "last": (
             (*g_dims, "rep", *x_dims),
             lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
         ),

@@ -1,4 +1,4 @@
-"""Figures of a sweep's store: coverage, length and diagnostics against n, running intervals."""
+"""Figures of a sweep's store: coverage, length, diagnostics, errors and running intervals."""
 
 from __future__ import annotations
 
@@ -36,9 +36,12 @@ MAX_TICKS = 8
 #: The diagnostics figure's panels: summary variable, axis label, the value of a correct
 #: interval (no bias; the width the spread of the estimate needs).
 DIAGNOSTIC_PANELS = (("bias_over_sd", "bias / sd", 0.0), ("variance_ratio", "variance ratio", 1.0))
-#: Grid points side by side in the diagnostics figure; more continue on further rows
-#: (the undercoverage sweep has 18).
+#: Grid points side by side in the diagnostics and errors figures; more continue on
+#: further rows (the undercoverage sweep has 18).
 MAX_DIAGNOSTIC_COLUMNS = 6
+#: The errors figure's series: summary variable (with its ``_se``) and legend label.
+ERROR_SERIES = (("mse", "average theta_bar_n"), ("mse_last", "last iterate theta_n"))
+ERROR_COLORS = {"mse": "C0", "mse_last": "C3"}
 
 
 def _colors(methods: list[str]) -> dict[str, str]:
@@ -62,9 +65,9 @@ def _shown_coords(summary: xr.Dataset) -> list[int]:
     return coords if len(coords) <= MAX_COORD_ROWS else coords[:1]
 
 
-def _title(summary: xr.Dataset, what: str) -> str:
+def _title(summary: xr.Dataset, what: str, with_level: bool = True) -> str:
     name = sweep_info(summary).get("name", "")
-    level = summary.attrs.get("level")
+    level = summary.attrs.get("level") if with_level else None
     level_text = f", {format_level(level)} intervals" if level is not None else ""
     return f"{name}: {what}{level_text}" if name else f"{what}{level_text}"
 
@@ -171,6 +174,53 @@ def _n_axis(ax: Axes, x: np.ndarray, x_dim: str, ticks: list[str]) -> None:
     ax.set_xlabel("n")
 
 
+def _errorbar(
+    ax: Axes,
+    x: np.ndarray,
+    y: xr.DataArray,
+    se: xr.DataArray,
+    slot: tuple[int, int],
+    color: str,
+    label: str,
+) -> None:
+    """Values with +-2 SE error bars, dodged to ``slot`` = (i, count) beside the others."""
+    ax.errorbar(
+        _dodge(x, *slot, bool(np.all(x > 0))),
+        y.values,
+        yerr=2 * se.values,
+        marker="o",
+        markersize=4,
+        capsize=2,
+        color=color,
+        label=label,
+    )
+
+
+def _wrapped_panels(
+    n_cells: int, rows_per_cell: int, title: str, **share: Any
+) -> tuple[Figure, np.ndarray, list[list[Axes]]]:
+    """Cells of ``rows_per_cell`` panels one above the other, at most
+    MAX_DIAGNOSTIC_COLUMNS cells side by side, further cells on further rows.
+
+    Returns the figure, its axes and each cell's panels (top to bottom); the unused end
+    of the last row is hidden.
+    """
+    n_cols = min(n_cells, MAX_DIAGNOSTIC_COLUMNS)
+    n_rows = -(-n_cells // n_cols)
+    fig, axes = _panel_grid(rows_per_cell * n_rows, n_cols, title, **share)
+    cells = [
+        [
+            axes[rows_per_cell * (k // n_cols) + offset, k % n_cols]
+            for offset in range(rows_per_cell)
+        ]
+        for k in range(n_rows * n_cols)
+    ]
+    for panels in cells[n_cells:]:
+        for ax in panels:
+            ax.set_visible(False)
+    return fig, axes, cells[:n_cells]
+
+
 def _x_span(x: np.ndarray) -> tuple[float, float]:
     # Shared x axis: a panel without data (no replicate done) keeps sensible ticks.
     return (x.min() / 1.5, x.max() * 1.5) if np.all(x > 0) else (x.min() - 0.5, x.max() + 0.5)
@@ -187,7 +237,6 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     colors = _colors(methods)
     oracle = oracle_label(summary)
     x = summary[x_dim].values.astype(np.float64)
-    log_x = bool(np.all(x > 0))  # n grids are geometric; length is drawn log-log
     level = summary.attrs.get("level")
     ticks = axis_labels(summary[x_dim].values, "text")
     n_rows = len(coords) if len(coords) > 1 else 1
@@ -204,15 +253,8 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         cax, lax = cov_axes[row, col], len_axes[row, col]
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
-            cax.errorbar(
-                _dodge(x, i, len(methods), log_x),
-                m["coverage"].values,
-                yerr=2 * m["coverage_se"].values,
-                marker="o",
-                markersize=4,
-                capsize=2,
-                color=colors[method],
-                label=method,
+            _errorbar(
+                cax, x, m["coverage"], m["coverage_se"], (i, len(methods)), colors[method], method
             )
             lax.plot(
                 x,
@@ -256,35 +298,53 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
     colors = _colors(methods)
     x = summary[x_dim].values.astype(np.float64)
     ticks = axis_labels(summary[x_dim].values, "text")
-    n_cols = min(len(cells), MAX_DIAGNOSTIC_COLUMNS)
-    n_rows = -(-len(cells) // n_cols)
     title = _title(summary, "bias / sd and variance ratio of the intervals")
-    fig, axes = _panel_grid(len(DIAGNOSTIC_PANELS) * n_rows, n_cols, title, sharex=True)
-    for k in range(len(cells), n_rows * n_cols):  # the unused end of the last row
-        for offset in range(len(DIAGNOSTIC_PANELS)):
-            axes[len(DIAGNOSTIC_PANELS) * (k // n_cols) + offset, k % n_cols].set_visible(False)
-    for k, (combo, coord) in enumerate(cells):
+    fig, axes, panels = _wrapped_panels(len(cells), len(DIAGNOSTIC_PANELS), title, sharex=True)
+    for (combo, coord), cell_axes in zip(cells, panels, strict=True):
         cell = summary.sel({**combo, "coord": coord})
         for offset, (var, label, reference) in enumerate(DIAGNOSTIC_PANELS):
-            ax = axes[len(DIAGNOSTIC_PANELS) * (k // n_cols) + offset, k % n_cols]
+            ax = cell_axes[offset]
             for i, method in enumerate(methods):
                 m = cell.sel({"method": method})
-                ax.errorbar(
-                    _dodge(x, i, len(methods), bool(np.all(x > 0))),
-                    m[var].values,
-                    yerr=2 * m[f"{var}_se"].values,
-                    marker="o",
-                    markersize=4,
-                    capsize=2,
-                    color=colors[method],
-                    label=method,
-                )
+                _errorbar(ax, x, m[var], m[f"{var}_se"], (i, len(methods)), colors[method], method)
             ax.axhline(reference, color="gray", linestyle=":")
             _n_axis(ax, x, x_dim, ticks)
             if offset < len(DIAGNOSTIC_PANELS) - 1:
                 ax.set_xlabel("")  # the panel below shares the axis and names it
             ax.set_ylabel(label)
             _panel_title(ax, combo, coord if coord_in_title else None)
+    axes[0, 0].set_xlim(*_x_span(x))
+    _legend(fig, axes)
+    return fig
+
+
+def _errors_figure(summary: xr.Dataset) -> Figure | None:
+    """Mean squared error of the average and of the last iterate against the checkpoints.
+
+    Log-log, +-2 SE, one panel per combination of the grid axes (wrapped as the
+    diagnostics); a series without any value (a store without last iterates) is left
+    out, and None is returned when neither has one.
+    """
+    shown = [(var, label) for var, label in ERROR_SERIES if summary[var].notnull().any()]
+    if not shown:
+        return None
+    combos = _combos(summary, grid_axes(summary))
+    x = summary["checkpoint"].values.astype(np.float64)
+    ticks = axis_labels(summary["checkpoint"].values, "text")
+    title = _title(summary, "mean squared error", with_level=False)
+    fig, axes, panels = _wrapped_panels(len(combos), 1, title, sharex=True)
+    for combo, (ax,) in zip(combos, panels, strict=True):
+        cell = summary.sel(combo)
+        for i, (var, label) in enumerate(shown):
+            _errorbar(
+                ax, x, cell[var], cell[f"{var}_se"], (i, len(shown)), ERROR_COLORS[var], label
+            )
+        values = np.concatenate([cell[var].values.ravel() for var, _ in shown])
+        if np.any(np.isfinite(values) & (values > 0)):
+            ax.set_yscale("log")
+        _n_axis(ax, x, "checkpoint", ticks)
+        ax.set_ylabel("mean of ||theta - theta*||^2")
+        _panel_title(ax, combo, None)
     axes[0, 0].set_xlim(*_x_span(x))
     _legend(fig, axes)
     return fig
@@ -438,7 +498,12 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         With an x axis and at least one finite value, ``diagnostics.{png,pdf}``: bias / sd
         and the variance ratio (see :mod:`ldpsim.pipeline.diagnostics`) with +-2 SE
         against n, log x, per method, two panels per combination of the other grid axes
-        (and per shown coordinate), at most MAX_DIAGNOSTIC_COLUMNS side by side.
+        (and per shown coordinate), at most MAX_DIAGNOSTIC_COLUMNS side by side. For a
+        store with checkpoints, ``errors.{png,pdf}``: the mean squared error
+        E||theta - theta*||^2 of the average theta_bar_n and of the last iterate theta_n
+        (``mse``, ``mse_last`` of :func:`ldpsim.pipeline.summary.summarize`) with +-2 SE
+        against the checkpoints, log-log, one panel per combination of the grid axes
+        (the last iterate is left out for a store that does not keep it).
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else load_dataset(path_or_ds)
     out = prepare_out_dir(out_dir)
@@ -455,6 +520,9 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     diagnostics = None if x_dim is None else _diagnostics_figure(summary, x_dim)
     if diagnostics is not None:
         files += _save(diagnostics, out, "diagnostics")
+    errors = _errors_figure(summary) if "checkpoint" in summary.dims else None
+    if errors is not None:
+        files += _save(errors, out, "errors")
     if "checkpoint" in ds.dims:
         running = _running_figure(ds)
         if running is not None:

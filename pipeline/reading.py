@@ -12,7 +12,7 @@ import xarray as xr
 import zarr
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
-from ldpsim.pipeline.layout import META_GROUP, OPTIONAL_VARIABLES, VARIABLE_ATTRS
+from ldpsim.pipeline.layout import ADDED_VARIABLES, META_GROUP, VARIABLE_ATTRS
 from ldpsim.pipeline.sweep import Sweep
 
 
@@ -20,6 +20,15 @@ def has_consolidated_metadata(path: Path) -> bool:
     """Whether the root ``zarr.json`` holds a consolidated copy of every node's metadata."""
     root = json.loads((path / "zarr.json").read_text())
     return bool(root.get("consolidated_metadata"))
+
+
+def missing_variables(path: str | Path) -> list[str]:
+    """The variables of :data:`ADDED_VARIABLES` that the store at ``path`` lacks.
+
+    A store written by an older ldpsim lacks them and is whole nonetheless; the next run
+    that writes to it adds them (:meth:`ldpsim.pipeline.store.Store.open_or_create`).
+    """
+    return [name for name in ADDED_VARIABLES if not (Path(path) / name / "zarr.json").is_file()]
 
 
 def read_attrs(path: str | Path) -> dict[str, Any]:
@@ -125,7 +134,8 @@ def check_store(path: str | Path, *, read_chunks: bool = True) -> dict[str, Any]
     ------
     InputError
         Naming the damaged file: a ``zarr.json``, a chunk, a missing variable or an
-        error record.
+        error record. A variable of :data:`ldpsim.pipeline.layout.ADDED_VARIABLES` may be
+        missing (a store of an older ldpsim).
     """
     path = Path(path)
     attrs = read_attrs(path)
@@ -138,7 +148,7 @@ def check_store(path: str | Path, *, read_chunks: bool = True) -> dict[str, Any]
         if entry.name != META_GROUP and (entry / "zarr.json").is_file()
     )
     for name in VARIABLE_ATTRS:
-        if name not in names and name not in OPTIONAL_VARIABLES:
+        if name not in names and name not in ADDED_VARIABLES:  # those: an older store
             raise damaged(path, f"{name}/", "the variable is missing")
     for name in names:
         try:

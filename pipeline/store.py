@@ -31,8 +31,8 @@ import zarr
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import check_streams, identity_diff
 from ldpsim.pipeline.layout import (
+    ADDED_VARIABLES,
     META_GROUP,
-    OPTIONAL_VARIABLES,
     VARIABLE_ATTRS,
     Layout,
     axis_contains,
@@ -44,6 +44,7 @@ from ldpsim.pipeline.layout import (
 )
 from ldpsim.pipeline.reading import (
     has_consolidated_metadata,
+    missing_variables,
     read_attrs,
     read_sweep,
 )
@@ -62,12 +63,9 @@ class Store:
         self.group = zarr.open_group(
             str(self.path), mode=mode, zarr_format=3, use_consolidated=False
         )
+        # A store of an older ldpsim lacks the ADDED_VARIABLES until a run adds them.
         present = set(self.group.array_keys())
-        self._arrays = {
-            name: self.group[name]
-            for name in VARIABLE_ATTRS
-            if name in present or name not in OPTIONAL_VARIABLES
-        }
+        self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS if name in present}
 
     # -- creation and extension ------------------------------------------------------
     @classmethod
@@ -113,6 +111,8 @@ class Store:
             layout = stored_layout(path)
             if changes:
                 layout = _extend(path, stored, layout, changes)
+            elif missing_variables(path):  # a store of an older ldpsim: add them
+                _commit(path, _extension_files(path, layout, stored))
             elif not has_consolidated_metadata(path):  # a store of ldpsim <= 0.2
                 consolidate(path)
         except OSError as exc:
@@ -156,6 +156,8 @@ class Store:
             a[name][key] = old
 
         merge("estimate", 0, result["estimate"])
+        if "last" in a:  # absent from a store of an older ldpsim opened without a run
+            merge("last", 0, result["last"])
         merge("lower", 1, result["lower"][:m])
         merge("upper", 1, result["upper"][:m])
         method_failed = result["method_failed"]
@@ -284,8 +286,9 @@ def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layo
 def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, bytes]:
     """The files (relative path -> content) of ``path`` that the extension changes.
 
-    Zarr does the work on a scratch copy of the store's metadata: arrays resized, new
-    coordinates and truth written, the sweep attribute updated, metadata consolidated.
+    Zarr does the work on a scratch copy of the store's metadata: variables of
+    :data:`ADDED_VARIABLES` that the store lacks added, arrays resized, new coordinates
+    and truth written, the sweep attribute updated, metadata consolidated.
     Growing an array writes only its ``zarr.json``: the new region is read as the fill
     value, never from the store's existing chunks.
     """
@@ -297,6 +300,8 @@ def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, byt
         for node in ["", META_GROUP, *source.array_keys()]:
             (scratch / node).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path / node / "zarr.json", scratch / node / "zarr.json")
+        for name in missing_variables(path):
+            _add_variable(scratch, name, ADDED_VARIABLES[name])
         group = zarr.open_group(str(scratch), mode="r+", zarr_format=3, use_consolidated=False)
         for name in group.array_keys():
             array = group[name]
@@ -320,6 +325,18 @@ def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, byt
             ):
                 files[rel] = f.read_bytes()
     return files
+
+
+def _add_variable(root: Path, name: str, like: str) -> None:
+    """Add the array ``name`` with the metadata of the array ``like``, its own attributes.
+
+    No chunk is written: every element reads as the fill value (NaN), as for the
+    replicates of a new template.
+    """
+    metadata = json.loads((root / like / "zarr.json").read_text())
+    metadata["attributes"] = {**metadata.get("attributes", {}), **VARIABLE_ATTRS[name]}
+    (root / name).mkdir()
+    (root / name / "zarr.json").write_text(json.dumps(metadata, indent=2))
 
 
 def _commit(root: Path, files: dict[str, bytes]) -> None:

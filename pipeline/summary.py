@@ -51,6 +51,34 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "root mean squared error of theta_bar_n",
         "units": "parameter units",
     },
+    "rmse_last": {
+        "long_name": "root mean squared error of the last iterate theta_n",
+        "units": "parameter units",
+    },
+    "mse": {
+        "long_name": "mean squared error of theta_bar_n: mean of ||theta_bar_n - theta*||^2",
+        "units": "squared parameter units",
+    },
+    "mse_se": {
+        "long_name": "Monte-Carlo standard error of mse, sd / sqrt(R)",
+        "units": "squared parameter units",
+    },
+    "mse_n_done": {
+        "long_name": "replicates R used for mse: done, every coordinate finite",
+        "units": "1",
+    },
+    "mse_last": {
+        "long_name": "mean squared error of the last iterate: mean of ||theta_n - theta*||^2",
+        "units": "squared parameter units",
+    },
+    "mse_last_se": {
+        "long_name": "Monte-Carlo standard error of mse_last, sd / sqrt(R)",
+        "units": "squared parameter units",
+    },
+    "mse_last_n_done": {
+        "long_name": "replicates R used for mse_last: done, last iterate stored and finite",
+        "units": "1",
+    },
     "sd": {
         "long_name": "empirical sd of sqrt(n) (theta_bar_n - theta*) over replicates",
         "units": "parameter units",
@@ -133,6 +161,24 @@ def _mean_sd_count(
     return mean, sd, count
 
 
+def squared_error(
+    estimate: xr.DataArray, truth: xr.DataArray, done: xr.DataArray
+) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
+    """Mean over replicates of ||estimate - theta*||^2, its standard error and count.
+
+    The norm runs over the coordinates where theta* is known (a grid point of smaller d
+    is NaN-padded); a replicate counts when it is done and its estimate is finite on all
+    of them. The standard error is the sample sd (ddof 1) of the squared errors over
+    sqrt(R); NaN for R < 2, and everything NaN for R = 0.
+    """
+    valid = truth.notnull()
+    finite = (estimate.notnull() | ~valid).all("coord")
+    use = done & valid.any("coord") & finite
+    squared = ((estimate - truth) ** 2).where(valid, 0.0).sum("coord")
+    mean, sd, count = _mean_sd_count(squared, use, "rep")
+    return mean, sd / np.sqrt(count.where(count > 0)), count.astype(np.int64)
+
+
 def summarize(ds: xr.Dataset) -> xr.Dataset:
     """Summarize the replicates of a store (SPEC section 7).
 
@@ -147,7 +193,8 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     ds : xarray.Dataset
         A store opened with :func:`ldpsim.pipeline.reading.open_dataset` (or a Dataset of the same
         layout): ``estimate``, ``lower``, ``upper``, ``truth`` and ``done``; attributes
-        ``level`` and ``sweep``.
+        ``level`` and ``sweep``. ``last`` (the last iterate) is optional: without it
+        (a store of an older ldpsim) ``mse_last`` and ``rmse_last`` are NaN.
 
     Returns
     -------
@@ -156,14 +203,19 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         (sqrt(cov (1 - cov) / R)), ``length`` (mean), ``length_se`` (sd / sqrt(R)) and
         ``n_done`` (R). Per grid point, method, [checkpoint]: ``joint_coverage`` (all
         coordinates covered at once), ``joint_coverage_se``, ``joint_n_done``. Per grid
-        point, [checkpoint,] coord: ``bias`` and ``rmse`` of theta_bar_n, ``sd`` (sample
+        point, [checkpoint,] coord: ``bias`` and ``rmse`` of theta_bar_n, ``rmse_last`` of
+        the last iterate theta_n, ``sd`` (sample
         sd of sqrt(n) (theta_bar_n - theta*)), ``oracle_sd`` (oracle half-length /
         z_{1 - alpha/2} * sqrt(n)) and ``sd_ratio`` = sd / oracle_sd (NaN without an
         oracle method). Per grid point, method, [checkpoint,] coord, over the replicates
         that count for the method: ``bias_over_sd``, ``variance_ratio`` and
         ``predicted_coverage`` with their standard errors (``*_se``), see
         :mod:`ldpsim.pipeline.diagnostics`. Statistics use the sample sd (ddof 1); R < 2
-        gives NaN sds. Attributes ``level`` and ``sweep`` are kept.
+        gives NaN sds. Per grid point, [checkpoint]: ``mse`` = mean of ||theta_bar_n -
+        theta*||^2 over the replicates, ``mse_last`` the same of the last iterate theta_n,
+        each with its standard error (``*_se``, sd / sqrt(R)) and count R
+        (``*_n_done``; see :func:`squared_error`). Attributes ``level`` and ``sweep`` are
+        kept.
     """
     truth = ds["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
@@ -194,6 +246,14 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     bias, _, n_est = _mean_sd_count(error, est_ok, "rep")
     rmse = np.sqrt(_ratio((error.where(est_ok) ** 2).sum("rep"), n_est))
     _, est_sd, _ = _mean_sd_count(estimate, est_ok, "rep")
+    mse, mse_se, mse_n_done = squared_error(estimate, truth, done)
+    # A store of an older ldpsim has no last iterates: NaN statistics, count 0.
+    last = ds["last"] if "last" in ds else xr.full_like(estimate, np.nan)
+    mse_last, mse_last_se, mse_last_n_done = squared_error(last, truth, done)
+    last_ok = done & valid & last.notnull()
+    rmse_last = np.sqrt(
+        _ratio((((last - truth) ** 2).where(last_ok)).sum("rep"), last_ok.sum("rep"))
+    )
 
     n = sample_size(ds)
     z = xr.apply_ufunc(norm.ppf, 0.5 + nominal_level(ds) / 2.0)
@@ -225,6 +285,13 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "joint_n_done": joint_n_done.astype(np.int64),
             "bias": bias,
             "rmse": rmse,
+            "rmse_last": rmse_last,
+            "mse": mse,
+            "mse_se": mse_se,
+            "mse_n_done": mse_n_done,
+            "mse_last": mse_last,
+            "mse_last_se": mse_last_se,
+            "mse_last_n_done": mse_last_n_done,
             "sd": sd,
             "oracle_sd": oracle_sd,
             "sd_ratio": sd / oracle_sd,

@@ -20,8 +20,18 @@ from ldpsim.pipeline.summary import grid_axes, sweep_info
 TableFormat = Literal["text", "markdown", "latex", "csv", "json"]
 TABLE_FORMATS: tuple[str, ...] = get_args(TableFormat)
 
+#: Statistics of a grid point [and checkpoint], the same for all its methods and coords.
+ERROR_FIELDS = ("mse", "mse_se", "mse_n_done", "mse_last", "mse_last_se", "mse_last_n_done")
 #: Fields of one record of :func:`records` besides the grid values.
-RECORD_FIELDS = ("coverage", "coverage_se", "length", "length_se", "n_done", *DIAGNOSTIC_FIELDS)
+RECORD_FIELDS = (
+    "coverage",
+    "coverage_se",
+    "length",
+    "length_se",
+    "n_done",
+    *DIAGNOSTIC_FIELDS,
+    *ERROR_FIELDS,
+)
 
 #: Row label -> summary variable of the table rows per method (each with its ``_se``).
 TABLE_STATS = {"cover": "coverage", "length": "length"}
@@ -33,6 +43,11 @@ TABLE_STATS_DIAGNOSTICS = {
     "bias/sd": "bias_over_sd",
     "var ratio": "variance_ratio",
 }
+#: Row label -> summary variable of the error table (``errors``): one row each per grid
+#: point [and checkpoint], for all methods and coordinates.
+TABLE_ERRORS = {"mse average": "mse", "mse last": "mse_last"}
+#: Statistics shown with three significant digits (the others with three decimals).
+SIGNIFICANT_STATS = ("length", "mse", "mse_last")
 
 
 def _native(value: Any) -> Any:
@@ -59,14 +74,18 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
         store has checkpoints), ``coord``, then ``coverage``, ``coverage_se``,
         ``length``, ``length_se``, ``n_done`` and the diagnostics
         ``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each followed by
-        its ``_se``. Values are plain Python types; NaN statistics are None (null in
-        JSON).
+        its ``_se``, and the mean squared errors of the average and the last iterate
+        (:data:`ERROR_FIELDS`: ``mse``, ``mse_se``, ``mse_n_done``, ``mse_last``,
+        ``mse_last_se``, ``mse_last_n_done``), which are per grid point [and checkpoint]
+        and so repeat in the records of its methods and coordinates. Values are plain
+        Python types; NaN statistics are None (null in JSON).
     """
     axes = grid_axes(summary)
     dims = [*axes, "method", *(["checkpoint"] if "checkpoint" in summary.dims else []), "coord"]
-    data = summary[list(RECORD_FIELDS)].transpose(*dims)
+    data = summary[list(RECORD_FIELDS)]
     index_values = [data[d].values for d in dims]
-    columns = {f: data[f].values for f in RECORD_FIELDS}
+    full = data["coverage"]
+    columns = {f: data[f].broadcast_like(full).transpose(*dims).values for f in RECORD_FIELDS}
     out = []
     for idx in np.ndindex(*(len(v) for v in index_values)):
         rec = {d: _native(v[i]) for d, v, i in zip(dims, index_values, idx, strict=True)}
@@ -96,8 +115,8 @@ def _length_digits(value: float) -> int:
     return max(3, 2 - math.floor(math.log10(abs(value))))
 
 
-def _cell(value: float, se: float, length: bool) -> str:
-    digits = _length_digits(value) if length else 3
+def _cell(value: float, se: float, significant: bool) -> str:
+    digits = _length_digits(value) if significant else 3
     if not np.isfinite(value):
         return "n/a"
     return f"{_fmt_stat(value, digits)} ({_fmt_stat(se, digits)})"
@@ -199,18 +218,34 @@ def _caption(summary: xr.Dataset, diagnostics: bool) -> str:
     )
 
 
+def _error_caption(summary: xr.Dataset) -> str:
+    name = sweep_info(summary).get("name")
+    counts = np.concatenate([summary[f"{v}_n_done"].values.ravel() for v in TABLE_ERRORS.values()])
+    lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
+    head = f"{name}: " if name else ""
+    return (
+        f"{head}mean squared error (mean over replicates of the squared norm of the error) "
+        f"of the average theta_bar_n and of the last iterate theta_n (Monte-Carlo standard "
+        f"errors in brackets); replicates per cell: {lo if lo == hi else f'{lo}-{hi}'}"
+    )
+
+
 def _table_rows(
-    summary: xr.Dataset, fmt: str, diagnostics: bool
+    summary: xr.Dataset, fmt: str, stats: dict[str, str], per_method: bool = True
 ) -> tuple[list[str], list[str], list[tuple[list[str], list[str]]]]:
-    stats = TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS
+    """Column names, column headers and rows (labels, cells) of a table of ``stats``.
+
+    Rows per grid point [and checkpoint], and with ``per_method`` per [coord and] method.
+    """
     axes = grid_axes(summary)
     col_axis = "n" if "n" in axes else None
     row_dims: list[str] = [a for a in axes if a != "n"]
     if "checkpoint" in summary.dims:
         row_dims.append("checkpoint")
-    if summary.sizes["coord"] > 1:
-        row_dims.append("coord")
-    row_dims.append("method")
+    if per_method:
+        if summary.sizes["coord"] > 1:
+            row_dims.append("coord")
+        row_dims.append("method")
 
     if col_axis is None and "checkpoint" not in summary.dims:
         n = sweep_info(summary).get("spec", {}).get("n")
@@ -241,7 +276,7 @@ def _table_rows(
             values = np.atleast_1d(cell[var].values)
             ses = np.atleast_1d(cell[f"{var}_se"].values)
             cells = [
-                _cell(float(v), float(s), var == "length")
+                _cell(float(v), float(s), var in SIGNIFICANT_STATS)
                 for v, s in zip(values, ses, strict=True)
             ]
             rows.append(([*labels, stat], cells))
@@ -316,7 +351,9 @@ def _latex_table(caption: str, names, headers, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_table(summary: xr.Dataset, fmt: TableFormat = "text", diagnostics: bool = False) -> str:
+def format_table(
+    summary: xr.Dataset, fmt: TableFormat = "text", diagnostics: bool = False, errors: bool = False
+) -> str:
     """Format a summary as a table.
 
     Parameters
@@ -334,6 +371,10 @@ def format_table(summary: xr.Dataset, fmt: TableFormat = "text", diagnostics: bo
     diagnostics : bool
         Add the rows pred cover, bias/sd and var ratio per method (``text``,
         ``markdown`` and ``latex``); see :mod:`ldpsim.pipeline.diagnostics`.
+    errors : bool
+        Follow the table with a second one (``text``, ``markdown`` and ``latex``): the mean
+        squared error of the average and of the last iterate (``mse average``, ``mse
+        last``), one row each per grid point [and checkpoint], columns as above.
 
     Returns
     -------
@@ -361,10 +402,10 @@ def format_table(summary: xr.Dataset, fmt: TableFormat = "text", diagnostics: bo
         writer.writeheader()
         writer.writerows(recs)
         return buffer.getvalue()
-    names, headers, rows = _table_rows(summary, fmt, diagnostics)
-    caption = _caption(summary, diagnostics)
-    if fmt == "markdown":
-        return _markdown_table(caption, names, headers, rows)
-    if fmt == "latex":
-        return _latex_table(caption, names, headers, rows)
-    return _text_table(caption, names, headers, rows)
+    render = {"markdown": _markdown_table, "latex": _latex_table}.get(fmt, _text_table)
+    stats = TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS
+    table = render(_caption(summary, diagnostics), *_table_rows(summary, fmt, stats))
+    if errors:
+        rows = _table_rows(summary, fmt, TABLE_ERRORS, per_method=False)
+        table += "\n" + render(_error_caption(summary), *rows)
+    return table

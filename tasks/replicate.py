@@ -21,13 +21,16 @@ from ldpsim.tasks.validation import check_int
 class ReplicateResult:
     """What one replicate returns; small and picklable.
 
-    Arrays have shape (d,), or (n_checkpoints, d) when the spec has checkpoints.
+    ``estimate`` is the average theta_bar_n, ``last`` the last iterate theta_n (each at
+    every checkpoint when the spec has them). Arrays have shape (d,), or
+    (n_checkpoints, d) when the spec has checkpoints.
     A method that failed has NaN bounds where it failed, True in ``method_failed`` there
     (shape (), or (n_checkpoints,)) and its first reason in ``failures``; a non-finite
     estimate (overflowing iterates) is recorded under ``failures['estimate']``.
     """
 
     estimate: np.ndarray
+    last: np.ndarray
     truth: np.ndarray
     lower: dict[str, np.ndarray]
     upper: dict[str, np.ndarray]
@@ -82,7 +85,7 @@ def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStat
     """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics."""
     model, mechanism = rs.model, rs.mechanism
     cuts = replicate_cuts(rs)
-    _, seg_dev, seg_shift, snap_t, snap_b, snap_a = run_kernel(rs, cuts, data_rng)
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(rs, cuts, data_rng)
     return StreamingStats(
         n=rs.n,
         cuts=cuts,
@@ -91,6 +94,7 @@ def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStat
         snap_t=snap_t,
         snap_b=snap_b,
         snap_a=snap_a,
+        snap_theta=snap_theta,
         gamma=rs.gamma,
         asymptotic_cov=model.asymptotic_cov(mechanism.variance(model), rs.batch),
     )
@@ -153,6 +157,7 @@ def compute_replicate(
     points = rs.checkpoints or (rs.n,)
     d = rs.model.dim
     estimate = np.empty((len(points), d))
+    last = np.empty((len(points), d))
     lower = {label: np.full((len(points), d), np.nan) for label in rs.methods}
     upper = {label: np.full((len(points), d), np.nan) for label in rs.methods}
     method_failed = {label: np.zeros(len(points), dtype=bool) for label in rs.methods}
@@ -160,6 +165,7 @@ def compute_replicate(
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
+        last[k] = sub.last_iterate
         if not np.all(np.isfinite(estimate[k])):
             where = f" at n = {point}" if rs.checkpoints else ""
             failures.setdefault(
@@ -182,12 +188,13 @@ def compute_replicate(
             lower[label][k], upper[label][k] = lo, hi
     seconds = time.perf_counter() - start
     if rs.checkpoints is None:
-        estimate = estimate[0]
+        estimate, last = estimate[0], last[0]
         lower = {k: v[0] for k, v in lower.items()}
         upper = {k: v[0] for k, v in upper.items()}
         method_failed = {k: v.reshape(()) for k, v in method_failed.items()}
     return ReplicateResult(
         estimate=estimate,
+        last=last,
         truth=rs.model.truth(),
         lower=lower,
         upper=upper,

@@ -97,6 +97,9 @@ def ldp_sgd(
         b_s = sum_{r<=s} r T_r.
     snap_a : ndarray (K, d, d)
         A_s = sum_{r<=s} T_r T_r' (self-normalization, Lee et al. 2022), same centre.
+    snap_theta : ndarray (K, d)
+        The iterate theta_s at the end of segment k (s = cuts[k]): the last iterate at
+        every checkpoint. ``snap_theta[-1]`` equals ``theta``.
 
     Notes
     -----

@@ -60,6 +60,7 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
     snap_t = np.empty((n_cuts, d))
     snap_b = np.empty((n_cuts, d))
     snap_a = np.empty((n_cuts, d, d))
+    snap_theta = np.empty((n_cuts, d))
     a1, a2, a3, a4, a5 = eta_series(gamma)
     ratios = np.empty(ETA_RESYNC_MASK + 1)
     ratios_p = address(ratios)
@@ -116,6 +117,7 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
             seg_dev[k, j] = t[j] - t_start[j]
             snap_t[k, j] = t[j]
             snap_b[k, j] = bvec[j]
+            snap_theta[k, j] = theta[j]
             for m in range(j + 1):
                 snap_a[k, j, m] = amat[j, m]
                 snap_a[k, m, j] = amat[j, m]
@@ -137,4 +139,4 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
             t[j] -= s * delta[j]
     keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
     st[0], st[1] = state[0], state[1]
-    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a
+    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta

@@ -23,7 +23,7 @@ class StreamingStats:
     ----------
     n : int
         Number of SGD steps these statistics describe (= cuts[-1]).
-    cuts, seg_dev, seg_shift, snap_t, snap_b, snap_a
+    cuts, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
         Kernel outputs, see :func:`ldpsim.tasks.sgd.ldp_sgd`.
     gamma : float
         Step-size exponent of the run (batch means and the bootstrap's theory use it).
@@ -38,6 +38,7 @@ class StreamingStats:
     snap_t: np.ndarray
     snap_b: np.ndarray
     snap_a: np.ndarray
+    snap_theta: np.ndarray
     gamma: float
     asymptotic_cov: np.ndarray
 
@@ -49,6 +50,11 @@ class StreamingStats:
     def theta_bar(self) -> np.ndarray:
         """Polyak-Ruppert average (1/n) sum theta_i."""
         return self.seg_shift[-1] + self.snap_t[-1] / self.n
+
+    @property
+    def last_iterate(self) -> np.ndarray:
+        """The last iterate theta_n."""
+        return self.snap_theta[-1]
 
     def prefix(self, n: int) -> StreamingStats:
         """The statistics of the first ``n`` steps; ``n`` must be one of the cuts."""
@@ -64,6 +70,7 @@ class StreamingStats:
             snap_t=self.snap_t[sl],
             snap_b=self.snap_b[sl],
             snap_a=self.snap_a[sl],
+            snap_theta=self.snap_theta[sl],
             gamma=self.gamma,
             asymptotic_cov=self.asymptotic_cov,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,11 @@ METHODS = ["bb", "oracle"]
 D = 2
 #: The (tau, n) cell without any done replicate.
 EMPTY_CELL = {"tau": 0.9, "n": 10_000}
+
+
+def last_error(r: int, j: int) -> float:
+    """theta_n - theta* of replicate r, coordinate j (the last iterate is noisier)."""
+    return 0.05 * (j + 1) * math.sin(1.3 * r + j) + 0.02
 
 
 def bias(j: int) -> float:
@@ -82,6 +88,7 @@ def grid_store() -> xr.Dataset:
     shape_g = (len(TAUS), len(NS))
     m, r_all = len(METHODS), REPS
     estimate = np.full((*shape_g, r_all, D), np.nan)
+    last = np.full_like(estimate, np.nan)
     lower = np.full((*shape_g, m, r_all, D), np.nan)
     upper = np.full_like(lower, np.nan)
     truth = np.full((*shape_g, D), np.nan)
@@ -100,6 +107,7 @@ def grid_store() -> xr.Dataset:
                     t = truth[a, b, j]
                     noise = e[r] if r < DONE else 100.0
                     estimate[a, b, r, j] = t + bias(j) + EMPIRICAL_SD * noise / np.sqrt(n)
+                    last[a, b, r, j] = t + last_error(r, j) * (1.0 if r < DONE else 1e3)
                     oracle_len = 2 * Z * ORACLE_SD / np.sqrt(n)
                     lower[a, b, 1, r, j], upper[a, b, 1, r, j] = _interval(
                         t, oracle_len, oracle_covers(r, j)
@@ -113,6 +121,7 @@ def grid_store() -> xr.Dataset:
     ds = xr.Dataset(
         {
             "estimate": ((*g, "rep", "coord"), estimate),
+            "last": ((*g, "rep", "coord"), last),
             "lower": ((*gm, "rep", "coord"), lower),
             "upper": ((*gm, "rep", "coord"), upper),
             "truth": ((*g, "coord"), truth),
@@ -145,16 +154,21 @@ HALF_WIDTH = {"bb": 1.8, "bm": 1.5, "sn": 2.4, "oracle": Z * ORACLE_SD}
 
 
 def checkpoint_store(reps: int = 1) -> xr.Dataset:
-    """A figure-1 store: no grid axes, checkpoints, methods bb/bm/sn/oracle, d = 1."""
+    """A figure-1 store: no grid axes, checkpoints, methods bb/bm/sn/oracle, d = 1.
+
+    The last iterate's error decays as k^-1/4, the average's as k^-1/2.
+    """
     k = np.array(CHECKPOINTS, dtype=np.float64)
     rng = np.random.default_rng(0)
     walk = np.cumsum(rng.standard_normal((reps, len(k))), axis=1) / np.arange(1, len(k) + 1)
     estimate = (0.1 * walk * 40 / np.sqrt(k))[..., None]
+    last = (4.0 * walk / k**0.25)[..., None]  # slower than the average's 1 / sqrt(k)
     half = np.array([HALF_WIDTH[m] for m in RUN_METHODS])[:, None, None, None]
     half = half / np.sqrt(k)[None, None, :, None]
     ds = xr.Dataset(
         {
             "estimate": (("rep", "checkpoint", "coord"), estimate),
+            "last": (("rep", "checkpoint", "coord"), last),
             "lower": (("method", "rep", "checkpoint", "coord"), estimate[None] - half),
             "upper": (("method", "rep", "checkpoint", "coord"), estimate[None] + half),
             "truth": (("coord",), np.array([0.0])),

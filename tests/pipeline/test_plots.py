@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import synthetic as syn
+import xarray as xr
 
-from ldpsim.pipeline.plots import MAX_DIAGNOSTIC_COLUMNS, PANEL_SIZE, plot_store
+from ldpsim.pipeline.plots import (
+    ERROR_SERIES,
+    MAX_DIAGNOSTIC_COLUMNS,
+    PANEL_SIZE,
+    _errors_figure,
+    plot_store,
+)
+from ldpsim.pipeline.summary import summarize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -34,9 +43,36 @@ def test_plots_of_a_store_path_with_n_axis(tmp_path):
 def test_plots_of_a_checkpoint_store(tmp_path):
     # One replicate: no sd, so no diagnostics figure (it would be empty).
     files = plot_store(syn.checkpoint_store(), tmp_path)
-    check_files(files, tmp_path, ["coverage", "length", "running"])
+    check_files(files, tmp_path, ["coverage", "length", "running", "errors"])
     files = plot_store(syn.checkpoint_store(reps=3), tmp_path / "three")
-    check_files(files, tmp_path / "three", ["coverage", "length", "running", "diagnostics"])
+    stems = ["coverage", "length", "running", "diagnostics", "errors"]
+    check_files(files, tmp_path / "three", stems)
+    # A store of an older ldpsim, without last iterates: the average's errors alone.
+    files = plot_store(syn.checkpoint_store(reps=3).drop_vars("last"), tmp_path / "old")
+    check_files(files, tmp_path / "old", stems)
+
+
+def test_errors_figure_draws_both_mean_squared_errors():
+    summary = summarize(syn.checkpoint_store(reps=3))
+    fig = _errors_figure(summary)
+    (ax,) = fig.axes
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    # One error-bar container per series; its first line holds the plotted values.
+    series = {bars.get_label(): bars.lines[0] for bars in ax.containers}
+    assert set(series) == {label for _, label in ERROR_SERIES}
+    for var, label in ERROR_SERIES:
+        np.testing.assert_array_equal(series[label].get_ydata(), summary[var].values)
+    without_last = _errors_figure(summarize(syn.checkpoint_store(reps=3).drop_vars("last")))
+    labels = [bars.get_label() for bars in without_last.axes[0].containers]
+    assert labels == ["average theta_bar_n"]
+
+
+def test_errors_panels_per_grid_point(tmp_path):
+    # Two grid values: a panel each.
+    store = xr.concat([syn.checkpoint_store(reps=3)] * 2, dim=xr.DataArray([0.5, 1.0], dims="eps"))
+    store["truth"] = store["truth"].isel(eps=0, drop=True).expand_dims(eps=[0.5, 1.0])
+    fig = _errors_figure(summarize(store))
+    assert [ax.get_title() for ax in fig.axes] == ["eps = 0.5", "eps = 1"]
 
 
 def png_size(path: Path) -> tuple[int, int]:

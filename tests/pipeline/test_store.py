@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 import zarr
 from conftest import computed, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import check_streams
-from ldpsim.pipeline.reading import open_dataset
+from ldpsim.pipeline.reading import check_store, open_dataset
 from ldpsim.pipeline.runner import run_sweep
 from ldpsim.pipeline.store import Store, consolidate
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.worker import run_chunk
-from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
+from ldpsim.tasks.seeding import STREAMS_VERSION, data_stream, streams_fingerprint
 
-VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
+VALUES = ("estimate", "last", "lower", "upper", "truth", "done", "failed", "method_failed")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,7 @@ def test_schema(finished):
     _, store = finished
     ds = open_dataset(store)
     assert dict(ds.sizes) == {"tau": 2, "n": 2, "method": 3, "rep": 4, "coord": 1}
-    assert ds["estimate"].dims == ("tau", "n", "rep", "coord")
+    assert ds["estimate"].dims == ds["last"].dims == ("tau", "n", "rep", "coord")
     for name in ("lower", "upper"):
         assert ds[name].dims == ("tau", "n", "method", "rep", "coord")
     assert ds["truth"].dims == ("tau", "n", "coord")
@@ -51,7 +55,7 @@ def test_schema(finished):
     assert ds["method"].dtype.kind in "OUT"
     assert list(ds["n"].values) == [2000, 5000] and ds["n"].dtype == np.int64
     assert list(ds["tau"].values) == [0.5, 0.9]
-    for name in ("estimate", "lower", "upper", "truth", "done", "seconds"):
+    for name in ("estimate", "last", "lower", "upper", "truth", "done", "seconds"):
         assert ds[name].attrs["long_name"] and ds[name].attrs["units"], name
     assert ds["seconds"].attrs["units"] == "s"
     for name in ("rep", "coord", "method", "n", "tau"):
@@ -62,7 +66,8 @@ def test_schema(finished):
     assert ds.attrs["level"] == pytest.approx(0.9)
     versions = json.loads(ds.attrs["versions"])
     assert {"numpy", "xarray", "zarr", "dask", "ldpsim"} <= set(versions)
-    assert np.isfinite(ds["estimate"].values).all()
+    assert np.isfinite(ds["estimate"].values).all() and np.isfinite(ds["last"].values).all()
+    assert not np.array_equal(ds["estimate"].values, ds["last"].values)
     assert (ds["lower"] < ds["upper"]).all()
     assert (ds["seconds"] > 0).all()
     # theta* of the quantile model depends on tau, not on n.
@@ -159,6 +164,103 @@ def test_method_failed_per_checkpoint(tmp_path):
     assert ds["method_failed"].isel(n=0).values.tolist() == [[True] * 2, [True] * 2, [False] * 2]
     n_done = summarize(ds)["n_done"].isel(n=0, coord=0).transpose("method", "checkpoint")
     np.testing.assert_array_equal(n_done.values, [[0, 2, 2], [0, 2, 2], [2, 2, 2]])
+
+
+def _reference_path():
+    """tests/tasks/sgd_reference.py's plain-Python LDP-SGD loop."""
+    file = Path(__file__).resolve().parents[1] / "tasks" / "sgd_reference.py"
+    spec = importlib.util.spec_from_file_location("sgd_reference", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reference_path
+
+
+def test_last_iterates_at_checkpoints(tmp_path):
+    # The stored last iterates are theta at the checkpoints of an independent
+    # recomputation: the plain-Python loop on each replicate's data stream.
+    sweep_file = write_sweep(
+        tmp_path / "ck.toml", replicates=2, grid={"n": [600]}, spec={"checkpoints": "[50, 300]"}
+    )
+    sweep = load_sweep(sweep_file)
+    store, _ = Store.open_or_create(tmp_path / "ck.zarr", sweep)
+    point = sweep.points()[0]
+    chunk = run_chunk(point.spec, [0, 1], store.layout.methods, store.layout.d, "in-process")
+    store.write_chunk(store.index_of(point), 0, chunk)
+    ds = open_dataset(tmp_path / "ck.zarr").load()
+    assert ds["last"].dims == ("n", "rep", "checkpoint", "coord")
+    rs = point.normalized
+    reference_path = _reference_path()
+    for rep in (0, 1):
+        path = reference_path(rs, data_stream(rs.seed, rs.path_key(), rep))
+        np.testing.assert_array_equal(ds["last"].isel(n=0, rep=rep).values, path[[49, 299, 599]])
+        np.testing.assert_allclose(
+            ds["estimate"].isel(n=0, rep=rep, checkpoint=-1).values, path.mean(0), rtol=1e-12
+        )
+
+
+def _without_last(store, copy):
+    # A copy of ``store`` as ldpsim wrote it before it kept the last iterate.
+    shutil.copytree(store, copy)
+    shutil.rmtree(copy / "last")
+    consolidate(copy)
+    return copy
+
+
+def _open_without_warnings(store):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return xr.open_zarr(store).load()
+
+
+def test_store_without_last_iterates(finished, local_cluster, tmp_path, capsys):
+    sweep_file, store = finished
+    address = local_cluster.scheduler_address
+    old = _without_last(store, tmp_path / "old.zarr")
+    assert "last" not in _open_without_warnings(old)
+    check_store(old)  # not damaged, while a store without its average is
+    damaged = shutil.copytree(old, tmp_path / "damaged.zarr")
+    shutil.rmtree(damaged / "estimate")
+    with pytest.raises(InputError, match=r"damaged: estimate/ cannot be read \(the variable is"):
+        check_store(damaged)
+    assert main(["status", str(old)]) == 0
+    assert "16/16 replicates done" in capsys.readouterr().out
+    assert main(["summarize", str(old), "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert {r["mse_last"] for r in records} == {None} and records[0]["mse"] > 0
+    assert main(["plot", str(old), "--out", str(tmp_path / "figures")]) == 0
+    assert "coverage.png" in capsys.readouterr().out
+    # Nothing to do: the store stays as it is.
+    before = tree_hash(old)
+    assert main(["run", str(sweep_file), "--store", str(old), "--scheduler", address]) == 0
+    assert tree_hash(old) == before
+
+    # Extended: the variable is added, NaN for the replicates done before; the new
+    # replicates' last iterates (and everything else) equal a fresh run's.
+    sweep = load_sweep(sweep_file, replicates=6)
+    assert run_sweep(sweep, old, scheduler=address, log=len).computed == 8
+    fresh = tmp_path / "fresh.zarr"
+    run_sweep(sweep, fresh, scheduler=address, log=len)
+    a, b = _open_without_warnings(old), _open_without_warnings(fresh)
+    assert a["last"].attrs["long_name"] == b["last"].attrs["long_name"]
+    assert a["last"].encoding["chunks"] == b["last"].encoding["chunks"]
+    assert np.isnan(a["last"].isel(rep=slice(0, 4))).all()
+    np.testing.assert_array_equal(a["last"].isel(rep=[4, 5]), b["last"].isel(rep=[4, 5]))
+    for name in VALUES:
+        if name != "last":
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+    check_store(old)
+    summary = summarize(a)
+    assert (summary["mse_last_n_done"] == 2).all() and (summary["mse_n_done"] == 6).all()
+
+    # Resumed (replicates left to do, no extension): the variable is added too.
+    resumed = _without_last(store, tmp_path / "resumed.zarr")
+    zarr.open_group(str(resumed), mode="r+", zarr_format=3)["done"][0, 1, 2:4] = False
+    assert run_sweep(load_sweep(sweep_file), resumed, scheduler=address, log=len).computed == 2
+    c, d = _open_without_warnings(resumed), _open_without_warnings(store)
+    assert int(c["last"].notnull().sum()) == 2  # d = 1, replicates 2 and 3 of one point
+    np.testing.assert_array_equal(
+        c["last"].isel(tau=0, n=1, rep=[2, 3]), d["last"].isel(tau=0, n=1, rep=[2, 3])
+    )
 
 
 def _as_version_1(store, copy):
@@ -307,8 +409,9 @@ def test_pseudo_truth_beside_truth(finished):
 def test_store_without_pseudo_truth_opens_summarizes_and_extends(
     finished, local_cluster, tmp_path
 ):
-    # Stores written before 'pseudo_truth' existed lack it: they are checked, summarized
-    # and extended as before (the extension does not add it), with a fresh run's values.
+    # Stores written before 'pseudo_truth' existed lack it: they are checked and
+    # summarized as they are, and the extension adds it, computed for every grid point,
+    # so the result equals a fresh run's.
     sweep_file, original = finished
     store = tmp_path / "old.zarr"
     shutil.copytree(original, store)
@@ -321,10 +424,9 @@ def test_store_without_pseudo_truth_opens_summarizes_and_extends(
     address = local_cluster.scheduler_address
     report = run_sweep(sweep, store, scheduler=address, log=lambda m: 0)
     assert report.computed == 8 and report.failed == 0
-    assert not (store / "pseudo_truth").exists()
+    assert (store / "pseudo_truth" / "zarr.json").is_file()
     fresh = tmp_path / "fresh.zarr"
     run_sweep(sweep, fresh, scheduler=address, log=lambda m: 0)
     a, b = open_dataset(store).load(), open_dataset(fresh).load()
-    assert "pseudo_truth" not in a and "pseudo_truth" in b
-    for name in VALUES:
+    for name in (*VALUES, "pseudo_truth"):
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)

@@ -13,10 +13,17 @@ import synthetic as syn
 import xarray as xr
 from scipy.stats import norm
 
+from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.reading import open_dataset
 from ldpsim.pipeline.summary import summarize
-from ldpsim.pipeline.tables import RECORD_FIELDS, axis_labels, format_table, records
+from ldpsim.pipeline.tables import (
+    ERROR_FIELDS,
+    RECORD_FIELDS,
+    axis_labels,
+    format_table,
+    records,
+)
 
 DONE_CELLS = [(0.5, 100), (0.5, 10_000), (0.9, 100)]
 BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]
@@ -110,12 +117,83 @@ def test_bias_rmse_and_sd_ratio(summary, tau, n):
     np.testing.assert_allclose(c["sd_ratio"].values, syn.EMPIRICAL_SD / syn.ORACLE_SD, rtol=1e-9)
 
 
+def direct_mse(values: np.ndarray, truth: np.ndarray) -> tuple[float, float, int]:
+    """Mean, standard error and count of ||theta - theta*||^2 over the rows of ``values``
+    (replicates x coords) whose every coordinate is finite, with plain numpy."""
+    squared = np.sum((values - truth) ** 2, axis=1)
+    squared = squared[np.isfinite(squared)]
+    return squared.mean(), squared.std(ddof=1) / math.sqrt(squared.size), squared.size
+
+
+@pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
+def test_mse_of_average_and_last_iterate(store, summary, tau, n):
+    c = cell(summary, tau, n)
+    point = store.sel(tau=tau, n=n).isel(rep=slice(0, syn.DONE))  # the done replicates
+    truth = point["truth"].values
+    for name, variable in (("mse", "estimate"), ("mse_last", "last")):
+        mean, se, count = direct_mse(point[variable].values, truth)
+        assert count == syn.DONE
+        assert c[name].dims == () and int(c[f"{name}_n_done"]) == count
+        assert float(c[name]) == pytest.approx(mean, rel=1e-12)
+        assert float(c[f"{name}_se"]) == pytest.approx(se, rel=1e-12)
+    # By construction: E||theta_bar - theta*||^2 = sum_j bias_j^2 + (R - 1)/R d sd^2 / n.
+    r = syn.DONE
+    expected = (
+        sum(syn.bias(j) ** 2 for j in range(syn.D)) + (r - 1) / r * syn.D * syn.EMPIRICAL_SD**2 / n
+    )
+    assert float(c["mse"]) == pytest.approx(expected, rel=1e-9)
+    last = [sum(syn.last_error(k, j) ** 2 for j in range(syn.D)) for k in range(r)]
+    assert float(c["mse_last"]) == pytest.approx(np.mean(last), rel=1e-12)
+    # Per coordinate, as rmse for the average.
+    for j in range(syn.D):
+        ms = np.mean([syn.last_error(k, j) ** 2 for k in range(r)])
+        assert float(c["rmse_last"].sel(coord=j)) == pytest.approx(math.sqrt(ms), rel=1e-12)
+    assert summary["mse"].dims == summary["mse_last_se"].dims == ("tau", "n")
+    assert summary["rmse_last"].dims == ("tau", "n", "coord")
+
+
+def test_mse_counts_replicates_with_a_last_iterate(store):
+    # A store of an older ldpsim extended by a run: replicates done before have NaN last
+    # iterates; mse_last uses the others, mse all of them. A NaN coordinate of the
+    # average (overflow) drops that replicate from mse.
+    partial = store.copy(deep=True)
+    partial["last"][{"rep": slice(0, 10)}] = np.nan
+    partial["estimate"][{"rep": 20, "coord": 1}] = np.nan
+    c = summarize(partial).sel(tau=0.5, n=100)
+    point = partial.sel(tau=0.5, n=100).isel(rep=slice(0, syn.DONE))
+    truth = point["truth"].values
+    mean, se, count = direct_mse(point["last"].values, truth)
+    assert count == syn.DONE - 10 == int(c["mse_last_n_done"])
+    assert float(c["mse_last"]) == pytest.approx(mean, rel=1e-12)
+    assert float(c["mse_last_se"]) == pytest.approx(se, rel=1e-12)
+    mean, se, count = direct_mse(point["estimate"].values, truth)
+    assert count == syn.DONE - 1 == int(c["mse_n_done"])
+    assert float(c["mse"]) == pytest.approx(mean, rel=1e-12)
+
+
+def test_store_without_last_iterates(store):
+    # A store written before the last iterate was kept: everything but mse_last.
+    old = summarize(store.drop_vars("last"))
+    new = summarize(store)
+    for name in ("mse_last", "mse_last_se", "rmse_last"):
+        assert old[name].isnull().all(), name
+    assert (old["mse_last_n_done"] == 0).all()
+    xr.testing.assert_identical(
+        old.drop_vars(["mse_last", "mse_last_se", "mse_last_n_done", "rmse_last"]),
+        new.drop_vars(["mse_last", "mse_last_se", "mse_last_n_done", "rmse_last"]),
+    )
+    assert format_table(old, "text") == format_table(new, "text")
+    assert [r["mse_last"] for r in records(old)] == [None] * 16
+
+
 def test_cell_without_done_replicates_is_nan(summary):
     empty = summary.sel(syn.EMPTY_CELL)
     assert (empty["n_done"] == 0).all()
     assert (empty["joint_n_done"] == 0).all()
-    for name in ("coverage", "coverage_se", "length", "length_se", "joint_coverage", "bias"):
+    names = ("coverage", "coverage_se", "length", "length_se", "joint_coverage", "bias")
+    for name in (*names, "mse", "mse_se", "mse_last", "mse_last_se"):
         assert empty[name].isnull().all(), name
+    assert empty["mse_n_done"] == empty["mse_last_n_done"] == 0
     assert empty["sd_ratio"].isnull().all()
 
 
@@ -210,7 +288,12 @@ def test_records(summary):
         ),
         "n_done": 35,
         **diagnostics,
+        **{name: pytest.approx(float(bb[name])) for name in ERROR_FIELDS},
     }
+    assert first["mse_n_done"] == first["mse_last_n_done"] == 36
+    # Per grid point: the same in the records of every method and coordinate.
+    same_point = [r for r in recs if r["tau"] == 0.5 and r["n"] == 100]
+    assert {r["mse"] for r in same_point} == {first["mse"]}
     assert type(first["n"]) is int and type(first["tau"]) is float
     assert type(first["method"]) is str and type(first["n_done"]) is int
     empty = [r for r in recs if r["tau"] == 0.9 and r["n"] == 10_000]
@@ -218,9 +301,15 @@ def test_records(summary):
 
 
 def test_records_with_checkpoints():
-    recs = records(summarize(syn.checkpoint_store()))
+    summary = summarize(syn.checkpoint_store(reps=3))
+    recs = records(summary)
     assert list(recs[0])[:3] == ["method", "checkpoint", "coord"]
     assert len(recs) == len(syn.RUN_METHODS) * len(syn.CHECKPOINTS)
+    # mse per checkpoint, repeated for every method.
+    assert summary["mse_last"].dims == ("checkpoint",)
+    for rec in recs:
+        expected = float(summary["mse_last"].sel(checkpoint=rec["checkpoint"]))
+        assert rec["mse_last"] == expected
 
 
 def test_text_table(summary):
@@ -280,6 +369,40 @@ def test_csv_table(summary):
     assert list(rows[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS]
     assert float(rows[0]["coverage"]) == 29 / 35 and rows[0]["n_done"] == "35"
     assert rows[-1]["coverage"] == ""
+
+
+def test_error_table(summary, store, tmp_path, capsys):
+    # With errors: the same table, then one of mse per grid point, three significant digits.
+    text = format_table(summary, "text", errors=True)
+    main_table, errors = text.split("\n\n")
+    assert main_table + "\n" == format_table(summary, "text")
+    assert "mean squared error" in errors.splitlines()[0]
+    assert "replicates per cell: 0-36" in errors.splitlines()[0]
+    rows = [line.split() for line in errors.splitlines() if "mse" in line and "(" in line]
+    labels = [r[:3] if r[0][0].isdigit() else r[:2] for r in rows]
+    assert labels == [
+        ["0.5", "mse", "average"],
+        ["mse", "last"],
+        ["0.9", "mse", "average"],
+        ["mse", "last"],
+    ]
+    mse = summary["mse"].sel(tau=0.5).values
+    se = summary["mse_se"].sel(tau=0.5).values
+    # 0.175... (3 decimals) at n = 100, 0.00225... (5 decimals) at n = 1e4.
+    assert rows[0][3:] == [f"{mse[0]:.3f}", f"({se[0]:.3f})", f"{mse[1]:.5f}", f"({se[1]:.5f})"]
+    assert rows[2][-1] == "n/a"  # the cell without done replicates
+    md = format_table(summary, "markdown", errors=True)
+    last = float(summary["mse_last"].sel(tau=0.9, n=100))
+    last_se = float(summary["mse_last_se"].sel(tau=0.9, n=100))
+    assert f"|  | mse last | {last:.5f} ({last_se:.5f}) | n/a |" in md
+    tex = format_table(summary, "latex", errors=True)
+    captions = [line for line in tex.splitlines() if line.startswith(r"\caption")]
+    assert len(captions) == 2 and "^" not in captions[1]  # no math outside $...$
+    # The command line's flag.
+    path = tmp_path / "s.zarr"
+    store.to_zarr(path, zarr_format=3, consolidated=False)
+    assert main(["summarize", str(path), "--errors"]) == 0
+    assert capsys.readouterr().out == text + "\n"
 
 
 def test_unknown_format(summary):

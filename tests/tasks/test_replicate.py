@@ -1,6 +1,7 @@
 """One replicate end to end: result contract, checkpoints, location equivariance and
 memory (SPEC sections 2-5); its sampling distribution is in test_coverage.py."""
 
+import dataclasses
 import json
 import pickle
 import subprocess
@@ -9,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from sgd_reference import reference_path
 
 from ldpsim.tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate
 from ldpsim.tasks.replicate import replicate_cuts
@@ -28,7 +30,7 @@ def test_result_contract():
     spec = {"model": "quantile_regression", "n": 20_000, "coef": [0.5, -1.0, 2.0]}
     result = run_replicate(spec, rep=0)
     assert isinstance(result, ReplicateResult)
-    assert result.estimate.shape == (3,) and result.truth.shape == (3,)
+    assert result.estimate.shape == result.last.shape == result.truth.shape == (3,)
     assert np.array_equal(result.truth, [0.5, -1.0, 2.0])
     assert set(result.lower) == set(result.upper) == {"bb", "bm", "sn", "oracle"}
     for label in result.lower:
@@ -49,13 +51,25 @@ def test_checkpoints_shapes_and_failures():
     spec = {"model": "quantile", "n": 5000, "checkpoints": [3, 100, 1000]}
     result = run_replicate(spec, rep=0)
     assert result.checkpoints == (3, 100, 1000, 5000)
-    assert result.estimate.shape == (4, 1)
+    assert result.estimate.shape == result.last.shape == (4, 1)
     assert np.all(np.isnan(result.lower["bb"][0])) and np.all(np.isnan(result.upper["bb"][0]))
     assert "bb" in result.failures and "n = 3" in result.failures["bb"]
     assert result.method_failed["bb"].tolist() == [True, False, False, False]
     assert not result.method_failed["oracle"].any()
     assert np.all(np.isfinite(result.lower["bb"][1:]))
     assert np.all(np.isfinite(result.lower["oracle"]))
+
+
+def test_last_iterates_are_the_path_at_the_checkpoints():
+    # An independent recomputation: the plain-Python reference loop on the same data
+    # stream gives theta_k at every checkpoint k, and its mean the average at n.
+    rs = normalize_spec({"model": "mean", "d": 2, "n": 1500, "checkpoints": [10, 700]})
+    result = compute_replicate(rs, *streams(rs))
+    path = reference_path(rs, streams(rs)[0])
+    assert np.array_equal(result.last, path[[9, 699, 1499]])
+    np.testing.assert_allclose(result.estimate[-1], path.mean(axis=0), rtol=1e-12)
+    without = compute_replicate(dataclasses.replace(rs, checkpoints=None), *streams(rs))
+    assert np.array_equal(without.last, path[-1])
 
 
 def test_cuts_hold_every_partition_and_stay_small():

@@ -141,6 +141,20 @@ def test_huber_floor_is_hit_and_kept():
     assert np.array_equal(last_iterate(rs, hit + 1, SEED), path[hit])
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_recorded_last_iterates_equal_reference_loop(case):
+    # snap_theta[k] is theta at step cuts[k]: one kernel run records the last iterate
+    # at every cut (powers of two, where the sums are recentred, and others).
+    n_max = 2000
+    cuts = np.array([1, 2, 3, 7, 64, 100, 511, 512, 513, 1000, 1999, 2000])
+    rs = normalize_spec({**CASES[case], "n": n_max, "methods": {"oracle": {}}})
+    path = reference_path(rs, np.random.Generator(np.random.PCG64(SEED)))
+    theta, *_, snap_theta = run_kernel(rs, cuts, np.random.Generator(np.random.PCG64(SEED)))
+    assert snap_theta.shape == (len(cuts), rs.model.dim)
+    assert np.array_equal(snap_theta, path[cuts - 1])
+    assert np.array_equal(snap_theta[-1], theta)
+
+
 def test_kernel_leaves_the_stream_where_numpy_would():
     # The kernel draws from a copy of the generator's state and writes it back: the
     # generator continues exactly as if numpy itself had drawn the kernel's numbers.
