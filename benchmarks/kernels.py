@@ -8,7 +8,7 @@ process:
 - ``ns_per_step``: :func:`ldpsim.tasks.sgd.ldp_sgd` with every streaming statistic on, called
   as :func:`ldpsim.tasks.replicate.run_stats` calls it, on the cuts of a real replicate with
   the interval methods bb, bm and sn;
-- ``floor_ns_per_step``: a compiled loop drawing exactly the same random numbers from
+- ``floor_ns_per_step``: a compiled loop drawing the same random numbers from
   the same generator (numpy's PCG64 and distributions, inlined by :mod:`ldpsim.tasks.rng`,
   as the kernel draws them) and doing nothing else (the draws are summed into the
   returned value so the compiler cannot drop them);
@@ -53,18 +53,37 @@ CASES = [
         "coef": [0.0, 0.0, 1.0, -1.0],
         "eps": 1.0,
     },
+    {"model": "huber_regression", "mechanism": "gdp", "d": 5, "mu": 1.0},
+    {"model": "logistic_regression", "mechanism": "gdp", "d": 5, "mu": 1.0},
 ]
 
 
 @njit
-def floor_quantile(n, s):
-    """One standard normal (the datum) and one uniform (the RR coin) per step."""
+def floor_draws(n, normals, uniforms, s):
+    """``normals`` standard normals and ``uniforms`` uniforms per step."""
     acc = 0.0
     for _ in range(n):
-        z, s = standard_normal(s)
-        u, s = random(s)
-        acc += z + u
+        for _ in range(normals):
+            z, s = standard_normal(s)
+            acc += z
+        for _ in range(uniforms):
+            u, s = random(s)
+            acc += u
     return acc
+
+
+def draws_per_step(model_name: str, p: int) -> tuple[int, int]:
+    """(normals, uniforms) a step of these models draws, p coordinates, gdp noise.
+
+    quantile: the datum and the randomized-response coin. huber_regression: p - 2
+    covariates, the error and p noise normals. logistic_regression: p - 1 covariates,
+    the label's uniform and p noise normals.
+    """
+    if model_name == "quantile":
+        return 1, 1
+    if model_name == "huber_regression":
+        return 2 * p - 1, 0
+    return 2 * p - 1, 1
 
 
 @njit
@@ -101,17 +120,20 @@ def measure(case, n, n_python, repeats):
     def gen(seed):
         return np.random.Generator(np.random.PCG64(seed))
 
-    if model.name == "quantile":
-        floor = lambda seed: floor_quantile(n, state_of(gen(seed)))  # noqa: E731
+    if model.name == "quantile_regression":
+
+        def floor(seed, steps=n):
+            return floor_qr(steps, d, scale, state_of(gen(seed)))
     else:
-        floor = lambda seed: floor_qr(n, d, scale, state_of(gen(seed)))  # noqa: E731
+        normals, uniforms = draws_per_step(model.name, d)
+
+        def floor(seed, steps=n):
+            return floor_draws(steps, normals, uniforms, state_of(gen(seed)))
+
     # Compile (and warm) both on a short run.
     small = replicate_cuts(normalize_spec({**case, "n": 1000, "methods": METHODS}))
     run_kernel(rs, small, gen(0))
-    if model.name == "quantile":
-        floor_quantile(10, state_of(gen(0)))
-    else:
-        floor_qr(10, d, scale, state_of(gen(0)))
+    floor(0, 10)
     rs_py = normalize_spec({**case, "n": n_python, "methods": METHODS})
     fastest = FASTEST_PRIVATIZERS
     reference_path(normalize_spec({**case, "n": 10, "methods": METHODS}), gen(0), fastest)
