@@ -128,6 +128,12 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
             if not _same(va, vb):
                 label = "spec" if section == "base" else "methods"
                 out.append(f"{label}.{k}: {va!r} -> {vb!r}")
+    # A case keeps its meaning; new labels extend the 'case' axis, and a label the
+    # request does not define is one it does not run.
+    stored_cases, requested_cases = a.get("cases", {}), b.get("cases", {})
+    for label in sorted(set(stored_cases) & set(requested_cases)):
+        if not _same(stored_cases[label], requested_cases[label]):
+            out.append(f"cases.{label}: {stored_cases[label]!r} -> {requested_cases[label]!r}")
     return out
 
 

@@ -59,6 +59,7 @@ COORD_ATTRS = {
     "n": {"long_name": "number of SGD steps (sample size)"},
     "tau": {"long_name": "quantile level"},
     "eps": {"long_name": "local differential privacy parameter"},
+    "case": {"long_name": "label of a sweep case (spec values that vary together)"},
     "delta": {"long_name": "local differential privacy parameter delta (gaussian)"},
     "mu": {"long_name": "Gaussian differential privacy parameter (gdp)"},
 }

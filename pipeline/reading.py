@@ -105,7 +105,14 @@ def _sweep_from_json(path: str | Path, text: object) -> Sweep:
         grid=data["grid"],
         methods=data["methods"],
         rep_chunk=data.get("rep_chunk"),
+        cases=_cases_from_json(path, data.get("cases", {})),
     )
+
+
+def _cases_from_json(path: str | Path, cases: object) -> dict[str, dict[str, Any]]:
+    if not isinstance(cases, dict) or not all(isinstance(v, dict) for v in cases.values()):
+        raise damaged(path, "zarr.json", "attribute 'sweep' has 'cases' that are not tables")
+    return cases
 
 
 def damaged(

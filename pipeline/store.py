@@ -49,7 +49,7 @@ from ldpsim.pipeline.reading import (
     read_sweep,
 )
 from ldpsim.pipeline.store_path import check_store_path
-from ldpsim.pipeline.sweep import GridPoint, Sweep
+from ldpsim.pipeline.sweep import CASE_AXIS, GridPoint, Sweep
 
 
 class Store:
@@ -200,6 +200,8 @@ class Changes:
     created: bool = False
     added: dict[str, list[Any]] = field(default_factory=dict)
     replicates_added: int = 0
+    #: The definitions of the case labels in ``added["case"]``.
+    cases_added: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return self.created or bool(self.added) or self.replicates_added > 0
@@ -249,7 +251,11 @@ def inspect_store(path: str | Path, sweep: Sweep) -> Changes:
             f"{layout.checkpoints} ({str(path)!r}); a store grows only along its grid axes "
             "and 'rep'. Use another --store path."
         )
-    return Changes(added=added, replicates_added=max(0, sweep.replicates - layout.replicates))
+    return Changes(
+        added=added,
+        replicates_added=max(0, sweep.replicates - layout.replicates),
+        cases_added={label: sweep.cases[label] for label in added.get(CASE_AXIS, [])},
+    )
 
 
 def stored_layout(path: str | Path) -> Layout:
@@ -278,6 +284,7 @@ def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layo
         grid=values,
         methods=stored.methods,
         rep_chunk=stored.rep_chunk,
+        cases={**stored.cases, **changes.cases_added},
     )
     _commit(path, _extension_files(path, grown, merged))
     return grown

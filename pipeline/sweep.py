@@ -28,7 +28,18 @@ from ldpsim.tasks.spec import (
 from ldpsim.tasks.validation import check_int
 
 #: Top-level keys of a sweep file.
-SWEEP_KEYS = ("description", "replicates", "seed", "spec", "grid", "methods", "rep_chunk")
+SWEEP_KEYS = (
+    "description",
+    "replicates",
+    "seed",
+    "spec",
+    "grid",
+    "cases",
+    "methods",
+    "rep_chunk",
+)
+#: The grid axis whose values are the labels of the sweep's [cases.LABEL] tables.
+CASE_AXIS = "case"
 BUILTIN_DIR = "sweeps"
 
 
@@ -64,14 +75,21 @@ class Sweep:
     grid: dict[str, list[Any]]
     methods: dict[str, dict[str, Any]]
     rep_chunk: int | None = None
+    #: label -> spec values that vary together; the ``case`` grid axis lists the labels.
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
-        """What must match for a store to be extended by this sweep (all but the sizes)."""
+        """What must match for a store to be extended by this sweep (all but the sizes).
+
+        A case's definition is part of it (a label must keep its meaning); adding cases
+        extends the ``case`` axis like any other grid axis.
+        """
         return {
             "seed": self.seed,
             "base": self.base,
             "axes": list(self.grid),
             "methods": self.methods,
+            "cases": self.cases,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,6 +102,7 @@ class Sweep:
             "grid": self.grid,
             "methods": self.methods,
             "rep_chunk": self.rep_chunk,
+            **({"cases": self.cases} if self.cases else {}),
         }
 
     def to_json(self) -> str:
@@ -96,7 +115,15 @@ class Sweep:
         out = []
         for index in itertools.product(*(range(len(self.grid[a])) for a in axes)):
             values = {a: self.grid[a][i] for a, i in zip(axes, index, strict=True)}
-            spec = {**self.base, **values, "methods": self.methods, "seed": self.seed}
+            axis_values = {a: v for a, v in values.items() if a != CASE_AXIS}
+            case = self.cases.get(values[CASE_AXIS], {}) if CASE_AXIS in values else {}
+            spec = {
+                **self.base,
+                **case,
+                **axis_values,
+                "methods": self.methods,
+                "seed": self.seed,
+            }
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -122,6 +149,40 @@ class Sweep:
         return messages
 
 
+def _check_cases(raw: object, grid: Mapping[str, Any], allowed: set[str]) -> dict[str, dict]:
+    """The ``[cases.LABEL]`` tables: spec values that vary together, by label.
+
+    A case may set any spec key but ``methods``, ``seed`` and ``checkpoints`` (every grid
+    point shares those), and no grid axis (it would be set twice); it overrides [spec].
+
+    Raises
+    ------
+    InputError
+        Not a table of tables, an empty case, or a key a case may not set.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or not all(isinstance(v, Mapping) for v in raw.values()):
+        raise InputError(
+            f"The 'cases' section must hold tables [cases.LABEL] of spec values. Got {raw!r}."
+        )
+    forbidden = {"methods", "seed", "checkpoints"}
+    for label, values in raw.items():
+        if not values:
+            raise InputError(f"The case {label!r} sets nothing; give it spec values or drop it.")
+        for key in values:
+            if key not in allowed or key in forbidden:
+                raise InputError(
+                    f"The case {label!r} sets {key!r}, which is not a spec key a case may set; "
+                    f"allowed: {', '.join(sorted(allowed - forbidden))}."
+                )
+            if key in grid:
+                raise InputError(
+                    f"The key {key!r} is both in the case {label!r} and a grid axis; keep one."
+                )
+    return {str(label): dict(values) for label, values in raw.items()}
+
+
 def _json_default(obj: object) -> object:
     if isinstance(obj, float) and not math.isfinite(obj):
         return repr(obj)
@@ -136,16 +197,17 @@ def _parse_value(text: str) -> Any:
 
 
 #: Where a dotted ``--set`` key may point: section -> number of parts after it.
-OVERRIDE_DEPTH = {"spec": (1,), "grid": (1,), "methods": (1, 2)}
-OVERRIDE_FORMS = "KEY, spec.KEY, grid.AXIS, methods.LABEL or methods.LABEL.PARAM"
+OVERRIDE_DEPTH = {"spec": (1,), "grid": (1,), "cases": (2,), "methods": (1, 2)}
+OVERRIDE_FORMS = "KEY, spec.KEY, grid.AXIS, cases.LABEL.KEY, methods.LABEL or methods.LABEL.PARAM"
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``--set key=value`` overrides (TOML values) to a parsed sweep.
 
     ``key`` is a spec key (``eps=2``), ``spec.KEY``, ``grid.AXIS`` (``grid.n=[1e4, 1e5]``),
-    ``methods.LABEL`` (a table) or ``methods.LABEL.PARAM`` (``methods.bb.B=100``), or a
-    top-level key (``replicates=20``, ``seed=3``).
+    ``cases.LABEL.KEY`` (``cases.gdp1.mu=2``), ``methods.LABEL`` (a table) or
+    ``methods.LABEL.PARAM`` (``methods.bb.B=100``), or a top-level key
+    (``replicates=20``, ``seed=3``).
 
     Raises
     ------
@@ -291,10 +353,17 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
             raise InputError(
                 f"Unknown key {key!r} in [spec]. Allowed keys are: {', '.join(sorted(allowed))}."
             )
+    cases = _check_cases(data.get("cases"), grid, allowed)
     for axis, values in grid.items():
-        if axis not in allowed or axis in ("methods", "seed", "checkpoints"):
+        if axis == CASE_AXIS:
+            if not cases:
+                raise InputError(
+                    f"The grid axis {CASE_AXIS!r} lists the labels of [cases.LABEL] tables, "
+                    "and the sweep has none; add them or remove the axis."
+                )
+        elif axis not in allowed or axis in ("methods", "seed", "checkpoints"):
             raise InputError(
-                f"Unknown grid axis {axis!r}. Axes can be any spec key: "
+                f"Unknown grid axis {axis!r}. Axes can be {CASE_AXIS!r} or any spec key: "
                 f"{', '.join(sorted(allowed - {'methods', 'seed', 'checkpoints'}))}."
             )
         if axis in base:
@@ -309,7 +378,19 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
                 )
         if axis == "n":
             grid = {**grid, "n": [_as_int(v, "n") for v in values]}
+        if axis == CASE_AXIS:
+            for label in values:
+                if label not in cases:
+                    raise InputError(
+                        f"The grid axis {CASE_AXIS!r} lists {label!r}, which no [cases.LABEL] "
+                        f"table defines; the cases are: {', '.join(map(repr, cases))}."
+                    )
         _check_distinct(axis, grid[axis])
+    if cases and CASE_AXIS not in grid:
+        raise InputError(
+            f"The sweep defines [cases] ({', '.join(map(repr, cases))}) but its grid has no "
+            f"{CASE_AXIS!r} axis listing the ones to run; add grid.{CASE_AXIS} = [...]."
+        )
     for label, params in methods.items():
         if params is not None and not isinstance(params, Mapping):
             raise InputError(
@@ -326,6 +407,7 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
         grid={k: list(v) for k, v in grid.items()},
         methods={k: dict(v or {}) for k, v in methods.items()},
         rep_chunk=rep_chunk,
+        cases=cases,
     )
     sweep.points()  # validate every grid point eagerly
     return sweep

@@ -17,7 +17,7 @@ from conftest import computed, tree_hash, write_sweep
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import check_streams
-from ldpsim.pipeline.reading import check_store, open_dataset
+from ldpsim.pipeline.reading import check_store, open_dataset, read_sweep
 from ldpsim.pipeline.runner import run_sweep
 from ldpsim.pipeline.store import Store, consolidate
 from ldpsim.pipeline.summary import summarize
@@ -430,3 +430,52 @@ def test_store_without_pseudo_truth_opens_summarizes_and_extends(
     a, b = open_dataset(store).load(), open_dataset(fresh).load()
     for name in (*VALUES, "pseudo_truth"):
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+CASES_SWEEP = """replicates = 3
+seed = 8
+rep_chunk = 2
+[spec]
+model = "mean"
+d = 2
+n = 2000
+[grid]
+case = ["laplace", "gdp"]
+[cases.laplace]
+mechanism = "laplace"
+eps = 2.0
+[cases.gdp]
+mechanism = "gdp"
+mu = 1.0
+[cases.budgets]
+mechanism = "gdp"
+budget_range = [1.0, 2.0]
+[methods.bb]
+B = 50
+[methods.oracle]
+"""
+
+
+def test_cases_store_extends_by_a_case_and_keeps_their_meaning(tmp_path, local_cluster):
+    address = local_cluster.scheduler_address
+    (tmp_path / "s.toml").write_text(CASES_SWEEP)
+    store = tmp_path / "cases.zarr"
+    run_sweep(load_sweep(tmp_path / "s.toml"), store, scheduler=address, log=lambda m: 0)
+    # Adding the third case extends the 'case' axis; the result equals a fresh run's.
+    everything = ['grid.case=["laplace", "gdp", "budgets"]']
+    sweep = load_sweep(tmp_path / "s.toml", everything)
+    report = run_sweep(sweep, store, scheduler=address, log=lambda m: 0)
+    assert report.already_done == 6 and report.computed == 3 and report.failed == 0
+    fresh = tmp_path / "fresh.zarr"
+    run_sweep(sweep, fresh, scheduler=address, log=lambda m: 0)
+    a, b = open_dataset(store).load(), open_dataset(fresh).load()
+    assert list(a["case"].values) == ["laplace", "gdp", "budgets"]
+    for name in VALUES:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+    assert read_sweep(store).cases == sweep.cases
+    # A label keeps its meaning: a changed definition is refused, the store unchanged.
+    before = tree_hash(store)
+    with pytest.raises(InputError, match=r"cases\.gdp: .*'mu': 1\.0.* -> .*'mu': 2"):
+        changed = load_sweep(tmp_path / "s.toml", [*everything, "cases.gdp.mu=2"])
+        run_sweep(changed, store, scheduler=address, log=lambda m: 0)
+    assert tree_hash(store) == before

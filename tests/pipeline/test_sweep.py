@@ -154,3 +154,78 @@ def test_bad_mechanism_parameters_in_sweeps(tmp_path, change, words):
         load_sweep(tmp_path / "s.toml")
     for word in words:
         assert word in str(info.value), (word, str(info.value))
+
+
+# -- cases: spec values that vary together -------------------------------------------------
+CASES_TEXT = """replicates = 2
+seed = 5
+[spec]
+model = "mean"
+d = 2
+eps = 1.0
+[grid]
+case = ["laplace", "gdp"]
+n = [1000, 2000]
+[cases.laplace]
+mechanism = "laplace"
+[cases.gdp]
+mechanism = "gdp"
+eps = {}
+mu = 0.5
+[methods.oracle]
+"""
+
+
+def test_cases_expand_with_the_other_axes(tmp_path):
+    # A case overrides [spec]; the gdp case must drop the base eps, which gdp has not.
+    (tmp_path / "s.toml").write_text(CASES_TEXT.replace("eps = {}\n", ""))
+    with pytest.raises(InputError, match="'eps' parameter does not apply to mechanism 'gdp'"):
+        load_sweep(tmp_path / "s.toml")
+    text = CASES_TEXT.replace("eps = 1.0\n[grid]", "[grid]").replace("eps = {}\n", "")
+    text = text.replace('mechanism = "laplace"', 'mechanism = "laplace"\neps = 2.0')
+    (tmp_path / "s.toml").write_text(text)
+    sweep = load_sweep(tmp_path / "s.toml")
+    points = sweep.points()
+    assert [p.values for p in points] == [
+        {"case": "laplace", "n": 1000},
+        {"case": "laplace", "n": 2000},
+        {"case": "gdp", "n": 1000},
+        {"case": "gdp", "n": 2000},
+    ]
+    assert "case" not in points[0].spec and points[0].spec["eps"] == 2.0
+    gdp = points[2].normalized.mechanism
+    assert gdp.name == "gdp" and gdp.mu == 0.5
+    assert points[0].normalized.mechanism.name == "laplace"
+    # --set reaches into a case; the identity carries the cases.
+    changed = load_sweep(tmp_path / "s.toml", ["cases.gdp.mu=2"])
+    assert changed.points()[2].normalized.mechanism.mu == 2.0
+    assert changed.identity()["cases"]["gdp"] == {"mechanism": "gdp", "mu": 2}
+    subset = load_sweep(tmp_path / "s.toml", ['grid.case=["gdp"]'])
+    assert [p.values["case"] for p in subset.points()] == ["gdp", "gdp"]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (('case = ["laplace", "gdp"]', 'case = ["laplace", "other"]'), ["'other'", "no [cases"]),
+        (("[cases.gdp]", "[cases.gdp]\nn = 5"), ["both in the case 'gdp' and a grid axis"]),
+        (("[cases.gdp]", "[cases.gdp]\nseed = 5"), ["'seed'", "not a spec key a case may"]),
+        (("[cases.gdp]", "[cases.gdp]\ncheckpoints = [10]"), ["'checkpoints'"]),
+        (("[cases.gdp]", "[cases.gdp]\nfoo = 1"), ["'foo'", "allowed:"]),
+        (('case = ["laplace", "gdp"]\n', ""), ["no 'case' axis"]),
+        (("[cases.laplace]", "[cases.empty]\n[cases.laplace]"), ["'empty' sets nothing"]),
+    ],
+)
+def test_bad_cases_are_refused_in_one_line(tmp_path, change, words):
+    text = CASES_TEXT.replace("eps = 1.0\n[grid]", "[grid]").replace("eps = {}\n", "")
+    (tmp_path / "s.toml").write_text(text.replace(*change))
+    with pytest.raises(InputError) as caught:
+        load_sweep(tmp_path / "s.toml")
+    message = str(caught.value)
+    assert "\n" not in message and all(w in message for w in words), message
+
+
+def test_a_case_axis_without_cases_is_refused(tmp_path):
+    (tmp_path / "s.toml").write_text(TEXT.replace("tau = [0.5, 0.9]", 'case = ["a"]'))
+    with pytest.raises(InputError, match=r"\[cases.LABEL\] tables, and the sweep has none"):
+        load_sweep(tmp_path / "s.toml")
