@@ -40,6 +40,8 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 #: `summarize --format` choices: :data:`ldpsim.pipeline.tables.TABLE_FORMATS`, repeated here
 #: so that the parser is built without importing xarray (a test checks they agree).
 FORMATS = ("text", "markdown", "latex", "csv", "json")
+#: What `status` and `errors` read of a store (see :func:`store_outcome`).
+OUTCOME_VARIABLES = ["done", "failed", "method_failed"]
 
 
 def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int:
@@ -284,7 +286,7 @@ def cmd_status(args) -> int:
     from ldpsim.pipeline.reading import check_store, load_dataset
 
     check_store(args.store, read_chunks=False)
-    ds = load_dataset(args.store)
+    ds = load_dataset(args.store, OUTCOME_VARIABLES)
     grid = [d for d in ds["done"].dims if d != "rep"]
     done = ds["done"].values
     failed = ds["failed"].values
@@ -310,7 +312,7 @@ def cmd_errors(args) -> int:
     from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
 
     check_store(args.store, read_chunks=False)
-    ds = load_dataset(args.store)
+    ds = load_dataset(args.store, OUTCOME_VARIABLES)
     count = 0
     for record in iter_errors(args.store):
         count += 1

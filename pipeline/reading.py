@@ -204,8 +204,11 @@ def open_dataset(path: str | Path) -> xr.Dataset:
     return _open(path, chunks="auto")
 
 
-def load_dataset(path: str | Path) -> xr.Dataset:
-    """Read a whole store into memory (numpy arrays), each array in one zarr read.
+def load_dataset(path: str | Path, variables: list[str] | None = None) -> xr.Dataset:
+    """Read a store into memory (numpy arrays), each array in one zarr read.
+
+    ``variables`` limits the data variables read (default: all); the coordinates are
+    always read.
 
     What a summary, a plot or a status needs: every replicate is used, and reading
     once is much faster than reading lazily through dask, whose graph has a task per
@@ -218,6 +221,8 @@ def load_dataset(path: str | Path) -> xr.Dataset:
         As :func:`open_dataset`, and naming the first chunk that cannot be decoded.
     """
     dataset = _open(path, chunks=None)
+    if variables is not None:
+        dataset = dataset[[name for name in variables if name in dataset]]
     try:
         return dataset.load()
     except Exception:  # a codec's own exception; located chunk by chunk below

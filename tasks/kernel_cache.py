@@ -167,7 +167,9 @@ def code_fingerprint(roots: Iterable[object]) -> dict[str, object] | None:
     -------
     dict or None
         ``modules``: a SHA-256 of the source file of each module reached (by module
-        name); ``constants``: a hash of every global constant read, by module and name.
+        name); ``constants``: a hash of every global constant read, by module and name;
+        ``code``: a hash of each reached function's code as this process loaded it
+        (:func:`_code_digest`).
         None if reachable code has no source file to hash (it cannot be cached).
     """
     walker = _DependencyWalker()
@@ -176,7 +178,11 @@ def code_fingerprint(roots: Iterable[object]) -> dict[str, object] | None:
     if walker.unhashable:
         _log.debug("no source file for %s", sorted(walker.unhashable))
         return None
-    return {"modules": dict(sorted(walker.modules.items())), "constants": sorted(walker.constants)}
+    return {
+        "modules": dict(sorted(walker.modules.items())),
+        "constants": sorted(walker.constants),
+        "code": dict(sorted(walker.codes.items())),
+    }
 
 
 def environment_fingerprint() -> dict[str, object]:
@@ -212,6 +218,7 @@ class _DependencyWalker:
     def __init__(self) -> None:
         self.modules: dict[str, str] = {}
         self.constants: set[tuple[str, str, str]] = set()
+        self.codes: dict[str, str] = {}
         self.unhashable: set[str] = set()
         self._seen: set[int] = set()
         self._keep: list[object] = []  # keeps visited objects alive, so ids stay unique
@@ -246,6 +253,10 @@ class _DependencyWalker:
             module or func.__qualname__, func.__code__.co_filename
         ):
             return
+        # The code as loaded, beside its file's hash: a process that imported a module
+        # before its file was edited compiles the old code, under a key no fresh process
+        # (which loads the new code) computes.
+        self.codes[f"{module}:{func.__qualname__}"] = _code_digest(func.__code__)
         names = _global_names(func.__code__)
         for name in sorted(names):
             if name not in func.__globals__:
@@ -313,6 +324,29 @@ def _hash_constant(value: object) -> str:
         data = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
         return _hash_json(["ndarray", value.dtype.str, list(value.shape), data])
     return _hash_json([type(value).__qualname__, repr(value)])
+
+
+def _code_digest(code: types.CodeType) -> str:
+    """SHA-256 of a code object's bytecode, names and constants, nested code included.
+
+    Stable across processes for the same source and Python (unlike ``marshal``, whose
+    output depends on reference counts); frozenset constants are sorted, since their
+    order follows the per-process string hash.
+    """
+    parts: list[bytes] = []
+
+    def add(item: object) -> None:
+        if isinstance(item, types.CodeType):
+            parts.extend([item.co_code, repr((item.co_names, item.co_varnames)).encode()])
+            for const in item.co_consts:
+                add(const)
+        elif isinstance(item, frozenset):
+            parts.append(repr(sorted(map(repr, item))).encode())
+        else:
+            parts.append(repr(item).encode())
+
+    add(code)
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 
 def _global_names(code: types.CodeType) -> set[str]:

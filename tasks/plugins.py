@@ -90,6 +90,13 @@ def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) ->
     callback = CALLBACKS.get(kind)
     if callback is not None and not hasattr(getattr(unit, callback, None), "py_func"):
         return f"sets no numba-compiled {callback} (a function decorated with numba.njit)"
+    if kind == "mechanism":
+        fields = {f.name for f in dataclasses.fields(unit)}
+        if unit.budget_param not in fields:
+            return (
+                f"has no field {unit.budget_param!r}, the privacy parameter it names in "
+                f"budget_param (e.g. `{unit.budget_param}: float | None = None`)"
+            )
     if kind == "method" and unit.interval is intervals.IntervalMethod.interval:
         return "does not implement interval(stats, level, rng)"
     if kind in ("model", "mechanism"):  # their parameters are keys of a replicate spec

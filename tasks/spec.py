@@ -191,6 +191,13 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     mech_cls = find_unit("mechanism", mech_name)
     mechanism = build_from_spec(mech_cls, mech_keys, spec, "mechanism")
     mechanism.check_model(model)
+    try:
+        mechanism.params(model)  # its calibration needs the model's sensitivity
+    except NotImplementedError as exc:
+        raise ValueError(
+            f"The mechanism {mechanism.name!r} cannot be calibrated for model {model.name!r}: "
+            f"{exc}; choose another mechanism."
+        ) from None
     for message in mechanism.outside_theory():
         warnings.warn(message, OutsideTheoryWarning, stacklevel=2)
 

@@ -112,7 +112,7 @@ class Model:
 
         The Gaussian mechanisms are calibrated to it (SPEC 9.1).
         """
-        raise NotImplementedError
+        raise NotImplementedError(f"model {self.name!r} states no l2_sensitivity() (Delta2)")
 
     def l1_sensitivity(self) -> float:
         """Delta1: the l1-diameter of the gradient's range over all data, at any theta.

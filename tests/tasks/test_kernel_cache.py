@@ -253,3 +253,21 @@ def test_cache_folder(monkeypatch, variables, expected):
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     assert cache_folder() == Path(expected)
+
+
+def test_fingerprint_follows_the_loaded_code_not_only_the_file():
+    # A long-lived process that imported a module before its file was edited holds the
+    # old code: its key must differ from the one a fresh process computes from the new
+    # file and code, or that process would store old machine code under the new key.
+    model = QuantileRegression()
+    gradient = type(model).sample_gradient.py_func
+    before = code_fingerprint([gradient])
+    original = gradient.__code__
+    try:
+        gradient.__code__ = original.replace(co_consts=(*original.co_consts, "edited"))
+        after = code_fingerprint([gradient])
+    finally:
+        gradient.__code__ = original
+    assert after["modules"] == before["modules"]  # the file did not change
+    assert after["code"] != before["code"]
+    assert code_fingerprint([gradient]) == before

@@ -129,8 +129,53 @@ def test_without_the_plugin_a_sweep_naming_it_is_refused(tmp_path):
 BROKEN_MODULE = """
 from dataclasses import dataclass
 
+import numpy as np
+from numba import njit
+
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.oracle import Oracle
+from ldpsim.tasks.mechanisms.base import Mechanism
+from ldpsim.tasks.models.base import Model
+
+
+@njit
+def _unchanged(d, g, params, s):
+    return s
+
+
+@njit
+def _zero_gradient(d, theta, params, s, g):
+    g[0] = 0.0
+    return s
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoBudgetField(Mechanism):
+    name = "no_budget_field"
+    privatize = _unchanged
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoDelta2(Model):
+    # A usable model that states no sensitivity: fine without noise, not with gdp.
+    name = "no_delta2"
+    sample_gradient = _zero_gradient
+
+    @property
+    def dim(self):
+        return 1
+
+    def params(self):
+        return np.zeros(1)
+
+    def truth(self):
+        return np.zeros(1)
+
+    def jacobian(self):
+        return np.eye(1)
+
+    def gradient_cov(self):
+        return np.eye(1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,7 +209,8 @@ BROKEN_ENTRY_POINTS = {
         "missing": "no_such_module:Thing",
         "works": "broken_units:Works",
     },
-    "ldpsim.models": {"crashes": "crashing_module:Model"},
+    "ldpsim.models": {"crashes": "crashing_module:Model", "no_delta2": "broken_units:NoDelta2"},
+    "ldpsim.mechanisms": {"no_budget_field": "broken_units:NoBudgetField"},
 }
 BROKEN_WORDS = {
     "another": "sets name = 'another_name'",
@@ -173,6 +219,7 @@ BROKEN_WORDS = {
     "bb": "cannot replace",
     "missing": "cannot be imported (ModuleNotFoundError",
     "crashes": "cannot be imported (RuntimeError: boom",
+    "no_budget_field": "has no field 'eps'",
 }
 
 
@@ -211,6 +258,12 @@ def test_broken_plugins_are_left_out_with_one_line_each(broken_site, with_site):
     assert set(spec.methods) == {"bb", "w"}
     with pytest.raises(ValueError, match=r"plugin 'no_interval'.*does not implement interval"):
         normalize_spec({"model": "quantile", "n": 1000, "methods": {"no_interval": {}}})
+    # A model without the sensitivity a mechanism is calibrated to: refused when the
+    # spec is normalized, not in every replicate.
+    plain = {"model": "no_delta2", "n": 1000, "methods": {"oracle": {}}}
+    assert normalize_spec({**plain, "mechanism": "none"}).model.name == "no_delta2"
+    with pytest.raises(ValueError, match=r"'gdp' cannot be calibrated for model 'no_delta2'"):
+        normalize_spec({**plain, "mechanism": "gdp"})
 
 
 def test_list_warns_about_broken_plugins_and_run_refuses_them(broken_site, tmp_path):

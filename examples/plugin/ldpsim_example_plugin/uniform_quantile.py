@@ -76,5 +76,8 @@ class UniformQuantile(Model):
     def gradient_range(self) -> tuple[float, float]:
         return -self.tau, 1.0 - self.tau
 
+    def l2_sensitivity(self) -> float:
+        return 1.0  # two values 1 apart (d = 1): Delta2 = Delta1 = 1
+
     def l1_sensitivity(self) -> float:
         return 1.0
