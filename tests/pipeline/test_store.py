@@ -127,18 +127,24 @@ def test_spec_mismatch_refused(finished, tmp_path, capsys):
     assert tree_hash(store) == before
 
 
-def test_method_failed_per_checkpoint(tmp_path):
-    # At n = 3 bb has floor(3 / floor(3^0.75)) = 1 block and bm M = 1 batch: both fail
-    # there only. The real worker's chunk, written to a real store, flags that checkpoint
-    # alone, and the summary keeps both replicates at the later checkpoints.
+def _checkpoint_store(tmp_path: Path, n: int, checkpoints: str):
+    """tmp_path/ck.zarr: 2 replicates at n with checkpoints, computed in this process."""
     sweep_file = write_sweep(
-        tmp_path / "ck.toml", replicates=2, grid={"n": [2000]}, spec={"checkpoints": "[3, 100]"}
+        tmp_path / "ck.toml", replicates=2, grid={"n": [n]}, spec={"checkpoints": checkpoints}
     )
     sweep = load_sweep(sweep_file)
     store, _ = Store.open_or_create(tmp_path / "ck.zarr", sweep)
     point = sweep.points()[0]
     chunk = run_chunk(point.spec, [0, 1], store.layout.methods, store.layout.d, "in-process")
     store.write_chunk(store.index_of(point), 0, chunk)
+    return store, point, chunk
+
+
+def test_method_failed_per_checkpoint(tmp_path):
+    # At n = 3 bb has floor(3 / floor(3^0.75)) = 1 block and bm M = 1 batch: both fail
+    # there only. The real worker's chunk, written to a real store, flags that checkpoint
+    # alone, and the summary keeps both replicates at the later checkpoints.
+    store, point, chunk = _checkpoint_store(tmp_path, 2000, "[3, 100]")
     ds = open_dataset(tmp_path / "ck.zarr")
     assert ds["method_failed"].dims == ("n", "method", "rep", "checkpoint")
     failed = ds["method_failed"].isel(n=0).transpose("method", "rep", "checkpoint").values
@@ -178,14 +184,7 @@ def _reference_path():
 def test_last_iterates_at_checkpoints(tmp_path):
     # The stored last iterates are theta at the checkpoints of an independent
     # recomputation: the plain-Python loop on each replicate's data stream.
-    sweep_file = write_sweep(
-        tmp_path / "ck.toml", replicates=2, grid={"n": [600]}, spec={"checkpoints": "[50, 300]"}
-    )
-    sweep = load_sweep(sweep_file)
-    store, _ = Store.open_or_create(tmp_path / "ck.zarr", sweep)
-    point = sweep.points()[0]
-    chunk = run_chunk(point.spec, [0, 1], store.layout.methods, store.layout.d, "in-process")
-    store.write_chunk(store.index_of(point), 0, chunk)
+    _, point, _ = _checkpoint_store(tmp_path, 600, "[50, 300]")
     ds = open_dataset(tmp_path / "ck.zarr").load()
     assert ds["last"].dims == ("n", "rep", "checkpoint", "coord")
     rs = point.normalized
