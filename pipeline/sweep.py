@@ -129,8 +129,11 @@ class Sweep:
                     warnings.simplefilter("ignore")
                     normalized = normalize_spec(spec)
             except (TypeError, ValueError) as exc:
-                where = f" at {values}" if values else ""
-                raise InputError(f"{exc}{where}") from None
+                message = str(exc).rstrip(".")
+                if values:
+                    point = ", ".join(f"{axis} = {value}" for axis, value in values.items())
+                    message = f"{message}, at the grid point {point}"
+                raise InputError(f"{message}.") from None
             out.append(
                 GridPoint(index=tuple(index), values=values, spec=spec, normalized=normalized)
             )

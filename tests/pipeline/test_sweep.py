@@ -56,7 +56,9 @@ def test_invalid_point_named(tmp_path):
     (tmp_path / "s.toml").write_text(TEXT.replace("tau = [0.5, 0.9]", "tau = [0.5, 1.5]"))
     with pytest.raises(InputError, match="tau") as info:
         load_sweep(tmp_path / "s.toml")
-    assert "1.5" in str(info.value)
+    message = str(info.value)
+    assert "at the grid point" in message and "tau = 1.5" in message, message
+    assert message.endswith(".") and ". at" not in message and ".," not in message, message
 
 
 def test_builtin_sweeps_keep_their_bm_batch_counts():
