@@ -189,6 +189,14 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
 
     mech_name = spec.get("mechanism", DEFAULT_MECHANISM.get(model.name, "laplace"))
     mech_cls = find_unit("mechanism", mech_name)
+    shared = [key for key in unit_params(mech_cls) if key in unit_params(type(model))]
+    if shared:  # possible only between two plugins: the built-ins are checked at load
+        raise ValueError(
+            f"The model {model.name!r} and the mechanism {mech_cls.name!r} both take the "
+            f"parameter(s) {', '.join(map(repr, shared))}, so a spec cannot say which one "
+            "a value is for; use them with other units, or rename the parameter in one "
+            "of the two plugins."
+        )
     mechanism = build_from_spec(mech_cls, mech_keys, spec, "mechanism")
     mechanism.check_model(model)
     try:

@@ -179,6 +179,27 @@ class NoDelta2(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScaledModel(NoDelta2):
+    # Fine alone; its 'scale' is also a parameter of the plugin mechanism below.
+    name = "scaled_model"
+    scale: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaledNoise(Mechanism):
+    name = "scaled_noise"
+    privatize = _unchanged
+    eps: float = 1.0
+    scale: float = 1.0
+
+    def params(self, model):
+        return np.zeros(1)
+
+    def variance(self, model):
+        return np.zeros((model.dim, model.dim))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Misnamed(IntervalMethod):
     name = "another_name"
 
@@ -209,8 +230,15 @@ BROKEN_ENTRY_POINTS = {
         "missing": "no_such_module:Thing",
         "works": "broken_units:Works",
     },
-    "ldpsim.models": {"crashes": "crashing_module:Model", "no_delta2": "broken_units:NoDelta2"},
-    "ldpsim.mechanisms": {"no_budget_field": "broken_units:NoBudgetField"},
+    "ldpsim.models": {
+        "crashes": "crashing_module:Model",
+        "no_delta2": "broken_units:NoDelta2",
+        "scaled_model": "broken_units:ScaledModel",
+    },
+    "ldpsim.mechanisms": {
+        "no_budget_field": "broken_units:NoBudgetField",
+        "scaled_noise": "broken_units:ScaledNoise",
+    },
 }
 BROKEN_WORDS = {
     "another": "sets name = 'another_name'",
@@ -264,6 +292,16 @@ def test_broken_plugins_are_left_out_with_one_line_each(broken_site, with_site):
     assert normalize_spec({**plain, "mechanism": "none"}).model.name == "no_delta2"
     with pytest.raises(ValueError, match=r"'gdp' cannot be calibrated for model 'no_delta2'"):
         normalize_spec({**plain, "mechanism": "gdp"})
+    # Two plugins that each load fine but share a parameter name: a spec's 'scale' could
+    # mean either, so the pair is refused (each works with the built-ins).
+    scaled = {"model": "scaled_model", "n": 1000, "methods": {"oracle": {}}}
+    assert normalize_spec({**scaled, "mechanism": "none"}).model.scale == 1.0
+    assert normalize_spec({**plain, "mechanism": "scaled_noise"}).mechanism.scale == 1.0
+    with pytest.raises(ValueError) as caught:
+        normalize_spec({**scaled, "mechanism": "scaled_noise", "scale": 2.0})
+    message = str(caught.value)
+    assert "'scaled_model'" in message and "'scaled_noise'" in message, message
+    assert "'scale'" in message and "\n" not in message, message
 
 
 def test_list_warns_about_broken_plugins_and_run_refuses_them(broken_site, tmp_path):
