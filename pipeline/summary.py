@@ -271,12 +271,12 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         _ratio((((last - truth) ** 2).where(last_ok)).sum("rep"), last_ok.sum("rep"))
     )
 
-    # Each method's own estimate; a store of an older ldpsim has none, and there every
-    # method is centred at theta_bar_n.
+    # Each method's own estimate. Replicates written by an older ldpsim have none (NaN,
+    # or no variable at all); there every method was centred at theta_bar_n (the
+    # competitors did not exist), wherever it gave an interval.
+    theta_bar = estimate.where(lower.notnull())
     method_estimate = (
-        ds["method_estimate"]
-        if "method_estimate" in ds
-        else estimate.expand_dims(method=ds["method"].values)
+        ds["method_estimate"].fillna(theta_bar) if "method_estimate" in ds else theta_bar
     )
     method_ok = done & valid & method_estimate.notnull()
     method_error = method_estimate - truth
