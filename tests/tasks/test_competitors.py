@@ -206,3 +206,24 @@ def test_fang_covers_without_noise():
     # seed 3: mean 0.865, quantile 0.875).
     observed = coverage({"model": "mean", "mechanism": "none", "n": 4000}, {"fang": {}}, 200)
     assert abs(observed["fang"] - 0.9) <= 3.5 * math.sqrt(0.09 / 200), observed
+
+
+def test_competitors_change_no_other_methods_numbers():
+    # Their replays start from a copy of the data stream's state and their own noise
+    # comes from their own streams: bb, bm, sn and the oracle are bit-identical with or
+    # without them, and every method's estimate and compute time is recorded.
+    base = {"model": "quantile", "tau": 0.9, "eps": 2.0, "n": 4000, "seed": 5}
+    plain = {"bb": {}, "bm": {}, "sn": {}, "oracle": {}}
+    competitors = {name: {} for name in COMPETITORS}
+    alone = run_replicate({**base, "methods": plain}, 2)
+    beside = run_replicate({**base, "methods": {**plain, **competitors}}, 2)
+    assert np.array_equal(alone.estimate, beside.estimate)
+    assert np.array_equal(alone.last, beside.last)
+    for label in plain:
+        assert np.array_equal(alone.lower[label], beside.lower[label]), label
+        assert np.array_equal(alone.upper[label], beside.upper[label]), label
+        assert np.array_equal(beside.method_estimate[label], beside.estimate)
+    for label in [*plain, *competitors]:
+        assert beside.method_seconds[label].shape == () and beside.method_seconds[label] > 0
+    for label in competitors:
+        assert not np.array_equal(beside.method_estimate[label], beside.estimate), label
