@@ -25,15 +25,16 @@ REPLICATE_OVERHEAD_S = 2e-3
 #: (the parameter that multiplies the work per user, nanoseconds per user and unit of
 #: it for the quantile and the mean model). CPU seconds per replicate at n = 1e6, eps = 1
 #: on the project's 2-core machine while it ran another sweep (quantile / mean):
-#: fang 0.96 / 1.20 s with B + 1 = 51 chains; np_boot 0.09 / 5.22 s with B = 200 (the
+#: fang 1.14 / 1.20 s with B + 1 = 51 chains; np_boot 0.11 / 5.22 s with B = 200 (the
 #: quantile's resampling is exact and cheap, the mean's draws n users per resample);
-#: cdp_blb_var 5.84 / 3.92 s and cdp_blb_pct 5.60 / 3.95 s with R = 50 (the
-#: Multinomial draws, R n of them whatever eps).
+#: cdp_blb_var 0.39 / 3.92 s and cdp_blb_pct 0.31 / 3.95 s with R = 50 (the mean's
+#: Multinomial draws, R n of them whatever eps; the quantile draws only the counts
+#: near rank tau n).
 COMPETITOR_NS: dict[str, tuple[str, dict[str, float]]] = {
-    "fang": ("B", {"quantile": 18.8, "mean": 23.5}),
-    "np_boot": ("B", {"quantile": 0.45, "mean": 26.1}),
-    "cdp_blb_var": ("R", {"quantile": 117.0, "mean": 78.4}),
-    "cdp_blb_pct": ("R", {"quantile": 112.0, "mean": 79.0}),
+    "fang": ("B", {"quantile": 22.4, "mean": 23.5}),
+    "np_boot": ("B", {"quantile": 0.54, "mean": 26.1}),
+    "cdp_blb_var": ("R", {"quantile": 7.8, "mean": 78.4}),
+    "cdp_blb_pct": ("R", {"quantile": 6.2, "mean": 79.0}),
 }
 #: Sweeps estimated above this many core-seconds need ``ldpsim run --yes``.
 LONG_RUN_SECONDS = 86_400.0

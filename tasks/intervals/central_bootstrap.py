@@ -16,6 +16,7 @@ from ldpsim.tasks.intervals.central_privacy import (
     n_subsets,
     private_mean,
     private_median,
+    resampled_quantiles,
 )
 from ldpsim.tasks.intervals.raw_data import (
     DEFAULT_MAX_N,
@@ -63,7 +64,10 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
     The bag of little bootstraps: a random partition of the n users into s = ceil(K log
     n / eps_int) subsets of b = floor(n / s) users (the n - s b left over are unused); in
     subset j, R resamples of size n (multiplicities Multinomial(n, 1/b)), and on each
-    the private estimator at size n (so its privacy noise is simulated): theta*_jr.
+    the private estimator at size n (so its privacy noise is simulated): theta*_jr. For
+    the quantile only the multiplicities near rank tau n are drawn
+    (:func:`ldpsim.tasks.intervals.central_privacy.resampled_quantiles`, the same
+    distribution up to e^-50).
     Roots T_jr = sqrt(n) (thetahat_j - theta*_jr), thetahat_j the subset's statistic.
 
     Parameters
@@ -165,8 +169,11 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
         for j in range(s):
             part = np.sort(x[subsets[j]])
             centre[j] = sample_statistic(part[:, None], tau)[0]
-            counts = rng.multinomial(n, np.full(b, 1.0 / b), size=self.R)
-            boot[j] = self.private_statistic(part, tau, eps_est, data_range, rng, counts)
+            if tau is None:
+                counts = rng.multinomial(n, np.full(b, 1.0 / b), size=self.R)
+                boot[j] = self.private_statistic(part, tau, eps_est, data_range, rng, counts)
+            else:  # the same distribution, drawing only the counts near rank tau n
+                boot[j] = resampled_quantiles(part, n, tau, eps_est, data_range, self.R, rng)
         return boot, centre
 
     def estimate_interval(
