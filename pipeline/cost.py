@@ -21,6 +21,21 @@ STEP_NS_D4 = 59.0
 INTERVAL_SECONDS = 1.04e-3
 #: Per-replicate scheduling and storage overhead (README "Performance": 1.1-1.8 ms).
 REPLICATE_OVERHEAD_S = 2e-3
+#: The competitors of SPEC 10, which do their own work on the users: method name ->
+#: (the parameter that multiplies the work per user, nanoseconds per user and unit of
+#: it for the quantile and the mean model). CPU seconds per replicate at n = 1e6, eps = 1
+#: on the project's 2-core machine while it ran another sweep (quantile / mean):
+#: fang 1.14 / 1.20 s with B + 1 = 51 chains; np_boot 0.11 / 5.22 s with B = 200 (the
+#: quantile's resampling is exact and cheap, the mean's draws n users per resample);
+#: cdp_blb_var 0.39 / 3.92 s and cdp_blb_pct 0.31 / 3.95 s with R = 50 (the mean's
+#: Multinomial draws, R n of them whatever eps; the quantile draws only the counts
+#: near rank tau n).
+COMPETITOR_NS: dict[str, tuple[str, dict[str, float]]] = {
+    "fang": ("B", {"quantile": 22.4, "mean": 23.5}),
+    "np_boot": ("B", {"quantile": 0.54, "mean": 26.1}),
+    "cdp_blb_var": ("R", {"quantile": 7.8, "mean": 78.4}),
+    "cdp_blb_pct": ("R", {"quantile": 6.2, "mean": 79.0}),
+}
 #: Sweeps estimated above this many core-seconds need ``ldpsim run --yes``.
 LONG_RUN_SECONDS = 86_400.0
 
@@ -39,11 +54,32 @@ def replicate_seconds(spec: ReplicateSpec) -> float:
 
     Its ``n`` x ``batch`` privatized gradients (:func:`step_seconds`), the intervals at
     each checkpoint (:data:`INTERVAL_SECONDS`; bb's B m d operations grow with B, which
-    this leaves out) and the pipeline's per-replicate overhead. The progress bar weighs
+    this leaves out), the competitors' work (:func:`competitor_seconds`) and the
+    pipeline's per-replicate overhead. The progress bar weighs
     each task by this too (only ratios matter there).
     """
     intervals = INTERVAL_SECONDS * len(spec.checkpoints or (spec.n,))
-    return spec.n * spec.batch * step_seconds(spec.model.dim) + intervals + REPLICATE_OVERHEAD_S
+    users = spec.n * spec.batch
+    steps = users * step_seconds(spec.model.dim)
+    return steps + intervals + competitor_seconds(spec) + REPLICATE_OVERHEAD_S
+
+
+def competitor_seconds(spec: ReplicateSpec) -> float:
+    """Core-seconds of the competitors' own work in one replicate (:data:`COMPETITOR_NS`).
+
+    fang: n x batch x (B + 1) answers; np_boot: n x batch x B resampled users;
+    cdp_blb_*: n x batch x R resampled users. The other methods cost
+    :data:`INTERVAL_SECONDS`.
+    """
+    total = 0.0
+    for method in spec.methods.values():
+        if method.name not in COMPETITOR_NS:
+            continue
+        parameter, ns = COMPETITOR_NS[method.name]
+        units = getattr(method, parameter) + (1 if method.name == "fang" else 0)
+        per_unit = ns.get(spec.model.name, max(ns.values()))
+        total += spec.n * spec.batch * units * per_unit * 1e-9
+    return total
 
 
 def sweep_seconds(sweep: Sweep) -> float:

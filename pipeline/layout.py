@@ -40,7 +40,15 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "interval method could not be computed there (see `ldpsim errors`)",
         "units": "1",
     },
+    "method_estimate": {
+        "long_name": "point estimate of the method (theta_bar_n but for the competitors)",
+        "units": "parameter units",
+    },
     "seconds": {"long_name": "compute time of the replicate", "units": "s"},
+    "method_seconds": {
+        "long_name": "compute time of the method (a competitor's: all its work)",
+        "units": "s",
+    },
     "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
 }
 
@@ -48,7 +56,15 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
 #: dimensions, chunks and encoding it shares. Such a store is whole without them
 #: (readers treat them as optional); a run that writes to it adds them, filled with NaN
 #: (``pseudo_truth`` is then computed, like ``truth``, for every grid point).
-ADDED_VARIABLES: dict[str, str] = {"last": "estimate", "pseudo_truth": "truth"}
+ADDED_VARIABLES: dict[str, str] = {
+    "last": "estimate",
+    "pseudo_truth": "truth",
+    "method_estimate": "lower",
+    "method_seconds": "method_failed",
+}
+#: The added variables whose data type differs from the one they share the layout with:
+#: (zarr data type, fill value as zarr's metadata writes it).
+ADDED_DATA_TYPES: dict[str, tuple[str, object]] = {"method_seconds": ("float64", "NaN")}
 
 
 COORD_ATTRS = {
@@ -153,6 +169,19 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
         "upper": (
             (*g_dims, "method", "rep", *x_dims),
             lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+        ),
+        "method_estimate": (
+            (*g_dims, "method", "rep", *x_dims),
+            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+        ),
+        "method_seconds": (
+            (*g_dims, "method", "rep", *x_dims[:-1]),
+            lazy(
+                (*g_shape, m, r, *x_shape[:-1]),
+                (*g_chunks, m, rc, *x_shape[:-1]),
+                np.float64,
+                np.nan,
+            ),
         ),
         # Per checkpoint: a method that fails at an early checkpoint (too few blocks)
         # still counts at the later ones.

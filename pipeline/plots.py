@@ -397,6 +397,80 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
     return cov_fig, len_fig
 
 
+#: The method label the price-of-privacy figures divide the other lengths by (SPEC 10).
+FLOOR_METHOD = "np_boot"
+
+
+def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
+    """Length relative to the non-private floor against eps, and coverage against n eps.
+
+    For a store with ``eps`` and ``n`` grid axes and a method labelled ``np_boot``
+    (the price-of-privacy sweep): one panel per combination of the other grid axes
+    (and per n, for the lengths), coordinate 0. None for any other store.
+    """
+    axes_present = grid_axes(summary)
+    methods = [str(m) for m in summary["method"].values]
+    if not {"eps", "n"} <= set(axes_present) or FLOOR_METHOD not in methods:
+        return None
+    summary = summary.isel(coord=0)
+    if "checkpoint" in summary.dims:
+        summary = summary.isel(checkpoint=-1)
+    colors = _colors(methods)
+    others = [m for m in methods if m != FLOOR_METHOD]
+    eps = summary["eps"].values.astype(np.float64)
+    floor = summary["length"].sel({"method": FLOOR_METHOD}, drop=True)
+
+    length_combos = _combos(summary, [a for a in axes_present if a != "eps"])
+    len_fig, len_grid, len_cells = _wrapped_panels(
+        len(length_combos), 1, _title(summary, f"mean length / {FLOOR_METHOD}")
+    )
+    for (ax,), combo in zip(len_cells, length_combos, strict=True):
+        cell = summary.sel(combo)
+        ratio = cell["length"] / floor.sel(combo)
+        for method in others:
+            values = ratio.sel({"method": method}).values
+            ax.plot(eps, values, marker="o", markersize=4, color=colors[method], label=method)
+        ax.axhline(1.0, color="gray", linestyle=":", label=FLOOR_METHOD)
+        ax.set_xscale("log")
+        ax.set_xticks(eps, axis_labels(summary["eps"].values, "text"))
+        ax.xaxis.set_minor_locator(NullLocator())
+        if np.any(np.isfinite(ratio.values) & (ratio.values > 0)):
+            ax.set_yscale("log")
+        ax.set_xlabel("eps")
+        ax.set_ylabel(f"length / {FLOOR_METHOD}")
+        _panel_title(ax, combo, None)
+    _legend(len_fig, len_grid)
+
+    coverage_combos = _combos(summary, [a for a in axes_present if a not in ("eps", "n")])
+    cov_fig, cov_grid, cov_cells = _wrapped_panels(
+        len(coverage_combos), 1, _title(summary, "coverage against n eps"), sharey=True
+    )
+    level = summary.attrs.get("level")
+    for (ax,), combo in zip(cov_cells, coverage_combos, strict=True):
+        cell = summary.sel(combo).stack(point=("n", "eps"))
+        n_eps = (cell["n"] * cell["eps"]).values.astype(np.float64)
+        order = np.argsort(n_eps, kind="stable")
+        for i, method in enumerate(methods):
+            m = cell.sel({"method": method})
+            _errorbar(
+                ax,
+                n_eps[order],
+                m["coverage"][order],
+                m["coverage_se"][order],
+                (i, len(methods)),
+                colors[method],
+                method,
+            )
+        if level is not None:
+            ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
+        ax.set_xscale("log")
+        ax.set_xlabel("n eps")
+        ax.set_ylabel("coverage")
+        _panel_title(ax, combo, None)
+    _legend(cov_fig, cov_grid)
+    return len_fig, cov_fig
+
+
 def _first_done_rep(done: xr.DataArray) -> int | None:
     flags = np.asarray(done.values, dtype=bool)
     return int(np.argmax(flags)) if flags.any() else None
@@ -503,7 +577,12 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         E||theta - theta*||^2 of the average theta_bar_n and of the last iterate theta_n
         (``mse``, ``mse_last`` of :func:`ldpsim.pipeline.summary.summarize`) with +-2 SE
         against the checkpoints, log-log, one panel per combination of the grid axes
-        (the last iterate is left out for a store that does not keep it).
+        (the last iterate is left out for a store that does not keep it). For a
+        store with ``eps`` and ``n`` axes and an ``np_boot`` method (price-of-privacy):
+        ``privacy-length.{png,pdf}`` (each method's mean length divided by np_boot's
+        against eps, log-log, one panel per n and other grid values) and
+        ``privacy-coverage.{png,pdf}`` (coverage with +-2 SE against n x eps, one panel
+        per value of the other grid axes), coordinate 0.
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else load_dataset(path_or_ds)
     out = prepare_out_dir(out_dir)
@@ -520,6 +599,11 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     diagnostics = None if x_dim is None else _diagnostics_figure(summary, x_dim)
     if diagnostics is not None:
         files += _save(diagnostics, out, "diagnostics")
+    privacy = _privacy_figures(summary)
+    if privacy is not None:
+        files += _save(privacy[0], out, "privacy-length") + _save(
+            privacy[1], out, "privacy-coverage"
+        )
     errors = _errors_figure(summary) if "checkpoint" in summary.dims else None
     if errors is not None:
         files += _save(errors, out, "errors")

@@ -340,6 +340,8 @@ def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Except
         "last": np.full((n_reps, *extra), np.nan),
         "lower": np.full((len(methods), n_reps, *extra), np.nan),
         "upper": np.full((len(methods), n_reps, *extra), np.nan),
+        "method_estimate": np.full((len(methods), n_reps, *extra), np.nan),
+        "method_seconds": np.full((len(methods), n_reps, *extra[:-1]), np.nan),
         "method_failed": np.zeros((len(methods), n_reps, *extra[:-1]), dtype=bool),
         "failed": np.ones(n_reps, dtype=bool),
         "seconds": np.full(n_reps, np.nan),

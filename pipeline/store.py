@@ -31,6 +31,7 @@ import zarr
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import check_streams, identity_diff
 from ldpsim.pipeline.layout import (
+    ADDED_DATA_TYPES,
     ADDED_VARIABLES,
     META_GROUP,
     VARIABLE_ATTRS,
@@ -166,6 +167,14 @@ class Store:
             method_failed = method_failed.reshape(*method_failed.shape[:2], -1).any(axis=2)
         merge("method_failed", 1, method_failed)
         merge("seconds", 0, result["seconds"])
+        if "method_estimate" in a:  # absent from a store of an older ldpsim opened without a run
+            merge("method_estimate", 1, result["method_estimate"][:m])
+        if "method_seconds" in a:
+            method_seconds = result["method_seconds"][:m]
+            if "checkpoint" not in (a["method_seconds"].metadata.dimension_names or ()):
+                # Added beside a method_failed without the checkpoint axis: the total.
+                method_seconds = method_seconds.reshape(*method_seconds.shape[:2], -1).sum(axis=2)
+            merge("method_seconds", 1, method_seconds)
         merge("job_id", 0, result["job_id"])
         merge("failed", 0, result["failed"])
         errors = result.get("errors", {})
@@ -342,6 +351,8 @@ def _add_variable(root: Path, name: str, like: str) -> None:
     """
     metadata = json.loads((root / like / "zarr.json").read_text())
     metadata["attributes"] = {**metadata.get("attributes", {}), **VARIABLE_ATTRS[name]}
+    if name in ADDED_DATA_TYPES:
+        metadata["data_type"], metadata["fill_value"] = ADDED_DATA_TYPES[name]
     (root / name).mkdir()
     (root / name / "zarr.json").write_text(json.dumps(metadata, indent=2))
 

@@ -51,6 +51,18 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "root mean squared error of theta_bar_n",
         "units": "parameter units",
     },
+    "method_bias": {
+        "long_name": "mean of the method's estimate - theta* (theta_bar_n but for competitors)",
+        "units": "parameter units",
+    },
+    "method_rmse": {
+        "long_name": "root mean squared error of the method's estimate",
+        "units": "parameter units",
+    },
+    "method_seconds": {
+        "long_name": "mean compute time of the method per replicate (NaN: not recorded)",
+        "units": "s",
+    },
     "rmse_last": {
         "long_name": "root mean squared error of the last iterate theta_n",
         "units": "parameter units",
@@ -207,15 +219,19 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         the last iterate theta_n, ``sd`` (sample
         sd of sqrt(n) (theta_bar_n - theta*)), ``oracle_sd`` (oracle half-length /
         z_{1 - alpha/2} * sqrt(n)) and ``sd_ratio`` = sd / oracle_sd (NaN without an
-        oracle method). Per grid point, method, [checkpoint,] coord, over the replicates
-        that count for the method: ``bias_over_sd``, ``variance_ratio`` and
-        ``predicted_coverage`` with their standard errors (``*_se``), see
-        :mod:`ldpsim.pipeline.diagnostics`. Statistics use the sample sd (ddof 1); R < 2
-        gives NaN sds. Per grid point, [checkpoint]: ``mse`` = mean of ||theta_bar_n -
-        theta*||^2 over the replicates, ``mse_last`` the same of the last iterate theta_n,
-        each with its standard error (``*_se``, sd / sqrt(R)) and count R
-        (``*_n_done``; see :func:`squared_error`). Attributes ``level`` and ``sweep`` are
-        kept.
+        oracle method). Per grid point, method, [checkpoint,] coord: ``method_bias`` and
+        ``method_rmse`` of the method's own estimate (theta_bar_n for bb, bm, sn and the
+        oracle; a competitor's own, SPEC 10; theta_bar_n for every method of a store
+        older than ``method_estimate``); and over the replicates that count for the
+        method: ``bias_over_sd``, ``variance_ratio`` and ``predicted_coverage`` of the
+        method's estimate, with their standard errors (``*_se``), see
+        :mod:`ldpsim.pipeline.diagnostics`. Per grid point, method, [checkpoint]:
+        ``method_seconds``, the mean compute time of the method (NaN in older stores).
+        Statistics use the sample sd (ddof 1); R < 2 gives NaN sds. Per grid point,
+        [checkpoint]: ``mse`` = mean of ||theta_bar_n - theta*||^2 over the replicates,
+        ``mse_last`` the same of the last iterate theta_n, each with its standard error
+        (``*_se``, sd / sqrt(R)) and count R (``*_n_done``; see :func:`squared_error`).
+        Attributes ``level`` and ``sweep`` are kept.
     """
     truth = ds["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
@@ -255,6 +271,22 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         _ratio((((last - truth) ** 2).where(last_ok)).sum("rep"), last_ok.sum("rep"))
     )
 
+    # Each method's own estimate. Replicates written by an older ldpsim have none (NaN,
+    # or no variable at all); there every method was centred at theta_bar_n (the
+    # competitors did not exist), wherever it gave an interval.
+    theta_bar = estimate.where(lower.notnull())
+    method_estimate = (
+        ds["method_estimate"].fillna(theta_bar) if "method_estimate" in ds else theta_bar
+    )
+    method_ok = done & valid & method_estimate.notnull()
+    method_error = method_estimate - truth
+    method_bias, _, method_n = _mean_sd_count(method_error, method_ok, "rep")
+    method_rmse = np.sqrt(_ratio((method_error.where(method_ok) ** 2).sum("rep"), method_n))
+    if "method_seconds" in ds:
+        method_seconds = ds["method_seconds"].where(done).mean("rep")
+    else:
+        method_seconds = xr.full_like(done.isel(rep=0, drop=True), np.nan, dtype=float)
+
     n = sample_size(ds)
     z = xr.apply_ufunc(norm.ppf, 0.5 + nominal_level(ds) / 2.0)
     label = oracle_label(ds)
@@ -271,7 +303,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
 
     # Over the replicates that count for each method, so that predicted and observed
     # coverage describe the same replicates.
-    diagnostics = interval_diagnostics(error, upper - lower, covered, ok & est_ok, z)
+    diagnostics = interval_diagnostics(method_error, upper - lower, covered, ok & method_ok, z)
 
     out = xr.Dataset(
         {
@@ -286,6 +318,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "bias": bias,
             "rmse": rmse,
             "rmse_last": rmse_last,
+            "method_bias": method_bias,
+            "method_rmse": method_rmse,
+            "method_seconds": method_seconds,
             "mse": mse,
             "mse_se": mse_se,
             "mse_n_done": mse_n_done,

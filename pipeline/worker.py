@@ -26,9 +26,10 @@ def run_chunk(
 ) -> dict[str, Any]:
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
 
-    Returns arrays shaped for the store: estimate and last (R, [K,] d), lower/upper
-    (M, R, [K,] d), method_failed (M, R, [K]) (per checkpoint: a method that fails at an
-    early checkpoint still counts at the later ones), failed (R,), seconds (R,), job_id
+    Returns arrays shaped for the store: estimate and last (R, [K,] d), lower, upper
+    and method_estimate (M, R, [K,] d), method_failed and method_seconds (M, R, [K])
+    (per checkpoint: a method that fails at an early checkpoint still counts at the
+    later ones), failed (R,), seconds (R,), job_id
     (R,), and an error record per failed replicate (traceback, parameters, seed) or per
     failed method.
     """
@@ -43,6 +44,8 @@ def run_chunk(
         "last": np.full((n_reps, *extra), np.nan),
         "lower": np.full((n_methods, n_reps, *extra), np.nan),
         "upper": np.full((n_methods, n_reps, *extra), np.nan),
+        "method_estimate": np.full((n_methods, n_reps, *extra), np.nan),
+        "method_seconds": np.full((n_methods, n_reps, *extra[:-1]), np.nan),
         "method_failed": np.zeros((n_methods, n_reps, *extra[:-1]), dtype=bool),
         "failed": np.zeros(n_reps, dtype=bool),
         "seconds": np.full(n_reps, np.nan),
@@ -73,6 +76,8 @@ def run_chunk(
             out["lower"][m, i, ..., :dim] = result.lower[label]
             out["upper"][m, i, ..., :dim] = result.upper[label]
             out["method_failed"][m, i] = result.method_failed[label]
+            out["method_estimate"][m, i, ..., :dim] = result.method_estimate[label]
+            out["method_seconds"][m, i] = result.method_seconds[label]
         out["seconds"][i] = result.seconds
         if result.failures:
             out["errors"][rep] = {

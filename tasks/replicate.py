@@ -14,6 +14,7 @@ from ldpsim.tasks.seeding import data_stream, method_stream
 from ldpsim.tasks.sgd import ldp_sgd
 from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
 from ldpsim.tasks.stats import StreamingStats
+from ldpsim.tasks.users import Users
 from ldpsim.tasks.validation import check_int
 
 
@@ -23,7 +24,11 @@ class ReplicateResult:
 
     ``estimate`` is the average theta_bar_n, ``last`` the last iterate theta_n (each at
     every checkpoint when the spec has them). Arrays have shape (d,), or
-    (n_checkpoints, d) when the spec has checkpoints.
+    (n_checkpoints, d) when the spec has checkpoints. ``method_estimate`` is each
+    method's point estimate (theta_bar_n for bb, bm, sn and the oracle; a competitor's
+    own, SPEC 10) and ``method_seconds`` the compute time of each method (shape (), or
+    (n_checkpoints,)): its interval from the statistics, or for a competitor all its
+    work (replaying the users included); ``seconds`` is the whole replicate's.
     A method that failed has NaN bounds where it failed, True in ``method_failed`` there
     (shape (), or (n_checkpoints,)) and its first reason in ``failures``; a non-finite
     estimate (overflowing iterates) is recorded under ``failures['estimate']``.
@@ -38,6 +43,8 @@ class ReplicateResult:
     checkpoints: tuple[int, ...] | None = None
     failures: dict[str, str] = field(default_factory=dict)
     method_failed: dict[str, np.ndarray] = field(default_factory=dict)
+    method_estimate: dict[str, np.ndarray] = field(default_factory=dict)
+    method_seconds: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
@@ -48,6 +55,8 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
     for point in rs.checkpoints or (n,):
         parts.append(np.array([point], dtype=np.int64))
         for method in rs.methods.values():
+            if method.own_estimate:
+                continue  # computes from the users, not from the run's segments
             try:
                 parts.append(method.cuts(point, rs.gamma))
             except ValueError:
@@ -153,6 +162,16 @@ def compute_replicate(
         One stream per method that draws random numbers (``uses_rng``).
     """
     start = time.perf_counter()
+    users = Users(
+        model=rs.model,
+        mechanism=rs.mechanism,
+        n=rs.n,
+        batch=rs.batch,
+        c=rs.c,
+        gamma=rs.gamma,
+        theta0=rs.theta0,
+        start=state_of(data_rng),
+    )
     stats = run_stats(rs, data_rng)
     points = rs.checkpoints or (rs.n,)
     d = rs.model.dim
@@ -160,6 +179,8 @@ def compute_replicate(
     last = np.empty((len(points), d))
     lower = {label: np.full((len(points), d), np.nan) for label in rs.methods}
     upper = {label: np.full((len(points), d), np.nan) for label in rs.methods}
+    method_estimate = {label: np.full((len(points), d), np.nan) for label in rs.methods}
+    method_seconds = {label: np.full(len(points), np.nan) for label in rs.methods}
     method_failed = {label: np.zeros(len(points), dtype=bool) for label in rs.methods}
     failures: dict[str, str] = {}
     for k, point in enumerate(points):
@@ -175,9 +196,14 @@ def compute_replicate(
             rng = method_rngs.get(label)
             if rng is not None and point != rs.n:
                 rng = checkpoint_stream(rng, point)
+            method_start = time.perf_counter()
             try:
                 with np.errstate(all="raise"):
-                    lo, hi = method.interval(sub, rs.level, rng)
+                    if method.own_estimate:
+                        centre, lo, hi = method.estimate_interval(users, rs.level, rng)
+                    else:
+                        centre = estimate[k]
+                        lo, hi = method.interval(sub, rs.level, rng)
                 if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
                     raise FloatingPointError("non-finite interval bound")
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -185,13 +211,18 @@ def compute_replicate(
                 failures.setdefault(label, f"{type(exc).__name__}{where}: {exc}")
                 method_failed[label][k] = True
                 continue
+            finally:
+                method_seconds[label][k] = time.perf_counter() - method_start
             lower[label][k], upper[label][k] = lo, hi
+            method_estimate[label][k] = centre
     seconds = time.perf_counter() - start
     if rs.checkpoints is None:
         estimate, last = estimate[0], last[0]
         lower = {k: v[0] for k, v in lower.items()}
         upper = {k: v[0] for k, v in upper.items()}
         method_failed = {k: v.reshape(()) for k, v in method_failed.items()}
+        method_estimate = {k: v[0] for k, v in method_estimate.items()}
+        method_seconds = {k: v.reshape(()) for k, v in method_seconds.items()}
     return ReplicateResult(
         estimate=estimate,
         last=last,
@@ -202,4 +233,6 @@ def compute_replicate(
         checkpoints=rs.checkpoints,
         failures=failures,
         method_failed=method_failed,
+        method_estimate=method_estimate,
+        method_seconds=method_seconds,
     )

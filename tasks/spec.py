@@ -261,8 +261,15 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         points = {check_int(p, "checkpoints", low=1, high=n) for p in raw}
         checkpoints = tuple(sorted(points | {n}))
 
-    for method in methods.values():
+    for label, method in methods.items():
         method.check(n, gamma)
+        method.check_setup(model, mechanism, n, batch)
+        if method.own_estimate and checkpoints is not None:
+            raise ValueError(
+                f"The method {label!r} ({method.name}) computes its own estimate from the "
+                "users and is taken at n only; it cannot be combined with 'checkpoints'. "
+                "Run it in a sweep without checkpoints."
+            )
 
     return ReplicateSpec(
         model=model,

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ldpsim.tasks.stats import StreamingStats
+
+if TYPE_CHECKING:
+    from ldpsim.tasks.mechanisms.base import Mechanism
+    from ldpsim.tasks.models.base import Model
+    from ldpsim.tasks.users import Users
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,10 +22,17 @@ class IntervalMethod:
     Subclasses set ``name`` and implement :meth:`interval`; methods that need segment
     sums also implement :meth:`cuts`, methods that draw random numbers set
     ``uses_rng = True`` (they then get their own stream, SPEC section 6).
+
+    A competitor that spends the privacy budget differently (SPEC section 10) sets
+    ``own_estimate = True`` and implements :meth:`estimate_interval` instead: it gets
+    the replicate's users (:class:`ldpsim.tasks.users.Users`), not the LDP run's
+    statistics, and returns its own point estimate with its interval.
     """
 
     name: ClassVar[str]
     uses_rng: ClassVar[bool] = False
+    #: True: the method computes its own estimate from the users (:meth:`estimate_interval`).
+    own_estimate: ClassVar[bool] = False
 
     def cuts(self, n: int, gamma: float) -> np.ndarray:
         """Segment ends (in [1, n]) whose sums the method needs for a run of n steps."""
@@ -29,8 +41,18 @@ class IntervalMethod:
     def check(self, n: int, gamma: float) -> None:
         """Raise ValueError if the method cannot be computed for n steps and this gamma."""
 
+    def check_setup(self, model: Model, mechanism: Mechanism, n: int, batch: int) -> None:
+        """Raise ValueError if the method cannot run with this model, mechanism, n and
+        batch (checked when the spec is normalized, before any work)."""
+
     def interval(
         self, stats: StreamingStats, level: float, rng: np.random.Generator | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Return (lower, upper), each of shape (d,), at confidence ``level`` in (0, 1)."""
+        raise NotImplementedError
+
+    def estimate_interval(
+        self, users: Users, level: float, rng: np.random.Generator | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A competitor's (estimate, lower, upper), each of shape (d,), from ``users``."""
         raise NotImplementedError

@@ -53,6 +53,12 @@ class Model:
     sample_gradient: ClassVar[object]
     #: Coordinatewise projection of each iterate onto the parameter space (see above).
     project: ClassVar[object] = no_projection
+    #: Optional: a numba ``njit`` function ``(d, params, s, x_out) -> s`` that draws one
+    #: observation exactly as ``sample_gradient`` does (the same random numbers, in the
+    #: same order) and writes the raw data point, d values, into ``x_out``. Competitor
+    #: methods that hold the raw data (``np_boot``, ``cdp_blb_*``) replay the users of
+    #: the LDP run with it; None: the model offers no raw data.
+    sample_observation: ClassVar[object] = None
     #: True when the gradient takes only the two values of :meth:`gradient_range`
     #: (d = 1), which makes randomized response applicable.
     binary_gradient: ClassVar[bool] = False

@@ -27,6 +27,19 @@ def _mean_gradient(d, theta, params, s, g):
     return s
 
 
+@njit(inline="always")
+def _mean_observation(d, params, s, x):
+    # The draws of _mean_gradient: each coordinate N(loc, 1) truncated by rejection.
+    for j in range(d):
+        z, s = standard_normal(s)
+        value = params[0] + z
+        while value < params[1] or value > params[2]:
+            z, s = standard_normal(s)
+            value = params[0] + z
+        x[j] = value
+    return s
+
+
 @dataclass(frozen=True, kw_only=True)
 class Mean(Model):
     """Mean of X with iid coordinates N(loc, 1) truncated to [loc - 1, loc + 1].
@@ -50,6 +63,7 @@ class Mean(Model):
 
     name = "mean"
     sample_gradient = _mean_gradient
+    sample_observation = _mean_observation
 
     d: int = 1
     loc: float = 0.0

@@ -24,6 +24,14 @@ def _quantile_gradient(d, theta, params, s, g):
     return s
 
 
+@njit(inline="always")
+def _quantile_observation(d, params, s, x):
+    # The draw of _quantile_gradient: X = loc + Z, Z ~ N(0, 1).
+    z, s = standard_normal(s)
+    x[0] = params[1] + z
+    return s
+
+
 @dataclass(frozen=True, kw_only=True)
 class Quantile(Model):
     """The tau-quantile of X ~ N(loc, 1), estimated by SGD on the check loss.
@@ -49,6 +57,7 @@ class Quantile(Model):
 
     name = "quantile"
     sample_gradient = _quantile_gradient
+    sample_observation = _quantile_observation
     binary_gradient = True
 
     tau: float = 0.5

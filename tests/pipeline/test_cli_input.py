@@ -287,3 +287,14 @@ def test_a_level_close_to_one_is_not_printed_as_100_percent(tmp_path, finished, 
     out = capsys.readouterr().out
     assert "99.99999% intervals" in out and "100%" not in out
     assert main(["plot", str(finished["store"]), "--out", str(tmp_path / "figures")]) == 0
+
+
+def test_raw_data_method_above_its_cap_is_refused_before_running(tmp_path, finished, capsys):
+    # np_boot holds every user's raw data: n above its max_n (1e7) is one line and exit
+    # 2 when the sweep is checked, before any store or work exists.
+    sweep = write_sweep(tmp_path / "raw.toml", grid={"tau": [0.5]}, spec={"n": "20000000"})
+    sweep.write_text(sweep.read_text() + "[methods.np_boot]\n")
+    store = tmp_path / "raw.zarr"
+    code = main(["run", str(sweep), "--store", str(store), "--scheduler", finished["scheduler"]])
+    one_line(capsys, code, ["'np_boot'", "20000000 users", "'max_n' = 10000000"])
+    assert not store.exists()

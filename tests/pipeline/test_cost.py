@@ -8,6 +8,7 @@ from ldpsim.pipeline.cost import (
     LONG_RUN_SECONDS,
     STEP_NS_D1,
     STEP_NS_D4,
+    competitor_seconds,
     duration_text,
     replicate_seconds,
     step_seconds,
@@ -47,3 +48,14 @@ def test_shipped_sweeps_are_under_a_day_and_n_1e15_is_over():
 )
 def test_duration_text(seconds, text):
     assert duration_text(seconds) == text
+
+
+def test_competitors_cost_what_was_measured_and_price_of_privacy_fits_an_hour():
+    # The mean at n = 1e6: fang 51 x 23.5 ns x 1e6 = 1.1985 s, np_boot 200 x 26.1 ns x
+    # 1e6 = 5.22 s, cdp_blb_var and _pct 50 x 78.4 and 50 x 79 ns x 1e6 = 3.92 and
+    # 3.95 s (COMPETITOR_NS).
+    overrides = ["grid.n=[1000000]", "grid.eps=[1.0]", 'grid.case=["mean"]']
+    point = load_sweep("price-of-privacy", overrides, 1).points()[0].normalized
+    assert competitor_seconds(point) == pytest.approx(1.1985 + 5.22 + 3.92 + 3.95)
+    # The sweep's replicate count was chosen to run within an hour on 2 cores.
+    assert sweep_seconds(load_sweep("price-of-privacy")) < 2 * 3600

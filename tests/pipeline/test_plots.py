@@ -95,3 +95,17 @@ def test_diagnostics_panels_wrap(tmp_path):
 def test_bar_plots_without_n_axis(tmp_path):
     files = plot_store(syn.point_store(), tmp_path / "new" / "dir")
     check_files(files, tmp_path / "new" / "dir", ["coverage", "length"])
+
+
+def test_privacy_figures_for_a_store_with_eps_n_and_the_floor(tmp_path):
+    # A store with eps and n axes and an np_boot method (price-of-privacy) also gets
+    # the length relative to np_boot against eps, and coverage against n eps.
+    ds = syn.grid_store().rename({"tau": "eps"})
+    floor = ds.sel({"method": ["bb"]}).assign_coords(method=np.array(["np_boot"], dtype=object))
+    ds = xr.concat([ds, floor], dim="method", data_vars="minimal", coords="minimal")
+    files = plot_store(ds, tmp_path)
+    stems = ["coverage", "length", "diagnostics", "privacy-length", "privacy-coverage"]
+    check_files(files, tmp_path, stems)
+    # Without the floor, no such figures.
+    files = plot_store(syn.grid_store().rename({"tau": "eps"}), tmp_path / "plain")
+    check_files(files, tmp_path / "plain", ["coverage", "length", "diagnostics"])

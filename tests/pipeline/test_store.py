@@ -46,8 +46,13 @@ def test_schema(finished):
     ds = open_dataset(store)
     assert dict(ds.sizes) == {"tau": 2, "n": 2, "method": 3, "rep": 4, "coord": 1}
     assert ds["estimate"].dims == ds["last"].dims == ("tau", "n", "rep", "coord")
-    for name in ("lower", "upper"):
+    for name in ("lower", "upper", "method_estimate"):
         assert ds[name].dims == ("tau", "n", "method", "rep", "coord")
+    assert ds["method_seconds"].dims == ("tau", "n", "method", "rep")
+    assert ds["method_seconds"].dtype == np.float64 and bool((ds["method_seconds"] > 0).all())
+    # bb, bm and the oracle are all centred at theta_bar_n.
+    same = ds["method_estimate"] == ds["estimate"]
+    assert bool(same.all())
     assert ds["truth"].dims == ("tau", "n", "coord")
     assert ds["done"].dims == ds["seconds"].dims == ("tau", "n", "rep")
     assert ds["done"].dtype == bool and bool(ds["done"].all())
@@ -478,3 +483,41 @@ def test_cases_store_extends_by_a_case_and_keeps_their_meaning(tmp_path, local_c
         changed = load_sweep(tmp_path / "s.toml", [*everything, "cases.gdp.mu=2"])
         run_sweep(changed, store, scheduler=address, log=lambda m: 0)
     assert tree_hash(store) == before
+
+
+def test_store_without_method_estimates_opens_summarizes_and_extends(
+    finished, local_cluster, tmp_path
+):
+    # Stores written before 'method_estimate' and 'method_seconds' existed lack them:
+    # they are summarized as they are (every method centred at theta_bar_n, seconds
+    # NaN), and a run adds them (method_seconds as float64 although it shares the
+    # layout of the boolean method_failed); the new replicates are filled in.
+    sweep_file, original = finished
+    store = tmp_path / "old.zarr"
+    shutil.copytree(original, store)
+    for name in ("method_estimate", "method_seconds"):
+        shutil.rmtree(store / name)
+    consolidate(store)
+    assert main(["summarize", str(store)]) == 0
+    before = summarize(open_dataset(store))
+    np.testing.assert_array_equal(
+        before["method_bias"].sel({"method": "bb"}).values, before["bias"].values
+    )
+    assert bool(before["method_seconds"].isnull().all())
+    sweep = load_sweep(sweep_file, replicates=6)
+    report = run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=lambda m: 0)
+    assert report.computed == 8 and report.failed == 0
+    ds = open_dataset(store).load()
+    assert ds["method_seconds"].dtype == np.float64
+    new = {"rep": slice(4, 6)}
+    assert bool((ds["method_seconds"][new] > 0).all())
+    np.testing.assert_array_equal(
+        ds["method_estimate"][new].sel({"method": "bm"}).values, ds["estimate"][new].values
+    )
+    assert bool(ds["method_estimate"][{"rep": slice(0, 4)}].isnull().all())
+    # The summary centres the old replicates' methods at theta_bar_n, as they were.
+    after = summarize(ds)
+    for label in ("bb", "bm", "oracle"):
+        np.testing.assert_allclose(
+            after["method_rmse"].sel({"method": label}).values, after["rmse"].values, rtol=1e-12
+        )

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from ldpsim.tasks import mechanisms, models
+from ldpsim.tasks.intervals import OnlineBootstrap
 
 EPS = [0.5, 1.0, 2.0]
 
@@ -530,3 +531,28 @@ def test_mean_gradients_within_sensitivity(d, loc, offset, seed):
     grads = sample_gradients(model, theta, seed)
     assert np.all(np.abs(grads - (theta - loc)) <= 1.0 + 1e-9 * max(1.0, abs(loc)))
     assert_within_sensitivity(model, grads)
+
+
+# ---------------------------------------------------------------------------------------
+# fang: each of a user's B + 1 answers at eps / (B + 1).
+
+
+@pytest.mark.parametrize("B", [1, 3])
+def test_fang_answers_spend_eps_over_b_plus_one(B):
+    # fang privatizes every answer of every chain with the parameters of
+    # OnlineBootstrap.chain_mechanism (what its compiled chains are given). The audits
+    # above, run on them, find the per-answer ratio e^(eps / (B + 1)) and not more; the
+    # B + 1 answers of a user compose to eps (sequential composition). Tolerances as in
+    # the RR and Laplace audits (4 and 5 sd).
+    eps = 2.0
+    per_answer = eps / (B + 1)
+    fang = OnlineBootstrap(B=B)
+    model = models.Quantile(tau=0.3)
+    rr = fang.chain_mechanism(mechanisms.RandomizedResponse(eps=eps))
+    for r, (ratio, tol) in rr_audit(model, rr.params(model), RR_N, seed=29).items():
+        assert abs(ratio / math.exp(per_answer) - 1) <= tol, (r, ratio, tol)
+    laplace = fang.chain_mechanism(mechanisms.Laplace(eps=eps))
+    best, tol, lcb, audited = laplace_audit(model, laplace.scale(model), LAPLACE_N, seed=31)
+    assert audited >= 20
+    assert lcb <= math.exp(per_answer), (best, tol, lcb)
+    assert abs(best / math.exp(per_answer) - 1) <= tol, (best, math.exp(per_answer), tol)

@@ -1,0 +1,65 @@
+"""What the competitors compute on raw data: the statistic, its public range, the memory cap."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldpsim.tasks.models.base import Model
+
+#: Default of ``max_n``: the largest n a method that holds the raw data accepts.
+DEFAULT_MAX_N = 10**7
+#: The models whose statistic the competitors know how to compute on raw data.
+RAW_MODELS = ("mean", "quantile")
+#: Half-width of the default public range of the quantile model's data around loc:
+#: P(|N(0, 1)| > 8) = 1.2e-15, so clipping to it changes no data set one meets.
+QUANTILE_RANGE_HALF_WIDTH = 8.0
+
+
+def check_raw_model(model: Model, owner: str) -> None:
+    """Raise ValueError unless ``model`` is one whose statistic ``owner`` can compute."""
+    if model.name not in RAW_MODELS or type(model).sample_observation is None:
+        raise ValueError(
+            f"The method {owner!r} works for the models {', '.join(map(repr, RAW_MODELS))} "
+            f"(it computes their statistic on the users' raw data). Got {model.name!r}."
+        )
+
+
+def check_max_n(n_users: int, max_n: int, owner: str) -> None:
+    """Raise ValueError when ``owner`` would hold more than ``max_n`` users' raw data.
+
+    Called when the spec is normalized, so a sweep is refused before any work.
+    """
+    if n_users > max_n:
+        raise ValueError(
+            f"The method {owner!r} holds the raw data of all n x batch users in memory; "
+            f"{n_users} users is above its 'max_n' = {max_n}. Use a smaller n, or raise "
+            f"max_n (methods.{owner}.max_n) on a machine with the memory (at least 8 bytes "
+            "per user and coordinate, times a few)."
+        )
+
+
+def public_range(model: Model) -> tuple[float, float]:
+    """Default public range [L, U] of one data coordinate.
+
+    mean: the box [loc - 1, loc + 1] the data lie in (the bound the local mechanisms are
+    calibrated with, so both models of privacy know the same); quantile: loc +- 8.
+    """
+    loc = float(model.loc)
+    half = 1.0 if model.name == "mean" else QUANTILE_RANGE_HALF_WIDTH
+    return loc - half, loc + half
+
+
+def quantile_level(model: Model) -> float | None:
+    """tau for the quantile model, None for the mean."""
+    return float(model.tau) if model.name == "quantile" else None
+
+
+def sample_statistic(x: np.ndarray, tau: float | None) -> np.ndarray:
+    """The mean (tau None) or the tau-quantile x_(ceil(tau m)) of each column of x (m, d)."""
+    if tau is None:
+        return x.mean(axis=0)
+    m = x.shape[0]
+    rank = min(max(math.ceil(tau * m), 1), m)
+    return np.partition(x, rank - 1, axis=0)[rank - 1]
