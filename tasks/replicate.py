@@ -56,12 +56,28 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
     return cuts[(cuts >= 1) & (cuts <= n)]
 
 
-def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
+def needs_full_matrix(rs: ReplicateSpec) -> bool:
+    """Whether a method of ``rs`` reads the whole d x d matrix A of the self-normalizer.
+
+    Otherwise the kernel keeps only its diagonal: a step then costs O(d), not O(d^2).
+    """
+    return any(method.needs_full_matrix for method in rs.methods.values())
+
+
+def run_kernel(
+    rs: ReplicateSpec,
+    cuts: np.ndarray,
+    data_rng: np.random.Generator,
+    full_matrix: bool | None = None,
+) -> tuple:
     """Call :func:`ldpsim.tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
 
     The kernel draws from ``data_rng``'s PCG64 state inline (:mod:`ldpsim.tasks.rng`) and the
     advanced state is written back, as if ``data_rng`` itself had drawn the numbers.
+    ``full_matrix`` (None: :func:`needs_full_matrix`) says whether it keeps all of A.
     """
+    if full_matrix is None:
+        full_matrix = needs_full_matrix(rs)
     model, mechanism = rs.model, rs.mechanism
     st = np.array(state_of(data_rng), dtype=np.uint64)
     out = ldp_sgd(
@@ -76,16 +92,25 @@ def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generato
         np.asarray(cuts, dtype=np.int64),
         st,
         project=type(model).project,
+        full_matrix=full_matrix,
     )
     set_state(data_rng, st)
     return out
 
 
-def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
-    """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics."""
+def run_stats(
+    rs: ReplicateSpec, data_rng: np.random.Generator, full_matrix: bool | None = None
+) -> StreamingStats:
+    """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics.
+
+    ``full_matrix``: keep all of A (True) or its diagonal (False); None (the default):
+    as the methods of ``rs`` need (:func:`needs_full_matrix`).
+    """
     model, mechanism = rs.model, rs.mechanism
     cuts = replicate_cuts(rs)
-    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(rs, cuts, data_rng)
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(
+        rs, cuts, data_rng, full_matrix
+    )
     return StreamingStats(
         n=rs.n,
         cuts=cuts,

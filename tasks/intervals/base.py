@@ -16,11 +16,16 @@ class IntervalMethod:
 
     Subclasses set ``name`` and implement :meth:`interval`; methods that need segment
     sums also implement :meth:`cuts`, methods that draw random numbers set
-    ``uses_rng = True`` (they then get their own stream, SPEC section 6).
+    ``uses_rng = True`` (they then get their own stream, SPEC section 6), methods that
+    need the whole matrix A set ``needs_full_matrix = True``.
     """
 
     name: ClassVar[str]
     uses_rng: ClassVar[bool] = False
+    #: True for a method that reads off-diagonal entries of the self-normalizer's A
+    #: (:meth:`StreamingStats.self_normalizer`): the kernel then keeps all of A, O(d^2)
+    #: per step; otherwise only its diagonal (:meth:`StreamingStats.self_normalizer_diagonal`).
+    needs_full_matrix: ClassVar[bool] = False
 
     def cuts(self, n: int, gamma: float) -> np.ndarray:
         """Segment ends (in [1, n]) whose sums the method needs for a run of n steps."""

@@ -117,12 +117,29 @@ def test_batch_means_sums(run):
 
 
 def test_self_normalizer(run):
-    _, path, stats = run
-    v = stats.self_normalizer()
+    # No built-in method needs the whole matrix A: the kernel keeps its diagonal.
+    rs, path, stats = run
+    assert stats.full_matrix == (rs.model.dim == 1)
+    diagonal = stats.self_normalizer_diagonal()
+    assert close(diagonal, np.diag(direct_self_normalizer(path)))
+    point = CHECKPOINT
+    assert close(
+        stats.prefix(point).self_normalizer_diagonal(),
+        np.diag(direct_self_normalizer(path[:point])),
+    )
+    if rs.model.dim > 1:
+        with pytest.raises(ValueError, match="only the diagonal"):
+            stats.self_normalizer()
+    # Asked for, the whole matrix; its diagonal is the diagonal-only run's, bit for bit.
+    full = run_stats(rs, np.random.Generator(np.random.PCG64(SEED)), full_matrix=True)
+    v = full.self_normalizer()
     assert np.array_equal(v, v.T)
     assert close(v, direct_self_normalizer(path))
-    point = CHECKPOINT
-    assert close(stats.prefix(point).self_normalizer(), direct_self_normalizer(path[:point]))
+    assert close(full.prefix(point).self_normalizer(), direct_self_normalizer(path[:point]))
+    assert np.array_equal(full.self_normalizer_diagonal(), diagonal)
+    assert np.array_equal(np.diag(v), diagonal)
+    for name in ("seg_dev", "seg_shift", "snap_t", "snap_b", "snap_theta"):
+        assert np.array_equal(getattr(full, name), getattr(stats, name))
 
 
 def direct_intervals(rs, path, level, boot_rngs):
