@@ -153,7 +153,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         ``mechanism`` (str; default randomized_response for quantile, laplace
         otherwise) and its parameters as top-level keys: ``eps`` in (0, inf] (default 1,
         inf for 'none'), ``delta`` in (0, 1) (gaussian), ``mu`` in (0, inf] (gdp, default
-        1) or ``budget_range`` [low, high] instead of eps or mu (per-user budgets);
+        1) or ``budget_range`` [low, high] instead of eps or mu (per-user budgets),
+        ``calibration`` 'sparse' or 'dense' (laplace and gaussian, for a model that
+        declares a gradient sparsity; default 'sparse');
         ``n`` int in [2, 1e18];
         ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
         floats (the model's ``default_theta0()``: 0 but for a scale); ``batch`` int
@@ -191,6 +193,13 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     mech_cls = find_unit("mechanism", mech_name)
     mechanism = build_from_spec(mech_cls, mech_keys, spec, "mechanism")
     mechanism.check_model(model)
+    if (
+        "calibration" in unit_params(mech_cls)
+        and mechanism.calibration is None
+        and model.gradient_sparsity() is not None
+    ):
+        # Recorded, so that the default and an explicit "sparse" key the same stream.
+        mechanism = dataclasses.replace(mechanism, calibration="sparse")
     try:
         mechanism.params(model)  # its calibration needs the model's sensitivity
     except NotImplementedError as exc:
