@@ -46,6 +46,13 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "replicates used for joint coverage: done, all bounds finite",
         "units": "1",
     },
+    "joint_coverage_z": {
+        "long_name": (
+            "(joint coverage - nominal level) / sqrt(level (1 - level) / joint_n_done): "
+            "0 is the target of a simultaneous band (bb with simultaneous = true)"
+        ),
+        "units": "1",
+    },
     "bias": {"long_name": "mean of theta_bar_n - theta*", "units": "parameter units"},
     "rmse": {
         "long_name": "root mean squared error of theta_bar_n",
@@ -202,7 +209,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         Per grid point, method, [checkpoint,] coord: ``coverage``, ``coverage_se``
         (sqrt(cov (1 - cov) / R)), ``length`` (mean), ``length_se`` (sd / sqrt(R)) and
         ``n_done`` (R). Per grid point, method, [checkpoint]: ``joint_coverage`` (all
-        coordinates covered at once), ``joint_coverage_se``, ``joint_n_done``. Per grid
+        coordinates covered at once), ``joint_coverage_se``, ``joint_n_done`` and
+        ``joint_coverage_z``, its distance to the nominal level in binomial standard
+        errors at that level (the check of a simultaneous band). Per grid
         point, [checkpoint,] coord: ``bias`` and ``rmse`` of theta_bar_n, ``rmse_last`` of
         the last iterate theta_n, ``sd`` (sample
         sd of sqrt(n) (theta_bar_n - theta*)), ``oracle_sd`` (oracle half-length /
@@ -239,6 +248,8 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     joint_covered = (covered | ~valid).all("coord")
     joint_n_done = joint_ok.sum("rep")
     joint_coverage = _ratio((joint_covered & joint_ok).sum("rep"), joint_n_done)
+    level = nominal_level(ds)
+    joint_coverage_z = (joint_coverage - level) / _binomial_se(level, joint_n_done)
 
     estimate = ds["estimate"]
     est_ok = done & valid & estimate.notnull()
@@ -283,6 +294,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "joint_coverage": joint_coverage,
             "joint_coverage_se": _binomial_se(joint_coverage, joint_n_done),
             "joint_n_done": joint_n_done.astype(np.int64),
+            "joint_coverage_z": joint_coverage_z,
             "bias": bias,
             "rmse": rmse,
             "rmse_last": rmse_last,

@@ -140,7 +140,7 @@ class ReplicateSpec:
     def method_key(self, label: str) -> dict[str, Any]:
         """Key of one method's own stream: its label, kind and parameters."""
         method = self.methods[label]
-        return {"label": label, "method": method.name, **dataclasses.asdict(method)}
+        return {"label": label, "method": method.name, **method.key()}
 
 
 def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -26,6 +27,21 @@ class IntervalMethod:
     #: (:meth:`StreamingStats.self_normalizer`): the kernel then keeps all of A, O(d^2)
     #: per step; otherwise only its diagonal (:meth:`StreamingStats.self_normalizer_diagonal`).
     needs_full_matrix: ClassVar[bool] = False
+    #: Parameters added after stores were written with the method: left out of its
+    #: stream key while at their default, so that existing streams stay as they were.
+    late_params: ClassVar[tuple[str, ...]] = ()
+
+    def key(self) -> dict[str, Any]:
+        """The parameters that key the method's own stream (SPEC section 6).
+
+        All of them, except a parameter of :attr:`late_params` at its default.
+        """
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if not (name in self.late_params and value == defaults[name])
+        }
 
     def cuts(self, n: int, gamma: float) -> np.ndarray:
         """Segment ends (in [1, n]) whose sums the method needs for a run of n steps."""

@@ -100,6 +100,10 @@ def test_joint_coverage(summary, tau, n):
     assert k == 24
     p = np.array([24 / 35, 33 / 36])
     np.testing.assert_allclose(joint["joint_coverage_se"].values, np.sqrt(p * (1 - p) / [35, 36]))
+    # Against the nominal level, in binomial standard errors at that level.
+    level = syn.LEVEL
+    z = (p - level) / np.sqrt(level * (1 - level) / np.array([35, 36]))
+    np.testing.assert_allclose(joint["joint_coverage_z"].values, z, rtol=1e-12)
 
 
 @pytest.mark.parametrize(("tau", "n"), DONE_CELLS)

@@ -33,6 +33,7 @@ METHODS = {
     "sn": {},
     "oracle": {},
     "bb_pct": {"method": "bb", "B": 200, "beta": 0.6, "form": "percentile"},
+    "bb_sim": {"method": "bb", "B": 300, "simultaneous": True},
 }
 CHECKPOINT = N // 3
 
@@ -150,7 +151,7 @@ def direct_intervals(rs, path, level, boot_rngs):
     z = sps.norm.ppf(1 - alpha / 2)
     out = {}
     # 5.1 bb: theta*_r = (1/(m l)) sum_j e_j (S_j - l theta_bar), e_j ~ U(-sqrt3, sqrt3).
-    for label in ("bb", "bb_pct"):
+    for label in ("bb", "bb_pct", "bb_sim"):
         method = rs.methods[label]
         block_len = math.floor(n**method.beta)
         m = n // block_len
@@ -161,7 +162,14 @@ def direct_intervals(rs, path, level, boot_rngs):
         e = boot_rngs[label].uniform(-math.sqrt(3), math.sqrt(3), (method.B, m))
         boot = e @ centred / (m * block_len)
         q_lo, q_hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
-        if method.form == "basic":
+        if method.simultaneous:
+            # Sup-t band: sd_j over the draws, c = the level quantile of the largest
+            # studentized draw, computed here draw by draw.
+            sd = np.array([np.std(boot[:, j], ddof=1) for j in range(boot.shape[1])])
+            t_max = [max(abs(boot[r, j]) / sd[j] for j in range(len(sd))) for r in range(method.B)]
+            c = np.quantile(t_max, level)
+            out[label] = (theta_bar - c * sd, theta_bar + c * sd)
+        elif method.form == "basic":
             out[label] = (theta_bar - q_hi, theta_bar - q_lo)
         else:
             out[label] = (theta_bar + q_lo, theta_bar + q_hi)
