@@ -27,6 +27,13 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
         "units": "parameter units",
     },
     "last": {"long_name": "last iterate theta_n of LDP-SGD", "units": "parameter units"},
+    "projected": {
+        "long_name": (
+            "projection of theta_bar_n onto the l1 ball of radius r around theta* "
+            "(SPEC 11; NaN: the model states no ball)"
+        ),
+        "units": "parameter units",
+    },
     "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
     "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
     "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
@@ -48,7 +55,11 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
 #: dimensions, chunks and encoding it shares. Such a store is whole without them
 #: (readers treat them as optional); a run that writes to it adds them, filled with NaN
 #: (``pseudo_truth`` is then computed, like ``truth``, for every grid point).
-ADDED_VARIABLES: dict[str, str] = {"last": "estimate", "pseudo_truth": "truth"}
+ADDED_VARIABLES: dict[str, str] = {
+    "last": "estimate",
+    "pseudo_truth": "truth",
+    "projected": "estimate",
+}
 
 
 COORD_ATTRS = {
@@ -143,6 +154,10 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
             lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
         ),
         "last": (
+            (*g_dims, "rep", *x_dims),
+            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
+        ),
+        "projected": (
             (*g_dims, "rep", *x_dims),
             lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
         ),

@@ -86,6 +86,21 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "replicates R used for mse_last: done, last iterate stored and finite",
         "units": "1",
     },
+    "mse_projected": {
+        "long_name": (
+            "mean squared l2 error of the projection of theta_bar_n onto the l1 ball "
+            "(SPEC 11): mean of ||theta_tilde_n - theta*||^2"
+        ),
+        "units": "squared parameter units",
+    },
+    "mse_projected_se": {
+        "long_name": "Monte-Carlo standard error of mse_projected, sd / sqrt(R)",
+        "units": "squared parameter units",
+    },
+    "mse_projected_n_done": {
+        "long_name": "replicates R used for mse_projected: done, projection stored and finite",
+        "units": "1",
+    },
     "sd": {
         "long_name": "empirical sd of sqrt(n) (theta_bar_n - theta*) over replicates",
         "units": "parameter units",
@@ -221,7 +236,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         ``predicted_coverage`` with their standard errors (``*_se``), see
         :mod:`ldpsim.pipeline.diagnostics`. Statistics use the sample sd (ddof 1); R < 2
         gives NaN sds. Per grid point, [checkpoint]: ``mse`` = mean of ||theta_bar_n -
-        theta*||^2 over the replicates, ``mse_last`` the same of the last iterate theta_n,
+        theta*||^2 over the replicates, ``mse_last`` the same of the last iterate theta_n
+        and ``mse_projected`` of the estimate's projection onto the model's l1 ball
+        (SPEC 11; NaN for other models and for stores older than it),
         each with its standard error (``*_se``, sd / sqrt(R)) and count R
         (``*_n_done``; see :func:`squared_error`). Attributes ``level`` and ``sweep`` are
         kept.
@@ -261,6 +278,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     # A store of an older ldpsim has no last iterates: NaN statistics, count 0.
     last = ds["last"] if "last" in ds else xr.full_like(estimate, np.nan)
     mse_last, mse_last_se, mse_last_n_done = squared_error(last, truth, done)
+    # NaN for a model without an l1 ball, and in a store older than the variable.
+    projected = ds["projected"] if "projected" in ds else xr.full_like(estimate, np.nan)
+    mse_projected, mse_projected_se, mse_projected_n_done = squared_error(projected, truth, done)
     last_ok = done & valid & last.notnull()
     rmse_last = np.sqrt(
         _ratio((((last - truth) ** 2).where(last_ok)).sum("rep"), last_ok.sum("rep"))
@@ -304,6 +324,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "mse_last": mse_last,
             "mse_last_se": mse_last_se,
             "mse_last_n_done": mse_last_n_done,
+            "mse_projected": mse_projected,
+            "mse_projected_se": mse_projected_se,
+            "mse_projected_n_done": mse_projected_n_done,
             "sd": sd,
             "oracle_sd": oracle_sd,
             "sd_ratio": sd / oracle_sd,

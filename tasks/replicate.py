@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.tasks.l1_projection import project_l1_ball
 from ldpsim.tasks.rng import set_state, state_of
 from ldpsim.tasks.seeding import data_stream, method_stream
 from ldpsim.tasks.sgd import ldp_sgd
@@ -22,8 +23,11 @@ class ReplicateResult:
     """What one replicate returns; small and picklable.
 
     ``estimate`` is the average theta_bar_n, ``last`` the last iterate theta_n (each at
-    every checkpoint when the spec has them). Arrays have shape (d,), or
-    (n_checkpoints, d) when the spec has checkpoints.
+    every checkpoint when the spec has them). ``projected`` is the projection of
+    theta_bar_n onto the l1 ball of radius r that the model states theta* lies in
+    (:meth:`ldpsim.tasks.models.base.Model.constraint_radius`; SPEC 11), None for a
+    model that states none. Arrays have shape (d,), or (n_checkpoints, d) when the spec
+    has checkpoints.
     A method that failed has NaN bounds where it failed, True in ``method_failed`` there
     (shape (), or (n_checkpoints,)) and its first reason in ``failures``; a non-finite
     estimate (overflowing iterates) is recorded under ``failures['estimate']``.
@@ -38,6 +42,7 @@ class ReplicateResult:
     checkpoints: tuple[int, ...] | None = None
     failures: dict[str, str] = field(default_factory=dict)
     method_failed: dict[str, np.ndarray] = field(default_factory=dict)
+    projected: np.ndarray | None = None
 
 
 def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
@@ -187,6 +192,8 @@ def compute_replicate(
     upper = {label: np.full((len(points), d), np.nan) for label in rs.methods}
     method_failed = {label: np.zeros(len(points), dtype=bool) for label in rs.methods}
     failures: dict[str, str] = {}
+    radius = rs.model.constraint_radius()
+    projected = None if radius is None else np.full((len(points), d), np.nan)
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
@@ -196,6 +203,8 @@ def compute_replicate(
             failures.setdefault(
                 "estimate", f"non-finite theta_bar{where}: the iterates overflowed"
             )
+        elif projected is not None:
+            projected[k] = project_l1_ball(estimate[k], radius)
         for label, method in rs.methods.items():
             rng = method_rngs.get(label)
             if rng is not None and point != rs.n:
@@ -203,6 +212,8 @@ def compute_replicate(
             try:
                 with np.errstate(all="raise"):
                     lo, hi = method.interval(sub, rs.level, rng)
+                if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
+                    lo, hi = np.maximum(lo, -radius), np.minimum(hi, radius)
                 if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
                     raise FloatingPointError("non-finite interval bound")
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -214,6 +225,7 @@ def compute_replicate(
     seconds = time.perf_counter() - start
     if rs.checkpoints is None:
         estimate, last = estimate[0], last[0]
+        projected = None if projected is None else projected[0]
         lower = {k: v[0] for k, v in lower.items()}
         upper = {k: v[0] for k, v in upper.items()}
         method_failed = {k: v.reshape(()) for k, v in method_failed.items()}
@@ -227,4 +239,5 @@ def compute_replicate(
         checkpoints=rs.checkpoints,
         failures=failures,
         method_failed=method_failed,
+        projected=projected,
     )

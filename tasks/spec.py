@@ -107,6 +107,22 @@ def build_unit(cls: type, params: Mapping[str, Any], what: str):
     return cls(**params)
 
 
+def check_constraint(label: str, method: IntervalMethod, model: Model) -> None:
+    """Refuse ``intersect_constraint`` unless it is a bool and the model states a radius."""
+    value = method.intersect_constraint
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"The 'intersect_constraint' parameter of method {label!r} must be true or "
+            f"false. Got {value!r}."
+        )
+    if value and model.constraint_radius() is None:
+        raise ValueError(
+            f"The 'intersect_constraint' parameter of method {label!r} needs a model that "
+            f"states an l1 ball around theta* (sparse_mean); model {model.name!r} states "
+            f"none. Leave it out."
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReplicateSpec:
     """A validated, normalized replicate specification (see :func:`normalize_spec`)."""
@@ -250,6 +266,8 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         cls = find_unit("method", kind)
         methods[str(label)] = build_unit(cls, params, "method")
     methods = follow_bootstrap(methods)
+    for label, method in methods.items():
+        check_constraint(label, method, model)
 
     checkpoints = None
     if spec.get("checkpoints") is not None:

@@ -19,6 +19,16 @@ class IntervalMethod:
     sums also implement :meth:`cuts`, methods that draw random numbers set
     ``uses_rng = True`` (they then get their own stream, SPEC section 6), methods that
     need the whole matrix A set ``needs_full_matrix = True``.
+
+    Parameters
+    ----------
+    intersect_constraint : bool
+        Every method takes it. True: each interval [l_j, u_j] is intersected with
+        [-r, r], where r is the radius of the l1 ball the model states theta* lies in
+        (``Model.constraint_radius``; SPEC 11, seed 003). Since |theta*_j| <= r the
+        intersection covers whenever the interval does, and it is never longer. The
+        intersection is empty (l_j > u_j) when the interval lies outside [-r, r].
+        Default False.
     """
 
     name: ClassVar[str]
@@ -29,7 +39,9 @@ class IntervalMethod:
     needs_full_matrix: ClassVar[bool] = False
     #: Parameters added after stores were written with the method: left out of its
     #: stream key while at their default, so that existing streams stay as they were.
-    late_params: ClassVar[tuple[str, ...]] = ()
+    late_params: ClassVar[tuple[str, ...]] = ("intersect_constraint",)
+
+    intersect_constraint: bool = False
 
     def key(self) -> dict[str, Any]:
         """The parameters that key the method's own stream (SPEC section 6).

@@ -98,7 +98,7 @@ class BlockBootstrap(IntervalMethod):
     form: Form = "basic"
     simultaneous: bool = False
 
-    late_params: ClassVar[tuple[str, ...]] = ("simultaneous",)
+    late_params: ClassVar[tuple[str, ...]] = ("intersect_constraint", "simultaneous")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=1, high=10**6))
