@@ -90,13 +90,16 @@ class OneHotQuantileRegression(Model):
         coef = check_coordinates(self.coef, "coef", d, owner=self.name)
         object.__setattr__(self, "coef", coef[0] if np.ndim(self.coef) == 0 else coef)
         if self.probs is not None:
+            allowed = (
+                f"The 'probs' parameter of {self.name} must be a list of {d} probabilities "
+                f"> 0 summing to 1 (the law of the category)"
+            )
+            if np.ndim(self.probs) == 0:
+                raise TypeError(f"{allowed}. Got the single value {self.probs!r}.")
             probs = check_coordinates(self.probs, "probs", d, owner=self.name)
-            if np.ndim(self.probs) == 0 or min(probs) <= 0 or abs(sum(probs) - 1.0) > 1e-9:
+            if min(probs) <= 0 or abs(sum(probs) - 1.0) > 1e-9:
                 raise ValueError(
-                    f"The 'probs' parameter of {self.name} must be a list of {d} "
-                    f"probabilities > 0 summing to 1 (the law of the category). Got "
-                    f"{len(probs) if np.ndim(self.probs) else 1} values with minimum "
-                    f"{min(probs):g} and sum {sum(probs):.12g}."
+                    f"{allowed}. Got minimum {min(probs):g} and sum {sum(probs):.12g}."
                 )
             object.__setattr__(self, "probs", probs)
 

@@ -98,6 +98,11 @@ def test_dense_calibration_uses_d():
             "summing to 1",
         ),
         ({"model": "one_hot_quantile_regression", "d": 200_000}, ValueError, "100000"),
+        (
+            {"model": "one_hot_quantile_regression", "d": 2, "probs": 0.5},
+            TypeError,
+            "single value 0.5",
+        ),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(spec, exc, shown):
