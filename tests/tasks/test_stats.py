@@ -1,6 +1,7 @@
 """Streaming statistics and the intervals built on them against a two-pass computation
 on the stored path (SPEC sections 4 and 5)."""
 
+import dataclasses
 import itertools
 import math
 
@@ -9,8 +10,13 @@ import pytest
 from scipy import stats as sps
 from sgd_reference import reference_path
 
-from ldpsim.tasks.intervals.self_normalized import critical_value
-from ldpsim.tasks.replicate import checkpoint_stream, compute_replicate, run_stats
+from ldpsim.tasks.intervals.self_normalized import SelfNormalized, critical_value
+from ldpsim.tasks.replicate import (
+    checkpoint_stream,
+    compute_replicate,
+    needs_full_matrix,
+    run_stats,
+)
 from ldpsim.tasks.spec import normalize_spec
 
 N = 10_000
@@ -217,3 +223,28 @@ def test_intervals_against_two_pass(run):
             assert np.all(hi > lo)
             assert np.max(np.abs(result.lower[label][k] - lo)) <= RTOL * length, (point, label)
             assert np.max(np.abs(result.upper[label][k] - hi)) <= RTOL * length, (point, label)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FullMatrixSN(SelfNormalized):
+    """sn from the whole V_n, as a method that reads off-diagonal entries would."""
+
+    needs_full_matrix = True
+
+    def interval(self, stats, level, rng):
+        half = critical_value(level) * np.sqrt(np.diag(stats.self_normalizer()) / stats.n)
+        return stats.theta_bar - half, stats.theta_bar + half
+
+
+def test_a_method_that_needs_the_full_matrix_gets_it():
+    # The kernel keeps all of A when one requested method says so; sn's interval from the
+    # full V_n then equals the diagonal-only sn bit for bit (the same operations).
+    rs = normalize_spec({**CASES["qr-laplace-d4"], "n": N, "methods": {"sn": {}}})
+    assert not needs_full_matrix(rs)
+    both = dataclasses.replace(rs, methods={"sn": rs.methods["sn"], "full": FullMatrixSN()})
+    assert needs_full_matrix(both)
+    result = compute_replicate(both, np.random.Generator(np.random.PCG64(SEED)), {})
+    assert np.array_equal(result.lower["full"], result.lower["sn"])
+    assert np.array_equal(result.upper["full"], result.upper["sn"])
+    alone = compute_replicate(rs, np.random.Generator(np.random.PCG64(SEED)), {})
+    assert np.array_equal(alone.lower["sn"], result.lower["sn"])
