@@ -11,7 +11,9 @@ process:
 - ``floor_ns_per_step``: a compiled loop drawing the same random numbers from
   the same generator (numpy's PCG64 and distributions, inlined by :mod:`ldpsim.tasks.rng`,
   as the kernel draws them) and doing nothing else (the draws are summed into the
-  returned value so the compiler cannot drop them);
+  returned value so the compiler cannot drop them); for sparse_mean (d = 1000, s = 4)
+  the d Laplace noise draws of a step alone (issue 13's floor; its 2 s data uniforms
+  are left out), run for ``--n`` / 500 steps (Python: ``--python-n`` / 100);
 - ``python_ns_per_step``: the plain-Python reference loop that the tests check the
   kernel against (``tests/tasks/sgd_reference.py``; short run), with one change: the
   Laplace noise comes from numpy's ``Generator.laplace``, the fastest plain-Python
@@ -55,7 +57,13 @@ CASES = [
     },
     {"model": "huber_regression", "mechanism": "gdp", "d": 5, "mu": 1.0},
     {"model": "logistic_regression", "mechanism": "gdp", "d": 5, "mu": 1.0},
+    # SPEC 11: d = 1000, s = 4, sparse Laplace; a step costs O(d) (issue 13).
+    {"model": "sparse_mean", "mechanism": "laplace", "d": 1000, "sparsity": 4, "eps": 1.0},
 ]
+#: Models whose step costs hundreds of times more than the others': their kernel and
+#: Python runs are this many times shorter than ``--n`` and ``--python-n`` (the same
+#: number of random draws in about the same time).
+STEP_DIVISORS = {"sparse_mean": (500, 100)}
 
 
 @njit
@@ -104,6 +112,18 @@ def floor_qr(n, d, scale, s):
     return acc
 
 
+@njit
+def floor_laplace(n, d, scale, s):
+    """d Laplace noise draws per step: a sparse model's floor (its data draws, 2 s
+    uniforms, and the gradient's d writes are the kernel's overhead over it)."""
+    acc = 0.0
+    for _ in range(n):
+        for _ in range(d):
+            z, s = laplace(s, 0.0, scale)
+            acc += z
+    return acc
+
+
 def timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -124,6 +144,10 @@ def measure(case, n, n_python, repeats):
 
         def floor(seed, steps=n):
             return floor_qr(steps, d, scale, state_of(gen(seed)))
+    elif model.gradient_sparsity() is not None:
+
+        def floor(seed, steps=n):
+            return floor_laplace(steps, d, scale, state_of(gen(seed)))
     else:
         normals, uniforms = draws_per_step(model.name, d)
 
@@ -170,7 +194,11 @@ def main(argv=None) -> int:
     parser.add_argument("--model", choices=[c["model"] for c in CASES], action="append")
     args = parser.parse_args(argv)
     cases = [c for c in CASES if not args.model or c["model"] in args.model]
-    records = [measure(c, int(args.n), int(args.python_n), args.repeats) for c in cases]
+    records = []
+    for case in cases:
+        kernel_div, python_div = STEP_DIVISORS.get(case["model"], (1, 1))
+        n, n_python = int(args.n) // kernel_div, int(args.python_n) // python_div
+        records.append(measure(case, n, n_python, args.repeats))
     if args.json:
         json.dump(records, sys.stdout, indent=1)
         print()

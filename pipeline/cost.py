@@ -43,8 +43,10 @@ LONG_RUN_SECONDS = 86_400.0
 def step_seconds(dim: int) -> float:
     """Seconds of one SGD step (one privatized gradient) of a model of dimension ``dim`` >= 1.
 
-    Measured for d = 1 and d = 4 and linear in d in between; beyond d = 4 it may be low
-    where the d x d self-normalization sums dominate.
+    Measured for d = 1 and d = 4 and linear in d in between. Beyond d = 4 it is high
+    where the privacy noise dominates a step (the kernel keeps only per-coordinate sums
+    unless a method needs the full matrix): sparse_mean at d = 1000 with Laplace noise
+    measures about 6 us per step, against the 17.5 us taken here.
     """
     return (STEP_NS_D1 + (STEP_NS_D4 - STEP_NS_D1) / 3.0 * (dim - 1)) * 1e-9
 

@@ -27,6 +27,13 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
         "units": "parameter units",
     },
     "last": {"long_name": "last iterate theta_n of LDP-SGD", "units": "parameter units"},
+    "projected": {
+        "long_name": (
+            "projection of theta_bar_n onto the l1 ball of radius r around theta* "
+            "(SPEC 11; NaN: the model states no ball)"
+        ),
+        "units": "parameter units",
+    },
     "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
     "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
     "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
@@ -61,6 +68,7 @@ ADDED_VARIABLES: dict[str, str] = {
     "pseudo_truth": "truth",
     "method_estimate": "lower",
     "method_seconds": "method_failed",
+    "projected": "estimate",
 }
 #: The added variables whose data type differs from the one they share the layout with:
 #: (zarr data type, fill value as zarr's metadata writes it).
@@ -159,6 +167,10 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
             lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
         ),
         "last": (
+            (*g_dims, "rep", *x_dims),
+            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
+        ),
+        "projected": (
             (*g_dims, "rep", *x_dims),
             lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
         ),

@@ -471,6 +471,118 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
     return len_fig, cov_fig
 
 
+#: The sparsity figure's columns: what is drawn and its axis label.
+SPARSITY_PANELS = (
+    ("length", "mean length (over coords)"),
+    ("coverage", "coverage (mean over coords)"),
+    ("joint_coverage", "joint coverage"),
+)
+SPARSITY_LINESTYLES = ("-", "--", ":", "-.")
+
+
+def _sparsity_cases(summary: xr.Dataset) -> dict[str, dict[str, Any]] | None:
+    """Each case's spec values when the only grid axis is ``case`` and every case sets
+    ``d`` and ``sparsity`` (the ``sparse`` sweep); None otherwise."""
+    if grid_axes(summary) != ["case"] or "checkpoint" in summary.dims:
+        return None
+    cases = sweep_info(summary).get("cases") or {}
+    labels = [str(c) for c in summary["case"].values]
+    if not all({"d", "sparsity"} <= set(cases.get(label, {})) for label in labels):
+        return None
+    return {label: cases[label] for label in labels}
+
+
+def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
+    """Length, marginal and joint coverage against the sparsity s, one row per d.
+
+    One line per method (color) and per calibration of the noise (line style: the
+    case's values other than d and s, e.g. mechanism and calibration); the length
+    axis is log-log and shared by the rows, so the rows show the effect of d. Joint
+    coverage has +-2 SE error bars and the nominal level, the target of a simultaneous
+    band. None for a store that is not such a sweep (:func:`_sparsity_cases`).
+    """
+    cases = _sparsity_cases(summary)
+    if cases is None:
+        return None
+
+    def family(values: dict[str, Any]) -> str:
+        rest = {k: v for k, v in values.items() if k not in ("d", "sparsity")}
+        return ", ".join(f"{k} = {v}" for k, v in sorted(rest.items())) or "all"
+
+    dims = sorted({int(v["d"]) for v in cases.values()})
+    families = list(dict.fromkeys(family(v) for v in cases.values()))
+    methods = [str(m) for m in summary["method"].values]
+    colors = _colors(methods)
+    level = summary.attrs.get("level")
+    fig, axes = _panel_grid(len(dims), len(SPARSITY_PANELS), _title(summary, "sparse gradients"))
+    for row, d in enumerate(dims):
+        for f, name in enumerate(families):
+            labels = sorted(
+                (label for label, v in cases.items() if int(v["d"]) == d and family(v) == name),
+                key=lambda label: int(cases[label]["sparsity"]),
+            )
+            if not labels:
+                continue
+            x = np.array([float(cases[label]["sparsity"]) for label in labels])
+            cell = summary.sel(case=labels)
+            style = SPARSITY_LINESTYLES[f % len(SPARSITY_LINESTYLES)]
+            for method in methods:
+                at = cell.sel({"method": method}, drop=True)
+                series = {
+                    "length": at["length"].mean("coord"),
+                    "coverage": at["coverage"].mean("coord"),
+                    "joint_coverage": at["joint_coverage"],
+                }
+                label = f"{method}, {name}"
+                for col, (var, _) in enumerate(SPARSITY_PANELS):
+                    ax = axes[row, col]
+                    if var == "joint_coverage":
+                        ax.errorbar(
+                            x,
+                            series[var].values,
+                            yerr=2 * at["joint_coverage_se"].values,
+                            color=colors[method],
+                            linestyle=style,
+                            marker="o",
+                            markersize=3,
+                            capsize=2,
+                            label=label,
+                        )
+                    else:
+                        ax.plot(
+                            x,
+                            series[var].values,
+                            color=colors[method],
+                            linestyle=style,
+                            marker="o",
+                            markersize=3,
+                            label=label,
+                        )
+        sparsities = sorted({int(v["sparsity"]) for v in cases.values() if int(v["d"]) == d})
+        for col, (var, ylabel) in enumerate(SPARSITY_PANELS):
+            ax = axes[row, col]
+            ax.set_xscale("log")
+            ax.set_xticks(sparsities, [str(v) for v in sparsities])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel("sparsity s")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"d = {d}", fontsize="medium")
+            if var == "length":
+                ax.set_yscale("log")
+            else:
+                ax.set_ylim(0, 1.05)
+                if level is not None:
+                    ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
+    # One length scale for every d, so that the rows show the effect of d.
+    lengths = np.concatenate([line.get_ydata() for ax in axes[:, 0] for line in ax.get_lines()])
+    lengths = lengths[np.isfinite(lengths) & (lengths > 0)]
+    if lengths.size:
+        for ax in axes[:, 0]:
+            ax.set_ylim(lengths.min() / 1.5, lengths.max() * 1.5)
+    _legend(fig, axes)
+    return fig
+
+
 def _first_done_rep(done: xr.DataArray) -> int | None:
     flags = np.asarray(done.values, dtype=bool)
     return int(np.argmax(flags)) if flags.any() else None
@@ -582,7 +694,10 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         ``privacy-length.{png,pdf}`` (each method's mean length divided by np_boot's
         against eps, log-log, one panel per n and other grid values) and
         ``privacy-coverage.{png,pdf}`` (coverage with +-2 SE against n x eps, one panel
-        per value of the other grid axes), coordinate 0.
+        per value of the other grid axes), coordinate 0. For a sweep whose only grid
+        axis is ``case`` with cases that set ``d`` and ``sparsity`` (the ``sparse``
+        sweep), ``sparsity.{png,pdf}``: mean length, marginal and joint coverage against
+        s, one row per d (:func:`_sparsity_figure`).
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else load_dataset(path_or_ds)
     out = prepare_out_dir(out_dir)
@@ -607,6 +722,9 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     errors = _errors_figure(summary) if "checkpoint" in summary.dims else None
     if errors is not None:
         files += _save(errors, out, "errors")
+    sparsity = _sparsity_figure(summary)
+    if sparsity is not None:
+        files += _save(sparsity, out, "sparsity")
     if "checkpoint" in ds.dims:
         running = _running_figure(ds)
         if running is not None:

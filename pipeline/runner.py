@@ -338,6 +338,7 @@ def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Except
         "reps": w.reps,
         "estimate": np.full((n_reps, *extra), np.nan),
         "last": np.full((n_reps, *extra), np.nan),
+        "projected": np.full((n_reps, *extra), np.nan),
         "lower": np.full((len(methods), n_reps, *extra), np.nan),
         "upper": np.full((len(methods), n_reps, *extra), np.nan),
         "method_estimate": np.full((len(methods), n_reps, *extra), np.nan),

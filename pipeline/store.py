@@ -157,8 +157,9 @@ class Store:
             a[name][key] = old
 
         merge("estimate", 0, result["estimate"])
-        if "last" in a:  # absent from a store of an older ldpsim opened without a run
-            merge("last", 0, result["last"])
+        for name in ("last", "projected"):
+            if name in a:  # absent from a store of an older ldpsim opened without a run
+                merge(name, 0, result[name])
         merge("lower", 1, result["lower"][:m])
         merge("upper", 1, result["upper"][:m])
         method_failed = result["method_failed"]

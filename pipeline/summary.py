@@ -46,6 +46,13 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "replicates used for joint coverage: done, all bounds finite",
         "units": "1",
     },
+    "joint_coverage_z": {
+        "long_name": (
+            "(joint coverage - nominal level) / sqrt(level (1 - level) / joint_n_done): "
+            "0 is the target of a simultaneous band (bb with simultaneous = true)"
+        ),
+        "units": "1",
+    },
     "bias": {"long_name": "mean of theta_bar_n - theta*", "units": "parameter units"},
     "rmse": {
         "long_name": "root mean squared error of theta_bar_n",
@@ -89,6 +96,21 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
     },
     "mse_last_n_done": {
         "long_name": "replicates R used for mse_last: done, last iterate stored and finite",
+        "units": "1",
+    },
+    "mse_projected": {
+        "long_name": (
+            "mean squared l2 error of the projection of theta_bar_n onto the l1 ball "
+            "(SPEC 11): mean of ||theta_tilde_n - theta*||^2"
+        ),
+        "units": "squared parameter units",
+    },
+    "mse_projected_se": {
+        "long_name": "Monte-Carlo standard error of mse_projected, sd / sqrt(R)",
+        "units": "squared parameter units",
+    },
+    "mse_projected_n_done": {
+        "long_name": "replicates R used for mse_projected: done, projection stored and finite",
         "units": "1",
     },
     "sd": {
@@ -214,7 +236,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         Per grid point, method, [checkpoint,] coord: ``coverage``, ``coverage_se``
         (sqrt(cov (1 - cov) / R)), ``length`` (mean), ``length_se`` (sd / sqrt(R)) and
         ``n_done`` (R). Per grid point, method, [checkpoint]: ``joint_coverage`` (all
-        coordinates covered at once), ``joint_coverage_se``, ``joint_n_done``. Per grid
+        coordinates covered at once), ``joint_coverage_se``, ``joint_n_done`` and
+        ``joint_coverage_z``, its distance to the nominal level in binomial standard
+        errors at that level (the check of a simultaneous band). Per grid
         point, [checkpoint,] coord: ``bias`` and ``rmse`` of theta_bar_n, ``rmse_last`` of
         the last iterate theta_n, ``sd`` (sample
         sd of sqrt(n) (theta_bar_n - theta*)), ``oracle_sd`` (oracle half-length /
@@ -229,8 +253,10 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         ``method_seconds``, the mean compute time of the method (NaN in older stores).
         Statistics use the sample sd (ddof 1); R < 2 gives NaN sds. Per grid point,
         [checkpoint]: ``mse`` = mean of ||theta_bar_n - theta*||^2 over the replicates,
-        ``mse_last`` the same of the last iterate theta_n, each with its standard error
-        (``*_se``, sd / sqrt(R)) and count R (``*_n_done``; see :func:`squared_error`).
+        ``mse_last`` the same of the last iterate theta_n and ``mse_projected`` of the
+        estimate's projection onto the model's l1 ball (SPEC 11; NaN for other models
+        and for stores older than it), each with its standard error (``*_se``,
+        sd / sqrt(R)) and count R (``*_n_done``; see :func:`squared_error`).
         Attributes ``level`` and ``sweep`` are kept.
     """
     truth = ds["truth"]
@@ -255,6 +281,8 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     joint_covered = (covered | ~valid).all("coord")
     joint_n_done = joint_ok.sum("rep")
     joint_coverage = _ratio((joint_covered & joint_ok).sum("rep"), joint_n_done)
+    level = nominal_level(ds)
+    joint_coverage_z = (joint_coverage - level) / _binomial_se(level, joint_n_done)
 
     estimate = ds["estimate"]
     est_ok = done & valid & estimate.notnull()
@@ -266,6 +294,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     # A store of an older ldpsim has no last iterates: NaN statistics, count 0.
     last = ds["last"] if "last" in ds else xr.full_like(estimate, np.nan)
     mse_last, mse_last_se, mse_last_n_done = squared_error(last, truth, done)
+    # NaN for a model without an l1 ball, and in a store older than the variable.
+    projected = ds["projected"] if "projected" in ds else xr.full_like(estimate, np.nan)
+    mse_projected, mse_projected_se, mse_projected_n_done = squared_error(projected, truth, done)
     last_ok = done & valid & last.notnull()
     rmse_last = np.sqrt(
         _ratio((((last - truth) ** 2).where(last_ok)).sum("rep"), last_ok.sum("rep"))
@@ -315,6 +346,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "joint_coverage": joint_coverage,
             "joint_coverage_se": _binomial_se(joint_coverage, joint_n_done),
             "joint_n_done": joint_n_done.astype(np.int64),
+            "joint_coverage_z": joint_coverage_z,
             "bias": bias,
             "rmse": rmse,
             "rmse_last": rmse_last,
@@ -327,6 +359,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "mse_last": mse_last,
             "mse_last_se": mse_last_se,
             "mse_last_n_done": mse_last_n_done,
+            "mse_projected": mse_projected,
+            "mse_projected_se": mse_projected_se,
+            "mse_projected_n_done": mse_projected_n_done,
             "sd": sd,
             "oracle_sd": oracle_sd,
             "sd_ratio": sd / oracle_sd,

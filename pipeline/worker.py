@@ -26,10 +26,11 @@ def run_chunk(
 ) -> dict[str, Any]:
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
 
-    Returns arrays shaped for the store: estimate and last (R, [K,] d), lower, upper
-    and method_estimate (M, R, [K,] d), method_failed and method_seconds (M, R, [K])
-    (per checkpoint: a method that fails at an early checkpoint still counts at the
-    later ones), failed (R,), seconds (R,), job_id
+    Returns arrays shaped for the store: estimate, last and projected (R, [K,] d; the
+    last NaN for a model without an l1 ball), lower, upper and method_estimate
+    (M, R, [K,] d), method_failed and method_seconds (M, R, [K]) (per checkpoint: a
+    method that fails at an early checkpoint still counts at the later ones), failed
+    (R,), seconds (R,), job_id
     (R,), and an error record per failed replicate (traceback, parameters, seed) or per
     failed method.
     """
@@ -42,6 +43,7 @@ def run_chunk(
         "reps": list(reps),
         "estimate": np.full((n_reps, *extra), np.nan),
         "last": np.full((n_reps, *extra), np.nan),
+        "projected": np.full((n_reps, *extra), np.nan),
         "lower": np.full((n_methods, n_reps, *extra), np.nan),
         "upper": np.full((n_methods, n_reps, *extra), np.nan),
         "method_estimate": np.full((n_methods, n_reps, *extra), np.nan),
@@ -72,6 +74,8 @@ def run_chunk(
         dim = result.truth.shape[0]
         out["estimate"][i, ..., :dim] = result.estimate
         out["last"][i, ..., :dim] = result.last
+        if result.projected is not None:
+            out["projected"][i, ..., :dim] = result.projected
         for m, label in enumerate(methods):
             out["lower"][m, i, ..., :dim] = result.lower[label]
             out["upper"][m, i, ..., :dim] = result.upper[label]

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.tasks.l1_projection import project_l1_ball
 from ldpsim.tasks.rng import set_state, state_of
 from ldpsim.tasks.seeding import data_stream, method_stream
 from ldpsim.tasks.sgd import ldp_sgd
@@ -23,12 +24,15 @@ class ReplicateResult:
     """What one replicate returns; small and picklable.
 
     ``estimate`` is the average theta_bar_n, ``last`` the last iterate theta_n (each at
-    every checkpoint when the spec has them). Arrays have shape (d,), or
-    (n_checkpoints, d) when the spec has checkpoints. ``method_estimate`` is each
-    method's point estimate (theta_bar_n for bb, bm, sn and the oracle; a competitor's
-    own, SPEC 10) and ``method_seconds`` the compute time of each method (shape (), or
-    (n_checkpoints,)): its interval from the statistics, or for a competitor all its
-    work (replaying the users included); ``seconds`` is the whole replicate's.
+    every checkpoint when the spec has them). ``projected`` is the projection of
+    theta_bar_n onto the l1 ball of radius r that the model states theta* lies in
+    (:meth:`ldpsim.tasks.models.base.Model.constraint_radius`; SPEC 11), None for a
+    model that states none. Arrays have shape (d,), or (n_checkpoints, d) when the spec
+    has checkpoints. ``method_estimate`` is each method's point estimate (theta_bar_n
+    for bb, bm, sn and the oracle; a competitor's own, SPEC 10) and ``method_seconds``
+    the compute time of each method (shape (), or (n_checkpoints,)): its interval from
+    the statistics, or for a competitor all its work (replaying the users included);
+    ``seconds`` is the whole replicate's.
     A method that failed has NaN bounds where it failed, True in ``method_failed`` there
     (shape (), or (n_checkpoints,)) and its first reason in ``failures``; a non-finite
     estimate (overflowing iterates) is recorded under ``failures['estimate']``.
@@ -45,6 +49,7 @@ class ReplicateResult:
     method_failed: dict[str, np.ndarray] = field(default_factory=dict)
     method_estimate: dict[str, np.ndarray] = field(default_factory=dict)
     method_seconds: dict[str, np.ndarray] = field(default_factory=dict)
+    projected: np.ndarray | None = None
 
 
 def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
@@ -65,12 +70,28 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
     return cuts[(cuts >= 1) & (cuts <= n)]
 
 
-def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
+def needs_full_matrix(rs: ReplicateSpec) -> bool:
+    """Whether a method of ``rs`` reads the whole d x d matrix A of the self-normalizer.
+
+    Otherwise the kernel keeps only its diagonal: a step then costs O(d), not O(d^2).
+    """
+    return any(method.needs_full_matrix for method in rs.methods.values())
+
+
+def run_kernel(
+    rs: ReplicateSpec,
+    cuts: np.ndarray,
+    data_rng: np.random.Generator,
+    full_matrix: bool | None = None,
+) -> tuple:
     """Call :func:`ldpsim.tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
 
     The kernel draws from ``data_rng``'s PCG64 state inline (:mod:`ldpsim.tasks.rng`) and the
     advanced state is written back, as if ``data_rng`` itself had drawn the numbers.
+    ``full_matrix`` (None: :func:`needs_full_matrix`) says whether it keeps all of A.
     """
+    if full_matrix is None:
+        full_matrix = needs_full_matrix(rs)
     model, mechanism = rs.model, rs.mechanism
     st = np.array(state_of(data_rng), dtype=np.uint64)
     out = ldp_sgd(
@@ -85,16 +106,25 @@ def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generato
         np.asarray(cuts, dtype=np.int64),
         st,
         project=type(model).project,
+        full_matrix=full_matrix,
     )
     set_state(data_rng, st)
     return out
 
 
-def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
-    """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics."""
+def run_stats(
+    rs: ReplicateSpec, data_rng: np.random.Generator, full_matrix: bool | None = None
+) -> StreamingStats:
+    """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics.
+
+    ``full_matrix``: keep all of A (True) or its diagonal (False); None (the default):
+    as the methods of ``rs`` need (:func:`needs_full_matrix`).
+    """
     model, mechanism = rs.model, rs.mechanism
     cuts = replicate_cuts(rs)
-    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(rs, cuts, data_rng)
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(
+        rs, cuts, data_rng, full_matrix
+    )
     return StreamingStats(
         n=rs.n,
         cuts=cuts,
@@ -183,6 +213,8 @@ def compute_replicate(
     method_seconds = {label: np.full(len(points), np.nan) for label in rs.methods}
     method_failed = {label: np.zeros(len(points), dtype=bool) for label in rs.methods}
     failures: dict[str, str] = {}
+    radius = rs.model.constraint_radius()
+    projected = None if radius is None else np.full((len(points), d), np.nan)
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
@@ -192,6 +224,8 @@ def compute_replicate(
             failures.setdefault(
                 "estimate", f"non-finite theta_bar{where}: the iterates overflowed"
             )
+        elif projected is not None:
+            projected[k] = project_l1_ball(estimate[k], radius)
         for label, method in rs.methods.items():
             rng = method_rngs.get(label)
             if rng is not None and point != rs.n:
@@ -204,6 +238,8 @@ def compute_replicate(
                     else:
                         centre = estimate[k]
                         lo, hi = method.interval(sub, rs.level, rng)
+                if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
+                    lo, hi = np.maximum(lo, -radius), np.minimum(hi, radius)
                 if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
                     raise FloatingPointError("non-finite interval bound")
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -218,6 +254,7 @@ def compute_replicate(
     seconds = time.perf_counter() - start
     if rs.checkpoints is None:
         estimate, last = estimate[0], last[0]
+        projected = None if projected is None else projected[0]
         lower = {k: v[0] for k, v in lower.items()}
         upper = {k: v[0] for k, v in upper.items()}
         method_failed = {k: v.reshape(()) for k, v in method_failed.items()}
@@ -235,4 +272,5 @@ def compute_replicate(
         method_failed=method_failed,
         method_estimate=method_estimate,
         method_seconds=method_seconds,
+        projected=projected,
     )

@@ -13,7 +13,13 @@ from ldpsim.tasks.models.base import no_projection
 
 @functools.cache
 def compile_kernel(
-    sample_gradient, privatize, d, n_model_params, n_mech_params, project=no_projection
+    sample_gradient,
+    privatize,
+    d,
+    n_model_params,
+    n_mech_params,
+    project=no_projection,
+    full_matrix=True,
 ):
     """The LDP-SGD loop with one model's and one mechanism's callbacks compiled in.
 
@@ -21,19 +27,23 @@ def compile_kernel(
     compiled once per pair, dimension d and length of their parameter vectors, with the
     callbacks inlined and d a constant. ``project`` is the model's projection of each
     new iterate's coordinate onto its parameter space (``Model.project``; the default
-    changes nothing). Call it through :func:`ldp_sgd`.
+    changes nothing). ``full_matrix`` False keeps only the diagonal of A (see
+    :func:`ldp_sgd`). Call it through :func:`ldp_sgd`.
 
     The compiled loop is cached on disk (:mod:`ldpsim.tasks.kernel_cache`), keyed by
     the source of every module it calls into: the first process compiles it (3 to 20
     s), later processes load it in milliseconds; within a process it is built once.
     """
+    # Only the d = 1 loop reads the parameters as tuples; for d > 1 the tuples are dead
+    # code, kept at length 1 (numba refuses tuples of 1000 entries, as d = 1000 needs).
     bindings = {
         "sample_gradient": sample_gradient,
         "privatize": privatize,
         "project": project,
         "d": int(d),
-        "n_model_params": int(n_model_params),
-        "n_mech_params": int(n_mech_params),
+        "n_model_params": int(n_model_params) if d == 1 else 1,
+        "n_mech_params": int(n_mech_params) if d == 1 else 1,
+        "full_matrix": bool(full_matrix),
     }
     return compile_template(sgd_loop, "kernel", bindings)
 
@@ -51,6 +61,7 @@ def ldp_sgd(
     st,
     *,
     project=no_projection,
+    full_matrix=True,
 ):
     """Run LDP-SGD for n = cuts[-1] steps, keeping only streaming statistics.
 
@@ -82,6 +93,9 @@ def ldp_sgd(
         The model's projection callback (``Model.project``): ``(d, j, value, params)
         -> float``, coordinate j of the new iterate on the parameter space. Default: the
         identity, :func:`ldpsim.tasks.models.base.no_projection`.
+    full_matrix : bool
+        Whether to accumulate all of A (O(d^2) per step) or only its diagonal (O(d)).
+        Default True.
 
     Returns
     -------
@@ -95,8 +109,9 @@ def ldp_sgd(
     snap_t, snap_b : ndarray (K, d)
         At the end of segment k: T_s = sum_{i<=s} (theta_i - seg_shift[k]) and
         b_s = sum_{r<=s} r T_r.
-    snap_a : ndarray (K, d, d)
-        A_s = sum_{r<=s} T_r T_r' (self-normalization, Lee et al. 2022), same centre.
+    snap_a : ndarray (K, d, d), or (K, d, 1) when ``full_matrix`` is False
+        A_s = sum_{r<=s} T_r T_r' (self-normalization, Lee et al. 2022), same centre;
+        without ``full_matrix`` only its diagonal, A_s,jj in column 0.
     snap_theta : ndarray (K, d)
         The iterate theta_s at the end of segment k (s = cuts[k]): the last iterate at
         every checkpoint. ``snap_theta[-1]`` equals ``theta``.
@@ -108,7 +123,8 @@ def ldp_sgd(
     (SPEC section 4). Recentring only at these fixed points, never at the other cuts,
     makes every statistic independent of which other cuts were requested: adding an
     interval method or a checkpoint leaves the other results bit-identical (SPEC 6).
-    Memory is O(K d^2), independent of n.
+    Memory is O(K d^2), or O(K d) without ``full_matrix``; it grows with n only
+    through the number of cuts K.
 
     The random numbers come from numpy's PCG64 stream, drawn inline by :mod:`ldpsim.tasks.rng`
     (numpy's normal, bit for bit; Laplace noise by its own exact sampler). The callbacks
@@ -124,7 +140,13 @@ def ldp_sgd(
     mech_params = np.ascontiguousarray(mech_params, dtype=np.float64)
     theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
     kernel = compile_kernel(
-        sample_gradient, privatize, theta0.size, model_params.size, mech_params.size, project
+        sample_gradient,
+        privatize,
+        theta0.size,
+        model_params.size,
+        mech_params.size,
+        project,
+        full_matrix,
     )
     return kernel(
         model_params,

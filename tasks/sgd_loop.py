@@ -2,8 +2,9 @@
 
 This file is a template. :func:`ldpsim.tasks.sgd.compile_kernel` copies it, with the
 lines between the ``<bindings>`` markers replaced by one model's ``sample_gradient``,
-one mechanism's ``privatize``, the dimension d and the lengths of their parameter
-vectors, into a module of its own (:mod:`ldpsim.tasks.kernel_cache`), where numba can
+one mechanism's ``privatize``, the dimension d, the lengths of their parameter
+vectors and ``full_matrix`` (whether A = sum_r T_r T_r' is kept in full or only its
+diagonal), into a module of its own (:mod:`ldpsim.tasks.kernel_cache`), where numba can
 cache the compiled loop on disk. Its placeholder :func:`kernel` is never called.
 
 The model's ``project`` callback maps each coordinate of the new iterate onto the
@@ -12,7 +13,11 @@ it is :func:`ldpsim.tasks.models.base.no_projection`, which returns its argument
 compiles to nothing: their loops are the same machine code as without the hook.
 
 One loop serves every model and mechanism. The callbacks are inlined into it and d is
-a constant, so the loop is compiled once per (callbacks, d, parameter lengths).
+a constant, so the loop is compiled once per (callbacks, d, parameter lengths,
+full_matrix). With ``full_matrix`` False (no requested method reads an off-diagonal
+entry of A) every statistic is per coordinate: a step costs O(d) beyond the callbacks
+and the memory is O(K d) for K cuts, instead of O(d^2) and O(K d^2). The diagonal is
+computed by the same operations in the same order either way, so it is bit-identical.
 
 For d = 1 the callbacks get theta and the parameters as tuples (values in registers)
 and only ``g`` as a pointer: through pointers, every step would reload them from
@@ -32,6 +37,7 @@ from ldpsim.tasks.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
 # <bindings> The generated module replaces these lines (ldpsim.tasks.kernel_cache).
 sample_gradient = privatize = project = None
 d = n_model_params = n_mech_params = 1
+full_matrix = True
 cache_to_disk = False
 # </bindings>
 
@@ -54,12 +60,15 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
     shift = theta0.copy()
     t = np.zeros(d)
     bvec = np.zeros(d)
-    amat = np.zeros((d, d))
+    # A = sum_r T_r T_r' in full (its lower triangle) only where a method needs the
+    # matrix; else its diagonal alone, in column 0: O(d) per step and O(d) per cut.
+    a_cols = d if full_matrix else 1
+    amat = np.zeros((d, a_cols))
     seg_dev = np.zeros((n_cuts, d))
     seg_shift = np.empty((n_cuts, d))
     snap_t = np.empty((n_cuts, d))
     snap_b = np.empty((n_cuts, d))
-    snap_a = np.empty((n_cuts, d, d))
+    snap_a = np.empty((n_cuts, d, a_cols))
     snap_theta = np.empty((n_cuts, d))
     a1, a2, a3, a4, a5 = eta_series(gamma)
     ratios = np.empty(ETA_RESYNC_MASK + 1)
@@ -110,17 +119,23 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
                     theta[j] = project(d, j, theta[j] - eta * g[j], model_p)
                     t[j] += theta[j] - shift[j]
                     bvec[j] += fi * t[j]
-                for j in range(d):
-                    for m in range(j + 1):
-                        amat[j, m] += t[j] * t[m]
+                    if not full_matrix:
+                        amat[j, 0] += t[j] * t[j]
+                if full_matrix:
+                    for j in range(d):
+                        for m in range(j + 1):
+                            amat[j, m] += t[j] * t[m]
         for j in range(d):
             seg_dev[k, j] = t[j] - t_start[j]
             snap_t[k, j] = t[j]
             snap_b[k, j] = bvec[j]
             snap_theta[k, j] = theta[j]
-            for m in range(j + 1):
-                snap_a[k, j, m] = amat[j, m]
-                snap_a[k, m, j] = amat[j, m]
+            if full_matrix:
+                for m in range(j + 1):
+                    snap_a[k, j, m] = amat[j, m]
+                    snap_a[k, m, j] = amat[j, m]
+            else:
+                snap_a[k, j, 0] = amat[j, 0]
         if end & (end - 1) != 0:
             continue
         # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
@@ -132,8 +147,13 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
             delta[j] = new_shift - shift[j]
             shift[j] = new_shift
         for j in range(d):
-            for m in range(j + 1):
-                amat[j, m] += -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
+            if full_matrix:
+                for m in range(j + 1):
+                    amat[j, m] += (
+                        -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
+                    )
+            else:
+                amat[j, 0] += -delta[j] * bvec[j] - bvec[j] * delta[j] + c_s * delta[j] * delta[j]
         for j in range(d):
             bvec[j] -= c_s * delta[j]
             t[j] -= s * delta[j]

@@ -107,6 +107,22 @@ def build_unit(cls: type, params: Mapping[str, Any], what: str):
     return cls(**params)
 
 
+def check_constraint(label: str, method: IntervalMethod, model: Model) -> None:
+    """Refuse ``intersect_constraint`` unless it is a bool and the model states a radius."""
+    value = method.intersect_constraint
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"The 'intersect_constraint' parameter of method {label!r} must be true or "
+            f"false. Got {value!r}."
+        )
+    if value and model.constraint_radius() is None:
+        raise ValueError(
+            f"The 'intersect_constraint' parameter of method {label!r} needs a model that "
+            f"states an l1 ball around theta* (sparse_mean); model {model.name!r} states "
+            f"none. Leave it out."
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReplicateSpec:
     """A validated, normalized replicate specification (see :func:`normalize_spec`)."""
@@ -140,7 +156,7 @@ class ReplicateSpec:
     def method_key(self, label: str) -> dict[str, Any]:
         """Key of one method's own stream: its label, kind and parameters."""
         method = self.methods[label]
-        return {"label": label, "method": method.name, **dataclasses.asdict(method)}
+        return {"label": label, "method": method.name, **method.key()}
 
 
 def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
@@ -153,7 +169,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         ``mechanism`` (str; default randomized_response for quantile, laplace
         otherwise) and its parameters as top-level keys: ``eps`` in (0, inf] (default 1,
         inf for 'none'), ``delta`` in (0, 1) (gaussian), ``mu`` in (0, inf] (gdp, default
-        1) or ``budget_range`` [low, high] instead of eps or mu (per-user budgets);
+        1) or ``budget_range`` [low, high] instead of eps or mu (per-user budgets),
+        ``calibration`` 'sparse' or 'dense' (laplace and gaussian, for a model that
+        declares a gradient sparsity; default 'sparse');
         ``n`` int in [2, 1e18];
         ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
         floats (the model's ``default_theta0()``: 0 but for a scale); ``batch`` int
@@ -199,6 +217,13 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         )
     mechanism = build_from_spec(mech_cls, mech_keys, spec, "mechanism")
     mechanism.check_model(model)
+    if (
+        "calibration" in unit_params(mech_cls)
+        and mechanism.calibration is None
+        and model.gradient_sparsity() is not None
+    ):
+        # Recorded, so that the default and an explicit "sparse" key the same stream.
+        mechanism = dataclasses.replace(mechanism, calibration="sparse")
     try:
         mechanism.params(model)  # its calibration needs the model's sensitivity
     except NotImplementedError as exc:
@@ -249,6 +274,8 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         cls = find_unit("method", kind)
         methods[str(label)] = build_unit(cls, params, "method")
     methods = follow_bootstrap(methods)
+    for label, method in methods.items():
+        check_constraint(label, method, model)
 
     checkpoints = None
     if spec.get("checkpoints") is not None:

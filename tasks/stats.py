@@ -24,7 +24,8 @@ class StreamingStats:
     n : int
         Number of SGD steps these statistics describe (= cuts[-1]).
     cuts, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
-        Kernel outputs, see :func:`ldpsim.tasks.sgd.ldp_sgd`.
+        Kernel outputs, see :func:`ldpsim.tasks.sgd.ldp_sgd`; ``snap_a`` has shape
+        (K, d, d), or (K, d, 1) (the diagonal of A alone) when no method needed more.
     gamma : float
         Step-size exponent of the run (batch means and the bootstrap's theory use it).
     asymptotic_cov : ndarray (d, d)
@@ -109,16 +110,48 @@ class StreamingStats:
             out[j] = pieces[first[j] : first[j + 1]].sum(axis=0)
         return out
 
+    @property
+    def full_matrix(self) -> bool:
+        """Whether ``snap_a`` holds all of A (else only its diagonal, shape (K, d, 1))."""
+        return self.snap_a.shape[2] == self.dim
+
     def self_normalizer(self) -> np.ndarray:
         """V_n = n^-2 sum_s s^2 (theta_bar_s - theta_bar_n)(theta_bar_s - theta_bar_n)'.
+
+        Needs the whole matrix A (a method with ``needs_full_matrix``); see
+        :meth:`self_normalizer_diagonal` for its diagonal alone.
+
+        Raises
+        ------
+        ValueError
+            The run kept only the diagonal of A.
 
         References
         ----------
         Lee, Liao, Seo & Shin (2022), AAAI; Liu, Hu, Ding & Kong (2023), ICML.
         """
+        if not self.full_matrix:
+            raise ValueError(
+                "The run kept only the diagonal of the self-normalizer's A; a method that "
+                "needs the whole matrix must set needs_full_matrix = True."
+            )
         s = float(self.n)
         u = self.snap_t[-1] / s
         b = self.snap_b[-1]
         c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
         v = self.snap_a[-1] - np.outer(u, b) - np.outer(b, u) + c_s * np.outer(u, u)
         return (v + v.T) / (2.0 * s * s)
+
+    def self_normalizer_diagonal(self) -> np.ndarray:
+        """The diagonal of :meth:`self_normalizer`, shape (d,); O(d) from either form of A.
+
+        The same operations in the same order as the diagonal of the full V_n, so the
+        two agree bit for bit.
+        """
+        s = float(self.n)
+        u = self.snap_t[-1] / s
+        b = self.snap_b[-1]
+        c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
+        a = np.diagonal(self.snap_a[-1]) if self.full_matrix else self.snap_a[-1][:, 0]
+        v = a - u * b - b * u + c_s * (u * u)
+        return (v + v) / (2.0 * s * s)

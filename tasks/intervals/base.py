@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -21,18 +22,50 @@ class IntervalMethod:
 
     Subclasses set ``name`` and implement :meth:`interval`; methods that need segment
     sums also implement :meth:`cuts`, methods that draw random numbers set
-    ``uses_rng = True`` (they then get their own stream, SPEC section 6).
+    ``uses_rng = True`` (they then get their own stream, SPEC section 6), methods that
+    need the whole matrix A set ``needs_full_matrix = True``.
 
     A competitor that spends the privacy budget differently (SPEC section 10) sets
     ``own_estimate = True`` and implements :meth:`estimate_interval` instead: it gets
     the replicate's users (:class:`ldpsim.tasks.users.Users`), not the LDP run's
     statistics, and returns its own point estimate with its interval.
+
+    Parameters
+    ----------
+    intersect_constraint : bool
+        Every method takes it. True: each interval [l_j, u_j] is intersected with
+        [-r, r], where r is the radius of the l1 ball the model states theta* lies in
+        (``Model.constraint_radius``; SPEC 11, seed 003). Since |theta*_j| <= r the
+        intersection covers whenever the interval does, and it is never longer. The
+        intersection is empty (l_j > u_j) when the interval lies outside [-r, r].
+        Default False.
     """
 
     name: ClassVar[str]
     uses_rng: ClassVar[bool] = False
     #: True: the method computes its own estimate from the users (:meth:`estimate_interval`).
     own_estimate: ClassVar[bool] = False
+    #: True for a method that reads off-diagonal entries of the self-normalizer's A
+    #: (:meth:`StreamingStats.self_normalizer`): the kernel then keeps all of A, O(d^2)
+    #: per step; otherwise only its diagonal (:meth:`StreamingStats.self_normalizer_diagonal`).
+    needs_full_matrix: ClassVar[bool] = False
+    #: Parameters added after stores were written with the method: left out of its
+    #: stream key while at their default, so that existing streams stay as they were.
+    late_params: ClassVar[tuple[str, ...]] = ("intersect_constraint",)
+
+    intersect_constraint: bool = False
+
+    def key(self) -> dict[str, Any]:
+        """The parameters that key the method's own stream (SPEC section 6).
+
+        All of them, except a parameter of :attr:`late_params` at its default.
+        """
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if not (name in self.late_params and value == defaults[name])
+        }
 
     def cuts(self, n: int, gamma: float) -> np.ndarray:
         """Segment ends (in [1, n]) whose sums the method needs for a run of n steps."""

@@ -106,8 +106,8 @@ class SelfNormalized(IntervalMethod):
     def interval(
         self, stats: StreamingStats, level: float, rng: np.random.Generator | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        v = stats.self_normalizer()
-        half = critical_value(level) * np.sqrt(np.diag(v) / stats.n)
+        v = stats.self_normalizer_diagonal()
+        half = critical_value(level) * np.sqrt(v / stats.n)
         return stats.theta_bar - half, stats.theta_bar + half
 
 

@@ -12,7 +12,12 @@ from numba import njit
 
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import random, state_of
-from ldpsim.tasks.validation import check_budget_range, check_float
+from ldpsim.tasks.validation import check_budget_range, check_choice, check_float
+
+#: The calibrations of the Laplace and Gaussian mechanisms for a model that declares a
+#: gradient sparsity s (SPEC 11): to the sensitivity with s ("sparse", the default for
+#: such models) or with d in its place ("dense").
+CALIBRATIONS = ("sparse", "dense")
 
 
 @njit
@@ -35,6 +40,32 @@ def draw_budget(low, width, s):
     """
     u, s = random(s)
     return low + width * u, s
+
+
+def check_calibration(value: object, owner: str) -> str | None:
+    """A mechanism's ``calibration`` parameter: None or one of :data:`CALIBRATIONS`."""
+    return None if value is None else check_choice(value, "calibration", CALIBRATIONS, owner=owner)
+
+
+def check_calibrated_model(calibration: str | None, model: Model, owner: str) -> None:
+    """Refuse a ``calibration`` for a model that declares no gradient sparsity."""
+    if calibration is not None and model.gradient_sparsity() is None:
+        raise ValueError(
+            f"The 'calibration' parameter of {owner} applies only to models that declare "
+            f"a gradient sparsity (sparse_mean, one_hot_quantile_regression); model "
+            f"{model.name!r} declares none. Leave it out. Got calibration = {calibration!r}."
+        )
+
+
+def calibrated_sensitivity(model: Model, calibration: str | None, norm: int) -> float:
+    """The model's l1 (``norm`` 1) or l2 (2) sensitivity under ``calibration``.
+
+    "dense" takes the model's sensitivity that ignores its sparsity; "sparse" and None
+    the model's own (sparsity-aware where the model declares a sparsity).
+    """
+    if calibration == "dense":
+        return model.dense_l1_sensitivity() if norm == 1 else model.dense_l2_sensitivity()
+    return model.l1_sensitivity() if norm == 1 else model.l2_sensitivity()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,13 @@ import numpy as np
 from numba import njit
 from scipy import stats
 
-from ldpsim.tasks.mechanisms.base import Mechanism, draw_budget
+from ldpsim.tasks.mechanisms.base import (
+    Mechanism,
+    calibrated_sensitivity,
+    check_calibrated_model,
+    check_calibration,
+    draw_budget,
+)
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float
@@ -82,6 +88,10 @@ class Gaussian(Mechanism):
         ``[low, high]`` with 0 < low <= high < inf: user i's eps_i is drawn iid
         Uniform(low, high) (delta is the same for all). The noise covariance averaged
         over users is 2 Delta2^2 ln(1.25 / delta) E[eps^-2] I with E[eps^-2] = 1 / (low high).
+    calibration : {'sparse', 'dense'} or None
+        Only for a model that declares a gradient sparsity s (SPEC 11): 'sparse' (the
+        default for such a model) calibrates to Delta2 = 2 M sqrt(s), 'dense' to
+        2 M sqrt(d). The noise still goes on all d coordinates.
 
     References
     ----------
@@ -90,6 +100,7 @@ class Gaussian(Mechanism):
     Balle, B. & Wang, Y.-X. (2018). Improving the Gaussian mechanism for differential
     privacy: analytical calibration and optimal denoising. ICML, Theorem 8.
     Shi, Xie, Jiang, Kong & He (seed 004), Example 2 and section 3 (per-user budgets).
+    Seed 003, the sparsity-aware sensitivity (``calibration``).
     """
 
     name = "gaussian"
@@ -98,11 +109,16 @@ class Gaussian(Mechanism):
 
     eps: float | None = None
     delta: float = 1e-5
+    calibration: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         delta = check_float(self.delta, "delta", owner=self.name, low=0, high=1)
         object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "calibration", check_calibration(self.calibration, self.name))
+
+    def check_model(self, model: Model) -> None:
+        check_calibrated_model(self.calibration, model, self.name)
 
     def noise_factor(self) -> float:
         """sqrt(2 ln(1.25 / delta)): the noise sd is Delta2 times this over eps."""
@@ -129,7 +145,7 @@ class Gaussian(Mechanism):
         return np.array([self.sd(model)], dtype=np.float64)
 
     def sensitivity(self, model: Model) -> float:
-        return model.l2_sensitivity()
+        return calibrated_sensitivity(model, self.calibration, 2)
 
     def variance(self, model: Model) -> np.ndarray:
         numerator = self.sensitivity(model) * self.noise_factor()

@@ -129,6 +129,32 @@ class Model:
         """
         return math.sqrt(self.dim) * self.l2_sensitivity()
 
+    def gradient_sparsity(self) -> int | None:
+        """s when every gradient has at most s non-zero coordinates; None (the default)
+        for a model that declares no sparsity.
+
+        Such a model states two calibrations (SPEC 11): :meth:`l1_sensitivity` and
+        :meth:`l2_sensitivity` use the sparsity, :meth:`dense_l1_sensitivity` and
+        :meth:`dense_l2_sensitivity` ignore it (d in place of s); the Laplace and
+        Gaussian mechanisms choose by their ``calibration``.
+        """
+        return None
+
+    def dense_l1_sensitivity(self) -> float:
+        """Delta1 of a calibration that ignores the sparsity (models with a sparsity)."""
+        raise NotImplementedError(f"model {self.name!r} declares no gradient sparsity")
+
+    def dense_l2_sensitivity(self) -> float:
+        """Delta2 of a calibration that ignores the sparsity (models with a sparsity)."""
+        raise NotImplementedError(f"model {self.name!r} declares no gradient sparsity")
+
+    def constraint_radius(self) -> float | None:
+        """r when theta* is known to lie in the l1 ball of radius r; None (the default).
+
+        The replicate then stores the projection of the estimate onto that ball (SPEC 11).
+        """
+        return None
+
     def sample_gradients(self, theta: np.ndarray, n_samples: int, seed: int) -> np.ndarray:
         """Gradients at ``theta`` of ``n_samples`` fresh observations, shape (n_samples, d)."""
         s = state_of(np.random.Generator(np.random.PCG64(seed)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from ldpsim.pipeline.plots import (
     MAX_DIAGNOSTIC_COLUMNS,
     PANEL_SIZE,
     _errors_figure,
+    _sparsity_figure,
     plot_store,
 )
 from ldpsim.pipeline.summary import summarize
@@ -109,3 +111,71 @@ def test_privacy_figures_for_a_store_with_eps_n_and_the_floor(tmp_path):
     # Without the floor, no such figures.
     files = plot_store(syn.grid_store().rename({"tau": "eps"}), tmp_path / "plain")
     check_files(files, tmp_path / "plain", ["coverage", "length", "diagnostics"])
+
+
+def sparse_store() -> xr.Dataset:
+    """A hand-made store of the `sparse` sweep's shape: grid axis `case` only, cases with
+    d and sparsity, two calibrations; interval lengths 0.1 s (sparse) or 0.1 d (dense)."""
+    cases = {}
+    for d, s in ((2, 1), (2, 2), (4, 1), (4, 2), (4, 4)):
+        for calibration in ("sparse", "dense"):
+            cases[f"d{d}-s{s}-{calibration}"] = {"d": d, "sparsity": s, "calibration": calibration}
+    labels, methods, reps, width = list(cases), ["band", "oracle"], 5, 4
+    truth = np.zeros((len(labels), width))
+    lower = np.full((len(labels), len(methods), reps, width), np.nan)
+    for c, label in enumerate(labels):
+        d, s = cases[label]["d"], cases[label]["sparsity"]
+        truth[c, d:] = np.nan  # a smaller d is NaN-padded
+        half = 0.05 * (s if cases[label]["calibration"] == "sparse" else d)
+        lower[c, :, :, :d] = -half
+        lower[c, 0, :2, 0] = half / 2  # the band misses coordinate 0 in 2 of 5 replicates
+    upper = np.where(np.isnan(lower), np.nan, lower + 2 * np.abs(lower))
+    upper[:, 0, :2, 0] = lower[:, 0, :2, 0] + 0.1
+    estimate = np.where(np.isnan(truth[:, None, :]), np.nan, 0.0) + np.zeros((1, reps, 1))
+    sweep = json.loads(syn.sweep_attr({"case": labels}, {"model": "sparse_mean"}, methods, reps))
+    sweep["cases"] = cases
+    ds = xr.Dataset(
+        {
+            "estimate": (("case", "rep", "coord"), estimate),
+            "lower": (("case", "method", "rep", "coord"), lower),
+            "upper": (("case", "method", "rep", "coord"), upper),
+            "truth": (("case", "coord"), truth),
+            "done": (("case", "rep"), np.ones((len(labels), reps), dtype=bool)),
+            "failed": (("case", "rep"), np.zeros((len(labels), reps), dtype=bool)),
+            "method_failed": (("case", "method", "rep"), np.zeros(lower.shape[:3], dtype=bool)),
+        },
+        coords={
+            "case": np.array(labels, dtype=object),
+            "method": np.array(methods, dtype=object),
+            "rep": np.arange(reps),
+            "coord": np.arange(width),
+        },
+    )
+    ds.attrs.update(level=syn.LEVEL, sweep=json.dumps(sweep))
+    return ds
+
+
+def test_sparsity_figure(tmp_path):
+    # One row per d, columns length / marginal / joint coverage against s; a line per
+    # method and calibration, with the values of the summary.
+    store = sparse_store()
+    files = plot_store(store, tmp_path)
+    check_files(files, tmp_path, ["coverage", "length", "sparsity"])
+    summary = summarize(store)
+    fig = _sparsity_figure(summary)
+    axes = np.array(fig.axes).reshape(2, 3)
+    length_ax, marginal_ax, joint_ax = axes[1]  # d = 4
+    assert length_ax.get_title() == "d = 4" and length_ax.get_yscale() == "log"
+    lines = {line.get_label(): line for line in length_ax.get_lines()}
+    dense = lines["oracle, calibration = dense"]
+    np.testing.assert_array_equal(dense.get_xdata(), [1, 2, 4])
+    np.testing.assert_allclose(dense.get_ydata(), [0.4, 0.4, 0.4])  # 2 * 0.05 d
+    np.testing.assert_allclose(lines["oracle, calibration = sparse"].get_ydata(), [0.1, 0.2, 0.4])
+    marginal = {line.get_label(): line for line in marginal_ax.get_lines()}
+    np.testing.assert_allclose(marginal["band, calibration = sparse"].get_ydata(), 1 - 0.4 / 4)
+    joint = {bars.get_label(): bars.lines[0] for bars in joint_ax.containers}
+    np.testing.assert_allclose(joint["band, calibration = sparse"].get_ydata(), 0.6)
+    np.testing.assert_allclose(joint["oracle, calibration = dense"].get_ydata(), 1.0)
+    assert np.array_equal(axes[0, 0].lines[0].get_xdata(), [1, 2])  # d = 2: s <= d
+    # Not drawn for a store of another shape.
+    assert _sparsity_figure(summarize(syn.grid_store())) is None

@@ -23,6 +23,7 @@ from ldpsim.pipeline.store import Store, consolidate
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.worker import run_chunk
+from ldpsim.tasks.l1_projection import project_l1_ball
 from ldpsim.tasks.seeding import STREAMS_VERSION, data_stream, streams_fingerprint
 
 VALUES = ("estimate", "last", "lower", "upper", "truth", "done", "failed", "method_failed")
@@ -521,3 +522,28 @@ def test_store_without_method_estimates_opens_summarizes_and_extends(
         np.testing.assert_allclose(
             after["method_rmse"].sel({"method": label}).values, after["rmse"].values, rtol=1e-12
         )
+
+
+def test_projection_stored_for_a_model_with_an_l1_ball(tmp_path):
+    # SPEC 11: the store keeps the l1-ball projection of theta_bar_n (radius M s = 2),
+    # computed by the worker; the summary reports its squared l2 error beside the
+    # average's, and it is never larger (a projection onto a convex set holding theta*).
+    sweep_file = write_sweep(
+        tmp_path / "sparse.toml",
+        replicates=2,
+        grid={"n": [2000]},
+        spec={"model": '"sparse_mean"', "d": "20", "sparsity": "2", "eps": "1.0"},
+    )
+    sweep = load_sweep(sweep_file)
+    store, _ = Store.open_or_create(tmp_path / "sparse.zarr", sweep)
+    point = sweep.points()[0]
+    chunk = run_chunk(point.spec, [0, 1], store.layout.methods, store.layout.d, "in-process")
+    store.write_chunk(store.index_of(point), 0, chunk)
+    ds = open_dataset(tmp_path / "sparse.zarr").load()
+    assert ds["projected"].dims == ds["estimate"].dims
+    assert ds["projected"].attrs["long_name"]
+    estimate = ds["estimate"].isel(n=0).values
+    np.testing.assert_array_equal(ds["projected"].isel(n=0).values, project_l1_ball(estimate, 2.0))
+    summary = summarize(ds).isel(n=0)
+    assert int(summary["mse_projected_n_done"]) == 2
+    assert float(summary["mse_projected"]) <= float(summary["mse"])

@@ -100,6 +100,10 @@ def test_joint_coverage(summary, tau, n):
     assert k == 24
     p = np.array([24 / 35, 33 / 36])
     np.testing.assert_allclose(joint["joint_coverage_se"].values, np.sqrt(p * (1 - p) / [35, 36]))
+    # Against the nominal level, in binomial standard errors at that level.
+    level = syn.LEVEL
+    z = (p - level) / np.sqrt(level * (1 - level) / np.array([35, 36]))
+    np.testing.assert_allclose(joint["joint_coverage_z"].values, z, rtol=1e-12)
 
 
 @pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
@@ -441,3 +445,22 @@ def test_level_as_grid_axis(store):
     oracle_sd = s["oracle_sd"].sel(n=100).values
     np.testing.assert_allclose(oracle_sd[0], syn.ORACLE_SD, rtol=1e-12)
     np.testing.assert_allclose(oracle_sd[1], syn.ORACLE_SD * syn.Z / norm.ppf(0.9), rtol=1e-12)
+
+
+def test_mse_of_the_projection(store):
+    # SPEC 11: the store keeps the l1-ball projection of theta_bar_n; the summary gives
+    # its mean squared l2 error beside the average's. Here a stand-in, halfway between
+    # theta_bar and theta*, NaN before rep 5 (done before the variable existed).
+    with_projection = store.copy(deep=True)
+    projected = store["truth"] + 0.5 * (store["estimate"] - store["truth"])
+    with_projection["projected"] = projected.transpose(*store["estimate"].dims)
+    with_projection["projected"][{"rep": slice(0, 5)}] = np.nan
+    c = summarize(with_projection).sel(tau=0.5, n=100)
+    point = with_projection.sel(tau=0.5, n=100).isel(rep=slice(0, syn.DONE))
+    mean, se, count = direct_mse(point["projected"].values, point["truth"].values)
+    assert count == syn.DONE - 5 == int(c["mse_projected_n_done"])
+    assert float(c["mse_projected"]) == pytest.approx(mean, rel=1e-12)
+    assert float(c["mse_projected_se"]) == pytest.approx(se, rel=1e-12)
+    # Without the variable (older stores, models without a ball): NaN, count 0.
+    old = summarize(store)
+    assert old["mse_projected"].isnull().all() and (old["mse_projected_n_done"] == 0).all()

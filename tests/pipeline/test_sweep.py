@@ -106,6 +106,35 @@ def test_undercoverage_sweep_carries_the_issue_settings():
     assert sweep.check_theory() == []  # gamma < beta and gamma in (1/2, 1) everywhere
 
 
+def test_sparse_sweep_carries_the_issue_settings():
+    # Issue 13: d in {10, 100, 1000}, s in {1, 4, 16} (s <= d), sparse and dense Laplace
+    # and sparse Gaussian with delta = 1e-6, eps = 1, n = 1e6, 200 replicates, and a
+    # simultaneous bb band beside the marginal methods.
+    sweep = load_sweep("sparse")
+    assert sweep.replicates == 200
+    shapes, mechanisms = set(), set()
+    for point in sweep.points():
+        rs = point.normalized
+        model, mech = rs.model, rs.mechanism
+        assert (model.name, rs.n, mech.eps, rs.level) == ("sparse_mean", 10**6, 1.0, 0.9)
+        shapes.add((model.d, model.sparsity))
+        label = (mech.name, mech.calibration, getattr(mech, "delta", None))
+        mechanisms.add(label)
+        assert (
+            point.values["case"] == f"d{model.d}-s{model.sparsity}-{mech.name}-{mech.calibration}"
+        )
+        assert list(rs.methods) == ["bb", "band", "bm", "sn", "oracle"]
+        assert rs.methods["band"].simultaneous and not rs.methods["bb"].simultaneous
+    expected = {(d, s) for d in (10, 100, 1000) for s in (1, 4, 16) if s <= d}
+    assert shapes == expected
+    assert mechanisms == {
+        ("laplace", "sparse", None),
+        ("laplace", "dense", None),
+        ("gaussian", "sparse", 1e-6),
+    }
+    assert len(sweep.points()) == 3 * len(expected)
+
+
 GDP_TEXT = """replicates = 2
 seed = 5
 [spec]

@@ -10,6 +10,7 @@ tests check against the SPEC's closed forms.
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -138,6 +139,32 @@ def logistic_gradient(theta, params, rng, g):
         g[j] = x[j] * r
     if c_clip > 0.0:
         clip(g, c_clip)
+
+
+def sparse_mean_gradient(theta, params, rng, g):
+    # SPEC 11: the support by Floyd's algorithm (an index uniform on 0..top from one
+    # uniform, one already chosen replaced by top), each chosen X_j = +-M with
+    # P(+M) = params[2 + j]; g = theta - X.
+    d, m, size = len(theta), params[0], int(params[1])
+    x = [0.0] * d
+    for top in range(d - size, d):
+        j = int(rng.random() * (top + 1))
+        if x[j] != 0.0:
+            j = top
+        x[j] = m if rng.random() < params[2 + j] else -m
+    for j in range(d):
+        g[j] = theta[j] - x[j]
+
+
+def one_hot_quantile_regression_gradient(theta, params, rng, g):
+    # SPEC 11: C = the first j with u < F_j (F cumulative probabilities), then
+    # y = coef_C + xi - Phi^-1(tau); g = (1{y <= theta_C} - tau) e_C.
+    d, tau = len(theta), params[0]
+    c = bisect.bisect_right(params[2 : 2 + d], rng.random())
+    y = params[2 + d + c] + rng.standard_normal() - params[1]
+    for j in range(d):
+        g[j] = 0.0
+    g[c] = (1.0 if y <= theta[c] else 0.0) - tau
 
 
 def randomized_response(g, params, rng):
@@ -276,6 +303,8 @@ GRADIENTS = {
     "mean": mean_gradient,
     "huber_regression": huber_gradient,
     "logistic_regression": logistic_gradient,
+    "sparse_mean": sparse_mean_gradient,
+    "one_hot_quantile_regression": one_hot_quantile_regression_gradient,
 }
 #: Projections of the iterate after each step, for the models that have one.
 PROJECTIONS = {"huber_regression": huber_project}

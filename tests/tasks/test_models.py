@@ -27,6 +27,16 @@ VARIANTS = {
         {"d": 2, "weights": "none", "clip": 2.0},
     ],
     "logistic_regression": [{}, {"d": 1}, {"d": 3, "weights": "none", "clip": 1.0}],
+    # The sparse models' defaults (d = 1000, 100) are too large for the d x d checks.
+    "sparse_mean": [
+        {"d": 5, "sparsity": 2, "coef": 0.3},
+        {"d": 6, "sparsity": 3, "magnitude": 2.0, "coef": [0.5, -0.5, 1.0, 0.0, -1.0, 0.2]},
+        {"d": 1, "sparsity": 1, "coef": -0.4},
+    ],
+    "one_hot_quantile_regression": [
+        {"d": 4, "tau": 0.3, "coef": [1.0, -1.0, 0.0, 2.0]},
+        {"d": 5, "probs": [0.1, 0.2, 0.3, 0.15, 0.25], "coef": 1.5},
+    ],
 }
 INSTANCES = [
     pytest.param(models.REGISTRY[name](**kw), id=f"{name}-{i}")
@@ -126,10 +136,14 @@ def test_gradient_within_sensitivity(model):
     # Models with their own Delta1 (box-shaped gradient sets): the l1 size of the box
     # spanned by the sampled gradients, a stronger check than pairwise distances. Models
     # with the default Delta1 = sqrt(p) Delta2 (round gradient sets, whose box is larger
-    # than their l1 diameter): the largest pairwise l1 distance.
+    # than their l1 diameter) or a sparse gradient (whose box is the dense one): the
+    # largest pairwise l1 distance.
     delta = model.l1_sensitivity()
     truth = model.truth()
-    box = type(model).l1_sensitivity is not Model.l1_sensitivity
+    box = (
+        type(model).l1_sensitivity is not Model.l1_sensitivity
+        and model.gradient_sparsity() is None
+    )
     for k, theta in enumerate((truth, truth + 0.3, truth - 2.0, np.zeros(model.dim))):
         if box:
             gap = model.max_l1_gradient_gap(theta, n_samples=5000, seed=k)
@@ -153,7 +167,25 @@ def corner_gradients(model):
     if isinstance(model, models.Mean):
         box = (model.loc - 1.0, model.loc + 1.0)
         return -np.array(list(itertools.product(box, repeat=model.dim)))
+    if isinstance(model, models.SparseMean):
+        return -sparse_vectors(model.dim, model.sparsity, model.magnitude)
+    if isinstance(model, models.OneHotQuantileRegression):
+        unit = np.eye(model.dim)
+        return np.array(
+            [w * unit[c] for w in (1 - model.tau, -model.tau) for c in range(model.dim)]
+        )
     raise AssertionError(f"no corners for {model.name}")
+
+
+def sparse_vectors(d, sparsity, magnitude):
+    """Every vector with ``sparsity`` coordinates +-magnitude and zeros elsewhere."""
+    out = []
+    for support in itertools.combinations(range(d), sparsity):
+        for signs in itertools.product((-1.0, 1.0), repeat=sparsity):
+            x = np.zeros(d)
+            x[list(support)] = magnitude * np.array(signs)
+            out.append(x)
+    return np.array(out)
 
 
 L2_CASES = [
@@ -165,16 +197,54 @@ L2_CASES = [
     ),
     *(models.Mean(d=d, loc=1.5) for d in (1, 2, 5)),
 ]
+SPARSE_CASES = [
+    *(
+        models.SparseMean(d=d, sparsity=s, magnitude=m)
+        for d, s, m in ((1, 1, 1.0), (4, 1, 2.0), (4, 2, 1.0), (5, 3, 0.5), (6, 6, 1.0))
+    ),
+    *(
+        models.OneHotQuantileRegression(d=d, tau=t)
+        for d in (1, 2, 5)
+        for t in (0.5, 0.65, 0.8, 0.1)  # sqrt(2) m < 1 at 0.5 and 0.65, > 1 at 0.8, 0.1
+    ),
+]
 
 
-@pytest.mark.parametrize("model", L2_CASES, ids=lambda m: f"{m.name}-d{m.dim}")
+@pytest.mark.parametrize("model", L2_CASES + SPARSE_CASES, ids=lambda m: f"{m.name}-d{m.dim}")
 def test_l2_sensitivity_is_the_diameter_of_the_corners(model):
     # Delta2 (derived in each model) equals the largest l2 distance between two corner
     # gradients, found by enumeration: quantile 1, mean 2 sqrt(d), quantile_regression
-    # max(sqrt(d), 2 max(tau, 1 - tau) sqrt(d - 1)).
+    # max(sqrt(d), 2 max(tau, 1 - tau) sqrt(d - 1)), sparse_mean 2 M sqrt(s),
+    # one_hot_quantile_regression max(1, sqrt(2) max(tau, 1 - tau)) (1 for d = 1).
     grads = corner_gradients(model)
     dist = np.sqrt(((grads[:, None, :] - grads[None, :, :]) ** 2).sum(axis=2))
+    if isinstance(model, models.OneHotQuantileRegression) and model.dim == 1:
+        assert dist.max() == 1.0 <= model.l2_sensitivity()  # one category: no pair of two
+        return
     assert model.l2_sensitivity() == pytest.approx(dist.max(), rel=1e-14)
+
+
+@pytest.mark.parametrize("model", SPARSE_CASES, ids=lambda m: f"{m.name}-d{m.dim}")
+def test_sparse_sensitivities_against_enumeration(model):
+    # SPEC 11: Delta1 = 2 M s is the l1 diameter of the gradient set (attained; for the
+    # one-hot model with d = 1 only |1 - 0| = 1 <= 2 m is reachable), and the dense
+    # sensitivities are those of the box [-M, M]^d, which contains every gradient.
+    grads = corner_gradients(model)
+    l1 = np.abs(grads[:, None, :] - grads[None, :, :]).sum(axis=2).max()
+    if isinstance(model, models.OneHotQuantileRegression) and model.dim == 1:
+        assert l1 == 1.0 <= model.l1_sensitivity()
+    else:
+        assert model.l1_sensitivity() == pytest.approx(l1, rel=1e-14)
+    bound = (
+        model.magnitude if isinstance(model, models.SparseMean) else max(model.tau, 1 - model.tau)
+    )
+    assert np.abs(grads).max() == pytest.approx(bound, rel=1e-15)
+    assert model.dense_l1_sensitivity() == pytest.approx(2 * bound * model.dim, rel=1e-15)
+    assert model.dense_l2_sensitivity() == pytest.approx(2 * bound * math.sqrt(model.dim))
+    assert model.gradient_sparsity() == (
+        model.sparsity if isinstance(model, models.SparseMean) else 1
+    )
+    assert (np.count_nonzero(grads, axis=1) == model.gradient_sparsity()).all()
 
 
 @pytest.mark.parametrize("model", INSTANCES)

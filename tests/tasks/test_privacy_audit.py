@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
+from scipy.spatial import distance
 
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.intervals import OnlineBootstrap
@@ -35,6 +36,9 @@ MODELS = {
     "quantile_regression": models.QuantileRegression(tau=0.5, coef=[0.0, 0.0, 1.0, -1.0]),
     "quantile_regression_tau08": models.QuantileRegression(tau=0.8, coef=[0.0, 0.0, 1.0, -1.0]),
     "mean": models.Mean(d=2, loc=1.0),
+    # Sparse gradients (SPEC 11), the Laplace and Gaussian noise calibrated to s, not d.
+    "sparse_mean": models.SparseMean(d=3, sparsity=2, magnitude=1.0, coef=0.2),
+    "one_hot_quantile_regression": models.OneHotQuantileRegression(d=3, tau=0.7),
 }
 
 #: Mechanisms with an empirical audit in this file; a newly registered mechanism
@@ -172,6 +176,19 @@ def extreme_gradients(model):
         return np.array(
             [[0.0 - v for v in x] for x in itertools.product((lo, hi), repeat=model.dim)]
         )
+    if isinstance(model, models.SparseMean):  # g = -X at theta = 0, every support and sign
+        out = []
+        for support in itertools.combinations(range(model.dim), model.sparsity):
+            for signs in itertools.product((-1.0, 1.0), repeat=model.sparsity):
+                x = np.zeros(model.dim)
+                x[list(support)] = model.magnitude * np.array(signs)
+                out.append(-x)
+        return np.array(out)
+    if isinstance(model, models.OneHotQuantileRegression):  # g = w e_c
+        unit = np.eye(model.dim)
+        return np.array(
+            [w * unit[c] for w in (1 - model.tau, -model.tau) for c in range(model.dim)]
+        )
     raise AssertionError(f"no worst case for {model.name}")
 
 
@@ -188,7 +205,8 @@ def test_sensitivity_worst_case_is_analytic(key):
     # quantile 1; quantile_regression max(d, 2 (d - 1) max(tau, 1 - tau)) (w differing
     # gives 1 + (d - 1) (tau + 1 - tau) = d; w equal gives 2 (d - 1) max |w|), i.e. 4 at
     # tau = 0.5 (= Delta = 4, tight) and 4.8 at tau = 0.8 (< Delta = 6.4, conservative);
-    # mean 2 d = 4 (= Delta).
+    # mean 2 d = 4 (= Delta); sparse_mean 2 M s = 4 (one support, opposite signs);
+    # one_hot_quantile_regression 2 max(tau, 1 - tau) = 1.4 (two categories, both -tau).
     model = MODELS[key]
     _, _, diameter = most_distant_pair(model)
     expected = {
@@ -196,6 +214,8 @@ def test_sensitivity_worst_case_is_analytic(key):
         "quantile_regression": 4.0,
         "quantile_regression_tau08": 4.8,
         "mean": 4.0,
+        "sparse_mean": 4.0,
+        "one_hot_quantile_regression": 1.4,
     }[key]
     assert diameter == pytest.approx(expected, rel=1e-15)
     assert diameter <= model.l1_sensitivity() * (1 + 1e-15)
@@ -294,7 +314,7 @@ def test_laplace_empirical_audit(key, eps):
     assert abs(best / attained - 1) <= tol, (best, attained, tol)
 
 
-@pytest.mark.parametrize("key", ["quantile", "quantile_regression", "mean"])
+@pytest.mark.parametrize("key", ["quantile", "quantile_regression", "mean", "sparse_mean"])
 @pytest.mark.parametrize("eps", EPS)
 def test_laplace_audit_has_power(key, eps):
     # Noise calibrated to eps' = 2 eps (scale Delta / (2 eps)) while eps is claimed: the
@@ -556,3 +576,53 @@ def test_fang_answers_spend_eps_over_b_plus_one(B):
     assert audited >= 20
     assert lcb <= math.exp(per_answer), (best, tol, lcb)
     assert abs(best / math.exp(per_answer) - 1) <= tol, (best, math.exp(per_answer), tol)
+
+
+def assert_within_sparse_sensitivities(model, grads):
+    # Pairwise distances (the box of a sparse gradient set is the dense one, d / s larger).
+    l1 = distance.pdist(grads, "cityblock").max()
+    l2 = distance.pdist(grads, "euclidean").max()
+    assert np.all(np.isfinite(grads))
+    assert l1 <= model.l1_sensitivity() * (1 + 1e-12), (l1, model)
+    assert l2 <= model.l2_sensitivity() * (1 + 1e-12), (l2, model)
+    assert np.all(np.count_nonzero(grads, axis=1) <= model.gradient_sparsity())
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    d=st.integers(1, 12),
+    data=st.data(),
+    magnitude=st.floats(0.01, 100.0),
+    mu=st.floats(-1.0, 1.0),
+    seed=seeds,
+)
+def test_sparse_mean_gradients_within_sensitivity(d, data, magnitude, mu, seed):
+    sparsity = data.draw(st.integers(1, d), label="sparsity")
+    model = models.SparseMean(d=d, sparsity=sparsity, magnitude=magnitude, coef=mu)
+    # At theta = 0, g = -X exactly: s coordinates +-M, zeros elsewhere.
+    grads = sample_gradients(model, np.zeros(d), seed)
+    assert np.all(np.count_nonzero(grads, axis=1) == sparsity)
+    assert np.all((grads == 0) | (np.abs(grads) == magnitude))
+    assert_within_sparse_sensitivities(model, grads)
+    # At another theta the gradients differ from each other as the X do.
+    theta = data.draw(st.floats(-10.0, 10.0), label="theta")
+    shifted = sample_gradients(model, np.full(d, theta), seed)
+    assert distance.pdist(shifted, "cityblock").max() <= model.l1_sensitivity() * (1 + 1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    d=st.integers(1, 12),
+    tau=taus,
+    coef=st.floats(-5.0, 5.0),
+    jitter=st.floats(-2.0, 2.0),
+    seed=seeds,
+)
+def test_one_hot_quantile_regression_gradients_within_sensitivity(d, tau, coef, jitter, seed):
+    model = models.OneHotQuantileRegression(d=d, tau=tau, coef=coef)
+    grads = sample_gradients(model, np.full(d, coef + jitter), seed)
+    # g = w e_C, w in {1 - tau, -tau}: one non-zero coordinate.
+    assert np.all(np.count_nonzero(grads, axis=1) == 1)
+    values = grads.sum(axis=1)
+    assert np.all((values == 1 - tau) | (values == -tau))
+    assert_within_sparse_sensitivities(model, grads)

@@ -109,6 +109,39 @@ CASES = {
         "mechanism": "none",
         "c": 3.0,
     },
+    # SPEC 11: sparse gradients (Floyd's subset sampler, a categorical covariate) with
+    # the sparse and the dense calibration; s = d and d = 1 are the edge cases.
+    "sparse-mean-laplace-d6": {
+        "model": "sparse_mean",
+        "d": 6,
+        "sparsity": 2,
+        "coef": [0.5, -0.5, 1.0, 0.0, -1.0, 0.2],
+    },
+    "sparse-mean-gaussian-dense-d5": {
+        "model": "sparse_mean",
+        "d": 5,
+        "sparsity": 5,
+        "magnitude": 2.0,
+        "mechanism": "gaussian",
+        "calibration": "dense",
+        "eps": 0.5,
+    },
+    "sparse-mean-none-d1": {
+        "model": "sparse_mean",
+        "d": 1,
+        "sparsity": 1,
+        "coef": 0.3,
+        "mechanism": "none",
+    },
+    "one-hot-qr-laplace-d5": {
+        "model": "one_hot_quantile_regression",
+        "d": 5,
+        "tau": 0.3,
+        "coef": [1.0, -1.0, 0.0, 2.0, 0.5],
+        "probs": [0.1, 0.2, 0.3, 0.15, 0.25],
+        "c": 5.0,
+    },
+    "one-hot-qr-none-d1": {"model": "one_hot_quantile_regression", "d": 1, "mechanism": "none"},
 }
 
 

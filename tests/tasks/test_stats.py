@@ -1,6 +1,7 @@
 """Streaming statistics and the intervals built on them against a two-pass computation
 on the stored path (SPEC sections 4 and 5)."""
 
+import dataclasses
 import itertools
 import math
 
@@ -9,8 +10,13 @@ import pytest
 from scipy import stats as sps
 from sgd_reference import reference_path
 
-from ldpsim.tasks.intervals.self_normalized import critical_value
-from ldpsim.tasks.replicate import checkpoint_stream, compute_replicate, run_stats
+from ldpsim.tasks.intervals.self_normalized import SelfNormalized, critical_value
+from ldpsim.tasks.replicate import (
+    checkpoint_stream,
+    compute_replicate,
+    needs_full_matrix,
+    run_stats,
+)
 from ldpsim.tasks.spec import normalize_spec
 
 N = 10_000
@@ -33,6 +39,7 @@ METHODS = {
     "sn": {},
     "oracle": {},
     "bb_pct": {"method": "bb", "B": 200, "beta": 0.6, "form": "percentile"},
+    "bb_sim": {"method": "bb", "B": 300, "simultaneous": True},
 }
 CHECKPOINT = N // 3
 
@@ -117,12 +124,29 @@ def test_batch_means_sums(run):
 
 
 def test_self_normalizer(run):
-    _, path, stats = run
-    v = stats.self_normalizer()
+    # No built-in method needs the whole matrix A: the kernel keeps its diagonal.
+    rs, path, stats = run
+    assert stats.full_matrix == (rs.model.dim == 1)
+    diagonal = stats.self_normalizer_diagonal()
+    assert close(diagonal, np.diag(direct_self_normalizer(path)))
+    point = CHECKPOINT
+    assert close(
+        stats.prefix(point).self_normalizer_diagonal(),
+        np.diag(direct_self_normalizer(path[:point])),
+    )
+    if rs.model.dim > 1:
+        with pytest.raises(ValueError, match="only the diagonal"):
+            stats.self_normalizer()
+    # Asked for, the whole matrix; its diagonal is the diagonal-only run's, bit for bit.
+    full = run_stats(rs, np.random.Generator(np.random.PCG64(SEED)), full_matrix=True)
+    v = full.self_normalizer()
     assert np.array_equal(v, v.T)
     assert close(v, direct_self_normalizer(path))
-    point = CHECKPOINT
-    assert close(stats.prefix(point).self_normalizer(), direct_self_normalizer(path[:point]))
+    assert close(full.prefix(point).self_normalizer(), direct_self_normalizer(path[:point]))
+    assert np.array_equal(full.self_normalizer_diagonal(), diagonal)
+    assert np.array_equal(np.diag(v), diagonal)
+    for name in ("seg_dev", "seg_shift", "snap_t", "snap_b", "snap_theta"):
+        assert np.array_equal(getattr(full, name), getattr(stats, name))
 
 
 def direct_intervals(rs, path, level, boot_rngs):
@@ -133,7 +157,7 @@ def direct_intervals(rs, path, level, boot_rngs):
     z = sps.norm.ppf(1 - alpha / 2)
     out = {}
     # 5.1 bb: theta*_r = (1/(m l)) sum_j e_j (S_j - l theta_bar), e_j ~ U(-sqrt3, sqrt3).
-    for label in ("bb", "bb_pct"):
+    for label in ("bb", "bb_pct", "bb_sim"):
         method = rs.methods[label]
         block_len = math.floor(n**method.beta)
         m = n // block_len
@@ -144,7 +168,14 @@ def direct_intervals(rs, path, level, boot_rngs):
         e = boot_rngs[label].uniform(-math.sqrt(3), math.sqrt(3), (method.B, m))
         boot = e @ centred / (m * block_len)
         q_lo, q_hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
-        if method.form == "basic":
+        if method.simultaneous:
+            # Sup-t band: sd_j over the draws, c = the level quantile of the largest
+            # studentized draw, computed here draw by draw.
+            sd = np.array([np.std(boot[:, j], ddof=1) for j in range(boot.shape[1])])
+            t_max = [max(abs(boot[r, j]) / sd[j] for j in range(len(sd))) for r in range(method.B)]
+            c = np.quantile(t_max, level)
+            out[label] = (theta_bar - c * sd, theta_bar + c * sd)
+        elif method.form == "basic":
             out[label] = (theta_bar - q_hi, theta_bar - q_lo)
         else:
             out[label] = (theta_bar + q_lo, theta_bar + q_hi)
@@ -192,3 +223,28 @@ def test_intervals_against_two_pass(run):
             assert np.all(hi > lo)
             assert np.max(np.abs(result.lower[label][k] - lo)) <= RTOL * length, (point, label)
             assert np.max(np.abs(result.upper[label][k] - hi)) <= RTOL * length, (point, label)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FullMatrixSN(SelfNormalized):
+    """sn from the whole V_n, as a method that reads off-diagonal entries would."""
+
+    needs_full_matrix = True
+
+    def interval(self, stats, level, rng):
+        half = critical_value(level) * np.sqrt(np.diag(stats.self_normalizer()) / stats.n)
+        return stats.theta_bar - half, stats.theta_bar + half
+
+
+def test_a_method_that_needs_the_full_matrix_gets_it():
+    # The kernel keeps all of A when one requested method says so; sn's interval from the
+    # full V_n then equals the diagonal-only sn bit for bit (the same operations).
+    rs = normalize_spec({**CASES["qr-laplace-d4"], "n": N, "methods": {"sn": {}}})
+    assert not needs_full_matrix(rs)
+    both = dataclasses.replace(rs, methods={"sn": rs.methods["sn"], "full": FullMatrixSN()})
+    assert needs_full_matrix(both)
+    result = compute_replicate(both, np.random.Generator(np.random.PCG64(SEED)), {})
+    assert np.array_equal(result.lower["full"], result.lower["sn"])
+    assert np.array_equal(result.upper["full"], result.upper["sn"])
+    alone = compute_replicate(rs, np.random.Generator(np.random.PCG64(SEED)), {})
+    assert np.array_equal(alone.lower["sn"], result.lower["sn"])

@@ -229,7 +229,7 @@ BAD_SPECS = [
         "oracle-param",
         {**BASE, "methods": {"oracle": {"level": 0.9}}},
         ValueError,
-        ["parameter 'level'", "'oracle'", "(none)"],
+        ["parameter 'level'", "'oracle'", "parameters are: intersect_constraint."],
     ),
     (
         "methods-empty",
