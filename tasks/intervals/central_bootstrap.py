@@ -24,7 +24,6 @@ from ldpsim.tasks.intervals.raw_data import (
     check_raw_model,
     public_range,
     quantile_level,
-    sample_statistic,
 )
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
@@ -68,7 +67,8 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
     the quantile only the multiplicities near rank tau n are drawn
     (:func:`ldpsim.tasks.intervals.central_privacy.resampled_quantiles`, the same
     distribution up to e^-50).
-    Roots T_jr = sqrt(n) (thetahat_j - theta*_jr), thetahat_j the subset's statistic.
+    Roots T_jr = sqrt(n) (thetahat_j - theta*_jr), thetahat_j the mean of the private
+    estimator at size n on the subset's empirical law (:meth:`subset_centre`).
 
     Parameters
     ----------
@@ -150,6 +150,42 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
         n = int(counts[0].sum())
         return private_mean(counts @ clipped / n, n, eps, data_range, rng)
 
+    @staticmethod
+    def subset_centre(
+        sorted_x: np.ndarray, boot: np.ndarray, tau: float | None, data_range: tuple[float, float]
+    ) -> float:
+        """thetahat_j: the mean of the private estimator at size n on a subset's empirical law.
+
+        The plug-in principle of the bag of little bootstraps: thetahat_j is the
+        functional theta(P) = E[private estimate of a sample of n from P] at P = the
+        subset's empirical law, i.e. the mean of theta*_jr, so the roots
+        sqrt(n) (thetahat_j - theta*_jr) are centred as the real estimator's root is.
+        Mean: exactly the mean of the subset clipped to [L, U] (the Laplace noise has
+        mean 0). Quantile: no closed form (the resample's ranks are random, and the
+        gap the mechanism picks depends on them), so the mean of the R draws theta*_jr.
+        Not the subset's x_(ceil(tau b)): a resample's rank count jumps by about n / b
+        from one gap to the next, so the mechanism picks a gap above it and returns a
+        point inside, about half a gap (s / (2 sqrt(n) f) in root units) above.
+
+        Parameters
+        ----------
+        sorted_x : ndarray, shape (b,)
+            One subset's data of one coordinate, sorted ascending.
+        boot : ndarray, shape (R,)
+            The subset's theta*_jr.
+        tau : float or None
+            Quantile level in (0, 1); None for the mean.
+        data_range : (L, U)
+            Public bounds, L < U.
+
+        Returns
+        -------
+        float
+        """
+        if tau is None:
+            return float(np.clip(sorted_x, *data_range).mean())
+        return float(boot.mean())
+
     def little_bootstraps(
         self,
         x: np.ndarray,
@@ -168,12 +204,12 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
         centre = np.empty(s)
         for j in range(s):
             part = np.sort(x[subsets[j]])
-            centre[j] = sample_statistic(part[:, None], tau)[0]
             if tau is None:
                 counts = rng.multinomial(n, np.full(b, 1.0 / b), size=self.R)
                 boot[j] = self.private_statistic(part, tau, eps_est, data_range, rng, counts)
             else:  # the same distribution, drawing only the counts near rank tau n
                 boot[j] = resampled_quantiles(part, n, tau, eps_est, data_range, self.R, rng)
+            centre[j] = self.subset_centre(part, boot[j], tau, data_range)
         return boot, centre
 
     def estimate_interval(

@@ -190,3 +190,33 @@ def test_resampled_quantiles_match_the_full_resampling(b, n, tau, eps):
     assert stats.ks_2samp(windowed, full).statistic < critical
     if b == 400:  # where the window is a small part of the cells, it is what is used
         assert counting.multinomial_calls == 0
+
+
+@pytest.mark.parametrize("tau", [0.5, 0.9, None])
+def test_little_bootstrap_roots_are_centred(tau):
+    # SPEC 10.2's roots T_jr = sqrt(n) (thetahat_j - theta*_jr) must have mean 0, as the
+    # real estimator's root has. Fresh resamples of each subset (200 each, independent
+    # of the R = 50 behind thetahat_j) give roots whose grand mean over the s = 185
+    # subsets must be 0 within 4 se, se = the sd of the s subset means / sqrt(s)
+    # (subsets are independent given the data). With thetahat_j = x_(ceil(tau b)) the
+    # quantile's roots sat half a gap off: mean -2.4 (tau 0.5) and -2.6 (tau 0.9)
+    # at n = 1e4, eps_est = 0.5, se 0.18 and 0.33; the mean's centre must be the clipped
+    # mean (data N(0.5, 1) in [-1, 1]: the unclipped mean gave 16.3, se 0.48).
+    n, eps = 10_000, 0.5
+    x = np.sort(rng(1).standard_normal(n) + (0.0 if tau is not None else 0.5))
+    method = CentralPercentileBootstrap(R=50)
+    data_range = (-8.0, 8.0) if tau is not None else (-1.0, 1.0)
+    boot, centre = method.little_bootstraps(x, tau, eps, eps, rng(2), data_range)
+    s, b = boot.shape[0], n // boot.shape[0]
+    subsets = rng(2).permutation(n)[: s * b].reshape(s, b)  # the same partition
+    fresh = np.empty((s, 200))
+    for j in range(s):
+        part = np.sort(x[subsets[j]])
+        if tau is None:
+            counts = rng(100 + j).multinomial(n, np.full(b, 1.0 / b), size=200)
+            fresh[j] = method.private_statistic(part, tau, eps, data_range, rng(j), counts)
+        else:
+            fresh[j] = resampled_quantiles(part, n, tau, eps, data_range, 200, rng(j))
+    subset_means = math.sqrt(n) * (centre - fresh.mean(axis=1))
+    se = subset_means.std(ddof=1) / math.sqrt(s)
+    assert abs(subset_means.mean()) < 4 * se, (subset_means.mean(), se)
