@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsim.tasks.intervals.central_bootstrap import CentralPercentileBootstrap
+from ldpsim.tasks.intervals.central_bootstrap import (
+    CentralPercentileBootstrap,
+    CentralVarianceBootstrap,
+)
 from ldpsim.tasks.intervals.central_privacy import (
     above_threshold,
     exponential_quantile,
@@ -24,7 +27,7 @@ from ldpsim.tasks.intervals.central_privacy import (
     resampled_quantiles,
 )
 from ldpsim.tasks.mechanisms import Laplace
-from ldpsim.tasks.models import Mean
+from ldpsim.tasks.models import Mean, Quantile
 from ldpsim.tasks.rng import state_of
 from ldpsim.tasks.users import Users
 
@@ -220,3 +223,101 @@ def test_little_bootstrap_roots_are_centred(tau):
     subset_means = math.sqrt(n) * (centre - fresh.mean(axis=1))
     se = subset_means.std(ddof=1) / math.sqrt(s)
     assert abs(subset_means.mean()) < 4 * se, (subset_means.mean(), se)
+
+
+def test_cdp_blb_mean_estimate_spends_eps_over_2d():
+    # d = 2, eps = 2: the estimate gets eps / (2 d) = 0.5 per coordinate, so its
+    # Laplace scale is (U - L) / (n eps_est) = 2 / (3000 x 0.5); the resampled private
+    # means (size n, R = 50 per subset) use the same scale. A bug spending eps (scale
+    # 2 / 6000) or eps / 2 (2 / 3000) fails.
+    n, eps, d = 3000, 2.0, 2
+    users = Users(
+        model=Mean(d=d),
+        mechanism=Laplace(eps=eps),
+        n=n,
+        batch=1,
+        c=1.0,
+        gamma=0.51,
+        theta0=(0.0,) * d,
+        start=state_of(rng(9)),
+    )
+    recording = RecordingRng(4)
+    method = CentralPercentileBootstrap()
+    method.estimate_interval(users, 0.9, recording)
+    scale = 2.0 / (n * eps / (2 * d))
+    estimate_draws = [c for c in recording.laplace_calls if c[1] == (1,)]
+    assert estimate_draws == [(pytest.approx(scale, rel=1e-12), (1,))] * d
+    resample_draws = [c for c in recording.laplace_calls if c[1] == (method.R,)]
+    assert resample_draws and all(c[0] == pytest.approx(scale, rel=1e-12) for c in resample_draws)
+
+
+def test_cdp_blb_mean_estimate_has_the_laplace_variance_of_eps_over_2d():
+    # The same from the output: on fixed data the estimate is the clipped mean plus
+    # Laplace(b), b = 2 / (n eps / (2 d)); its variance 2 b^2 over 400 runs (of the
+    # estimate alone: private_statistic, as estimate_interval calls it) is accepted
+    # within 4 se, se = 2 b^2 sqrt(5 / 400) (Laplace kurtosis 6).
+    n, eps, d = 200, 1.0, 2
+    users = Users(
+        model=Mean(d=d),
+        mechanism=Laplace(eps=eps),
+        n=n,
+        batch=1,
+        c=1.0,
+        gamma=0.51,
+        theta0=(0.0,) * d,
+        start=state_of(rng(9)),
+    )
+    method = CentralPercentileBootstrap()
+    eps_est, eps_int = method.budgets(users)
+    assert eps_est == eps_int == eps / (2 * d)
+    column = np.sort(users.observations()[:, 0])
+    generator = rng(5)
+    runs = np.array(
+        [
+            method.private_statistic(column, None, eps_est, (-1.0, 1.0), generator)[0]
+            for _ in range(400)
+        ]
+    )
+    b = 2.0 / (n * eps / (2 * d))
+    expected = 2 * b**2
+    assert abs(runs.var() - expected) < 4 * expected * math.sqrt(5 / 400), (runs.var(), expected)
+    assert abs(runs.mean() - column.mean()) < 4 * math.sqrt(expected / 400)
+
+
+def test_cdp_blb_quantile_estimate_spends_eps_over_2(monkeypatch):
+    # The quantile (d = 1) spends eps / 2 on its estimate's exponential mechanism and
+    # eps / 2 in every resampled one (size n), eps / 2 on the interval (the private
+    # median of cdp_blb_var, the subset count s).
+    from ldpsim.tasks.intervals import central_bootstrap
+
+    calls = []
+
+    def recording(name, function):
+        def wrapper(*args, **kwargs):
+            calls.append((name, args))
+            return function(*args, **kwargs)
+
+        monkeypatch.setattr(central_bootstrap, name, wrapper)
+
+    recording("exponential_quantile", central_bootstrap.exponential_quantile)
+    recording("resampled_quantiles", central_bootstrap.resampled_quantiles)
+    recording("private_median", central_bootstrap.private_median)
+    recording("n_subsets", central_bootstrap.n_subsets)
+    eps = 1.6
+    users = Users(
+        model=Quantile(tau=0.5),
+        mechanism=Laplace(eps=eps),
+        n=2000,
+        batch=1,
+        c=1.0,
+        gamma=0.51,
+        theta0=(0.0,),
+        start=state_of(rng(9)),
+    )
+    CentralVarianceBootstrap().estimate_interval(users, 0.9, rng(3))
+    by_name = {name: [args for n, args in calls if n == name] for name, _ in calls}
+    (estimate,) = by_name["exponential_quantile"]  # tau, eps after sorted_x
+    assert estimate[1:3] == (0.5, eps / 2)
+    assert all(args[3] == eps / 2 for args in by_name["resampled_quantiles"])  # n, tau, eps
+    assert [args[1] for args in by_name["private_median"]] == [eps / 2]
+    assert [args[1] for args in by_name["n_subsets"]] == [eps / 2]
