@@ -27,6 +27,11 @@ def rng(seed=0):
     return np.random.Generator(np.random.PCG64(seed))
 
 
+def as_state(values) -> tuple:
+    """A PCG64 state as the compiled callbacks take it: 4 numpy uint64."""
+    return tuple(np.uint64(v) for v in values)
+
+
 def users_for(spec, seed=5):
     rs = normalize_spec({"n": 3000, "methods": {"bb": {}}, **spec})
     return rs, Users(
@@ -105,6 +110,39 @@ def test_observations_are_the_gradients_data(key):
         np.testing.assert_array_equal(x[:, 0] <= 0.2, grads[:, 0] > 0)
 
 
+@pytest.mark.parametrize(
+    ("spec", "batch"),
+    [
+        ({"model": "mean", "d": 2, "loc": 0.4, "mechanism": "laplace", "eps": 1.0}, 3),
+        ({"model": "quantile", "tau": 0.3, "mechanism": "randomized_response"}, 2),
+    ],
+)
+def test_replay_sees_each_users_data_through_the_privacy_noise(spec, batch):
+    # The stream walked user by user as the LDP run walks it (the gradient's draws at
+    # theta = 0, which do not depend on theta, then the privacy noise at the run's
+    # parameters): every replayed observation is the one behind that user's gradient
+    # before noise (mean: x = -g(x, 0); quantile: x <= 0 iff g(x, 0) = 1 - tau > 0),
+    # not only the last state.
+    rs, users = users_for({**spec, "batch": batch})
+    model, d = rs.model, rs.model.dim
+    privatize, run_params = rs.mechanism.callback(), rs.mechanism.params(model)
+    state, g = as_state(users.start), np.empty(d)
+    raw = np.empty((users.count, d))
+    for i in range(users.count):
+        state = as_state(type(model).sample_gradient(d, np.zeros(d), model.params(), state, g))
+        raw[i] = g
+        state = as_state(privatize(d, g, run_params, state))
+        assert not np.array_equal(g, raw[i]) or rs.mechanism.name == "none"
+    x = users.observations()
+    if rs.model.name == "mean":
+        np.testing.assert_array_equal(x, -raw)
+    else:
+        np.testing.assert_array_equal(x <= 0.0, raw > 0.0)
+    end = users.stream()
+    users.loop("observations")(model.params(), run_params, users.count, end)
+    assert tuple(int(v) for v in end) == tuple(int(v) for v in state)
+
+
 def test_fang_chain_zero_is_the_ldp_run_without_noise():
     # Same users, same steps: with no privacy noise, fang's chain 0 is the LDP run
     # (the step sizes are computed as c i^-gamma instead of by the kernel's series,
@@ -126,11 +164,6 @@ def test_fang_splits_eps_over_its_chains():
     assert rr.params(model)[0] == pytest.approx(1 / (1 + math.exp(1.0 / 50)))
     with pytest.raises(ValueError, match="pure eps-LDP"):
         split_mechanism(Laplace(budget_range=(1.0, 2.0)), 3)
-
-
-def as_state(values) -> tuple:
-    """A PCG64 state as the compiled callbacks take it: 4 numpy uint64."""
-    return tuple(np.uint64(v) for v in values)
 
 
 def reference_chains(users: Users, method, noise_start) -> np.ndarray:
