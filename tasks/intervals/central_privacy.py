@@ -61,6 +61,36 @@ def quantile_scores(
     return log_width - (eps / 2.0) * np.abs(below - tau * n)
 
 
+def point_in_drawn_gap(
+    scores: np.ndarray, left: np.ndarray, widths: np.ndarray, rng
+) -> np.ndarray:
+    """Per row of ``scores``, a gap drawn with probability proportional to exp(score),
+    then a uniform point in it: the exponential mechanism's output.
+
+    The gap is drawn by Gumbel-max (argmax of score + standard Gumbel noise, all rows
+    at once), then one uniform per row.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (R, m + 1)
+        Log weights of the gaps (-inf for empty ones), one row per draw.
+    left, widths : ndarray, shape (m + 1,)
+        The gaps' left ends and widths (:func:`quantile_gaps`).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (R,)
+
+    References
+    ----------
+    Gumbel, E. J. (1954). Statistical theory of extreme values and some practical
+    applications. NBS Applied Mathematics Series 33.
+    """
+    gap = np.argmax(scores + rng.gumbel(size=scores.shape), axis=1)
+    return left[gap] + rng.random(gap.shape) * widths[gap]
+
+
 def exponential_quantile(
     sorted_x: np.ndarray,
     tau: float,
@@ -109,8 +139,7 @@ def exponential_quantile(
     below = np.zeros((counts.shape[0], counts.shape[1] + 1))
     np.cumsum(counts, axis=1, out=below[:, 1:])
     scores = quantile_scores(widths, below, tau, n, eps)
-    gap = np.argmax(scores + rng.gumbel(size=scores.shape), axis=1)
-    return left[gap] + rng.random(gap.shape) * widths[gap]
+    return point_in_drawn_gap(scores, left, widths, rng)
 
 
 #: Gaps left out by :func:`resampled_quantiles` have at most e^-SKIPPED_LOG_WEIGHT of
@@ -185,8 +214,7 @@ def resampled_quantiles(
     ):
         counts = rng.multinomial(n, np.full(b, 1.0 / b), size=size)
         return exponential_quantile(sorted_x, tau, eps, data_range, rng, counts)
-    gap = np.argmax(scores + rng.gumbel(size=scores.shape), axis=1) + k0
-    return left[gap] + rng.random(size) * widths[gap]
+    return point_in_drawn_gap(scores, left[k0 : k + 1], widths[k0 : k + 1], rng)
 
 
 def private_median(values: np.ndarray, eps: float, data_range: tuple[float, float], rng) -> float:
