@@ -166,6 +166,34 @@ class BlockBootstrap(IntervalMethod):
         return theta_bar + q_lo, theta_bar + q_hi
 
 
+def basic_interval(
+    estimate: np.ndarray, deviations: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Efron's basic bootstrap interval [estimate - q_(1-a/2), estimate - q_(a/2)].
+
+    Parameters
+    ----------
+    estimate : ndarray, shape (d,)
+        The point estimate.
+    deviations : ndarray, shape (B, d)
+        Bootstrap draws minus the estimate (theta* - thetahat), B >= 1.
+    level : float
+        Confidence level 1 - a, in (0, 1).
+
+    Returns
+    -------
+    (estimate, lower, upper) : three ndarrays of shape (d,)
+
+    References
+    ----------
+    Davison, A. C. & Hinkley, D. V. (1997). Bootstrap methods and their application,
+    section 5.2 (the basic interval).
+    """
+    alpha = 1.0 - level
+    q_lo, q_hi = np.quantile(deviations, [alpha / 2, 1 - alpha / 2], axis=0)
+    return estimate, estimate - q_hi, estimate - q_lo
+
+
 def sup_t_band(
     centre: np.ndarray, draws: np.ndarray, level: float
 ) -> tuple[np.ndarray, np.ndarray]:

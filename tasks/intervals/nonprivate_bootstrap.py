@@ -10,6 +10,7 @@ import numpy as np
 from scipy import stats as sps
 
 from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.bootstrap import basic_interval
 from ldpsim.tasks.intervals.raw_data import (
     DEFAULT_MAX_N,
     check_max_n,
@@ -97,6 +98,4 @@ class NonprivateBootstrap(IntervalMethod):
                 boot[r] = x[rng.integers(0, m, m)].mean(axis=0)
         else:
             boot = bootstrap_quantiles(np.sort(x[:, 0]), tau, self.B, rng)[:, None]
-        alpha = 1.0 - level
-        q_lo, q_hi = np.quantile(boot - estimate, [alpha / 2, 1 - alpha / 2], axis=0)
-        return estimate, estimate - q_hi, estimate - q_lo
+        return basic_interval(estimate, boot - estimate, level)

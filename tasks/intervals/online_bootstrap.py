@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.bootstrap import basic_interval
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import set_state, state_of
@@ -120,6 +121,4 @@ class OnlineBootstrap(IntervalMethod):
         estimate = averages[0]
         if not np.all(np.isfinite(averages)):
             raise FloatingPointError("non-finite chain average (the iterates overflowed)")
-        alpha = 1.0 - level
-        q_lo, q_hi = np.quantile(averages[1:] - estimate, [alpha / 2, 1 - alpha / 2], axis=0)
-        return estimate, estimate - q_hi, estimate - q_lo
+        return basic_interval(estimate, averages[1:] - estimate, level)
