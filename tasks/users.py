@@ -91,6 +91,9 @@ class Users:
     def observations(self) -> np.ndarray:
         """The raw data of every user, shape (n x batch, d), in the order they arrived.
 
+        Replayed once per :class:`Users` (the first call; the competitors that use raw
+        data share it) and returned read-only thereafter.
+
         Raises
         ------
         ValueError
@@ -100,9 +103,14 @@ class Users:
             raise ValueError(
                 f"The model {self.model.name!r} offers no raw data (no sample_observation)."
             )
-        return self.loop("observations")(
-            self.model.params(),
-            np.ascontiguousarray(self.mechanism.params(self.model), dtype=np.float64),
-            self.count,
-            self.stream(),
-        )
+        replayed = self.__dict__.get("replayed_observations")
+        if replayed is None:
+            replayed = self.loop("observations")(
+                self.model.params(),
+                np.ascontiguousarray(self.mechanism.params(self.model), dtype=np.float64),
+                self.count,
+                self.stream(),
+            )
+            replayed.flags.writeable = False
+            object.__setattr__(self, "replayed_observations", replayed)  # frozen: a cache
+        return replayed

@@ -94,6 +94,19 @@ def test_replay_walks_the_ldp_runs_stream(spec, batch):
     np.testing.assert_array_equal(x, users.observations())  # and the public call agrees
 
 
+def test_observations_are_replayed_once_and_read_only():
+    # np_boot and both cdp_blb methods share one replay per replicate.
+    _, users = users_for(SETUPS["mean"])
+    first = users.observations()
+    assert users.observations() is first
+    assert not first.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0] = 1.0
+    # A new Users (another replicate) replays afresh.
+    again = dataclasses.replace(users).observations()
+    assert again is not first and np.array_equal(again, first)
+
+
 @pytest.mark.parametrize("key", ["quantile", "mean"])
 def test_observations_are_the_gradients_data(key):
     # Without noise draws, user i's raw x and gradient come from the same numbers:
