@@ -232,7 +232,27 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
     def half_length(
         self, boot: np.ndarray, centre: np.ndarray, n: int, level: float, eps_int: float, rng
     ) -> float:
-        """The interval's half-length from the little bootstraps (eps_int-DP)."""
+        """The interval's half-length from the little bootstraps (eps_int-DP).
+
+        Parameters
+        ----------
+        boot : ndarray, shape (s, R)
+            theta*_jr of the s subsets.
+        centre : ndarray, shape (s,)
+            thetahat_j (:meth:`subset_centre`).
+        n : int
+            Number of users, >= 2.
+        level : float
+            Confidence level, in (0, 1).
+        eps_int : float
+            The interval's budget, in (0, inf).
+        rng : numpy.random.Generator
+
+        Returns
+        -------
+        float
+            >= 0, in the estimate's units (not root units).
+        """
         raise NotImplementedError
 
 

@@ -41,6 +41,19 @@ def quantile_gaps(
 
     Gap k lies between the k-th and (k + 1)-th smallest of the m values clipped to
     [L, U] (gap 0 starts at L, gap m ends at U).
+
+    Parameters
+    ----------
+    sorted_x : ndarray, shape (m,)
+        The data, sorted ascending, m >= 0.
+    data_range : (L, U)
+        Public bounds, L < U.
+
+    Returns
+    -------
+    left, widths : ndarray, shape (m + 1,)
+        The gaps' left ends, in [L, U], and widths, >= 0 (0 for ties); the widths sum
+        to U - L.
     """
     low, high = data_range
     edges = np.concatenate([[low], np.clip(sorted_x, low, high), [high]])
@@ -55,6 +68,28 @@ def quantile_scores(
     ``below`` (..., m + 1) counts the points at or below gap k's left end (the rank of
     every y in the gap); one point changed moves every count by at most 1, so
     exp(score) is eps-DP (utility sensitivity 1, scale eps / 2).
+
+    Parameters
+    ----------
+    widths : ndarray, shape (m + 1,)
+        The gaps' widths (:func:`quantile_gaps`), >= 0.
+    below : ndarray, shape (..., m + 1)
+        Counts of points at or below each gap's left end, in [0, n].
+    tau : float
+        Quantile level, in (0, 1).
+    n : int
+        Number of points behind the counts, >= 1.
+    eps : float
+        Privacy parameter, in (0, inf).
+
+    Returns
+    -------
+    ndarray, shape of ``below``
+        Log weights, -inf for empty gaps.
+
+    References
+    ----------
+    McSherry, F. & Talwar, K. (2007). Mechanism design via differential privacy. FOCS.
     """
     with np.errstate(divide="ignore"):  # empty gaps (ties) have weight 0
         log_width = np.log(widths)
@@ -218,7 +253,23 @@ def resampled_quantiles(
 
 
 def private_median(values: np.ndarray, eps: float, data_range: tuple[float, float], rng) -> float:
-    """The median of ``values`` by the exponential mechanism over [L, U] (eps-DP)."""
+    """The median of ``values`` by the exponential mechanism over [L, U] (eps-DP).
+
+    Parameters
+    ----------
+    values : ndarray, shape (m,)
+        The values, any order (cdp_blb_var: one variance per subset), m >= 1.
+    eps : float
+        Privacy parameter, in (0, inf).
+    data_range : (L, U)
+        Public bounds, L < U.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    float
+        In [L, U].
+    """
     return float(exponential_quantile(np.sort(values), 0.5, eps, data_range, rng)[0])
 
 
@@ -238,6 +289,11 @@ def above_threshold(queries: np.ndarray, threshold: float, eps: float, rng) -> i
         Privacy parameter, in (0, inf).
     rng : numpy.random.Generator
 
+    Returns
+    -------
+    int or None
+        The index in [0, T), or None when no query passes.
+
     References
     ----------
     Dwork, C. & Roth, A. (2014). The algorithmic foundations of differential privacy,
@@ -250,5 +306,25 @@ def above_threshold(queries: np.ndarray, threshold: float, eps: float, rng) -> i
 
 
 def n_subsets(n: int, eps: float, k: float) -> int:
-    """s = ceil(K log n / eps), at most n: the bag of little bootstraps' subset count."""
+    """s = ceil(K log n / eps), at most n: the bag of little bootstraps' subset count.
+
+    Parameters
+    ----------
+    n : int
+        Number of users, >= 2.
+    eps : float
+        The interval's budget eps_int, in (0, inf).
+    k : float
+        The multiplier K, > 0 (seed 002: 10).
+
+    Returns
+    -------
+    int
+        In [1, n].
+
+    References
+    ----------
+    Chadha, K., Duchi, J. & Kuditipudi, R. (2024). Resampling methods for private
+    statistical inference. arXiv:2402.07131 (seed 002).
+    """
     return min(math.ceil(k * math.log(n) / eps), n)
