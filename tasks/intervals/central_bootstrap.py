@@ -9,7 +9,6 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats as sps
 
-from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.central_privacy import (
     above_threshold,
     exponential_quantile,
@@ -18,13 +17,7 @@ from ldpsim.tasks.intervals.central_privacy import (
     private_median,
     resampled_quantiles,
 )
-from ldpsim.tasks.intervals.raw_data import (
-    DEFAULT_MAX_N,
-    check_max_n,
-    check_raw_model,
-    public_range,
-    quantile_level,
-)
+from ldpsim.tasks.intervals.raw_data import RawDataMethod, public_range, quantile_level
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.users import Users
@@ -49,7 +42,7 @@ def central_eps(mechanism: Mechanism, owner: str) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CentralBagOfLittleBootstraps(IntervalMethod):
+class CentralBagOfLittleBootstraps(RawDataMethod):
     """Shared machinery of ``cdp_blb_var`` and ``cdp_blb_pct`` (SPEC 10.2).
 
     A trusted curator holds the raw data of the LDP run's users (replayed from the
@@ -85,8 +78,7 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
         so it does not depend on n). It clips the subsets' variances (cdp_blb_var)
         and sets the search range of the interval sets (cdp_blb_pct).
     max_n : int
-        Largest number of users (n x batch) accepted, >= 2 (default 1e7): the method
-        holds all raw data in memory; a larger n is refused when the spec is checked.
+        As for :class:`ldpsim.tasks.intervals.raw_data.RawDataMethod`.
 
     References
     ----------
@@ -103,13 +95,12 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
     R: int = 50
     data_range: tuple[float, float] | None = None
     V_max: float = 100.0
-    max_n: int = DEFAULT_MAX_N
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "K", check_float(self.K, "K", owner=self.name, low=0))
         object.__setattr__(self, "R", check_int(self.R, "R", owner=self.name, low=2, high=10**4))
         object.__setattr__(self, "V_max", check_float(self.V_max, "V_max", owner=self.name, low=0))
-        object.__setattr__(self, "max_n", check_int(self.max_n, "max_n", owner=self.name, low=2))
         if self.data_range is not None:
             low, high = check_vector(self.data_range, "data_range", 2, owner=self.name)
             if not low < high:
@@ -120,9 +111,8 @@ class CentralBagOfLittleBootstraps(IntervalMethod):
             object.__setattr__(self, "data_range", (low, high))
 
     def check_setup(self, model: Model, mechanism: Mechanism, n: int, batch: int) -> None:
-        check_raw_model(model, self.name)
+        super().check_setup(model, mechanism, n, batch)
         central_eps(mechanism, self.name)
-        check_max_n(n * batch, self.max_n, self.name)
 
     def budgets(self, users: Users) -> tuple[float, float]:
         """(eps_est, eps_int) per coordinate: eps / (2 d) each."""

@@ -9,17 +9,8 @@ from typing import ClassVar
 import numpy as np
 from scipy import stats as sps
 
-from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.bootstrap import basic_interval
-from ldpsim.tasks.intervals.raw_data import (
-    DEFAULT_MAX_N,
-    check_max_n,
-    check_raw_model,
-    quantile_level,
-    sample_statistic,
-)
-from ldpsim.tasks.mechanisms.base import Mechanism
-from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.intervals.raw_data import RawDataMethod, quantile_level, sample_statistic
 from ldpsim.tasks.users import Users
 from ldpsim.tasks.validation import check_int
 
@@ -46,7 +37,7 @@ def bootstrap_quantiles(sorted_x: np.ndarray, tau: float, size: int, rng) -> np.
 
 
 @dataclass(frozen=True, kw_only=True)
-class NonprivateBootstrap(IntervalMethod):
+class NonprivateBootstrap(RawDataMethod):
     """Efron's bootstrap of the sample mean or quantile on the raw, unprivatized data.
 
     Sees the same users as the LDP run (their raw observations, replayed from the
@@ -61,8 +52,7 @@ class NonprivateBootstrap(IntervalMethod):
     B : int
         Number of resamples, in [1, 10**6].
     max_n : int
-        Largest number of users (n x batch) accepted, >= 2 (default 1e7): the method
-        holds all raw data in memory; a larger n is refused when the spec is checked.
+        As for :class:`ldpsim.tasks.intervals.raw_data.RawDataMethod`.
 
     References
     ----------
@@ -75,15 +65,10 @@ class NonprivateBootstrap(IntervalMethod):
     own_estimate: ClassVar[bool] = True
 
     B: int = 200
-    max_n: int = DEFAULT_MAX_N
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=1, high=10**6))
-        object.__setattr__(self, "max_n", check_int(self.max_n, "max_n", owner=self.name, low=2))
-
-    def check_setup(self, model: Model, mechanism: Mechanism, n: int, batch: int) -> None:
-        check_raw_model(model, self.name)
-        check_max_n(n * batch, self.max_n, self.name)
 
     def estimate_interval(
         self, users: Users, level: float, rng: np.random.Generator | None

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.validation import check_int
 
 #: Default of ``max_n``: the largest n a method that holds the raw data accepts.
 DEFAULT_MAX_N = 10**7
@@ -63,3 +67,27 @@ def sample_statistic(x: np.ndarray, tau: float | None) -> np.ndarray:
     m = x.shape[0]
     rank = min(max(math.ceil(tau * m), 1), m)
     return np.partition(x, rank - 1, axis=0)[rank - 1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RawDataMethod(IntervalMethod):
+    """Base of the methods that hold every user's raw data (np_boot, cdp_blb_*).
+
+    They work for :data:`RAW_MODELS` only and refuse, when the spec is checked, more
+    users than ``max_n``.
+
+    Parameters
+    ----------
+    max_n : int
+        Largest number of users (n x batch) accepted, >= 2 (default 1e7): the method
+        holds all raw data in memory; a larger n is refused when the spec is checked.
+    """
+
+    max_n: int = DEFAULT_MAX_N
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "max_n", check_int(self.max_n, "max_n", owner=self.name, low=2))
+
+    def check_setup(self, model: Model, mechanism: Mechanism, n: int, batch: int) -> None:
+        check_raw_model(model, self.name)
+        check_max_n(n * batch, self.max_n, self.name)
