@@ -71,8 +71,8 @@ class CentralBagOfLittleBootstraps(RawDataMethod):
         Resamples per subset, in [2, 10**4].
     data_range : list of 2 floats, optional
         Public range [L, U] of the data, L < U. Default: the mean model's box
-        [loc - 1, loc + 1] (the bound the local mechanisms use), loc +- 8 for the
-        quantile model.
+        [loc - 1, loc + 1] (the bound the local mechanisms use), for the quantile
+        model [loc - 6, loc + 10] (:func:`ldpsim.tasks.intervals.raw_data.public_range`).
     V_max : float
         Public bound on the variance of sqrt(n) (estimate - theta*), > 0 (root units,
         so it does not depend on n). It clips the subsets' variances (cdp_blb_var)

@@ -16,9 +16,12 @@ from ldpsim.tasks.validation import check_int
 DEFAULT_MAX_N = 10**7
 #: The models whose statistic the competitors know how to compute on raw data.
 RAW_MODELS = ("mean", "quantile")
-#: Half-width of the default public range of the quantile model's data around loc:
-#: P(|N(0, 1)| > 8) = 1.2e-15, so clipping to it changes no data set one meets.
-QUANTILE_RANGE_HALF_WIDTH = 8.0
+#: Default public range of the quantile model's data, [loc - 6, loc + 10]: off centre
+#: on purpose, so that it is not symmetric about the truth (loc at tau = 0.5), which
+#: a curator would not know; the exponential mechanism's output is pulled towards the
+#: range's centre when eps n is small. P(N(0, 1) < -6) = 1e-9: a point clipped at the
+#: bottom stays the smallest, so no quantile of the data changes.
+QUANTILE_RANGE = (-6.0, 10.0)
 
 
 def check_raw_model(model: Model, owner: str) -> None:
@@ -48,11 +51,12 @@ def public_range(model: Model) -> tuple[float, float]:
     """Default public range [L, U] of one data coordinate.
 
     mean: the box [loc - 1, loc + 1] the data lie in (the bound the local mechanisms are
-    calibrated with, so both models of privacy know the same); quantile: loc +- 8.
+    calibrated with, so both models of privacy know the same); quantile:
+    [loc - 6, loc + 10] (:data:`QUANTILE_RANGE`: not symmetric about the truth).
     """
     loc = float(model.loc)
-    half = 1.0 if model.name == "mean" else QUANTILE_RANGE_HALF_WIDTH
-    return loc - half, loc + half
+    below, above = (-1.0, 1.0) if model.name == "mean" else QUANTILE_RANGE
+    return loc + below, loc + above
 
 
 def quantile_level(model: Model) -> float | None:
