@@ -36,9 +36,9 @@ MAX_TICKS = 8
 #: The diagnostics figure's panels: summary variable, axis label, the value of a correct
 #: interval (no bias; the width the spread of the estimate needs).
 DIAGNOSTIC_PANELS = (("bias_over_sd", "bias / sd", 0.0), ("variance_ratio", "variance ratio", 1.0))
-#: Grid points side by side in the diagnostics and errors figures; more continue on
-#: further rows (the undercoverage sweep has 18).
-MAX_DIAGNOSTIC_COLUMNS = 6
+#: Grid points side by side in the coverage, length, diagnostics, errors and privacy
+#: figures; more continue on further rows (the undercoverage sweep has 18).
+MAX_PANEL_COLUMNS = 6
 #: The errors figure's series: summary variable (with its ``_se``) and legend label.
 ERROR_SERIES = (("mse", "average theta_bar_n"), ("mse_last", "last iterate theta_n"))
 ERROR_COLORS = {"mse": "C0", "mse_last": "C3"}
@@ -200,12 +200,12 @@ def _wrapped_panels(
     n_cells: int, rows_per_cell: int, title: str, **share: Any
 ) -> tuple[Figure, np.ndarray, list[list[Axes]]]:
     """Cells of ``rows_per_cell`` panels one above the other, at most
-    MAX_DIAGNOSTIC_COLUMNS cells side by side, further cells on further rows.
+    MAX_PANEL_COLUMNS cells side by side, further cells on further rows.
 
     Returns the figure, its axes and each cell's panels (top to bottom); the unused end
     of the last row is hidden.
     """
-    n_cols = min(n_cells, MAX_DIAGNOSTIC_COLUMNS)
+    n_cols = min(n_cells, MAX_PANEL_COLUMNS)
     n_rows = -(-n_cells // n_cols)
     fig, axes = _panel_grid(rows_per_cell * n_rows, n_cols, title, **share)
     cells = [
@@ -242,15 +242,17 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     n_rows = len(coords) if len(coords) > 1 else 1
     coord_in_title = len(summary["coord"]) > 1
 
-    cov_fig, cov_axes = _panel_grid(
-        n_rows, len(combos), _title(summary, "coverage"), sharex=True, sharey=True
+    # One cell per combination of the other axes (its coordinates one above the
+    # other), wrapped onto further rows beyond MAX_PANEL_COLUMNS cells.
+    cov_fig, cov_axes, cov_cells = _wrapped_panels(
+        len(combos), n_rows, _title(summary, "coverage"), sharex=True, sharey=True
     )
-    len_fig, len_axes = _panel_grid(
-        n_rows, len(combos), _title(summary, "mean length"), sharex=True
+    len_fig, len_axes, len_cells = _wrapped_panels(
+        len(combos), n_rows, _title(summary, "mean length"), sharex=True
     )
     for (row, coord), (col, combo) in itertools.product(enumerate(coords), enumerate(combos)):
         cell = summary.sel({**combo, "coord": coord})
-        cax, lax = cov_axes[row, col], len_axes[row, col]
+        cax, lax = cov_cells[col][row], len_cells[col][row]
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
             _errorbar(
@@ -285,7 +287,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
     """bias/sd and variance ratio (+-2 SE) against ``x_dim`` per method; None if all NaN.
 
     Each combination of the other grid axes (and shown coordinate) gets two panels, one
-    above the other; the combinations fill rows of at most MAX_DIAGNOSTIC_COLUMNS.
+    above the other; the combinations fill rows of at most MAX_PANEL_COLUMNS.
     """
     if x_dim != "checkpoint" and "checkpoint" in summary.dims:
         summary = summary.isel(checkpoint=-1)  # the interval at the end of the run
@@ -675,7 +677,8 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     list of pathlib.Path
         The files written: ``coverage.{png,pdf}`` (coverage against n with +-2 SE
         error bars and the nominal level; one panel per combination of the other grid
-        axes, one panel row per coordinate when d <= 4, else coordinate 0),
+        axes, one panel row per coordinate when d <= 4, else coordinate 0; at most
+        MAX_PANEL_COLUMNS combinations side by side, more on further rows),
         ``length.{png,pdf}`` (mean length against n, log-log, the oracle dashed) and,
         for a store with checkpoints, ``running.{png,pdf}`` (the running estimate and
         interval bounds of the first done replicate against n, in two panels split at
@@ -684,7 +687,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         With an x axis and at least one finite value, ``diagnostics.{png,pdf}``: bias / sd
         and the variance ratio (see :mod:`ldpsim.pipeline.diagnostics`) with +-2 SE
         against n, log x, per method, two panels per combination of the other grid axes
-        (and per shown coordinate), at most MAX_DIAGNOSTIC_COLUMNS side by side. For a
+        (and per shown coordinate), at most MAX_PANEL_COLUMNS side by side. For a
         store with checkpoints, ``errors.{png,pdf}``: the mean squared error
         E||theta - theta*||^2 of the average theta_bar_n and of the last iterate theta_n
         (``mse``, ``mse_last`` of :func:`ldpsim.pipeline.summary.summarize`) with +-2 SE

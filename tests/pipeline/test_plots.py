@@ -11,7 +11,7 @@ import xarray as xr
 
 from ldpsim.pipeline.plots import (
     ERROR_SERIES,
-    MAX_DIAGNOSTIC_COLUMNS,
+    MAX_PANEL_COLUMNS,
     PANEL_SIZE,
     _errors_figure,
     _sparsity_figure,
@@ -90,8 +90,14 @@ def test_diagnostics_panels_wrap(tmp_path):
     plot_store(store, tmp_path)
     width, height = png_size(tmp_path / "diagnostics.png")
     dpi, (panel_w, panel_h) = 150, PANEL_SIZE
-    assert width == round(dpi * (panel_w * MAX_DIAGNOSTIC_COLUMNS + 2.0))
+    assert width == round(dpi * (panel_w * MAX_PANEL_COLUMNS + 2.0))
     assert height == round(dpi * (panel_h * 4 + 0.6))
+    # The coverage and length figures wrap the same way: one panel per grid point (one
+    # coordinate), 6 then 2.
+    for stem in ("coverage", "length"):
+        width, height = png_size(tmp_path / f"{stem}.png")
+        assert width == round(dpi * (panel_w * MAX_PANEL_COLUMNS + 2.0)), stem
+        assert height == round(dpi * (panel_h * 2 + 0.6)), stem
 
 
 def test_bar_plots_without_n_axis(tmp_path):
