@@ -192,16 +192,7 @@ def compute_replicate(
         One stream per method that draws random numbers (``uses_rng``).
     """
     start = time.perf_counter()
-    users = Users(
-        model=rs.model,
-        mechanism=rs.mechanism,
-        n=rs.n,
-        batch=rs.batch,
-        c=rs.c,
-        gamma=rs.gamma,
-        theta0=rs.theta0,
-        start=state_of(data_rng),
-    )
+    users = Users.of(rs, state_of(data_rng))
     stats = run_stats(rs, data_rng)
     points = rs.checkpoints or (rs.n,)
     d = rs.model.dim

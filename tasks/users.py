@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,6 +12,9 @@ from ldpsim.tasks import users_loop
 from ldpsim.tasks.kernel_cache import compile_template
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
+
+if TYPE_CHECKING:
+    from ldpsim.tasks.spec import ReplicateSpec
 
 
 @functools.cache
@@ -64,6 +68,20 @@ class Users:
     gamma: float
     theta0: tuple[float, ...]
     start: tuple
+
+    @classmethod
+    def of(cls, rs: ReplicateSpec, start: tuple) -> Users:
+        """The users of the replicate ``rs`` whose data stream was at ``start``."""
+        return cls(
+            model=rs.model,
+            mechanism=rs.mechanism,
+            n=rs.n,
+            batch=rs.batch,
+            c=rs.c,
+            gamma=rs.gamma,
+            theta0=rs.theta0,
+            start=start,
+        )
 
     @property
     def count(self) -> int:

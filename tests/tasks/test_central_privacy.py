@@ -135,20 +135,24 @@ def test_above_threshold_finds_the_crossing_without_noise_to_speak_of():
     assert above_threshold(counts, 60.0, 1e6, rng(0)) is None
 
 
-def test_cdp_blb_pct_draws_one_threshold_noise_per_interval():
-    # d = 2: the budget is split over the coordinates, one interval (one AboveThreshold)
-    # each, at eps_int = eps / (2 d).
-    model, mechanism = Mean(d=2), Laplace(eps=2.0)
-    users = Users(
+def laplace_users(model, eps: float, n: int) -> Users:
+    """The users of a run of ``model`` under Laplace eps, n steps of one user, stream seed 9."""
+    return Users(
         model=model,
-        mechanism=mechanism,
-        n=3000,
+        mechanism=Laplace(eps=eps),
+        n=n,
         batch=1,
         c=1.0,
         gamma=0.51,
-        theta0=(0.0, 0.0),
+        theta0=(0.0,) * model.dim,
         start=state_of(rng(9)),
     )
+
+
+def test_cdp_blb_pct_draws_one_threshold_noise_per_interval():
+    # d = 2: the budget is split over the coordinates, one interval (one AboveThreshold)
+    # each, at eps_int = eps / (2 d).
+    users = laplace_users(Mean(d=2), 2.0, 3000)
     recording = RecordingRng(4)
     method = CentralPercentileBootstrap()
     method.estimate_interval(users, 0.9, recording)
@@ -231,16 +235,7 @@ def test_cdp_blb_mean_estimate_spends_eps_over_2d():
     # means (size n, R = 50 per subset) use the same scale. A bug spending eps (scale
     # 2 / 6000) or eps / 2 (2 / 3000) fails.
     n, eps, d = 3000, 2.0, 2
-    users = Users(
-        model=Mean(d=d),
-        mechanism=Laplace(eps=eps),
-        n=n,
-        batch=1,
-        c=1.0,
-        gamma=0.51,
-        theta0=(0.0,) * d,
-        start=state_of(rng(9)),
-    )
+    users = laplace_users(Mean(d=d), eps, n)
     recording = RecordingRng(4)
     method = CentralPercentileBootstrap()
     method.estimate_interval(users, 0.9, recording)
@@ -257,16 +252,7 @@ def test_cdp_blb_mean_estimate_has_the_laplace_variance_of_eps_over_2d():
     # estimate alone: private_statistic, as estimate_interval calls it) is accepted
     # within 4 se, se = 2 b^2 sqrt(5 / 400) (Laplace kurtosis 6).
     n, eps, d = 200, 1.0, 2
-    users = Users(
-        model=Mean(d=d),
-        mechanism=Laplace(eps=eps),
-        n=n,
-        batch=1,
-        c=1.0,
-        gamma=0.51,
-        theta0=(0.0,) * d,
-        start=state_of(rng(9)),
-    )
+    users = laplace_users(Mean(d=d), eps, n)
     method = CentralPercentileBootstrap()
     eps_est, eps_int = method.budgets(users)
     assert eps_est == eps_int == eps / (2 * d)
@@ -304,16 +290,7 @@ def test_cdp_blb_quantile_estimate_spends_eps_over_2(monkeypatch):
     recording("private_median", central_bootstrap.private_median)
     recording("n_subsets", central_bootstrap.n_subsets)
     eps = 1.6
-    users = Users(
-        model=Quantile(tau=0.5),
-        mechanism=Laplace(eps=eps),
-        n=2000,
-        batch=1,
-        c=1.0,
-        gamma=0.51,
-        theta0=(0.0,),
-        start=state_of(rng(9)),
-    )
+    users = laplace_users(Quantile(tau=0.5), eps, 2000)
     CentralVarianceBootstrap().estimate_interval(users, 0.9, rng(3))
     by_name = {name: [args for n, args in calls if n == name] for name, _ in calls}
     (estimate,) = by_name["exponential_quantile"]  # tau, eps after sorted_x

@@ -35,16 +35,7 @@ def as_state(values) -> tuple:
 
 def users_for(spec, seed=5):
     rs = normalize_spec({"n": 3000, "methods": {"bb": {}}, **spec})
-    return rs, Users(
-        model=rs.model,
-        mechanism=rs.mechanism,
-        n=rs.n,
-        batch=rs.batch,
-        c=rs.c,
-        gamma=rs.gamma,
-        theta0=rs.theta0,
-        start=state_of(rng(seed)),
-    )
+    return rs, Users.of(rs, state_of(rng(seed)))
 
 
 def test_the_competitors_are_registered():
