@@ -109,7 +109,7 @@ def test_undercoverage_sweep_carries_the_issue_settings():
 def test_sparse_sweep_carries_the_issue_settings():
     # Issue 13: d in {10, 100, 1000}, s in {1, 4, 16} (s <= d), sparse and dense Laplace
     # and sparse Gaussian with delta = 1e-6, eps = 1, n = 1e6, 200 replicates, and a
-    # simultaneous bb band beside the marginal methods.
+    # simultaneous bb band beside the marginal methods (sup-t, and Sidak's).
     sweep = load_sweep("sparse")
     assert sweep.replicates == 200
     shapes, mechanisms = set(), set()
@@ -123,8 +123,9 @@ def test_sparse_sweep_carries_the_issue_settings():
         assert (
             point.values["case"] == f"d{model.d}-s{model.sparsity}-{mech.name}-{mech.calibration}"
         )
-        assert list(rs.methods) == ["bb", "band", "bm", "sn", "oracle"]
+        assert list(rs.methods) == ["bb", "band", "band_sidak", "bm", "sn", "oracle"]
         assert rs.methods["band"].simultaneous and not rs.methods["bb"].simultaneous
+        assert (rs.methods["band"].band, rs.methods["band_sidak"].band) == ("sup-t", "sidak")
     expected = {(d, s) for d in (10, 100, 1000) for s in (1, 4, 16) if s <= d}
     assert shapes == expected
     assert mechanisms == {

@@ -9,10 +9,11 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from ldpsim.tasks import intervals
 from ldpsim.tasks.intervals.base import IntervalMethod
-from ldpsim.tasks.intervals.bootstrap import draw_multipliers, sup_t_band
+from ldpsim.tasks.intervals.bootstrap import draw_multipliers, sidak_band, sup_t_band
 from ldpsim.tasks.replicate import run_replicate, run_stats
 from ldpsim.tasks.spec import normalize_spec
 
@@ -194,6 +195,59 @@ def test_sup_t_band_covers_jointly_at_its_level(d, rho):
         assert critical[0] == pytest.approx(np.quantile(np.abs(draws[:, 0]) / sd[0], level))
 
 
+@pytest.mark.parametrize(("d", "n_blocks"), [(1, 10), (20, 10), (100, 31)])
+def test_sidak_band_covers_jointly_at_its_level(d, n_blocks):
+    # A path of n = m l iid normal vectors with independent coordinates of unequal sds:
+    # (theta_bar_j - theta_j) / sd_j is sqrt(m / (m - 1)) t_{m-1} exactly, so the band
+    # covers each coordinate with probability level^(1/d) and all of them with
+    # probability level exactly. 20,000 paths: binomial se sqrt(0.09 / 20000) = 0.0021,
+    # tolerance 4 se. The normal quantile in place of t would cover 0.82 jointly at
+    # d = 20, m = 10 (computed with scipy), outside the tolerance.
+    level, block_len, reps = 0.9, 3, 20_000
+    rng = np.random.Generator(np.random.PCG64(23))
+    scales = np.linspace(0.5, 3.0, d)
+    theta = np.linspace(-1.0, 1.0, d)
+    covered = 0
+    for _ in range(reps):
+        path = theta + scales * rng.standard_normal((n_blocks * block_len, d))
+        centre = path.mean(axis=0)
+        centred = path.reshape(n_blocks, block_len, d).sum(axis=1) - block_len * centre
+        lower, upper = sidak_band(centre, centred, n_blocks * block_len, level)
+        covered += bool(np.all((lower <= theta) & (theta <= upper)))
+    assert abs(covered / reps - level) <= 4 * math.sqrt(level * (1 - level) / reps), covered
+
+
+def test_sidak_band_is_bb_with_band_sidak():
+    # bb with band = "sidak" returns sidak_band of its own block deviations, with the
+    # conditional sd the bootstrap draws estimate: c sd_j is within Monte-Carlo error of
+    # c times the sd of B = 20,000 draws (relative sd of a sample sd: 1 / sqrt(2 B)).
+    spec = {
+        "model": "sparse_mean",
+        "d": 30,
+        "sparsity": 2,
+        "eps": 1.0,
+        "n": 20_000,
+        "methods": {
+            "sidak": {"method": "bb", "simultaneous": True, "band": "sidak", "B": 20_000},
+            "draws": {"method": "bb", "simultaneous": True, "B": 20_000},
+        },
+    }
+    result = run_replicate(spec, 0)
+    half = {k: (result.upper[k] - result.lower[k]) / 2 for k in ("sidak", "draws")}
+    np.testing.assert_allclose(
+        (result.upper["sidak"] + result.lower["sidak"]) / 2, result.estimate, atol=1e-12
+    )
+    m = intervals.BlockBootstrap().n_blocks(20_000)
+    critical = math.sqrt(m / (m - 1)) * sps.t.ppf((1 + 0.9 ** (1 / 30)) / 2, m - 1)
+    sd = half["sidak"] / critical
+    assert np.ptp(half["sidak"] / sd) < 1e-9  # one critical value for all coordinates
+    # The sup-t band's c differs, but its sd_j are the draws' sds, each within relative
+    # sd 1 / sqrt(2 B) = 0.005 of sd_j: half_j / sd_j is one constant times
+    # (1 + 0.005 Z_j), and the range of 30 such ratios is below 2 * 4 sd.
+    ratios = half["draws"] / sd
+    assert np.ptp(ratios) / np.mean(ratios) <= 2 * 4 / math.sqrt(2 * 20_000), ratios
+
+
 def test_simultaneous_option_leaves_the_marginal_stream_alone():
     # A parameter added later keys the stream only when set (IntervalMethod.late_params).
     plain = intervals.BlockBootstrap()
@@ -201,6 +255,12 @@ def test_simultaneous_option_leaves_the_marginal_stream_alone():
     assert intervals.BlockBootstrap(simultaneous=True).key()["simultaneous"] is True
     with pytest.raises(TypeError, match="true or false"):
         intervals.BlockBootstrap(simultaneous="yes")
+    assert "band" not in intervals.BlockBootstrap(simultaneous=True).key()
+    assert intervals.BlockBootstrap(simultaneous=True, band="sidak").key()["band"] == "sidak"
+    with pytest.raises(ValueError, match=r"band.*only to a simultaneous band"):
+        intervals.BlockBootstrap(band="sidak")
+    with pytest.raises(ValueError, match="band"):
+        intervals.BlockBootstrap(simultaneous=True, band="bonferroni")
 
 
 @pytest.mark.slow
