@@ -44,3 +44,26 @@ def project_l1_ball(v: np.ndarray, radius: float) -> np.ndarray:
         threshold = cumulative[rho] / (rho + 1)
         out[row] = np.sign(x) * np.maximum(size - threshold, 0.0)
     return out.reshape(v.shape)
+
+
+def intersect_with_ball(
+    lower: np.ndarray, upper: np.ndarray, radius: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each interval [lower_j, upper_j] cut to [-r, r], where ||theta*||_1 <= r puts theta*_j.
+
+    Parameters
+    ----------
+    lower, upper : ndarray, shape (d,)
+        Interval bounds, lower <= upper.
+    radius : float
+        r > 0, the radius of the l1 ball around 0 that holds theta*.
+
+    Returns
+    -------
+    (lower, upper), each of shape (d,)
+        Both bounds clipped to [-r, r]. An interval wholly outside [-r, r] (its
+        intersection is empty) becomes the point -r or r nearest to it, a zero-length
+        interval, so that lengths are never negative; it covers theta*_j only if
+        theta*_j is that point, as the empty set would never.
+    """
+    return np.clip(lower, -radius, radius), np.clip(upper, -radius, radius)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks.l1_projection import project_l1_ball
+from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.rng import set_state, state_of
 from ldpsim.tasks.seeding import data_stream, method_stream
 from ldpsim.tasks.sgd import ldp_sgd
@@ -78,20 +78,13 @@ def needs_full_matrix(rs: ReplicateSpec) -> bool:
     return any(method.needs_full_matrix for method in rs.methods.values())
 
 
-def run_kernel(
-    rs: ReplicateSpec,
-    cuts: np.ndarray,
-    data_rng: np.random.Generator,
-    full_matrix: bool | None = None,
-) -> tuple:
+def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
     """Call :func:`ldpsim.tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
 
     The kernel draws from ``data_rng``'s PCG64 state inline (:mod:`ldpsim.tasks.rng`) and the
-    advanced state is written back, as if ``data_rng`` itself had drawn the numbers.
-    ``full_matrix`` (None: :func:`needs_full_matrix`) says whether it keeps all of A.
+    advanced state is written back, as if ``data_rng`` itself had drawn the numbers. It keeps
+    all of A only where a method of ``rs`` needs it (:func:`needs_full_matrix`).
     """
-    if full_matrix is None:
-        full_matrix = needs_full_matrix(rs)
     model, mechanism = rs.model, rs.mechanism
     st = np.array(state_of(data_rng), dtype=np.uint64)
     out = ldp_sgd(
@@ -106,25 +99,21 @@ def run_kernel(
         np.asarray(cuts, dtype=np.int64),
         st,
         project=type(model).project,
-        full_matrix=full_matrix,
+        full_matrix=needs_full_matrix(rs),
     )
     set_state(data_rng, st)
     return out
 
 
-def run_stats(
-    rs: ReplicateSpec, data_rng: np.random.Generator, full_matrix: bool | None = None
-) -> StreamingStats:
+def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
     """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics.
 
-    ``full_matrix``: keep all of A (True) or its diagonal (False); None (the default):
-    as the methods of ``rs`` need (:func:`needs_full_matrix`).
+    The statistics hold all of A, or its diagonal, as the methods of ``rs`` need
+    (:func:`needs_full_matrix`).
     """
     model, mechanism = rs.model, rs.mechanism
     cuts = replicate_cuts(rs)
-    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(
-        rs, cuts, data_rng, full_matrix
-    )
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(rs, cuts, data_rng)
     return StreamingStats(
         n=rs.n,
         cuts=cuts,
@@ -230,7 +219,7 @@ def compute_replicate(
                         centre = estimate[k]
                         lo, hi = method.interval(sub, rs.level, rng)
                 if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
-                    lo, hi = np.maximum(lo, -radius), np.minimum(hi, radius)
+                    lo, hi = intersect_with_ball(lo, hi, radius)
                 if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
                     raise FloatingPointError("non-finite interval bound")
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:

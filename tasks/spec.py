@@ -118,8 +118,8 @@ def check_constraint(label: str, method: IntervalMethod, model: Model) -> None:
     if value and model.constraint_radius() is None:
         raise ValueError(
             f"The 'intersect_constraint' parameter of method {label!r} needs a model that "
-            f"states an l1 ball around theta* (sparse_mean); model {model.name!r} states "
-            f"none. Leave it out."
+            f"states an l1 ball around theta* (a constraint_radius); model {model.name!r} "
+            f"states none. Leave it out."
         )
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 
 import numpy as np
 
 __all__ = [
+    "MAX_SPARSE_DIM",
     "check_budget_range",
     "check_choice",
     "check_float",
@@ -16,9 +17,20 @@ __all__ = [
     "check_vector",
 ]
 
+#: Largest dimension d of the sparse models (sparse_mean, one_hot_quantile_regression).
+#: A step costs O(d), but the oracle's covariance and the noise covariance it is built
+#: from are d x d float64 arrays (8 d^2 bytes each, 200 MB at d = 5000), held a few at a
+#: time when a replicate starts (a replicate at d = 5000 peaks at 850 MB, measured).
+MAX_SPARSE_DIM = 5_000
+
 
 def _fmt(value: object) -> str:
-    return repr(value)
+    """The value as a message shows it: its repr, cut after 60 characters if long."""
+    text = repr(value)
+    if len(text) <= 80:
+        return text
+    length = f" (length {len(value)})" if isinstance(value, Sized) else ""
+    return f"{text[:60]}...{length}"
 
 
 def _int_text(value: int) -> str:

@@ -77,7 +77,7 @@ class BlockBootstrap(IntervalMethod):
     simultaneous : bool
         False (default): the marginal intervals above. True: the sup-t band
         theta_bar_j +- c sd_j, where sd_j is the sd of theta*_1j..theta*_Bj and c the
-        ``level`` quantile of max_j |theta*_rj - theta_bar_j| / sd_j over r (numpy's
+        ``level`` quantile of max_j |theta*_rj| / sd_j over r (numpy's
         linear interpolation): all d coordinates are covered at once with probability
         ``level`` asymptotically. The band is symmetric, so ``form`` does not apply.
         A coordinate whose bootstrap sd is 0 makes the band fail (NaN, recorded).
@@ -88,8 +88,11 @@ class BlockBootstrap(IntervalMethod):
         l theta_bar_j)^2) / (m l) (the multipliers have variance 1; no draws are
         needed), and c = sqrt(m / (m - 1)) t_{m-1}((1 + level^(1/d)) / 2): the
         quantile of the fixed-m batch-means pivot at Sidak's per-coordinate level.
-        Valid for any correlation of the coordinates (Sidak's inequality), exact for
-        independent ones; unlike sup-t it does not need m > d blocks.
+        For a Gaussian error with known variances Sidak's inequality makes it valid
+        for any correlation of the coordinates; with each sd_j estimated from the
+        same m blocks that holds asymptotically (m -> infinity). Exact for iid normal
+        blocks with independent coordinates. Unlike sup-t it does not need m > d.
+        A coordinate whose sd is 0 makes the band fail, as with sup-t.
 
     References
     ----------
@@ -271,7 +274,8 @@ def sidak_band(
         q = (1 + level^(1/d)) / 2. For iid normal blocks (theta_bar_j - theta_j) / sd_j
         is sqrt(m / (m - 1)) times a t_{m-1} variable, so each coordinate is covered
         with probability level^(1/d), and all d with probability >= level by Sidak's
-        inequality (= level for independent coordinates).
+        inequality (= level for independent coordinates). A zero sd raises
+        FloatingPointError (the method fails, as sup-t does).
 
     References
     ----------
@@ -280,6 +284,8 @@ def sidak_band(
     """
     n_blocks, d = centred.shape
     sd = np.sqrt(np.sum(centred**2, axis=0)) / scale
+    if not np.all(sd > 0):
+        raise FloatingPointError("a coordinate's bootstrap sd is 0: no band")
     quantile = (1.0 + level ** (1.0 / d)) / 2.0
     critical = math.sqrt(n_blocks / (n_blocks - 1)) * sps.t.ppf(quantile, n_blocks - 1)
     return centre - critical * sd, centre + critical * sd

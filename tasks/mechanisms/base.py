@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 from numba import njit
@@ -18,6 +18,7 @@ from ldpsim.tasks.validation import check_budget_range, check_choice, check_floa
 #: gradient sparsity s (SPEC 11): to the sensitivity with s ("sparse", the default for
 #: such models) or with d in its place ("dense").
 CALIBRATIONS = ("sparse", "dense")
+Calibration = Literal["sparse", "dense"]
 
 
 @njit
@@ -42,26 +43,73 @@ def draw_budget(low, width, s):
     return low + width * u, s
 
 
-def check_calibration(value: object, owner: str) -> str | None:
-    """A mechanism's ``calibration`` parameter: None or one of :data:`CALIBRATIONS`."""
+def check_calibration(value: object, owner: str) -> Calibration | None:
+    """A mechanism's ``calibration`` parameter, checked.
+
+    Parameters
+    ----------
+    value : object
+        None (the model's own sensitivity) or one of :data:`CALIBRATIONS`.
+    owner : str
+        The mechanism's name, for the message.
+
+    Returns
+    -------
+    str or None
+        ``value``.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is neither None nor one of :data:`CALIBRATIONS`.
+    """
     return None if value is None else check_choice(value, "calibration", CALIBRATIONS, owner=owner)
 
 
-def check_calibrated_model(calibration: str | None, model: Model, owner: str) -> None:
-    """Refuse a ``calibration`` for a model that declares no gradient sparsity."""
+def check_calibrated_model(calibration: Calibration | None, model: Model, owner: str) -> None:
+    """Refuse a ``calibration`` for a model that declares no gradient sparsity.
+
+    Parameters
+    ----------
+    calibration : {'sparse', 'dense'} or None
+        The mechanism's checked ``calibration``.
+    model : Model
+        The replicate's model; a calibration needs ``model.gradient_sparsity()``.
+    owner : str
+        The mechanism's name, for the message.
+
+    Raises
+    ------
+    ValueError
+        A calibration is set and the model declares no gradient sparsity.
+    """
     if calibration is not None and model.gradient_sparsity() is None:
         raise ValueError(
             f"The 'calibration' parameter of {owner} applies only to models that declare "
-            f"a gradient sparsity (sparse_mean, one_hot_quantile_regression); model "
-            f"{model.name!r} declares none. Leave it out. Got calibration = {calibration!r}."
+            f"a gradient sparsity (their gradient_sparsity); model {model.name!r} declares "
+            f"none. Leave it out. Got calibration = {calibration!r}."
         )
 
 
-def calibrated_sensitivity(model: Model, calibration: str | None, norm: int) -> float:
-    """The model's l1 (``norm`` 1) or l2 (2) sensitivity under ``calibration``.
+def calibrated_sensitivity(
+    model: Model, calibration: Calibration | None, norm: Literal[1, 2]
+) -> float:
+    """The model's l1 or l2 sensitivity under ``calibration`` (SPEC 11; seed 003).
 
-    "dense" takes the model's sensitivity that ignores its sparsity; "sparse" and None
-    the model's own (sparsity-aware where the model declares a sparsity).
+    Parameters
+    ----------
+    model : Model
+        The replicate's model.
+    calibration : {'sparse', 'dense'} or None
+        "dense": the model's sensitivity that ignores its sparsity (s replaced by d);
+        "sparse" and None: the model's own (sparsity-aware where it declares a sparsity).
+    norm : {1, 2}
+        1 for Delta1 (Laplace), 2 for Delta2 (Gaussian).
+
+    Returns
+    -------
+    float
+        The sensitivity, > 0.
     """
     if calibration == "dense":
         return model.dense_l1_sensitivity() if norm == 1 else model.dense_l2_sensitivity()

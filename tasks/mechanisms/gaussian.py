@@ -10,6 +10,7 @@ from numba import njit
 from scipy import stats
 
 from ldpsim.tasks.mechanisms.base import (
+    Calibration,
     Mechanism,
     calibrated_sensitivity,
     check_calibrated_model,
@@ -109,7 +110,7 @@ class Gaussian(Mechanism):
 
     eps: float | None = None
     delta: float = 1e-5
-    calibration: str | None = None
+    calibration: Calibration | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

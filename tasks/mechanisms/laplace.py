@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.mechanisms.base import (
+    Calibration,
     Mechanism,
     calibrated_sensitivity,
     check_calibrated_model,
@@ -84,7 +85,7 @@ class Laplace(Mechanism):
     privatize_per_user = _laplace_per_user
 
     eps: float | None = None
-    calibration: str | None = None
+    calibration: Calibration | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

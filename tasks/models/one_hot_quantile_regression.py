@@ -10,9 +10,8 @@ from numba import njit
 from scipy import stats
 
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.models.sparse_mean import MAX_SPARSE_DIM, check_coordinates
 from ldpsim.tasks.rng import random, standard_normal
-from ldpsim.tasks.validation import check_float, check_int
+from ldpsim.tasks.validation import MAX_SPARSE_DIM, check_float, check_int, check_vector
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -43,7 +42,7 @@ class OneHotQuantileRegression(Model):
     Parameters
     ----------
     d : int
-        Number of categories, in [1, 100000].
+        Number of categories, in [1, 5000].
     tau : float
         Quantile level, in (0, 1).
     coef : float or list of float
@@ -63,8 +62,9 @@ class OneHotQuantileRegression(Model):
 
     Sensitivities, with m = max(tau, 1 - tau): Delta1 = 2 m (two categories, opposite
     signs) and Delta2 = max(1, sqrt(2) m) (one category: |1 - 0| = 1; two: sqrt(tau^2 +
-    (1 - tau)^2) <= sqrt(2) m), both exact; seed 003's generic 2 M sqrt(s) = 2 m
-    bounds the second. The dense calibration (``calibration = "dense"``) ignores the
+    (1 - tau)^2) <= sqrt(2) m), both attained for d >= 2 (at d = 1 only |1 - 0| = 1 is
+    possible, so Delta1 = 2 m is conservative there); seed 003's generic 2 M sqrt(s) =
+    2 m bounds the second. The dense calibration (``calibration = "dense"``) ignores the
     sparsity: the box [-m, m]^d, Delta1 = 2 m d and Delta2 = 2 m sqrt(d).
 
     References
@@ -87,7 +87,7 @@ class OneHotQuantileRegression(Model):
         object.__setattr__(
             self, "tau", check_float(self.tau, "tau", owner=self.name, low=0, high=1)
         )
-        coef = check_coordinates(self.coef, "coef", d, owner=self.name)
+        coef = check_vector(self.coef, "coef", d, owner=self.name)
         object.__setattr__(self, "coef", coef[0] if np.ndim(self.coef) == 0 else coef)
         if self.probs is not None:
             allowed = (
@@ -96,7 +96,7 @@ class OneHotQuantileRegression(Model):
             )
             if np.ndim(self.probs) == 0:
                 raise TypeError(f"{allowed}. Got the single value {self.probs!r}.")
-            probs = check_coordinates(self.probs, "probs", d, owner=self.name)
+            probs = check_vector(self.probs, "probs", d, owner=self.name)
             if min(probs) <= 0 or abs(sum(probs) - 1.0) > 1e-9:
                 raise ValueError(
                     f"{allowed}. Got minimum {min(probs):g} and sum {sum(probs):.12g}."

@@ -10,11 +10,7 @@ from numba import njit
 
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import random
-from ldpsim.tasks.validation import check_float, check_int, check_vector
-
-#: Largest dimension accepted by the sparse models: a step costs O(d) (the noise goes
-#: on every coordinate) and the kernel is compiled once per d.
-MAX_SPARSE_DIM = 100_000
+from ldpsim.tasks.validation import MAX_SPARSE_DIM, check_float, check_int, check_vector
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -37,23 +33,6 @@ def _sparse_mean_gradient(d, theta, params, s, g):
     return s
 
 
-def check_coordinates(value: object, name: str, d: int, *, owner: str) -> tuple[float, ...]:
-    """A scalar (broadcast) or a list of d finite floats, as a tuple of d floats.
-
-    Like :func:`ldpsim.tasks.validation.check_vector`, but the message does not print
-    a value of thousands of entries in full.
-    """
-    try:
-        return check_vector(value, name, d, owner=owner)
-    except (TypeError, ValueError) as exc:
-        text = repr(value)
-        shown = text if len(text) <= 80 else f"{text[:60]}... (length {len(value)})"
-        raise type(exc)(
-            f"The {name!r} parameter of {owner} must be a finite float or a list of "
-            f"{d} finite floats. Got {shown}."
-        ) from None
-
-
 @dataclass(frozen=True, kw_only=True)
 class SparseMean(Model):
     """Mean of X in R^d with s non-zero coordinates of size M (SPEC 11).
@@ -61,7 +40,7 @@ class SparseMean(Model):
     Parameters
     ----------
     d : int
-        Dimension, in [1, 100000].
+        Dimension, in [1, 5000] (:data:`~ldpsim.tasks.validation.MAX_SPARSE_DIM`).
     sparsity : int
         s, the number of non-zero coordinates of each X, in [1, d].
     magnitude : float
@@ -106,7 +85,7 @@ class SparseMean(Model):
         object.__setattr__(
             self, "magnitude", check_float(self.magnitude, "magnitude", owner=self.name, low=0)
         )
-        coef = check_coordinates(self.coef, "coef", d, owner=self.name)
+        coef = check_vector(self.coef, "coef", d, owner=self.name)
         if any(abs(v) > 1.0 for v in coef):
             raise ValueError(
                 f"The 'coef' parameter of {self.name} (E R_j of the signs) must lie in "

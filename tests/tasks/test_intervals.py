@@ -9,12 +9,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from ldpsim.tasks import intervals
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.bootstrap import draw_multipliers, sidak_band, sup_t_band
-from ldpsim.tasks.replicate import run_replicate, run_stats
+from ldpsim.tasks.replicate import compute_replicate, run_replicate, run_stats
 from ldpsim.tasks.spec import normalize_spec
 
 ALL_NAMES = sorted(intervals.REGISTRY)
@@ -201,8 +200,9 @@ def test_sidak_band_covers_jointly_at_its_level(d, n_blocks):
     # (theta_bar_j - theta_j) / sd_j is sqrt(m / (m - 1)) t_{m-1} exactly, so the band
     # covers each coordinate with probability level^(1/d) and all of them with
     # probability level exactly. 20,000 paths: binomial se sqrt(0.09 / 20000) = 0.0021,
-    # tolerance 4 se. The normal quantile in place of t would cover 0.82 jointly at
-    # d = 20, m = 10 (computed with scipy), outside the tolerance.
+    # tolerance 4 se. The normal quantile in place of t would cover 0.58 jointly at
+    # d = 20, m = 10 (0.65 with the factor sqrt(m / (m - 1)); computed with scipy),
+    # far outside the tolerance.
     level, block_len, reps = 0.9, 3, 20_000
     rng = np.random.Generator(np.random.PCG64(23))
     scales = np.linspace(0.5, 3.0, d)
@@ -217,35 +217,47 @@ def test_sidak_band_covers_jointly_at_its_level(d, n_blocks):
     assert abs(covered / reps - level) <= 4 * math.sqrt(level * (1 - level) / reps), covered
 
 
-def test_sidak_band_is_bb_with_band_sidak():
-    # bb with band = "sidak" returns sidak_band of its own block deviations, with the
-    # conditional sd the bootstrap draws estimate: c sd_j is within Monte-Carlo error of
-    # c times the sd of B = 20,000 draws (relative sd of a sample sd: 1 / sqrt(2 B)).
+def test_bb_with_band_sidak_is_the_sidak_band_of_its_blocks():
+    # bb with band = "sidak" returns sidak_band of its own m blocks of length l (divisor
+    # m l), rebuilt here from the same run's statistics; bit for bit. Its sd_j is the
+    # conditional sd the bootstrap draws estimate: the sup-t band of B = 20,000 draws has
+    # half-lengths c' sd*_j with sd*_j within relative sd 1 / sqrt(2 B) = 0.005 of sd_j,
+    # so half_j / sd_j is one constant times (1 + 0.005 Z_j), and the range of 30 such
+    # ratios is below 2 * 4 sd (a wrong divisor, say n for m l, moves none of this but
+    # fails the first check).
+    n, level = 20_000, 0.9
     spec = {
         "model": "sparse_mean",
         "d": 30,
         "sparsity": 2,
         "eps": 1.0,
-        "n": 20_000,
+        "n": n,
         "methods": {
-            "sidak": {"method": "bb", "simultaneous": True, "band": "sidak", "B": 20_000},
+            "sidak": {"method": "bb", "simultaneous": True, "band": "sidak"},
             "draws": {"method": "bb", "simultaneous": True, "B": 20_000},
         },
     }
-    result = run_replicate(spec, 0)
-    half = {k: (result.upper[k] - result.lower[k]) / 2 for k in ("sidak", "draws")}
-    np.testing.assert_allclose(
-        (result.upper["sidak"] + result.lower["sidak"]) / 2, result.estimate, atol=1e-12
+    rs = normalize_spec(spec)
+    stats = run_stats(rs, np.random.Generator(np.random.PCG64(5)))
+    block_len, n_blocks = rs.methods["sidak"].block_len(n), rs.methods["sidak"].n_blocks(n)
+    bounds = block_len * np.arange(n_blocks + 1)
+    centred = stats.deviation_sums(bounds, stats.theta_bar)
+    lower, upper = sidak_band(stats.theta_bar, centred, n_blocks * block_len, level)
+    result = compute_replicate(
+        rs, np.random.Generator(np.random.PCG64(5)), {"draws": np.random.default_rng(6)}
     )
-    m = intervals.BlockBootstrap().n_blocks(20_000)
-    critical = math.sqrt(m / (m - 1)) * sps.t.ppf((1 + 0.9 ** (1 / 30)) / 2, m - 1)
-    sd = half["sidak"] / critical
-    assert np.ptp(half["sidak"] / sd) < 1e-9  # one critical value for all coordinates
-    # The sup-t band's c differs, but its sd_j are the draws' sds, each within relative
-    # sd 1 / sqrt(2 B) = 0.005 of sd_j: half_j / sd_j is one constant times
-    # (1 + 0.005 Z_j), and the range of 30 such ratios is below 2 * 4 sd.
-    ratios = half["draws"] / sd
+    np.testing.assert_array_equal(result.lower["sidak"], lower)
+    np.testing.assert_array_equal(result.upper["sidak"], upper)
+    sd = np.sqrt(np.sum(centred**2, axis=0)) / (n_blocks * block_len)
+    half = (result.upper["draws"] - result.lower["draws"]) / 2
+    ratios = half / sd
     assert np.ptp(ratios) / np.mean(ratios) <= 2 * 4 / math.sqrt(2 * 20_000), ratios
+
+
+def test_sidak_band_fails_on_a_zero_sd():
+    centred = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    with pytest.raises(FloatingPointError, match="sd is 0"):
+        sidak_band(np.zeros(2), centred, 10, 0.9)
 
 
 def test_simultaneous_option_leaves_the_marginal_stream_alone():

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ldpsim.tasks.l1_projection import project_l1_ball
+from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.replicate import run_replicate
 from ldpsim.tasks.spec import normalize_spec
 
@@ -80,17 +80,30 @@ def test_lemma_3_1_on_every_replicate():
         assert lhs < np.sum((estimate - truth) ** 2)
 
 
+def test_intersection_with_the_ball_is_never_negative():
+    # Cut to [-2, 2]: inside stays, a straddling bound is cut, an interval wholly outside
+    # becomes the nearest end point (length 0, not upper < lower).
+    lower = np.array([-1.0, -3.0, 2.5, -9.0, -5.0])
+    upper = np.array([1.0, 0.5, 4.0, -2.5, 5.0])
+    cut_lower, cut_upper = intersect_with_ball(lower, upper, 2.0)
+    np.testing.assert_array_equal(cut_lower, [-1.0, -2.0, 2.0, -2.0, -2.0])
+    np.testing.assert_array_equal(cut_upper, [1.0, 0.5, 2.0, -2.0, 2.0])
+    assert np.all(cut_upper >= cut_lower)
+
+
 def test_intersected_intervals():
     # intersect_constraint cuts each interval to [-r, r] and changes nothing else: at
     # n = 2000 the oracle's half-length 1.645 sqrt(128 / 2000) = 0.42 is far below r = 4,
-    # so only a d = 1000, s = 1 spec (r = 1) with eps = 0.2 (half-length 2.3) binds.
+    # so only a d = 1000, s = 1 spec (r = 1) with eps = 0.2 binds: Laplace noise variance
+    # 2 (2 / 0.2)^2 = 200, half-length 1.645 sqrt(200 / 2000) = 0.52 around averages of
+    # sd 0.32, so about one coordinate in eight reaches past -1 or 1.
     spec = {"model": "sparse_mean", "d": 1000, "sparsity": 1, "eps": 0.2, "n": 2000}
     methods = {"oracle": {}, "cut": {"method": "oracle", "intersect_constraint": True}}
     result = run_replicate({**spec, "methods": methods}, 0)
     lower, upper = result.lower["oracle"], result.upper["oracle"]
     assert np.any(lower < -1) and np.any(upper > 1)
-    np.testing.assert_array_equal(result.lower["cut"], np.maximum(lower, -1.0))
-    np.testing.assert_array_equal(result.upper["cut"], np.minimum(upper, 1.0))
+    np.testing.assert_array_equal(result.lower["cut"], np.clip(lower, -1.0, 1.0))
+    np.testing.assert_array_equal(result.upper["cut"], np.clip(upper, -1.0, 1.0))
     assert result.projected.shape == (1000,)
     assert math.isclose(np.abs(result.projected).sum(), 1.0, rel_tol=1e-12)
     # A model without an l1 ball stores no projection and refuses the option.

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 import pytest
+from corner_gradients import corner_gradients
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -157,43 +158,8 @@ def test_randomized_response_audit_has_power(eps):
 # Laplace: worst-case neighbouring gradients and a binned likelihood-ratio audit.
 
 
-def extreme_gradients(model):
-    """Every gradient at the corners of the data's range (theta = 0 for the mean).
-
-    quantile: g in {-tau, 1 - tau}; quantile_regression: g = w x with w in {1 - tau, -tau}
-    and x in {1} x {-1, 1}^(d-1); mean: g = theta - x with x at the corners of the box.
-    """
-    if isinstance(model, models.Quantile):
-        return np.array([[-model.tau], [1 - model.tau]])
-    if isinstance(model, models.QuantileRegression):
-        corners = [
-            np.array([1.0, *signs])
-            for signs in itertools.product((-1.0, 1.0), repeat=model.dim - 1)
-        ]
-        return np.array([w * x for w in (1 - model.tau, -model.tau) for x in corners])
-    if isinstance(model, models.Mean):
-        lo, hi = model.loc - 1.0, model.loc + 1.0
-        return np.array(
-            [[0.0 - v for v in x] for x in itertools.product((lo, hi), repeat=model.dim)]
-        )
-    if isinstance(model, models.SparseMean):  # g = -X at theta = 0, every support and sign
-        out = []
-        for support in itertools.combinations(range(model.dim), model.sparsity):
-            for signs in itertools.product((-1.0, 1.0), repeat=model.sparsity):
-                x = np.zeros(model.dim)
-                x[list(support)] = model.magnitude * np.array(signs)
-                out.append(-x)
-        return np.array(out)
-    if isinstance(model, models.OneHotQuantileRegression):  # g = w e_c
-        unit = np.eye(model.dim)
-        return np.array(
-            [w * unit[c] for w in (1 - model.tau, -model.tau) for c in range(model.dim)]
-        )
-    raise AssertionError(f"no worst case for {model.name}")
-
-
 def most_distant_pair(model):
-    grads = extreme_gradients(model)
+    grads = corner_gradients(model)
     dist = np.abs(grads[:, None, :] - grads[None, :, :]).sum(axis=2)
     i, j = np.unravel_index(np.argmax(dist), dist.shape)
     return grads[i], grads[j], float(dist[i, j])
@@ -314,7 +280,10 @@ def test_laplace_empirical_audit(key, eps):
     assert abs(best / attained - 1) <= tol, (best, attained, tol)
 
 
-@pytest.mark.parametrize("key", ["quantile", "quantile_regression", "mean", "sparse_mean"])
+@pytest.mark.parametrize(
+    "key",
+    ["quantile", "quantile_regression", "mean", "sparse_mean", "one_hot_quantile_regression"],
+)
 @pytest.mark.parametrize("eps", EPS)
 def test_laplace_audit_has_power(key, eps):
     # Noise calibrated to eps' = 2 eps (scale Delta / (2 eps)) while eps is claimed: the
@@ -349,7 +318,7 @@ AUDIT_MIN_COUNT = 100
 
 
 def most_distant_pair_l2(model):
-    grads = extreme_gradients(model)
+    grads = corner_gradients(model)
     dist = np.sqrt(((grads[:, None, :] - grads[None, :, :]) ** 2).sum(axis=2))
     i, j = np.unravel_index(np.argmax(dist), dist.shape)
     return grads[i], grads[j], float(dist[i, j])

@@ -97,7 +97,7 @@ def test_dense_calibration_uses_d():
             ValueError,
             "summing to 1",
         ),
-        ({"model": "one_hot_quantile_regression", "d": 200_000}, ValueError, "100000"),
+        ({"model": "one_hot_quantile_regression", "d": 6000}, ValueError, "5000"),
         (
             {"model": "one_hot_quantile_regression", "d": 2, "probs": 0.5},
             TypeError,
@@ -132,7 +132,9 @@ def pooled_z(spec, n, reps):
 
 def test_sparse_mean_sd_matches_the_oracle():
     # d = 1000, s = 4, sparse Laplace, n = 2e4, 4 replicates: N = 4000 terms, se of the
-    # sd ratio 1 / sqrt(8000) = 0.011, so the 10% tolerance is 9 se; theta_0 = 0 is
+    # sd ratio 1 / sqrt(8000) = 0.011; the tolerance is 4 se (0.045), inside the issue's
+    # 10% (the coordinates are nearly independent: the noise is, and the data's
+    # correlation is -(s/d)^2 mu^2 / Var X_j < 1e-4); theta_0 = 0 is
     # 0.002 from theta* (coef 0.5), far below the sd of theta_bar (0.08), and the linear
     # recursion (G = I) has no other finite-n bias of that order. Observed sd ratios:
     # 0.973 on these replicates (0-3), 1.003 on replicates 4-15 (se 0.0065) and 0.986
@@ -140,7 +142,7 @@ def test_sparse_mean_sd_matches_the_oracle():
     spec = {**SPEC_CHECK, "coef": 0.5}
     z = pooled_z(spec, 20_000, 4)
     assert z.shape == (4000,)
-    assert abs(math.sqrt(np.mean(z**2)) - 1) <= 0.10
+    assert abs(math.sqrt(np.mean(z**2)) - 1) <= 4 / math.sqrt(2 * z.size)
     assert abs(z.mean()) <= 4 / math.sqrt(z.size)
 
 
