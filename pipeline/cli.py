@@ -40,6 +40,9 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 #: `summarize --format` choices: :data:`ldpsim.pipeline.tables.TABLE_FORMATS`, repeated here
 #: so that the parser is built without importing xarray (a test checks they agree).
 FORMATS = ("text", "markdown", "latex", "csv", "json")
+#: `summarize --coords` choices: :data:`ldpsim.pipeline.tables.COORDS_MODES`, repeated
+#: here for the same reason.
+COORDS_MODES = ("auto", "all", "mean")
 #: What `status` and `errors` read of a store (see :func:`store_outcome`).
 OUTCOME_VARIABLES = ["done", "failed", "method_failed"]
 
@@ -193,6 +196,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="add a table of the mean squared error of the average and the last iterate "
         "(csv and json always hold them)",
     )
+    summarize.add_argument(
+        "--coords",
+        choices=COORDS_MODES,
+        default="auto",
+        help="all: rows per coordinate; mean: per grid point and method, coverage and "
+        "length averaged over the coordinates (csv/json: one record each); auto (default): "
+        "all for at most 10 coordinates, else mean in the text, markdown and latex tables "
+        "(csv and json keep every coordinate)",
+    )
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
     plot.add_argument("store", type=_path)
     plot.add_argument(
@@ -334,7 +346,10 @@ def cmd_summarize(args) -> int:
 
     check_store(args.store, read_chunks=False)
     summary = summarize(load_dataset(args.store))
-    print(format_table(summary, args.format, diagnostics=args.diagnostics, errors=args.errors))
+    table = format_table(
+        summary, args.format, diagnostics=args.diagnostics, errors=args.errors, coords=args.coords
+    )
+    print(table)
     return EXIT_OK
 
 

@@ -53,6 +53,47 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         ),
         "units": "1",
     },
+    "coord_mean_coverage": {
+        "long_name": "coverage averaged over the coordinates of the grid point",
+        "description": (
+            "mean over replicates of each replicate's fraction of covered coordinates "
+            "(among those with bounds): the mean of coverage over coordinates when a "
+            "method fails for all coordinates of a replicate or for none"
+        ),
+        "units": "1",
+    },
+    "coord_mean_coverage_se": {
+        "long_name": (
+            "Monte-Carlo standard error of coord_mean_coverage: sample sd of the "
+            "per-replicate fractions of covered coordinates / sqrt(R)"
+        ),
+        "description": (
+            "the coordinates of one replicate are not independent, so the replicate, "
+            "not the (replicate, coordinate) pair, is the unit of the standard error"
+        ),
+        "units": "1",
+    },
+    "coord_mean_length": {
+        "long_name": "mean interval length averaged over the coordinates of the grid point",
+        "description": (
+            "mean over replicates of each replicate's mean length over the coordinates with bounds"
+        ),
+        "units": "parameter units",
+    },
+    "coord_mean_length_se": {
+        "long_name": (
+            "Monte-Carlo standard error of coord_mean_length: sample sd of the "
+            "per-replicate mean lengths / sqrt(R)"
+        ),
+        "units": "parameter units",
+    },
+    "coord_mean_n_done": {
+        "long_name": (
+            "replicates R used for the coordinate means: done, with finite bounds for "
+            "this method at one coordinate at least"
+        ),
+        "units": "1",
+    },
     "bias": {"long_name": "mean of theta_bar_n - theta*", "units": "parameter units"},
     "rmse": {
         "long_name": "root mean squared error of theta_bar_n",
@@ -213,6 +254,54 @@ def squared_error(
     return mean, sd / np.sqrt(count.where(count > 0)), count.astype(np.int64)
 
 
+def coordinate_means(covered: xr.DataArray, length: xr.DataArray, ok: xr.DataArray) -> xr.Dataset:
+    """Coverage and length averaged over the coordinates, with replicate-level errors.
+
+    The coordinates of one replicate share its data, so their coverage indicators are
+    not independent and a binomial standard error over all (replicate, coordinate)
+    pairs would be too small. Each replicate is reduced first, to its fraction of
+    covered coordinates and its mean length over the coordinates where it has bounds
+    (``ok``); the statistics are the mean of these per-replicate values over the
+    replicates with bounds at one coordinate at least, and the standard errors their
+    sample sd (ddof 1) / sqrt(R). When a method fails for all coordinates of a
+    replicate or for none, the means equal the means over coordinates of ``coverage``
+    and ``length``.
+
+    Parameters
+    ----------
+    covered : xarray.DataArray
+        Whether the interval covers theta*_j (dims ``rep`` and ``coord``, among others).
+    length : xarray.DataArray
+        upper - lower, with the dims of ``covered``.
+    ok : xarray.DataArray
+        Where a replicate counts for a method at a coordinate: done, a real coordinate,
+        finite bounds.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``coord_mean_coverage``, ``coord_mean_coverage_se``, ``coord_mean_length``,
+        ``coord_mean_length_se`` and ``coord_mean_n_done`` (R), without the ``rep`` and
+        ``coord`` dims; NaN where R = 0, NaN standard errors where R < 2.
+    """
+    coords_with_bounds = ok.sum("coord")
+    replicate_counts = coords_with_bounds > 0
+    covered_fraction = _ratio((covered & ok).sum("coord"), coords_with_bounds)
+    mean_length = _ratio(length.where(ok, 0.0).sum("coord"), coords_with_bounds)
+    coverage, coverage_sd, count = _mean_sd_count(covered_fraction, replicate_counts, "rep")
+    length_mean, length_sd, _ = _mean_sd_count(mean_length, replicate_counts, "rep")
+    root_count = np.sqrt(count.where(count > 0))
+    return xr.Dataset(
+        {
+            "coord_mean_coverage": coverage,
+            "coord_mean_coverage_se": coverage_sd / root_count,
+            "coord_mean_length": length_mean,
+            "coord_mean_length_se": length_sd / root_count,
+            "coord_mean_n_done": count.astype(np.int64),
+        }
+    )
+
+
 def summarize(ds: xr.Dataset) -> xr.Dataset:
     """Summarize the replicates of a store (SPEC section 7).
 
@@ -238,7 +327,10 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         ``n_done`` (R). Per grid point, method, [checkpoint]: ``joint_coverage`` (all
         coordinates covered at once), ``joint_coverage_se``, ``joint_n_done`` and
         ``joint_coverage_z``, its distance to the nominal level in binomial standard
-        errors at that level (the check of a simultaneous band). Per grid
+        errors at that level (the check of a simultaneous band); and the means over
+        the coordinates ``coord_mean_coverage`` and ``coord_mean_length``, with
+        standard errors from the per-replicate means (``*_se``) and their count
+        ``coord_mean_n_done`` (see :func:`coordinate_means`). Per grid
         point, [checkpoint,] coord: ``bias`` and ``rmse`` of theta_bar_n, ``rmse_last`` of
         the last iterate theta_n, ``sd`` (sample
         sd of sqrt(n) (theta_bar_n - theta*)), ``oracle_sd`` (oracle half-length /
@@ -283,6 +375,8 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     joint_coverage = _ratio((joint_covered & joint_ok).sum("rep"), joint_n_done)
     level = nominal_level(ds)
     joint_coverage_z = (joint_coverage - level) / _binomial_se(level, joint_n_done)
+
+    coord_means = coordinate_means(covered, upper - lower, ok)
 
     estimate = ds["estimate"]
     est_ok = done & valid & estimate.notnull()
@@ -347,6 +441,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             "joint_coverage_se": _binomial_se(joint_coverage, joint_n_done),
             "joint_n_done": joint_n_done.astype(np.int64),
             "joint_coverage_z": joint_coverage_z,
+            **coord_means.data_vars,
             "bias": bias,
             "rmse": rmse,
             "rmse_last": rmse_last,

@@ -19,6 +19,12 @@ from ldpsim.pipeline.summary import grid_axes, sweep_info
 #: Output formats of :func:`format_table`.
 TableFormat = Literal["text", "markdown", "latex", "csv", "json"]
 TABLE_FORMATS: tuple[str, ...] = get_args(TableFormat)
+#: How :func:`format_table` shows the coordinates: ``all`` one row (record) each,
+#: ``mean`` their means; ``auto`` is ``all`` up to :data:`AUTO_MAX_COORDS` coordinates.
+CoordsMode = Literal["auto", "all", "mean"]
+COORDS_MODES: tuple[str, ...] = get_args(CoordsMode)
+#: The most coordinates that ``coords='auto'`` lists one by one in the tables.
+AUTO_MAX_COORDS = 10
 
 #: Statistics of a grid point [and checkpoint], the same for all its methods and coords.
 ERROR_FIELDS = ("mse", "mse_se", "mse_n_done", "mse_last", "mse_last_se", "mse_last_n_done")
@@ -32,6 +38,15 @@ RECORD_FIELDS = (
     *DIAGNOSTIC_FIELDS,
     *ERROR_FIELDS,
 )
+#: Fields of one record of :func:`coord_mean_records` besides the grid values.
+COORD_MEAN_RECORD_FIELDS = (
+    "coord_mean_coverage",
+    "coord_mean_coverage_se",
+    "coord_mean_length",
+    "coord_mean_length_se",
+    "coord_mean_n_done",
+    *ERROR_FIELDS,
+)
 
 #: Row label -> summary variable of the table rows per method (each with its ``_se``).
 TABLE_STATS = {"cover": "coverage", "length": "length"}
@@ -43,11 +58,13 @@ TABLE_STATS_DIAGNOSTICS = {
     "bias/sd": "bias_over_sd",
     "var ratio": "variance_ratio",
 }
+#: The same for ``coords='mean'``: the means over the coordinates, one row pair per method.
+TABLE_COORD_MEANS = {"cover": "coord_mean_coverage", "length": "coord_mean_length"}
 #: Row label -> summary variable of the error table (``errors``): one row each per grid
 #: point [and checkpoint], for all methods and coordinates.
 TABLE_ERRORS = {"mse average": "mse", "mse last": "mse_last"}
 #: Statistics shown with three significant digits (the others with three decimals).
-SIGNIFICANT_STATS = ("length", "mse", "mse_last")
+SIGNIFICANT_STATS = ("length", "coord_mean_length", "mse", "mse_last")
 
 
 def _native(value: Any) -> Any:
@@ -80,18 +97,70 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
         and so repeat in the records of its methods and coordinates. Values are plain
         Python types; NaN statistics are None (null in JSON).
     """
-    axes = grid_axes(summary)
-    dims = [*axes, "method", *(["checkpoint"] if "checkpoint" in summary.dims else []), "coord"]
-    data = summary[list(RECORD_FIELDS)]
+    return _records(summary, [*_method_dims(summary), "coord"], RECORD_FIELDS)
+
+
+def coord_mean_records(summary: xr.Dataset) -> list[dict[str, Any]]:
+    """One record per grid point, method [and checkpoint] of a summary: coordinate means.
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        The output of :func:`summarize`.
+
+    Returns
+    -------
+    list of dict
+        Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
+        store has checkpoints), then ``coord_mean_coverage``, ``coord_mean_coverage_se``,
+        ``coord_mean_length``, ``coord_mean_length_se``, ``coord_mean_n_done`` (see
+        :func:`ldpsim.pipeline.summary.coordinate_means`) and the mean squared errors
+        (:data:`ERROR_FIELDS`), which are per grid point [and checkpoint] and so repeat
+        in the records of its methods. Values are plain Python types; NaN statistics
+        are None (null in JSON).
+    """
+    return _records(summary, _method_dims(summary), COORD_MEAN_RECORD_FIELDS)
+
+
+def _method_dims(summary: xr.Dataset) -> list[str]:
+    """The grid axes, ``method`` and [``checkpoint``]: the outer dims of the records."""
+    checkpoint = ["checkpoint"] if "checkpoint" in summary.dims else []
+    return [*grid_axes(summary), "method", *checkpoint]
+
+
+def _records(
+    summary: xr.Dataset, dims: Sequence[str], fields: Sequence[str]
+) -> list[dict[str, Any]]:
+    """One record per index of ``dims``; ``fields[0]`` must have exactly these dims."""
+    data = summary[list(fields)]
     index_values = [data[d].values for d in dims]
-    full = data["coverage"]
-    columns = {f: data[f].broadcast_like(full).transpose(*dims).values for f in RECORD_FIELDS}
+    full = data[fields[0]]
+    columns = {f: data[f].broadcast_like(full).transpose(*dims).values for f in fields}
     out = []
     for idx in np.ndindex(*(len(v) for v in index_values)):
         rec = {d: _native(v[i]) for d, v, i in zip(dims, index_values, idx, strict=True)}
-        rec.update({f: _native(columns[f][idx]) for f in RECORD_FIELDS})
+        rec.update({f: _native(columns[f][idx]) for f in fields})
         out.append(rec)
     return out
+
+
+def shown_coords(summary: xr.Dataset, coords: CoordsMode) -> Literal["all", "mean"]:
+    """What ``coords`` means for this summary: ``auto`` is ``all`` for at most
+    :data:`AUTO_MAX_COORDS` coordinates, else ``mean``.
+
+    Raises
+    ------
+    ValueError
+        ``coords`` is not one of :data:`COORDS_MODES`.
+    """
+    if coords not in COORDS_MODES:
+        raise ValueError(
+            f"The 'coords' parameter of format_table must be one of {', '.join(COORDS_MODES)}. "
+            f"Got {coords!r}."
+        )
+    if coords == "auto":
+        return "all" if summary.sizes["coord"] <= AUTO_MAX_COORDS else "mean"
+    return coords
 
 
 def _json_value(value: Any) -> Any:
@@ -193,18 +262,26 @@ def _fmt_name(name: str, fmt: str) -> str:
     return name
 
 
-def _caption(summary: xr.Dataset, diagnostics: bool) -> str:
-    info = sweep_info(summary)
+def _caption_head(summary: xr.Dataset) -> str:
+    """'name: 90% intervals', the start of a table's caption."""
+    name = sweep_info(summary).get("name")
     level = summary.attrs.get("level")
-    name = info.get("name")
-    counts = summary["n_done"].values
+    head = f"{name}: " if name else ""
+    return head + (f"{format_level(level)} intervals" if level is not None else "intervals")
+
+
+def _replicates_per_cell(summary: xr.Dataset, count: str) -> str:
+    """'replicates per cell: 35-36 of 40' from the count variable ``count``."""
+    counts = summary[count].values
     lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
-    reps = info.get("replicates")
+    reps = sweep_info(summary).get("replicates")
     done = f"{lo}" if lo == hi else f"{lo}-{hi}"
     if reps is not None:
         done += f" of {reps}"
-    level_text = f"{format_level(level)} intervals" if level is not None else "intervals"
-    head = f"{name}: " if name else ""
+    return f"replicates per cell: {done}"
+
+
+def _caption(summary: xr.Dataset, diagnostics: bool) -> str:
     shown = (
         "coverage, predicted coverage (pred cover: a normal interval of this bias/sd and "
         "var ratio), mean length, bias/sd of the estimate and var ratio (mean length / "
@@ -213,8 +290,24 @@ def _caption(summary: xr.Dataset, diagnostics: bool) -> str:
         else "coverage and mean length"
     )
     return (
-        f"{head}{level_text}; {shown} (Monte-Carlo standard errors in brackets); "
-        f"replicates per cell: {done}"
+        f"{_caption_head(summary)}; {shown} (Monte-Carlo standard errors in brackets); "
+        f"{_replicates_per_cell(summary, 'n_done')}"
+    )
+
+
+def _coord_mean_caption(summary: xr.Dataset, diagnostics: bool) -> str:
+    left_out = (
+        "; the diagnostics are per coordinate and left out here (--coords all "
+        "--diagnostics shows them)"
+        if diagnostics
+        else ""
+    )
+    return (
+        f"{_caption_head(summary)}; coverage and mean length, each the mean over the d "
+        f"coordinates of the grid point (Monte-Carlo standard errors in brackets, from "
+        f"the spread of the per-replicate means over the coordinates); "
+        f"{_replicates_per_cell(summary, 'coord_mean_n_done')}; --coords all lists "
+        f"each coordinate{left_out}"
     )
 
 
@@ -231,11 +324,16 @@ def _error_caption(summary: xr.Dataset) -> str:
 
 
 def _table_rows(
-    summary: xr.Dataset, fmt: str, stats: dict[str, str], per_method: bool = True
+    summary: xr.Dataset,
+    fmt: str,
+    stats: dict[str, str],
+    per_method: bool = True,
+    per_coord: bool = True,
 ) -> tuple[list[str], list[str], list[tuple[list[str], list[str]]]]:
     """Column names, column headers and rows (labels, cells) of a table of ``stats``.
 
-    Rows per grid point [and checkpoint], and with ``per_method`` per [coord and] method.
+    Rows per grid point [and checkpoint], and with ``per_method`` per [coord and] method;
+    the coord level only with ``per_coord`` (for statistics without a coord dim).
     """
     axes = grid_axes(summary)
     col_axis = "n" if "n" in axes else None
@@ -243,7 +341,7 @@ def _table_rows(
     if "checkpoint" in summary.dims:
         row_dims.append("checkpoint")
     if per_method:
-        if summary.sizes["coord"] > 1:
+        if per_coord and summary.sizes["coord"] > 1:
             row_dims.append("coord")
         row_dims.append("method")
 
@@ -351,8 +449,27 @@ def _latex_table(caption: str, names, headers, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _records_table(summary: xr.Dataset, fmt: str, coord_means: bool) -> str:
+    """The ``json`` or ``csv`` table of the records (of the coordinate means)."""
+    recs = coord_mean_records(summary) if coord_means else records(summary)
+    if fmt == "json":
+        recs = [{k: _json_value(v) for k, v in r.items()} for r in recs]
+        return json.dumps(recs, indent=1, allow_nan=False) + "\n"
+    empty_fields = COORD_MEAN_RECORD_FIELDS if coord_means else RECORD_FIELDS
+    buffer = io.StringIO()
+    fields: list[Hashable] = list(recs[0]) if recs else list(empty_fields)
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(recs)
+    return buffer.getvalue()
+
+
 def format_table(
-    summary: xr.Dataset, fmt: TableFormat = "text", diagnostics: bool = False, errors: bool = False
+    summary: xr.Dataset,
+    fmt: TableFormat = "text",
+    diagnostics: bool = False,
+    errors: bool = False,
+    coords: CoordsMode = "auto",
 ) -> str:
     """Format a summary as a table.
 
@@ -367,14 +484,25 @@ def format_table(
         its Monte-Carlo standard error in brackets, e.g. ``0.902 (0.013)``, under a
         caption naming the level and the number of replicates. ``csv`` and ``json``
         hold one row / object per record of :func:`records` (every statistic, the
-        diagnostics included).
+        diagnostics included), or with ``coords='mean'`` of :func:`coord_mean_records`.
     diagnostics : bool
         Add the rows pred cover, bias/sd and var ratio per method (``text``,
-        ``markdown`` and ``latex``); see :mod:`ldpsim.pipeline.diagnostics`.
+        ``markdown`` and ``latex``); see :mod:`ldpsim.pipeline.diagnostics`. They are
+        per coordinate: with the coordinate means (``coords``) they are left out, and
+        the caption says so.
     errors : bool
         Follow the table with a second one (``text``, ``markdown`` and ``latex``): the mean
         squared error of the average and of the last iterate (``mse average``, ``mse
         last``), one row each per grid point [and checkpoint], columns as above.
+    coords : {'auto', 'all', 'mean'}
+        ``all``: rows (records) per coordinate, as above. ``mean``: instead of the coord
+        level, the means over the coordinates (``coord_mean_coverage`` and
+        ``coord_mean_length`` with their standard errors), one cover and one length row
+        per grid point [and checkpoint] and method; ``csv`` and ``json`` then hold the
+        records of :func:`coord_mean_records`. ``auto``: ``all`` for a summary of at
+        most :data:`AUTO_MAX_COORDS` coordinates; otherwise ``mean`` in the ``text``,
+        ``markdown`` and ``latex`` tables, while ``csv`` and ``json`` keep every
+        coordinate's record.
 
     Returns
     -------
@@ -384,27 +512,25 @@ def format_table(
     Raises
     ------
     ValueError
-        ``fmt`` is not one of the formats above.
+        ``fmt`` or ``coords`` is not one of the values above.
     """
     if fmt not in TABLE_FORMATS:
         raise ValueError(
             f"The 'fmt' parameter of format_table must be one of {', '.join(TABLE_FORMATS)}. "
             f"Got {fmt!r}."
         )
-    if fmt == "json":
-        recs = [{k: _json_value(v) for k, v in r.items()} for r in records(summary)]
-        return json.dumps(recs, indent=1, allow_nan=False) + "\n"
-    if fmt == "csv":
-        recs = records(summary)
-        buffer = io.StringIO()
-        fields: list[Hashable] = list(recs[0]) if recs else list(RECORD_FIELDS)
-        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(recs)
-        return buffer.getvalue()
+    shown = shown_coords(summary, coords)
+    if fmt in ("json", "csv"):
+        # Machines get every coordinate unless the means are asked for by name.
+        return _records_table(summary, fmt, coord_means=coords == "mean")
     render = {"markdown": _markdown_table, "latex": _latex_table}.get(fmt, _text_table)
-    stats = TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS
-    table = render(_caption(summary, diagnostics), *_table_rows(summary, fmt, stats))
+    if shown == "mean":
+        caption = _coord_mean_caption(summary, diagnostics)
+        rows = _table_rows(summary, fmt, TABLE_COORD_MEANS, per_coord=False)
+    else:
+        stats = TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS
+        caption, rows = _caption(summary, diagnostics), _table_rows(summary, fmt, stats)
+    table = render(caption, *rows)
     if errors:
         rows = _table_rows(summary, fmt, TABLE_ERRORS, per_method=False)
         table += "\n" + render(_error_caption(summary), *rows)

@@ -255,3 +255,60 @@ def early_failure_store(per_checkpoint: bool = True) -> xr.Dataset:
     spec = {"tau": 0.5, "n": EARLY_CHECKPOINTS[-1], "checkpoints": EARLY_CHECKPOINTS}
     ds.attrs.update(level=LEVEL, sweep=sweep_attr({}, spec, ["bb", "bm"], r_all), rep_chunk=r_all)
     return ds
+
+
+#: :func:`wide_store`: grid n, methods bb (failing for one replicate) and oracle.
+WIDE_NS = [100, 10_000]
+WIDE_METHODS = ["bb", "oracle"]
+WIDE_FAILED_REP = 2
+
+
+def wide_store(d: int, reps: int = 40, correlated: bool = False, seed: int = 0) -> xr.Dataset:
+    """d coordinates, grid n, ``reps`` replicates, all done, theta* = 0.
+
+    Each replicate covers coordinate j with probability 0.8 (bb) and 0.9 (oracle):
+    with ``correlated`` one draw per replicate decides for all its coordinates (perfectly
+    correlated coordinates), otherwise one draw per coordinate (independent ones). The
+    lengths are 0.1 (1 + j / d) + 0.01 r for bb and half that for the oracle. bb failed
+    for replicate :data:`WIDE_FAILED_REP` (NaN bounds at every coordinate).
+    """
+    rng = np.random.default_rng(seed)
+    shape = (len(WIDE_NS), len(WIDE_METHODS), reps, d)
+    draws = rng.random((*shape[:-1], 1) if correlated else shape)
+    covers = np.broadcast_to(draws < np.array([0.8, 0.9])[None, :, None, None], shape)
+    r, j = np.arange(reps)[:, None], np.arange(d)[None, :]
+    length = (0.1 * (1 + j / d) + 0.01 * r) * np.array([1.0, 0.5])[None, :, None, None]
+    lower = np.where(covers, -0.4 * length, 0.01)
+    upper = lower + length
+    lower[:, 0, WIDE_FAILED_REP] = upper[:, 0, WIDE_FAILED_REP] = np.nan
+    method_failed = np.zeros(shape[:-1], dtype=bool)
+    method_failed[:, 0, WIDE_FAILED_REP] = True
+    estimate = 0.01 * rng.standard_normal((len(WIDE_NS), reps, d))
+    done = np.ones((len(WIDE_NS), reps), dtype=bool)
+    ds = xr.Dataset(
+        {
+            "estimate": (("n", "rep", "coord"), estimate),
+            "last": (("n", "rep", "coord"), 2 * estimate),
+            "lower": (("n", "method", "rep", "coord"), lower),
+            "upper": (("n", "method", "rep", "coord"), upper),
+            "truth": (("n", "coord"), np.zeros((len(WIDE_NS), d))),
+            "done": (("n", "rep"), done),
+            "failed": (("n", "rep"), np.zeros_like(done)),
+            "method_failed": (("n", "method", "rep"), method_failed),
+            "seconds": (("n", "rep"), np.full(done.shape, 0.5)),
+            "job_id": (("n", "rep"), np.zeros(done.shape, dtype=np.int64)),
+        },
+        coords={
+            "n": np.array(WIDE_NS, dtype=np.int64),
+            "method": np.array(WIDE_METHODS, dtype=object),
+            "rep": np.arange(reps),
+            "coord": np.arange(d),
+        },
+    )
+    ds.attrs.update(
+        level=LEVEL,
+        sweep=sweep_attr({"n": WIDE_NS}, {"eps": 1.0, "d": d}, WIDE_METHODS, reps),
+        rep_chunk=reps,
+        versions="{}",
+    )
+    return ds
