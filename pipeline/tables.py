@@ -45,6 +45,9 @@ COORD_MEAN_RECORD_FIELDS = (
     "coord_mean_length",
     "coord_mean_length_se",
     "coord_mean_n_done",
+    "joint_coverage",
+    "joint_coverage_se",
+    "joint_coverage_z",
     *ERROR_FIELDS,
 )
 
@@ -59,7 +62,12 @@ TABLE_STATS_DIAGNOSTICS = {
     "var ratio": "variance_ratio",
 }
 #: The same for ``coords='mean'``: the means over the coordinates, one row pair per method.
-TABLE_COORD_MEANS = {"cover": "coord_mean_coverage", "length": "coord_mean_length"}
+#: ``joint`` is the coverage of all coordinates at once, the target of a simultaneous band.
+TABLE_COORD_MEANS = {
+    "cover": "coord_mean_coverage",
+    "joint": "joint_coverage",
+    "length": "coord_mean_length",
+}
 #: Row label -> summary variable of the error table (``errors``): one row each per grid
 #: point [and checkpoint], for all methods and coordinates.
 TABLE_ERRORS = {"mse average": "mse", "mse last": "mse_last"}
@@ -305,7 +313,8 @@ def _coord_mean_caption(summary: xr.Dataset, diagnostics: bool) -> str:
     return (
         f"{_caption_head(summary)}; coverage and mean length, each the mean over the d "
         f"coordinates of the grid point (Monte-Carlo standard errors in brackets, from "
-        f"the spread of the per-replicate means over the coordinates); "
+        f"the spread of the per-replicate means over the coordinates), and joint "
+        f"coverage (all d coordinates covered at once; binomial standard errors); "
         f"{_replicates_per_cell(summary, 'coord_mean_n_done')}; --coords all lists "
         f"each coordinate{left_out}"
     )

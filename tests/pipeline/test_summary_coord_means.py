@@ -184,10 +184,18 @@ def test_many_coordinates_give_the_mean_table(wide_summary):
     labels = [[w for w in r.split() if w[0].isalpha()] for r in rows]
     assert labels == [
         ["bb", "cover"],
+        ["joint"],
         ["length"],
         ["oracle", "cover"],
+        ["joint"],
         ["length"],
     ]
+    bb = wide_summary.sel({"method": "bb"})
+    joint = [
+        f"{c:.3f} ({s:.3f})"
+        for c, s in zip(bb["joint_coverage"].values, bb["joint_coverage_se"].values, strict=True)
+    ]
+    assert rows[1].endswith("  ".join(joint))
     bb = wide_summary.sel({"method": "bb"})
     cover = [
         f"{c:.3f} ({s:.3f})"
@@ -199,16 +207,16 @@ def test_many_coordinates_give_the_mean_table(wide_summary):
     assert "coord" not in "\n".join(rows)
     # The row count does not grow with d.
     wider = format_table(summarize(syn.wide_store(4 * WIDE_D, reps=WIDE_REPS)), "text")
-    assert len(table_rows(wider)) == len(rows) == 4
+    assert len(table_rows(wider)) == len(rows) == 6
     assert len(table_rows(format_table(wide_summary, "text", coords="all"))) == 4 * WIDE_D
 
 
 def test_mean_table_formats(wide_summary):
     md = format_table(wide_summary, "markdown", coords="mean")
     assert "| method |  | n = 1e2 | n = 1e4 |" in md.splitlines()
-    assert sum(line.startswith("|") for line in md.splitlines()) == 2 + 4
+    assert sum(line.startswith("|") for line in md.splitlines()) == 2 + 6
     tex = format_table(wide_summary, "latex", coords="mean")
-    assert tex.count(r"\\") == 1 + 4 and r"\begin{tabular}{llrr}" in tex
+    assert tex.count(r"\\") == 1 + 6 and r"\begin{tabular}{llrr}" in tex
 
 
 def test_mean_table_leaves_out_diagnostics_and_keeps_errors(wide_summary):
