@@ -10,10 +10,17 @@ from ldpsim.tasks.spec import ReplicateSpec
 #: Nanoseconds per SGD step of the compiled kernel, all streaming statistics on, on the
 #: project's 2-core machine (README "Performance", `benchmarks/kernels.py`, upper ends
 #: of the measured ranges): quantile + randomized response (d = 1) 6.4 ns; quantile
-#: regression with d = 4 and Laplace noise 59 ns. Steps in between and beyond are taken
-#: linear in d through these two points.
+#: regression with d = 4 and Laplace noise 59 ns. Steps in between are taken linear in d
+#: through these two points.
 STEP_NS_D1 = 6.4
 STEP_NS_D4 = 59.0
+#: Nanoseconds per step and coordinate beyond d = 4, where the d noise draws and the
+#: per-coordinate statistics dominate a step: the `sparse` sweep's replicates of
+#: sparse_mean at d = 1000, n = 1e6 (sparse and dense Laplace, Gaussian) took 4.8-5.3 s
+#: each (medians), 5.2 s for Laplace, two workers on the 2-core machine:
+#: (5200 - 59) / 996 = 5.2 ns. The same line gives 0.09 s at d = 10 and 0.55 s at
+#: d = 100, where that sweep measured medians of 0.06-0.09 s and 0.46-0.87 s.
+STEP_NS_PER_COORDINATE = 5.2
 #: Seconds of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
 #: bm, sn, oracle; seeding, bookkeeping). Median `seconds` per replicate of
 #: `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
@@ -43,12 +50,14 @@ LONG_RUN_SECONDS = 86_400.0
 def step_seconds(dim: int) -> float:
     """Seconds of one SGD step (one privatized gradient) of a model of dimension ``dim`` >= 1.
 
-    Measured for d = 1 and d = 4 and linear in d in between. Beyond d = 4 it is high
-    where the privacy noise dominates a step (the kernel keeps only per-coordinate sums
-    unless a method needs the full matrix): sparse_mean at d = 1000 with Laplace noise
-    measures about 6 us per step, against the 17.5 us taken here.
+    Measured for d = 1 and d = 4 and linear in d in between; beyond d = 4,
+    :data:`STEP_NS_PER_COORDINATE` per further coordinate (the kernel keeps only
+    per-coordinate sums unless a method needs the full d x d matrix, which this leaves
+    out).
     """
-    return (STEP_NS_D1 + (STEP_NS_D4 - STEP_NS_D1) / 3.0 * (dim - 1)) * 1e-9
+    if dim <= 4:
+        return (STEP_NS_D1 + (STEP_NS_D4 - STEP_NS_D1) / 3.0 * (dim - 1)) * 1e-9
+    return (STEP_NS_D4 + STEP_NS_PER_COORDINATE * (dim - 4)) * 1e-9
 
 
 def replicate_seconds(spec: ReplicateSpec) -> float:

@@ -8,6 +8,7 @@ from ldpsim.pipeline.cost import (
     LONG_RUN_SECONDS,
     STEP_NS_D1,
     STEP_NS_D4,
+    STEP_NS_PER_COORDINATE,
     competitor_seconds,
     duration_text,
     replicate_seconds,
@@ -22,6 +23,21 @@ def test_the_measured_models_get_their_measured_step_time():
         assert step_seconds(dim) == pytest.approx(step_ns * 1e-9)
     times = [step_seconds(dim) for dim in range(1, 10)]
     assert times == sorted(times) and len(set(times)) == len(times)
+    # Beyond d = 4 the measured cost per coordinate: sparse_mean at d = 1000.
+    assert step_seconds(1000) == pytest.approx((STEP_NS_D4 + 996 * STEP_NS_PER_COORDINATE) * 1e-9)
+
+
+def test_the_sparse_sweep_estimate_is_its_measured_cost():
+    # The `sparse` sweep ran in 4,800 replicates: d = 10 (6 cases) at 0.06-0.09 s, d = 100
+    # (9 cases) at 0.46-0.87 s, d = 1000 (9 cases) at 4.8-5.3 s per replicate (medians).
+    # The estimate per replicate must fall in those ranges, widened by 20% for the
+    # spread of one machine's timings between runs.
+    sweep = load_sweep("sparse")
+    for point in sweep.points():
+        low, high = {10: (0.06, 0.09), 100: (0.46, 0.87), 1000: (4.8, 5.3)}[
+            point.normalized.model.dim
+        ]
+        assert 0.8 * low <= replicate_seconds(point.normalized) <= 1.2 * high
 
 
 def test_the_sweep_sum_counts_every_point_replicate_and_batch():
