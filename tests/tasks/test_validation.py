@@ -401,5 +401,13 @@ def test_check_helpers_message_template():
         check_choice("x", "form", ("a", "b"))
     assert str(info.value) == "The 'form' parameter must be one of 'a', 'b'. Got 'x'."
     assert check_vector(2, "theta0", 3) == (2.0, 2.0, 2.0)
+    # A long value is cut in the message, with its length (d = 1000 coefficients).
+    with pytest.raises(ValueError) as info:
+        check_vector([0.5] * 999, "coef", 1000, owner="sparse_mean")
+    message = str(info.value)
+    assert message.endswith(
+        "Got [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5,... (length 999)."
+    )
+    assert "list of 1000 finite floats" in message and len(message) < 200
     assert check_int(1e6, "n", low=2) == 10**6
     assert check_float(math.inf, "eps", low=0, allow_inf=True) == math.inf
