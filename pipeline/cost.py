@@ -16,11 +16,13 @@ STEP_NS_D1 = 6.4
 STEP_NS_D4 = 59.0
 #: Nanoseconds per step and coordinate beyond d = 4, where the d noise draws and the
 #: per-coordinate statistics dominate a step: the `sparse` sweep's replicates of
-#: sparse_mean at d = 1000, n = 1e6 (sparse and dense Laplace, Gaussian) took 4.8-5.3 s
-#: each (medians), 5.2 s for Laplace, two workers on the 2-core machine:
-#: (5200 - 59) / 996 = 5.2 ns. The same line gives 0.09 s at d = 10 and 0.55 s at
-#: d = 100, where that sweep measured medians of 0.06-0.09 s and 0.46-0.87 s.
-STEP_NS_PER_COORDINATE = 5.2
+#: sparse_mean at d = 1000, n = 1e6 (9 cases: sparse and dense Laplace, Gaussian) took
+#: 3.8-5.3 s each (medians per case; 4.37 s the median case), two workers on the 2-core
+#: machine: (4370 - 59) / 996 = 4.3 ns, taken as 4.4. The same line gives 0.085 s at
+#: d = 10 and 0.48 s at d = 100, where that sweep measured medians of 0.06-0.09 s and
+#: 0.46-0.87 s; the sweep's 4,800 replicates are estimated at 8,980 core-seconds
+#: against 9,419 measured.
+STEP_NS_PER_COORDINATE = 4.4
 #: Seconds of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
 #: bm, sn, oracle; seeding, bookkeeping). Median `seconds` per replicate of
 #: `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
