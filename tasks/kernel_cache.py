@@ -84,6 +84,7 @@ NUMBA_CODEGEN_VARIABLES = (
 _log = logging.getLogger(__name__)
 _import_lock = threading.Lock()
 _warned_folders: set[str] = set()
+_warned_templates: set[str] = set()
 
 
 def cache_folder() -> Path:
@@ -99,6 +100,35 @@ def cache_folder() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "ldpsim"
+
+
+#: Each template's source as this process first read it (:func:`pin_template`).
+_template_sources: dict[str, str] = {}
+
+
+def pin_template(template: types.ModuleType) -> str:
+    """The source text of a template module, read once per process and kept.
+
+    The module that binds a template (``sgd.py``, ``users.py``) pins it when it is
+    imported, so that a worker compiles the template it started with, consistent with
+    the bindings it imported then, even if the file is edited while it runs (an
+    editable install during a long sweep). :func:`compile_template` warns once when the
+    file on disk no longer matches.
+
+    Parameters
+    ----------
+    template : module
+        A template module (see :func:`compile_template`).
+
+    Returns
+    -------
+    str
+        Its source as first read.
+    """
+    name = template.__name__
+    if name not in _template_sources:
+        _template_sources[name] = Path(template.__file__).read_text(encoding="utf-8")
+    return _template_sources[name]
 
 
 def compile_template(
@@ -130,7 +160,9 @@ def compile_template(
     memory, so both give the same machine code; see the module docstring for the
     key and the fallback.
     """
-    text = Path(template.__file__).read_text(encoding="utf-8")
+    text = pin_template(template)
+    if Path(template.__file__).read_text(encoding="utf-8") != text:
+        _warn_edited(template)
     callables = {name: value for name, value in bindings.items() if not _is_constant(value)}
     references = {name: _import_reference(value) for name, value in callables.items()}
     fingerprint = code_fingerprint([getattr(template, function), *callables.values()])
@@ -456,6 +488,17 @@ def _warn_once(folder: Path, exc: BaseException) -> None:
         type(exc).__name__,
         exc,
         CACHE_DIR_VARIABLE,
+    )
+
+
+def _warn_edited(template: types.ModuleType) -> None:
+    if template.__name__ in _warned_templates:
+        return
+    _warned_templates.add(template.__name__)
+    _log.warning(
+        "%s changed on disk after this process imported it; it compiles the version it "
+        "imported, consistent with the rest of its code. Restart to run the new code.",
+        template.__file__,
     )
 
 

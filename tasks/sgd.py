@@ -7,8 +7,11 @@ import functools
 import numpy as np
 
 from ldpsim.tasks import sgd_loop
-from ldpsim.tasks.kernel_cache import compile_template
+from ldpsim.tasks.kernel_cache import compile_template, pin_template
 from ldpsim.tasks.models.base import no_projection
+
+# The template this process compiles, read now with the rest of its code.
+pin_template(sgd_loop)
 
 
 @functools.cache

@@ -9,12 +9,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ldpsim.tasks import users_loop
-from ldpsim.tasks.kernel_cache import compile_template
+from ldpsim.tasks.kernel_cache import compile_template, pin_template
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
 
 if TYPE_CHECKING:
     from ldpsim.tasks.spec import ReplicateSpec
+
+
+# The template this process compiles, read now with the rest of its code.
+pin_template(users_loop)
 
 
 @functools.cache

@@ -9,7 +9,9 @@ cache (a hit) or compiled it (a miss).
 
 from __future__ import annotations
 
+import importlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -24,6 +26,8 @@ from ldpsim.tasks.kernel_cache import (
     KERNEL_SUBFOLDER,
     cache_folder,
     code_fingerprint,
+    compile_template,
+    pin_template,
 )
 from ldpsim.tasks.mechanisms.laplace import Laplace
 from ldpsim.tasks.models.quantile_regression import QuantileRegression
@@ -271,3 +275,38 @@ def test_fingerprint_follows_the_loaded_code_not_only_the_file():
     assert after["modules"] == before["modules"]  # the file did not change
     assert after["code"] != before["code"]
     assert code_fingerprint([gradient]) == before
+
+
+TEMPLATE = """\
+from numba import njit
+
+# <bindings> test template
+OFFSET = 0.0
+cache_to_disk = False
+# </bindings>
+
+
+@njit(cache=cache_to_disk)
+def shifted(x):
+    return x + OFFSET + {step!r}
+"""
+
+
+def test_a_template_edited_after_import_compiles_as_imported(tmp_path, monkeypatch, caplog):
+    # A sweep ran its workers from an editable install while a branch that changed
+    # sgd_loop.py was merged: workers that compiled a new kernel after the merge read
+    # the new template but held the old bindings, and every such replicate failed. A
+    # pinned template compiles as it was when its binder was imported, and says so.
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "kc_template.py"
+    path.write_text(TEMPLATE.format(step=1.0), encoding="utf-8")
+    template = importlib.import_module("kc_template")
+    assert pin_template(template) == path.read_text(encoding="utf-8")
+    path.write_text(TEMPLATE.format(step=2.0), encoding="utf-8")  # edited under it
+    with caplog.at_level(logging.WARNING, logger="ldpsim.tasks.kernel_cache"):
+        shifted = compile_template(template, "shifted", {"OFFSET": 0.5})
+        compile_template(template, "shifted", {"OFFSET": 0.25})
+    assert shifted(1.0) == 2.5  # 1 + 0.5 + the imported step 1.0, not the edited 2.0
+    edited = [r for r in caplog.records if "changed on disk" in r.getMessage()]
+    assert len(edited) == 1 and str(path) in edited[0].getMessage()
