@@ -63,7 +63,7 @@ def intersect_with_ball(
     (lower, upper), each of shape (d,)
         Both bounds clipped to [-r, r]. An interval wholly outside [-r, r] (its
         intersection is empty) becomes the point -r or r nearest to it, a zero-length
-        interval, so that lengths are never negative; it covers theta*_j only if
-        theta*_j is that point, as the empty set would never.
+        interval, so that lengths are never negative. It covers theta*_j only if
+        theta*_j is that very point, where the empty set would cover nothing.
     """
     return np.clip(lower, -radius, radius), np.clip(upper, -radius, radius)
