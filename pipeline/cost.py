@@ -14,14 +14,14 @@ from ldpsim.tasks.spec import ReplicateSpec
 #: through these two points.
 STEP_NS_D1 = 6.4
 STEP_NS_D4 = 59.0
-#: Nanoseconds per step and coordinate beyond d = 4, where the d noise draws and the
-#: per-coordinate statistics dominate a step: the `sparse` sweep's replicates of
-#: sparse_mean at d = 1000, n = 1e6 (9 cases: sparse and dense Laplace, Gaussian) took
-#: 3.8-5.3 s each (medians per case; 4.37 s the median case), two workers on the 2-core
-#: machine: (4370 - 59) / 996 = 4.3 ns, taken as 4.4. The same line gives 0.085 s at
-#: d = 10 and 0.48 s at d = 100, where that sweep measured medians of 0.06-0.09 s and
-#: 0.46-0.87 s; the sweep's 4,800 replicates are estimated at 8,980 core-seconds
-#: against 9,419 measured.
+#: Nanoseconds per step and coordinate beyond d = 4 for a model with sparse gradients,
+#: where the d noise draws and the per-coordinate statistics are the whole step. The
+#: `sparse` sweep's replicates of sparse_mean at d = 1000, n = 1e6 (9 cases: sparse and
+#: dense Laplace, Gaussian) took 3.8-5.3 s each (medians per case; 4.37 s the median
+#: case), two workers on the 2-core machine: (4370 - 59) / 996 = 4.3 ns, taken as 4.4.
+#: The same line gives 0.085 s at d = 10 and 0.48 s at d = 100, where that sweep
+#: measured medians of 0.06-0.09 s and 0.46-0.87 s; the sweep's 4,800 replicates are
+#: estimated at 8,980 core-seconds against 9,419 measured.
 STEP_NS_PER_COORDINATE = 4.4
 #: Seconds of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
 #: bm, sn, oracle; seeding, bookkeeping). Median `seconds` per replicate of
@@ -49,17 +49,20 @@ COMPETITOR_NS: dict[str, tuple[str, dict[str, float]]] = {
 LONG_RUN_SECONDS = 86_400.0
 
 
-def step_seconds(dim: int) -> float:
+def step_seconds(dim: int, sparse: bool = False) -> float:
     """Seconds of one SGD step (one privatized gradient) of a model of dimension ``dim`` >= 1.
 
-    Measured for d = 1 and d = 4 and linear in d in between; beyond d = 4,
-    :data:`STEP_NS_PER_COORDINATE` per further coordinate (the kernel keeps only
-    per-coordinate sums unless a method needs the full d x d matrix, which this leaves
-    out).
+    Measured for d = 1 and d = 4 and linear in d through these two points. For a model
+    with sparse gradients (``sparse``: it declares a gradient sparsity) beyond d = 4,
+    :data:`STEP_NS_PER_COORDINATE` per further coordinate instead: there the d noise
+    draws and the per-coordinate sums are the whole step (the kernel keeps only the
+    diagonal of A unless a method needs the full d x d matrix, which this leaves out).
+    The dense models beyond d = 4 (huber_regression at d = 7: 0.68-1.86 s per 1e7
+    steps in `shi-coverage`, 1.12 s estimated) do more per coordinate than sparse_mean.
     """
-    if dim <= 4:
-        return (STEP_NS_D1 + (STEP_NS_D4 - STEP_NS_D1) / 3.0 * (dim - 1)) * 1e-9
-    return (STEP_NS_D4 + STEP_NS_PER_COORDINATE * (dim - 4)) * 1e-9
+    if sparse and dim > 4:
+        return (STEP_NS_D4 + STEP_NS_PER_COORDINATE * (dim - 4)) * 1e-9
+    return (STEP_NS_D1 + (STEP_NS_D4 - STEP_NS_D1) / 3.0 * (dim - 1)) * 1e-9
 
 
 def replicate_seconds(spec: ReplicateSpec) -> float:
@@ -73,7 +76,8 @@ def replicate_seconds(spec: ReplicateSpec) -> float:
     """
     intervals = INTERVAL_SECONDS * len(spec.checkpoints or (spec.n,))
     users = spec.n * spec.batch
-    steps = users * step_seconds(spec.model.dim)
+    sparse = spec.model.gradient_sparsity() is not None
+    steps = users * step_seconds(spec.model.dim, sparse)
     return steps + intervals + competitor_seconds(spec) + REPLICATE_OVERHEAD_S
 
 

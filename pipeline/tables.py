@@ -48,6 +48,7 @@ COORD_MEAN_RECORD_FIELDS = (
     "joint_coverage",
     "joint_coverage_se",
     "joint_coverage_z",
+    "joint_n_done",
     *ERROR_FIELDS,
 )
 

@@ -25,11 +25,15 @@ MAX_SPARSE_DIM = 5_000
 
 
 def _fmt(value: object) -> str:
-    """The value as a message shows it: its repr, cut after 60 characters if long."""
+    """The value as a message shows it: its repr, cut to 60 characters (and its length
+    told) when the repr is longer than 80."""
     text = repr(value)
     if len(text) <= 80:
         return text
-    length = f" (length {len(value)})" if isinstance(value, Sized) else ""
+    try:
+        length = f" (length {len(value)})" if isinstance(value, Sized) else ""
+    except TypeError:  # a 0-d array is Sized but has no len
+        length = ""
     return f"{text[:60]}...{length}"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 import numpy as np
 from scipy import stats as sps
@@ -92,7 +92,8 @@ class BlockBootstrap(IntervalMethod):
         for any correlation of the coordinates; with each sd_j estimated from the
         same m blocks that holds asymptotically (m -> infinity). Exact for iid normal
         blocks with independent coordinates. Unlike sup-t it does not need m > d.
-        A coordinate whose sd is 0 makes the band fail, as with sup-t.
+        A coordinate whose sd is 0 makes the band fail, as with sup-t. ``B``,
+        ``multiplier`` and ``form`` play no part in it (they stay in the method's key).
 
     References
     ----------
@@ -134,7 +135,7 @@ class BlockBootstrap(IntervalMethod):
                 f"The 'simultaneous' parameter of {self.name} must be true or false. "
                 f"Got {self.simultaneous!r}."
             )
-        check_choice(self.band, "band", ("sup-t", "sidak"), owner=self.name)
+        check_choice(self.band, "band", get_args(Band), owner=self.name)
         if self.band != "sup-t" and not self.simultaneous:
             raise ValueError(
                 f"The 'band' parameter of {self.name} applies only to a simultaneous band: "
@@ -179,7 +180,7 @@ class BlockBootstrap(IntervalMethod):
         bounds = np.concatenate([[0], self.cuts(n, stats.gamma)])
         centred = stats.deviation_sums(bounds, theta_bar)  # S_j - l theta_bar, (m, d)
         if self.simultaneous and self.band == "sidak":
-            return sidak_band(theta_bar, centred, n_blocks * block_len, level)
+            return sidak_band(theta_bar, centred, block_len, level)
         e = draw_multipliers(self.multiplier, (self.B, n_blocks), rng)
         boot = e @ centred / (n_blocks * block_len)
         if self.simultaneous:
@@ -251,7 +252,7 @@ def sup_t_band(
 
 
 def sidak_band(
-    centre: np.ndarray, centred: np.ndarray, scale: int, level: float
+    centre: np.ndarray, centred: np.ndarray, block_len: int, level: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sidak's band centre_j +- c sd_j from the block deviations of the bootstrap.
 
@@ -261,15 +262,16 @@ def sidak_band(
         The estimate the band is centred on.
     centred : ndarray, shape (m, d)
         Block deviations S_k - l centre, m >= 2 blocks.
-    scale : int
-        m l, the bootstrap's divisor: theta*_r = sum_k e_k centred_k / scale.
+    block_len : int
+        l >= 1, the block length: the bootstrap's draws are
+        theta*_r = sum_k e_k centred_k / (m l).
     level : float
         Simultaneous confidence level, in (0, 1).
 
     Returns
     -------
     (lower, upper), each of shape (d,)
-        sd_j = sqrt(sum_k centred_kj^2) / scale is the conditional sd of theta*_rj
+        sd_j = sqrt(sum_k centred_kj^2) / (m l) is the conditional sd of theta*_rj
         for multipliers of variance 1, and c = sqrt(m / (m - 1)) t_{m-1}(q) with
         q = (1 + level^(1/d)) / 2. For iid normal blocks (theta_bar_j - theta_j) / sd_j
         is sqrt(m / (m - 1)) times a t_{m-1} variable, so each coordinate is covered
@@ -283,7 +285,7 @@ def sidak_band(
     normal distributions. J. Amer. Statist. Assoc. 62, 626-633.
     """
     n_blocks, d = centred.shape
-    sd = np.sqrt(np.sum(centred**2, axis=0)) / scale
+    sd = np.sqrt(np.sum(centred**2, axis=0)) / (n_blocks * block_len)
     if not np.all(sd > 0):
         raise FloatingPointError("a coordinate's bootstrap sd is 0: no band")
     quantile = (1.0 + level ** (1.0 / d)) / 2.0
