@@ -362,10 +362,11 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     # which would drop that replicate from the later checkpoints too.
     ok = done & valid & lower.notnull() & upper.notnull()
     covered = (lower <= truth) & (truth <= upper)
+    width = upper - lower  # each interval's length, computed once for all statistics
 
     n_done = ok.sum("rep")
     coverage = _ratio((covered & ok).sum("rep"), n_done)
-    length, length_sd, _ = _mean_sd_count(upper - lower, ok, "rep")
+    length, length_sd, _ = _mean_sd_count(width, ok, "rep")
 
     # A replicate counts for joint coverage when every real coordinate has bounds.
     has_coord = valid.any("coord")
@@ -376,7 +377,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
     level = nominal_level(ds)
     joint_coverage_z = (joint_coverage - level) / _binomial_se(level, joint_n_done)
 
-    coord_means = coordinate_means(covered, upper - lower, ok)
+    coord_means = coordinate_means(covered, width, ok)
 
     estimate = ds["estimate"]
     est_ok = done & valid & estimate.notnull()
@@ -428,7 +429,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
 
     # Over the replicates that count for each method, so that predicted and observed
     # coverage describe the same replicates.
-    diagnostics = interval_diagnostics(method_error, upper - lower, covered, ok & method_ok, z)
+    diagnostics = interval_diagnostics(method_error, width, covered, ok & method_ok, z)
 
     out = xr.Dataset(
         {
