@@ -19,8 +19,13 @@ class _Stop:
         self.error = error
 
 
-def collect(futures: Mapping[Future, Label], client: Client) -> Iterator[tuple[Label, Any]]:
+def collect(
+    futures: Mapping[Future, Label], client: Client, tick: float | None = None
+) -> Iterator[tuple[Label, Any] | None]:
     """Yield ``(futures[future], result)`` as the tasks finish, in the order they finish.
+
+    With ``tick`` (seconds), also yield None whenever that long passes without a
+    result, so that the caller can act on time (write what it holds) while it waits.
 
     ``result`` is the exception of a task that failed (``KilledWorker``, an error raised
     in the task, ...). A background thread fetches each result the moment its task
@@ -61,8 +66,14 @@ def collect(futures: Mapping[Future, Label], client: Client) -> Iterator[tuple[L
             fetched.put(_Stop(exc))
 
     threading.Thread(target=fetch, name="ldpsim-collect", daemon=True).start()
-    for _ in range(len(futures)):
-        item = fetched.get()
+    remaining = len(futures)
+    while remaining:
+        try:
+            item = fetched.get(timeout=tick)
+        except queue.Empty:
+            yield None
+            continue
         if isinstance(item, _Stop):
             raise item.error
+        remaining -= 1
         yield item

@@ -89,12 +89,47 @@ COORD_ATTRS = {
 }
 
 
+#: Core-seconds a task aims at (its replicates' estimated cost, :mod:`ldpsim.pipeline.cost`):
+#: long enough that scheduling and a write cost little beside it, short enough to
+#: spread a sweep over many workers and to lose little when one dies.
+TASK_SECONDS = 1.0
+#: Most replicates in a task (and a chunk along 'rep').
+MAX_REP_CHUNK = 10_000
+#: Uncompressed bytes a shard of the largest variable aims at: one file holds this much,
+#: and a write rewrites the shards it touches.
+SHARD_BYTES = 8 * 2**20
+
+
 def default_rep_chunk(sweep: Sweep) -> int:
-    """Replicates per chunk (= per task): about 5e7 SGD steps per task, in [1, 100]."""
+    """Replicates per chunk (= per task): about :data:`TASK_SECONDS` of the sweep's most
+    expensive grid point, in [1, :data:`MAX_REP_CHUNK`] and at most the replicates."""
+    from ldpsim.pipeline.cost import replicate_seconds
+
     if sweep.rep_chunk is not None:
         return sweep.rep_chunk
-    max_n = max(p.normalized.n for p in sweep.points())
-    return int(min(100, max(1, 5e7 // max_n)))
+    seconds = max(replicate_seconds(p.normalized) for p in sweep.points())
+    return int(min(MAX_REP_CHUNK, sweep.replicates, max(1, TASK_SECONDS // seconds)))
+
+
+def shard_shape(
+    grid_shape: tuple[int, ...], rep_chunk: int, replicates: int, rep_bytes: int
+) -> tuple[tuple[int, ...], int]:
+    """Shard extent along the grid axes and 'rep': about :data:`SHARD_BYTES` per shard.
+
+    Along 'rep' a shard holds whole chunks, every replicate of a grid point if they
+    fit; then it takes grid points, from the last grid axis backwards (a sweep of many
+    small grid points ends up in a few files). ``rep_bytes``: bytes of one replicate
+    of one grid point in the largest variable.
+    """
+    chunks_fitting = max(1, SHARD_BYTES // max(1, rep_bytes * rep_chunk))
+    shard_reps = rep_chunk * min(chunks_fitting, math.ceil(replicates / rep_chunk))
+    points = max(1, SHARD_BYTES // max(1, rep_bytes * shard_reps))
+    grid: list[int] = []
+    for size in reversed(grid_shape):
+        take = max(1, min(size, points))
+        grid.insert(0, take)
+        points //= take
+    return tuple(grid), shard_reps
 
 
 def library_versions() -> dict[str, str]:
@@ -109,7 +144,12 @@ def library_versions() -> dict[str, str]:
 
 @dataclass
 class Layout:
-    """Dimension names and sizes of a sweep's store."""
+    """Dimension names and sizes of a sweep's store, its chunks and shards.
+
+    A chunk is one grid point x ``rep_chunk`` replicates (one task's work). A shard,
+    one file, holds ``shard_grid`` x ``shard_reps`` of them (Zarr v3 sharding); a store
+    of ldpsim <= 0.2 has no shards (``shard_reps`` None: a file per chunk).
+    """
 
     axes: list[str]
     axis_values: dict[str, list[Any]]
@@ -118,29 +158,54 @@ class Layout:
     d: int
     checkpoints: list[int] | None
     rep_chunk: int
+    shard_reps: int | None = None
+    shard_grid: tuple[int, ...] | None = None
 
     @property
     def grid_shape(self) -> tuple[int, ...]:
         return tuple(len(self.axis_values[a]) for a in self.axes)
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard_reps is not None
 
     def extra(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
         if self.checkpoints is None:
             return ("coord",), (self.d,)
         return ("checkpoint", "coord"), (len(self.checkpoints), self.d)
 
+    def write_block(self) -> tuple[tuple[int, ...], int]:
+        """The unit a write covers: a shard (grid extent, replicates), or a chunk."""
+        if self.shard_reps is None or self.shard_grid is None:
+            return (1,) * len(self.axes), self.rep_chunk
+        return self.shard_grid, self.shard_reps
 
-def layout_for(sweep: Sweep, rep_chunk: int | None = None) -> Layout:
+
+def layout_for(
+    sweep: Sweep,
+    rep_chunk: int | None = None,
+    shards: tuple[tuple[int, ...], int] | bool | None = True,
+) -> Layout:
+    """The layout of a new store for ``sweep``; ``rep_chunk`` and ``shards`` (grid extent,
+    replicates; None: unsharded) of an existing store are passed to keep them."""
     points = sweep.points()
     checkpoints = points[0].normalized.checkpoints
-    return Layout(
+    axis_values = {a: list(v) for a, v in sweep.grid.items()}
+    layout = Layout(
         axes=list(sweep.grid),
-        axis_values={a: list(v) for a, v in sweep.grid.items()},
+        axis_values=axis_values,
         methods=list(sweep.methods),
         replicates=sweep.replicates,
         d=max(p.normalized.model.dim for p in points),
         checkpoints=list(checkpoints) if checkpoints else None,
         rep_chunk=rep_chunk or default_rep_chunk(sweep),
     )
+    if shards is True:
+        rep_bytes = 8 * len(layout.methods) * math.prod(layout.extra()[1])
+        shards = shard_shape(layout.grid_shape, layout.rep_chunk, layout.replicates, rep_bytes)
+    if shards:
+        layout.shard_grid, layout.shard_reps = tuple(shards[0]), int(shards[1])
+    return layout
 
 
 def coord_array(name: str, values: list[Any]) -> np.ndarray:
@@ -151,63 +216,76 @@ def coord_array(name: str, values: list[Any]) -> np.ndarray:
     return np.array(values, dtype=np.float64)
 
 
-def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
-    """The lazily allocated Dataset of the SPEC section 7 layout (no data computed)."""
+def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[str, Any]]]:
+    """The lazily allocated Dataset of the SPEC section 7 layout (no data computed), and
+    the encoding (chunks, shards) of its variables for ``to_zarr``."""
     g_dims, g_shape = tuple(layout.axes), layout.grid_shape
-    g_chunks = (1,) * len(g_dims)
-    r, rc, m = layout.replicates, layout.rep_chunk, len(layout.methods)
+    r, m = layout.replicates, len(layout.methods)
     x_dims, x_shape = layout.extra()
+    # Dask chunks as written: a shard (or, unsharded, a chunk) at a time.
+    g_block, rep_block = layout.write_block()
 
-    def lazy(shape, chunks, dtype, fill):
-        return da.full(shape, fill, dtype=dtype, chunks=chunks)
-
+    g = len(g_dims)
     variables = {
-        "estimate": (
-            (*g_dims, "rep", *x_dims),
-            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
-        ),
-        "last": (
-            (*g_dims, "rep", *x_dims),
-            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
-        ),
-        "projected": (
-            (*g_dims, "rep", *x_dims),
-            lazy((*g_shape, r, *x_shape), (*g_chunks, rc, *x_shape), np.float64, np.nan),
-        ),
+        "estimate": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
+        "last": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
+        "projected": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
         "lower": (
             (*g_dims, "method", "rep", *x_dims),
-            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+            (*g_shape, m, r, *x_shape),
+            g + 1,
+            np.float64,
+            np.nan,
         ),
         "upper": (
             (*g_dims, "method", "rep", *x_dims),
-            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+            (*g_shape, m, r, *x_shape),
+            g + 1,
+            np.float64,
+            np.nan,
         ),
         "method_estimate": (
             (*g_dims, "method", "rep", *x_dims),
-            lazy((*g_shape, m, r, *x_shape), (*g_chunks, m, rc, *x_shape), np.float64, np.nan),
+            (*g_shape, m, r, *x_shape),
+            g + 1,
+            np.float64,
+            np.nan,
         ),
         "method_seconds": (
             (*g_dims, "method", "rep", *x_dims[:-1]),
-            lazy(
-                (*g_shape, m, r, *x_shape[:-1]),
-                (*g_chunks, m, rc, *x_shape[:-1]),
-                np.float64,
-                np.nan,
-            ),
+            (*g_shape, m, r, *x_shape[:-1]),
+            g + 1,
+            np.float64,
+            np.nan,
         ),
         # Per checkpoint: a method that fails at an early checkpoint (too few blocks)
         # still counts at the later ones.
         "method_failed": (
             (*g_dims, "method", "rep", *x_dims[:-1]),
-            lazy((*g_shape, m, r, *x_shape[:-1]), (*g_chunks, m, rc, *x_shape[:-1]), bool, False),
+            (*g_shape, m, r, *x_shape[:-1]),
+            g + 1,
+            bool,
+            False,
         ),
-        "done": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
-        "failed": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), bool, False)),
-        "seconds": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.float64, np.nan)),
-        "job_id": ((*g_dims, "rep"), lazy((*g_shape, r), (*g_chunks, rc), np.int64, 0)),
-        "truth": ((*g_dims, "coord"), truth_array(sweep, layout)),
-        "pseudo_truth": ((*g_dims, "coord"), truth_array(sweep, layout, pseudo=True)),
+        "done": ((*g_dims, "rep"), (*g_shape, r), g, bool, False),
+        "failed": ((*g_dims, "rep"), (*g_shape, r), g, bool, False),
+        "seconds": ((*g_dims, "rep"), (*g_shape, r), g, np.float64, np.nan),
+        "job_id": ((*g_dims, "rep"), (*g_shape, r), g, np.int64, 0),
     }
+    data: dict[str, Any] = {}
+    encoding: dict[str, dict[str, Any]] = {}
+    for name, (dims, shape, rep_axis, dtype, fill) in variables.items():
+        shard = [*g_block, *shape[g:]]
+        shard[rep_axis] = rep_block
+        data[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=tuple(shard)))
+        inner = [1] * g + list(shape[g:])
+        inner[rep_axis] = layout.rep_chunk
+        encoding[name] = {"chunks": tuple(inner)}
+        if layout.sharded:
+            encoding[name]["shards"] = tuple(shard)
+    data["truth"] = ((*g_dims, "coord"), truth_array(sweep, layout))
+    data["pseudo_truth"] = ((*g_dims, "coord"), truth_array(sweep, layout, pseudo=True))
+    variables = data
     coords: dict[str, Any] = {a: coord_array(a, layout.axis_values[a]) for a in layout.axes}
     coords.update(
         method=np.array(layout.methods, dtype=object),
@@ -229,13 +307,18 @@ def template(sweep: Sweep, layout: Layout) -> xr.Dataset:
         identity=json.dumps(sweep.identity(), sort_keys=True, default=str),
         level=float(sweep.points()[0].normalized.level),
         rep_chunk=layout.rep_chunk,
+        **(
+            {"shard_reps": layout.shard_reps, "shard_grid": list(layout.shard_grid or ())}
+            if layout.sharded
+            else {}
+        ),
         versions=json.dumps(library_versions(), sort_keys=True),
         streams_version=STREAMS_VERSION,
         streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )
-    return ds
+    return ds, encoding
 
 
 def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.ndarray:

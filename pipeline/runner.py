@@ -18,7 +18,7 @@ from ldpsim.pipeline.clusters import connect
 from ldpsim.pipeline.collect import collect
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.layout import META_GROUP
+from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.store import (
     Changes,
@@ -28,10 +28,14 @@ from ldpsim.pipeline.store import (
     stored_layout,
 )
 from ldpsim.pipeline.sweep import GridPoint, Sweep
-from ldpsim.pipeline.worker import run_chunk
+from ldpsim.pipeline.worker import run_task
 
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_EVERY = 10.0
+#: Seconds the client holds finished results before writing them (and at the end): a
+#: write rewrites the shards it touches, so results are written together; a run
+#: killed hard loses at most this much of its work.
+WRITE_EVERY = 2.0
 
 
 def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
@@ -79,6 +83,8 @@ class RunReport:
 
 @dataclass(frozen=True)
 class Work:
+    """One chunk's replicates not yet done: a grid point and some of a chunk's replicates."""
+
     point: GridPoint
     index: tuple[int, ...]
     chunk: int
@@ -90,21 +96,66 @@ class Work:
         return len(self.reps) * replicate_seconds(self.point.normalized)
 
 
+@dataclass(frozen=True)
+class Task:
+    """What one Dask task computes: consecutive chunks worth about TASK_SECONDS."""
+
+    works: list[Work]
+    key: str
+
+    @property
+    def cost(self) -> float:
+        return sum(w.cost for w in self.works)
+
+    @property
+    def reps(self) -> int:
+        return sum(len(w.reps) for w in self.works)
+
+
 def plan(sweep: Sweep, store: Store) -> tuple[list[Work], int]:
-    """The chunks with replicates not yet done, and the count already done."""
+    """The chunks with replicates not yet done, and the count already done.
+
+    Reads the store's ``done`` flags only (one read), never its values.
+    """
     done = store.done_mask()
     token = hashlib.sha256(store.path.resolve().as_posix().encode()).hexdigest()[:8]
     work, already = [], 0
+    n_chunks = store.n_chunks()
     for point in sweep.points():
         index = store.index_of(point)
-        for chunk in range(store.n_chunks()):
-            wanted = [r for r in store.chunk_reps(chunk) if r < sweep.replicates]
-            todo = [r for r in wanted if not done[(*index, r)]]
-            already += len(wanted) - len(todo)
+        flags = done[index]
+        for chunk in range(n_chunks):
+            reps = store.chunk_reps(chunk)
+            stop = min(reps.stop, sweep.replicates)
+            if stop <= reps.start:
+                break
+            todo = (np.flatnonzero(~flags[reps.start : stop]) + reps.start).tolist()
+            already += stop - reps.start - len(todo)
             if todo:
                 label = "-".join(map(str, index)) or "0"
                 work.append(Work(point, index, chunk, todo, f"ldpsim-{token}-{label}-c{chunk}"))
     return work, already
+
+
+def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:
+    """Consecutive chunks grouped into tasks of about ``seconds`` of estimated work each.
+
+    A chunk is never split (it is at most a task's worth by the layout); chunks of
+    grid points that cost little share a task, so a sweep of many small grid points
+    is not many tiny tasks.
+    """
+    tasks: list[Task] = []
+    group: list[Work] = []
+    cost = 0.0
+    for w in work:
+        if group and cost + w.cost > seconds:
+            tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
+            group, cost = [], 0.0
+        group.append(w)
+        cost += w.cost
+    if group:
+        tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
+    return tasks
 
 
 class Progress:
@@ -261,25 +312,52 @@ def _execute(
         import random
 
         random.Random(shuffle).shuffle(work)
+    tasks = group_tasks(work)
     todo = sum(len(w.reps) for w in work)
-    log(f"{todo} of {total} replicates to compute ({already} already done) in {len(work)} tasks.")
+    log(f"{todo} of {total} replicates to compute ({already} already done) in {len(tasks)} tasks.")
     methods = list(store.layout.methods)
     d = store.layout.d
     futures = {
-        client.submit(run_chunk, w.point.spec, w.reps, methods, d, w.key, key=w.key): w
-        for w in work
+        client.submit(
+            run_task,
+            [(w.point.spec, w.reps, w.key) for w in task.works],
+            methods,
+            d,
+            task.key,
+            key=task.key,
+        ): task
+        for task in tasks
     }
-    progress = Progress(todo, sum(w.cost for w in work), log)
+    progress = Progress(todo, sum(task.cost for task in tasks), log)
+    pending: list[tuple[tuple[int, ...], int, dict]] = []
+    written = time.monotonic()
+
+    def write() -> None:
+        nonlocal pending, written
+        batch, pending = pending, []
+        written = time.monotonic()
+        if batch:
+            store.write_chunks(batch)
+            for _, _, result in batch:
+                report.computed += int((~result["failed"]).sum())
+                report.failed += int(result["failed"].sum())
+
     try:
-        for w, result in collect(futures, client):
-            if isinstance(result, Exception):  # KilledWorker, a cancelled or lost task
-                result = _failed_chunk(w, methods, d, store, result)
-            store.write_chunk(w.index, w.chunk, result)
-            report.computed += int((~result["failed"]).sum())
-            report.failed += int(result["failed"].sum())
-            progress.update(len(w.reps), w.cost)
+        for item in collect(futures, client, tick=WRITE_EVERY):
+            if item is not None:
+                task, results = item
+                if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
+                    results = [results] * len(task.works)
+                for w, result in zip(task.works, results, strict=True):
+                    if isinstance(result, Exception):
+                        result = _failed_chunk(w, methods, d, store, result)
+                    pending.append((w.index, w.chunk, result))
+                progress.update(task.reps, task.cost)
+            if time.monotonic() - written >= WRITE_EVERY:
+                write()
     finally:
         progress.close()
+        write()  # what finished before an interruption is kept
     report.seconds = time.monotonic() - start
     _tally(sweep, store, report)
     log(

@@ -138,53 +138,91 @@ class Store:
         return np.asarray(self._arrays["done"][...], dtype=bool)
 
     def write_chunk(self, index: tuple[int, ...], chunk: int, result: dict[str, Any]) -> None:
-        """Write one chunk's values, then its ``done`` flags (never the other way round).
+        """Write one chunk's values, then its ``done`` flags (see :meth:`write_chunks`)."""
+        self.write_chunks([(index, chunk, result)])
 
-        ``result`` holds arrays for the replicates in ``result['reps']`` (a subset of
-        the chunk's replicates); replicates of the chunk not in it keep their stored
-        values, so every write covers whole chunks and never loses a finished result.
+    def write_chunks(self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]) -> None:
+        """Write the values of several chunks, then their ``done`` flags.
+
+        ``results`` holds (grid index, chunk, result) with arrays for the replicates in
+        ``result['reps']`` (a subset of the chunk's replicates); replicates not in it
+        keep their stored values. Every shard (a chunk, in an unsharded store) that they
+        touch is read and written once, whole: every write covers whole shards and never
+        loses a finished result. Each variable is written for all shards before the
+        next, ``done`` last, so ``done`` never vouches for a value not yet on disk.
         """
-        reps = self.chunk_reps(chunk)
-        sel_rep = slice(reps.start, reps.stop)
-        pos = [r - reps.start for r in result["reps"]]
+        blocks: dict[tuple, list[tuple[tuple[int, ...], int, dict[str, Any]]]] = {}
+        g_block, rep_block = self.layout.write_block()
+        for index, chunk, result in results:
+            rep0 = self.chunk_reps(chunk).start
+            key = (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
+            blocks.setdefault(key, []).append((index, chunk, result))
         a = self._arrays
         m = len(self.layout.methods)
+        grid_sizes = self.layout.grid_shape
 
-        def merge(name, rep_axis, new):
-            key = (*index, *([slice(None)] * rep_axis), sel_rep)
-            old = np.asarray(a[name][key])
-            old[(slice(None),) * rep_axis + (pos,)] = new
-            a[name][key] = old
+        def region(key):
+            grid = tuple(
+                slice(k * b, min((k + 1) * b, size))
+                for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
+            )
+            reps = slice(key[-1] * rep_block, min((key[-1] + 1) * rep_block, a["done"].shape[-1]))
+            return grid, reps
 
-        merge("estimate", 0, result["estimate"])
+        def write(name, method_axis, value_of):
+            """Merge every block's results into variable ``name`` (a read and a write each)."""
+            for key, members in blocks.items():
+                grid, reps = region(key)
+                where = (*grid, *([slice(None)] if method_axis else []), reps)
+                old = np.asarray(a[name][where])
+                for index, _, result in members:
+                    offset = tuple(i - g.start for i, g in zip(index, grid, strict=True))
+                    pos = [r - reps.start for r in result["reps"]]
+                    view = old[offset]
+                    view[(slice(None),) * method_axis + (pos,)] = value_of(result)
+                a[name][where] = old
+
+        write("estimate", 0, lambda r: r["estimate"])
         for name in ("last", "projected"):
             if name in a:  # absent from a store of an older ldpsim opened without a run
-                merge(name, 0, result[name])
-        merge("lower", 1, result["lower"][:m])
-        merge("upper", 1, result["upper"][:m])
-        method_failed = result["method_failed"]
-        if "checkpoint" not in (a["method_failed"].metadata.dimension_names or ()):
+                write(name, 0, lambda r, name=name: r[name])
+        write("lower", 1, lambda r: r["lower"][:m])
+        write("upper", 1, lambda r: r["upper"][:m])
+        per_checkpoint = "checkpoint" in (a["method_failed"].metadata.dimension_names or ())
+
+        def method_failed(r):
+            if per_checkpoint:
+                return r["method_failed"]
             # A store written before method_failed had the checkpoint axis.
-            method_failed = method_failed.reshape(*method_failed.shape[:2], -1).any(axis=2)
-        merge("method_failed", 1, method_failed)
-        merge("seconds", 0, result["seconds"])
+            return r["method_failed"].reshape(*r["method_failed"].shape[:2], -1).any(axis=2)
+
+        write("method_failed", 1, method_failed)
+        write("seconds", 0, lambda r: r["seconds"])
         if "method_estimate" in a:  # absent from a store of an older ldpsim opened without a run
-            merge("method_estimate", 1, result["method_estimate"][:m])
+            write("method_estimate", 1, lambda r: r["method_estimate"][:m])
         if "method_seconds" in a:
-            method_seconds = result["method_seconds"][:m]
-            if "checkpoint" not in (a["method_seconds"].metadata.dimension_names or ()):
-                # Added beside a method_failed without the checkpoint axis: the total.
-                method_seconds = method_seconds.reshape(*method_seconds.shape[:2], -1).sum(axis=2)
-            merge("method_seconds", 1, method_seconds)
-        merge("job_id", 0, result["job_id"])
-        merge("failed", 0, result["failed"])
-        errors = result.get("errors", {})
-        for rep in result["reps"]:
-            if rep in errors:
-                self.write_error(index, int(rep), errors[rep])
-            else:
-                self.clear_error(index, int(rep))
-        merge("done", 0, ~result["failed"])
+            total = "checkpoint" not in (a["method_seconds"].metadata.dimension_names or ())
+
+            def method_seconds(r):
+                if total:  # added beside a method_failed without the checkpoint axis
+                    return (
+                        r["method_seconds"][:m]
+                        .reshape(*r["method_seconds"].shape[:2], -1)
+                        .sum(axis=2)
+                    )
+                return r["method_seconds"][:m]
+
+            write("method_seconds", 1, method_seconds)
+        write("job_id", 0, lambda r: r["job_id"])
+        write("failed", 0, lambda r: r["failed"])
+        for index, _, result in results:
+            errors = result.get("errors", {})
+            for rep in result["reps"]:
+                if rep in errors:
+                    self.write_error(index, int(rep), errors[rep])
+                else:
+                    self.clear_error(index, int(rep))
+        write("done", 0, lambda r: ~r["failed"])
 
     def write_error(self, index: tuple[int, ...], rep: int, record: dict[str, Any]) -> None:
         """Record a failure (atomically: temp file, then rename)."""
@@ -246,7 +284,7 @@ def inspect_store(path: str | Path, sweep: Sweep) -> Changes:
         new = [v for v in sweep.grid[axis] if not axis_contains(layout.axis_values[axis], v)]
         if new:
             added[axis] = new
-    requested = layout_for(sweep, rep_chunk=layout.rep_chunk)
+    requested = layout_for(sweep, rep_chunk=layout.rep_chunk, shards=None)
     what = "; ".join(f"{axis} = {values}" for axis, values in added.items())
     if requested.d > layout.d:
         raise InputError(
@@ -270,7 +308,11 @@ def inspect_store(path: str | Path, sweep: Sweep) -> Changes:
 
 def stored_layout(path: str | Path) -> Layout:
     """The layout of the store at ``path``, as last extended."""
-    return layout_for(read_sweep(path), rep_chunk=int(read_attrs(path)["rep_chunk"]))
+    attrs = read_attrs(path)
+    shards = None
+    if "shard_reps" in attrs:  # none in a store of ldpsim <= 0.2
+        shards = (tuple(int(v) for v in attrs["shard_grid"]), int(attrs["shard_reps"]))
+    return layout_for(read_sweep(path), rep_chunk=int(attrs["rep_chunk"]), shards=shards)
 
 
 def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layout:
@@ -284,6 +326,8 @@ def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layo
         d=layout.d,
         checkpoints=layout.checkpoints,
         rep_chunk=layout.rep_chunk,
+        shard_reps=layout.shard_reps,
+        shard_grid=layout.shard_grid,
     )
     merged = Sweep(
         name=stored.name,
@@ -461,8 +505,14 @@ def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> bool:
     tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        template(sweep, layout).to_zarr(
-            str(tmp), compute=False, mode="w-", consolidated=False, zarr_format=3
+        dataset, encoding = template(sweep, layout)
+        dataset.to_zarr(
+            str(tmp),
+            compute=False,
+            mode="w-",
+            consolidated=False,
+            zarr_format=3,
+            encoding=encoding,
         )
         zarr.open_group(str(tmp / META_GROUP), mode="w", zarr_format=3)
         consolidate(tmp)

@@ -110,7 +110,18 @@ class Sweep:
         return json.dumps(self.to_dict(), default=_json_default)
 
     def points(self) -> list[GridPoint]:
-        """Every grid point, validated (raises InputError naming the point)."""
+        """Every grid point, validated (raises InputError naming the point).
+
+        Worked out once per Sweep (a sweep is frozen): a grid of many points is
+        normalized once, however often the run asks for them.
+        """
+        cached = self.__dict__.get("_points")
+        if cached is None:
+            cached = self._make_points()
+            object.__setattr__(self, "_points", cached)
+        return list(cached)
+
+    def _make_points(self) -> list[GridPoint]:
         axes = list(self.grid)
         out = []
         for index in itertools.product(*(range(len(self.grid[a])) for a in axes)):

@@ -1,4 +1,4 @@
-"""The Dask task: a chunk of replicates of one grid point (runs on a worker)."""
+"""The Dask task: chunks of replicates, each of one grid point (runs on a worker)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks import normalize_spec, run_replicate
+from ldpsim.tasks import run_replicate
+from ldpsim.tasks.grid_point import setup_of
 
 
 def batch_job_id() -> int:
@@ -19,6 +20,24 @@ def batch_job_id() -> int:
     raw = os.environ.get("SLURM_JOB_ID") or os.environ.get("PBS_JOBID") or "0"
     digits = raw.split(".")[0]
     return int(digits) if digits.isdigit() else 0
+
+
+def run_task(
+    chunks: list[tuple[dict[str, Any], list[int], str]], methods: list[str], d: int, key: str
+) -> list[dict[str, Any] | Exception]:
+    """Run several chunks, each (grid point spec, replicates, chunk key): one Dask task
+    (its key ``key``).
+
+    A chunk whose grid point cannot be set up gives its exception in its place (the
+    runner records its replicates as failed); the others are computed.
+    """
+    out: list[dict[str, Any] | Exception] = []
+    for spec, reps, chunk_key in chunks:
+        try:
+            out.append(run_chunk(spec, reps, methods, d, chunk_key))
+        except Exception as exc:
+            out.append(exc)
+    return out
 
 
 def run_chunk(
@@ -36,7 +55,8 @@ def run_chunk(
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rs = normalize_spec(spec)
+        setup = setup_of(spec)  # once per grid point and process, not per replicate
+    rs = setup.spec
     extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
     n_reps, n_methods = len(reps), len(methods)
     out: dict[str, Any] = {
@@ -60,7 +80,7 @@ def run_chunk(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = run_replicate(rs, rep)
+                result = run_replicate(setup, rep)
         except Exception as exc:
             out["failed"][i] = True
             out["errors"][rep] = {

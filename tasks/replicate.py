@@ -9,11 +9,15 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.tasks.grid_point import (
+    GridPointSetup,
+    needs_full_matrix,
+    setup_of,
+)
 from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.rng import set_state, state_of
-from ldpsim.tasks.seeding import data_stream, method_stream
 from ldpsim.tasks.sgd import ldp_sgd
-from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
+from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StreamingStats
 from ldpsim.tasks.users import Users
 from ldpsim.tasks.validation import check_int
@@ -52,32 +56,6 @@ class ReplicateResult:
     projected: np.ndarray | None = None
 
 
-def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
-    """Segment ends the kernel must record: every method's partition at every checkpoint,
-    the checkpoints, and the powers of two (extra recentring points)."""
-    n = rs.n
-    parts = [np.array([n], dtype=np.int64), 2 ** np.arange(0, n.bit_length(), dtype=np.int64)]
-    for point in rs.checkpoints or (n,):
-        parts.append(np.array([point], dtype=np.int64))
-        for method in rs.methods.values():
-            if method.own_estimate:
-                continue  # computes from the users, not from the run's segments
-            try:
-                parts.append(method.cuts(point, rs.gamma))
-            except ValueError:
-                continue  # cannot be computed at this checkpoint; recorded as a failure
-    cuts = np.unique(np.concatenate(parts))
-    return cuts[(cuts >= 1) & (cuts <= n)]
-
-
-def needs_full_matrix(rs: ReplicateSpec) -> bool:
-    """Whether a method of ``rs`` reads the whole d x d matrix A of the self-normalizer.
-
-    Otherwise the kernel keeps only its diagonal: a step then costs O(d), not O(d^2).
-    """
-    return any(method.needs_full_matrix for method in rs.methods.values())
-
-
 def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
     """Call :func:`ldpsim.tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
 
@@ -105,36 +83,33 @@ def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generato
     return out
 
 
-def run_stats(rs: ReplicateSpec, data_rng: np.random.Generator) -> StreamingStats:
+def run_stats(
+    rs: ReplicateSpec, data_rng: np.random.Generator, setup: GridPointSetup | None = None
+) -> StreamingStats:
     """Run the LDP-SGD kernel on the stream ``data_rng``; wrap its streaming statistics.
 
     The statistics hold all of A, or its diagonal, as the methods of ``rs`` need
-    (:func:`needs_full_matrix`).
+    (:func:`needs_full_matrix`). ``setup``: the grid point's set-up, if the caller has
+    it (:class:`ldpsim.tasks.grid_point.GridPointSetup`; built here otherwise).
     """
-    model, mechanism = rs.model, rs.mechanism
-    cuts = replicate_cuts(rs)
-    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = run_kernel(rs, cuts, data_rng)
-    return StreamingStats(
-        n=rs.n,
-        cuts=cuts,
-        seg_dev=seg_dev,
-        seg_shift=seg_shift,
-        snap_t=snap_t,
-        snap_b=snap_b,
-        snap_a=snap_a,
-        snap_theta=snap_theta,
-        gamma=rs.gamma,
-        asymptotic_cov=model.asymptotic_cov(mechanism.variance(model), rs.batch),
-    )
+    setup = GridPointSetup.of(rs) if setup is None else setup
+    state = np.array(state_of(data_rng), dtype=np.uint64)
+    stats = setup.stats(setup.run_kernel(setup.cuts, state))
+    set_state(data_rng, state)
+    return stats
 
 
-def run_replicate(spec: Mapping[str, Any] | ReplicateSpec, rep: int) -> ReplicateResult:
+def run_replicate(
+    spec: Mapping[str, Any] | ReplicateSpec | GridPointSetup, rep: int
+) -> ReplicateResult:
     """Run replicate ``rep`` of ``spec``: a pure function of its arguments.
 
     Parameters
     ----------
-    spec : mapping or ReplicateSpec
-        See :func:`ldpsim.tasks.spec.normalize_spec`.
+    spec : mapping, ReplicateSpec or GridPointSetup
+        See :func:`ldpsim.tasks.spec.normalize_spec`. A mapping's set-up is kept per
+        process (:func:`ldpsim.tasks.grid_point.setup_of`); a task that runs many
+        replicates of one grid point passes its :class:`GridPointSetup`.
     rep : int
         Replicate index, >= 0. Together with the seed and the values of the spec it
         determines every random number (SPEC section 6).
@@ -143,14 +118,14 @@ def run_replicate(spec: Mapping[str, Any] | ReplicateSpec, rep: int) -> Replicat
     -------
     ReplicateResult
     """
-    rs = spec if isinstance(spec, ReplicateSpec) else normalize_spec(spec)
+    if isinstance(spec, GridPointSetup):
+        setup = spec
+    elif isinstance(spec, ReplicateSpec):
+        setup = GridPointSetup.of(spec)
+    else:
+        setup = setup_of(spec)
     rep = check_int(rep, "rep", low=0)
-    streams = {
-        label: method_stream(rs.seed, rs.path_key(), rep, rs.method_key(label))
-        for label, method in rs.methods.items()
-        if method.uses_rng
-    }
-    return compute_replicate(rs, data_stream(rs.seed, rs.path_key(), rep), streams)
+    return replicate_from_state(setup, setup.data_state(rep), setup.method_streams(rep))
 
 
 def checkpoint_stream(rng: np.random.Generator, point: int) -> np.random.Generator:
@@ -168,6 +143,7 @@ def compute_replicate(
     rs: ReplicateSpec,
     data_rng: np.random.Generator,
     method_rngs: Mapping[str, np.random.Generator],
+    setup: GridPointSetup | None = None,
 ) -> ReplicateResult:
     """The replicate on given streams (:func:`run_replicate` derives them from the seed).
 
@@ -179,78 +155,102 @@ def compute_replicate(
         Stream of the data and the privacy noise.
     method_rngs : mapping label -> Generator
         One stream per method that draws random numbers (``uses_rng``).
+    setup : GridPointSetup, optional
+        The set-up of ``rs`` (:class:`ldpsim.tasks.grid_point.GridPointSetup`), shared
+        by the replicates of a task; built here when not given.
+    """
+    setup = GridPointSetup.of(rs) if setup is None else setup
+    state = np.array(state_of(data_rng), dtype=np.uint64)
+    result = replicate_from_state(setup, state, method_rngs)
+    set_state(data_rng, state)
+    return result
+
+
+def replicate_from_state(
+    setup: GridPointSetup,
+    state: np.ndarray,
+    method_rngs: Mapping[str, np.random.Generator],
+) -> ReplicateResult:
+    """The replicate of ``setup`` whose data stream starts at the PCG64 ``state``.
+
+    Parameters
+    ----------
+    setup : GridPointSetup
+        The grid point's set-up.
+    state : ndarray of uint64, shape (4,)
+        The data-and-noise stream's state (:func:`ldpsim.tasks.rng.state_of`);
+        advanced in place by the run.
+    method_rngs : mapping label -> Generator
+        One stream per method that draws random numbers (``uses_rng``).
     """
     start = time.perf_counter()
-    users = Users.of(rs, state_of(data_rng))
-    stats = run_stats(rs, data_rng)
+    rs = setup.spec
+    users = Users.of(rs, tuple(np.uint64(w) for w in state)) if setup.own_estimate else None
+    stats = setup.stats(setup.run_kernel(setup.cuts, state))
     points = rs.checkpoints or (rs.n,)
-    d = rs.model.dim
-    estimate = np.empty((len(points), d))
-    last = np.empty((len(points), d))
-    lower = {label: np.full((len(points), d), np.nan) for label in rs.methods}
-    upper = {label: np.full((len(points), d), np.nan) for label in rs.methods}
-    method_estimate = {label: np.full((len(points), d), np.nan) for label in rs.methods}
-    method_seconds = {label: np.full(len(points), np.nan) for label in rs.methods}
-    method_failed = {label: np.zeros(len(points), dtype=bool) for label in rs.methods}
+    labels = list(rs.methods)
+    d, n_points, n_methods = rs.model.dim, len(points), len(labels)
+    estimate = np.empty((n_points, d))
+    last = np.empty((n_points, d))
+    lower = np.full((n_methods, n_points, d), np.nan)
+    upper = np.full((n_methods, n_points, d), np.nan)
+    method_estimate = np.full((n_methods, n_points, d), np.nan)
+    method_seconds = np.full((n_methods, n_points), np.nan)
+    method_failed = np.zeros((n_methods, n_points), dtype=bool)
     failures: dict[str, str] = {}
-    radius = rs.model.constraint_radius()
-    projected = None if radius is None else np.full((len(points), d), np.nan)
+    radius = setup.radius
+    projected = None if radius is None else np.full((n_points, d), np.nan)
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
         last[k] = sub.last_iterate
-        if not np.all(np.isfinite(estimate[k])):
-            where = f" at n = {point}" if rs.checkpoints else ""
+        where = f" at n = {point}" if rs.checkpoints else ""
+        if not np.isfinite(estimate[k]).all():
             failures.setdefault(
                 "estimate", f"non-finite theta_bar{where}: the iterates overflowed"
             )
         elif projected is not None:
             projected[k] = project_l1_ball(estimate[k], radius)
-        for label, method in rs.methods.items():
-            rng = method_rngs.get(label)
-            if rng is not None and point != rs.n:
-                rng = checkpoint_stream(rng, point)
-            method_start = time.perf_counter()
-            try:
-                with np.errstate(all="raise"):
+        with np.errstate(all="raise"):
+            for i, (label, method) in enumerate(rs.methods.items()):
+                rng = method_rngs.get(label)
+                if rng is not None and point != rs.n:
+                    rng = checkpoint_stream(rng, point)
+                method_start = time.perf_counter()
+                try:
                     if method.own_estimate:
                         centre, lo, hi = method.estimate_interval(users, rs.level, rng)
                     else:
                         centre = estimate[k]
                         lo, hi = method.interval(sub, rs.level, rng)
-                if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
-                    lo, hi = intersect_with_ball(lo, hi, radius)
-                if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
-                    raise FloatingPointError("non-finite interval bound")
-            except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
-                where = f" at n = {point}" if rs.checkpoints else ""
-                failures.setdefault(label, f"{type(exc).__name__}{where}: {exc}")
-                method_failed[label][k] = True
-                continue
-            finally:
-                method_seconds[label][k] = time.perf_counter() - method_start
-            lower[label][k], upper[label][k] = lo, hi
-            method_estimate[label][k] = centre
+                    if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
+                        lo, hi = intersect_with_ball(lo, hi, radius)
+                    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+                        raise FloatingPointError("non-finite interval bound")
+                except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+                    failures.setdefault(label, f"{type(exc).__name__}{where}: {exc}")
+                    method_failed[i, k] = True
+                    continue
+                finally:
+                    method_seconds[i, k] = time.perf_counter() - method_start
+                lower[i, k], upper[i, k] = lo, hi
+                method_estimate[i, k] = centre
     seconds = time.perf_counter() - start
+    first = 0 if rs.checkpoints is None else slice(None)  # no checkpoint axis without them
     if rs.checkpoints is None:
         estimate, last = estimate[0], last[0]
         projected = None if projected is None else projected[0]
-        lower = {k: v[0] for k, v in lower.items()}
-        upper = {k: v[0] for k, v in upper.items()}
-        method_failed = {k: v.reshape(()) for k, v in method_failed.items()}
-        method_estimate = {k: v[0] for k, v in method_estimate.items()}
-        method_seconds = {k: v.reshape(()) for k, v in method_seconds.items()}
     return ReplicateResult(
         estimate=estimate,
         last=last,
-        truth=rs.model.truth(),
-        lower=lower,
-        upper=upper,
+        truth=setup.truth,
+        lower=dict(zip(labels, lower[:, first], strict=True)),
+        upper=dict(zip(labels, upper[:, first], strict=True)),
         seconds=seconds,
         checkpoints=rs.checkpoints,
         failures=failures,
-        method_failed=method_failed,
-        method_estimate=method_estimate,
-        method_seconds=method_seconds,
+        method_failed=dict(zip(labels, method_failed[:, first], strict=True)),
+        method_estimate=dict(zip(labels, method_estimate[:, first], strict=True)),
+        method_seconds=dict(zip(labels, method_seconds[:, first], strict=True)),
         projected=projected,
     )

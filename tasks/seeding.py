@@ -68,21 +68,34 @@ def data_stream(seed: int, path_key: Mapping, rep: int) -> np.random.Generator:
     rep : int
         Replicate index, >= 0.
     """
-    return np.random.Generator(np.random.PCG64(_seed_sequence(seed, path_key, rep)))
+    return data_stream_from_words(seed, stable_hash(path_key), rep)
 
 
 def method_stream(
     seed: int, path_key: Mapping, rep: int, method_key: Mapping
 ) -> np.random.Generator:
     """A child stream of the replicate's seed sequence for one interval method."""
-    ss = np.random.SeedSequence(
-        _seed_sequence(seed, path_key, rep).entropy, spawn_key=stable_hash(method_key)
-    )
+    return method_stream_from_words(seed, stable_hash(path_key), rep, stable_hash(method_key))
+
+
+def data_stream_from_words(
+    seed: int, path_words: tuple[int, ...], rep: int
+) -> np.random.Generator:
+    """:func:`data_stream` with the path key already hashed (``stable_hash(path_key)``).
+
+    The same stream, without hashing the key again for every replicate of a grid point.
+    """
+    entropy = [int(seed), *path_words, int(rep)]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+
+
+def method_stream_from_words(
+    seed: int, path_words: tuple[int, ...], rep: int, method_words: tuple[int, ...]
+) -> np.random.Generator:
+    """:func:`method_stream` with both keys already hashed (:func:`stable_hash`)."""
+    entropy = [int(seed), *path_words, int(rep)]
+    ss = np.random.SeedSequence(entropy, spawn_key=method_words)
     return np.random.Generator(np.random.PCG64(ss))
-
-
-def _seed_sequence(seed: int, path_key: Mapping, rep: int) -> np.random.SeedSequence:
-    return np.random.SeedSequence([int(seed), *stable_hash(path_key), int(rep)])
 
 
 #: The parts of :func:`streams_fingerprint`: the data-and-noise stream, then one per

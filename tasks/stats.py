@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -11,6 +12,59 @@ import numpy as np
 def floor_power(x: float, p: float) -> int:
     """floor(x ** p) robust to rounding: exact powers such as (1e8)**0.75 give 1e6."""
     return math.floor(x**p * (1.0 + 1e-12))
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """Where :meth:`StreamingStats.deviation_sums` finds its pieces; depends on the cuts
+    and the partition only, so it is worked out once per grid point and method."""
+
+    recentred: np.ndarray  # positions k < K - 1 of cuts that are powers of two
+    recentred_cuts: np.ndarray  # those cuts, float64, shape (., 1)
+    left: np.ndarray  # each piece's start, as a position among the cuts
+    right: np.ndarray  # each piece's end
+    after_zero: np.ndarray  # (pieces, 1): the piece starts after step 0
+    lengths: np.ndarray  # (pieces, 1), float64
+    first: np.ndarray  # first piece of each part, and the number of pieces
+    split_parts: tuple[int, ...]  # the parts made of more than one piece
+
+
+@functools.lru_cache(maxsize=256)
+def _partition_plan(cuts_bytes: bytes, bounds_bytes: bytes) -> PartitionPlan:
+    cuts = np.frombuffer(cuts_bytes, dtype=np.int64)
+    bounds = np.frombuffer(bounds_bytes, dtype=np.int64)
+    idx = np.searchsorted(cuts, bounds)
+    inner = bounds > 0
+    if np.any(idx[inner] >= len(cuts)) or np.any(cuts[idx[inner]] != bounds[inner]):
+        raise ValueError("Partition bounds must be cuts of the run.")
+    recentred = (cuts & (cuts - 1)) == 0
+    k = np.flatnonzero(recentred[:-1])
+    points = np.union1d(bounds, cuts[recentred & (cuts > bounds[0]) & (cuts < bounds[-1])])
+    kp = np.searchsorted(cuts, points)
+    first = np.searchsorted(points, bounds)
+    return PartitionPlan(
+        recentred=k,
+        recentred_cuts=cuts[k, None].astype(np.float64),
+        left=kp[:-1],
+        right=kp[1:],
+        after_zero=points[:-1, None] > 0,
+        lengths=np.diff(points).astype(np.float64)[:, None],
+        first=first,
+        split_parts=tuple(int(j) for j in np.flatnonzero(np.diff(first) > 1)),
+    )
+
+
+def partition_plan(cuts: np.ndarray, bounds: np.ndarray) -> PartitionPlan:
+    """The :class:`PartitionPlan` of ``bounds`` (int64, increasing) among ``cuts``; cached.
+
+    Raises
+    ------
+    ValueError
+        A bound other than 0 is not a cut.
+    """
+    cuts = np.ascontiguousarray(cuts, dtype=np.int64)
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    return _partition_plan(cuts.tobytes(), bounds.tobytes())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,10 +101,12 @@ class StreamingStats:
     def dim(self) -> int:
         return self.seg_dev.shape[1]
 
-    @property
+    @functools.cached_property
     def theta_bar(self) -> np.ndarray:
-        """Polyak-Ruppert average (1/n) sum theta_i."""
-        return self.seg_shift[-1] + self.snap_t[-1] / self.n
+        """Polyak-Ruppert average (1/n) sum theta_i (computed once; read-only)."""
+        theta_bar = self.seg_shift[-1] + self.snap_t[-1] / self.n
+        theta_bar.flags.writeable = False
+        return theta_bar
 
     @property
     def last_iterate(self) -> np.ndarray:
@@ -85,29 +141,20 @@ class StreamingStats:
         precision however far ``ref`` and theta* lie from 0, and it does not depend on
         which other cuts the run recorded (SPEC 6: adding a method changes nothing else).
         """
-        bounds = np.asarray(bounds, dtype=np.int64)
-        cuts = self.cuts
-        idx = np.searchsorted(cuts, bounds)
-        inner = bounds > 0
-        if np.any(idx[inner] >= len(cuts)) or np.any(cuts[idx[inner]] != bounds[inner]):
-            raise ValueError("Partition bounds must be cuts of the run.")
+        plan = partition_plan(self.cuts, np.asarray(bounds, dtype=np.int64))
         # T just after cut k, around the centre of the segment that follows it: the
         # kernel recentres after cuts that are powers of two, T -> T - s * delta.
-        recentred = (cuts & (cuts - 1)) == 0
         t_after = self.snap_t.copy()
-        k = np.flatnonzero(recentred[:-1])
-        t_after[k] -= cuts[k, None] * (self.seg_shift[k + 1] - self.seg_shift[k])
-        # Pieces of the partition: split every part at the recentring points inside it.
-        points = np.union1d(bounds, cuts[recentred & (cuts > bounds[0]) & (cuts < bounds[-1])])
-        kp = np.searchsorted(cuts, points)
-        left, right = kp[:-1], kp[1:]
-        start_t = np.where(points[:-1, None] > 0, t_after[left], 0.0)  # T_0 = 0
-        lengths = np.diff(points).astype(np.float64)
-        pieces = self.snap_t[right] - start_t + lengths[:, None] * (self.seg_shift[right] - ref)
-        first = np.searchsorted(points, bounds)
-        out = np.empty((len(bounds) - 1, self.dim))
-        for j in range(len(bounds) - 1):
-            out[j] = pieces[first[j] : first[j + 1]].sum(axis=0)
+        k = plan.recentred
+        t_after[k] -= plan.recentred_cuts * (self.seg_shift[k + 1] - self.seg_shift[k])
+        # Pieces of the partition: every part split at the recentring points inside it.
+        start_t = np.where(plan.after_zero, t_after[plan.left], 0.0)  # T_0 = 0
+        pieces = (
+            self.snap_t[plan.right] - start_t + plan.lengths * (self.seg_shift[plan.right] - ref)
+        )
+        out = pieces[plan.first[:-1]]  # a part of one piece is that piece
+        for j in plan.split_parts:
+            out[j] = pieces[plan.first[j] : plan.first[j + 1]].sum(axis=0)
         return out
 
     @property

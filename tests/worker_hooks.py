@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from distributed import WorkerPlugin, get_worker
+from distributed import WorkerPlugin
 
 #: Exit status of a worker killed by an ``exit`` fault (as an out-of-memory kill would).
 FAULT_EXIT_STATUS = 70
@@ -17,14 +17,14 @@ class InjectedFault(RuntimeError):
 
 
 class ComputeLogAndFaults(WorkerPlugin):
-    """Wrap the replicate function that ``ldpsim.pipeline.worker.run_chunk`` calls.
+    """Wrap the chunk and replicate functions of ``ldpsim.pipeline.worker``.
 
     Registered on a cluster (``client.register_plugin``), it is set up on every worker,
     also on one that a nanny restarts after a kill, and so it is seen by a run from any
     client, an ``ldpsim run --scheduler`` subprocess included. Before each replicate it
-    appends ``"TASK_KEY REP"`` to ``compute_log`` (tests count computations) and reads
+    appends ``"CHUNK_KEY REP"`` to ``compute_log`` (tests count computations) and reads
     ``faults``, a JSON file ``{"raise": [[KEY_SUBSTRING, REP], ...], "exit": [...]}``
-    (absent: no fault): a listed replicate of a task whose key contains the substring
+    (absent: no fault): a listed replicate of a chunk whose key contains the substring
     raises :class:`InjectedFault` (``raise``) or kills its worker process (``exit``).
     No input of a real sweep fails only at run time on every platform, so the tests of
     failure handling (recorded errors, KilledWorker) need this.
@@ -44,20 +44,27 @@ class ComputeLogAndFaults(WorkerPlugin):
     def setup(self, worker) -> None:
         import ldpsim.pipeline.worker as module
 
-        self.module, self.original = module, module.run_replicate
-        original, compute_log, faults = self.original, self.compute_log, self.faults
+        self.module = module
+        self.originals = module.run_chunk, module.run_replicate
+        run_chunk_original, run_replicate_original = self.originals
+        compute_log, faults = self.compute_log, self.faults
+        current = {"key": ""}  # the chunk being computed (a task runs several)
+
+        def run_chunk(spec, reps, methods, d, key):
+            current["key"] = key
+            return run_chunk_original(spec, reps, methods, d, key)
 
         def run_replicate(spec, rep):
-            key = str(get_worker().get_current_task())
+            key = current["key"]
             with open(compute_log, "a") as f:
                 f.write(f"{key} {rep}\n")
             inject_fault(faults, key, rep)
-            return original(spec, rep)
+            return run_replicate_original(spec, rep)
 
-        module.run_replicate = run_replicate
+        module.run_chunk, module.run_replicate = run_chunk, run_replicate
 
     def teardown(self, worker) -> None:
-        self.module.run_replicate = self.original
+        self.module.run_chunk, self.module.run_replicate = self.originals
 
 
 def inject_fault(faults: str, key: str, rep: int) -> None:

@@ -3,16 +3,44 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap, block_partition
+from ldpsim.tasks.intervals.critical_values import normal_quantile
 from ldpsim.tasks.stats import StreamingStats, floor_power
 from ldpsim.tasks.validation import check_float, check_int
+
+
+@functools.lru_cache(maxsize=256)
+def batch_bounds(m: int, n: int, gamma: float) -> np.ndarray:
+    """bm's batch boundaries e_0 < ... < e_M = n for M = ``m`` batches (read-only; cached).
+
+    Raises
+    ------
+    ValueError
+        gamma >= 1, or the boundaries do not increase from e_0 >= 1.
+    """
+    if not gamma < 1.0:
+        raise ValueError(f"The 'gamma' parameter must be < 1 for bm. Got {gamma}.")
+    big_n = n ** (1.0 - gamma) / (m + 1)
+    e = np.array(
+        [floor_power((k + 1) * big_n, 1.0 / (1.0 - gamma)) for k in range(m + 1)],
+        dtype=np.int64,
+    )
+    e[-1] = n
+    if m < 2 or e[0] < 1 or np.any(np.diff(e) < 1):
+        raise ValueError(
+            f"The 'n_batches' parameter of bm must give increasing batch boundaries "
+            f"with e_0 >= 1 (n = {n}, gamma = {gamma}); got M = {m}, e = "
+            f"{e[:4].tolist()}... Use fewer batches or a larger n."
+        )
+    e.flags.writeable = False
+    return e
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,22 +92,7 @@ class BatchMeans(IntervalMethod):
 
     def bounds(self, n: int, gamma: float) -> np.ndarray:
         """e_0 < e_1 < ... < e_M = n; raises ValueError when they do not increase."""
-        m = self.batches(n)
-        if not gamma < 1.0:
-            raise ValueError(f"The 'gamma' parameter must be < 1 for bm. Got {gamma}.")
-        big_n = n ** (1.0 - gamma) / (m + 1)
-        e = np.array(
-            [floor_power((k + 1) * big_n, 1.0 / (1.0 - gamma)) for k in range(m + 1)],
-            dtype=np.int64,
-        )
-        e[-1] = n
-        if m < 2 or e[0] < 1 or np.any(np.diff(e) < 1):
-            raise ValueError(
-                f"The 'n_batches' parameter of bm must give increasing batch boundaries "
-                f"with e_0 >= 1 (n = {n}, gamma = {gamma}); got M = {m}, e = "
-                f"{e[:4].tolist()}... Use fewer batches or a larger n."
-            )
-        return e
+        return batch_bounds(self.batches(n), n, gamma)
 
     def check(self, n: int, gamma: float) -> None:
         self.bounds(n, gamma)
@@ -98,7 +111,7 @@ class BatchMeans(IntervalMethod):
         pooled = (sizes @ dev) / (n - e[0])  # theta_bar_M - theta_bar
         centred = dev - pooled
         sigma = (centred * sizes[:, None]).T @ centred / len(sizes)
-        half = sps.norm.ppf(0.5 + level / 2) * np.sqrt(np.diag(sigma) / n)
+        half = normal_quantile(0.5 + level / 2) * np.sqrt(np.diag(sigma) / n)
         return theta_bar - half, theta_bar + half
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
 from typing import ClassVar, Literal, get_args
 
 import numpy as np
-from scipy import stats as sps
 
 from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.critical_values import student_t_quantile
 from ldpsim.tasks.stats import StreamingStats, floor_power
 from ldpsim.tasks.validation import check_choice, check_float, check_int
 from ldpsim.tasks.warnings import OutsideTheoryWarning
@@ -24,6 +25,7 @@ _SQRT5 = math.sqrt(5.0)
 DEFAULT_BETA = 0.75
 
 
+@functools.lru_cache(maxsize=256)
 def block_partition(n: int, beta: float) -> tuple[int, int]:
     """The bootstrap's blocks for a run of n steps: (block_len, n_blocks).
 
@@ -186,10 +188,58 @@ class BlockBootstrap(IntervalMethod):
         if self.simultaneous:
             return sup_t_band(theta_bar, boot, level)
         alpha = 1.0 - level
-        q_lo, q_hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+        q_lo, q_hi = linear_quantiles(boot, (alpha / 2, 1 - alpha / 2))
         if self.form == "basic":
             return theta_bar - q_hi, theta_bar - q_lo
         return theta_bar + q_lo, theta_bar + q_hi
+
+
+@functools.lru_cache(maxsize=64)
+def _linear_positions(
+    count: int, probs: tuple[float, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    virtual = (count - 1) * np.asarray(probs, dtype=np.float64)
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= count - 1
+    previous[above] = following[above] = -1
+    below = virtual < 0
+    previous[below] = following[below] = 0
+    previous, following = previous.astype(np.intp), following.astype(np.intp)
+    weight = (virtual - previous)[:, None]
+    kth = np.unique(np.concatenate(([0, -1], previous, following)))
+    return previous, following, weight, kth
+
+
+def linear_quantiles(draws: np.ndarray, probs: tuple[float, ...]) -> np.ndarray:
+    """Column quantiles of ``draws`` by linear interpolation: ``np.quantile(draws, probs,
+    axis=0)``, the same numbers bit for bit, without its per-call overhead.
+
+    The positions and weights depend only on the number of rows and ``probs``, so
+    they are worked out once (cached); what is left per call is one partition and
+    numpy's interpolation formula (a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5).
+
+    Parameters
+    ----------
+    draws : ndarray, shape (B, d)
+        B >= 1 draws of d coordinates, float64. Partitioned in place along axis 0.
+    probs : tuple of float
+        Probabilities in [0, 1].
+
+    Returns
+    -------
+    ndarray, shape (len(probs), d)
+        A column holding a NaN gets NaN, as from ``np.quantile``.
+    """
+    if np.isnan(draws).any():
+        return np.quantile(draws, probs, axis=0)
+    previous, following, weight, kth = _linear_positions(draws.shape[0], tuple(probs))
+    draws.partition(kth, axis=0)
+    low, high = draws[previous], draws[following]
+    step = high - low
+    out = low + step * weight
+    np.subtract(high, step * (1 - weight), out=out, where=weight >= 0.5)
+    return out
 
 
 def basic_interval(
@@ -289,5 +339,5 @@ def sidak_band(
     if not np.all(sd > 0):
         raise FloatingPointError("a coordinate's bootstrap sd is 0: no band")
     quantile = (1.0 + level ** (1.0 / d)) / 2.0
-    critical = math.sqrt(n_blocks / (n_blocks - 1)) * sps.t.ppf(quantile, n_blocks - 1)
+    critical = math.sqrt(n_blocks / (n_blocks - 1)) * student_t_quantile(quantile, n_blocks - 1)
     return centre - critical * sd, centre + critical * sd

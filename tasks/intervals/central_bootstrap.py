@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy import stats as sps
 
 from ldpsim.tasks.intervals.central_privacy import (
     above_threshold,
@@ -17,6 +16,7 @@ from ldpsim.tasks.intervals.central_privacy import (
     private_median,
     resampled_quantiles,
 )
+from ldpsim.tasks.intervals.critical_values import normal_quantile
 from ldpsim.tasks.intervals.raw_data import RawDataMethod, public_range, quantile_level
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
@@ -261,7 +261,7 @@ class CentralVarianceBootstrap(CentralBagOfLittleBootstraps):
     def half_length(self, boot, centre, n, level, eps_int, rng) -> float:
         variances = np.clip(n * boot.var(axis=1, ddof=1), 0.0, self.V_max)
         sigma2 = private_median(variances, eps_int, (0.0, self.V_max), rng)
-        return float(sps.norm.ppf(0.5 + level / 2) * math.sqrt(sigma2 / n))
+        return float(normal_quantile(0.5 + level / 2) * math.sqrt(sigma2 / n))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,7 +294,7 @@ class CentralPercentileBootstrap(CentralBagOfLittleBootstraps):
 
     def half_length(self, boot, centre, n, level, eps_int, rng) -> float:
         roots = np.abs(math.sqrt(n) * (centre[:, None] - boot))  # (s, R)
-        step = sps.norm.ppf(0.5 + level / 2) * math.sqrt(self.V_max) / self.n_sets
+        step = normal_quantile(0.5 + level / 2) * math.sqrt(self.V_max) / self.n_sets
         halves = step * np.arange(1, self.n_sets + 1)
         # share of each subset's roots inside each set: (T, s)
         ordered = np.sort(roots, axis=1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.critical_values import normal_quantile
 from ldpsim.tasks.stats import StreamingStats
 
 
@@ -28,5 +28,5 @@ class Oracle(IntervalMethod):
     def interval(
         self, stats: StreamingStats, level: float, rng: np.random.Generator | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        half = sps.norm.ppf(0.5 + level / 2) * np.sqrt(np.diag(stats.asymptotic_cov) / stats.n)
+        half = normal_quantile(0.5 + level / 2) * np.sqrt(np.diag(stats.asymptotic_cov) / stats.n)
         return stats.theta_bar - half, stats.theta_bar + half

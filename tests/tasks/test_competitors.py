@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks import intervals, models, normalize_spec, run_replicate
+from ldpsim.tasks.grid_point import replicate_cuts
 from ldpsim.tasks.intervals.online_bootstrap import split_mechanism
 from ldpsim.tasks.intervals.raw_data import public_range
 from ldpsim.tasks.mechanisms import Laplace, RandomizedResponse
-from ldpsim.tasks.replicate import replicate_cuts, run_kernel
+from ldpsim.tasks.replicate import run_kernel
 from ldpsim.tasks.rng import standard_exponential, state_of
 from ldpsim.tasks.users import Users
 

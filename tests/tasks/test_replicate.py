@@ -13,7 +13,7 @@ import pytest
 from sgd_reference import reference_path
 
 from ldpsim.tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate
-from ldpsim.tasks.replicate import replicate_cuts
+from ldpsim.tasks.grid_point import replicate_cuts
 
 
 def streams(rs, seed=11):

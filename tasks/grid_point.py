@@ -1,0 +1,190 @@
+"""What a grid point's replicates share: built once per task, never once per replicate."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldpsim.tasks.rng import state_of
+from ldpsim.tasks.seeding import data_stream_from_words, method_stream_from_words, stable_hash
+from ldpsim.tasks.sgd import compile_kernel
+from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
+from ldpsim.tasks.stats import StreamingStats
+
+#: Grid points whose set-up a process keeps (the last ones used). A task is one grid
+#: point, and the runner submits a grid point's tasks together; a few suffice, and the
+#: oracle's d x d covariance of a large sparse model (d = 5000: 200 MB) bounds it.
+SETUPS_KEPT = 4
+
+
+@dataclass(frozen=True, eq=False)
+class GridPointSetup:
+    """Everything about one grid point that its replicates share.
+
+    Built once per task (and kept per process, :func:`setup_of`): the normalized
+    spec with its model, mechanism and methods, the segment ends the kernel records,
+    the compiled kernel and its arguments, the oracle's covariance, the hashes that
+    key the random streams. A replicate then costs its SGD steps and each method's
+    own arithmetic.
+
+    Attributes
+    ----------
+    spec : ReplicateSpec
+        The normalized spec.
+    cuts : ndarray of int64
+        Segment ends every method needs, at every checkpoint
+        (:func:`ldpsim.tasks.replicate.replicate_cuts`).
+    full_matrix : bool
+        Whether a method reads all of the self-normalizer's A.
+    asymptotic_cov : ndarray (d, d)
+        The model's Sigma for the run's mechanism and batch (the oracle's).
+    path_words : tuple of 4 ints
+        :func:`ldpsim.tasks.seeding.stable_hash` of the spec's path key.
+    method_words : dict label -> tuple of 4 ints
+        The same of each random method's key (``uses_rng``).
+    """
+
+    spec: ReplicateSpec
+    cuts: np.ndarray
+    full_matrix: bool
+    asymptotic_cov: np.ndarray
+    path_words: tuple[int, ...]
+    method_words: dict[str, tuple[int, ...]]
+    kernel: Any
+    kernel_args: tuple
+    truth: np.ndarray
+    radius: float | None
+    own_estimate: bool
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any] | ReplicateSpec) -> GridPointSetup:
+        """The set-up of ``spec`` (a mapping is normalized first, see
+        :func:`ldpsim.tasks.spec.normalize_spec`)."""
+        rs = spec if isinstance(spec, ReplicateSpec) else normalize_spec(spec)
+        model, mechanism = rs.model, rs.mechanism
+        model_params = np.ascontiguousarray(model.params(), dtype=np.float64)
+        mech_params = np.ascontiguousarray(mechanism.params(model), dtype=np.float64)
+        theta0 = np.ascontiguousarray(rs.theta0, dtype=np.float64)
+        full_matrix = needs_full_matrix(rs)
+        cuts = np.ascontiguousarray(replicate_cuts(rs), dtype=np.int64)
+        kernel = compile_kernel(
+            type(model).sample_gradient,
+            mechanism.callback(),
+            theta0.size,
+            model_params.size,
+            mech_params.size,
+            type(model).project,
+            full_matrix,
+        )
+        return cls(
+            spec=rs,
+            cuts=cuts,
+            full_matrix=full_matrix,
+            asymptotic_cov=model.asymptotic_cov(mechanism.variance(model), rs.batch),
+            path_words=stable_hash(rs.path_key()),
+            method_words={
+                label: stable_hash(rs.method_key(label))
+                for label, method in rs.methods.items()
+                if method.uses_rng
+            },
+            kernel=kernel,
+            kernel_args=(model_params, mech_params, theta0, float(rs.c), float(rs.gamma)),
+            truth=model.truth(),
+            radius=model.constraint_radius(),
+            own_estimate=any(method.own_estimate for method in rs.methods.values()),
+        )
+
+    def run_kernel(self, cuts: np.ndarray, state: np.ndarray) -> tuple:
+        """The compiled kernel on ``cuts`` from the PCG64 ``state`` (advanced in place)."""
+        return self.kernel(*self.kernel_args, int(self.spec.batch), cuts, state)
+
+    def stats(self, raw: tuple) -> StreamingStats:
+        """The streaming statistics of the kernel's output ``raw`` (:meth:`run_kernel`)."""
+        _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = raw
+        return StreamingStats(
+            n=self.spec.n,
+            cuts=self.cuts,
+            seg_dev=seg_dev,
+            seg_shift=seg_shift,
+            snap_t=snap_t,
+            snap_b=snap_b,
+            snap_a=snap_a,
+            snap_theta=snap_theta,
+            gamma=self.spec.gamma,
+            asymptotic_cov=self.asymptotic_cov,
+        )
+
+    def data_state(self, rep: int) -> np.ndarray:
+        """The PCG64 state (uint64, (4,)) at which replicate ``rep``'s data stream starts."""
+        return np.array(state_of(self.data_stream(rep)), dtype=np.uint64)
+
+    def data_stream(self, rep: int) -> np.random.Generator:
+        """Replicate ``rep``'s data-and-noise stream (:func:`ldpsim.tasks.seeding.data_stream`)."""
+        return data_stream_from_words(self.spec.seed, self.path_words, rep)
+
+    def method_streams(self, rep: int) -> dict[str, np.random.Generator]:
+        """Replicate ``rep``'s stream of every random method (``method_stream``)."""
+        return {
+            label: method_stream_from_words(self.spec.seed, self.path_words, rep, words)
+            for label, words in self.method_words.items()
+        }
+
+
+def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
+    """Segment ends the kernel must record: every method's partition at every checkpoint,
+    the checkpoints, and the powers of two (extra recentring points)."""
+    n = rs.n
+    parts = [np.array([n], dtype=np.int64), 2 ** np.arange(0, n.bit_length(), dtype=np.int64)]
+    for point in rs.checkpoints or (n,):
+        parts.append(np.array([point], dtype=np.int64))
+        for method in rs.methods.values():
+            if method.own_estimate:
+                continue  # computes from the users, not from the run's segments
+            try:
+                parts.append(method.cuts(point, rs.gamma))
+            except ValueError:
+                continue  # cannot be computed at this checkpoint; recorded as a failure
+    cuts = np.unique(np.concatenate(parts))
+    return cuts[(cuts >= 1) & (cuts <= n)]
+
+
+def needs_full_matrix(rs: ReplicateSpec) -> bool:
+    """Whether a method of ``rs`` reads the whole d x d matrix A of the self-normalizer.
+
+    Otherwise the kernel keeps only its diagonal: a step then costs O(d), not O(d^2).
+    """
+    return any(method.needs_full_matrix for method in rs.methods.values())
+
+
+def spec_token(spec: Mapping[str, Any]) -> str:
+    """A canonical text of a spec mapping: equal for equal specs, whatever the key order."""
+    return json.dumps(spec, sort_keys=True, default=repr)
+
+
+@functools.lru_cache(maxsize=SETUPS_KEPT)
+def _setup_of_token(token: str) -> GridPointSetup:
+    return GridPointSetup.of(json.loads(token))
+
+
+def setup_of(spec: Mapping[str, Any]) -> GridPointSetup:
+    """The set-up of the grid point ``spec``, built at most once per process while it is
+    among the last :data:`SETUPS_KEPT` used.
+
+    So a model's or mechanism's objects, and whatever they compute when built or in
+    ``asymptotic_cov``, are built once per process and grid point, not per replicate.
+    Specs are compared by their canonical JSON; a spec that JSON cannot round-trip
+    (e.g. holding a numpy array) is set up anew each call.
+    """
+    token = spec_token(spec)
+    try:
+        same = json.loads(token) == spec
+    except ValueError:
+        same = False
+    if not same:
+        return GridPointSetup.of(spec)
+    return _setup_of_token(token)
