@@ -11,12 +11,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from distributed import Client, LocalCluster
 
 from ldpsim.pipeline.errors import InputError
+
+if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
+    from distributed import Client
 
 #: Where the shipped cluster configurations live (repository's cluster/ folder).
 CLUSTER_DIR = Path(__file__).resolve().parent.parent / "cluster"
@@ -35,6 +37,8 @@ def _local(options: dict[str, Any]):
     options = dict(options)
     if options.get("n_workers") is None:
         options["n_workers"] = os.cpu_count() or 1
+    from distributed import LocalCluster
+
     return LocalCluster(**options)
 
 
@@ -203,7 +207,7 @@ def parse_cluster_options(items: list[str] | None) -> dict[str, Any]:
 
 def allowed_options(kind: str) -> set[str]:
     """Option names a cluster kind accepts: its class's and its workers' keywords."""
-    from distributed import Nanny, Worker
+    from distributed import LocalCluster, Nanny, Worker
 
     if kind == "local":
         # LocalCluster passes the keywords it does not know on to its Nanny and Worker.
@@ -456,6 +460,8 @@ def connect(
                     if kind == "local" and workers is not None:
                         overrides["n_workers"] = workers
                     dask_cluster = build_cluster(config, overrides)
+                    from distributed import Client
+
                     client = Client(dask_cluster, set_as_default=False)
                     if kind != "local":
                         _scale(dask_cluster, config, jobs, adapt)
@@ -486,6 +492,8 @@ def _shut_down(client: Client | None, dask_cluster: Any) -> None:
 
 def _attach(address: str, timeout: float) -> Client:
     try:
+        from distributed import Client
+
         return Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # OSError (unreachable), ValueError (no port), TimeoutError
         cause = _root_cause(exc)

@@ -8,14 +8,14 @@ import platform
 import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
-import xarray as xr
 
 from ldpsim.pipeline.sweep import GridPoint, Sweep
-from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
+
+if TYPE_CHECKING:  # imported by template(): a command that only reads needs neither
+    import xarray as xr
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
@@ -219,6 +219,11 @@ def coord_array(name: str, values: list[Any]) -> np.ndarray:
 def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[str, Any]]]:
     """The lazily allocated Dataset of the SPEC section 7 layout (no data computed), and
     the encoding (chunks, shards) of its variables for ``to_zarr``."""
+    import dask.array as da
+    import xarray as xr
+
+    from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
+
     g_dims, g_shape = tuple(layout.axes), layout.grid_shape
     r, m = layout.replicates, len(layout.methods)
     x_dims, x_shape = layout.extra()

@@ -6,14 +6,16 @@ import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import xarray as xr
 import zarr
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
 from ldpsim.pipeline.layout import ADDED_VARIABLES, META_GROUP, VARIABLE_ATTRS
 from ldpsim.pipeline.sweep import Sweep
+
+if TYPE_CHECKING:  # imported when a dataset is opened
+    import xarray as xr
 
 
 def has_consolidated_metadata(path: Path) -> bool:
@@ -234,6 +236,8 @@ def load_dataset(path: str | Path, variables: list[str] | None = None) -> xr.Dat
 
 
 def _open(path: str | Path, chunks: str | None) -> xr.Dataset:
+    import xarray as xr
+
     read_attrs(path)
     consolidated = has_consolidated_metadata(Path(path))
     try:

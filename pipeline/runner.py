@@ -9,13 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from distributed import Client
 
-from ldpsim.pipeline.clusters import connect
-from ldpsim.pipeline.collect import collect
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
@@ -28,7 +25,9 @@ from ldpsim.pipeline.store import (
     stored_layout,
 )
 from ldpsim.pipeline.sweep import GridPoint, Sweep
-from ldpsim.pipeline.worker import run_task
+
+if TYPE_CHECKING:  # distributed is imported by a run that computes something
+    from distributed import Client
 
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_EVERY = 10.0
@@ -251,7 +250,7 @@ def run_sweep(
     """
     start = time.monotonic()
     path = Path(store_path)
-    changes = inspect_store(path, sweep)
+    changes = inspect_store(path, sweep, streams=False)  # checked below if there is work
     if not changes:
         store = Store(path, stored_layout(path), mode="r")
         work, already = plan(sweep, store)
@@ -275,6 +274,8 @@ def run_sweep(
             _acquire(lock, log)  # another run holding the store is refused before connecting
         where = {"workers": workers, "scheduler": scheduler, "cluster": cluster, "jobs": jobs}
         where.update(adapt=adapt, options=options, start_timeout=start_timeout)
+        from ldpsim.pipeline.clusters import connect
+
         with connect(**where, log=log) as client:
             store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
             return _execute(sweep, store, changes, client, start, shuffle, log)
@@ -317,6 +318,8 @@ def _execute(
     log(f"{todo} of {total} replicates to compute ({already} already done) in {len(tasks)} tasks.")
     methods = list(store.layout.methods)
     d = store.layout.d
+    from ldpsim.pipeline.worker import run_task  # imports ldpsim.tasks
+
     futures = {
         client.submit(
             run_task,
@@ -341,6 +344,8 @@ def _execute(
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
+
+    from ldpsim.pipeline.collect import collect
 
     try:
         for item in collect(futures, client, tick=WRITE_EVERY):

@@ -255,8 +255,12 @@ class Changes:
         return self.created or bool(self.added) or self.replicates_added > 0
 
 
-def inspect_store(path: str | Path, sweep: Sweep) -> Changes:
+def inspect_store(path: str | Path, sweep: Sweep, *, streams: bool = True) -> Changes:
     """What running ``sweep`` would change in the store at ``path``; reads only.
+
+    ``streams``: also refuse a store whose random streams differ from this ldpsim's
+    (:func:`ldpsim.pipeline.identity.check_streams`); a run checks them before it
+    computes anything, and need not when there is nothing to compute.
 
     Raises
     ------
@@ -277,7 +281,8 @@ def inspect_store(path: str | Path, sweep: Sweep) -> Changes:
             f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
             f"another --store path, or the original specification."
         )
-    check_streams(path, sweep)
+    if streams:
+        check_streams(path, sweep)
     layout = stored_layout(path)
     added: dict[str, list[Any]] = {}
     for axis in layout.axes:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy.stats import norm
+from scipy.special import ndtri  # the normal quantile, without importing scipy.stats
 
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
 
@@ -414,7 +414,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         method_seconds = xr.full_like(done.isel(rep=0, drop=True), np.nan, dtype=float)
 
     n = sample_size(ds)
-    z = xr.apply_ufunc(norm.ppf, 0.5 + nominal_level(ds) / 2.0)
+    z = xr.apply_ufunc(ndtri, 0.5 + nominal_level(ds) / 2.0)
     label = oracle_label(ds)
     if n is None:
         sd = xr.full_like(est_sd, np.nan)

@@ -13,19 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
-from ldpsim.tasks import normalize_spec
-from ldpsim.tasks.spec import (
-    MAX_N,
-    SPEC_KEYS,
-    ReplicateSpec,
-    find_unit,
-    mechanism_param_keys,
-    model_param_keys,
-)
-from ldpsim.tasks.validation import check_int
+
+# ldpsim.tasks (models, mechanisms, numba, scipy) is imported by the functions that
+# validate or expand a sweep: a command that only reads a store does neither.
+if TYPE_CHECKING:
+    from ldpsim.tasks.spec import ReplicateSpec
 
 #: Top-level keys of a sweep file.
 SWEEP_KEYS = (
@@ -122,6 +117,8 @@ class Sweep:
         return list(cached)
 
     def _make_points(self) -> list[GridPoint]:
+        from ldpsim.tasks import normalize_spec
+
         axes = list(self.grid)
         out = []
         for index in itertools.product(*(range(len(self.grid[a])) for a in axes)):
@@ -152,6 +149,8 @@ class Sweep:
 
     def check_theory(self) -> list[str]:
         """Messages of the OutsideTheoryWarnings that any grid point raises."""
+        from ldpsim.tasks import normalize_spec
+
         messages: list[str] = []
         for point in self.points():
             with warnings.catch_warnings(record=True) as caught:
@@ -332,6 +331,9 @@ def load_sweep(
 
 def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
     """Check a parsed sweep and every one of its grid points."""
+    from ldpsim.tasks.spec import SPEC_KEYS, find_unit, mechanism_param_keys, model_param_keys
+    from ldpsim.tasks.validation import check_int
+
     for key in data:
         if key not in SWEEP_KEYS:
             raise InputError(
@@ -428,6 +430,9 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
 
 
 def _as_int(value: Any, name: str) -> Any:
+    from ldpsim.tasks.spec import MAX_N
+    from ldpsim.tasks.validation import check_int
+
     try:
         return check_int(value, name, low=2, high=MAX_N)
     except (TypeError, ValueError) as exc:

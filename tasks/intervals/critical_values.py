@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 
-from scipy import stats as sps
-
 
 @functools.cache
 def normal_quantile(prob: float) -> float:
@@ -14,11 +12,15 @@ def normal_quantile(prob: float) -> float:
     Cached: a grid point's replicates share one level, so scipy is asked once per
     process and value, not once per replicate and method.
     """
-    return float(sps.norm.ppf(prob))
+    from scipy import special  # lighter than scipy.stats, for a command that reads only
+
+    return float(special.ndtri(prob))
 
 
 @functools.cache
 def student_t_quantile(prob: float, df: int) -> float:
     """The quantile t_df(prob) of Student's t with ``df`` >= 1 degrees of freedom, for
     prob in (0, 1) (scipy's ``t.ppf``); cached like :func:`normal_quantile`."""
-    return float(sps.t.ppf(prob, df))
+    from scipy import stats  # imported when first needed: it takes a while
+
+    return float(stats.t.ppf(prob, df))

@@ -206,8 +206,9 @@ def damage_array_json(store: Path) -> str:
 
 
 def damage_chunk(store: Path) -> str:
-    (store / "done" / "c" / "1" / "0" / "0").write_bytes(b"garbage")
-    return "chunk done/c/1/0/0 cannot be read"
+    # The store's two grid points and two replicates share one shard (one file).
+    (store / "done" / "c" / "0" / "0" / "0").write_bytes(b"garbage")
+    return "chunk done/c/0/0/0 cannot be read"
 
 
 def damage_error_record(store: Path) -> str:
