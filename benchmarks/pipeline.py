@@ -26,6 +26,18 @@ Usage: ``python benchmarks/pipeline.py [--json] [--quick]``.
   kernel cache. Medians over runs; the raw times are reported too
   (``first_replicate_s_*``, ``second_replicate_s``, and ``import_s``, the time to
   import ``ldpsim.tasks``, which none of the others includes).
+- ``replicate_overhead_us_n1e3``: what a replicate of :data:`REPLICATE` at n = 1000 costs
+  beyond its SGD steps, in one worker process: the time per replicate of
+  ``run_chunk`` (a task's loop: set-up shared, four interval methods, the arrays the
+  store takes) minus the time of the compiled kernel alone on the same grid point;
+  medians of 5 runs of 2,000 replicates.
+- ``replicates_per_s_per_core_n1e3`` / ``_n1e4``: a sweep of 20,000 (n = 1e3) or 4,000
+  (n = 1e4) replicates through :func:`ldpsim.pipeline.runner.run_sweep` on a warmed
+  2-worker LocalCluster into a new store: replicates / (wall seconds x workers).
+- ``store_files_1e5``, ``status_s_1e5``, ``summarize_s_1e5``, ``noop_run_s_1e5``: a
+  finished store of 100,000 replicates (4 grid points, n = 1000): its files, and the
+  wall time of ``ldpsim status``, ``ldpsim summarize`` and a second ``ldpsim run`` with
+  nothing to do, each a fresh process (imports included); medians of 3.
 """
 
 from __future__ import annotations
@@ -291,6 +303,76 @@ def rss(n: float) -> tuple[float, float]:
     return float(out[-2]), float(out[-1])
 
 
+def replicate_overhead(repeats: int = 5, replicates: int = 2000) -> dict:
+    """Microseconds per replicate beyond the kernel at n = 1000 (module docstring)."""
+    from ldpsim.pipeline.worker import run_chunk
+    from ldpsim.tasks.grid_point import setup_of
+
+    spec = {**REPLICATE, "n": 1000, "tau": 0.5, "seed": 7}
+    methods = list(REPLICATE["methods"])
+    setup = setup_of(spec)
+    run_chunk(spec, list(range(50)), methods, 1, "warm")
+    chunk, kernel = [], []
+    for r in range(repeats):
+        reps = list(range(r * replicates, (r + 1) * replicates))
+        start = time.perf_counter()
+        run_chunk(spec, reps, methods, 1, "bench")
+        chunk.append((time.perf_counter() - start) / replicates)
+        state = setup.data_state(0)
+        start = time.perf_counter()
+        for _ in range(replicates):
+            setup.run_kernel(setup.cuts, state)
+        kernel.append((time.perf_counter() - start) / replicates)
+    return {
+        "replicate_us_n1e3": round(float(np.median(chunk)) * 1e6, 1),
+        "kernel_us_n1e3": round(float(np.median(kernel)) * 1e6, 1),
+        "replicate_overhead_us_n1e3": round(float(np.median(np.subtract(chunk, kernel))) * 1e6, 1),
+    }
+
+
+def throughput(tmp: Path, workers: int = 2) -> dict:
+    """Replicates per second per core at n = 1e3 and 1e4 (module docstring)."""
+    record = {}
+    with cluster(workers) as lc:
+        warm_every_worker(lc)
+        for n, replicates in ((1000, 20_000), (10_000, 4_000)):
+            sweep = make_sweep(tmp, f"rate-{n}", replicates=replicates // 2, n=n, taus=(0.3, 0.5))
+            wall, _, reps = run_timed(sweep, tmp / f"rate-{n}.zarr", lc.scheduler_address)
+            record[f"replicates_per_s_per_core_n{n:.0e}".replace("+0", "")] = round(
+                reps / (wall * workers), 1
+            )
+    return record
+
+
+def store_reads(tmp: Path, repeats: int = 3, workers: int = 2) -> dict:
+    """Files of a 1e5-replicate store and the time of status, summarize, a no-op run."""
+    sweep_file = tmp / "reads.toml"
+    sweep_file.write_text(
+        SWEEP.format(replicates=25_000, n=1000, taus=[0.2, 0.4, 0.6, 0.8], rep_chunk="")
+    )
+    store = tmp / "reads.zarr"
+    ldpsim = [sys.executable, "-m", "ldpsim.pipeline"]
+    subprocess.run(
+        [*ldpsim, "run", str(sweep_file), "--store", str(store), "--workers", str(workers)],
+        check=True,
+        capture_output=True,
+    )
+    record: dict = {"store_files_1e5": sum(1 for f in store.rglob("*") if f.is_file())}
+    commands = {
+        "status_s_1e5": ["status", str(store)],
+        "summarize_s_1e5": ["summarize", str(store)],
+        "noop_run_s_1e5": ["run", str(sweep_file), "--store", str(store)],
+    }
+    for name, args in commands.items():
+        walls = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run([*ldpsim, *args], check=True, capture_output=True)
+            walls.append(time.perf_counter() - start)
+        record[name] = round(float(np.median(walls)), 2)
+    return record
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="one JSON record on stdout")
@@ -299,7 +381,7 @@ def main(argv=None) -> int:
         "--skip",
         action="append",
         default=[],
-        choices=["overhead", "speedup", "rss", "compile"],
+        choices=["overhead", "speedup", "rss", "compile", "scale"],
         help="leave a part out",
     )
     parser.add_argument(
@@ -309,6 +391,10 @@ def main(argv=None) -> int:
     record: dict = {}
     with tempfile.TemporaryDirectory(prefix="ldpsim-bench-") as name:
         tmp = Path(name)
+        if "scale" not in args.skip:
+            record.update(replicate_overhead())
+            record.update(throughput(tmp))
+            record.update(store_reads(tmp, 1 if args.quick else 3))
         if "overhead" not in args.skip:
             record.update(overhead(tmp, 2, 100 if args.quick else 400, 1 if args.quick else 3))
         if "speedup" not in args.skip:

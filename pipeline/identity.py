@@ -21,7 +21,7 @@ from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
 from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since, streams_fingerprint
 
 
-def check_streams(path: Path, sweep: Sweep) -> None:
+def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None:
     """Refuse a store whose random streams differ from this ldpsim's for ``sweep``.
 
     Stores written before the ``streams_version`` attribute existed drew version 1. A
@@ -34,7 +34,9 @@ def check_streams(path: Path, sweep: Sweep) -> None:
     that the sweep uses (the data stream, its multiplier laws) and that differs under
     the running numpy is refused. A store without the attribute (made before it
     existed) is accepted, and the attribute is not added: nobody can tell which numpy
-    drew its replicates.
+    drew its replicates. ``fingerprint`` False leaves the fingerprint out (it draws
+    numbers with the compiled samplers, which takes a moment): a run with nothing to
+    compute changes no number and checks it only when it computes.
     """
     attrs = read_attrs(path)
     raw = attrs.get("streams_version", 1)
@@ -67,7 +69,8 @@ def check_streams(path: Path, sweep: Sweep) -> None:
             f"for {', '.join(clash)}; refusing to compute into it. Use another --store "
             f"path, or the ldpsim release that wrote it."
         )
-    _check_fingerprint(path, attrs, sweep)
+    if fingerprint:
+        _check_fingerprint(path, attrs, sweep)
 
 
 def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:

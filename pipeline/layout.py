@@ -146,9 +146,11 @@ def library_versions() -> dict[str, str]:
 class Layout:
     """Dimension names and sizes of a sweep's store, its chunks and shards.
 
-    A chunk is one grid point x ``rep_chunk`` replicates (one task's work). A shard,
-    one file, holds ``shard_grid`` x ``shard_reps`` of them (Zarr v3 sharding); a store
-    of ldpsim <= 0.2 has no shards (``shard_reps`` None: a file per chunk).
+    A task computes ``rep_chunk`` replicates of a grid point at most. A shard (Zarr v3
+    sharding), one file, covers ``shard_grid`` grid points x ``shard_reps``
+    replicates, in chunks of ``shard_grid`` x ``rep_chunk``. A store of ldpsim <= 0.2
+    has no shards (``shard_reps`` None): a file per chunk of one grid point x
+    ``rep_chunk`` replicates.
     """
 
     axes: list[str]
@@ -283,7 +285,9 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
         shard = [*g_block, *shape[g:]]
         shard[rep_axis] = rep_block
         data[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=tuple(shard)))
-        inner = [1] * g + list(shape[g:])
+        # A chunk covers the shard's grid points: few chunks to encode, however many
+        # grid points (unsharded, a chunk is one grid point: one writer per file).
+        inner = [*(g_block if layout.sharded else (1,) * g), *shape[g:]]
         inner[rep_axis] = layout.rep_chunk
         encoding[name] = {"chunks": tuple(inner)}
         if layout.sharded:
@@ -343,7 +347,27 @@ def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.nda
 
 
 def store_index(layout: Layout, point: GridPoint) -> tuple[int, ...]:
-    return tuple(axis_position(layout.axis_values[a], point.values[a]) for a in layout.axes)
+    """The position of ``point`` along each grid axis of the store."""
+    # An exact (type, value) lookup, built once per layout; axis_position for the rest.
+    lookup = layout.__dict__.get("_positions")
+    if lookup is None:
+        lookup = {
+            a: {_exact(v): i for i, v in reversed(list(enumerate(layout.axis_values[a])))}
+            for a in layout.axes
+        }
+        layout.__dict__["_positions"] = lookup
+    out = []
+    for a in layout.axes:
+        value = point.values[a]
+        try:
+            out.append(lookup[a][_exact(value)])
+        except (KeyError, TypeError):
+            out.append(axis_position(layout.axis_values[a], value))
+    return tuple(out)
+
+
+def _exact(value: Any) -> tuple[type, Any]:
+    return type(value), value
 
 
 def axis_position(values: list[Any], value: Any) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -32,9 +33,25 @@ if TYPE_CHECKING:  # distributed is imported by a run that computes something
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_EVERY = 10.0
 #: Seconds the client holds finished results before writing them (and at the end): a
-#: write rewrites the shards it touches, so results are written together; a run
-#: killed hard loses at most this much of its work.
+#: write rewrites the chunks it touches, so results are written together; a run
+#: killed hard (SIGKILL, a node lost) loses at most this much of its work. The
+#: environment variable LDPSIM_WRITE_EVERY sets another (0: write each task's results
+#: as they come, e.g. to watch a store fill).
 WRITE_EVERY = 2.0
+
+
+def write_every() -> float:
+    """:data:`WRITE_EVERY`, or the seconds in LDPSIM_WRITE_EVERY (>= 0)."""
+    raw = os.environ.get("LDPSIM_WRITE_EVERY")
+    if raw is None:
+        return WRITE_EVERY
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise InputError(f"LDPSIM_WRITE_EVERY must be a number of seconds >= 0. Got {raw!r}.")
+    return seconds
 
 
 def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
@@ -249,8 +266,9 @@ def run_sweep(
         does not start; the store is then unchanged (and none is created).
     """
     start = time.monotonic()
+    every = write_every()  # bad input is refused before anything is read or written
     path = Path(store_path)
-    changes = inspect_store(path, sweep, streams=False)  # checked below if there is work
+    changes = inspect_store(path, sweep, fingerprint=False)  # checked below if there is work
     if not changes:
         store = Store(path, stored_layout(path), mode="r")
         work, already = plan(sweep, store)
@@ -278,7 +296,7 @@ def run_sweep(
 
         with connect(**where, log=log) as client:
             store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
-            return _execute(sweep, store, changes, client, start, shuffle, log)
+            return _execute(sweep, store, changes, client, start, shuffle, every, log)
     finally:
         if lock is not None:
             lock.release()
@@ -301,6 +319,7 @@ def _execute(
     client: Client,
     start: float,
     shuffle: int | None,
+    every: float,
     log: Callable[[str], Any],
 ) -> RunReport:
     removed = remove_partial_files(store.path)
@@ -313,7 +332,8 @@ def _execute(
         import random
 
         random.Random(shuffle).shuffle(work)
-    tasks = group_tasks(work)
+    # A sweep that sets rep_chunk asks for tasks of that many replicates.
+    tasks = group_tasks(work, TASK_SECONDS if sweep.rep_chunk is None else 0.0)
     todo = sum(len(w.reps) for w in work)
     log(f"{todo} of {total} replicates to compute ({already} already done) in {len(tasks)} tasks.")
     methods = list(store.layout.methods)
@@ -348,7 +368,7 @@ def _execute(
     from ldpsim.pipeline.collect import collect
 
     try:
-        for item in collect(futures, client, tick=WRITE_EVERY):
+        for item in collect(futures, client, tick=max(every, 0.1)):
             if item is not None:
                 task, results = item
                 if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
@@ -358,7 +378,7 @@ def _execute(
                         result = _failed_chunk(w, methods, d, store, result)
                     pending.append((w.index, w.chunk, result))
                 progress.update(task.reps, task.cost)
-            if time.monotonic() - written >= WRITE_EVERY:
+            if time.monotonic() - written >= every:
                 write()
     finally:
         progress.close()

@@ -161,12 +161,19 @@ class Store:
         m = len(self.layout.methods)
         grid_sizes = self.layout.grid_shape
 
+        rep_chunk = self.layout.rep_chunk
+
         def region(key):
+            # The shard's grid points, and the chunks along 'rep' that the results touch:
+            # zarr re-encodes those chunks and keeps the shard's others as they are.
             grid = tuple(
                 slice(k * b, min((k + 1) * b, size))
                 for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
             )
-            reps = slice(key[-1] * rep_block, min((key[-1] + 1) * rep_block, a["done"].shape[-1]))
+            touched = [r for _, _, result in blocks[key] for r in result["reps"]]
+            first = min(touched) // rep_chunk * rep_chunk
+            last = (max(touched) // rep_chunk + 1) * rep_chunk
+            reps = slice(max(first, key[-1] * rep_block), min(last, a["done"].shape[-1]))
             return grid, reps
 
         def write(name, method_axis, value_of):
@@ -255,11 +262,11 @@ class Changes:
         return self.created or bool(self.added) or self.replicates_added > 0
 
 
-def inspect_store(path: str | Path, sweep: Sweep, *, streams: bool = True) -> Changes:
+def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -> Changes:
     """What running ``sweep`` would change in the store at ``path``; reads only.
 
-    ``streams``: also refuse a store whose random streams differ from this ldpsim's
-    (:func:`ldpsim.pipeline.identity.check_streams`); a run checks them before it
+    ``fingerprint``: check the store's numpy streams fingerprint too
+    (:func:`ldpsim.pipeline.identity.check_streams`); a run checks it before it
     computes anything, and need not when there is nothing to compute.
 
     Raises
@@ -281,8 +288,7 @@ def inspect_store(path: str | Path, sweep: Sweep, *, streams: bool = True) -> Ch
             f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
             f"another --store path, or the original specification."
         )
-    if streams:
-        check_streams(path, sweep)
+    check_streams(path, sweep, fingerprint=fingerprint)
     layout = stored_layout(path)
     added: dict[str, list[Any]] = {}
     for axis in layout.axes:

@@ -49,7 +49,7 @@ def test_eta_is_the_rate_of_the_work_done():
 
 def test_tasks_weighed_by_their_work(tmp_path):
     # The demo's tasks: n = 1e4, 1e5, 1e6 for each tau, the same replicates each.
-    sweep = load_sweep("demo", [], 100)
+    sweep = load_sweep("demo", ["rep_chunk=50"], 100)
     store, _ = Store.open_or_create(tmp_path / "demo.zarr", sweep)
     work, already = plan(sweep, store)
     assert already == 0

@@ -33,11 +33,16 @@ def done_count(store: Path) -> int:
 
 
 def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
-    """SIGKILL the whole `ldpsim run` process group at several moments, then resume."""
-    sweep_file = write_sweep(tmp_path / "crash.toml", replicates=20, rep_chunk=1)
+    """SIGKILL the whole `ldpsim run` process group at several moments, then resume.
+
+    The sweep is the built-in `scale` (1e6 replicates) reduced to 20 replicates of each
+    of its 4 grid points, a chunk per replicate (tasks then hold several chunks); the
+    resumed store must equal an uninterrupted run's, bit for bit.
+    """
+    reduced = ["--replicates", "20", "--set", "rep_chunk=1"]
     baseline = tmp_path / "baseline.zarr"
     run_sweep(
-        load_sweep(sweep_file),
+        load_sweep("scale", ["rep_chunk=1"], 20),
         baseline,
         scheduler=local_cluster.scheduler_address,
         log=lambda m: 0,
@@ -50,7 +55,8 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
         "-m",
         "ldpsim.pipeline",
         "run",
-        str(sweep_file),
+        "scale",
+        *reduced,
         "--store",
         str(store),
         "--scheduler",
@@ -58,9 +64,16 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
     ]
     kills = []
     done_at_kill: list[tuple[int, set]] = []  # (log length, replicates done) at each kill
+    # Each task's results written as they come (a chunk of one replicate per task):
+    # the store fills step by step, and kills land between and during writes.
+    env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}
     for moment, when in (("early", 0), ("mid", 20), ("late", 64)):
         proc = subprocess.Popen(
-            command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            command,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
         )
         deadline = time.monotonic() + 90
         while done_count(store) < when and proc.poll() is None and time.monotonic() < deadline:
