@@ -401,7 +401,9 @@ def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:
     """A store's Dataset in memory: read from a path, or computed from a lazy Dataset."""
     if isinstance(ds, str | os.PathLike):
         return open_store(ds, load=True)
-    return ds.compute()  # a new Dataset: the caller's stays lazy
+    # A new Dataset (the caller's stays lazy), read by local threads: through a default
+    # distributed client, every small chunk would be a task on the cluster.
+    return ds.compute(scheduler="threads")
 
 
 def summarize(
