@@ -187,3 +187,17 @@ def test_client_excludes_the_cluster_arguments(client, tmp_path):
     with pytest.raises(InputError, match="leave out workers, scheduler"):
         api.run(demo_sweep(), tmp_path / "x.zarr", client=client, workers=2, scheduler="x")
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_a_client_without_workers_is_refused_not_replaced(tmp_path):
+    # Were a cluster started in its place, the run would succeed.
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty,
+        Client(empty, set_as_default=False) as own,
+    ):
+        with pytest.raises(InputError, match="No Dask worker of the scheduler"):
+            api.run(demo_sweep(), tmp_path / "x.zarr", client=own, start_timeout=0.5)
+        assert own.status == "running"
+    assert not (tmp_path / "x.zarr").exists()
