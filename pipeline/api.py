@@ -224,6 +224,8 @@ def run(
         Bad arguments, a bad store path, a store of another specification, a damaged
         store, a store held by another run, a cluster or client without workers; the
         store is then unchanged (and none is created).
+    TypeError
+        ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
     KeyboardInterrupt
         Interrupted; the finished replicates are kept, and a new call resumes.
 
@@ -237,20 +239,30 @@ def run(
     """
     from ldpsim.pipeline.clusters import check_options, load_cluster_config
     from ldpsim.pipeline.runner import run_sweep
+    from ldpsim.pipeline.sweep import Sweep
 
     if isinstance(sweep, str | os.PathLike):
         sweep = load_sweep(sweep)
+    if not isinstance(sweep, Sweep):
+        raise TypeError(
+            "The 'sweep' parameter of run must be a Sweep (from load_sweep), a sweep name or "
+            f"a sweep file. Got {sweep!r}."
+        )
     if store is not None and not os.fspath(store):
         raise InputError("The store path is an empty string; give a path (or None).")
     path = Path(store) if store is not None else Path("outputs") / f"{sweep.name}.zarr"
-    if isinstance(progress, str) and progress != "auto":
-        raise InputError(
+    if not isinstance(progress, bool) and progress != "auto":
+        raise TypeError(
             f"The 'progress' parameter of run must be a bool or 'auto'. Got {progress!r}."
         )
     for name, value in (("workers", workers), ("jobs", jobs)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(
+                f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
+            )
+        if value < 1:
             raise InputError(
                 f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
             )

@@ -201,3 +201,22 @@ def test_a_client_without_workers_is_refused_not_replaced(tmp_path):
             api.run(demo_sweep(), tmp_path / "x.zarr", client=own, start_timeout=0.5)
         assert own.status == "running"
     assert not (tmp_path / "x.zarr").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "words"),
+    [
+        ({"workers": 0}, InputError, "'workers' parameter of run must be an int >= 1"),
+        ({"workers": "2"}, TypeError, "'workers' parameter of run must be an int >= 1"),
+        ({"progress": "yes"}, TypeError, "'progress' parameter of run must be a bool"),
+        ({"jobs": 2}, InputError, "--jobs and --adapt scale the jobs of a batch cluster"),
+        ({"store": ""}, InputError, "store path is an empty string"),
+    ],
+)
+def test_bad_run_arguments_are_refused_before_anything_starts(
+    tmp_path, monkeypatch, arguments, error, words
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=words):
+        api.run(demo_sweep(), **{"store": "s.zarr", **arguments})
+    assert list(tmp_path.iterdir()) == []
