@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format bench clean
+.PHONY: run test docs lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ test: $(STAMP)
 	cat $$log; rm -f $$log; \
 	bash cluster/slurm-local.sh stop || true; \
 	test $$rc -eq 0 && test $$slurm_rc -eq 0
+
+# The Sphinx site (API reference, CLI options, the markdown docs) in build/docs/; any
+# warning fails the build. The test extra installs the docs extra's packages.
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -E -W --keep-going -b html -q docs build/docs
+	@echo "docs: build/docs/index.html"
 
 lint format: $(STAMP)
 	$(BIN)/ruff format .

@@ -10,20 +10,18 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ldpsim.pipeline.api import EXIT_FAILED as EXIT_FAILED
+from ldpsim.pipeline.api import EXIT_INCOMPLETE as EXIT_INCOMPLETE
+from ldpsim.pipeline.api import EXIT_OK, outcome
+from ldpsim.pipeline.api import check_run_length as check_run_length
 from ldpsim.pipeline.errors import InputError
 
-if TYPE_CHECKING:  # the sweep module is imported by the verbs that need it
-    from ldpsim.pipeline.sweep import Sweep
-
-#: Exit codes: one policy for `run`, `status` and `errors` (see :func:`outcome`).
-EXIT_OK = 0  # every replicate done; no replicate and no interval method failed
-EXIT_FAILED = 1  # some replicate or interval method failed (recorded: `ldpsim errors`)
+#: Exit codes: one policy for `run`, `status` and `errors` (see :func:`outcome`); the
+#: first three are the `exit_code` of :func:`ldpsim.pipeline.api.run`'s report.
 EXIT_BAD_INPUT = 2  # bad input or a cluster that did not start; nothing stored changed
-EXIT_INCOMPLETE = 3  # replicates not computed yet, none failed (`ldpsim run` resumes)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); finished replicates are kept
 EXIT_CODES_HELP = """\
 exit codes (the same policy for run, status and errors):
@@ -45,31 +43,6 @@ FORMATS = ("text", "markdown", "latex", "csv", "json")
 COORDS_MODES = ("auto", "all", "mean")
 #: What `status` and `errors` read of a store (see :func:`store_outcome`).
 OUTCOME_VARIABLES = ["done", "failed", "method_failed"]
-
-
-def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int:
-    """The exit code for a store's replicates (or a sweep's share of them).
-
-    Parameters
-    ----------
-    replicates_failed : int
-        Replicates that raised (>= 0).
-    methods_failed : int
-        (Replicate, interval method) pairs whose interval could not be computed (>= 0).
-    missing : int
-        Replicates neither done nor failed (>= 0).
-
-    Returns
-    -------
-    int
-        EXIT_FAILED if anything failed, else EXIT_INCOMPLETE if anything is missing,
-        else EXIT_OK.
-    """
-    if replicates_failed or methods_failed:
-        return EXIT_FAILED
-    if missing:
-        return EXIT_INCOMPLETE
-    return EXIT_OK
 
 
 def store_outcome(ds) -> int:
@@ -215,83 +188,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
-    from ldpsim.pipeline.clusters import check_options, load_cluster_config, parse_cluster_options
-    from ldpsim.pipeline.runner import run_sweep
-    from ldpsim.pipeline.sweep import load_sweep
+    from ldpsim.pipeline import api
+    from ldpsim.pipeline.clusters import parse_cluster_options
 
-    sweep = load_sweep(args.sweep, args.set, args.replicates)
-    store = Path(args.store) if args.store is not None else Path("outputs") / f"{sweep.name}.zarr"
-    check_run_length(sweep, confirmed=args.yes)
-    if args.scheduler is not None and not args.scheduler.strip():
-        raise InputError(
-            "--scheduler needs the address of a running Dask scheduler, e.g. "
-            "tcp://HOST:8786; got an empty string. Leave it out to run on a local cluster."
-        )
-    # Everything about the cluster is checked here; connecting comes before any write.
-    kind = load_cluster_config(args.cluster)["kind"] if args.cluster else None
-    if args.scheduler is None and kind is None:
-        kind = "local"
-    if (args.jobs or args.adapt) and kind in (None, "local"):
-        raise InputError(
-            "--jobs and --adapt scale the jobs of a batch cluster (--cluster slurm or pbs, "
-            "or a file of that kind); a local cluster takes --workers N, and --scheduler "
-            "uses the workers already attached to it."
-        )
-    if args.workers and kind != "local":
-        raise InputError("--workers applies to the local cluster only.")
-    options = parse_cluster_options(args.cluster_option)
-    if options and not args.cluster:
-        raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
-    if args.cluster:
-        check_options(kind, options, "--cluster-option")
-    for message in sweep.check_theory():
-        print(f"warning: {message}", file=sys.stderr)
-    report = run_sweep(
+    sweep = api.load_sweep(args.sweep, set=args.set, replicates=args.replicates)
+    ds = api.run(
         sweep,
-        store,
+        args.store,
         workers=args.workers,
+        progress="auto",
         scheduler=args.scheduler,
         cluster=args.cluster,
         jobs=args.jobs,
         adapt=args.adapt,
-        options=options,
+        cluster_options=parse_cluster_options(args.cluster_option),
         start_timeout=args.start_timeout,
+        allow_long=args.yes,
     )
-    return outcome(
-        replicates_failed=report.replicates_failed,
-        methods_failed=sum(report.method_failures.values()),
-        missing=report.missing,
-    )
-
-
-def check_run_length(sweep: Sweep, *, confirmed: bool) -> None:
-    """Refuse a sweep estimated above a day of one core's work unless ``confirmed``.
-
-    With ``confirmed`` the estimate is printed as a warning and the run goes on.
-
-    Raises
-    ------
-    InputError
-        The estimate exceeds :data:`ldpsim.pipeline.cost.LONG_RUN_SECONDS` and
-        ``confirmed`` is false (nothing has been started or written).
-    """
-    from ldpsim.pipeline.cost import LONG_RUN_SECONDS, duration_text, sweep_seconds
-
-    seconds = sweep_seconds(sweep)
-    if seconds <= LONG_RUN_SECONDS:
-        return
-    largest = max(point.normalized.n for point in sweep.points())
-    what = (
-        f"sweep {sweep.name!r} is about {duration_text(seconds)} of one core's work "
-        f"({len(sweep.points())} grid points x {sweep.replicates} replicates, n up to "
-        f"{largest:.3g}; estimate from the kernel's measured time per step)"
-    )
-    if not confirmed:
-        raise InputError(
-            f"The {what}; nothing was started. Add --yes to run it anyway (divide by the "
-            "number of workers for the wall time), or lower n or --replicates."
-        )
-    print(f"warning: the {what}; finished replicates are kept if you stop it.", file=sys.stderr)
+    return ds.attrs[api.REPORT_ATTR]["exit_code"]
 
 
 def cmd_status(args) -> int:
@@ -340,12 +254,10 @@ def cmd_errors(args) -> int:
 
 
 def cmd_summarize(args) -> int:
-    from ldpsim.pipeline.reading import check_store, load_dataset
-    from ldpsim.pipeline.summary import summarize
+    from ldpsim.pipeline.api import summarize
     from ldpsim.pipeline.tables import format_table
 
-    check_store(args.store, read_chunks=False)
-    summary = summarize(load_dataset(args.store))
+    summary = summarize(args.store, as_dataset=True)
     table = format_table(
         summary, args.format, diagnostics=args.diagnostics, errors=args.errors, coords=args.coords
     )
@@ -354,15 +266,15 @@ def cmd_summarize(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from ldpsim.pipeline.plots import default_out_dir, plot_store, prepare_out_dir
-    from ldpsim.pipeline.reading import check_store, load_dataset
+    from ldpsim.pipeline.api import open_store, plot
+    from ldpsim.pipeline.plots import default_out_dir, prepare_out_dir, save_figure
 
-    check_store(args.store, read_chunks=False)
-    ds = load_dataset(args.store)
+    ds = open_store(args.store, load=True)
     out = Path(args.out) if args.out is not None else default_out_dir(args.store)
     prepare_out_dir(out)
-    for path in plot_store(ds, out):
-        print(path)
+    for kind, figure in plot(ds, "all").items():
+        for path in save_figure(figure, out, kind):
+            print(path)
     return EXIT_OK
 
 

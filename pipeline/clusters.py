@@ -421,9 +421,15 @@ def connect(
     adapt: tuple[int, int] | None = None,
     options: dict[str, Any] | None = None,
     start_timeout: float | None = None,
+    client: Client | None = None,
     log: Callable[[str], Any] = print,
 ) -> Iterator[Client]:
     """Yield a Client with at least one worker: attached to ``scheduler``, or on a cluster.
+
+    With ``client`` (a running :class:`distributed.Client`, e.g. the user's own in a
+    notebook) that client is yielded once a worker is connected to it (within
+    ``start_timeout``, default :data:`SCHEDULER_START_TIMEOUT`); nothing is started, and
+    the client is left open. The other arguments must then be left out.
 
     Command-line values override the file: ``workers`` a local cluster's worker count,
     ``jobs`` (fixed) or ``adapt`` (minimum, maximum jobs) the scaling of a batch
@@ -443,7 +449,10 @@ def connect(
     # default client whose start fails would leave dask's global scheduler setting
     # pointing at a client that does not exist (distributed sets it before connecting).
     started = time.monotonic()
-    dask_cluster = client = None
+    if client is not None:
+        yield _wait_for_own(client, started + (start_timeout or SCHEDULER_START_TIMEOUT))
+        return
+    dask_cluster = None
     where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
     try:
         with StartProblems() as problems:
@@ -488,6 +497,18 @@ def _shut_down(client: Client | None, dask_cluster: Any) -> None:
         if closable is not None:
             with contextlib.suppress(Exception):
                 closable.close()
+
+
+def _wait_for_own(client: Client, deadline: float) -> Client:
+    """The caller's own client, once a worker is connected to it (InputError otherwise)."""
+    if client.status != "running":
+        raise InputError(
+            f"The Dask client given to ldpsim is {client.status}, not running; pass a "
+            "connected distributed.Client."
+        )
+    with StartProblems() as problems:
+        wait_for_first_worker(client, deadline, problems, f"scheduler {client.scheduler.address}")
+    return client
 
 
 def _attach(address: str, timeout: float) -> Client:

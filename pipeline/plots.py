@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,17 @@ from ldpsim.pipeline.reading import load_dataset
 from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
 from ldpsim.pipeline.tables import axis_labels, format_level, format_number
 
+#: The figures of :func:`store_figures`, in drawing order (also their file names).
+FIGURE_KINDS = (
+    "coverage",
+    "length",
+    "diagnostics",
+    "privacy-length",
+    "privacy-coverage",
+    "errors",
+    "sparsity",
+    "running",
+)
 #: Formats every figure is written in.
 FIGURE_FORMATS = ("png", "pdf")
 #: Fixed colors so that a method looks the same in every figure.
@@ -109,7 +122,14 @@ def prepare_out_dir(out_dir: str | Path) -> Path:
     return out
 
 
-def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Write ``fig`` as ``<out_dir>/<stem>.png`` and ``.pdf`` (:data:`FIGURE_FORMATS`).
+
+    Raises
+    ------
+    InputError
+        A file cannot be written (e.g. a full disk).
+    """
     paths = []
     for ext in FIGURE_FORMATS:
         path = out_dir / f"{stem}.{ext}"
@@ -125,8 +145,21 @@ def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
+class SweepFigure(Figure):
+    """A matplotlib Figure that shows itself as a PNG in Jupyter (IPython's ``_repr_png_``).
+
+    The figures are made without pyplot (see the imports), so no backend registers them
+    for inline display; this class does, whatever backend the notebook uses.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+
 def _panel_grid(n_rows: int, n_cols: int, title: str, **share: Any) -> tuple[Figure, np.ndarray]:
-    fig = Figure(
+    fig = SweepFigure(
         figsize=(PANEL_SIZE[0] * n_cols + 2.0, PANEL_SIZE[1] * n_rows + 0.6),
         layout="constrained",
     )
@@ -660,6 +693,61 @@ def _running_figure(ds: xr.Dataset) -> Figure | None:
     return fig
 
 
+def store_figures(ds: xr.Dataset, kinds: Sequence[str] | None = None) -> dict[str, Figure]:
+    """Draw a sweep's figures; those a store has no data for are left out.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store's Dataset (:func:`ldpsim.pipeline.reading.load_dataset`).
+    kinds : sequence of str, optional
+        The figures to draw, from :data:`FIGURE_KINDS` (default: all). What each shows
+        is described in :func:`plot_store`, whose file names they are.
+
+    Returns
+    -------
+    dict of str to matplotlib.figure.Figure
+        Kind -> figure, in the order of :data:`FIGURE_KINDS`.
+
+    Raises
+    ------
+    InputError
+        A kind not in :data:`FIGURE_KINDS`.
+    """
+    wanted = list(FIGURE_KINDS) if kinds is None else list(kinds)
+    for kind in wanted:
+        if kind not in FIGURE_KINDS:
+            raise InputError(
+                f"Unknown figure kind {kind!r}. Kinds are: {', '.join(FIGURE_KINDS)}."
+            )
+    summary = summarize(ds)
+    if "n" in grid_axes(summary):
+        x_dim: str | None = "n"
+    else:
+        x_dim = "checkpoint" if "checkpoint" in summary.dims else None
+    drawn: dict[str, Figure | None] = {}
+    if {"coverage", "length"} & set(wanted):
+        pair = _bar_figures(summary) if x_dim is None else _line_figures(summary, x_dim)
+        drawn.update(coverage=pair[0], length=pair[1])
+    if "diagnostics" in wanted and x_dim is not None:
+        drawn["diagnostics"] = _diagnostics_figure(summary, x_dim)
+    if {"privacy-length", "privacy-coverage"} & set(wanted):
+        privacy = _privacy_figures(summary)
+        if privacy is not None:
+            drawn["privacy-length"], drawn["privacy-coverage"] = privacy
+    if "errors" in wanted and "checkpoint" in summary.dims:
+        drawn["errors"] = _errors_figure(summary)
+    if "sparsity" in wanted:
+        drawn["sparsity"] = _sparsity_figure(summary)
+    if "running" in wanted and "checkpoint" in ds.dims:
+        drawn["running"] = _running_figure(ds)
+    return {
+        kind: drawn[kind]
+        for kind in FIGURE_KINDS
+        if kind in wanted and drawn.get(kind) is not None
+    }
+
+
 def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list[Path]:
     """Draw a sweep's figures as PNG and PDF files.
 
@@ -704,32 +792,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else load_dataset(path_or_ds)
     out = prepare_out_dir(out_dir)
-    summary = summarize(ds)
-    if "n" in grid_axes(summary):
-        x_dim: str | None = "n"
-    else:
-        x_dim = "checkpoint" if "checkpoint" in summary.dims else None
-    if x_dim is None:
-        cov_fig, len_fig = _bar_figures(summary)
-    else:
-        cov_fig, len_fig = _line_figures(summary, x_dim)
-    files = _save(cov_fig, out, "coverage") + _save(len_fig, out, "length")
-    diagnostics = None if x_dim is None else _diagnostics_figure(summary, x_dim)
-    if diagnostics is not None:
-        files += _save(diagnostics, out, "diagnostics")
-    privacy = _privacy_figures(summary)
-    if privacy is not None:
-        files += _save(privacy[0], out, "privacy-length") + _save(
-            privacy[1], out, "privacy-coverage"
-        )
-    errors = _errors_figure(summary) if "checkpoint" in summary.dims else None
-    if errors is not None:
-        files += _save(errors, out, "errors")
-    sparsity = _sparsity_figure(summary)
-    if sparsity is not None:
-        files += _save(sparsity, out, "sparsity")
-    if "checkpoint" in ds.dims:
-        running = _running_figure(ds)
-        if running is not None:
-            files += _save(running, out, "running")
+    files: list[Path] = []
+    for kind, fig in store_figures(ds).items():
+        files += save_figure(fig, out, kind)
     return files

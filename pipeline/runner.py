@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -174,6 +174,12 @@ def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:
     return tasks
 
 
+#: How :class:`Progress` shows itself: ``auto`` a tqdm bar when stderr is a terminal, else
+#: a plain line every :data:`PLAIN_PROGRESS_EVERY` seconds (the CLI); ``bar`` a
+#: ``tqdm.auto`` bar (a widget in a notebook); ``none`` nothing.
+ProgressMode = Literal["auto", "bar", "none"]
+
+
 class Progress:
     """tqdm bar on a terminal, a plain line every few seconds otherwise.
 
@@ -183,14 +189,19 @@ class Progress:
     the kernels, a one-off cost that would inflate every later estimate.
     """
 
-    def __init__(self, reps: int, cost: float, log: Callable[[str], Any]) -> None:
-        self.reps, self.cost, self.log = reps, cost, log
+    def __init__(
+        self, reps: int, cost: float, log: Callable[[str], Any], mode: ProgressMode = "auto"
+    ) -> None:
+        self.reps, self.cost, self.log, self.mode = reps, cost, log, mode
         self.reps_done, self.cost_done = 0, 0.0
         self.start = self.last = time.monotonic()
         self.first: tuple[float, float] | None = None  # (time, cost) of the first task
         self.bar = None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
+        if mode == "bar" or (mode == "auto" and sys.stderr.isatty()):
+            if mode == "bar":
+                from tqdm.auto import tqdm
+            else:
+                from tqdm import tqdm
 
             # tqdm's rate and ETA then count cost, its postfix the replicates.
             self.bar = tqdm(
@@ -209,6 +220,8 @@ class Progress:
         if self.bar is not None:
             self.bar.set_postfix_str(f"{self.reps_done}/{self.reps} rep", refresh=False)
             self.bar.update(cost)
+            return
+        if self.mode == "none":
             return
         if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
             self.last = now
@@ -240,6 +253,8 @@ def run_sweep(
     options: dict[str, Any] | None = None,
     start_timeout: float | None = None,
     shuffle: int | None = None,
+    client: Client | None = None,
+    progress: ProgressMode = "auto",
     log: Callable[[str], Any] = print,
 ) -> RunReport:
     """Compute every replicate of ``sweep`` not yet done in the store; resume-safe.
@@ -254,10 +269,15 @@ def run_sweep(
         Validated sweep (see :func:`ldpsim.pipeline.sweep.load_sweep`).
     store_path : path
         Zarr store of the sweep; created, extended or resumed.
-    workers, scheduler, cluster, jobs, adapt, options, start_timeout
-        Where to run (see :func:`ldpsim.pipeline.clusters.connect`).
+    workers, scheduler, cluster, jobs, adapt, options, start_timeout, client
+        Where to run (see :func:`ldpsim.pipeline.clusters.connect`); with ``client``
+        (a running :class:`distributed.Client`) no cluster is started or closed.
     shuffle : int or None
         Submit the chunks in a random order with this seed (tests: order independence).
+    progress : {"auto", "bar", "none"}
+        How the progress shows (see :data:`ProgressMode`).
+    log : callable
+        Receives each message line (default :func:`print`).
 
     Raises
     ------
@@ -291,12 +311,12 @@ def run_sweep(
         if lock is not None:
             _acquire(lock, log)  # another run holding the store is refused before connecting
         where = {"workers": workers, "scheduler": scheduler, "cluster": cluster, "jobs": jobs}
-        where.update(adapt=adapt, options=options, start_timeout=start_timeout)
+        where.update(adapt=adapt, options=options, start_timeout=start_timeout, client=client)
         from ldpsim.pipeline.clusters import connect
 
-        with connect(**where, log=log) as client:
+        with connect(**where, log=log) as connected:
             store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
-            return _execute(sweep, store, changes, client, start, shuffle, every, log)
+            return _execute(sweep, store, changes, connected, start, shuffle, every, progress, log)
     finally:
         if lock is not None:
             lock.release()
@@ -320,6 +340,7 @@ def _execute(
     start: float,
     shuffle: int | None,
     every: float,
+    progress_mode: ProgressMode,
     log: Callable[[str], Any],
 ) -> RunReport:
     removed = remove_partial_files(store.path)
@@ -351,7 +372,7 @@ def _execute(
         ): task
         for task in tasks
     }
-    progress = Progress(todo, sum(task.cost for task in tasks), log)
+    progress = Progress(todo, sum(task.cost for task in tasks), log, progress_mode)
     pending: list[tuple[tuple[int, ...], int, dict]] = []
     written = time.monotonic()
 

@@ -9,7 +9,7 @@ import math
 import numbers
 import tomllib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -214,13 +214,20 @@ OVERRIDE_DEPTH = {"spec": (1,), "grid": (1,), "cases": (2,), "methods": (1, 2)}
 OVERRIDE_FORMS = "KEY, spec.KEY, grid.AXIS, cases.LABEL.KEY, methods.LABEL or methods.LABEL.PARAM"
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+#: One override: ``"KEY=VALUE"`` as given to ``--set`` (VALUE in TOML), or a (KEY, value)
+#: pair with a Python value (:func:`ldpsim.pipeline.api.load_sweep`'s keywords).
+Override = str | tuple[str, Any]
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict[str, Any]:
     """Apply ``--set key=value`` overrides (TOML values) to a parsed sweep.
 
     ``key`` is a spec key (``eps=2``), ``spec.KEY``, ``grid.AXIS`` (``grid.n=[1e4, 1e5]``),
     ``cases.LABEL.KEY`` (``cases.gdp1.mu=2``), ``methods.LABEL`` (a table) or
     ``methods.LABEL.PARAM`` (``methods.bb.B=100``), or a top-level key
-    (``replicates=20``, ``seed=3``).
+    (``replicates=20``, ``seed=3``). An override given as a (key, value) pair carries its
+    value as a Python object and is applied the same way; messages name it
+    "override 'key=value'" instead of "--set 'key=value'". Overrides apply in order.
 
     Raises
     ------
@@ -229,17 +236,24 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         is not a table (``grid.n.x=1`` when ``grid.n`` is a list).
     """
     data = copy.deepcopy(data)
-    for item in overrides:
-        if "=" not in item:
-            raise InputError(f"--set expects key=value. Got {item!r}.")
-        key, text = (s.strip() for s in item.split("=", 1))
-        value = _parse_value(text)
+    for override in overrides:
+        if isinstance(override, str):
+            item, option = override, "--set"
+            if "=" not in item:
+                raise InputError(f"--set expects key=value. Got {item!r}.")
+            key, text = (s.strip() for s in item.split("=", 1))
+            value = _parse_value(text)
+        else:
+            key, value = override[0], copy.deepcopy(override[1])
+            item, option = f"{key}={value!r}", "override"
         parts = key.split(".")
         section = parts[0]
         if len(parts) > 1 and (
             section not in OVERRIDE_DEPTH or len(parts) - 1 not in OVERRIDE_DEPTH[section]
         ):
-            raise InputError(f"--set {item!r}: KEY must be one of {OVERRIDE_FORMS}. Got {key!r}.")
+            raise InputError(
+                f"{option} {item!r}: KEY must be one of {OVERRIDE_FORMS}. Got {key!r}."
+            )
         if len(parts) > 1:
             target = data
             for depth, part in enumerate(parts[:-1]):
@@ -249,7 +263,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 if not isinstance(target, dict):
                     where = ".".join(parts[: depth + 1])
                     raise InputError(
-                        f"--set {item!r}: {where!r} is {target!r}, not a table, so it has no "
+                        f"{option} {item!r}: {where!r} is {target!r}, not a table, so it has no "
                         f"key {parts[depth + 1]!r}. KEY must be one of {OVERRIDE_FORMS}."
                     )
             target[parts[-1]] = value
@@ -259,7 +273,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             data[key] = value
         else:
             if not isinstance(data.setdefault("spec", {}), dict):
-                raise InputError(f"--set {item!r}: the sweep's 'spec' is not a table.")
+                raise InputError(f"{option} {item!r}: the sweep's 'spec' is not a table.")
             data["spec"][key] = value
             if isinstance(data.get("grid"), dict):
                 data["grid"].pop(key, None)
@@ -300,7 +314,9 @@ def read_sweep_text(path: Path) -> str:
 
 
 def load_sweep(
-    source: str | Path, overrides: list[str] | None = None, replicates: int | None = None
+    source: str | Path,
+    overrides: Sequence[Override] | None = None,
+    replicates: int | None = None,
 ) -> Sweep:
     """Load a sweep by built-in name or TOML path, apply overrides and validate it.
 

@@ -79,7 +79,7 @@ class BlockBootstrap(IntervalMethod):
     simultaneous : bool
         False (default): the marginal intervals above. True: the sup-t band
         theta_bar_j +- c sd_j, where sd_j is the sd of theta*_1j..theta*_Bj and c the
-        ``level`` quantile of max_j |theta*_rj| / sd_j over r (numpy's
+        ``level`` quantile of max_j abs(theta*_rj) / sd_j over r (numpy's
         linear interpolation): all d coordinates are covered at once with probability
         ``level`` asymptotically. The band is symmetric, so ``form`` does not apply.
         A coordinate whose bootstrap sd is 0 makes the band fail (NaN, recorded).

@@ -136,7 +136,7 @@ class LogisticRegression(Model):
     Notes
     -----
     x = (1, z')', z ~ N(0, I_d); g = w(x) (s(x'beta) - y) x with s(t) = 1 / (1 + e^-t)
-    (SPEC 9.2, 9.4). With Mallows weights ||w x|| <= sqrt 2 and |s - y| < 1, so
+    (SPEC 9.2, 9.4). With Mallows weights ||w x|| <= sqrt 2 and abs(s - y) < 1, so
     Delta2 = 2 sqrt 2; theta* = 1 exactly (w depends on x only), A = E[w s(1 - s) x x'],
     S = E[w^2 s(1 - s) x x']. Without weights the gradient is unbounded, so weights =
     "none" requires clipping: g <- g min(1, C / ||g||), Delta2 = 2C (SPEC 9.5). Then SGD

@@ -61,8 +61,8 @@ class OneHotQuantileRegression(Model):
     constant c must grow like d.
 
     Sensitivities, with m = max(tau, 1 - tau): Delta1 = 2 m (two categories, opposite
-    signs) and Delta2 = max(1, sqrt(2) m) (one category: |1 - 0| = 1; two: sqrt(tau^2 +
-    (1 - tau)^2) <= sqrt(2) m), both attained for d >= 2 (at d = 1 only |1 - 0| = 1 is
+    signs) and Delta2 = max(1, sqrt(2) m) (one category: abs(1 - 0) = 1; two: sqrt(tau^2 +
+    (1 - tau)^2) <= sqrt(2) m), both attained for d >= 2 (at d = 1 only abs(1 - 0) = 1 is
     possible, so Delta1 = 2 m is conservative there); seed 003's generic 2 M sqrt(s) =
     2 m bounds the second. The dense calibration (``calibration = "dense"``) ignores the
     sparsity: the box [-m, m]^d, Delta1 = 2 m d and Delta2 = 2 m sqrt(d).

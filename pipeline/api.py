@@ -1,0 +1,530 @@
+"""ldpsim's stable Python interface: load a sweep, run it, open, summarize and plot its store.
+
+Everything a notebook needs is here, and nothing else is promised to stay::
+
+    from distributed import Client, LocalCluster
+    from ldpsim.pipeline.api import load_sweep, run, summarize, plot
+
+    client = Client(LocalCluster(n_workers=2))
+    ds = run(load_sweep("demo", replicates=20), "demo.zarr", client=client)
+    summarize(ds)  # a tidy pandas DataFrame
+    plot(ds, "coverage")  # a matplotlib Figure, shown inline
+
+The ``ldpsim`` command line is a thin layer over these functions (:mod:`ldpsim.pipeline.cli`):
+``ldpsim run`` is :func:`run`, ``ldpsim summarize`` formats :func:`summarize`'s Dataset,
+``ldpsim plot`` saves :func:`plot`'s figures. Bad input, a store held by another run and a
+damaged store raise :class:`InputError` with the message the command line prints.
+Heavy libraries (distributed, xarray, matplotlib, pandas) are imported by the functions
+that use them, so importing this module is fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ldpsim.pipeline.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import xarray as xr
+    from distributed import Client
+    from matplotlib.figure import Figure
+
+    from ldpsim.pipeline.sweep import Sweep
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
+    "EXIT_OK",
+    "REPORT_ATTR",
+    "InputError",
+    "load_sweep",
+    "open_store",
+    "outcome",
+    "plot",
+    "run",
+    "summarize",
+]
+
+#: Exit codes of ``ldpsim run``, ``status`` and ``errors`` for a sweep's replicates; the
+#: ``exit_code`` of :func:`run`'s report (see :func:`outcome`).
+EXIT_OK = 0  # every replicate done; no replicate and no interval method failed
+EXIT_FAILED = 1  # some replicate or interval method failed (recorded: `ldpsim errors`)
+EXIT_INCOMPLETE = 3  # replicates not computed yet, none failed (`ldpsim run` resumes)
+#: The report's ``status`` for each exit code of :func:`outcome`.
+STATUS = {EXIT_OK: "complete", EXIT_FAILED: "failed", EXIT_INCOMPLETE: "incomplete"}
+#: The key of :func:`run`'s report in the attributes of the Dataset it returns.
+REPORT_ATTR = "run_report"
+#: How :func:`summarize` shows the coordinates: a row each, or their means.
+SummaryCoords = Literal["all", "mean"]
+
+
+def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int:
+    """The exit code for a store's replicates (or a sweep's share of them).
+
+    Parameters
+    ----------
+    replicates_failed : int
+        Replicates that raised (>= 0).
+    methods_failed : int
+        (Replicate, interval method) pairs whose interval could not be computed (>= 0).
+    missing : int
+        Replicates neither done nor failed (>= 0).
+
+    Returns
+    -------
+    int
+        :data:`EXIT_FAILED` if anything failed, else :data:`EXIT_INCOMPLETE` if anything is
+        missing, else :data:`EXIT_OK`.
+    """
+    if replicates_failed or methods_failed:
+        return EXIT_FAILED
+    if missing:
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def load_sweep(
+    name_or_path: str | os.PathLike[str],
+    /,
+    *,
+    replicates: int | None = None,
+    set: Sequence[str] = (),
+    **overrides: Any,
+) -> Sweep:
+    """Load a built-in sweep or a sweep file, apply overrides and validate it.
+
+    The same as ``ldpsim run NAME --set KEY=VALUE ... --replicates R``.
+
+    Parameters
+    ----------
+    name_or_path : str or os.PathLike
+        A built-in sweep's name (``ldpsim list``: ``demo``, ``paper-table1``, ...) or the
+        path of a TOML sweep file.
+    replicates : int or None, default None
+        Replicates per grid point, in [1, 1e7], replacing the sweep's (``--replicates``).
+    set : sequence of str, default ()
+        Overrides exactly as the command line's ``--set`` takes them: ``"KEY=VALUE"``
+        with a TOML value, e.g. ``["eps=2", "grid.n=[1e4, 1e5]"]``. Applied first.
+    **overrides
+        The same overrides with Python values, applied after ``set`` in the order given.
+        A key is a spec key (``eps=2.0``), a top-level key (``seed=3``), or a dotted key,
+        written with ``__`` in place of each dot (``grid__n=[1000, 10000]``,
+        ``methods__bb__B=100``) or passed as ``**{"grid.n": [1000]}``.
+
+    Returns
+    -------
+    Sweep
+        The validated sweep, expanded and checked grid point by grid point (nothing is
+        computed or written).
+
+    Raises
+    ------
+    InputError
+        An unknown name, a missing or unreadable file, a TOML syntax error, an unknown
+        key or an invalid value; the message names the key and what is allowed.
+
+    Examples
+    --------
+    >>> sweep = load_sweep("demo", replicates=20, grid__n=[1000, 10000])
+    >>> sweep.replicates, sweep.grid["n"]
+    (20, [1000, 10000])
+    """
+    from ldpsim.pipeline.sweep import load_sweep as load
+
+    if isinstance(set, str):  # one string would be applied character by character
+        set = [set]
+    items = [*set, *((key.replace("__", "."), value) for key, value in overrides.items())]
+    return load(os.fspath(name_or_path), items, replicates)
+
+
+def run(
+    sweep: Sweep | str | os.PathLike[str],
+    store: str | os.PathLike[str] | None = None,
+    *,
+    client: Client | None = None,
+    workers: int | None = None,
+    progress: bool | Literal["auto"] = True,
+    scheduler: str | None = None,
+    cluster: str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
+    adapt: tuple[int, int] | None = None,
+    cluster_options: Mapping[str, Any] | None = None,
+    start_timeout: float | None = None,
+    allow_long: bool = False,
+) -> xr.Dataset:
+    """Compute every replicate of a sweep that its store does not hold yet.
+
+    ``ldpsim run``: the store is created, resumed or extended (more replicates, more grid
+    values) and keeps every result it holds; a store of another specification is refused
+    with the difference shown. The run holds the store's lock (a second run on the same
+    store is refused while the first lives). Each replicate's numbers are fixed by the
+    sweep, so they are bit-identical whatever the cluster, the order or the interruptions.
+    A second call with the same sweep and store computes nothing.
+
+    Parameters
+    ----------
+    sweep : Sweep or str or os.PathLike
+        A sweep from :func:`load_sweep`, or a built-in sweep's name or a sweep file
+        (loaded without overrides).
+    store : str or os.PathLike or None, default None
+        The Zarr store's path; default ``outputs/<sweep name>.zarr`` under the current
+        folder.
+    client : distributed.Client or None, default None
+        Run on this client's workers (a ``LocalCluster``, a dask-jobqueue cluster or a
+        shared scheduler built in the notebook). No cluster is started, and the client is
+        left open. Without it, ldpsim starts a local cluster of ``workers`` processes (or
+        the one ``scheduler`` or ``cluster`` names) and closes it at the end.
+    workers : int or None, default None
+        Worker processes of the local cluster ldpsim starts, >= 1 (default: the cores).
+    progress : bool or "auto", default True
+        True: a ``tqdm.auto`` bar (a widget in Jupyter, updated while the cell runs) and
+        the run's messages on stdout; False: nothing but the theory warnings; "auto": the
+        command line's display (a bar on a terminal, else a line every 10 s).
+    scheduler : str or None, default None
+        Address of a running Dask scheduler to attach to (``--scheduler``).
+    cluster : str or os.PathLike or None, default None
+        A cluster configuration's name (``local``, ``slurm``, ``pbs``) or YAML file
+        (``--cluster``).
+    jobs : int or None, default None
+        Batch clusters: a fixed number of jobs, >= 1 (``--jobs``).
+    adapt : tuple of (int, int) or None, default None
+        Batch clusters: adaptive (minimum, maximum) jobs (``--adapt MIN:MAX``).
+    cluster_options : mapping or None, default None
+        Options replacing single keys of the cluster file's ``options``
+        (``--cluster-option KEY=VALUE``); needs ``cluster``.
+    start_timeout : float or None, default None
+        Seconds, in (0, inf], to wait for the first worker (``--start-timeout``; default
+        the cluster file's, else 120 s for local clusters, schedulers and ``client``,
+        600 s for slurm and pbs).
+    allow_long : bool, default False
+        Start a sweep estimated at more than a day of one core's work (``--yes``);
+        without it such a sweep is refused before anything starts.
+
+    Returns
+    -------
+    xarray.Dataset
+        The store, opened lazily (:func:`open_store`), with the run's report in
+        ``ds.attrs["run_report"]`` (:data:`REPORT_ATTR`), a dict of the sweep's
+        replicates after the run: ``total``, ``done``, ``failed`` (replicates that raised),
+        ``missing`` (neither), ``method_failures`` (interval method label -> replicates in
+        which it failed), ``computed`` and ``already_done`` (this run's work), ``seconds``
+        (wall time of this run), ``exit_code`` (what ``ldpsim run`` would exit with: 0, 1
+        or 3, see :func:`outcome`) and ``status`` (``"complete"``, ``"failed"`` or
+        ``"incomplete"``). Failures are recorded in the store, not raised: see them with
+        ``ldpsim errors STORE``.
+
+    Raises
+    ------
+    InputError
+        Bad arguments, a bad store path, a store of another specification, a damaged
+        store, a store held by another run, a cluster or client without workers; the
+        store is then unchanged (and none is created).
+    TypeError
+        ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
+    KeyboardInterrupt
+        Interrupted; the finished replicates are kept, and a new call resumes.
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster
+    >>> client = Client(LocalCluster(n_workers=2, threads_per_worker=1))  # doctest: +SKIP
+    >>> ds = run(load_sweep("demo", replicates=20), "demo.zarr", client=client)  # doctest: +SKIP
+    >>> ds.attrs["run_report"]["status"]  # doctest: +SKIP
+    'complete'
+    """
+    from ldpsim.pipeline.clusters import check_options, load_cluster_config
+    from ldpsim.pipeline.runner import run_sweep
+    from ldpsim.pipeline.sweep import Sweep
+
+    if isinstance(sweep, str | os.PathLike):
+        sweep = load_sweep(sweep)
+    if not isinstance(sweep, Sweep):
+        raise TypeError(
+            "The 'sweep' parameter of run must be a Sweep (from load_sweep), a sweep name or "
+            f"a sweep file. Got {sweep!r}."
+        )
+    if store is not None and not os.fspath(store):
+        raise InputError("The store path is an empty string; give a path (or None).")
+    path = Path(store) if store is not None else Path("outputs") / f"{sweep.name}.zarr"
+    if not isinstance(progress, bool) and progress != "auto":
+        raise TypeError(
+            f"The 'progress' parameter of run must be a bool or 'auto'. Got {progress!r}."
+        )
+    for name, value in (("workers", workers), ("jobs", jobs)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(
+                f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
+            )
+        if value < 1:
+            raise InputError(
+                f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
+            )
+    check_run_length(sweep, confirmed=allow_long)
+    if client is not None:
+        given = {
+            "workers": workers,
+            "scheduler": scheduler,
+            "cluster": cluster,
+            "jobs": jobs,
+            "adapt": adapt,
+            "cluster_options": cluster_options,
+        }
+        extra = [name for name, value in given.items() if value]
+        if extra:
+            raise InputError(
+                f"With a client, run uses that client's workers; leave out {', '.join(extra)}."
+            )
+    if scheduler is not None and not scheduler.strip():
+        raise InputError(
+            "--scheduler needs the address of a running Dask scheduler, e.g. "
+            "tcp://HOST:8786; got an empty string. Leave it out to run on a local cluster."
+        )
+    cluster = os.fspath(cluster) if cluster is not None else None
+    # Everything about the cluster is checked here; connecting comes before any write.
+    kind = load_cluster_config(cluster)["kind"] if cluster else None
+    if client is None and scheduler is None and kind is None:
+        kind = "local"
+    if (jobs or adapt) and kind in (None, "local"):
+        raise InputError(
+            "--jobs and --adapt scale the jobs of a batch cluster (--cluster slurm or pbs, "
+            "or a file of that kind); a local cluster takes --workers N, and --scheduler "
+            "uses the workers already attached to it."
+        )
+    if workers and kind != "local":
+        raise InputError("--workers applies to the local cluster only.")
+    options = dict(cluster_options or {})
+    if options and not cluster:
+        raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
+    if cluster:
+        check_options(kind, options, "--cluster-option")
+    for message in sweep.check_theory():
+        print(f"warning: {message}", file=sys.stderr)
+    report = run_sweep(
+        sweep,
+        path,
+        workers=workers,
+        scheduler=scheduler,
+        cluster=cluster,
+        jobs=jobs,
+        adapt=adapt,
+        options=options,
+        start_timeout=start_timeout,
+        client=client,
+        progress="auto" if progress == "auto" else "bar" if progress else "none",
+        log=print if progress else _quiet,
+    )
+    code = outcome(
+        replicates_failed=report.replicates_failed,
+        methods_failed=sum(report.method_failures.values()),
+        missing=report.missing,
+    )
+    ds = open_store(path)
+    ds.attrs[REPORT_ATTR] = {
+        "total": report.total,
+        "done": report.total - report.replicates_failed - report.missing,
+        "failed": report.replicates_failed,
+        "missing": report.missing,
+        "method_failures": dict(report.method_failures),
+        "computed": report.computed,
+        "already_done": report.already_done,
+        "seconds": report.seconds,
+        "exit_code": code,
+        "status": STATUS[code],
+    }
+    return ds
+
+
+def _quiet(message: str) -> None:
+    """A log that drops its messages (``run(..., progress=False)``)."""
+
+
+def check_run_length(sweep: Sweep, *, confirmed: bool) -> None:
+    """Refuse a sweep estimated above a day of one core's work unless ``confirmed``.
+
+    With ``confirmed`` the estimate is printed as a warning and the run goes on.
+
+    Raises
+    ------
+    InputError
+        The estimate exceeds :data:`ldpsim.pipeline.cost.LONG_RUN_SECONDS` and
+        ``confirmed`` is false (nothing has been started or written).
+    """
+    from ldpsim.pipeline.cost import LONG_RUN_SECONDS, duration_text, sweep_seconds
+
+    seconds = sweep_seconds(sweep)
+    if seconds <= LONG_RUN_SECONDS:
+        return
+    largest = max(point.normalized.n for point in sweep.points())
+    what = (
+        f"sweep {sweep.name!r} is about {duration_text(seconds)} of one core's work "
+        f"({len(sweep.points())} grid points x {sweep.replicates} replicates, n up to "
+        f"{largest:.3g}; estimate from the kernel's measured time per step)"
+    )
+    if not confirmed:
+        raise InputError(
+            f"The {what}; nothing was started. Add --yes to run it anyway (divide by the "
+            "number of workers for the wall time), or lower n or --replicates."
+        )
+    print(f"warning: the {what}; finished replicates are kept if you stop it.", file=sys.stderr)
+
+
+def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Dataset:
+    """Open a sweep's store as an xarray Dataset.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A store written by :func:`run` or ``ldpsim run``.
+    load : bool, default False
+        Read every array into memory (numpy) at once; otherwise the Dataset is lazy
+        (dask arrays, read when used).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dimensions: the grid axes, ``method``, ``rep``, ``coord`` (and ``checkpoint``);
+        variables ``estimate``, ``last``, ``lower``, ``upper``, ``truth``,
+        ``pseudo_truth``, ``done``, ``failed``, ``method_failed``, ``seconds``,
+        ``job_id``; the sweep and the library versions in its attributes. Select a
+        method with ``ds.sel({"method": "bb"})`` (``method`` is also a keyword of
+        ``.sel``).
+
+    Raises
+    ------
+    InputError
+        The path is not an ldpsim store, or the store is damaged (naming the damaged
+        file: a ``zarr.json``, a missing variable, an error record or, with ``load``, a
+        chunk).
+    """
+    from ldpsim.pipeline.reading import check_store, load_dataset, open_dataset
+
+    check_store(path, read_chunks=False)
+    return load_dataset(path) if load else open_dataset(path)
+
+
+def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:
+    """A store's Dataset in memory: read from a path, or computed from a lazy Dataset."""
+    if isinstance(ds, str | os.PathLike):
+        return open_store(ds, load=True)
+    # A new Dataset (the caller's stays lazy), read by local threads: through a default
+    # distributed client, every small chunk would be a task on the cluster.
+    return ds.compute(scheduler="threads")
+
+
+def summarize(
+    ds: xr.Dataset | str | os.PathLike[str],
+    *,
+    coords: SummaryCoords = "all",
+    as_dataset: bool = False,
+) -> pd.DataFrame | xr.Dataset:
+    """Coverage, length and diagnostics of a store, as a tidy table.
+
+    Only replicates marked done count; a partly computed store can be summarized at any
+    time (a cell without replicates has NaN statistics and ``n_done`` 0).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or str or os.PathLike
+        The store's Dataset (from :func:`run` or :func:`open_store`) or its path.
+    coords : {"all", "mean"}, default "all"
+        ``"all"``: a row per grid point, method, [checkpoint,] coordinate; ``"mean"``: a
+        row per grid point, method [and checkpoint] with the coverage and length
+        averaged over the coordinates and the joint coverage (the csv records of
+        ``ldpsim summarize --coords``).
+    as_dataset : bool, default False
+        Return the summary Dataset instead
+        (:func:`ldpsim.pipeline.summary.summarize`, every statistic with its grid,
+        method, checkpoint and coordinate dimensions); ``coords`` is then ignored.
+
+    Returns
+    -------
+    pandas.DataFrame or xarray.Dataset
+        One column per grid axis, ``method``, (``checkpoint``,) ``coord`` (with
+        ``coords="all"``), then the statistics of ``ldpsim summarize --format csv``:
+        ``coverage``, ``coverage_se``, ``length``, ``length_se``, ``n_done``, the
+        diagnostics (``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each
+        with ``_se``) and the mean squared errors (``mse``, ``mse_last``, with ``_se``
+        and ``_n_done``). Statistics without replicates are NaN.
+
+    Raises
+    ------
+    InputError
+        A path that is not a store, or a damaged store; an unknown ``coords``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from ldpsim.pipeline.summary import summarize as summary_of
+    from ldpsim.pipeline.tables import coord_mean_records, records
+
+    if coords not in ("all", "mean"):
+        raise InputError(
+            f"The 'coords' parameter of summarize must be 'all' or 'mean'. Got {coords!r}."
+        )
+    summary = summary_of(_loaded(ds))
+    if as_dataset:
+        return summary
+    rows = records(summary) if coords == "all" else coord_mean_records(summary)
+    frame = pd.DataFrame.from_records(rows)
+    for column in frame.columns:  # the records' None (NaN in JSON) back to NaN
+        if frame[column].dtype == object and frame[column].map(_is_number_or_none).all():
+            frame[column] = frame[column].astype(np.float64)
+    return frame
+
+
+def _is_number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def plot(
+    ds: xr.Dataset | str | os.PathLike[str], kind: str = "coverage"
+) -> Figure | dict[str, Figure]:
+    """Draw one of a store's figures (those ``ldpsim plot`` saves), or all of them.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or str or os.PathLike
+        The store's Dataset (from :func:`run` or :func:`open_store`) or its path.
+    kind : str, default "coverage"
+        One of :data:`ldpsim.pipeline.plots.FIGURE_KINDS`: ``coverage`` (with +-2 SE
+        bars and the nominal level), ``length``, ``diagnostics`` (bias / sd and
+        variance ratio), ``privacy-length``, ``privacy-coverage``, ``errors`` (mean
+        squared errors at the checkpoints), ``sparsity``, ``running`` (the running
+        interval of one replicate); or ``"all"`` for every figure the store has data for.
+
+    Returns
+    -------
+    matplotlib.figure.Figure or dict of str to matplotlib.figure.Figure
+        The figure, which Jupyter shows inline as the value of a cell, or for ``"all"``
+        kind -> figure. The figures are made without pyplot and are not registered with
+        it; save one with ``fig.savefig(path)``.
+
+    Raises
+    ------
+    InputError
+        An unknown kind, a kind the store has no data for (e.g. ``errors`` without
+        checkpoints), a path that is not a store, or a damaged store.
+    """
+    from ldpsim.pipeline.plots import FIGURE_KINDS, store_figures
+
+    if kind != "all" and kind not in FIGURE_KINDS:
+        raise InputError(
+            f"Unknown figure kind {kind!r}. Kinds are: all, {', '.join(FIGURE_KINDS)}."
+        )
+    data = _loaded(ds)
+    figures = store_figures(data, None if kind == "all" else [kind])
+    if kind == "all":
+        return figures
+    if kind not in figures:
+        available = ", ".join(store_figures(data))
+        raise InputError(
+            f"This store has no data for the {kind!r} figure; its figures are: {available}."
+        )
+    return figures[kind]
