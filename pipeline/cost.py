@@ -23,13 +23,16 @@ STEP_NS_D4 = 59.0
 #: measured medians of 0.06-0.09 s and 0.46-0.87 s; the sweep's 4,800 replicates are
 #: estimated at 8,980 core-seconds against 9,419 measured.
 STEP_NS_PER_COORDINATE = 4.4
-#: Seconds of one replicate's intervals at one checkpoint (the demo's bb with B = 500,
-#: bm, sn, oracle; seeding, bookkeeping). Median `seconds` per replicate of
-#: `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
-#: 1e6; a least-squares line gives 7.3 ns per step and 1.04 ms fixed.
-INTERVAL_SECONDS = 1.04e-3
-#: Per-replicate scheduling and storage overhead (README "Performance": 1.1-1.8 ms).
-REPLICATE_OVERHEAD_S = 2e-3
+#: Seconds of one replicate's intervals at one checkpoint (bb with B = 200, bm, sn,
+#: oracle, their set-up shared by the replicates of a task). Median `method_seconds` of
+#: the `scale` sweep (n = 500 and 1000, 1e6 replicates; 2 cores, loaded): bb 67-73 us,
+#: bm 45-50, sn 13, oracle 8: 140 us, taken as 150.
+INTERVAL_SECONDS = 1.5e-4
+#: Per-replicate seeding, bookkeeping, scheduling and storage. The `scale` sweep: a
+#: replicate's own `seconds` (kernel, intervals) had a median of 184-213 us, and the run
+#: used 424 core-seconds for 833,376 replicates (0.51 ms each, the client's writes and
+#: two loaded cores included).
+REPLICATE_OVERHEAD_S = 1.5e-4
 #: The competitors of SPEC 10, which do their own work on the users: method name ->
 #: (the parameter that multiplies the work per user, nanoseconds per user and unit of
 #: it for the quantile and the mean model). CPU seconds per replicate at n = 1e6, eps = 1

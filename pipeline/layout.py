@@ -95,9 +95,12 @@ COORD_ATTRS = {
 TASK_SECONDS = 1.0
 #: Most replicates in a task (and a chunk along 'rep').
 MAX_REP_CHUNK = 10_000
-#: Uncompressed bytes a shard of the largest variable aims at: one file holds this much,
-#: and a write rewrites the shards it touches.
-SHARD_BYTES = 8 * 2**20
+#: Uncompressed bytes a chunk of the largest variable aims at: what a write re-encodes
+#: and a read decodes at a time (zarr's cost per chunk is fixed: few large chunks read
+#: fast).
+CHUNK_BYTES = 256 * 2**10
+#: The same for a shard, one file: a write rewrites the shards it touches.
+SHARD_BYTES = 2 * 2**20
 
 
 def default_rep_chunk(sweep: Sweep) -> int:
@@ -111,25 +114,34 @@ def default_rep_chunk(sweep: Sweep) -> int:
     return int(min(MAX_REP_CHUNK, sweep.replicates, max(1, TASK_SECONDS // seconds)))
 
 
+def _multiple(unit: int, target_bytes: int, unit_bytes: int, most: int) -> int:
+    """``unit`` times as many as fit in ``target_bytes`` (at least 1, at most ``most``)."""
+    return unit * max(1, min(most, target_bytes // max(1, unit_bytes)))
+
+
 def shard_shape(
     grid_shape: tuple[int, ...], rep_chunk: int, replicates: int, rep_bytes: int
-) -> tuple[tuple[int, ...], int]:
-    """Shard extent along the grid axes and 'rep': about :data:`SHARD_BYTES` per shard.
+) -> tuple[tuple[int, ...], int, int]:
+    """Shard and chunk extents: (grid points of a shard, replicates of a chunk, of a shard).
 
-    Along 'rep' a shard holds whole chunks, every replicate of a grid point if they
-    fit; then it takes grid points, from the last grid axis backwards (a sweep of many
-    small grid points ends up in a few files). ``rep_bytes``: bytes of one replicate
-    of one grid point in the largest variable.
+    Along 'rep' a chunk holds whole tasks (``rep_chunk`` replicates), about
+    :data:`CHUNK_BYTES` of a grid point, and a shard whole chunks, about
+    :data:`SHARD_BYTES`; then a shard (and each of its chunks) takes grid points,
+    from the last grid axis backwards, so that a sweep of many small grid points ends
+    up in a few files. ``rep_bytes``: bytes of one replicate of one grid point in the
+    largest variable.
     """
-    chunks_fitting = max(1, SHARD_BYTES // max(1, rep_bytes * rep_chunk))
-    shard_reps = rep_chunk * min(chunks_fitting, math.ceil(replicates / rep_chunk))
+    tasks = math.ceil(replicates / rep_chunk)
+    chunk_reps = _multiple(rep_chunk, CHUNK_BYTES, rep_bytes * rep_chunk, tasks)
+    chunks = math.ceil(replicates / chunk_reps)
+    shard_reps = _multiple(chunk_reps, SHARD_BYTES, rep_bytes * chunk_reps, chunks)
     points = max(1, SHARD_BYTES // max(1, rep_bytes * shard_reps))
     grid: list[int] = []
     for size in reversed(grid_shape):
         take = max(1, min(size, points))
         grid.insert(0, take)
         points //= take
-    return tuple(grid), shard_reps
+    return tuple(grid), chunk_reps, shard_reps
 
 
 def library_versions() -> dict[str, str]:
@@ -148,9 +160,9 @@ class Layout:
 
     A task computes ``rep_chunk`` replicates of a grid point at most. A shard (Zarr v3
     sharding), one file, covers ``shard_grid`` grid points x ``shard_reps``
-    replicates, in chunks of ``shard_grid`` x ``rep_chunk``. A store of ldpsim <= 0.2
-    has no shards (``shard_reps`` None): a file per chunk of one grid point x
-    ``rep_chunk`` replicates.
+    replicates, in chunks of ``shard_grid`` x ``chunk_reps`` (whole tasks). A store of
+    ldpsim <= 0.2 has no shards (``shard_reps`` None): a file per chunk of one grid
+    point x ``rep_chunk`` replicates.
     """
 
     axes: list[str]
@@ -162,6 +174,7 @@ class Layout:
     rep_chunk: int
     shard_reps: int | None = None
     shard_grid: tuple[int, ...] | None = None
+    chunk_reps: int | None = None
 
     @property
     def grid_shape(self) -> tuple[int, ...]:
@@ -182,14 +195,20 @@ class Layout:
             return (1,) * len(self.axes), self.rep_chunk
         return self.shard_grid, self.shard_reps
 
+    @property
+    def zarr_chunk_reps(self) -> int:
+        """Replicates of a Zarr chunk (of a shard's chunk when sharded)."""
+        return self.chunk_reps or self.rep_chunk
+
 
 def layout_for(
     sweep: Sweep,
     rep_chunk: int | None = None,
-    shards: tuple[tuple[int, ...], int] | bool | None = True,
+    shards: tuple[tuple[int, ...], int, int] | bool | None = True,
 ) -> Layout:
     """The layout of a new store for ``sweep``; ``rep_chunk`` and ``shards`` (grid extent,
-    replicates; None: unsharded) of an existing store are passed to keep them."""
+    chunk replicates, shard replicates; None: unsharded) of an existing store are passed
+    to keep them."""
     points = sweep.points()
     checkpoints = points[0].normalized.checkpoints
     axis_values = {a: list(v) for a, v in sweep.grid.items()}
@@ -206,7 +225,8 @@ def layout_for(
         rep_bytes = 8 * len(layout.methods) * math.prod(layout.extra()[1])
         shards = shard_shape(layout.grid_shape, layout.rep_chunk, layout.replicates, rep_bytes)
     if shards:
-        layout.shard_grid, layout.shard_reps = tuple(shards[0]), int(shards[1])
+        layout.shard_grid = tuple(shards[0])
+        layout.chunk_reps, layout.shard_reps = int(shards[1]), int(shards[2])
     return layout
 
 
@@ -288,7 +308,7 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
         # A chunk covers the shard's grid points: few chunks to encode, however many
         # grid points (unsharded, a chunk is one grid point: one writer per file).
         inner = [*(g_block if layout.sharded else (1,) * g), *shape[g:]]
-        inner[rep_axis] = layout.rep_chunk
+        inner[rep_axis] = layout.zarr_chunk_reps
         encoding[name] = {"chunks": tuple(inner)}
         if layout.sharded:
             encoding[name]["shards"] = tuple(shard)
@@ -317,7 +337,11 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
         level=float(sweep.points()[0].normalized.level),
         rep_chunk=layout.rep_chunk,
         **(
-            {"shard_reps": layout.shard_reps, "shard_grid": list(layout.shard_grid or ())}
+            {
+                "shard_reps": layout.shard_reps,
+                "shard_grid": list(layout.shard_grid or ()),
+                "chunk_reps": layout.chunk_reps,
+            }
             if layout.sharded
             else {}
         ),

@@ -161,7 +161,7 @@ class Store:
         m = len(self.layout.methods)
         grid_sizes = self.layout.grid_shape
 
-        rep_chunk = self.layout.rep_chunk
+        rep_chunk = self.layout.zarr_chunk_reps
 
         def region(key):
             # The shard's grid points, and the chunks along 'rep' that the results touch:
@@ -222,12 +222,16 @@ class Store:
             write("method_seconds", 1, method_seconds)
         write("job_id", 0, lambda r: r["job_id"])
         write("failed", 0, lambda r: r["failed"])
+        # The records of replicates that failed before and are done now are removed;
+        # the folder is listed once, not probed once per replicate.
+        folder = self.path / META_GROUP / "errors"
+        recorded = set(os.listdir(folder)) if folder.is_dir() else set()
         for index, _, result in results:
             errors = result.get("errors", {})
             for rep in result["reps"]:
                 if rep in errors:
                     self.write_error(index, int(rep), errors[rep])
-                else:
+                elif recorded and _error_name(index, int(rep)) in recorded:
                     self.clear_error(index, int(rep))
         write("done", 0, lambda r: ~r["failed"])
 
@@ -235,13 +239,16 @@ class Store:
         """Record a failure (atomically: temp file, then rename)."""
         folder = self.path / META_GROUP / "errors"
         folder.mkdir(parents=True, exist_ok=True)
-        name = "_".join(map(str, index)) or "0"
-        target = folder / f"{name}__{rep}.json"
+        target = folder / _error_name(index, rep)
         _write_atomically(target, json.dumps(record, indent=1, default=str).encode())
 
     def clear_error(self, index: tuple[int, ...], rep: int) -> None:
-        name = "_".join(map(str, index)) or "0"
-        (self.path / META_GROUP / "errors" / f"{name}__{rep}.json").unlink(missing_ok=True)
+        (self.path / META_GROUP / "errors" / _error_name(index, rep)).unlink(missing_ok=True)
+
+
+def _error_name(index: tuple[int, ...], rep: int) -> str:
+    """The file name of the error record of replicate ``rep`` at grid ``index``."""
+    return f"{'_'.join(map(str, index)) or '0'}__{rep}.json"
 
 
 #: Inside META_GROUP: the renames of an extension being committed (see _commit).
@@ -322,7 +329,8 @@ def stored_layout(path: str | Path) -> Layout:
     attrs = read_attrs(path)
     shards = None
     if "shard_reps" in attrs:  # none in a store of ldpsim <= 0.2
-        shards = (tuple(int(v) for v in attrs["shard_grid"]), int(attrs["shard_reps"]))
+        grid = tuple(int(v) for v in attrs["shard_grid"])
+        shards = (grid, int(attrs["chunk_reps"]), int(attrs["shard_reps"]))
     return layout_for(read_sweep(path), rep_chunk=int(attrs["rep_chunk"]), shards=shards)
 
 
@@ -339,6 +347,7 @@ def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layo
         rep_chunk=layout.rep_chunk,
         shard_reps=layout.shard_reps,
         shard_grid=layout.shard_grid,
+        chunk_reps=layout.chunk_reps,
     )
     merged = Sweep(
         name=stored.name,

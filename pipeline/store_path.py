@@ -46,7 +46,7 @@ def check_store_path(path: Path) -> None:
             "such as outputs/NAME.zarr, or an existing ldpsim store)."
         )
     if (path / "zarr.json").exists():
-        check_store(path)
+        check_store(path, read_chunks=("done", "failed"))  # what the run reads first
         _check_writable(path, path)
         return
     if not empty:

@@ -75,40 +75,50 @@ def run_chunk(
         "errors": {},
     }
     host = socket.gethostname()
-    for i, rep in enumerate(reps):
-        base = {"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": host}
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+    dim = rs.model.dim
+    # Views of the coordinates the model has (the store's d may be larger): filled
+    # replicate by replicate without slicing again.
+    estimate, last, projected = (
+        out[name][..., :dim] for name in ("estimate", "last", "projected")
+    )
+    lower, upper, method_estimate = (
+        out[name][..., :dim] for name in ("lower", "upper", "method_estimate")
+    )
+    method_failed, method_seconds = out["method_failed"], out["method_seconds"]
+
+    def record(rep: int, kind: str, error: str, **more: Any) -> dict[str, Any]:
+        return {
+            **{"key": key, "rep": rep, "seed": rs.seed, "spec": spec, "host": host},
+            "kind": kind,
+            "error": error,
+            **more,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, rep in enumerate(reps):
+            try:
                 result = run_replicate(setup, rep)
-        except Exception as exc:
-            out["failed"][i] = True
-            out["errors"][rep] = {
-                **base,
-                "kind": "replicate",
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(),
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            }
-            continue
-        dim = result.truth.shape[0]
-        out["estimate"][i, ..., :dim] = result.estimate
-        out["last"][i, ..., :dim] = result.last
-        if result.projected is not None:
-            out["projected"][i, ..., :dim] = result.projected
-        for m, label in enumerate(methods):
-            out["lower"][m, i, ..., :dim] = result.lower[label]
-            out["upper"][m, i, ..., :dim] = result.upper[label]
-            out["method_failed"][m, i] = result.method_failed[label]
-            out["method_estimate"][m, i, ..., :dim] = result.method_estimate[label]
-            out["method_seconds"][m, i] = result.method_seconds[label]
-        out["seconds"][i] = result.seconds
-        if result.failures:
-            out["errors"][rep] = {
-                **base,
-                "kind": "method",
-                "error": "; ".join(f"{k}: {v}" for k, v in result.failures.items()),
-                "methods": result.failures,
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            }
+            except Exception as exc:
+                out["failed"][i] = True
+                error = f"{type(exc).__name__}: {exc}"
+                out["errors"][rep] = record(
+                    rep, "replicate", error, traceback=traceback.format_exc()
+                )
+                continue
+            estimate[i] = result.estimate
+            last[i] = result.last
+            if result.projected is not None:
+                projected[i] = result.projected
+            for m, label in enumerate(methods):
+                lower[m, i] = result.lower[label]
+                upper[m, i] = result.upper[label]
+                method_failed[m, i] = result.method_failed[label]
+                method_estimate[m, i] = result.method_estimate[label]
+                method_seconds[m, i] = result.method_seconds[label]
+            out["seconds"][i] = result.seconds
+            if result.failures:
+                error = "; ".join(f"{k}: {v}" for k, v in result.failures.items())
+                out["errors"][rep] = record(rep, "method", error, methods=result.failures)
     return out

@@ -43,6 +43,14 @@ def batch_bounds(m: int, n: int, gamma: float) -> np.ndarray:
     return e
 
 
+@functools.lru_cache(maxsize=256)
+def batch_sizes(m: int, n: int, gamma: float) -> np.ndarray:
+    """n_k = e_k - e_(k-1), k = 1..M, as float64 (read-only; cached)."""
+    sizes = np.diff(batch_bounds(m, n, gamma)).astype(np.float64)
+    sizes.flags.writeable = False
+    return sizes
+
+
 @dataclass(frozen=True, kw_only=True)
 class BatchMeans(IntervalMethod):
     """Batch means with increasing batch sizes after a discarded burn-in batch.
@@ -106,7 +114,7 @@ class BatchMeans(IntervalMethod):
         n = stats.n
         e = self.bounds(n, stats.gamma)
         theta_bar = stats.theta_bar
-        sizes = np.diff(e).astype(np.float64)
+        sizes = batch_sizes(self.batches(n), n, stats.gamma)
         dev = stats.deviation_sums(e, theta_bar) / sizes[:, None]  # theta_bar_(k) - theta_bar
         pooled = (sizes @ dev) / (n - e[0])  # theta_bar_M - theta_bar
         centred = dev - pooled

@@ -43,6 +43,14 @@ def block_partition(n: int, beta: float) -> tuple[int, int]:
     return block_len, n // block_len
 
 
+@functools.lru_cache(maxsize=256)
+def block_bounds(block_len: int, n_blocks: int) -> np.ndarray:
+    """0, l, 2 l, ..., m l: the ends of the bootstrap's blocks (read-only; cached)."""
+    bounds = block_len * np.arange(0, n_blocks + 1, dtype=np.int64)
+    bounds.flags.writeable = False
+    return bounds
+
+
 def draw_multipliers(kind: Multiplier, size: tuple[int, int], rng: np.random.Generator):
     """iid multipliers with mean 0 and variance 1."""
     if kind == "uniform":
@@ -179,7 +187,7 @@ class BlockBootstrap(IntervalMethod):
             raise ValueError(f"bb needs at least 2 blocks; n = {n} gives {self.n_blocks(n)}.")
         block_len, n_blocks = self.block_len(n), self.n_blocks(n)
         theta_bar = stats.theta_bar
-        bounds = np.concatenate([[0], self.cuts(n, stats.gamma)])
+        bounds = block_bounds(block_len, n_blocks)
         centred = stats.deviation_sums(bounds, theta_bar)  # S_j - l theta_bar, (m, d)
         if self.simultaneous and self.band == "sidak":
             return sidak_band(theta_bar, centred, block_len, level)
