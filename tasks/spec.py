@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,12 +52,32 @@ DEFAULT_MECHANISM = {"quantile": "randomized_response"}
 
 def unit_params(cls: type) -> list[str]:
     """Constructor parameters of a unit dataclass."""
-    return [f.name for f in dataclasses.fields(cls) if f.init]
+    return list(_unit_params(cls))
+
+
+@functools.cache
+def _unit_params(cls: type) -> tuple[str, ...]:
+    # A class's fields never change: worked out once (a sweep normalizes every point).
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
 
 
 def model_param_keys() -> set[str]:
     """Every parameter name of every registered model."""
-    return {p for cls in plugins.registry("model").values() for p in unit_params(cls)}
+    return set(_param_keys("model"))
+
+
+#: kind -> (the registry it was computed from, its parameter names).
+_PARAM_KEYS: dict[str, tuple[dict, frozenset[str]]] = {}
+
+
+def _param_keys(kind: str) -> frozenset[str]:
+    # The registry is one dict until the plugins are scanned again: computed once per dict.
+    registry = plugins.registry(kind)
+    known = _PARAM_KEYS.get(kind)
+    if known is None or known[0] is not registry:
+        keys = frozenset(p for cls in registry.values() for p in _unit_params(cls))
+        known = _PARAM_KEYS[kind] = (registry, keys)
+    return known[1]
 
 
 def find_unit(kind: str, name: object) -> type:
@@ -76,7 +98,7 @@ def find_unit(kind: str, name: object) -> type:
 
 def mechanism_param_keys() -> set[str]:
     """Every parameter name of every registered mechanism (eps, delta, mu, budget_range)."""
-    return {p for cls in plugins.registry("mechanism").values() for p in unit_params(cls)}
+    return set(_param_keys("mechanism"))
 
 
 def build_from_spec(cls: type, kind_keys: set[str], spec: Mapping[str, Any], what: str):
@@ -159,6 +181,42 @@ class ReplicateSpec:
         return {"label": label, "method": method.name, **method.key()}
 
 
+def build_methods(raw_methods: Mapping[str, Any]) -> dict[str, IntervalMethod]:
+    """The interval methods of a spec's ``methods`` mapping, validated (bm following bb).
+
+    The methods are frozen and depend on nothing but this mapping, so the grid points of
+    a sweep, which share it, share one build (cached by its JSON, labels in their order,
+    and the method classes registered).
+    """
+    try:
+        token = json.dumps(raw_methods)
+    except (TypeError, ValueError):  # not JSON (e.g. a numpy value): built each time
+        return _build_methods(raw_methods)
+    registered = tuple(plugins.registry("method").items())
+    return dict(_build_methods_of(token, registered))
+
+
+@functools.lru_cache(maxsize=64)
+def _build_methods_of(token: str, registered: tuple) -> dict[str, IntervalMethod]:
+    return _build_methods(json.loads(token))
+
+
+def _build_methods(raw_methods: Mapping[str, Any]) -> dict[str, IntervalMethod]:
+    methods: dict[str, IntervalMethod] = {}
+    for label, params in raw_methods.items():
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise TypeError(
+                f"The parameters of method {label!r} must be a mapping. Got {params!r}."
+            )
+        params = dict(params)
+        kind = params.pop("method", label)
+        cls = find_unit("method", kind)
+        methods[str(label)] = build_unit(cls, params, "method")
+    return follow_bootstrap(methods)
+
+
 def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     """Validate a replicate specification and return it normalized.
 
@@ -194,8 +252,8 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     """
     if not isinstance(spec, Mapping):
         raise TypeError(f"A replicate spec must be a mapping. Got {type(spec).__name__}.")
-    model_keys = model_param_keys()
-    mech_keys = mechanism_param_keys()
+    model_keys = _param_keys("model")
+    mech_keys = _param_keys("mechanism")
     for key in spec:
         if key not in SPEC_KEYS and key not in model_keys and key not in mech_keys:
             allowed = ", ".join([*SPEC_KEYS, *sorted(model_keys), *sorted(mech_keys)])
@@ -261,19 +319,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
             f"The 'methods' parameter must be a non-empty mapping label -> parameters, "
             f"labels from {', '.join(plugins.registry('method'))}. Got {raw_methods!r}."
         )
-    methods: dict[str, IntervalMethod] = {}
-    for label, params in raw_methods.items():
-        if params is None:
-            params = {}
-        if not isinstance(params, Mapping):
-            raise TypeError(
-                f"The parameters of method {label!r} must be a mapping. Got {params!r}."
-            )
-        params = dict(params)
-        kind = params.pop("method", label)
-        cls = find_unit("method", kind)
-        methods[str(label)] = build_unit(cls, params, "method")
-    methods = follow_bootstrap(methods)
+    methods = build_methods(raw_methods)
     for label, method in methods.items():
         check_constraint(label, method, model)
 
