@@ -37,6 +37,7 @@ RECORD_FIELDS = (
     "n_done",
     *DIAGNOSTIC_FIELDS,
     *ERROR_FIELDS,
+    "replicates_needed",
 )
 #: Fields of one record of :func:`coord_mean_records` besides the grid values.
 COORD_MEAN_RECORD_FIELDS = (
@@ -50,6 +51,7 @@ COORD_MEAN_RECORD_FIELDS = (
     "joint_coverage_z",
     "joint_n_done",
     *ERROR_FIELDS,
+    "coord_mean_replicates_needed",
 )
 
 #: Row label -> summary variable of the table rows per method (each with its ``_se``).
@@ -72,6 +74,8 @@ TABLE_COORD_MEANS = {
 #: Row label -> summary variable of the error table (``errors``): one row each per grid
 #: point [and checkpoint], for all methods and coordinates.
 TABLE_ERRORS = {"mse average": "mse", "mse last": "mse_last"}
+#: Statistics that are counts, shown as whole numbers without a standard error.
+COUNT_STATS = ("replicates_needed", "coord_mean_replicates_needed")
 #: Statistics shown with three significant digits (the others with three decimals).
 SIGNIFICANT_STATS = ("length", "coord_mean_length", "mse", "mse_last")
 
@@ -198,6 +202,10 @@ def _cell(value: float, se: float, significant: bool) -> str:
     if not np.isfinite(value):
         return "n/a"
     return f"{_fmt_stat(value, digits)} ({_fmt_stat(se, digits)})"
+
+
+def _count_cell(value: float) -> str:
+    return f"{int(value):,}" if np.isfinite(value) else "n/a"
 
 
 def _is_power_of_ten(value: Any) -> bool:
@@ -342,17 +350,17 @@ def _table_rows(
 ) -> tuple[list[str], list[str], list[tuple[list[str], list[str]]]]:
     """Column names, column headers and rows (labels, cells) of a table of ``stats``.
 
-    Rows per grid point [and checkpoint], and with ``per_method`` per [coord and] method;
-    the coord level only with ``per_coord`` (for statistics without a coord dim).
+    Rows per grid point [and checkpoint], with ``per_coord`` per coord (for statistics
+    with a coord dim) and with ``per_method`` per method.
     """
     axes = grid_axes(summary)
     col_axis = "n" if "n" in axes else None
     row_dims: list[str] = [a for a in axes if a != "n"]
     if "checkpoint" in summary.dims:
         row_dims.append("checkpoint")
+    if per_coord and summary.sizes["coord"] > 1:
+        row_dims.append("coord")
     if per_method:
-        if per_coord and summary.sizes["coord"] > 1:
-            row_dims.append("coord")
         row_dims.append("method")
 
     if col_axis is None and "checkpoint" not in summary.dims:
@@ -382,6 +390,10 @@ def _table_rows(
         ]
         for stat, var in stats.items():
             values = np.atleast_1d(cell[var].values)
+            if var in COUNT_STATS:  # a count: no standard error
+                cells = [_count_cell(float(v)) for v in values]
+                rows.append(([*labels, stat], cells))
+                continue
             ses = np.atleast_1d(cell[f"{var}_se"].values)
             cells = [
                 _cell(float(v), float(s), var in SIGNIFICANT_STATS)
@@ -480,6 +492,7 @@ def format_table(
     diagnostics: bool = False,
     errors: bool = False,
     coords: CoordsMode = "auto",
+    replicates_needed: bool = False,
 ) -> str:
     """Format a summary as a table.
 
@@ -513,6 +526,11 @@ def format_table(
         most :data:`AUTO_MAX_COORDS` coordinates; otherwise ``mean`` in the ``text``,
         ``markdown`` and ``latex`` tables, while ``csv`` and ``json`` keep every
         coordinate's record.
+    replicates_needed : bool
+        Add a row per method (``text``, ``markdown`` and ``latex``): the replicates that
+        would give the coverage the summary's ``target_se`` (``replicates_needed``, or
+        ``coord_mean_replicates_needed`` with the coordinate means). ``csv`` and ``json``
+        always hold it.
 
     Returns
     -------
@@ -534,14 +552,26 @@ def format_table(
         # Machines get every coordinate unless the means are asked for by name.
         return _records_table(summary, fmt, coord_means=coords == "mean")
     render = {"markdown": _markdown_table, "latex": _latex_table}.get(fmt, _text_table)
+    target = summary.attrs.get("target_se")
+    needed_row = f"R for se {format_number(target)}" if target is not None else "R needed"
     if shown == "mean":
         caption = _coord_mean_caption(summary, diagnostics)
-        rows = _table_rows(summary, fmt, TABLE_COORD_MEANS, per_coord=False)
+        stats = dict(TABLE_COORD_MEANS)
+        if replicates_needed:
+            stats[needed_row] = "coord_mean_replicates_needed"
+        rows = _table_rows(summary, fmt, stats, per_coord=False)
     else:
-        stats = TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS
+        stats = dict(TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS)
+        if replicates_needed:
+            stats[needed_row] = "replicates_needed"
         caption, rows = _caption(summary, diagnostics), _table_rows(summary, fmt, stats)
+    if replicates_needed:
+        caption += (
+            f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "
+            "standard error of " + format_number(target if target is not None else float("nan"))
+        )
     table = render(caption, *rows)
     if errors:
-        rows = _table_rows(summary, fmt, TABLE_ERRORS, per_method=False)
+        rows = _table_rows(summary, fmt, TABLE_ERRORS, per_method=False, per_coord=False)
         table += "\n" + render(_error_caption(summary), *rows)
     return table
