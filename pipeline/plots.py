@@ -704,7 +704,30 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else load_dataset(path_or_ds)
     out = prepare_out_dir(out_dir)
-    summary = summarize(ds)
+    files: list[Path] = []
+    for stem, fig in store_figures(ds).items():
+        files += _save(fig, out, stem)
+    return files
+
+
+def store_figures(ds: xr.Dataset, summary: xr.Dataset | None = None) -> dict[str, Figure]:
+    """Every figure of a store that :func:`plot_store` draws, by file stem, not saved.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store's Dataset (in memory: :func:`ldpsim.pipeline.reading.load_dataset`).
+    summary : xarray.Dataset, optional
+        ``summarize(ds)``, when the caller has it already.
+
+    Returns
+    -------
+    dict
+        Stem (``coverage``, ``length``, ``diagnostics``, ``privacy-length``,
+        ``privacy-coverage``, ``errors``, ``sparsity``, ``running``) -> Figure, in
+        that order, for the figures this store has (see :func:`plot_store`).
+    """
+    summary = summarize(ds) if summary is None else summary
     if "n" in grid_axes(summary):
         x_dim: str | None = "n"
     else:
@@ -713,23 +736,21 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         cov_fig, len_fig = _bar_figures(summary)
     else:
         cov_fig, len_fig = _line_figures(summary, x_dim)
-    files = _save(cov_fig, out, "coverage") + _save(len_fig, out, "length")
+    figures = {"coverage": cov_fig, "length": len_fig}
     diagnostics = None if x_dim is None else _diagnostics_figure(summary, x_dim)
     if diagnostics is not None:
-        files += _save(diagnostics, out, "diagnostics")
+        figures["diagnostics"] = diagnostics
     privacy = _privacy_figures(summary)
     if privacy is not None:
-        files += _save(privacy[0], out, "privacy-length") + _save(
-            privacy[1], out, "privacy-coverage"
-        )
+        figures["privacy-length"], figures["privacy-coverage"] = privacy
     errors = _errors_figure(summary) if "checkpoint" in summary.dims else None
     if errors is not None:
-        files += _save(errors, out, "errors")
+        figures["errors"] = errors
     sparsity = _sparsity_figure(summary)
     if sparsity is not None:
-        files += _save(sparsity, out, "sparsity")
+        figures["sparsity"] = sparsity
     if "checkpoint" in ds.dims:
         running = _running_figure(ds)
         if running is not None:
-            files += _save(running, out, "running")
-    return files
+            figures["running"] = running
+    return figures
