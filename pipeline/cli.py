@@ -235,6 +235,20 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--out", type=_path, help="output folder (default: <store>-figures next to the store)"
     )
+    report = sub.add_parser(
+        "report", help="one self-contained HTML page: tables, figures, failures, provenance"
+    )
+    report.add_argument("store", type=_path)
+    report.add_argument(
+        "--out", type=_path, help="the HTML file (default: <store>-report.html next to the store)"
+    )
+    report.add_argument(
+        "--target-se",
+        type=_target_se,
+        default=None,
+        metavar="SE",
+        help="the coverage standard error the replicates-needed column plans for (default 0.005)",
+    )
     sub.add_parser(
         "list",
         help="built-in sweeps, cluster configurations, models, mechanisms and interval methods",
@@ -285,6 +299,18 @@ def cmd_run(args) -> int:
         options=options,
         start_timeout=args.start_timeout,
     )
+    if report.computed or report.failed:  # the run wrote replicates: `ldpsim report` lists it
+        from ldpsim.pipeline.provenance import record_run
+
+        where = kind or f"scheduler {args.scheduler}"
+        record_run(
+            store,
+            wall_seconds=report.seconds,
+            computed=report.computed,
+            failed=report.failed,
+            cluster=where,
+            command=["ldpsim", "run", args.sweep, *(f"--set={v}" for v in args.set)],
+        )
     return outcome(
         replicates_failed=report.replicates_failed,
         methods_failed=sum(report.method_failures.values()),
@@ -422,6 +448,17 @@ def cmd_plot(args) -> int:
     return EXIT_OK
 
 
+def cmd_report(args) -> int:
+    from ldpsim.pipeline.report import default_report_path, write_report
+    from ldpsim.pipeline.summary import TARGET_SE
+
+    out = Path(args.out) if args.out is not None else default_report_path(args.store)
+    target_se = TARGET_SE if args.target_se is None else args.target_se
+    path = write_report(args.store, out, target_se=target_se)
+    print(path)
+    return EXIT_OK
+
+
 def cmd_list(args) -> int:
     from ldpsim.pipeline.clusters import available_clusters
     from ldpsim.pipeline.sweep import builtin_sweeps
@@ -454,6 +491,7 @@ COMMANDS = {
     "errors": cmd_errors,
     "summarize": cmd_summarize,
     "plot": cmd_plot,
+    "report": cmd_report,
     "list": cmd_list,
 }
 
