@@ -168,6 +168,11 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "empirical sd of sqrt(n) (theta_bar_n - theta*) / oracle sd",
         "units": "1",
     },
+    "coord_exists": {
+        "long_name": "whether the grid point has this coordinate (theta*_j known)",
+        "description": "false beyond the d of a grid point of smaller d (NaN-padded)",
+        "units": "1",
+    },
     "replicates_needed": {
         "long_name": "replicates that would give a coverage standard error of target_se",
         "description": (
@@ -430,6 +435,8 @@ def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
         ``coord_mean_replicates_needed`` (per grid point, method, [checkpoint]): the
         replicates that would give the coverage (its coordinate mean) a standard error
         of ``target_se`` (:func:`replicates_needed`).
+        Per grid point and coord: ``coord_exists``, false for the coordinates beyond a
+        grid point's d (tables and figures leave them out).
         Attributes ``level`` and ``sweep`` are kept, and ``target_se`` added.
     """
     target_se = check_target_se(target_se)
@@ -546,6 +553,7 @@ def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
             **diagnostics.data_vars,
         }
     )
+    out["coord_exists"] = valid
     out["replicates_needed"] = replicates_needed(out["coverage_se"], n_done, target_se, level)
     out["coord_mean_replicates_needed"] = replicates_needed(
         out["coord_mean_coverage_se"], out["coord_mean_n_done"], target_se, level

@@ -382,8 +382,11 @@ def _table_rows(
     index_labels = [axis_labels(v, fmt) for v in index_values]
     # Positional selection: exact float labels or NaN never miss; a size-1 coord goes too.
     base = summary.isel(coord=0) if summary.sizes["coord"] == 1 else summary
+    skip_missing = "coord" in row_dims and "coord_exists" in summary
     for idx in np.ndindex(*(len(v) for v in index_values)):
         cell = base.isel(dict(zip(row_dims, idx, strict=True)))
+        if skip_missing and not bool(cell["coord_exists"].any()):
+            continue  # a coordinate this grid point does not have (a case of smaller d)
         labels = [
             (f"coord {int(v[i])}" if d == "coord" else lab[i])
             for d, v, lab, i in zip(row_dims, index_values, index_labels, idx, strict=True)
