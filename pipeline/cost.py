@@ -8,7 +8,7 @@ from ldpsim.pipeline.sweep import Sweep
 from ldpsim.tasks.spec import ReplicateSpec
 
 #: Nanoseconds per SGD step of the compiled kernel, all streaming statistics on, on the
-#: project's 2-core machine (README "Performance", `benchmarks/kernels.py`, upper ends
+#: project's 2-core machine (docs/performance.md, `benchmarks/kernels.py`, upper ends
 #: of the measured ranges): quantile + randomized response (d = 1) 6.4 ns; quantile
 #: regression with d = 4 and Laplace noise 59 ns. Steps in between are taken linear in d
 #: through these two points.
@@ -28,7 +28,7 @@ STEP_NS_PER_COORDINATE = 4.4
 #: `ldpsim run demo --replicates 100`: 1.01 ms at n = 1e4, 1.88 ms at 1e5, 8.30 ms at
 #: 1e6; a least-squares line gives 7.3 ns per step and 1.04 ms fixed.
 INTERVAL_SECONDS = 1.04e-3
-#: Per-replicate scheduling and storage overhead (README "Performance": 1.1-1.8 ms).
+#: Per-replicate scheduling and storage overhead (docs/performance.md: 1.1-1.8 ms).
 REPLICATE_OVERHEAD_S = 2e-3
 #: The competitors of SPEC 10, which do their own work on the users: method name ->
 #: (the parameter that multiplies the work per user, nanoseconds per user and unit of
