@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-
 import numpy as np
 import xarray as xr
 
+from ldpsim.pipeline.records import records_over, render_records
 from ldpsim.pipeline.summary import grid_axes
+from ldpsim.pipeline.table_layouts import latex_table, markdown_table, text_table
 from ldpsim.pipeline.tables import (
     CoordsMode,
     TableFormat,
-    _caption_head,
-    _json_value,
-    _latex_table,
-    _markdown_table,
-    _records,
-    _replicates_per_cell,
-    _table_rows,
-    _text_table,
+    caption_head,
+    replicates_per_cell,
     shown_coords,
+    table_rows,
 )
 
 #: Variables of :func:`compare_methods` per coordinate, and of its coordinate means.
@@ -221,28 +214,21 @@ def format_comparison(
     if fmt in ("csv", "json"):
         checkpoint = ["checkpoint"] if "checkpoint" in comparison.dims else []
         dims = [*grid_axes(comparison), *checkpoint, *(["coord"] if not prefix else [])]
-        recs = _records(comparison, dims, fields)
+        recs = records_over(comparison, dims, fields)
         for rec in recs:
             rec.update(a=a, b=b)
-        if fmt == "json":
-            recs = [{k: _json_value(v) for k, v in r.items()} for r in recs]
-            return json.dumps(recs, indent=1, allow_nan=False) + "\n"
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(recs[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(recs)
-        return buffer.getvalue()
+        return render_records(recs, fmt, [*dims, *fields, "a", "b"])
     stats = {
         f"cover {a} - {b}": prefix + "coverage_diff",
         f"length {a} / {b}": prefix + "length_ratio",
     }
-    rows = _table_rows(comparison, fmt, stats, per_method=False, per_coord=not prefix)
+    rows = table_rows(comparison, fmt, stats, per_method=False, per_coord=not prefix)
     where = "the means over the coordinates, " if prefix else ""
     caption = (
-        f"{_caption_head(comparison)}; {where}coverage of {a} minus that of {b} and the ratio "
+        f"{caption_head(comparison)}; {where}coverage of {a} minus that of {b} and the ratio "
         f"of their mean lengths, on the same replicates (paired Monte-Carlo standard errors "
         f"in brackets; delta method for the ratio); "
-        f"{_replicates_per_cell(comparison, prefix + COMPARE_COUNT)}"
+        f"{replicates_per_cell(comparison, prefix + COMPARE_COUNT)}"
     )
-    render = {"markdown": _markdown_table, "latex": _latex_table}.get(fmt, _text_table)
+    render = {"markdown": markdown_table, "latex": latex_table}.get(fmt, text_table)
     return render(caption, *rows)

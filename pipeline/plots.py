@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
+from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
 from ldpsim.pipeline.reading import load_dataset
 from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
-from ldpsim.pipeline.tables import axis_labels, format_level, format_number
 
 #: Formats every figure is written in.
 FIGURE_FORMATS = ("png", "pdf")

@@ -18,24 +18,22 @@ import tomli_w
 import xarray as xr
 
 from ldpsim.pipeline.errors import InputError, os_error_text
+from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
 from ldpsim.pipeline.plots import store_figures
 from ldpsim.pipeline.provenance import environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
 from ldpsim.pipeline.summary import TARGET_SE, grid_axes, summarize, sweep_info
+from ldpsim.pipeline.table_layouts import blank_repeats
 from ldpsim.pipeline.tables import (
     TABLE_COORD_MEANS,
     TABLE_ERRORS,
     TABLE_STATS,
     TABLE_STATS_DIAGNOSTICS,
-    _blank_repeats,
-    _caption,
-    _coord_mean_caption,
-    _error_caption,
-    _table_rows,
-    axis_labels,
-    format_level,
-    format_number,
+    coord_mean_caption,
+    error_caption,
     shown_coords,
+    summary_caption,
+    table_rows,
 )
 from ldpsim.pipeline.timings import format_seconds, median_per_point, timing_summary
 
@@ -73,7 +71,7 @@ def sweep_toml(sweep: dict[str, Any]) -> str:
 
 
 def _html_table(caption: str, names, headers, rows) -> dict[str, Any]:
-    labels = _blank_repeats(rows)
+    labels = blank_repeats(rows)
     return {
         "caption": caption,
         "names": list(names),
@@ -97,25 +95,27 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     tables = []
     if shown_coords(summary, "auto") == "mean":
         stats = {**TABLE_COORD_MEANS, needed_row: "coord_mean_replicates_needed"}
-        caption = _coord_mean_caption(summary, False) + planning
-        tables.append(_html_table(caption, *_table_rows(summary, "text", stats, per_coord=False)))
+        caption = coord_mean_caption(summary, False) + planning
+        tables.append(_html_table(caption, *table_rows(summary, "text", stats, per_coord=False)))
         diagnostics = summary.isel(coord=[0])
         where = "; coordinate 0 of " + str(summary.sizes["coord"])
     else:
         stats = {**TABLE_STATS, needed_row: "replicates_needed"}
         tables.append(
-            _html_table(_caption(summary, False) + planning, *_table_rows(summary, "text", stats))
+            _html_table(
+                summary_caption(summary, False) + planning, *table_rows(summary, "text", stats)
+            )
         )
         diagnostics, where = summary, ""
     tables.append(
         _html_table(
-            _caption(diagnostics, True) + where,
-            *_table_rows(diagnostics, "text", TABLE_STATS_DIAGNOSTICS),
+            summary_caption(diagnostics, True) + where,
+            *table_rows(diagnostics, "text", TABLE_STATS_DIAGNOSTICS),
         )
     )
     if any(bool(summary[v].notnull().any()) for v in TABLE_ERRORS.values()):
-        rows = _table_rows(summary, "text", TABLE_ERRORS, per_method=False, per_coord=False)
-        tables.append(_html_table(_error_caption(summary), *rows))
+        rows = table_rows(summary, "text", TABLE_ERRORS, per_method=False, per_coord=False)
+        tables.append(_html_table(error_caption(summary), *rows))
     return tables
 
 
