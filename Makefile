@@ -16,7 +16,8 @@ run: $(STAMP)
 	$(BIN)/ldpsim run demo
 	$(BIN)/ldpsim summarize outputs/demo.zarr
 	$(BIN)/ldpsim plot outputs/demo.zarr --out outputs/demo-figures
-	@echo "store: outputs/demo.zarr   figures: outputs/demo-figures/"
+	$(BIN)/ldpsim report outputs/demo.zarr --out outputs/demo-report.html
+	@echo "store: outputs/demo.zarr   figures: outputs/demo-figures/   report: outputs/demo-report.html"
 
 # The SLURM tests mostly wait for their jobs, so they run alongside the other tests in a
 # pytest process of their own; their output (-s: the job ids over time) is shown after the
