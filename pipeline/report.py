@@ -21,7 +21,7 @@ from ldpsim.pipeline.errors import InputError, os_error_text
 from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
 from ldpsim.pipeline.plots import store_figures
 from ldpsim.pipeline.provenance import environment, read_runs
-from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
+from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.summary import TARGET_SE, grid_axes, summarize, sweep_info
 from ldpsim.pipeline.table_layouts import blank_repeats
 from ldpsim.pipeline.tables import (
@@ -43,6 +43,11 @@ TEMPLATE = "report.html.j2"
 MAX_FAILURES_SHOWN = 20
 #: Resolution of the figures embedded as PNG (lower than plot's 150: a page, not print).
 FIGURE_DPI = 90
+#: Stores whose bounds take more memory are summarized lazily, chunk by chunk, with
+#: dask; smaller ones are read into memory at once. A store of 1e5 replicates, d = 1000
+#: and two methods holds 1.6 GB of float64 bounds, which an in-memory summary multiplies
+#: beyond 20 GB.
+IN_MEMORY_BYTES = 500e6
 #: Above this many coordinates the diagnostics table shows coordinate 0 only.
 MAX_DIAGNOSTIC_COORDS = 10
 
@@ -130,9 +135,14 @@ def figure_images(ds: xr.Dataset, summary: xr.Dataset) -> list[dict[str, str]]:
     return out
 
 
+#: Characters of an error message shown in the failures table (the rest: ``ldpsim errors``).
+MAX_ERROR_CHARS = 300
+
+
 def _first_line(text: object) -> str:
     lines = str(text or "").strip().splitlines()
-    return lines[0] if lines else ""
+    line = lines[0] if lines else ""
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
 
 
 def _rep(record: dict[str, Any]) -> int:
@@ -280,7 +290,10 @@ def build_context(store: str | Path, target_se: float = TARGET_SE) -> dict[str, 
     store = Path(store)
     check_store(store, read_chunks=False)
     records = list(iter_errors(store))
-    ds = load_dataset(store)
+    ds = open_dataset(store)
+    if ds["lower"].nbytes <= IN_MEMORY_BYTES:
+        ds = load_dataset(store)  # one read of each array: faster than dask's chunks
+    # else the summary is computed chunk by chunk with dask, in bounded memory
     summary = summarize(ds, target_se=target_se)
     sweep = sweep_info(ds)
     level = ds.attrs.get("level")

@@ -155,8 +155,9 @@ def big_store(reps: int, d: int, failures: int) -> xr.Dataset:
 def test_a_store_of_a_thousand_coordinates_gives_a_small_page(tmp_path):
     # The page's size grows with the table rows, the figures and the listed failures,
     # not with the replicates: d = 1000 is summarized by coordinate means (and its
-    # diagnostics by coordinate 0), failures are listed up to 20 per method. A store of
-    # 1e5 replicates and d = 1000 gave 0.2 MB (see the commit that added this test).
+    # diagnostics by coordinate 0), failures are listed up to 20 per method. big_store
+    # with 1e5 replicates, d = 1000 and 500 failure records gave a page of 54 KB (131 s,
+    # 9.4 GB peak memory, summarized lazily; 2 loaded cores), too slow for a test.
     store = tmp_path / "big.zarr"
     big_store(reps=200, d=1000, failures=150).to_zarr(store, zarr_format=3, consolidated=False)
     zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
@@ -179,3 +180,15 @@ def test_a_store_of_a_thousand_coordinates_gives_a_small_page(tmp_path):
 def test_report_target_se_is_checked(target, tmp_path, capsys):
     assert main(["report", str(tmp_path), "--target-se", target]) == 2
     assert "--target-se" in capsys.readouterr().err
+
+
+def test_a_large_store_is_summarized_lazily_with_the_same_page(tmp_path, monkeypatch):
+    import ldpsim.pipeline.report as report
+
+    store = failing_store(tmp_path)
+    monkeypatch.setattr(report, "figure_images", lambda ds, summary: [])  # tested above
+    in_memory = report.build_context(store)
+    monkeypatch.setattr(report, "IN_MEMORY_BYTES", 0)  # every store counts as large
+    lazy = report.build_context(store)
+    for key in ("tables", "failures", "timings", "sweep_toml"):
+        assert lazy[key] == in_memory[key], key
