@@ -8,6 +8,7 @@ import json
 import math
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,8 @@ def figure_images(ds: xr.Dataset, summary: xr.Dataset) -> list[dict[str, str]]:
     return out
 
 
+#: How the store's ``created`` attribute and the run records write dates.
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 #: Characters of an error message shown in the failures table (the rest: ``ldpsim errors``).
 MAX_ERROR_CHARS = 300
 
@@ -257,13 +260,25 @@ def provenance(ds: xr.Dataset, store: Path) -> dict[str, Any]:
     runs = read_runs(store)
     for run in runs:
         run["wall"] = _duration(float(run.get("wall_seconds", float("nan"))))
+    created = ds.attrs.get("created", "not recorded")
     return {
         "now": environment(),
-        "created": ds.attrs.get("created", "not recorded"),
+        "created": created,
+        "earlier_unrecorded": bool(runs) and _before(created, runs[0].get("started")),
         "created_with": created_with,
         "streams_version": ds.attrs.get("streams_version", "not recorded (version 1)"),
         "runs": runs,
     }
+
+
+def _before(created: object, started: object, slack_seconds: float = 60.0) -> bool:
+    """Whether the store was created well before a run started (so earlier runs exist)."""
+    try:
+        a = datetime.strptime(str(created), TIMESTAMP_FORMAT)
+        b = datetime.strptime(str(started), TIMESTAMP_FORMAT)
+    except ValueError:
+        return False
+    return (b - a).total_seconds() > slack_seconds
 
 
 def _environment() -> jinja2.Environment:
