@@ -67,7 +67,7 @@ def test_report_of_a_store(tmp_path, capsys):
     text = page_text(page)
     # A run that wrote to the store is listed with its dates, wall time and cluster.
     (run,) = read_runs(store)
-    assert f"{run['started']} {run['finished']} 2 min 5 s 36 0 local" in text
+    assert f"{run['started']} to {run['finished']} 2 min 5 s 36 0 local" in text
     # Results with standard errors and the replicates a 0.005 se needs.
     assert "tau coord method n = 1e2 n = 1e4" in text
     assert "cover 0.829 (0.064)" in text and "R for se 0.005" in text
