@@ -6,8 +6,11 @@ from collections.abc import Sequence
 
 from ldpsim.pipeline.formatting import latex_escape
 
+#: A table's rows: each the labels of its levels and its cells (``tables.table_rows``).
+Rows = list[tuple[list[str], list[str]]]
 
-def blank_repeats(rows: list[tuple[list[str], list[str]]]) -> list[list[str]]:
+
+def blank_repeats(rows: Rows) -> list[list[str]]:
     """Row labels with a level left blank where it repeats the row above (paper style)."""
     out, previous = [], None
     for labels, _ in rows:
@@ -23,7 +26,7 @@ def blank_repeats(rows: list[tuple[list[str], list[str]]]) -> list[list[str]]:
     return out
 
 
-def text_table(caption: str, names, headers, rows) -> str:
+def text_table(caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows) -> str:
     """A plain-text table: caption, rules, labels left and cells right aligned."""
     labels = blank_repeats(rows)
     table = [
@@ -44,7 +47,7 @@ def text_table(caption: str, names, headers, rows) -> str:
     return "\n".join([caption, rule, *body, rule]) + "\n"
 
 
-def markdown_table(caption: str, names, headers, rows) -> str:
+def markdown_table(caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows) -> str:
     """A Markdown (GitHub) table under its caption in bold."""
     labels = blank_repeats(rows)
     head = "| " + " | ".join([*names, *headers]) + " |"
@@ -56,7 +59,7 @@ def markdown_table(caption: str, names, headers, rows) -> str:
     return "\n".join([f"**{caption}**", "", head, align, *body]) + "\n"
 
 
-def latex_table(caption: str, names, headers, rows) -> str:
+def latex_table(caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows) -> str:
     """A LaTeX ``table`` with a ``tabular``, a rule between groups of the first label."""
     labels = blank_repeats(rows)
     spec = "l" * len(names) + "r" * len(headers)
