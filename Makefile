@@ -16,14 +16,18 @@ run: $(STAMP)
 	$(BIN)/ldpsim run demo
 	$(BIN)/ldpsim summarize outputs/demo.zarr
 	$(BIN)/ldpsim plot outputs/demo.zarr --out outputs/demo-figures
-	@echo "store: outputs/demo.zarr   figures: outputs/demo-figures/"
+	$(BIN)/ldpsim report outputs/demo.zarr --out outputs/demo-report.html
+	@echo "store: outputs/demo.zarr   figures: outputs/demo-figures/   report: outputs/demo-report.html"
 
 # The SLURM tests mostly wait for their jobs, so they run alongside the other tests in a
 # pytest process of their own; their output (-s: the job ids over time) is shown after the
 # others'. The exit code is non-zero if a test of either process fails.
+# The report's browser test needs Debian's chromium: tests/install-chromium.sh installs it
+# when missing (root or passwordless sudo, apt reachable).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	bash tests/install-chromium.sh || echo "chromium unavailable (the report's browser test skips)"
 	bash cluster/slurm-local.sh start || echo "SLURM unavailable (tests marked slurm skip)"
 	@log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -ra -s -m slurm >$$log 2>&1 & slurm=$$!; \

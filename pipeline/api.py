@@ -325,6 +325,18 @@ def run(
         methods_failed=sum(report.method_failures.values()),
         missing=report.missing,
     )
+    if report.computed or report.failed:  # the run wrote replicates: `ldpsim report` lists it
+        from ldpsim.pipeline.provenance import record_run
+
+        where = kind or (f"scheduler {scheduler}" if scheduler else "the caller's client")
+        record_run(
+            path,
+            wall_seconds=report.seconds,
+            computed=report.computed,
+            failed=report.failed,
+            cluster=where,
+            command=list(sys.argv) if Path(sys.argv[0]).name == "ldpsim" else None,
+        )
     ds = open_store(path)
     ds.attrs[REPORT_ATTR] = {
         "total": report.total,
@@ -423,6 +435,7 @@ def summarize(
     *,
     coords: SummaryCoords = "all",
     as_dataset: bool = False,
+    target_se: float | None = None,
 ) -> pd.DataFrame | xr.Dataset:
     """Coverage, length and diagnostics of a store, as a tidy table.
 
@@ -442,6 +455,9 @@ def summarize(
         Return the summary Dataset instead
         (:func:`ldpsim.pipeline.summary.summarize`, every statistic with its grid,
         method, checkpoint and coordinate dimensions); ``coords`` is then ignored.
+    target_se : float, optional
+        The coverage standard error that the ``replicates_needed`` column plans for, in
+        (0, 0.5) (default: :data:`ldpsim.pipeline.summary.TARGET_SE`, 0.005).
 
     Returns
     -------
@@ -468,7 +484,9 @@ def summarize(
         raise InputError(
             f"The 'coords' parameter of summarize must be 'all' or 'mean'. Got {coords!r}."
         )
-    summary = summary_of(_loaded(ds))
+    from ldpsim.pipeline.summary import TARGET_SE
+
+    summary = summary_of(_loaded(ds), TARGET_SE if target_se is None else target_se)
     if as_dataset:
         return summary
     rows = records(summary) if coords == "all" else coord_mean_records(summary)

@@ -1,4 +1,4 @@
-"""The `ldpsim` command line: run, status, errors, summarize, plot, list."""
+"""The `ldpsim` command line: run, status, errors, summarize, plot, report, list."""
 
 from __future__ import annotations
 
@@ -92,6 +92,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _target_se(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a standard error in (0, 1), got {text!r}")
+    return value
+
+
 def _bounds(text: str) -> tuple[int, int]:
     try:
         low, high = (int(x) for x in text.split(":"))
@@ -178,12 +188,44 @@ def build_parser() -> argparse.ArgumentParser:
         "all for at most 10 coordinates, else mean in the text, markdown and latex tables "
         "(csv and json keep every coordinate)",
     )
+    summarize.add_argument(
+        "--compare",
+        metavar="A,B",
+        help="instead of the table: coverage of method A minus B's and the ratio of their "
+        "mean lengths, with paired standard errors (the same replicates)",
+    )
+    summarize.add_argument(
+        "--target-se",
+        type=_target_se,
+        default=None,
+        metavar="SE",
+        help="add a row per method: the replicates that would give each coverage this "
+        "Monte-Carlo standard error (the summary's replicates_needed, in csv and json "
+        "always, for 0.005 unless given)",
+    )
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
     plot.add_argument("store", type=_path)
     plot.add_argument(
         "--out", type=_path, help="output folder (default: <store>-figures next to the store)"
     )
-    sub.add_parser("list", help="built-in sweeps and cluster configurations")
+    report = sub.add_parser(
+        "report", help="one self-contained HTML page: tables, figures, failures, provenance"
+    )
+    report.add_argument("store", type=_path)
+    report.add_argument(
+        "--out", type=_path, help="the HTML file (default: <store>-report.html next to the store)"
+    )
+    report.add_argument(
+        "--target-se",
+        type=_target_se,
+        default=None,
+        metavar="SE",
+        help="the coverage standard error the replicates-needed column plans for (default 0.005)",
+    )
+    sub.add_parser(
+        "list",
+        help="built-in sweeps, cluster configurations, models, mechanisms and interval methods",
+    )
     return parser
 
 
@@ -210,9 +252,15 @@ def cmd_run(args) -> int:
 
 def cmd_status(args) -> int:
     from ldpsim.pipeline.reading import check_store, load_dataset
+    from ldpsim.pipeline.timings import (
+        TIMING_VARIABLES,
+        format_seconds,
+        median_per_point,
+        timing_line,
+    )
 
     check_store(args.store, read_chunks=False)
-    ds = load_dataset(args.store, OUTCOME_VARIABLES)
+    ds = load_dataset(args.store, OUTCOME_VARIABLES + TIMING_VARIABLES)
     grid = [d for d in ds["done"].dims if d != "rep"]
     done = ds["done"].values
     failed = ds["failed"].values
@@ -224,12 +272,15 @@ def cmd_status(args) -> int:
         count = int(method_failed[..., m, :].sum())
         if count:
             print(f"  interval method {label} failed in {count} replicate(s)")
+    print(f"  {timing_line(ds)}")
     if grid:
+        medians = median_per_point(ds)
         for index in np.ndindex(*done.shape[:-1]):
             label = ", ".join(f"{d}={ds[d].values[i]}" for d, i in zip(grid, index, strict=True))
             print(
                 f"  {label}: {int(done[index].sum())}/{done.shape[-1]} done, "
-                f"{int(failed[index].sum())} failed"
+                f"{int(failed[index].sum())} failed, median "
+                f"{format_seconds(medians[index])} s per replicate"
             )
     return store_outcome(ds)
 
@@ -254,14 +305,34 @@ def cmd_errors(args) -> int:
 
 
 def cmd_summarize(args) -> int:
-    from ldpsim.pipeline.api import summarize
+    from ldpsim.pipeline.api import open_store, summarize
+    from ldpsim.pipeline.summary import TARGET_SE
     from ldpsim.pipeline.tables import format_table
+    from ldpsim.pipeline.timings import timing_line
 
-    summary = summarize(args.store, as_dataset=True)
+    ds = open_store(args.store, load=True)
+    if args.compare is not None:
+        from ldpsim.pipeline.compare import compare_methods, format_comparison, parse_pair
+
+        try:
+            a, b = parse_pair(args.compare, [str(m) for m in ds["method"].values])
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        print(format_comparison(compare_methods(ds, a, b), args.format, coords=args.coords))
+        return EXIT_OK
+    target_se = TARGET_SE if args.target_se is None else args.target_se
+    summary = summarize(ds, as_dataset=True, target_se=target_se)
     table = format_table(
-        summary, args.format, diagnostics=args.diagnostics, errors=args.errors, coords=args.coords
+        summary,
+        args.format,
+        diagnostics=args.diagnostics,
+        errors=args.errors,
+        coords=args.coords,
+        replicates_needed=args.target_se is not None,
     )
     print(table)
+    if args.format == "text":  # the other formats stay as they are, to be pasted or parsed
+        print(timing_line(ds))
     return EXIT_OK
 
 
@@ -278,9 +349,21 @@ def cmd_plot(args) -> int:
     return EXIT_OK
 
 
+def cmd_report(args) -> int:
+    from ldpsim.pipeline.report import default_report_path, write_report
+    from ldpsim.pipeline.summary import TARGET_SE
+
+    out = Path(args.out) if args.out is not None else default_report_path(args.store)
+    target_se = TARGET_SE if args.target_se is None else args.target_se
+    path = write_report(args.store, out, target_se=target_se)
+    print(path)
+    return EXIT_OK
+
+
 def cmd_list(args) -> int:
     from ldpsim.pipeline.clusters import available_clusters
     from ldpsim.pipeline.sweep import builtin_sweeps
+    from ldpsim.pipeline.units import KIND_HEADINGS, unit_lines
     from ldpsim.tasks.plugins import plugin_problems, plugins
 
     print("Built-in sweeps:")
@@ -289,13 +372,15 @@ def cmd_list(args) -> int:
     print("Clusters (--cluster NAME):")
     for name in available_clusters():
         print(f"  {name}")
-    found = plugins()
-    print("Plugins (models, mechanisms and interval methods of other packages):")
-    if not found:
-        print("  none installed (see docs/extending.md)")
-    for plugin in found:
-        if plugin.problem is None:
-            print(f"  {plugin.kind:<9} {plugin.name:<20} from {plugin.distribution}")
+    lines = unit_lines()
+    width = max(len(line.name) for line in lines)
+    for kind, heading in KIND_HEADINGS.items():
+        print(f"{heading}:")
+        for line in (line for line in lines if line.kind == kind):
+            where = "" if line.package is None else f" [plugin: {line.package}]"
+            print(f"  {line.name:<{width}}  {line.summary}{where}")
+    if not plugins():
+        print("Plugins: none installed (see docs/extending.md)")
     for line in plugin_problems():
         print(f"warning: {line}", file=sys.stderr)
     return EXIT_OK
@@ -307,6 +392,7 @@ COMMANDS = {
     "errors": cmd_errors,
     "summarize": cmd_summarize,
     "plot": cmd_plot,
+    "report": cmd_report,
     "list": cmd_list,
 }
 

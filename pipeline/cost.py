@@ -8,7 +8,7 @@ from ldpsim.pipeline.sweep import Sweep
 from ldpsim.tasks.spec import ReplicateSpec
 
 #: Nanoseconds per SGD step of the compiled kernel, all streaming statistics on, on the
-#: project's 2-core machine (README "Performance", `benchmarks/kernels.py`, upper ends
+#: project's 2-core machine (docs/performance.md, `benchmarks/kernels.py`, upper ends
 #: of the measured ranges): quantile + randomized response (d = 1) 6.4 ns; quantile
 #: regression with d = 4 and Laplace noise 59 ns. Steps in between are taken linear in d
 #: through these two points.

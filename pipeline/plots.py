@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
+from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
 from ldpsim.pipeline.reading import load_dataset
 from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
-from ldpsim.pipeline.tables import axis_labels, format_level, format_number
 
 #: The figures of :func:`store_figures`, in drawing order (also their file names).
 FIGURE_KINDS = (
@@ -35,8 +36,36 @@ FIGURE_KINDS = (
 )
 #: Formats every figure is written in.
 FIGURE_FORMATS = ("png", "pdf")
-#: Fixed colors so that a method looks the same in every figure.
-METHOD_COLORS = {"bb": "C0", "bm": "C1", "sn": "C2", "oracle": "black"}
+#: Fixed colours so that a method looks the same in every figure: Okabe and Ito's
+#: colour-blind safe palette for the built-in methods' labels.
+METHOD_COLORS = {
+    "bb": "#0072B2",  # blue
+    "bm": "#E69F00",  # orange
+    "sn": "#009E73",  # bluish green
+    "oracle": "#000000",
+    "fang": "#D55E00",  # vermillion
+    "np_boot": "#CC79A7",  # reddish purple
+    "cdp_blb_var": "#56B4E9",  # sky blue
+    "cdp_blb_pct": "#F0E442",  # yellow
+}
+#: Further labels (a second bb variant, a plugin's method) in the order of the store's
+#: methods: Paul Tol's muted scheme, also colour-blind safe, then gray.
+SPARE_COLORS = (
+    "#332288",
+    "#CC6677",
+    "#117733",
+    "#882255",
+    "#44AA99",
+    "#999933",
+    "#AA4499",
+    "#88CCEE",
+)
+#: Width of the bars of one grid point in the bar figures, in inches.
+BAR_INCHES_PER_POINT = 0.5
+#: Panel titles longer than this many characters are wrapped onto further lines.
+PANEL_TITLE_CHARS = 40
+#: Characters of a figure title per inch of figure width before it is wrapped.
+TITLE_CHARS_PER_INCH = 9
 #: Most coordinates shown as panel rows; above it only coordinate 0 is drawn.
 MAX_COORD_ROWS = 4
 #: The running-interval figure splits at this fraction of the largest checkpoint (the
@@ -54,17 +83,28 @@ DIAGNOSTIC_PANELS = (("bias_over_sd", "bias / sd", 0.0), ("variance_ratio", "var
 MAX_PANEL_COLUMNS = 6
 #: The errors figure's series: summary variable (with its ``_se``) and legend label.
 ERROR_SERIES = (("mse", "average theta_bar_n"), ("mse_last", "last iterate theta_n"))
-ERROR_COLORS = {"mse": "C0", "mse_last": "C3"}
+ERROR_COLORS = {"mse": "#0072B2", "mse_last": "#D55E00"}
 
 
 def _colors(methods: list[str]) -> dict[str, str]:
-    spare = iter(f"C{i}" for i in range(3, 10))
+    """Each method's colour: its own for a built-in label, else the next spare one."""
+    spare = iter(SPARE_COLORS)
     return {m: METHOD_COLORS.get(m) or next(spare, "gray") for m in methods}
 
 
 def _label(name: str, value: Any) -> str:
+    """A grid value, compact: ``tau=0.9`` for numbers, the value alone for labels
+    (``huber_regression``, ``laplace-eps1``: a model or case name says what it is)."""
     value = value.item() if isinstance(value, np.generic) else value
-    return f"{name} = {format_number(value)}" if isinstance(value, float) else f"{name} = {value}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return f"{name}={format_number(value)}"
+    return f"{name}={value}"
+
+
+def _wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
 def _combos(ds: xr.Dataset, dims: list[str]) -> list[dict[str, Any]]:
@@ -83,6 +123,14 @@ def _title(summary: xr.Dataset, what: str, with_level: bool = True) -> str:
     level = summary.attrs.get("level") if with_level else None
     level_text = f", {format_level(level)} intervals" if level is not None else ""
     return f"{name}: {what}{level_text}" if name else f"{what}{level_text}"
+
+
+def _coord_exists(summary: xr.Dataset, combo: dict[str, Any], coord: int) -> bool:
+    """Whether a grid point (any value of the axes not in ``combo``) has coordinate
+    ``coord``: a case of smaller d has none beyond its d."""
+    if "coord_exists" not in summary:
+        return True
+    return bool(summary["coord_exists"].sel({**combo, "coord": coord}).any())
 
 
 def default_out_dir(store: str | Path) -> Path:
@@ -158,13 +206,16 @@ class SweepFigure(Figure):
         return buffer.getvalue()
 
 
-def _panel_grid(n_rows: int, n_cols: int, title: str, **share: Any) -> tuple[Figure, np.ndarray]:
+def _panel_grid(
+    n_rows: int, n_cols: int, title: str, width: float | None = None, **share: Any
+) -> tuple[Figure, np.ndarray]:
+    """A figure of panels; ``width`` (in panel widths) widens it beyond ``n_cols``."""
     fig = SweepFigure(
-        figsize=(PANEL_SIZE[0] * n_cols + 2.0, PANEL_SIZE[1] * n_rows + 0.6),
+        figsize=(PANEL_SIZE[0] * (width or n_cols) + 2.0, PANEL_SIZE[1] * n_rows + 0.6),
         layout="constrained",
     )
     axes = fig.subplots(n_rows, n_cols, squeeze=False, **share)
-    fig.suptitle(title)
+    fig.suptitle(_wrap(title, int(TITLE_CHARS_PER_INCH * fig.get_figwidth())))
     return fig, axes
 
 
@@ -179,11 +230,31 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
 
 
 def _panel_title(ax: Axes, combo: dict[str, Any], coord: int | None) -> None:
+    """The grid point in one compact line (wrapped only where it would not fit)."""
     parts = [_label(k, v) for k, v in combo.items()]
     if coord is not None:
         parts.append(f"coord {coord}")
     if parts:
-        ax.set_title(", ".join(parts), fontsize="medium")
+        ax.set_title(_join_lines(parts, PANEL_TITLE_CHARS), fontsize="medium")
+
+
+def _join_lines(parts: list[str], width: int) -> str:
+    """``parts`` joined by ', ', a new line only between parts that would pass ``width``."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += ", " + part
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def _tick_labels_everywhere(axes: np.ndarray) -> None:
+    """x tick labels under every panel, not only the bottom row (shared axes hide them)."""
+    for ax in axes.flat:
+        ax.tick_params(axis="x", which="both", labelbottom=True)
 
 
 def _dodge(x: np.ndarray, i: int, count: int, log: bool) -> np.ndarray:
@@ -272,20 +343,22 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     x = summary[x_dim].values.astype(np.float64)
     level = summary.attrs.get("level")
     ticks = axis_labels(summary[x_dim].values, "text")
-    n_rows = len(coords) if len(coords) > 1 else 1
     coord_in_title = len(summary["coord"]) > 1
+    cells = _panel_cells(summary, combos, coords)
 
-    # One cell per combination of the other axes (its coordinates one above the
-    # other), wrapped onto further rows beyond MAX_PANEL_COLUMNS cells.
     cov_fig, cov_axes, cov_cells = _wrapped_panels(
-        len(combos), n_rows, _title(summary, "coverage"), sharex=True, sharey=True
+        len(cells), len(cells[0]), _title(summary, "coverage"), sharex=True, sharey=True
     )
     len_fig, len_axes, len_cells = _wrapped_panels(
-        len(combos), n_rows, _title(summary, "mean length"), sharex=True
+        len(cells), len(cells[0]), _title(summary, "mean length"), sharex=True
     )
-    for (row, coord), (col, combo) in itertools.product(enumerate(coords), enumerate(combos)):
+    panels = [
+        (combo, coord, cax, lax)
+        for cell_pairs, cov_panels, len_panels in zip(cells, cov_cells, len_cells, strict=True)
+        for (combo, coord), cax, lax in zip(cell_pairs, cov_panels, len_panels, strict=True)
+    ]
+    for combo, coord, cax, lax in panels:
         cell = summary.sel({**combo, "coord": coord})
-        cax, lax = cov_cells[col][row], len_cells[col][row]
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
             _errorbar(
@@ -311,9 +384,25 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         lax.set_ylabel("mean length")
     cov_axes[0, 0].set_xlim(*_x_span(x))
     len_axes[0, 0].set_xlim(*_x_span(x))
+    _tick_labels_everywhere(cov_axes)
+    _tick_labels_everywhere(len_axes)
     _legend(cov_fig, cov_axes)
     _legend(len_fig, len_axes)
     return cov_fig, len_fig
+
+
+def _panel_cells(
+    summary: xr.Dataset, combos: list[dict[str, Any]], coords: list[int]
+) -> list[list[tuple[dict[str, Any], int]]]:
+    """The panels of a figure, as cells of (grid point, coordinate) stacked vertically.
+
+    Where every grid point has every shown coordinate: one cell per grid point, its
+    coordinates one above the other. Where some have fewer (cases of different d): one
+    cell per (grid point, coordinate) it has, so that no panel is empty.
+    """
+    if all(_coord_exists(summary, combo, c) for combo in combos for c in coords):
+        return [[(combo, c) for c in coords] for combo in combos]
+    return [[(combo, c)] for combo in combos for c in coords if _coord_exists(summary, combo, c)]
 
 
 def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
@@ -328,7 +417,12 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
         return None
     combos = _combos(summary, [a for a in grid_axes(summary) if a != x_dim])
     coord_in_title = len(summary["coord"]) > 1
-    cells = [(combo, coord) for coord in _shown_coords(summary) for combo in combos]
+    cells = [
+        (combo, coord)
+        for coord in _shown_coords(summary)
+        for combo in combos
+        if _coord_exists(summary, combo, coord)
+    ]
     methods = [str(m) for m in summary["method"].values]
     colors = _colors(methods)
     x = summary[x_dim].values.astype(np.float64)
@@ -349,6 +443,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
             ax.set_ylabel(label)
             _panel_title(ax, combo, coord if coord_in_title else None)
     axes[0, 0].set_xlim(*_x_span(x))
+    _tick_labels_everywhere(axes)
     _legend(fig, axes)
     return fig
 
@@ -381,6 +476,7 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
         ax.set_ylabel("mean of ||theta - theta*||^2")
         _panel_title(ax, combo, None)
     axes[0, 0].set_xlim(*_x_span(x))
+    _tick_labels_everywhere(axes)
     _legend(fig, axes)
     return fig
 
@@ -397,9 +493,12 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
     width = 0.8 / len(methods)
     positions = np.arange(len(combos))
     tick_labels = [", ".join(_label(k, v) for k, v in c.items()) or "all" for c in combos]
+    # Many grid points (the sparse sweep's 24 cases): wider panels, labels upright.
+    columns = max(1.0, len(combos) * BAR_INCHES_PER_POINT / PANEL_SIZE[0])
+    upright = len(combos) > 3
 
-    cov_fig, cov_axes = _panel_grid(len(coords), 1, _title(summary, "coverage"))
-    len_fig, len_axes = _panel_grid(len(coords), 1, _title(summary, "mean length"))
+    cov_fig, cov_axes = _panel_grid(len(coords), 1, _title(summary, "coverage"), columns)
+    len_fig, len_axes = _panel_grid(len(coords), 1, _title(summary, "mean length"), columns)
     for row, coord in enumerate(coords):
         cax, lax = cov_axes[row, 0], len_axes[row, 0]
         for i, method in enumerate(methods):
@@ -421,7 +520,8 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
         if level is not None:
             cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
         for ax in (cax, lax):
-            ax.set_xticks(positions, tick_labels)
+            ax.set_xticks(positions, tick_labels, rotation=90 if upright else 0)
+            ax.set_xlabel(", ".join(axes_names))
             if coord_in_title:
                 ax.set_title(f"coord {coord}", fontsize="medium")
         cax.set_ylim(0, 1.05)
@@ -465,7 +565,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         for method in others:
             values = ratio.sel({"method": method}).values
             ax.plot(eps, values, marker="o", markersize=4, color=colors[method], label=method)
-        ax.axhline(1.0, color="gray", linestyle=":", label=FLOOR_METHOD)
+        ax.axhline(1.0, color=colors[FLOOR_METHOD], linestyle=":", label=FLOOR_METHOD)
         ax.set_xscale("log")
         ax.set_xticks(eps, axis_labels(summary["eps"].values, "text"))
         ax.xaxis.set_minor_locator(NullLocator())
@@ -693,7 +793,9 @@ def _running_figure(ds: xr.Dataset) -> Figure | None:
     return fig
 
 
-def store_figures(ds: xr.Dataset, kinds: Sequence[str] | None = None) -> dict[str, Figure]:
+def store_figures(
+    ds: xr.Dataset, kinds: Sequence[str] | None = None, *, summary: xr.Dataset | None = None
+) -> dict[str, Figure]:
     """Draw a sweep's figures; those a store has no data for are left out.
 
     Parameters
@@ -703,6 +805,8 @@ def store_figures(ds: xr.Dataset, kinds: Sequence[str] | None = None) -> dict[st
     kinds : sequence of str, optional
         The figures to draw, from :data:`FIGURE_KINDS` (default: all). What each shows
         is described in :func:`plot_store`, whose file names they are.
+    summary : xarray.Dataset, optional
+        ``summarize(ds)``, when the caller has it already.
 
     Returns
     -------
@@ -720,7 +824,7 @@ def store_figures(ds: xr.Dataset, kinds: Sequence[str] | None = None) -> dict[st
             raise InputError(
                 f"Unknown figure kind {kind!r}. Kinds are: {', '.join(FIGURE_KINDS)}."
             )
-    summary = summarize(ds)
+    summary = summarize(ds) if summary is None else summary
     if "n" in grid_axes(summary):
         x_dim: str | None = "n"
     else:

@@ -15,6 +15,8 @@ from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
 NON_GRID_DIMS = ("checkpoint", "method", "rep", "coord")
 #: Label of the oracle interval method (exact asymptotic covariance, SPEC section 5.4).
 ORACLE = "oracle"
+#: Default target Monte-Carlo standard error of a coverage, for ``replicates_needed``.
+TARGET_SE = 0.005
 
 SUMMARY_ATTRS: dict[str, dict[str, str]] = {
     "coverage": {
@@ -166,13 +168,36 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "empirical sd of sqrt(n) (theta_bar_n - theta*) / oracle sd",
         "units": "1",
     },
+    "coord_exists": {
+        "long_name": "whether the grid point has this coordinate (theta*_j known)",
+        "description": "false beyond the d of a grid point of smaller d (NaN-padded)",
+        "units": "1",
+    },
+    "replicates_needed": {
+        "long_name": "replicates that would give a coverage standard error of target_se",
+        "description": (
+            "R (coverage_se / target_se)^2, rounded up (a standard error falls as "
+            "1 / sqrt(R)); where the observed coverage is 0 or 1 (no spread) from the "
+            "nominal level, level (1 - level) / target_se^2"
+        ),
+        "units": "1",
+    },
+    "coord_mean_replicates_needed": {
+        "long_name": (
+            "replicates that would give coord_mean_coverage a standard error of target_se"
+        ),
+        "description": "R (coord_mean_coverage_se / target_se)^2, rounded up",
+        "units": "1",
+    },
     **DIAGNOSTIC_ATTRS,
 }
 
 
 def grid_axes(ds: xr.Dataset) -> list[str]:
     """The grid axes of a store or summary, in sweep order (possibly none)."""
-    dims = ds["truth" if "truth" in ds else "coverage"].dims
+    # A store has theta*, a summary coverage, a comparison (compare.py) its difference.
+    name = next(v for v in ("truth", "coverage", "coverage_diff") if v in ds)
+    dims = ds[name].dims
     return [str(d) for d in dims if d not in NON_GRID_DIMS]
 
 
@@ -302,7 +327,61 @@ def coordinate_means(covered: xr.DataArray, length: xr.DataArray, ok: xr.DataArr
     )
 
 
-def summarize(ds: xr.Dataset) -> xr.Dataset:
+def replicates_needed(
+    se: xr.DataArray, count: xr.DataArray, target_se: float, level: xr.DataArray
+) -> xr.DataArray:
+    """Replicates that give a coverage standard error of ``target_se``.
+
+    A standard error falls as 1 / sqrt(R), so R replicates with standard error ``se``
+    need R (se / target_se)^2, rounded up. Where ``se`` is 0 (an observed coverage of 0
+    or 1 has no binomial spread) the nominal ``level`` plans instead: level (1 - level) /
+    target_se^2. NaN where no replicate counts or R = 1 with an unknown se.
+
+    Parameters
+    ----------
+    se : xarray.DataArray
+        The Monte-Carlo standard error of a coverage from ``count`` replicates.
+    count : xarray.DataArray
+        The replicates R it comes from.
+    target_se : float
+        The standard error wanted, in (0, 1).
+    level : xarray.DataArray
+        The nominal level, the planning value where ``se`` is 0.
+
+    Returns
+    -------
+    xarray.DataArray
+        float64 (NaN where unknown); whole numbers elsewhere.
+    """
+    # Rounded to 6 decimals first, so that 900.0000000001 (floating noise) needs 900.
+    from_se = np.ceil(np.round(count * (se / target_se) ** 2, 6))
+    from_level = np.ceil(np.round(level * (1.0 - level) / target_se**2, 6))
+    out = xr.where(se > 0, from_se, from_level)
+    return out.where(se.notnull() & (count > 0)).astype(np.float64)
+
+
+def check_target_se(target_se: float) -> float:
+    """The ``target_se`` parameter, checked: a float in (0, 1).
+
+    Raises
+    ------
+    TypeError
+        Not a real number.
+    ValueError
+        Not in (0, 1).
+    """
+    if isinstance(target_se, bool) or not isinstance(target_se, int | float | np.floating):
+        raise TypeError(
+            f"The 'target_se' parameter of summarize must be a float in (0, 1). Got {target_se!r}."
+        )
+    if not 0 < float(target_se) < 1:
+        raise ValueError(
+            f"The 'target_se' parameter of summarize must be a float in (0, 1). Got {target_se!r}."
+        )
+    return float(target_se)
+
+
+def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
     """Summarize the replicates of a store (SPEC section 7).
 
     Only replicates with ``done`` set count; for a method, a replicate also needs
@@ -318,6 +397,9 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         layout): ``estimate``, ``lower``, ``upper``, ``truth`` and ``done``; attributes
         ``level`` and ``sweep``. ``last`` (the last iterate) is optional: without it
         (a store of an older ldpsim) ``mse_last`` and ``rmse_last`` are NaN.
+    target_se : float
+        The Monte-Carlo standard error of a coverage that ``replicates_needed`` plans
+        for, in (0, 1); default :data:`TARGET_SE` (0.005).
 
     Returns
     -------
@@ -349,8 +431,15 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         estimate's projection onto the model's l1 ball (SPEC 11; NaN for other models
         and for stores older than it), each with its standard error (``*_se``,
         sd / sqrt(R)) and count R (``*_n_done``; see :func:`squared_error`).
-        Attributes ``level`` and ``sweep`` are kept.
+        ``replicates_needed`` (per grid point, method, [checkpoint,] coord) and
+        ``coord_mean_replicates_needed`` (per grid point, method, [checkpoint]): the
+        replicates that would give the coverage (its coordinate mean) a standard error
+        of ``target_se`` (:func:`replicates_needed`).
+        Per grid point and coord: ``coord_exists``, false for the coordinates beyond a
+        grid point's d (tables and figures leave them out).
+        Attributes ``level`` and ``sweep`` are kept, and ``target_se`` added.
     """
+    target_se = check_target_se(target_se)
     truth = ds["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
     done = ds["done"].astype(bool)
@@ -464,6 +553,11 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
             **diagnostics.data_vars,
         }
     )
+    out["coord_exists"] = valid
+    out["replicates_needed"] = replicates_needed(out["coverage_se"], n_done, target_se, level)
+    out["coord_mean_replicates_needed"] = replicates_needed(
+        out["coord_mean_coverage_se"], out["coord_mean_n_done"], target_se, level
+    )
     order = [*grid_axes(ds), "method", "checkpoint", "coord"]
     out = out.transpose(*[d for d in order if d in out.dims])
     for name, attrs in SUMMARY_ATTRS.items():
@@ -472,6 +566,7 @@ def summarize(ds: xr.Dataset) -> xr.Dataset:
         if name in ds.coords:
             out[name].attrs = dict(ds[name].attrs)
     out.attrs = {k: ds.attrs[k] for k in ("title", "level", "sweep") if k in ds.attrs}
+    out.attrs["target_se"] = target_se
     return out.compute()
 
 

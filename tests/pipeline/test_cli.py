@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import synthetic as syn
 
 from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FORMATS, main
 from ldpsim.pipeline.tables import TABLE_FORMATS
@@ -34,3 +36,35 @@ def test_no_verb_is_bad_input(capsys):
     assert main([]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith("ldpsim: error:")
+
+
+def test_list_names_every_model_mechanism_and_method(capsys):
+    from ldpsim.tasks import intervals, mechanisms, models
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    for heading, registry in (
+        ("Models:", models.REGISTRY),
+        ("Mechanisms:", mechanisms.REGISTRY),
+        ("Interval methods:", intervals.REGISTRY),
+    ):
+        start = lines.index(heading)
+        listed = {line.split()[0] for line in lines[start + 1 : start + 1 + len(registry)]}
+        assert listed == set(registry), heading
+    # One line each, with a description (the class docstring's first line).
+    (bb,) = [line for line in lines if line.split()[:1] == ["bb"]]
+    assert "block bootstrap" in bb
+
+
+def test_status_shows_median_seconds(tmp_path, capsys):
+    store = tmp_path / "s.zarr"
+    ds = syn.grid_store()
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((2, 2, 2, syn.REPS), 0.25))
+    ds["method_seconds"][..., 0, :] = 0.125
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    main(["status", str(store)])
+    out = capsys.readouterr().out
+    assert "median seconds per replicate: 0.5 (108 replicates, 54 s in all)" in out
+    assert "per method: bb 0.125, oracle 0.25" in out
+    assert "tau=0.9, n=10000: 0/40 done, 0 failed, median n/a s per replicate" in out

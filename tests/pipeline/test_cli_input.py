@@ -18,7 +18,7 @@ from ldpsim.pipeline.tables import format_level
 
 #: Level of the finished store: 100 * it is not "100%" (SPEC 7: the level is an attribute).
 ODD_LEVEL = 0.9999999
-VERBS = ("run", "status", "errors", "summarize", "plot")
+VERBS = ("run", "status", "errors", "summarize", "plot", "report")
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +178,7 @@ def test_paths_that_are_not_stores(verb, tmp_path, capsys):
     for path, words in cases:
         one_line(capsys, main([verb, str(path)]), [str(path), words])
     one_line(capsys, main([verb, ""]), [f"{verb}: argument store", "empty string"])
-    assert not list(tmp_path.glob("*-figures"))
+    assert not list(tmp_path.glob("*-figures")) and not list(tmp_path.glob("*-report.html"))
 
 
 def test_usage_errors_name_the_program_once(capsys):
@@ -238,6 +238,7 @@ def test_a_damaged_store_in_every_verb(damage, tmp_path, finished, capsys):
         one_line(capsys, main(argv), words)
     assert tree_hash(store) == before
     assert not (tmp_path / "tiny-figures").exists()
+    assert not (tmp_path / "tiny-report.html").exists()
 
 
 # -- a closed pipe -------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def test_errors_panels_per_grid_point(tmp_path):
     store = xr.concat([syn.checkpoint_store(reps=3)] * 2, dim=xr.DataArray([0.5, 1.0], dims="eps"))
     store["truth"] = store["truth"].isel(eps=0, drop=True).expand_dims(eps=[0.5, 1.0])
     fig = _errors_figure(summarize(store))
-    assert [ax.get_title() for ax in fig.axes] == ["eps = 0.5", "eps = 1"]
+    assert [ax.get_title() for ax in fig.axes] == ["eps=0.5", "eps=1"]
 
 
 def png_size(path: Path) -> tuple[int, int]:

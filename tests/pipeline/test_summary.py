@@ -293,6 +293,8 @@ def test_records(summary):
         "n_done": 35,
         **diagnostics,
         **{name: pytest.approx(float(bb[name])) for name in ERROR_FIELDS},
+        # R (se / 0.005)^2: 35 replicates with se 0.0637 -> 5682.
+        "replicates_needed": math.ceil(round(35 * (float(bb["coverage_se"]) / 0.005) ** 2, 6)),
     }
     assert first["mse_n_done"] == first["mse_last_n_done"] == 36
     # Per grid point: the same in the records of every method and coordinate.
@@ -406,7 +408,9 @@ def test_error_table(summary, store, tmp_path, capsys):
     path = tmp_path / "s.zarr"
     store.to_zarr(path, zarr_format=3, consolidated=False)
     assert main(["summarize", str(path), "--errors"]) == 0
-    assert capsys.readouterr().out == text + "\n"
+    table, timings = capsys.readouterr().out.rsplit("\n\n", 1)
+    assert table + "\n" == text
+    assert timings.startswith("median seconds per replicate: 0.5 (")
 
 
 def test_unknown_format(summary):

@@ -1,0 +1,180 @@
+"""Where results come from: the software, the machine and every run that wrote to a store."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from ldpsim.pipeline.layout import META_GROUP
+
+#: Packages whose versions a report and a run record name.
+PACKAGES = (
+    "ldpsim",
+    "numpy",
+    "scipy",
+    "numba",
+    "dask",
+    "distributed",
+    "xarray",
+    "zarr",
+    "matplotlib",
+    "jinja2",
+)
+#: Inside the store's META_GROUP: one JSON file per run that wrote to the store.
+RUNS_FOLDER = "runs"
+
+
+def package_versions() -> dict[str, str]:
+    """Python's version and those of :data:`PACKAGES` ('not installed' where missing)."""
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def source_commit() -> str | None:
+    """The git commit of the checkout ldpsim runs from, '+ changes' if it has any.
+
+    None where ldpsim is not installed from a git checkout (a wheel), or git is missing.
+    """
+    source = Path(__file__).resolve().parent.parent  # the folder holding pipeline/
+    if not (source / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head} + uncommitted changes" if dirty else head
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """Host name, operating system, CPU model and logical cores of this machine."""
+    return {
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+    }
+
+
+def environment() -> dict[str, Any]:
+    """ldpsim's version and commit, the library versions and the machine, now."""
+    return {
+        "versions": package_versions(),
+        "commit": source_commit(),
+        **machine(),
+    }
+
+
+def _timestamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(seconds))
+
+
+def record_run(
+    store: str | Path,
+    *,
+    wall_seconds: float,
+    computed: int,
+    failed: int,
+    cluster: str,
+    command: list[str] | None = None,
+) -> Path | None:
+    """Record a run that wrote to ``store``: its dates, wall time, cluster and software.
+
+    One JSON file per run in the store's ``ldpsim/runs/`` folder, written atomically
+    (a temporary file renamed into place), so that runs never overwrite each other's
+    records. A store that cannot be written keeps its results; the record is then
+    skipped (None is returned), since it only describes them.
+
+    Parameters
+    ----------
+    store : path
+        The store the run wrote to.
+    wall_seconds : float
+        The run's wall time in seconds, >= 0; it ended now.
+    computed, failed : int
+        Replicates the run computed and that failed.
+    cluster : str
+        Where it ran: a cluster kind (``local``, ``slurm``, ``pbs``) or a scheduler address.
+    command : list of str, optional
+        The command line.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The record's file, None where it could not be written.
+    """
+    end = time.time()
+    record = {
+        "started": _timestamp(end - wall_seconds),
+        "finished": _timestamp(end),
+        "wall_seconds": round(float(wall_seconds), 3),
+        "computed": int(computed),
+        "failed": int(failed),
+        "cluster": cluster,
+        "command": command,
+        **environment(),
+    }
+    folder = Path(store) / META_GROUP / RUNS_FOLDER
+    target = folder / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(end))}-{os.getpid()}.json"
+    temporary = target.with_suffix(".json.partial")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(record, indent=1, sort_keys=True))
+        temporary.replace(target)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        return None
+    return target
+
+
+def read_runs(store: str | Path) -> list[dict[str, Any]]:
+    """The run records of a store, oldest first; [] for a store older than them.
+
+    A record that cannot be read as a JSON object is listed as ``{"unreadable": name}``.
+    """
+    folder = Path(store) / META_GROUP / RUNS_FOLDER
+    if not folder.is_dir():
+        return []
+    out = []
+    for file in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(file.read_text())
+        except (OSError, ValueError):
+            record = None
+        out.append(record if isinstance(record, dict) else {"unreadable": file.name})
+    return out

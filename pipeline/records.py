@@ -1,0 +1,155 @@
+"""Records of a summary (one dict per cell) and their CSV and JSON renderings."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
+from ldpsim.pipeline.summary import grid_axes
+
+#: Statistics of a grid point [and checkpoint], the same for all its methods and coords.
+ERROR_FIELDS = ("mse", "mse_se", "mse_n_done", "mse_last", "mse_last_se", "mse_last_n_done")
+#: Fields of one record of :func:`records` besides the grid values.
+RECORD_FIELDS = (
+    "coverage",
+    "coverage_se",
+    "length",
+    "length_se",
+    "n_done",
+    *DIAGNOSTIC_FIELDS,
+    *ERROR_FIELDS,
+    "replicates_needed",
+)
+#: Fields of one record of :func:`coord_mean_records` besides the grid values.
+COORD_MEAN_RECORD_FIELDS = (
+    "coord_mean_coverage",
+    "coord_mean_coverage_se",
+    "coord_mean_length",
+    "coord_mean_length_se",
+    "coord_mean_n_done",
+    "joint_coverage",
+    "joint_coverage_se",
+    "joint_coverage_z",
+    "joint_n_done",
+    *ERROR_FIELDS,
+    "coord_mean_replicates_needed",
+)
+
+
+def native_value(value: Any) -> Any:
+    """A numpy scalar as a plain Python value; NaN becomes None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def records(summary: xr.Dataset) -> list[dict[str, Any]]:
+    """One record per grid point, method, [checkpoint,] coord of a summary.
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        The output of :func:`summarize`.
+
+    Returns
+    -------
+    list of dict
+        Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
+        store has checkpoints), ``coord``, then ``coverage``, ``coverage_se``,
+        ``length``, ``length_se``, ``n_done`` and the diagnostics
+        ``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each followed by
+        its ``_se``, and the mean squared errors of the average and the last iterate
+        (:data:`ERROR_FIELDS`: ``mse``, ``mse_se``, ``mse_n_done``, ``mse_last``,
+        ``mse_last_se``, ``mse_last_n_done``), which are per grid point [and checkpoint]
+        and so repeat in the records of its methods and coordinates. Values are plain
+        Python types; NaN statistics are None (null in JSON).
+    """
+    return records_over(summary, [*_method_dims(summary), "coord"], RECORD_FIELDS)
+
+
+def coord_mean_records(summary: xr.Dataset) -> list[dict[str, Any]]:
+    """One record per grid point, method [and checkpoint] of a summary: coordinate means.
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        The output of :func:`summarize`.
+
+    Returns
+    -------
+    list of dict
+        Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
+        store has checkpoints), then ``coord_mean_coverage``, ``coord_mean_coverage_se``,
+        ``coord_mean_length``, ``coord_mean_length_se``, ``coord_mean_n_done`` (see
+        :func:`ldpsim.pipeline.summary.coordinate_means`) and the mean squared errors
+        (:data:`ERROR_FIELDS`), which are per grid point [and checkpoint] and so repeat
+        in the records of its methods. Values are plain Python types; NaN statistics
+        are None (null in JSON).
+    """
+    return records_over(summary, _method_dims(summary), COORD_MEAN_RECORD_FIELDS)
+
+
+def _method_dims(summary: xr.Dataset) -> list[str]:
+    """The grid axes, ``method`` and [``checkpoint``]: the outer dims of the records."""
+    checkpoint = ["checkpoint"] if "checkpoint" in summary.dims else []
+    return [*grid_axes(summary), "method", *checkpoint]
+
+
+def records_over(
+    summary: xr.Dataset, dims: Sequence[str], fields: Sequence[str]
+) -> list[dict[str, Any]]:
+    """One record per index of ``dims`` of the variables ``fields`` of ``summary``.
+
+    ``fields[0]`` must have exactly these dims; the others are broadcast to them.
+    """
+    data = summary[list(fields)]
+    index_values = [data[d].values for d in dims]
+    full = data[fields[0]]
+    columns = {f: data[f].broadcast_like(full).transpose(*dims).values for f in fields}
+    out = []
+    for idx in np.ndindex(*(len(v) for v in index_values)):
+        rec = {d: native_value(v[i]) for d, v, i in zip(dims, index_values, idx, strict=True)}
+        rec.update({f: native_value(columns[f][idx]) for f in fields})
+        out.append(rec)
+    return out
+
+
+def json_value(value: Any) -> Any:
+    """A record value for strict JSON: an infinite grid value (eps = inf) as "inf"."""
+    # Strict JSON has no Infinity: an infinite grid value (eps = inf) is written "inf".
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def records_table(summary: xr.Dataset, fmt: str, coord_means: bool) -> str:
+    """The ``json`` or ``csv`` table of the records (of the coordinate means)."""
+    recs = coord_mean_records(summary) if coord_means else records(summary)
+    empty_fields = COORD_MEAN_RECORD_FIELDS if coord_means else RECORD_FIELDS
+    return render_records(recs, fmt, empty_fields)
+
+
+def render_records(recs: list[dict[str, Any]], fmt: str, empty_fields: Sequence[str] = ()) -> str:
+    """Records as JSON (a list of objects, NaN as null, inf as "inf") or CSV.
+
+    ``empty_fields`` are the CSV header when there is no record.
+    """
+    if fmt == "json":
+        recs = [{k: json_value(v) for k, v in r.items()} for r in recs]
+        return json.dumps(recs, indent=1, allow_nan=False) + "\n"
+    buffer = io.StringIO()
+    fields: list[Hashable] = list(recs[0]) if recs else list(empty_fields)
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(recs)
+    return buffer.getvalue()

@@ -1,0 +1,58 @@
+"""The models, mechanisms and interval methods a sweep can name, one line each."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from ldpsim.tasks.plugins import BUILTINS, GROUPS, plugins
+
+#: Kinds of unit in the order ``ldpsim list`` shows them, with their heading.
+KIND_HEADINGS = {"model": "Models", "mechanism": "Mechanisms", "method": "Interval methods"}
+
+
+@dataclass(frozen=True)
+class UnitLine:
+    """One unit a sweep can name.
+
+    Attributes
+    ----------
+    kind : {"model", "mechanism", "method"}
+    name : str
+        The name a sweep uses.
+    summary : str
+        One line: the unit's ``description`` attribute if it sets one (as xarray's
+        backends do), else the first line of its class docstring.
+    package : str or None
+        The installed package of a plugin (``name version``); None for a built-in.
+    """
+
+    kind: str
+    name: str
+    summary: str
+    package: str | None
+
+
+def one_line(unit: type) -> str:
+    """The one-line description of a unit class ('' when it has none)."""
+    description = getattr(unit, "description", None)
+    if isinstance(description, str) and description.strip():
+        return description.strip().splitlines()[0]
+    doc = inspect.getdoc(unit) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def unit_lines() -> list[UnitLine]:
+    """Every usable unit: per kind the built-ins, then the plugins that loaded.
+
+    A plugin that failed to load is left out (``ldpsim list`` reports it on stderr,
+    :func:`ldpsim.tasks.plugins.plugin_problems`).
+    """
+    out = []
+    for kind in GROUPS:
+        for name, unit in BUILTINS[kind].items():
+            out.append(UnitLine(kind, name, one_line(unit), None))
+        for plugin in plugins():
+            if plugin.kind == kind and plugin.unit is not None:
+                out.append(UnitLine(kind, plugin.name, one_line(plugin.unit), plugin.distribution))
+    return out

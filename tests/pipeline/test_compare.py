@@ -1,0 +1,125 @@
+"""Paired comparisons of two methods and the replicates a target standard error needs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import synthetic as syn
+
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.compare import compare_methods, format_comparison, parse_pair
+from ldpsim.pipeline.summary import summarize
+
+
+def direct(ds, a, b, cell, j):
+    """The comparison of one cell and coordinate, computed replicate by replicate."""
+    point = ds.sel(cell)
+    truth = float(point["truth"].values[j])
+    rows = []
+    for r in range(ds.sizes["rep"]):
+        if not point["done"].values[r]:
+            continue
+        bounds = {}
+        for m in (a, b):
+            lo = float(point["lower"].sel({"method": m}).values[r, j])
+            hi = float(point["upper"].sel({"method": m}).values[r, j])
+            bounds[m] = (lo, hi)
+        if any(math.isnan(v) for pair in bounds.values() for v in pair):
+            continue
+        covers = [float(lo <= truth <= hi) for lo, hi in bounds.values()]
+        lengths = [hi - lo for lo, hi in bounds.values()]
+        rows.append((covers[0] - covers[1], lengths[0], lengths[1]))
+    d, la, lb = (np.array(c) for c in zip(*rows, strict=True))
+    count = len(d)
+    ratio = la.mean() / lb.mean()
+    # Delta method: Var(a/b) ~ (s_aa - 2 r s_ab + r^2 s_bb) / (R mean_b^2).
+    cov = np.cov(la, lb, ddof=1)
+    var_ratio = (cov[0, 0] - 2 * ratio * cov[0, 1] + ratio**2 * cov[1, 1]) / lb.mean() ** 2
+    return {
+        "coverage_diff": d.mean(),
+        "coverage_diff_se": d.std(ddof=1) / math.sqrt(count),
+        "length_ratio": ratio,
+        "length_ratio_se": math.sqrt(var_ratio / count),
+        "n_paired": count,
+    }
+
+
+def test_comparison_against_a_direct_computation():
+    ds = syn.grid_store()
+    comparison = compare_methods(ds, "bb", "oracle")
+    for cell in ({"tau": 0.5, "n": 100}, {"tau": 0.9, "n": 100}):
+        for j in range(syn.D):
+            expected = direct(ds, "bb", "oracle", cell, j)
+            got = comparison.sel(cell).isel(coord=j)
+            for name, value in expected.items():
+                assert float(got[name]) == pytest.approx(value, rel=1e-12), (cell, j, name)
+    # bb failed in one replicate: the pairs leave it out.
+    assert int(comparison["n_paired"].sel(tau=0.5, n=100).isel(coord=0)) == syn.DONE - 1
+    # The empty cell: no pairs, NaN statistics.
+    empty = comparison.sel(syn.EMPTY_CELL)
+    assert int(empty["n_paired"].max()) == 0 and bool(empty["coverage_diff"].isnull().all())
+
+
+def test_coordinate_means_against_a_direct_computation():
+    ds = syn.wide_store(d=20, reps=50)
+    comparison = compare_methods(ds, "bb", "oracle").sel(n=100)
+    point = ds.sel(n=100)
+    truth = point["truth"].values
+    covers, lengths = {}, {}
+    for m in ("bb", "oracle"):
+        lower = point["lower"].sel({"method": m}).values
+        upper = point["upper"].sel({"method": m}).values
+        covers[m] = ((lower <= truth) & (truth <= upper)).mean(axis=1)
+        lengths[m] = (upper - lower).mean(axis=1)
+    keep = ~np.isnan(lengths["bb"])  # bb failed in one replicate: no pair there
+    diff = covers["bb"][keep] - covers["oracle"][keep]
+    assert int(comparison["coord_mean_n_paired"]) == keep.sum() == 49
+    assert float(comparison["coord_mean_coverage_diff"]) == pytest.approx(diff.mean())
+    assert float(comparison["coord_mean_coverage_diff_se"]) == pytest.approx(
+        diff.std(ddof=1) / math.sqrt(49)
+    )
+    # bb's intervals are exactly twice the oracle's: ratio 2 with no spread.
+    assert float(comparison["coord_mean_length_ratio"]) == pytest.approx(2.0)
+    assert float(comparison["coord_mean_length_ratio_se"]) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_replicates_needed_scales_the_observed_se():
+    summary = summarize(syn.grid_store(), target_se=0.01)
+    cell = summary.sel({"tau": 0.5, "n": 100, "method": "bb"}).isel(coord=1)
+    r, se = int(cell["n_done"]), float(cell["coverage_se"])
+    assert float(cell["replicates_needed"]) == math.ceil(round(r * (se / 0.01) ** 2, 6))
+    # The oracle covers coordinate 1 in every replicate: no spread, so the level plans.
+    oracle = summary.sel({"tau": 0.5, "n": 100, "method": "oracle"}).isel(coord=1)
+    assert float(oracle["coverage"]) == 1.0
+    assert float(oracle["replicates_needed"]) == 900  # 0.9 x 0.1 / 0.01^2
+    with pytest.raises(ValueError, match="'target_se' parameter of summarize"):
+        summarize(syn.grid_store(), target_se=0.0)
+
+
+def test_parse_pair():
+    assert parse_pair("bb, sn", ["bb", "sn"]) == ("bb", "sn")
+    for bad in ("bb", "bb,bb", "bb,xx", "bb,sn,oracle"):
+        with pytest.raises(ValueError, match="--compare"):
+            parse_pair(bad, ["bb", "sn", "oracle"])
+
+
+def test_summarize_compare_on_the_command_line(tmp_path, capsys):
+    store = tmp_path / "s.zarr"
+    syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
+    assert main(["summarize", str(store), "--compare", "bb,oracle"]) == 0
+    out = capsys.readouterr().out
+    assert "cover bb - oracle" in out and "length bb / oracle" in out
+    expected = direct(syn.grid_store(), "bb", "oracle", {"tau": 0.5, "n": 100}, 0)
+    diff, se = expected["coverage_diff"], expected["coverage_diff_se"]
+    assert f"{diff:.3f} ({se:.3f})" in out
+    text = format_comparison(compare_methods(syn.grid_store(), "bb", "oracle"), "csv")
+    assert text.splitlines()[0].startswith("tau,n,coord,coverage_diff,coverage_diff_se")
+    assert main(["summarize", str(store), "--compare", "bb,nope"]) == 2
+    assert "not a method of the store" in capsys.readouterr().err
+    # --target-se adds the planning row; the timings line follows the table.
+    assert main(["summarize", str(store), "--target-se", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "R for se 0.01" in out
+    assert "median seconds per replicate: 0.5 (108 replicates" in out  # 3 cells x 36

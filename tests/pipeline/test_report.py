@@ -1,0 +1,194 @@
+"""The HTML report: what it holds, that it needs nothing outside the file, its size."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import synthetic as syn
+import xarray as xr
+import zarr
+
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.provenance import read_runs, record_run
+from ldpsim.pipeline.report import (
+    MAX_FAILURES_SHOWN,
+    build_context,
+    default_report_path,
+    render_report,
+    sweep_toml,
+)
+
+#: Anything that would make a browser fetch from outside the file.
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["'](?!data:|#)|url\(|@import|<script""", re.I)
+
+
+def page_text(page: str) -> str:
+    """The page's text: tags removed, entities decoded, spaces collapsed."""
+    text = re.sub(r"<style.*?</style>|<[^>]+>", " ", page, flags=re.S)
+    return " ".join(html.unescape(text).split())
+
+
+def failing_store(tmp_path: Path) -> Path:
+    """grid_store with bb's failure records (more than are listed) and a failed replicate."""
+    store = tmp_path / "s.zarr"
+    ds = syn.grid_store()
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((2, 2, 2, syn.REPS), 0.25))
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    folder = store / "ldpsim" / "errors"
+    folder.mkdir()
+    for rep in range(MAX_FAILURES_SHOWN + 3):
+        record = {
+            "key": "tau=0.5,n=100",
+            "rep": rep,
+            "seed": 1000 + rep,
+            "spec": {"model": "quantile", "tau": 0.5, "n": 100, "seed": 0},
+            "kind": "method",
+            "error": "bb: LinAlgError: singular <matrix>",
+            "methods": {"bb": "LinAlgError: singular <matrix>"},
+        }
+        (folder / f"0_0__{rep}.json").write_text(json.dumps(record))
+    return store
+
+
+def test_report_of_a_store(tmp_path, capsys):
+    store = failing_store(tmp_path)
+    assert read_runs(store) == []  # an old store: no run recorded
+    record_run(store, wall_seconds=125.0, computed=36, failed=0, cluster="local")
+    assert main(["report", str(store)]) == 0
+    out = default_report_path(store)
+    assert capsys.readouterr().out.strip() == str(out)
+    page = out.read_text()
+    text = page_text(page)
+    # A run that wrote to the store is listed with its dates, wall time and cluster.
+    (run,) = read_runs(store)
+    assert f"{run['started']} to {run['finished']} 2 min 5 s 36 0 local" in text
+    # Results with standard errors and the replicates a 0.005 se needs.
+    assert "tau coord method n = 1e2 n = 1e4" in text
+    assert "cover 0.829 (0.064)" in text and "R for se 0.005" in text
+    assert "pred cover" in text and "mse average" in text
+    # Every figure plot draws, inline.
+    assert page.count('src="data:image/png;base64,') == 3
+    # Failures per method, with seeds, the records beyond the first 20 summed up; the
+    # error text is escaped (autoescape), not markup.
+    assert "method bb: 3 replicates" in text  # the flags: one per non-empty grid point
+    assert "tau=0.5,n=100 0 1000 LinAlgError: singular <matrix>" in text
+    assert "singular &lt;matrix&gt;" in page and "<matrix>" not in page
+    assert f"and 3 more (the first {MAX_FAILURES_SHOWN} are listed)" in text
+    # Timings per replicate and per method.
+    assert "median 0.5 s per replicate, 54 s in all" in text
+    assert "bb 0.25 27" in text  # median and total seconds of bb over 36 x 3 done
+    # The specification as a sweep file, and the provenance.
+    assert "[spec]" in text and 'model = "quantile"' in text
+    for name in ("python", "numpy", "numba", "dask", "xarray", "zarr", "CPU", "host"):
+        assert name in text
+    assert "streams version" in text
+    # Nothing the browser would fetch.
+    assert not EXTERNAL.search(page.replace('src="data:', ""))
+
+
+def test_a_store_without_run_records_says_so(tmp_path):
+    store = tmp_path / "s.zarr"
+    syn.point_store().to_zarr(store, zarr_format=3, consolidated=False)
+    text = page_text(render_report(build_context(store)))
+    assert "Not recorded: the runs of this store predate run records" in text
+    assert "No replicate and no interval method failed" not in text  # bb failed once
+
+
+def test_sweep_toml_round_trips():
+    import tomllib
+
+    sweep = json.loads(syn.sweep_attr({"eps": [1.0, float("inf")]}, {"n": 100}, ["bb"]))
+    text = sweep_toml(sweep)
+    assert text.startswith("# sweep 'synthetic', as stored\n")
+    back = tomllib.loads(text)
+    assert back["grid"]["eps"] == [1.0, float("inf")]
+    assert "rep_chunk" not in back  # None: not set
+
+
+def test_report_of_a_damaged_path_is_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not an ldpsim store" in err
+    assert not list(tmp_path.iterdir())
+
+
+def big_store(reps: int, d: int, failures: int) -> xr.Dataset:
+    """One grid point of d coordinates, bb and oracle (float32 bounds, as cheap as can be)."""
+    rng = np.random.default_rng(0)
+    estimate = (0.01 * rng.standard_normal((reps, d))).astype(np.float32)
+    half = np.array([0.02, 0.016], dtype=np.float32)[:, None, None]
+    lower = estimate[None] - half
+    upper = estimate[None] + half
+    done = np.ones(reps, dtype=bool)
+    method_failed = np.zeros((2, reps), dtype=bool)
+    method_failed[0, :failures] = True
+    ds = xr.Dataset(
+        {
+            "estimate": (("rep", "coord"), estimate),
+            "lower": (("method", "rep", "coord"), lower),
+            "upper": (("method", "rep", "coord"), upper),
+            "truth": (("coord",), np.zeros(d)),
+            "done": (("rep",), done),
+            "failed": (("rep",), ~done),
+            "method_failed": (("method", "rep"), method_failed),
+            "seconds": (("rep",), np.full(reps, 4.0)),
+            "method_seconds": (("method", "rep"), np.full((2, reps), 0.5)),
+            "job_id": (("rep",), np.zeros(reps, dtype=np.int64)),
+        },
+        coords={
+            "method": np.array(["bb", "oracle"], dtype=object),
+            "rep": np.arange(reps),
+            "coord": np.arange(d),
+        },
+    )
+    sweep = syn.sweep_attr({}, {"n": 10**6, "d": d}, ["bb", "oracle"], reps)
+    ds.attrs.update(level=syn.LEVEL, sweep=sweep, rep_chunk=reps, versions="{}")
+    return ds
+
+
+def test_a_store_of_a_thousand_coordinates_gives_a_small_page(tmp_path):
+    # The page's size grows with the table rows, the figures and the listed failures,
+    # not with the replicates: d = 1000 is summarized by coordinate means (and its
+    # diagnostics by coordinate 0), failures are listed up to 20 per method. big_store
+    # with 1e5 replicates, d = 1000 and 500 failure records gave a page of 54 KB (131 s,
+    # 9.4 GB peak memory, summarized lazily; 2 loaded cores), too slow for a test.
+    store = tmp_path / "big.zarr"
+    big_store(reps=200, d=1000, failures=150).to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    folder = store / "ldpsim" / "errors"
+    folder.mkdir()
+    for rep in range(150):
+        record = {"key": "0", "rep": rep, "seed": rep, "spec": {"d": 1000}, "kind": "method"}
+        record["methods"] = {"bb": "x" * 2000}
+        (folder / f"0__{rep}.json").write_text(json.dumps(record))
+    out = tmp_path / "big.html"
+    assert main(["report", str(store), "--out", str(out)]) == 0
+    size = out.stat().st_size
+    assert size < 5e6, size
+    text = page_text(out.read_text())
+    assert "each the mean over the d coordinates" in text and "coord 999" not in text
+    assert "and 130 more" in text
+
+
+@pytest.mark.parametrize("target", ["0", "1", "x"])
+def test_report_target_se_is_checked(target, tmp_path, capsys):
+    assert main(["report", str(tmp_path), "--target-se", target]) == 2
+    assert "--target-se" in capsys.readouterr().err
+
+
+def test_a_large_store_is_summarized_lazily_with_the_same_page(tmp_path, monkeypatch):
+    import ldpsim.pipeline.report as report
+
+    store = failing_store(tmp_path)
+    monkeypatch.setattr(report, "figure_images", lambda ds, summary: [])  # tested above
+    in_memory = report.build_context(store)
+    monkeypatch.setattr(report, "IN_MEMORY_BYTES", 0)  # every store counts as large
+    lazy = report.build_context(store)
+    for key in ("tables", "failures", "timings", "sweep_toml"):
+        assert lazy[key] == in_memory[key], key
