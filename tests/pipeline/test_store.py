@@ -247,7 +247,9 @@ def test_store_without_last_iterates(finished, local_cluster, tmp_path, capsys):
     run_sweep(sweep, fresh, scheduler=address, log=len)
     a, b = _open_without_warnings(old), _open_without_warnings(fresh)
     assert a["last"].attrs["long_name"] == b["last"].attrs["long_name"]
-    assert a["last"].encoding["chunks"] == b["last"].encoding["chunks"]
+    # The added variable takes the layout of the one it shares it with (a fresh store's
+    # chunks may differ: they are sized for its replicate count when it is created).
+    assert a["last"].encoding["chunks"] == a["estimate"].encoding["chunks"]
     assert np.isnan(a["last"].isel(rep=slice(0, 4))).all()
     np.testing.assert_array_equal(a["last"].isel(rep=[4, 5]), b["last"].isel(rep=[4, 5]))
     for name in VALUES:
