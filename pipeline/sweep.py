@@ -121,6 +121,7 @@ class Sweep:
 
         axes = list(self.grid)
         out = []
+        theory: list[str] = []  # the warnings of normalize_spec, for check_theory
         for index in itertools.product(*(range(len(self.grid[a])) for a in axes)):
             values = {a: self.grid[a][i] for a, i in zip(axes, index, strict=True)}
             axis_values = {a: v for a, v in values.items() if a != CASE_AXIS}
@@ -133,9 +134,10 @@ class Sweep:
                 "seed": self.seed,
             }
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
                     normalized = normalize_spec(spec)
+                theory.extend(str(w.message) for w in caught if str(w.message) not in theory)
             except (TypeError, ValueError) as exc:
                 message = str(exc).rstrip(".")
                 if values:
@@ -145,21 +147,14 @@ class Sweep:
             out.append(
                 GridPoint(index=tuple(index), values=values, spec=spec, normalized=normalized)
             )
+        object.__setattr__(self, "_theory", theory)
         return out
 
     def check_theory(self) -> list[str]:
-        """Messages of the OutsideTheoryWarnings that any grid point raises."""
-        from ldpsim.tasks import normalize_spec
-
-        messages: list[str] = []
-        for point in self.points():
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                normalize_spec(point.spec)
-            for w in caught:
-                if str(w.message) not in messages:
-                    messages.append(str(w.message))
-        return messages
+        """Messages of the OutsideTheoryWarnings that any grid point raises (recorded when
+        the points were normalized, once)."""
+        self.points()
+        return list(self.__dict__["_theory"])
 
 
 def _check_cases(raw: object, grid: Mapping[str, Any], allowed: set[str]) -> dict[str, dict]:

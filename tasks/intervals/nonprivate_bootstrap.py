@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy import stats as sps
 
 from ldpsim.tasks.intervals.bootstrap import basic_interval
 from ldpsim.tasks.intervals.raw_data import RawDataMethod, quantile_level, sample_statistic
+from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.users import Users
 from ldpsim.tasks.validation import check_int
+
+sps = lazy_module("scipy.stats")
 
 
 def bootstrap_quantiles(sorted_x: np.ndarray, tau: float, size: int, rng) -> np.ndarray:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy import integrate, optimize, stats
 
+from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.models.regression import (
     Weights,
@@ -21,6 +21,10 @@ from ldpsim.tasks.models.regression import (
 )
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float
+
+integrate = lazy_module("scipy.integrate")
+optimize = lazy_module("scipy.optimize")
+stats = lazy_module("scipy.stats")
 
 #: After every step sigma <- max(sigma, SIGMA_FLOOR) (SPEC 9.3): post-processing.
 SIGMA_FLOOR = 1e-3

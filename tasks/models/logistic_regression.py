@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy import optimize, special
 
+from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.models.regression import (
     Weights,
@@ -21,6 +21,9 @@ from ldpsim.tasks.models.regression import (
     mallows_weight,
 )
 from ldpsim.tasks.rng import random
+
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng

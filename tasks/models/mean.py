@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy import stats
 
+from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float, check_int
+
+stats = lazy_module("scipy.stats")
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng

@@ -7,11 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy import stats
 
+from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float, check_int, check_vector
+
+special = lazy_module("scipy.special")
+stats = lazy_module("scipy.stats")
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -38,7 +41,10 @@ def _qr_gradient(d, theta, params, s, g):
 
 
 #: E[Z^2] of Z ~ N(0, 1) truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1).
-TRUNCATED_VARIANCE = 1.0 - 2.0 * stats.norm.pdf(1.0) / (2.0 * stats.norm.cdf(1.0) - 1.0)
+# scipy.stats.norm's pdf and cdf at 1, as scipy computes them (the same bits), without
+# importing scipy.stats when the module is.
+_PDF_AT_1 = math.exp(-(1.0**2) / 2.0) / math.sqrt(2 * math.pi)
+TRUNCATED_VARIANCE = 1.0 - 2.0 * _PDF_AT_1 / (2.0 * float(special.ndtr(1.0)) - 1.0)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,10 +9,15 @@ from typing import Literal
 
 import numpy as np
 from numba import njit
-from scipy import integrate, optimize, special, stats
 
+from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_choice, check_float, check_int
+
+integrate = lazy_module("scipy.integrate")
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
+stats = lazy_module("scipy.stats")
 
 #: Covariate weights: Mallows' w(x) = min(1, 2 / ||x||^2), or none (w = 1).
 Weights = Literal["mallows", "none"]
