@@ -18,6 +18,7 @@ from ldpsim.pipeline.clusters import connect
 from ldpsim.pipeline.collect import collect
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.store import (
@@ -200,6 +201,7 @@ def run_sweep(
     """
     start = time.monotonic()
     path = Path(store_path)
+    sweep = adopt_store_choices(sweep, path)  # a resumed store keeps its methods (issue 24)
     changes = inspect_store(path, sweep)
     if not changes:
         store = Store(path, stored_layout(path), mode="r")
