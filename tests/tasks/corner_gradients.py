@@ -23,8 +23,6 @@ def corner_gradients(model):
     if isinstance(model, models.Mean):
         box = (model.loc - 1.0, model.loc + 1.0)
         return -np.array(list(itertools.product(box, repeat=model.dim)))
-    if isinstance(model, models.BoundedMean):
-        return -np.array([[0.0], [1.0]])
     if isinstance(model, models.SparseMean):
         return -sparse_vectors(model.dim, model.sparsity, model.magnitude)
     if isinstance(model, models.OneHotQuantileRegression):

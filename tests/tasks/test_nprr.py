@@ -78,22 +78,52 @@ def paths(n, eps, reps, seed):
     return z, keep
 
 
+def running_bounds(z, keep, level):
+    """The three intervals of every row of z (reps, n) at once: (lower, upper) each."""
+    n = z.shape[1]
+    log_term = math.log(2.0 / (1.0 - level))
+    centred = z - (1.0 - keep) / 2.0
+    mu_hat = centred.mean(axis=1) / keep
+    half = math.sqrt(log_term / (2.0 * n)) / keep
+    out = {"hoeffding": (mu_hat - half, mu_hat + half)}
+    lam = math.sqrt(8.0 * log_term / n)
+    t = np.arange(1, n + 1)
+    c = np.cumsum(centred, axis=1) / (keep * t)
+    b = (log_term + t * lam**2 / 8.0) / (keep * t * lam)
+    out["hoeffding_plus"] = ((c - b).max(axis=1), (c + b).min(axis=1))
+    lam_t = np.minimum(1.0, np.sqrt(8.0 * log_term / (t * np.log1p(t))))
+    centre = (centred * lam_t).sum(axis=1) / (keep * lam_t.sum())
+    radius = (log_term + (lam_t**2).sum() / 8.0) / (keep * lam_t.sum())
+    out["hoeffding_cs"] = (centre - radius, centre + radius)
+    return {k: (np.maximum(lo, 0.0), np.minimum(hi, 1.0)) for k, (lo, hi) in out.items()}
+
+
+FUNCTIONS = {
+    "hoeffding": hoeffding_interval,
+    "hoeffding_plus": hoeffding_plus_interval,
+    "hoeffding_cs": hoeffding_cs,
+}
+
+
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_intervals_cover_at_every_n(eps):
-    # Finite-sample validity: at n = 100, 1000 and 10,000 each interval covers 2/7 in at
+    # Finite-sample validity: at n = 100, 300 and 3000 each interval covers 2/7 in at
     # least 0.9 of R = 1000 replicates, up to 3 binomial se (sqrt(0.09 / 1000) = 0.0095:
-    # threshold 0.872). Observed (these seeds, eps = 0.5, 1, 2): H 0.980-0.993, H+
-    # 0.931-0.969, the confidence sequence at n 0.983-0.992 (SPEC 12.4: 0.98-0.99 and
-    # 0.93-0.96).
+    # threshold 0.872). SPEC 12.4 expects 0.98-0.99 (H) and 0.93-0.96 (H+); observed
+    # with these seeds at eps = 0.5, 1, 2: H 0.984-0.994, H+ 0.933-0.969, the sequence at
+    # n 0.987-0.992. The formulas themselves are pinned by test_hoeffding_half_widths.
+    # The coverage is counted from all rows at once (running_bounds); the method's
+    # functions are checked against it on the first rows.
     truth, reps = 2.0 / 7.0, 1000
-    for k, n in enumerate((100, 1000, 10_000)):
+    for k, n in enumerate((100, 300, 3000)):
         z, keep = paths(n, eps, reps, seed=7 + k)
-        for bound in (hoeffding_interval, hoeffding_plus_interval, hoeffding_cs):
-            hits = 0
-            for row in z:
-                _, lower, upper = bound(row, keep, LEVEL)
-                hits += lower <= truth <= upper
-            assert hits / reps >= LEVEL - 3 * math.sqrt(0.09 / reps), (bound.__name__, n, hits)
+        bounds = running_bounds(z, keep, LEVEL)
+        for name, (lower, upper) in bounds.items():
+            for row in range(3):
+                _, lo, hi = FUNCTIONS[name](z[row], keep, LEVEL)
+                assert (lo, hi) == pytest.approx((lower[row], upper[row]), rel=1e-12, abs=1e-15)
+            covered = np.mean((lower <= truth) & (truth <= upper))
+            assert covered >= LEVEL - 3 * math.sqrt(0.09 / reps), (name, n, covered)
 
 
 @pytest.mark.parametrize("eps", [0.5, 2.0])

@@ -38,7 +38,6 @@ MODELS = {
     "quantile_regression": models.QuantileRegression(tau=0.5, coef=[0.0, 0.0, 1.0, -1.0]),
     "quantile_regression_tau08": models.QuantileRegression(tau=0.8, coef=[0.0, 0.0, 1.0, -1.0]),
     "mean": models.Mean(d=2, loc=1.0),
-    "bounded_mean": models.BoundedMean(a=2.0, b=5.0),
     # Sparse gradients (SPEC 11), the Laplace and Gaussian noise calibrated to s, not d.
     "sparse_mean": models.SparseMean(d=3, sparsity=2, magnitude=1.0, coef=0.2),
     "one_hot_quantile_regression": models.OneHotQuantileRegression(d=3, tau=0.7),
@@ -238,8 +237,7 @@ def test_sensitivity_worst_case_is_analytic(key):
     # gives 1 + (d - 1) (tau + 1 - tau) = d; w equal gives 2 (d - 1) max |w|), i.e. 4 at
     # tau = 0.5 (= Delta = 4, tight) and 4.8 at tau = 0.8 (< Delta = 6.4, conservative);
     # mean 2 d = 4 (= Delta); sparse_mean 2 M s = 4 (one support, opposite signs);
-    # one_hot_quantile_regression 2 max(tau, 1 - tau) = 1.4 (two categories, both -tau);
-    # bounded_mean 1 (x = 0 against x = 1).
+    # one_hot_quantile_regression 2 max(tau, 1 - tau) = 1.4 (two categories, both -tau).
     model = MODELS[key]
     _, _, diameter = most_distant_pair(model)
     expected = {
@@ -247,7 +245,6 @@ def test_sensitivity_worst_case_is_analytic(key):
         "quantile_regression": 4.0,
         "quantile_regression_tau08": 4.8,
         "mean": 4.0,
-        "bounded_mean": 1.0,
         "sparse_mean": 4.0,
         "one_hot_quantile_regression": 1.4,
     }[key]
