@@ -133,24 +133,31 @@ def hoeffding_plus_interval(
     return estimate, lower, upper
 
 
-def hoeffding_cs(z: np.ndarray, keep: float, level: float) -> tuple[float, float, float]:
-    """NPRR-H-CS at t = n: the time-uniform Hoeffding confidence sequence's interval.
+def hoeffding_cs_sequence(
+    z: np.ndarray, keep: float, level: float, points: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """NPRR-H-CS: the time-uniform Hoeffding confidence sequence C_t for the mean of x.
 
     lambda_t = min(1, sqrt(8 log(2 / alpha) / (t log(t + 1)))) (predictable: fixed in
-    advance); C_n = sum lambda_i (Z_i - (1 - r) / 2) / (r sum lambda_i) +-
-    (log(2 / alpha) + sum lambda_i^2 / 8) / (r sum lambda_i), clipped to [0, 1].
-    P(mu in C_t for all t) >= level, so C_n is valid at any n, including one chosen
-    after looking at the data; the price is its length (a log log n factor).
+    advance); C_t = sum_{i<=t} lambda_i (Z_i - (1 - r) / 2) / (r sum_{i<=t} lambda_i) +-
+    (log(2 / alpha) + sum_{i<=t} lambda_i^2 / 8) / (r sum_{i<=t} lambda_i), clipped to
+    [0, 1]. P(mu in C_t for all t >= 1) >= level.
 
     Parameters
     ----------
-    z, keep, level
-        As for :func:`hoeffding_interval`.
+    z : ndarray, shape (n,)
+        NPRR reports in arrival order, in [0, 1], n >= 1.
+    keep : float
+        r in (0, 1].
+    level : float
+        1 - alpha, in (0, 1).
+    points : ndarray of int, optional
+        Times t in [1, n] at which to report C_t (e.g. a sweep's checkpoints); default
+        every t = 1..n.
 
     Returns
     -------
-    (estimate, lower, upper) : floats
-        The estimate is NPRR-H's mu_hat.
+    (lower, upper) : ndarrays, shape (len(points),) (or (n,))
 
     References
     ----------
@@ -161,11 +168,33 @@ def hoeffding_cs(z: np.ndarray, keep: float, level: float) -> tuple[float, float
     log_term = math.log(2.0 / (1.0 - level))
     t = np.arange(1, n + 1, dtype=np.float64)
     lam = np.minimum(1.0, np.sqrt(8.0 * log_term / (t * np.log1p(t))))
-    weight = float(np.sum(lam))
-    centre = float(np.sum(lam * (z - (1.0 - keep) / 2.0))) / (keep * weight)
-    radius = (log_term + float(np.sum(lam**2)) / 8.0) / (keep * weight)
+    index = np.arange(n) if points is None else np.asarray(points, dtype=np.int64) - 1
+    weight = np.cumsum(lam)[index]
+    centre = np.cumsum(lam * (z - (1.0 - keep) / 2.0))[index] / (keep * weight)
+    radius = (log_term + np.cumsum(lam**2)[index] / 8.0) / (keep * weight)
+    return np.maximum(centre - radius, 0.0), np.minimum(centre + radius, 1.0)
+
+
+def hoeffding_cs(z: np.ndarray, keep: float, level: float) -> tuple[float, float, float]:
+    """NPRR-H-CS at t = n: the confidence sequence's interval (:func:`hoeffding_cs_sequence`).
+
+    Valid at any n, including one chosen after looking at the data; the price is its
+    length (a log log n factor).
+
+    Parameters
+    ----------
+    z, keep, level
+        As for :func:`hoeffding_interval`.
+
+    Returns
+    -------
+    (estimate, lower, upper) : floats
+        The estimate is NPRR-H's mu_hat.
+    """
+    n = z.shape[0]
+    lower, upper = hoeffding_cs_sequence(z, keep, level, np.array([n]))
     estimate = (float(np.mean(z)) - (1.0 - keep) / 2.0) / keep
-    return estimate, max(centre - radius, 0.0), min(centre + radius, 1.0)
+    return estimate, float(lower[0]), float(upper[0])
 
 
 _BOUNDS = {

@@ -12,7 +12,12 @@ import pytest
 from scipy import stats
 
 from ldpsim.tasks import intervals, models, normalize_spec, run_replicate
-from ldpsim.tasks.intervals.nprr import hoeffding_cs, hoeffding_interval, hoeffding_plus_interval
+from ldpsim.tasks.intervals.nprr import (
+    hoeffding_cs,
+    hoeffding_cs_sequence,
+    hoeffding_interval,
+    hoeffding_plus_interval,
+)
 from ldpsim.tasks.mechanisms.nprr import nprr_keep_probability, nprr_privatize
 
 LEVEL = 0.9
@@ -143,10 +148,15 @@ def test_confidence_sequence_covers_at_all_times_at_once(eps):
     radius = (log_term + np.cumsum(lam**2) / 8.0) / (keep * weight)
     always = np.all(np.abs(centre - truth) <= radius, axis=1).mean()
     assert always >= LEVEL - 3 * math.sqrt(0.09 / reps), always
-    # The method's C_n is this sequence's last interval.
-    _, lower, upper = hoeffding_cs(z[0], keep, LEVEL)
-    assert lower == pytest.approx(max(centre[0, -1] - radius[-1], 0.0), rel=1e-12)
-    assert upper == pytest.approx(min(centre[0, -1] + radius[-1], 1.0), rel=1e-12)
+    # The library's sequence is this one (at every t, and at chosen checkpoints), and the
+    # method's C_n is its last interval.
+    lower, upper = hoeffding_cs_sequence(z[0], keep, LEVEL)
+    np.testing.assert_allclose(lower, np.maximum(centre[0] - radius, 0.0), rtol=1e-12)
+    np.testing.assert_allclose(upper, np.minimum(centre[0] + radius, 1.0), rtol=1e-12)
+    some = hoeffding_cs_sequence(z[0], keep, LEVEL, np.array([10, 1000, n]))
+    np.testing.assert_array_equal(some[0], lower[[9, 999, n - 1]])
+    _, lower_n, upper_n = hoeffding_cs(z[0], keep, LEVEL)
+    assert (lower_n, upper_n) == (lower[-1], upper[-1])
     # NPRR-H read at every t: its running means with the fixed-n radius at each t.
     fixed = np.cumsum(z - (1 - keep) / 2, axis=1) / (keep * t)
     naive = np.all(np.abs(fixed - truth) <= np.sqrt(log_term / (2 * t)) / keep, axis=1).mean()
