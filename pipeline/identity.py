@@ -26,9 +26,10 @@ from ldpsim.tasks.spec import build_unit, find_unit
 def adopt_store_choices(sweep: Sweep, path: str | Path) -> Sweep:
     """``sweep`` as the store at ``path`` resolved the choices its file leaves out.
 
-    A new store records the recommended choices (:func:`ldpsim.pipeline.sweep.
-    recommended_choices`); an existing one keeps those it was made with, so resuming it
-    never changes a method (:func:`ldpsim.pipeline.sweep.adopt_recorded_choices`).
+    A new store records the recommended choices
+    (:func:`~ldpsim.pipeline.sweep.recommended_choices`); an existing one keeps those it
+    was made with, so resuming it never changes a method
+    (:func:`~ldpsim.pipeline.sweep.adopt_recorded_choices`).
     ``sweep`` is returned unchanged when there is no readable store at ``path`` (the
     checks that follow report what is wrong with it).
     """
