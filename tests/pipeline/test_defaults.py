@@ -111,3 +111,24 @@ def test_new_store_gets_sidak_and_an_old_store_resumes_bit_identically(tmp_path,
     for label in ("bb", "band"):
         assert not np.array_equal(made_new.lower[label], by_method(old, "lower", label)[0, 1])
     np.testing.assert_array_equal(made_new.lower["pct"], by_method(old, "lower", "pct")[0, 1])
+
+
+def test_remedies_nprr_repeats_the_mean_case_of_remedies():
+    # docs/studies/remedies.md reads NPRR beside remedies' numbers: at every mean grid
+    # point both sweeps key the same data stream and the same method streams (seed, path
+    # values, labels and parameters), so bb, bb_t, sn and oracle are bit-identical there.
+    def mean_points(name):
+        return {
+            (p.values["eps"], p.values["n"]): p.normalized
+            for p in load_sweep(name).points()
+            if p.values["case"] == "mean"
+        }
+
+    first, second = mean_points("remedies"), mean_points("remedies-nprr")
+    assert first.keys() == second.keys() and len(first) == 15
+    for key, rs in first.items():
+        other = second[key]
+        assert (rs.seed, rs.path_key()) == (other.seed, other.path_key())
+        for label in ("bb", "bb_t", "sn", "oracle"):
+            assert rs.method_key(label) == other.method_key(label)
+            assert rs.methods[label] == other.methods[label]
