@@ -33,12 +33,13 @@ def adopt_store_choices(sweep: Sweep, path: str | Path) -> Sweep:
     ``sweep`` is returned unchanged when there is no readable store at ``path`` (the
     checks that follow report what is wrong with it).
     """
-    path = Path(path)
-    if not sweep.defaulted or not (path / "zarr.json").is_file():
+    if not sweep.defaulted:
         return sweep
     try:
+        if not (Path(path) / "zarr.json").is_file():
+            return sweep
         stored = read_sweep(path)
-    except (InputError, OSError, ValueError, KeyError):
+    except (InputError, OSError, ValueError, KeyError):  # e.g. a name too long
         return sweep
     return adopt_recorded_choices(sweep, stored)
 
