@@ -7,6 +7,7 @@ other random numbers for it than the store's creator did.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,33 @@ from typing import Any
 import numpy as np
 
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.reading import read_attrs
-from ldpsim.pipeline.sweep import Sweep
+from ldpsim.pipeline.reading import read_attrs, read_sweep
+from ldpsim.pipeline.sweep import Sweep, adopt_recorded_choices
 from ldpsim.tasks.intervals.batch_means import BatchMeans
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
 from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since, streams_fingerprint
+from ldpsim.tasks.spec import build_unit, find_unit
+
+
+def adopt_store_choices(sweep: Sweep, path: str | Path) -> Sweep:
+    """``sweep`` as the store at ``path`` resolved the choices its file leaves out.
+
+    A new store records the recommended choices
+    (:func:`~ldpsim.pipeline.sweep.recommended_choices`); an existing one keeps those it
+    was made with, so resuming it never changes a method
+    (:func:`~ldpsim.pipeline.sweep.adopt_recorded_choices`).
+    ``sweep`` is returned unchanged when there is no readable store at ``path`` (the
+    checks that follow report what is wrong with it).
+    """
+    if not sweep.defaulted:
+        return sweep
+    try:
+        if not (Path(path) / "zarr.json").is_file():
+            return sweep
+        stored = read_sweep(path)
+    except (InputError, OSError, ValueError, KeyError):  # e.g. a name too long
+        return sweep
+    return adopt_recorded_choices(sweep, stored)
 
 
 def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None:
@@ -128,6 +151,8 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
     for section in ("base", "methods"):
         for k in sorted(set(a[section]) | set(b[section])):
             va, vb = a[section].get(k, "<absent>"), b[section].get(k, "<absent>")
+            if section == "methods" and _same_method(k, va, vb):
+                continue
             if not _same(va, vb):
                 label = "spec" if section == "base" else "methods"
                 out.append(f"{label}.{k}: {va!r} -> {vb!r}")
@@ -138,6 +163,22 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
         if not _same(stored_cases[label], requested_cases[label]):
             out.append(f"cases.{label}: {stored_cases[label]!r} -> {requested_cases[label]!r}")
     return out
+
+
+def _same_method(label: str, a: Any, b: Any) -> bool:
+    """Whether two methods' parameter tables make the same method: equal once every
+    parameter is resolved (a parameter named at its default equals one left out)."""
+    try:
+        return _method_values(label, a) == _method_values(label, b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _method_values(label: str, params: Any) -> dict[str, Any]:
+    params = dict(params)
+    kind = params.pop("method", label)
+    method = build_unit(find_unit("method", kind), params, "method")
+    return json.loads(json.dumps({"method": kind, **dataclasses.asdict(method)}, default=str))
 
 
 def _same(a: Any, b: Any) -> bool:

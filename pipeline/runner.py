@@ -16,6 +16,7 @@ import numpy as np
 
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.store import (
@@ -288,6 +289,7 @@ def run_sweep(
     start = time.monotonic()
     every = write_every()  # bad input is refused before anything is read or written
     path = Path(store_path)
+    sweep = adopt_store_choices(sweep, path)  # a resumed store keeps its methods (issue 24)
     changes = inspect_store(path, sweep, fingerprint=False)  # checked below if there is work
     if not changes:
         store = Store(path, stored_layout(path), mode="r")

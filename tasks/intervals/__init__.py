@@ -1,4 +1,4 @@
-"""Confidence-interval methods: bb, bm, sn, the oracle, and the competitors (SPEC 10)."""
+"""Confidence-interval methods: bb, bm, sn, the oracle, and the competitors (SPEC 10, 12)."""
 
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.batch_means import BatchMeans
@@ -8,6 +8,7 @@ from ldpsim.tasks.intervals.central_bootstrap import (
     CentralVarianceBootstrap,
 )
 from ldpsim.tasks.intervals.nonprivate_bootstrap import NonprivateBootstrap
+from ldpsim.tasks.intervals.nprr import NonparametricRandomizedResponse
 from ldpsim.tasks.intervals.online_bootstrap import OnlineBootstrap
 from ldpsim.tasks.intervals.oracle import Oracle
 from ldpsim.tasks.intervals.self_normalized import SelfNormalized
@@ -23,6 +24,7 @@ REGISTRY: dict[str, type[IntervalMethod]] = {
         NonprivateBootstrap,
         CentralVarianceBootstrap,
         CentralPercentileBootstrap,
+        NonparametricRandomizedResponse,
     )
 }
 
@@ -33,6 +35,7 @@ __all__ = [
     "CentralPercentileBootstrap",
     "CentralVarianceBootstrap",
     "IntervalMethod",
+    "NonparametricRandomizedResponse",
     "NonprivateBootstrap",
     "OnlineBootstrap",
     "Oracle",

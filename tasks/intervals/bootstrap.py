@@ -17,7 +17,7 @@ from ldpsim.tasks.validation import check_choice, check_float, check_int
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
-Form = Literal["basic", "percentile"]
+Form = Literal["basic", "percentile", "t"]
 Band = Literal["sup-t", "sidak"]
 
 _SQRT5 = math.sqrt(5.0)
@@ -81,9 +81,18 @@ class BlockBootstrap(IntervalMethod):
         Block-length exponent, in (0, 1) (paper: 0.75). Theory needs gamma < beta.
     multiplier : {'uniform', 'rademacher', 'gaussian', 'mammen'}
         Law of the multipliers; uniform is Uniform(-sqrt 3, sqrt 3).
-    form : {'basic', 'percentile'}
-        'basic' (pivotal): [theta_bar - q_{1-a/2}, theta_bar - q_{a/2}];
-        'percentile' (as printed in the paper): [theta_bar + q_{a/2}, theta_bar + q_{1-a/2}].
+    form : {'basic', 'percentile', 't'}
+        'basic' (pivotal, the default of the paper's method):
+        [theta_bar - q_{1-a/2}, theta_bar - q_{a/2}];
+        'percentile' (as printed in the paper): [theta_bar + q_{a/2}, theta_bar + q_{1-a/2}];
+        't': theta_bar_j +- sqrt(m / (m - 1)) t_{m-1}((1 + level) / 2) sd_j, with sd_j
+        the bootstrap's exact conditional sd (as for ``band = 'sidak'``; no draws are
+        needed, ``B`` and ``multiplier`` play no part). The bootstrap's variance is a
+        batch-means variance with m - 1 degrees of freedom, and the normal-like
+        bootstrap quantiles ignore them: at m = 31 a 90% 'basic' interval covers about
+        0.884 even with Gaussian blocks. The t form is the fixed-m pivot's quantile: exact
+        for iid normal blocks, asymptotically equal to 'basic' as m grows. It is the
+        marginal interval of Sidak's band at d = 1.
     simultaneous : bool
         False (default): the marginal intervals above. True: the sup-t band
         theta_bar_j +- c sd_j, where sd_j is the sd of theta*_1j..theta*_Bj and c the
@@ -139,7 +148,7 @@ class BlockBootstrap(IntervalMethod):
             ("uniform", "rademacher", "gaussian", "mammen"),
             owner=self.name,
         )
-        check_choice(self.form, "form", ("basic", "percentile"), owner=self.name)
+        check_choice(self.form, "form", get_args(Form), owner=self.name)
         if not isinstance(self.simultaneous, bool):
             raise TypeError(
                 f"The 'simultaneous' parameter of {self.name} must be true or false. "
@@ -191,6 +200,8 @@ class BlockBootstrap(IntervalMethod):
         centred = stats.deviation_sums(bounds, theta_bar)  # S_j - l theta_bar, (m, d)
         if self.simultaneous and self.band == "sidak":
             return sidak_band(theta_bar, centred, block_len, level)
+        if not self.simultaneous and self.form == "t":
+            return t_interval(theta_bar, centred, block_len, level)
         e = draw_multipliers(self.multiplier, (self.B, n_blocks), rng)
         boot = e @ centred / (n_blocks * block_len)
         if self.simultaneous:
@@ -343,9 +354,84 @@ def sidak_band(
     normal distributions. J. Amer. Statist. Assoc. 62, 626-633.
     """
     n_blocks, d = centred.shape
-    sd = np.sqrt(np.sum(centred**2, axis=0)) / (n_blocks * block_len)
+    sd = conditional_sd(centred, block_len)
     if not np.all(sd > 0):
         raise FloatingPointError("a coordinate's bootstrap sd is 0: no band")
-    quantile = (1.0 + level ** (1.0 / d)) / 2.0
-    critical = math.sqrt(n_blocks / (n_blocks - 1)) * student_t_quantile(quantile, n_blocks - 1)
+    critical = t_critical(n_blocks, (1.0 + level ** (1.0 / d)) / 2.0)
+    return centre - critical * sd, centre + critical * sd
+
+
+def conditional_sd(centred: np.ndarray, block_len: int) -> np.ndarray:
+    """The multiplier bootstrap's exact conditional sd, per coordinate.
+
+    Parameters
+    ----------
+    centred : ndarray, shape (m, d)
+        Block deviations S_k - l theta_bar, m >= 1 blocks.
+    block_len : int
+        l >= 1, the block length.
+
+    Returns
+    -------
+    ndarray, shape (d,)
+        sqrt(sum_k centred_kj^2) / (m l): the sd of theta*_rj = sum_k e_k centred_kj / (m l)
+        given the blocks, for iid multipliers of mean 0 and variance 1.
+    """
+    n_blocks = centred.shape[0]
+    return np.sqrt(np.sum(centred**2, axis=0)) / (n_blocks * block_len)
+
+
+def t_critical(n_blocks: int, quantile: float) -> float:
+    """sqrt(m / (m - 1)) t_{m-1}(quantile): the fixed-m batch-means pivot's quantile.
+
+    Parameters
+    ----------
+    n_blocks : int
+        m >= 2.
+    quantile : float
+        In (0, 1).
+
+    Notes
+    -----
+    For iid N(mu, s^2) block means, (theta_bar - mu) / sd with ``sd`` from
+    :func:`conditional_sd` equals sqrt(m / (m - 1)) times a t_{m-1} variable, since
+    sd^2 = (m - 1) s_m^2 / m^2 with s_m^2 the sample variance of the block means.
+    """
+    return math.sqrt(n_blocks / (n_blocks - 1)) * student_t_quantile(quantile, n_blocks - 1)
+
+
+def t_interval(
+    centre: np.ndarray, centred: np.ndarray, block_len: int, level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """bb's ``form = 't'``: centre_j +- sqrt(m / (m - 1)) t_{m-1}((1 + level) / 2) sd_j.
+
+    Parameters
+    ----------
+    centre : ndarray, shape (d,)
+        The estimate the interval is centred on (theta_bar_n).
+    centred : ndarray, shape (m, d)
+        Block deviations S_k - l centre, m >= 2 blocks.
+    block_len : int
+        l >= 1, the block length.
+    level : float
+        Confidence level of each coordinate's interval, in (0, 1).
+
+    Returns
+    -------
+    (lower, upper), each of shape (d,)
+        sd_j from :func:`conditional_sd`. Each coordinate is covered with probability
+        exactly ``level`` for iid normal blocks; the same as :func:`sidak_band` at d = 1.
+        A zero sd raises FloatingPointError (the method fails).
+
+    References
+    ----------
+    Dette, H. & Graw, C. (the blocks and the multiplier bootstrap).
+    Chen, X., Lee, J. D., Tong, X. T. & Zhang, Y. (2020). Statistical inference for model
+    parameters in stochastic gradient descent. Ann. Statist. 48, 251-273 (batch means).
+    """
+    n_blocks = centred.shape[0]
+    sd = conditional_sd(centred, block_len)
+    if not np.all(sd > 0):
+        raise FloatingPointError("a coordinate's bootstrap sd is 0: no interval")
+    critical = t_critical(n_blocks, (1.0 + level) / 2.0)
     return centre - critical * sd, centre + critical * sd

@@ -1,6 +1,7 @@
 """Models: data generators with gradient callbacks, truth and asymptotic covariance."""
 
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.models.bounded_mean import BoundedMean
 from ldpsim.tasks.models.huber_regression import HuberRegression
 from ldpsim.tasks.models.logistic_regression import LogisticRegression
 from ldpsim.tasks.models.mean import Mean
@@ -19,11 +20,13 @@ REGISTRY: dict[str, type[Model]] = {
         LogisticRegression,
         SparseMean,
         OneHotQuantileRegression,
+        BoundedMean,
     )
 }
 
 __all__ = [
     "REGISTRY",
+    "BoundedMean",
     "HuberRegression",
     "LogisticRegression",
     "Mean",

@@ -79,3 +79,12 @@ def test_competitors_cost_what_was_measured_and_price_of_privacy_fits_an_hour():
     assert competitor_seconds(point) == pytest.approx(1.1985 + 5.22 + 3.92 + 3.95)
     # The sweep's replicate count was chosen to run within an hour on 2 cores.
     assert sweep_seconds(load_sweep("price-of-privacy")) < 2 * 3600
+
+
+def test_nprr_costs_what_was_measured():
+    # remedies-nprr at n = 1e6: three nprr methods at 48 ns per user each (0.144 s
+    # measured for the three); the sweep stays within half an hour of 2 cores.
+    overrides = ["grid.n=[1000000]", "grid.eps=[1.0]", 'grid.case=["mean"]']
+    point = load_sweep("remedies-nprr", overrides, 1).points()[0].normalized
+    assert competitor_seconds(point) == pytest.approx(3 * 48e-9 * 1e6)
+    assert sweep_seconds(load_sweep("remedies-nprr")) < 2 * 1800

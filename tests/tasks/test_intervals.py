@@ -9,10 +9,16 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from ldpsim.tasks import intervals
 from ldpsim.tasks.intervals.base import IntervalMethod
-from ldpsim.tasks.intervals.bootstrap import draw_multipliers, sidak_band, sup_t_band
+from ldpsim.tasks.intervals.bootstrap import (
+    draw_multipliers,
+    sidak_band,
+    sup_t_band,
+    t_interval,
+)
 from ldpsim.tasks.replicate import compute_replicate, run_replicate, run_stats
 from ldpsim.tasks.spec import normalize_spec
 
@@ -252,6 +258,64 @@ def test_bb_with_band_sidak_is_the_sidak_band_of_its_blocks():
     half = (result.upper["draws"] - result.lower["draws"]) / 2
     ratios = half / sd
     assert np.ptp(ratios) / np.mean(ratios) <= 2 * 4 / math.sqrt(2 * 20_000), ratios
+
+
+def test_t_form_covers_at_its_level_on_normal_blocks():
+    # 10,000 paths of m = 10 (and 31) iid normal blocks of length l = 3, one coordinate:
+    # (theta_bar - theta) / sd is sqrt(m / (m - 1)) t_{m-1} exactly, so the t form covers
+    # with probability 0.9 exactly. Tolerance 4 binomial se = 4 sqrt(0.09 / 10000) = 0.012.
+    # What it replaces fails it: the normal quantile with the same sd covers
+    # 0.847 at m = 10 and 0.884 at m = 31 (both beyond 0.012; computed with scipy), and
+    # t without the factor sqrt(m / (m - 1)) covers 0.884 at m = 10.
+    level, block_len, reps = 0.9, 3, 10_000
+    rng = np.random.Generator(np.random.PCG64(41))
+    for n_blocks in (10, 31):
+        covered = 0
+        for _ in range(reps):
+            path = 0.7 + 2.0 * rng.standard_normal(n_blocks * block_len)
+            centre = path.mean(keepdims=True)
+            centred = path.reshape(n_blocks, block_len).sum(axis=1)[:, None] - block_len * centre
+            lower, upper = t_interval(centre, centred, block_len, level)
+            covered += bool(lower[0] <= 0.7 <= upper[0])
+        assert abs(covered / reps - level) <= 4 * math.sqrt(level * (1 - level) / reps), (
+            n_blocks,
+            covered,
+        )
+
+
+def test_bb_form_t_is_the_t_interval_of_its_blocks():
+    # bb with form = "t" returns, bit for bit, theta_bar_j +- sqrt(m / (m - 1))
+    # t_{m-1}(0.95) sd_j computed directly from the same run's m blocks of length l; at
+    # d = 1 it is Sidak's band; it draws no multipliers (the stream is left untouched).
+    n, level = 20_000, 0.9
+    spec = {
+        "model": "quantile_regression",
+        "n": n,
+        "methods": {"t": {"method": "bb", "form": "t"}},
+    }
+    rs = normalize_spec(spec)
+    stats = run_stats(rs, np.random.Generator(np.random.PCG64(5)))
+    method = rs.methods["t"]
+    block_len, n_blocks = method.block_len(n), method.n_blocks(n)
+    blocks = stats.deviation_sums(block_len * np.arange(n_blocks + 1), stats.theta_bar)
+    sd = np.sqrt((blocks**2).sum(axis=0)) / (n_blocks * block_len)
+    critical = math.sqrt(n_blocks / (n_blocks - 1)) * sps.t.ppf(0.95, n_blocks - 1)
+    stream = np.random.default_rng(6)
+    lower, upper = method.interval(stats, level, stream)
+    np.testing.assert_allclose(lower, stats.theta_bar - critical * sd, rtol=1e-13)
+    np.testing.assert_allclose(upper, stats.theta_bar + critical * sd, rtol=1e-13)
+    assert stream.random() == np.random.default_rng(6).random()
+    one = sidak_band(stats.theta_bar[:1], blocks[:, :1], block_len, level)
+    assert (one[0][0], one[1][0]) == (lower[0], upper[0])
+
+
+def test_form_t_keeps_the_other_streams():
+    # A new value of an existing parameter: the keys of 'basic' and 'percentile' are as
+    # before (form is keyed), and 't' keys its own.
+    assert intervals.BlockBootstrap().key()["form"] == "basic"
+    assert intervals.BlockBootstrap(form="t").key()["form"] == "t"
+    with pytest.raises(ValueError, match="form"):
+        intervals.BlockBootstrap(form="student")
 
 
 def test_sidak_band_fails_on_a_zero_sd():

@@ -21,6 +21,8 @@ VARIANTS = {
     "quantile": [{}, {"tau": 0.9}, {"tau": 0.05, "loc": -3.0}],
     "quantile_regression": [{}, {"tau": 0.9, "coef": [1.0, -2.0]}, {"coef": [0.5]}],
     "mean": [{}, {"d": 3, "loc": 2.5}],
+    # Shapes below 1 exercise the gamma sampler's boost (U^(1/a)).
+    "bounded_mean": [{}, {"a": 0.5, "b": 0.3}, {"a": 30.0, "b": 1.5}],
     "huber_regression": [
         {},
         {"d": 1, "huber_c": 0.5, "sigma": 1.0},

@@ -28,6 +28,7 @@ from scipy.spatial import distance
 
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.intervals import OnlineBootstrap
+from ldpsim.tasks.mechanisms.nprr import nprr_keep_probability, nprr_privatize
 
 EPS = [0.5, 1.0, 2.0]
 
@@ -152,6 +153,70 @@ def test_randomized_response_audit_has_power(eps):
     for r, (ratio, tol) in rr_audit(model, wrong, RR_N, seed=23).items():
         assert ratio > math.exp(eps) * (1 + tol), r
         assert ratio == pytest.approx(math.exp(2 * eps), rel=tol)
+
+
+# ---------------------------------------------------------------------------------------
+# NPRR (SPEC 12.1): the reports of a data point, not of a gradient. Its likelihood ratio
+# is largest between x = 0 and x = 1 at the end points of the grid, where it is exactly
+# 1 + (G + 1) r / (1 - r) = e^eps.
+
+NPRR_N = 1_000_000  # draws per input
+
+
+def nprr_audit(privatize, grid, seed):
+    """Per report value z: (ratio_hat, tol) of max over the pairs (0, 1), (1, 0), (0.5, 0),
+    (0.5, 1) of P(z | x) / P(z | x'), and whether the ratio at the end points was seen."""
+    counts = {}
+    for k, x in enumerate((0.0, 1.0, 0.5)):
+        z = privatize(np.full(NPRR_N, x), rng=np.random.default_rng(seed + k))
+        counts[x] = np.bincount(np.rint(z * grid).astype(np.int64), minlength=grid + 1)
+    out = {}
+    for value in range(grid + 1):
+        best = (0.0, 0.0)
+        for x, other in ((0.0, 1.0), (1.0, 0.0), (0.5, 0.0), (0.5, 1.0)):
+            ratio, tol = ratio_bound(counts[x][value], counts[other][value], NPRR_N, NPRR_N, 4.0)
+            best = max(best, (ratio, tol))
+        out[value] = best
+    return out
+
+
+@pytest.mark.parametrize("grid", [1, 4])
+@pytest.mark.parametrize("eps", EPS)
+def test_nprr_empirical_ratio(eps, grid):
+    # N = 1e6 draws per input; relative tolerance 4 (sd_rel(p1) + sd_rel(p0)) per report
+    # value (0.006-0.02 at the end points). Every report's ratio is at most e^eps within
+    # its tolerance, and at the end points it is e^eps within it (attained: exactly eps).
+    keep = nprr_keep_probability(eps, grid)
+    audit = nprr_audit(lambda x, rng: nprr_privatize(x, keep, grid, rng), grid, seed=31)
+    for value, (ratio, tol) in audit.items():
+        assert ratio <= math.exp(eps) * (1 + tol), (value, ratio, tol)
+    for value in (0, grid):
+        ratio, tol = audit[value]
+        assert abs(ratio / math.exp(eps) - 1) <= tol, (value, ratio, tol)
+
+
+@pytest.mark.parametrize("eps", EPS)
+def test_nprr_audit_has_power(eps):
+    # r calibrated to 2 eps while eps is claimed: ratio e^(2 eps) at the end points, far
+    # beyond e^eps (1 + tol). And the pitfall of SPEC 12.1 at G = 4: noise drawn as
+    # round(4 V) / 4 with V ~ Uniform(0, 1) gives the end points half weight, so the ratio
+    # there is 1 + 2 G r / (1 - r) (e^1.32 instead of e at eps = 1): caught as well.
+    grid = 4
+    wrong = nprr_keep_probability(2 * eps, grid)
+    audit = nprr_audit(lambda x, rng: nprr_privatize(x, wrong, grid, rng), grid, seed=37)
+    ratio, tol = audit[0]
+    assert ratio > math.exp(eps) * (1 + tol)
+    assert ratio == pytest.approx(math.exp(2 * eps), rel=tol)
+    keep = nprr_keep_probability(eps, grid)
+
+    def half_weight_ends(x, rng):
+        rounded = nprr_privatize(x, 1.0, grid, rng)  # r = 1: the rounding alone
+        noise = np.rint(grid * rng.random(x.shape[0])) / grid
+        return np.where(rng.random(x.shape[0]) < keep, rounded, noise)
+
+    ratio, tol = nprr_audit(half_weight_ends, grid, seed=41)[0]
+    assert ratio > math.exp(eps) * (1 + tol), (ratio, tol)
+    assert ratio == pytest.approx(1 + 2 * grid * keep / (1 - keep), rel=tol)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""The choices a new sweep records where its file names none (issue 24): bb's t form and
+Sidak's band; built-in sweeps name theirs, and a store made without them resumes as it was."""
+
+import dataclasses
+import tomllib
+
+import numpy as np
+import pytest
+
+from ldpsim.pipeline.identity import identity_diff
+from ldpsim.pipeline.reading import load_dataset, read_sweep
+from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.sweep import builtin_sweeps, load_sweep, validate_sweep
+from ldpsim.tasks import run_replicate
+
+SWEEP = """
+replicates = {replicates}
+seed = 3
+rep_chunk = 1
+[spec]
+model = "sparse_mean"
+d = 3
+sparsity = 1
+eps = 1.0
+[grid]
+n = [3000]
+[methods.bb]
+[methods.band]
+method = "bb"
+simultaneous = true
+[methods.pct]
+method = "bb"
+form = "percentile"
+"""
+
+
+def sweep_of(replicates):
+    return validate_sweep(tomllib.loads(SWEEP.format(replicates=replicates)), "defaults")
+
+
+def as_made_today(sweep):
+    """The sweep as ldpsim made it before the choices were recorded: methods as written."""
+    raw = tomllib.loads(SWEEP.format(replicates=sweep.replicates))["methods"]
+    return dataclasses.replace(sweep, methods={k: dict(v) for k, v in raw.items()}, defaulted={})
+
+
+def test_a_new_sweep_records_the_recommended_choices():
+    sweep = sweep_of(2)
+    assert sweep.methods["bb"] == {"form": "t"}
+    assert sweep.methods["band"] == {"method": "bb", "simultaneous": True, "band": "sidak"}
+    assert sweep.methods["pct"] == {"method": "bb", "form": "percentile"}  # named: kept
+    assert sweep.defaulted == {"bb": ("form",), "band": ("band",)}
+    methods = sweep.points()[0].normalized.methods
+    assert methods["bb"].form == "t" and methods["band"].band == "sidak"
+    assert '"band": "sidak"' in sweep.to_json()  # what the store records
+
+
+def test_builtin_sweeps_name_their_choices():
+    # No built-in sweep depends on the recommendations: each names bb's form (or band),
+    # so its methods, streams and stores are those of the releases before them.
+    for name in builtin_sweeps():
+        assert load_sweep(name).defaulted == {}, name
+
+
+def test_a_named_default_is_the_same_method_as_none():
+    # A store that recorded bb {} takes a file that names form = "basic" (the built-in
+    # sweeps now do): the same method, the same stream.
+    stored = dataclasses.replace(sweep_of(2), methods={"bb": {}}, defaulted={})
+    named = dataclasses.replace(stored, methods={"bb": {"form": "basic"}})
+    other = dataclasses.replace(stored, methods={"bb": {"form": "t"}})
+    assert identity_diff(stored, named) == []
+    assert identity_diff(stored, other) == ["methods.bb: {} -> {'form': 't'}"]
+
+
+def by_method(ds, var, label):
+    """``var`` of one method, (n, rep, coord) here."""
+    return ds[var].isel(method=[str(m) for m in ds["method"].values].index(label)).values
+
+
+@pytest.mark.usefixtures("local_cluster")
+def test_new_store_gets_sidak_and_an_old_store_resumes_bit_identically(tmp_path, local_cluster):
+    def run(sweep, store):
+        run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=lambda m: 0)
+
+    # A store made today (no recorded choice) with 1 replicate, resumed to 2 by the same
+    # file under the new recommendations: both replicates are what today's ldpsim
+    # computes (its units' defaults: the basic form, the sup-t band), bit for bit.
+    run(as_made_today(sweep_of(1)), tmp_path / "old.zarr")
+    run(sweep_of(2), tmp_path / "old.zarr")
+    old = load_dataset(tmp_path / "old.zarr", ["lower", "upper"])
+    assert read_sweep(tmp_path / "old.zarr").methods["band"] == {
+        "method": "bb",
+        "simultaneous": True,
+    }
+    today = as_made_today(sweep_of(2)).points()[0].spec
+    for rep in (0, 1):
+        made_today = run_replicate(today, rep)
+        for label in ("bb", "band", "pct"):
+            for var in ("lower", "upper"):
+                stored = by_method(old, var, label)[0, rep]
+                np.testing.assert_array_equal(stored, getattr(made_today, var)[label])
+    # A new store records Sidak's band and the t form (its workers compute the recorded
+    # methods: run_replicate on its grid points' specs), which differ from today's.
+    Store.open_or_create(tmp_path / "new.zarr", sweep_of(2))
+    recorded = read_sweep(tmp_path / "new.zarr").methods
+    assert recorded["band"]["band"] == "sidak" and recorded["bb"]["form"] == "t"
+    point = read_sweep(tmp_path / "new.zarr").points()[0]
+    assert point.normalized.methods["band"].band == "sidak"
+    made_new = run_replicate(point.spec, 1)
+    for label in ("bb", "band"):
+        assert not np.array_equal(made_new.lower[label], by_method(old, "lower", label)[0, 1])
+    np.testing.assert_array_equal(made_new.lower["pct"], by_method(old, "lower", "pct")[0, 1])
+
+
+def test_remedies_nprr_repeats_the_mean_case_of_remedies():
+    # docs/studies/remedies.md reads NPRR beside remedies' numbers: at every mean grid
+    # point both sweeps key the same data stream and the same method streams (seed, path
+    # values, labels and parameters), so bb, bb_t, sn and oracle are bit-identical there.
+    def mean_points(name):
+        return {
+            (p.values["eps"], p.values["n"]): p.normalized
+            for p in load_sweep(name).points()
+            if p.values["case"] == "mean"
+        }
+
+    first, second = mean_points("remedies"), mean_points("remedies-nprr")
+    assert first.keys() == second.keys() and len(first) == 15
+    for key, rs in first.items():
+        other = second[key]
+        assert (rs.seed, rs.path_key()) == (other.seed, other.path_key())
+        for label in ("bb", "bb_t", "sn", "oracle"):
+            assert rs.method_key(label) == other.method_key(label)
+            assert rs.methods[label] == other.methods[label]
