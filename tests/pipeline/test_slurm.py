@@ -235,8 +235,10 @@ def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_
     total = 2 * 30
     log = (tmp_path / "driver.log").open("w")
     cmd = [*LDPSIM, "run", str(sweep), "--store", str(store), "--cluster", "slurm", "--jobs", "2"]
+    # Results written as they come (not every 2 s): the first lands early in the run.
+    env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}
     driver = subprocess.Popen(
-        cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
     )
     try:
         deadline = time.monotonic() + 120
