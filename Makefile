@@ -21,7 +21,9 @@ run: $(STAMP)
 
 # The SLURM tests mostly wait for their jobs, so they run alongside the other tests in a
 # pytest process of their own; their output (-s: the job ids over time) is shown after the
-# others'. The exit code is non-zero if a test of either process fails.
+# others'. The tests of tasks/ (one replicate: compiling and statistics) run alongside the
+# pipeline's (clusters, stores, subprocesses: much waiting) in a third process, so that
+# both cores stay busy. The exit code is non-zero if a test of any process fails.
 # The report's browser test needs Debian's chromium: tests/install-chromium.sh installs it
 # when missing (root or passwordless sudo, apt reachable).
 test: $(STAMP)
@@ -29,16 +31,21 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	bash tests/install-chromium.sh || echo "chromium unavailable (the report's browser test skips)"
 	bash cluster/slurm-local.sh start || echo "SLURM unavailable (tests marked slurm skip)"
-	@log=$$(mktemp); \
-	$(BIN)/python -m pytest -q -ra -s -m slurm >$$log 2>&1 & slurm=$$!; \
-	trap 'kill $$slurm 2>/dev/null; rm -f $$log' INT TERM; \
-	echo "pytest -m 'not slurm' (pytest -m slurm runs alongside, output below)"; \
-	$(BIN)/python -m pytest -q -ra -m "not slurm"; rc=$$?; \
+	@log=$$(mktemp); tasks_log=$$(mktemp); \
+	$(BIN)/python -m pytest -q -ra -s -m slurm -p no:cacheprovider >$$log 2>&1 & slurm=$$!; \
+	$(BIN)/python -m pytest -q -ra -m "not slurm" -p no:cacheprovider tests/tasks \
+		>$$tasks_log 2>&1 & tasks=$$!; \
+	trap 'kill $$slurm $$tasks 2>/dev/null; rm -f $$log $$tasks_log' INT TERM; \
+	echo "pytest -m 'not slurm' --ignore=tests/tasks (tests/tasks and -m slurm run alongside, output below)"; \
+	$(BIN)/python -m pytest -q -ra -m "not slurm" --ignore=tests/tasks; rc=$$?; \
+	wait $$tasks; tasks_rc=$$?; \
+	echo "==== pytest tests/tasks (ran alongside; exit code $$tasks_rc) ===="; \
+	cat $$tasks_log; rm -f $$tasks_log; \
 	wait $$slurm; slurm_rc=$$?; \
 	echo "==== pytest -m slurm (ran alongside; exit code $$slurm_rc) ===="; \
 	cat $$log; rm -f $$log; \
 	bash cluster/slurm-local.sh stop || true; \
-	test $$rc -eq 0 && test $$slurm_rc -eq 0
+	test $$rc -eq 0 && test $$tasks_rc -eq 0 && test $$slurm_rc -eq 0
 
 # The Sphinx site (API reference, CLI options, the markdown docs) in build/docs/; any
 # warning fails the build. The test extra installs the docs extra's packages.
