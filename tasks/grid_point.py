@@ -16,9 +16,10 @@ from ldpsim.tasks.sgd import compile_kernel
 from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
 from ldpsim.tasks.stats import StreamingStats
 
-#: Grid points whose set-up a process keeps (the last ones used). A task is one grid
-#: point, and the runner submits a grid point's tasks together; a few suffice, and the
-#: oracle's d x d covariance of a large sparse model (d = 5000: 200 MB) bounds it.
+#: Grid points whose set-up a process keeps (the last ones used). The runner submits a
+#: grid point's chunks together (a task holds one grid point's chunk, or the chunks of
+#: several cheap ones); a few suffice, and the oracle's d x d covariance of a large
+#: sparse model (d = 5000: 200 MB) bounds it.
 SETUPS_KEPT = 4
 
 
@@ -38,7 +39,7 @@ class GridPointSetup:
         The normalized spec.
     cuts : ndarray of int64
         Segment ends every method needs, at every checkpoint
-        (:func:`ldpsim.tasks.replicate.replicate_cuts`).
+        (:func:`replicate_cuts`).
     full_matrix : bool
         Whether a method reads all of the self-normalizer's A.
     asymptotic_cov : ndarray (d, d)
@@ -162,8 +163,8 @@ def needs_full_matrix(rs: ReplicateSpec) -> bool:
 
 
 def spec_token(spec: Mapping[str, Any]) -> str:
-    """A canonical text of a spec mapping: equal for equal specs, whatever the key order."""
-    return json.dumps(spec, sort_keys=True, default=repr)
+    """The JSON text of a spec mapping, keys in their order (the methods' order is kept)."""
+    return json.dumps(spec, default=repr)
 
 
 @functools.lru_cache(maxsize=SETUPS_KEPT)
