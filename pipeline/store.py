@@ -162,29 +162,36 @@ class Store:
         grid_sizes = self.layout.grid_shape
 
         rep_chunk = self.layout.zarr_chunk_reps
-
-        def region(key):
-            # The shard's grid points, and the chunks along 'rep' that the results touch:
-            # zarr re-encodes those chunks and keeps the shard's others as they are.
+        # Where each block's results go, worked out once for all the variables: the
+        # shard's grid points, the chunks along 'rep' that the results touch (zarr
+        # re-encodes those and keeps the shard's others as they are), and each result's
+        # grid offset and replicate positions inside that region.
+        placed = []
+        for key, members in blocks.items():
             grid = tuple(
                 slice(k * b, min((k + 1) * b, size))
                 for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
             )
-            touched = [r for _, _, result in blocks[key] for r in result["reps"]]
+            touched = [r for _, _, result in members for r in result["reps"]]
             first = min(touched) // rep_chunk * rep_chunk
             last = (max(touched) // rep_chunk + 1) * rep_chunk
             reps = slice(max(first, key[-1] * rep_block), min(last, a["done"].shape[-1]))
-            return grid, reps
+            spots = [
+                (
+                    tuple(i - g.start for i, g in zip(index, grid, strict=True)),
+                    [r - reps.start for r in result["reps"]],
+                    result,
+                )
+                for index, _, result in members
+            ]
+            placed.append((grid, reps, spots))
 
         def write(name, method_axis, value_of):
             """Merge every block's results into variable ``name`` (a read and a write each)."""
-            for key, members in blocks.items():
-                grid, reps = region(key)
+            for grid, reps, spots in placed:
                 where = (*grid, *([slice(None)] if method_axis else []), reps)
                 old = np.asarray(a[name][where])
-                for index, _, result in members:
-                    offset = tuple(i - g.start for i, g in zip(index, grid, strict=True))
-                    pos = [r - reps.start for r in result["reps"]]
+                for offset, pos, result in spots:
                     view = old[offset]
                     view[(slice(None),) * method_axis + (pos,)] = value_of(result)
                 a[name][where] = old

@@ -40,8 +40,6 @@ class GridPointSetup:
     cuts : ndarray of int64
         Segment ends every method needs, at every checkpoint
         (:func:`replicate_cuts`).
-    full_matrix : bool
-        Whether a method reads all of the self-normalizer's A.
     asymptotic_cov : ndarray (d, d)
         The model's Sigma for the run's mechanism and batch (the oracle's).
     path_words : tuple of 4 ints
@@ -52,7 +50,6 @@ class GridPointSetup:
 
     spec: ReplicateSpec
     cuts: np.ndarray
-    full_matrix: bool
     asymptotic_cov: np.ndarray
     path_words: tuple[int, ...]
     method_words: dict[str, tuple[int, ...]]
@@ -85,7 +82,6 @@ class GridPointSetup:
         return cls(
             spec=rs,
             cuts=cuts,
-            full_matrix=full_matrix,
             asymptotic_cov=model.asymptotic_cov(mechanism.variance(model), rs.batch),
             path_words=stable_hash(rs.path_key()),
             method_words={
