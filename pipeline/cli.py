@@ -203,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Monte-Carlo standard error (the summary's replicates_needed, in csv and json "
         "always, for 0.005 unless given)",
     )
+    summarize.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any cell is partial (computed on fewer than all the replicates "
+        "of its grid point: a failure, or replicates not computed yet; such cells are "
+        "marked in the table)",
+    )
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
     plot.add_argument("store", type=_path)
     plot.add_argument(
@@ -306,6 +313,7 @@ def cmd_errors(args) -> int:
 
 def cmd_summarize(args) -> int:
     from ldpsim.pipeline.api import open_store, summarize
+    from ldpsim.pipeline.partial_cells import any_partial
     from ldpsim.pipeline.summary import TARGET_SE
     from ldpsim.pipeline.tables import format_table
     from ldpsim.pipeline.timings import timing_line
@@ -333,6 +341,13 @@ def cmd_summarize(args) -> int:
     print(table)
     if args.format == "text":  # the other formats stay as they are, to be pasted or parsed
         print(timing_line(ds))
+    if args.strict and any_partial(summary):
+        print(
+            f"--strict: some cells are computed on fewer than all the replicates of their "
+            f"grid point (marked; see `ldpsim status {args.store}`)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return EXIT_OK
 
 

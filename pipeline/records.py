@@ -24,6 +24,7 @@ RECORD_FIELDS = (
     "length",
     "length_se",
     "n_done",
+    "n_failed",
     *DIAGNOSTIC_FIELDS,
     *ERROR_FIELDS,
     "replicates_needed",
@@ -35,6 +36,7 @@ COORD_MEAN_RECORD_FIELDS = (
     "coord_mean_length",
     "coord_mean_length_se",
     "coord_mean_n_done",
+    "coord_mean_n_failed",
     "joint_coverage",
     "joint_coverage_se",
     "joint_coverage_z",
@@ -66,15 +68,18 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
     list of dict
         Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
         store has checkpoints), ``coord``, then ``coverage``, ``coverage_se``,
-        ``length``, ``length_se``, ``n_done`` and the diagnostics
+        ``length``, ``length_se``, ``n_done``, ``n_failed`` (replicates lost to a
+        failure; see :mod:`ldpsim.pipeline.partial_cells`) and the diagnostics
         ``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each followed by
         its ``_se``, and the mean squared errors of the average and the last iterate
         (:data:`ERROR_FIELDS`: ``mse``, ``mse_se``, ``mse_n_done``, ``mse_last``,
         ``mse_last_se``, ``mse_last_n_done``), which are per grid point [and checkpoint]
-        and so repeat in the records of its methods and coordinates. Values are plain
-        Python types; NaN statistics are None (null in JSON).
+        and so repeat in the records of its methods and coordinates; last
+        ``n_replicates``, the replicates of the grid point. Values are plain Python
+        types; NaN statistics are None (null in JSON).
     """
-    return records_over(summary, [*_method_dims(summary), "coord"], RECORD_FIELDS)
+    dims = [*_method_dims(summary), "coord"]
+    return with_replicates(summary, records_over(summary, dims, RECORD_FIELDS))
 
 
 def coord_mean_records(summary: xr.Dataset) -> list[dict[str, Any]]:
@@ -91,12 +96,21 @@ def coord_mean_records(summary: xr.Dataset) -> list[dict[str, Any]]:
         Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
         store has checkpoints), then ``coord_mean_coverage``, ``coord_mean_coverage_se``,
         ``coord_mean_length``, ``coord_mean_length_se``, ``coord_mean_n_done`` (see
-        :func:`ldpsim.pipeline.summary.coordinate_means`) and the mean squared errors
-        (:data:`ERROR_FIELDS`), which are per grid point [and checkpoint] and so repeat
-        in the records of its methods. Values are plain Python types; NaN statistics
-        are None (null in JSON).
+        :func:`ldpsim.pipeline.summary.coordinate_means`), ``coord_mean_n_failed``, the
+        joint coverage and the mean squared errors (:data:`ERROR_FIELDS`), which are per
+        grid point [and checkpoint] and so repeat in the records of its methods; last
+        ``n_replicates``. Values are plain Python types; NaN statistics are None (null
+        in JSON).
     """
-    return records_over(summary, _method_dims(summary), COORD_MEAN_RECORD_FIELDS)
+    recs = records_over(summary, _method_dims(summary), COORD_MEAN_RECORD_FIELDS)
+    return with_replicates(summary, recs)
+
+
+def with_replicates(summary: xr.Dataset, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records with ``n_replicates`` (the grid point's replicates) added, so that a
+    cell's counts say whether it is partial (``n_done < n_replicates``)."""
+    total = summary.attrs.get("replicates")
+    return [{**r, "n_replicates": None if total is None else int(total)} for r in recs]
 
 
 def _method_dims(summary: xr.Dataset) -> list[str]:
@@ -135,7 +149,7 @@ def json_value(value: Any) -> Any:
 def records_table(summary: xr.Dataset, fmt: str, coord_means: bool) -> str:
     """The ``json`` or ``csv`` table of the records (of the coordinate means)."""
     recs = coord_mean_records(summary) if coord_means else records(summary)
-    empty_fields = COORD_MEAN_RECORD_FIELDS if coord_means else RECORD_FIELDS
+    empty_fields = [*(COORD_MEAN_RECORD_FIELDS if coord_means else RECORD_FIELDS), "n_replicates"]
     return render_records(recs, fmt, empty_fields)
 
 

@@ -36,6 +36,22 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "long_name": "replicates R used: done, with finite bounds for this method",
         "units": "1",
     },
+    "n_failed": {
+        "long_name": (
+            "replicates of the grid point that failed, or in which this method failed "
+            "at this cell; they are not in n_done"
+        ),
+        "units": "1",
+    },
+    "coord_mean_n_failed": {
+        "long_name": (
+            "replicates of the grid point that failed, or in which this method failed "
+            "at one coordinate at least; they are not in joint_n_done"
+        ),
+        "units": "1",
+    },
+    "replicates_done": {"long_name": "replicates of the grid point done", "units": "1"},
+    "replicates_failed": {"long_name": "replicates of the grid point failed", "units": "1"},
     "joint_coverage": {
         "long_name": "empirical coverage of all coordinates of theta* simultaneously",
         "units": "1",
@@ -406,7 +422,13 @@ def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
     xarray.Dataset
         Per grid point, method, [checkpoint,] coord: ``coverage``, ``coverage_se``
         (sqrt(cov (1 - cov) / R)), ``length`` (mean), ``length_se`` (sd / sqrt(R)) and
-        ``n_done`` (R). Per grid point, method, [checkpoint]: ``joint_coverage`` (all
+        ``n_done`` (R) and ``n_failed`` (replicates lost to a failure of the replicate
+        or of this method there; a cell whose R is below the grid point's replicates is
+        *partial*, see :mod:`ldpsim.pipeline.partial_cells`). Per grid point, method,
+        [checkpoint]: ``coord_mean_n_failed`` (the same for the coordinate means and joint
+        coverage); per grid point: ``replicates_done`` and ``replicates_failed``; the
+        attribute ``replicates``, the replicates per grid point.
+        Per grid point, method, [checkpoint]: ``joint_coverage`` (all
         coordinates covered at once), ``joint_coverage_se``, ``joint_n_done`` and
         ``joint_coverage_z``, its distance to the nominal level in binomial standard
         errors at that level (the check of a simultaneous band); and the means over
@@ -449,7 +471,8 @@ def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
     # decide. ``method_failed`` is not used: stores written before it had a checkpoint
     # axis flag a replicate at every checkpoint when the method failed at one of them,
     # which would drop that replicate from the later checkpoints too.
-    ok = done & valid & lower.notnull() & upper.notnull()
+    bounds_ok = lower.notnull() & upper.notnull()
+    ok = done & valid & bounds_ok
     covered = (lower <= truth) & (truth <= upper)
     width = upper - lower  # each interval's length, computed once for all statistics
 
@@ -467,6 +490,15 @@ def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
     joint_coverage_z = (joint_coverage - level) / _binomial_se(level, joint_n_done)
 
     coord_means = coordinate_means(covered, width, ok)
+    failed = ds["failed"].astype(bool) if "failed" in ds else xr.zeros_like(done)
+    # The bounds that a method failed to give: flagged ``method_failed`` (a store older
+    # than the flag: every missing bound of a done replicate). Not flagged are the cells a
+    # method does not compute by design (a competitor at checkpoints).
+    flagged = ds["method_failed"].astype(bool) if "method_failed" in ds else ~bounds_ok
+    method_lost = done & valid & ~bounds_ok & flagged
+    replicates_failed = failed.sum("rep")
+    n_failed = (failed & valid).sum("rep") + method_lost.sum("rep")
+    coord_mean_n_failed = replicates_failed + method_lost.any("coord").sum("rep")
 
     estimate = ds["estimate"]
     est_ok = done & valid & estimate.notnull()
@@ -527,6 +559,10 @@ def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
             "length": length,
             "length_se": length_sd / np.sqrt(n_done.where(n_done > 0)),
             "n_done": n_done.astype(np.int64),
+            "n_failed": n_failed.astype(np.int64),
+            "coord_mean_n_failed": coord_mean_n_failed.astype(np.int64),
+            "replicates_done": done.sum("rep").astype(np.int64),
+            "replicates_failed": replicates_failed.astype(np.int64),
             "joint_coverage": joint_coverage,
             "joint_coverage_se": _binomial_se(joint_coverage, joint_n_done),
             "joint_n_done": joint_n_done.astype(np.int64),
@@ -567,6 +603,7 @@ def summarize(ds: xr.Dataset, target_se: float = TARGET_SE) -> xr.Dataset:
             out[name].attrs = dict(ds[name].attrs)
     out.attrs = {k: ds.attrs[k] for k in ("title", "level", "sweep") if k in ds.attrs}
     out.attrs["target_se"] = target_se
+    out.attrs["replicates"] = int(ds.sizes["rep"])
     return out.compute()
 
 

@@ -26,8 +26,11 @@ def blank_repeats(rows: Rows) -> list[list[str]]:
     return out
 
 
-def text_table(caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows) -> str:
-    """A plain-text table: caption, rules, labels left and cells right aligned."""
+def text_table(
+    caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows, note: str = ""
+) -> str:
+    """A plain-text table: caption, rules, labels left and cells right aligned; ``note``
+    (a footnote) under it."""
     labels = blank_repeats(rows)
     table = [
         [*names, *headers],
@@ -44,11 +47,13 @@ def text_table(caption: str, names: Sequence[str], headers: Sequence[str], rows:
 
     rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
     body = [line(table[0]), rule, *(line(r) for r in table[1:])]
-    return "\n".join([caption, rule, *body, rule]) + "\n"
+    return "\n".join([caption, rule, *body, rule, *([note] if note else [])]) + "\n"
 
 
-def markdown_table(caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows) -> str:
-    """A Markdown (GitHub) table under its caption in bold."""
+def markdown_table(
+    caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows, note: str = ""
+) -> str:
+    """A Markdown (GitHub) table under its caption in bold; ``note`` (a footnote) under it."""
     labels = blank_repeats(rows)
     head = "| " + " | ".join([*names, *headers]) + " |"
     align = "|" + "|".join([":--"] * len(names) + ["--:"] * len(headers)) + "|"
@@ -56,11 +61,15 @@ def markdown_table(caption: str, names: Sequence[str], headers: Sequence[str], r
         "| " + " | ".join([*lab, *cells]) + " |"
         for lab, (_, cells) in zip(labels, rows, strict=True)
     ]
-    return "\n".join([f"**{caption}**", "", head, align, *body]) + "\n"
+    foot = ["", note] if note else []
+    return "\n".join([f"**{caption}**", "", head, align, *body, *foot]) + "\n"
 
 
-def latex_table(caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows) -> str:
-    """A LaTeX ``table`` with a ``tabular``, a rule between groups of the first label."""
+def latex_table(
+    caption: str, names: Sequence[str], headers: Sequence[str], rows: Rows, note: str = ""
+) -> str:
+    """A LaTeX ``table`` with a ``tabular``, a rule between groups of the first label;
+    ``note`` (a footnote, LaTeX already) under the tabular."""
     labels = blank_repeats(rows)
     spec = "l" * len(names) + "r" * len(headers)
     lines = [
@@ -77,5 +86,8 @@ def latex_table(caption: str, names: Sequence[str], headers: Sequence[str], rows
         if i > 0 and lab[0] != "" and len(names) > 2:
             lines.append(r"\hline")
         lines.append(" & ".join([*lab, *cells]) + r" \\")
-    lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\hline", r"\end{tabular}"]
+    if note:
+        lines += [r"\par\footnotesize " + note]
+    lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from ldpsim.pipeline.formatting import (
     format_level,
     format_number,
 )
+from ldpsim.pipeline.partial_cells import COUNTS, MARKERS, footnote, partial
 from ldpsim.pipeline.records import (
     COORD_MEAN_RECORD_FIELDS,
     ERROR_FIELDS,
@@ -175,7 +176,9 @@ def table_rows(
     """Column names, column headers and rows (labels, cells) of a table of ``stats``.
 
     Rows per grid point [and checkpoint], with ``per_coord`` per coord (for statistics
-    with a coord dim) and with ``per_method`` per method.
+    with a coord dim) and with ``per_method`` per method. A partial cell (fewer than all
+    its grid point's replicates, :mod:`ldpsim.pipeline.partial_cells`) ends in the
+    format's marker.
     """
     axes = grid_axes(summary)
     col_axis = "n" if "n" in axes else None
@@ -206,6 +209,8 @@ def table_rows(
     index_labels = [axis_labels(v, fmt) for v in index_values]
     # Positional selection: exact float labels or NaN never miss; a size-1 coord goes too.
     base = summary.isel(coord=0) if summary.sizes["coord"] == 1 else summary
+    marks = {var: partial(base, var) for var in stats.values() if var in COUNTS}
+    marker = MARKERS.get(fmt, "*")
     skip_missing = "coord" in row_dims and "coord_exists" in summary
     for idx in np.ndindex(*(len(v) for v in index_values)):
         cell = base.isel(dict(zip(row_dims, idx, strict=True)))
@@ -215,17 +220,21 @@ def table_rows(
             (f"coord {int(v[i])}" if d == "coord" else lab[i])
             for d, v, lab, i in zip(row_dims, index_values, index_labels, idx, strict=True)
         ]
+        where = dict(zip(row_dims, idx, strict=True))
         for stat, var in stats.items():
             values = np.atleast_1d(cell[var].values)
             if var in COUNT_STATS:  # a count: no standard error
                 cells = [count_text(float(v)) for v in values]
-                rows.append(([*labels, stat], cells))
-                continue
-            ses = np.atleast_1d(cell[f"{var}_se"].values)
-            cells = [
-                cell_text(float(v), float(s), var in SIGNIFICANT_STATS)
-                for v, s in zip(values, ses, strict=True)
-            ]
+            else:
+                ses = np.atleast_1d(cell[f"{var}_se"].values)
+                cells = [
+                    cell_text(float(v), float(s), var in SIGNIFICANT_STATS)
+                    for v, s in zip(values, ses, strict=True)
+                ]
+            if var in marks:
+                marked = marks[var].isel(where, missing_dims="ignore").values
+                marked = np.broadcast_to(marked, values.shape)
+                cells = [c + marker if m else c for c, m in zip(cells, marked, strict=True)]
             rows.append(([*labels, stat], cells))
     return names, col_headers, rows
 
@@ -314,8 +323,9 @@ def format_table(
             f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "
             "standard error of " + format_number(target if target is not None else float("nan"))
         )
-    table = render(caption, *rows)
+    table = render(caption, *rows, note=footnote(summary, list(stats.values()), fmt))
     if errors:
         rows = table_rows(summary, fmt, TABLE_ERRORS, per_method=False, per_coord=False)
-        table += "\n" + render(error_caption(summary), *rows)
+        note = footnote(summary, list(TABLE_ERRORS.values()), fmt)
+        table += "\n" + render(error_caption(summary), *rows, note=note)
     return table

@@ -51,7 +51,7 @@ def run_chunk(
     method that fails at an early checkpoint still counts at the later ones), failed
     (R,), seconds (R,), job_id
     (R,), and an error record per failed replicate (traceback, parameters, seed) or per
-    failed method.
+    replicate with failed methods (each method's reason and traceback).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -120,5 +120,11 @@ def run_chunk(
             out["seconds"][i] = result.seconds
             if result.failures:
                 error = "; ".join(f"{k}: {v}" for k, v in result.failures.items())
-                out["errors"][rep] = record(rep, "method", error, methods=result.failures)
+                out["errors"][rep] = record(
+                    rep,
+                    "method",
+                    error,
+                    methods=result.failures,
+                    tracebacks=result.method_tracebacks,
+                )
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +38,11 @@ class ReplicateResult:
     the compute time of each method (shape (), or (n_checkpoints,)): its interval from
     the statistics, or for a competitor all its work (replaying the users included);
     ``seconds`` is the whole replicate's.
-    A method that failed has NaN bounds where it failed, True in ``method_failed`` there
-    (shape (), or (n_checkpoints,)) and its first reason in ``failures``; a non-finite
-    estimate (overflowing iterates) is recorded under ``failures['estimate']``.
+    A method that failed (any exception from it, of any type) has NaN bounds where it
+    failed, True in ``method_failed`` there (shape (), or (n_checkpoints,)), its first
+    reason in ``failures`` and that exception's traceback in ``method_tracebacks``; the
+    other methods are unaffected. A non-finite estimate (overflowing iterates) is recorded
+    under ``failures['estimate']``.
     """
 
     estimate: np.ndarray
@@ -54,6 +57,7 @@ class ReplicateResult:
     method_estimate: dict[str, np.ndarray] = field(default_factory=dict)
     method_seconds: dict[str, np.ndarray] = field(default_factory=dict)
     projected: np.ndarray | None = None
+    method_tracebacks: dict[str, str] = field(default_factory=dict)
 
 
 def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
@@ -198,6 +202,7 @@ def replicate_from_state(
     method_seconds = np.full((n_methods, n_points), np.nan)
     method_failed = np.zeros((n_methods, n_points), dtype=bool)
     failures: dict[str, str] = {}
+    tracebacks: dict[str, str] = {}
     radius = setup.radius
     projected = None if radius is None else np.full((n_points, d), np.nan)
     for k, point in enumerate(points):
@@ -227,8 +232,10 @@ def replicate_from_state(
                         lo, hi = intersect_with_ball(lo, hi, radius)
                     if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
                         raise FloatingPointError("non-finite interval bound")
-                except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
-                    failures.setdefault(label, f"{type(exc).__name__}{where}: {exc}")
+                except Exception as exc:  # any type: only this method's bounds are lost
+                    if label not in failures:
+                        failures[label] = f"{type(exc).__name__}{where}: {exc}"
+                        tracebacks[label] = traceback.format_exc()
                     method_failed[i, k] = True
                     continue
                 finally:
@@ -253,4 +260,5 @@ def replicate_from_state(
         method_estimate=dict(zip(labels, method_estimate[:, first], strict=True)),
         method_seconds=dict(zip(labels, method_seconds[:, first], strict=True)),
         projected=projected,
+        method_tracebacks=tracebacks,
     )

@@ -275,7 +275,7 @@ def test_failure_at_early_checkpoint_keeps_replicate_later(per_checkpoint):
 def test_records(summary):
     recs = records(summary)
     assert len(recs) == 2 * 2 * 2 * 2
-    assert list(recs[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS]
+    assert list(recs[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS, "n_replicates"]
     first = recs[0]
     bb = summary.sel({"tau": 0.5, "n": 100, "method": "bb", "coord": 0})
     diagnostics = {name: pytest.approx(float(bb[name])) for name in DIAGNOSTIC_FIELDS}
@@ -291,10 +291,12 @@ def test_records(summary):
             np.std([syn.bb_length(r, 0) for r in BB_REPS], ddof=1) / math.sqrt(35)
         ),
         "n_done": 35,
+        "n_failed": 1,  # bb failed in replicate BB_FAILED_REP; 4 are not computed
         **diagnostics,
         **{name: pytest.approx(float(bb[name])) for name in ERROR_FIELDS},
         # R (se / 0.005)^2: 35 replicates with se 0.0637 -> 5682.
         "replicates_needed": math.ceil(round(35 * (float(bb["coverage_se"]) / 0.005) ** 2, 6)),
+        "n_replicates": syn.REPS,
     }
     assert first["mse_n_done"] == first["mse_last_n_done"] == 36
     # Per grid point: the same in the records of every method and coordinate.
@@ -326,9 +328,10 @@ def test_text_table(summary):
     assert header.split()[-6:] == ["n", "=", "1e2", "n", "=", "1e4"]
     row = next(line for line in lines if " bb " in line and "cover" in line)
     assert row.split()[:4] == ["0.5", "coord", "0", "bb"]
-    assert row.endswith("0.829 (0.064)    0.829 (0.064)")
-    assert "0.658 (0.000)  0.0658 (0.0000)" in text  # oracle lengths at n = 100, 1e4
-    assert "n/a" in text  # the cell without done replicates
+    assert row.endswith("0.829 (0.064)*    0.829 (0.064)*")  # 36 of 40 done: all partial
+    assert "0.658 (0.000)*  0.0658 (0.0000)*" in text  # oracle lengths at n = 100, 1e4
+    assert "n/a*" in text  # the cell without done replicates
+    assert lines[-1].startswith("* computed on fewer than all 40 replicates")
 
 
 def test_markdown_table(summary):
@@ -336,10 +339,10 @@ def test_markdown_table(summary):
     lines = md.splitlines()
     assert lines[0].startswith("**synthetic: 90% intervals")
     assert "| tau | coord | method |  | n = 1e2 | n = 1e4 |" in lines
-    assert "| 0.5 | coord 0 | bb | cover | 0.829 (0.064) | 0.829 (0.064) |" in lines
-    assert "|  |  |  | length | 0.279 (0.018) | 0.279 (0.018) |" in lines
-    assert "| 0.9 | coord 0 | bb | cover | 0.829 (0.064) | n/a |" in lines
-    assert "|  | coord 1 | bb | cover | 0.857 (0.059) | 0.857 (0.059) |" in lines
+    assert "| 0.5 | coord 0 | bb | cover | 0.829 (0.064)\\* | 0.829 (0.064)\\* |" in lines
+    assert "|  |  |  | length | 0.279 (0.018)\\* | 0.279 (0.018)\\* |" in lines
+    assert "| 0.9 | coord 0 | bb | cover | 0.829 (0.064)\\* | n/a\\* |" in lines
+    assert "|  | coord 1 | bb | cover | 0.857 (0.059)\\* | 0.857 (0.059)\\* |" in lines
     # 2 tau x 2 coord x 2 methods x {cover, length} rows under a header and a rule.
     assert sum(line.startswith("|") for line in lines) == 2 + 16
 
@@ -349,7 +352,7 @@ def test_latex_table(summary):
     assert r"\begin{tabular}{llllrr}" in tex
     assert r"\caption{synthetic: 90\% intervals" in tex
     assert r"$\tau$ & coord & method &  & $n = 10^{2}$ & $n = 10^{4}$ \\" in tex
-    assert r"0.5 & coord 0 & bb & cover & 0.829 (0.064) & 0.829 (0.064) \\" in tex
+    assert r"0.5 & coord 0 & bb & cover & 0.829 (0.064)$^{*}$ & 0.829 (0.064)$^{*}$ \\" in tex
     assert tex.count(r"\\") == 1 + 16
 
 
@@ -364,7 +367,7 @@ def test_table_without_coord_level():
 def test_json_table(summary):
     data = json.loads(format_table(summary, "json"))
     assert len(data) == 16
-    assert set(data[0]) == {"tau", "n", "method", "coord", *RECORD_FIELDS}
+    assert set(data[0]) == {"tau", "n", "method", "coord", *RECORD_FIELDS, "n_replicates"}
     assert data[0]["coverage"] == 29 / 35
     assert data[-1]["coverage"] is None and data[-1]["n_done"] == 0
 
@@ -372,7 +375,7 @@ def test_json_table(summary):
 def test_csv_table(summary):
     rows = list(csv.DictReader(io.StringIO(format_table(summary, "csv"))))
     assert len(rows) == 16
-    assert list(rows[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS]
+    assert list(rows[0]) == ["tau", "n", "method", "coord", *RECORD_FIELDS, "n_replicates"]
     assert float(rows[0]["coverage"]) == 29 / 35 and rows[0]["n_done"] == "35"
     assert rows[-1]["coverage"] == ""
 
@@ -395,12 +398,18 @@ def test_error_table(summary, store, tmp_path, capsys):
     mse = summary["mse"].sel(tau=0.5).values
     se = summary["mse_se"].sel(tau=0.5).values
     # 0.175... (3 decimals) at n = 100, 0.00225... (5 decimals) at n = 1e4.
-    assert rows[0][3:] == [f"{mse[0]:.3f}", f"({se[0]:.3f})", f"{mse[1]:.5f}", f"({se[1]:.5f})"]
-    assert rows[2][-1] == "n/a"  # the cell without done replicates
+    # Marked: 36 of 40 replicates done.
+    assert rows[0][3:] == [
+        f"{mse[0]:.3f}",
+        f"({se[0]:.3f})*",
+        f"{mse[1]:.5f}",
+        f"({se[1]:.5f})*",
+    ]
+    assert rows[2][-1] == "n/a*"  # the cell without done replicates
     md = format_table(summary, "markdown", errors=True)
     last = float(summary["mse_last"].sel(tau=0.9, n=100))
     last_se = float(summary["mse_last_se"].sel(tau=0.9, n=100))
-    assert f"|  | mse last | {last:.5f} ({last_se:.5f}) | n/a |" in md
+    assert f"|  | mse last | {last:.5f} ({last_se:.5f})\\* | n/a\\* |" in md
     tex = format_table(summary, "latex", errors=True)
     captions = [line for line in tex.splitlines() if line.startswith(r"\caption")]
     assert len(captions) == 2 and "^" not in captions[1]  # no math outside $...$
@@ -423,7 +432,7 @@ def test_table_with_one_coordinate(store):
     md = format_table(summarize(store.isel(coord=[0])), "markdown")
     lines = md.splitlines()
     assert "| tau | method |  | n = 1e2 | n = 1e4 |" in lines
-    assert "| 0.5 | bb | cover | 0.829 (0.064) | 0.829 (0.064) |" in lines
+    assert "| 0.5 | bb | cover | 0.829 (0.064)\\* | 0.829 (0.064)\\* |" in lines
     assert "coord" not in md
 
 

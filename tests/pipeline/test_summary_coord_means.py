@@ -156,7 +156,7 @@ def test_checkpoints():
     xr.testing.assert_allclose(s["coord_mean_coverage"], s["coverage"].isel(coord=0, drop=True))
     recs = json.loads(format_table(s, "json", coords="mean"))
     assert len(recs) == len(syn.RUN_METHODS) * len(syn.CHECKPOINTS)
-    assert list(recs[0]) == ["method", "checkpoint", *COORD_MEAN_RECORD_FIELDS]
+    assert list(recs[0]) == ["method", "checkpoint", *COORD_MEAN_RECORD_FIELDS, "n_replicates"]
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ def test_many_coordinates_give_the_mean_table(wide_summary):
         f"{c:.3f} ({s:.3f})"
         for c, s in zip(bb["joint_coverage"].values, bb["joint_coverage_se"].values, strict=True)
     ]
-    assert rows[1].endswith("  ".join(joint))
+    assert rows[1].endswith("  ".join(f"{cell}*" for cell in joint))  # a partial store
     bb = wide_summary.sel({"method": "bb"})
     cover = [
         f"{c:.3f} ({s:.3f})"
@@ -206,7 +206,7 @@ def test_many_coordinates_give_the_mean_table(wide_summary):
             bb["coord_mean_coverage"].values, bb["coord_mean_coverage_se"].values, strict=True
         )
     ]
-    assert rows[0].endswith("  ".join(cover))
+    assert rows[0].endswith("  ".join(f"{cell}*" for cell in cover))
     assert "coord" not in "\n".join(rows)
     # The row count does not grow with d.
     wider = format_table(summarize(syn.wide_store(4 * WIDE_D, reps=WIDE_REPS)), "text")
@@ -238,7 +238,7 @@ def test_csv_and_json(wide_summary):
     assert len(json.loads(format_table(wide_summary, "json"))) == len(records(wide_summary))
     rows = list(csv.DictReader(io.StringIO(format_table(wide_summary, "csv", coords="mean"))))
     assert len(rows) == len(syn.WIDE_NS) * len(syn.WIDE_METHODS)
-    assert list(rows[0]) == ["n", "method", *COORD_MEAN_RECORD_FIELDS]
+    assert list(rows[0]) == ["n", "method", *COORD_MEAN_RECORD_FIELDS, "n_replicates"]
     first = wide_summary.sel({"n": 100, "method": "bb"})
     assert float(rows[0]["coord_mean_coverage"]) == float(first["coord_mean_coverage"])
     assert rows[0]["coord_mean_n_done"] == "39" and float(rows[0]["mse"]) == float(first["mse"])

@@ -1,0 +1,116 @@
+"""Partial cells: summary statistics computed on fewer than all of a grid point's replicates.
+
+A replicate that failed, an interval method that failed in a replicate, or a replicate not
+computed yet leaves a cell of the summary with fewer replicates than its grid point has.
+Averaging over the replicates that happened to succeed is a selection, and it can be a
+biased one (a method that fails exactly where its interval would be wide). So every such
+cell is *marked* in the tables: a marker after its value and a footnote with the counts;
+``csv`` and ``json`` carry the counts of every cell (``n_done``, ``n_failed``,
+``n_replicates``); ``ldpsim summarize --strict`` exits 1 when any cell is marked.
+
+A cell that has no replicate by design (a competitor that computes its own estimate is
+not taken at checkpoints) is ``n/a`` and not marked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ldpsim.pipeline.formatting import latex_escape
+
+#: Statistic -> (its count of replicates used, its count of replicates lost to failures).
+#: The counts are summary variables (:func:`ldpsim.pipeline.summary.summarize`).
+COUNTS: dict[str, tuple[str, str]] = {
+    "coverage": ("n_done", "n_failed"),
+    "length": ("n_done", "n_failed"),
+    "predicted_coverage": ("n_done", "n_failed"),
+    "bias_over_sd": ("n_done", "n_failed"),
+    "variance_ratio": ("n_done", "n_failed"),
+    "replicates_needed": ("n_done", "n_failed"),
+    "coord_mean_coverage": ("coord_mean_n_done", "coord_mean_n_failed"),
+    "coord_mean_length": ("coord_mean_n_done", "coord_mean_n_failed"),
+    "coord_mean_replicates_needed": ("coord_mean_n_done", "coord_mean_n_failed"),
+    "joint_coverage": ("joint_n_done", "coord_mean_n_failed"),
+    "mse": ("mse_n_done", "replicates_failed"),
+    "mse_last": ("mse_last_n_done", "replicates_failed"),
+}
+
+#: The marker after a partial cell's value, per table format.
+MARKERS = {"text": "*", "markdown": "\\*", "latex": "$^{*}$"}
+
+
+def replicates(summary: xr.Dataset) -> int | None:
+    """The replicates per grid point of the summary (None for a summary without them)."""
+    value = summary.attrs.get("replicates")
+    return None if value is None else int(value)
+
+
+def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
+    """Where the cells of ``stat`` are partial: True where they count fewer replicates than
+    their grid point has, except where none counts by design (no failure, every replicate
+    of the grid point done).
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        From :func:`ldpsim.pipeline.summary.summarize`.
+    stat : str
+        A key of :data:`COUNTS`.
+    """
+    count_name, failed_name = COUNTS[stat]
+    count = summary[count_name]
+    total = replicates(summary)
+    if total is None or "replicates_done" not in summary:  # a summary of an older ldpsim
+        return xr.zeros_like(count, dtype=bool)
+    by_design = (count == 0) & (summary[failed_name] == 0) & (summary["replicates_done"] == total)
+    return (count < total) & ~by_design
+
+
+def any_partial(summary: xr.Dataset) -> bool:
+    """Whether any cell of the coverage, length or coordinate-mean statistics is partial
+    (at the coordinates each grid point has)."""
+    exists = summary["coord_exists"] if "coord_exists" in summary else True
+    per_coord = bool((partial(summary, "coverage") & exists).any())
+    return per_coord or bool(partial(summary, "coord_mean_coverage").any())
+
+
+def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
+    """The footnote under a table whose cells of ``stats`` may be marked; '' if none is.
+
+    It says what the marker means, the range of the counts over the marked cells and how
+    to see each cell's counts and the failures.
+    """
+    total = replicates(summary)
+    used: list[np.ndarray] = []
+    lost: list[np.ndarray] = []
+    for stat in stats:
+        if stat not in COUNTS or stat not in summary:
+            continue
+        mask = partial(summary, stat)
+        if "coord" in mask.dims and "coord_exists" in summary:
+            mask = mask & summary["coord_exists"]
+        count_name, failed_name = COUNTS[stat]
+        for values, name in ((used, count_name), (lost, failed_name)):
+            cells = summary[name].broadcast_like(mask).transpose(*mask.dims)
+            values.append(cells.values[mask.values])
+    counts = np.concatenate(used) if used else np.array([], dtype=int)
+    if total is None or counts.size == 0:
+        return ""
+    failures = np.concatenate(lost)
+    missing = total - counts - failures
+
+    def span(values: np.ndarray) -> str:
+        lo, hi = int(values.min()), int(values.max())
+        return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+    text = (
+        f"computed on fewer than all {total} replicates of its grid point: "
+        f"{span(counts)} counted, {span(failures)} lost to a failure of the replicate or "
+        f"of the method (ldpsim errors STORE), {span(np.maximum(missing, 0))} not computed "
+        "yet (ldpsim run resumes them); a selection by failure can bias the cell. "
+        "--format csv gives each cell's n_done and n_failed."
+    )
+    if fmt == "latex":
+        return "\\textsuperscript{*} " + latex_escape(text).replace("--", "-{}-")
+    return f"{MARKERS.get(fmt, '*')} {text}"

@@ -1,0 +1,108 @@
+"""Partial cells: a cell computed on fewer than all its grid point's replicates is marked in
+every table format, csv and json carry its counts, and ``summarize --strict`` exits 1.
+
+The stores are :func:`synthetic.grid_store` cut to the tau = 0.5 grid points, whose 36
+replicates are all done: bb failed in replicate ``BB_FAILED_REP`` (35 of 36 count for bb),
+the oracle has all 36. Without that replicate the store is complete and nothing is marked.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+import synthetic as syn
+import xarray as xr
+
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.partial_cells import any_partial
+from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.tables import format_table
+
+
+def tau_half(reps: list[int]) -> xr.Dataset:
+    ds = syn.grid_store().sel(tau=[0.5]).isel(rep=reps)
+    ds = ds.assign_coords(rep=range(len(reps)))
+    ds.attrs["sweep"] = syn.sweep_attr(
+        {"tau": [0.5], "n": syn.NS}, {"eps": 1.0}, syn.METHODS, replicates=len(reps)
+    )
+    return ds
+
+
+@pytest.fixture(scope="module")
+def with_failure() -> xr.Dataset:
+    return summarize(tau_half(list(range(syn.DONE))))
+
+
+@pytest.fixture(scope="module")
+def complete() -> xr.Dataset:
+    return summarize(tau_half([r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]))
+
+
+def test_counts_of_a_failed_method(with_failure):
+    bb = with_failure.sel({"method": "bb"})
+    oracle = with_failure.sel({"method": "oracle"})
+    assert bb["n_done"].values.ravel().tolist() == [35] * 4
+    assert bb["n_failed"].values.ravel().tolist() == [1] * 4
+    assert oracle["n_done"].values.ravel().tolist() == [36] * 4
+    assert oracle["n_failed"].values.ravel().tolist() == [0] * 4
+    assert bb["coord_mean_n_failed"].values.ravel().tolist() == [1, 1]
+    assert with_failure["replicates_done"].values.ravel().tolist() == [36, 36]
+    assert with_failure.attrs["replicates"] == 36
+    assert any_partial(with_failure)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "marker"), [("text", "*"), ("markdown", "\\*"), ("latex", "$^{*}$")]
+)
+def test_only_the_partial_cells_are_marked(with_failure, complete, fmt, marker):
+    table = format_table(with_failure, fmt)
+    rows = [line for line in table.splitlines() if "(" in line and ")" in line]
+    bb_rows = [r for r in rows if " bb " in r.replace("|", " ").replace("&", " ")]
+    oracle_rows = [r for r in rows if "oracle" in r]
+    assert bb_rows and oracle_rows
+    # A bb row's two cells (n = 1e2, 1e4) are marked; the oracle's are not.
+    assert all(r.count(marker) == 2 for r in bb_rows), bb_rows
+    assert not any(marker in r for r in oracle_rows), oracle_rows
+    note = "computed on fewer than all 36 replicates of its grid point: 35 counted, 1 lost"
+    assert note in table
+    clean = format_table(complete, fmt)
+    assert marker not in clean and "fewer than all" not in clean
+
+
+def test_coordinate_means_and_errors_are_marked_too(with_failure):
+    means = format_table(with_failure, "text", coords="mean")
+    bb_cover = next(line for line in means.splitlines() if " bb " in line)
+    assert bb_cover.count("*") == 2
+    assert "35 counted, 1 lost" in means
+    # The mean squared errors count all 36 replicates: not marked.
+    errors = format_table(with_failure, "text", errors=True).split("\n\n")[1]
+    assert "*" not in errors
+
+
+def test_csv_and_json_carry_the_counts(with_failure):
+    rows = list(csv.DictReader(io.StringIO(format_table(with_failure, "csv"))))
+    for row in rows:
+        expected = ("35", "1") if row["method"] == "bb" else ("36", "0")
+        assert (row["n_done"], row["n_failed"], row["n_replicates"]) == (*expected, "36")
+    means = json.loads(format_table(with_failure, "json", coords="mean"))
+    assert {(r["method"], r["coord_mean_n_done"], r["coord_mean_n_failed"]) for r in means} == {
+        ("bb", 35, 1),
+        ("oracle", 36, 0),
+    }
+
+
+def test_strict_exits_1_on_a_partial_cell(with_failure, tmp_path, capsys):
+    for name, reps, code in (
+        ("partial", list(range(syn.DONE)), 1),
+        ("complete", [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP], 0),
+    ):
+        path = tmp_path / f"{name}.zarr"
+        tau_half(reps).to_zarr(path, zarr_format=3, consolidated=False)
+        assert main(["summarize", str(path)]) == 0
+        capsys.readouterr()
+        assert main(["summarize", str(path), "--strict"]) == code, name
+        err = capsys.readouterr().err
+        assert ("--strict" in err) == (code == 1)
