@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import signal
@@ -162,7 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="replicates done / failed per grid point")
     status.add_argument("store", type=_path)
-    errors = sub.add_parser("errors", help="tracebacks of failed replicates and methods")
+    errors = sub.add_parser(
+        "errors",
+        help="tracebacks of failed replicates and methods, each distinct one once with its "
+        "count, grid points, replicates and seed",
+    )
     errors.add_argument("store", type=_path)
     summarize = sub.add_parser("summarize", help="coverage and length table")
     summarize.add_argument("store", type=_path)
@@ -293,20 +296,15 @@ def cmd_status(args) -> int:
 
 
 def cmd_errors(args) -> int:
+    from ldpsim.pipeline.failures import format_group, group_failures
     from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
 
     check_store(args.store, read_chunks=False)
     ds = load_dataset(args.store, OUTCOME_VARIABLES)
-    count = 0
-    for record in iter_errors(args.store):
-        count += 1
-        print(
-            f"--- {record.get('kind')} failure: {record.get('key')} rep {record.get('rep')} "
-            f"(seed {record.get('seed')})"
-        )
-        print(f"parameters: {json.dumps(record.get('spec'), default=str)}")
-        print(record.get("traceback") or record.get("error"))
-    if not count:
+    groups = group_failures(iter_errors(args.store))
+    for group in groups:
+        print(format_group(group))
+    if not groups:
         print(f"No failures recorded in {args.store}.")
     return store_outcome(ds)
 

@@ -20,6 +20,7 @@ import xarray as xr
 
 from ldpsim.pipeline.errors import InputError, os_error_text
 from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
+from ldpsim.pipeline.partial_cells import footnote
 from ldpsim.pipeline.plots import store_figures
 from ldpsim.pipeline.provenance import environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
@@ -76,10 +77,11 @@ def sweep_toml(sweep: dict[str, Any]) -> str:
     return head + tomli_w.dumps(body)
 
 
-def _html_table(caption: str, names, headers, rows) -> dict[str, Any]:
+def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str, Any]:
     labels = blank_repeats(rows)
     return {
         "caption": caption,
+        "note": note,
         "names": list(names),
         "headers": list(headers),
         "rows": [
@@ -102,14 +104,19 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     if shown_coords(summary, "auto") == "mean":
         stats = {**TABLE_COORD_MEANS, needed_row: "coord_mean_replicates_needed"}
         caption = coord_mean_caption(summary, False) + planning
-        tables.append(_html_table(caption, *table_rows(summary, "text", stats, per_coord=False)))
+        rows = table_rows(summary, "text", stats, per_coord=False)
+        tables.append(
+            _html_table(caption, *rows, note=footnote(summary, [*stats.values()], "text"))
+        )
         diagnostics = summary.isel(coord=[0])
         where = "; coordinate 0 of " + str(summary.sizes["coord"])
     else:
         stats = {**TABLE_STATS, needed_row: "replicates_needed"}
         tables.append(
             _html_table(
-                summary_caption(summary, False) + planning, *table_rows(summary, "text", stats)
+                summary_caption(summary, False) + planning,
+                *table_rows(summary, "text", stats),
+                note=footnote(summary, [*stats.values()], "text"),
             )
         )
         diagnostics, where = summary, ""
@@ -117,11 +124,13 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
         _html_table(
             summary_caption(diagnostics, True) + where,
             *table_rows(diagnostics, "text", TABLE_STATS_DIAGNOSTICS),
+            note=footnote(diagnostics, [*TABLE_STATS_DIAGNOSTICS.values()], "text"),
         )
     )
     if any(bool(summary[v].notnull().any()) for v in TABLE_ERRORS.values()):
         rows = table_rows(summary, "text", TABLE_ERRORS, per_method=False, per_coord=False)
-        tables.append(_html_table(error_caption(summary), *rows))
+        note = footnote(summary, [*TABLE_ERRORS.values()], "text")
+        tables.append(_html_table(error_caption(summary), *rows, note=note))
     return tables
 
 

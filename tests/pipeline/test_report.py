@@ -70,7 +70,9 @@ def test_report_of_a_store(tmp_path, capsys):
     assert f"{run['started']} to {run['finished']} 2 min 5 s 36 0 local" in text
     # Results with standard errors and the replicates a 0.005 se needs.
     assert "tau coord method n = 1e2 n = 1e4" in text
-    assert "cover 0.829 (0.064)" in text and "R for se 0.005" in text
+    assert "cover 0.829 (0.064)*" in text and "R for se 0.005" in text
+    # bb failed in one replicate and 4 are not computed: its cells are marked, and said so.
+    assert "* computed on fewer than all 40 replicates of its grid point" in text
     assert "pred cover" in text and "mse average" in text
     # Every figure plot draws, inline.
     assert page.count('src="data:image/png;base64,') == 3

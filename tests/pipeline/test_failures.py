@@ -1,0 +1,64 @@
+"""`ldpsim errors` groups identical tracebacks: one block per distinct failure, with its count."""
+
+from __future__ import annotations
+
+import json
+
+import synthetic as syn
+import zarr
+
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.failures import group_failures, rep_ranges
+
+TRACEBACK = (
+    'Traceback (most recent call last):\n  File "plugin.py", line 3\nZeroDivisionError: x\n'
+)
+
+
+def method_record(rep: int, key: str, traceback: str = TRACEBACK) -> dict:
+    return {
+        "key": key,
+        "rep": rep,
+        "seed": 7,
+        "spec": {"model": "quantile", "n": 100},
+        "kind": "method",
+        "error": "flaky: ZeroDivisionError: x",
+        "methods": {"flaky": "ZeroDivisionError: x"},
+        "tracebacks": {"flaky": traceback},
+    }
+
+
+def test_rep_ranges():
+    assert rep_ranges([4, 0, 1, 2, 7, 9, 10]) == "0-2, 4, 7, 9-10"
+    assert rep_ranges([3]) == "3"
+
+
+def test_groups_by_kind_and_traceback():
+    records = [method_record(r, "n=100") for r in range(60)]
+    records += [method_record(r, "n=1000") for r in range(40)]
+    records += [method_record(5, "n=100", TRACEBACK.replace(": x", ": y"))]
+    records.append({"key": "n=100", "rep": 99, "seed": 7, "kind": "replicate", "error": "E"})
+    groups = group_failures(records)
+    assert [(g.kind, g.count) for g in groups] == [
+        ("method flaky", 100),
+        ("method flaky", 1),
+        ("replicate", 1),
+    ]
+    assert groups[0].where == {"n=100": list(range(60)), "n=1000": list(range(40))}
+
+
+def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
+    store = tmp_path / "s.zarr"
+    syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    folder = store / "ldpsim" / "errors"
+    folder.mkdir()
+    for rep in range(100):
+        record = method_record(rep, "tau=0.5,n=100")
+        (folder / f"0_0__{rep}.json").write_text(json.dumps(record))
+    main(["errors", str(store)])
+    out = capsys.readouterr().out
+    assert out.count("--- ") == 1 and out.count("ZeroDivisionError") == 1
+    assert "--- 100 method flaky failures with this traceback (seed 7)" in out
+    assert "where: tau=0.5,n=100: rep 0-99" in out
+    assert len(out.splitlines()) < 10
