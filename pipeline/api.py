@@ -156,6 +156,7 @@ def run(
     cluster_options: Mapping[str, Any] | None = None,
     start_timeout: float | None = None,
     allow_long: bool = False,
+    max_failures: int | None = None,
 ) -> xr.Dataset:
     """Compute every replicate of a sweep that its store does not hold yet.
 
@@ -204,6 +205,10 @@ def run(
     allow_long : bool, default False
         Start a sweep estimated at more than a day of one core's work (``--yes``);
         without it such a sweep is refused before anything starts.
+    max_failures : int >= 1 or None
+        Stop the run once this many replicates of one grid point have failed (the
+        replicate, or one of its interval methods), as SimDesign's ``max_errors`` stops
+        a condition; what finished is kept and a new call resumes. None: never stop.
 
     Returns
     -------
@@ -266,6 +271,13 @@ def run(
             raise InputError(
                 f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
             )
+    if max_failures is not None and (
+        isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1
+    ):
+        raise InputError(
+            f"The 'max_failures' parameter of run must be an int >= 1 or None. Got "
+            f"{max_failures!r}."
+        )
     check_run_length(sweep, confirmed=allow_long)
     if client is not None:
         given = {
@@ -317,6 +329,7 @@ def run(
         options=options,
         start_timeout=start_timeout,
         client=client,
+        max_failures=max_failures,
         progress="auto" if progress == "auto" else "bar" if progress else "none",
         log=print if progress else _quiet,
     )

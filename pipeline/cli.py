@@ -147,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(
+        "--max-failures",
+        type=_positive_int,
+        metavar="K",
+        help="stop once K replicates of one grid point have failed (the replicate or one of "
+        "its interval methods); what finished is kept, exit 1 (default: never stop)",
+    )
+    run.add_argument(
         "--yes",
         action="store_true",
         help="start a sweep estimated at more than a day of one core's work",
@@ -256,6 +263,7 @@ def cmd_run(args) -> int:
         cluster_options=parse_cluster_options(args.cluster_option),
         start_timeout=args.start_timeout,
         allow_long=args.yes,
+        max_failures=args.max_failures,
     )
     return ds.attrs[api.REPORT_ATTR]["exit_code"]
 

@@ -255,6 +255,7 @@ def run_sweep(
     start_timeout: float | None = None,
     shuffle: int | None = None,
     client: Client | None = None,
+    max_failures: int | None = None,
     progress: ProgressMode = "auto",
     log: Callable[[str], Any] = print,
 ) -> RunReport:
@@ -275,6 +276,9 @@ def run_sweep(
         (a running :class:`distributed.Client`) no cluster is started or closed.
     shuffle : int or None
         Submit the chunks in a random order with this seed (tests: order independence).
+    max_failures : int or None
+        Stop once this many replicates of one grid point failed (the replicate or one of
+        its methods; see :class:`FailureLimit`); None: never.
     progress : {"auto", "bar", "none"}
         How the progress shows (see :data:`ProgressMode`).
     log : callable
@@ -318,7 +322,10 @@ def run_sweep(
 
         with connect(**where, log=log) as connected:
             store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
-            return _execute(sweep, store, changes, connected, start, shuffle, every, progress, log)
+            limit = FailureLimit(max_failures)
+            return _execute(
+                sweep, store, changes, connected, start, shuffle, every, limit, progress, log
+            )
     finally:
         if lock is not None:
             lock.release()
@@ -342,6 +349,7 @@ def _execute(
     start: float,
     shuffle: int | None,
     every: float,
+    limit: FailureLimit,
     progress_mode: ProgressMode,
     log: Callable[[str], Any],
 ) -> RunReport:
@@ -400,7 +408,11 @@ def _execute(
                     if isinstance(result, Exception):
                         result = _failed_chunk(w, methods, d, store, result)
                     pending.append((w.index, w.chunk, result))
+                    limit.add(w, result)
                 progress.update(task.reps, task.cost)
+                if limit.reached is not None:
+                    client.cancel([future for future in futures if not future.done()])
+                    break
             if time.monotonic() - written >= every:
                 write()
     finally:
@@ -412,8 +424,46 @@ def _execute(
         f"Computed {report.computed} replicates, {report.failed} failed "
         f"({report.seconds:.1f} s); store: {store.path}"
     )
+    if limit.reached is not None:
+        log(limit.message(report.missing))
     _log_failures(report, log)
     return report
+
+
+class FailureLimit:
+    """Counts the failed replicates of each grid point; ``reached`` names the first grid
+    point with ``max_failures`` of them (SimDesign's ``max_errors``).
+
+    A replicate counts once, whether it failed or one or more of its interval methods did.
+    """
+
+    def __init__(self, max_failures: int | None) -> None:
+        self.max_failures = max_failures
+        self.counts: dict[tuple[int, ...], int] = {}
+        self.reached: Work | None = None
+
+    def add(self, work: Work, result: dict[str, Any]) -> None:
+        """Count the failures of one chunk's ``result`` (the worker's arrays)."""
+        if self.max_failures is None or self.reached is not None:
+            return
+        method_failed = result["method_failed"]
+        per_rep = method_failed.reshape(*method_failed.shape[:2], -1).any(axis=(0, 2))
+        failed = int((result["failed"] | per_rep).sum())
+        count = self.counts.get(work.index, 0) + failed
+        self.counts[work.index] = count
+        if count >= self.max_failures:
+            self.reached = work
+
+    def message(self, missing: int) -> str:
+        """The line that says why the run stopped and what is left."""
+        assert self.reached is not None
+        point = ", ".join(f"{k}={v}" for k, v in self.reached.point.values.items())
+        return (
+            f"Stopped: {self.counts[self.reached.index]} replicates of the grid point "
+            f"{point or '(the only one)'} failed (--max-failures {self.max_failures}); "
+            f"{missing} replicates are not computed. See `ldpsim errors`, fix the cause and "
+            "run the same command again to resume."
+        )
 
 
 def _tally(sweep: Sweep, store: Store, report: RunReport) -> None:

@@ -1,0 +1,159 @@
+"""A failing interval method costs only its own bounds, through a real installed plugin.
+
+The plugin package ``flaky-plugin`` (written here, installed with pip into a folder of its
+own) adds the interval method ``flaky``, which raises ZeroDivisionError whenever
+theta_bar_n > 0: at tau = 0.5 (theta* = 0) in about half the replicates. Every replicate
+must still be done, bb's and the oracle's bounds finite everywhere, the run's exit code 1,
+and the summary must count flaky's failures and mark its cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+REPLICATES = 16
+
+PLUGIN = '''
+from dataclasses import dataclass
+
+from ldpsim.tasks.intervals.base import IntervalMethod
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flaky(IntervalMethod):
+    """theta_bar +- 1, or a ZeroDivisionError when theta_bar_0 > 0."""
+
+    name = "flaky"
+
+    def interval(self, stats, level, rng):
+        centre = stats.theta_bar
+        if centre[0] > 0:
+            return 1 / 0
+        return centre - 1.0, centre + 1.0
+'''
+
+PYPROJECT = """
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "flaky-plugin"
+version = "0.1.0"
+
+[project.entry-points."ldpsim.methods"]
+flaky = "flaky_plugin:Flaky"
+
+[tool.setuptools]
+packages = ["flaky_plugin"]
+"""
+
+SWEEP = """
+description = "bb and the oracle beside a method that fails in half the replicates"
+replicates = {replicates}
+seed = 5
+{more}
+[spec]
+model = "quantile"
+tau = 0.5
+eps = 1.0
+n = 2000
+
+[methods.bb]
+form = "basic"
+B = 50
+
+[methods.oracle]
+
+[methods.flaky]
+"""
+
+
+@pytest.fixture(scope="module")
+def flaky_site(tmp_path_factory) -> Path:
+    """The plugin, installed by pip (code and entry points) into a folder of its own."""
+    root = tmp_path_factory.mktemp("flaky")
+    source = root / "source"
+    (source / "flaky_plugin").mkdir(parents=True)
+    (source / "flaky_plugin" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
+    (source / "pyproject.toml").write_text(PYPROJECT)
+    site = root / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
+    subprocess.run([*pip, "--target", str(site), str(source)], check=True, capture_output=True)
+    return site
+
+
+def ldpsim(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-m", "ldpsim.pipeline", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_failing_plugin_method_loses_only_its_own_bounds(flaky_site, tmp_path):
+    sweep, store = tmp_path / "flaky.toml", tmp_path / "flaky.zarr"
+    sweep.write_text(SWEEP.format(replicates=REPLICATES, more=""))
+    run = ldpsim(
+        ["run", str(sweep), "--store", str(store), "--workers", "1"], flaky_site, tmp_path
+    )
+    assert run.returncode == 1, run.stderr
+    assert f"Computed {REPLICATES} replicates, 0 failed" in run.stdout
+    ds = xr.open_zarr(store, consolidated=False)
+    assert bool(ds["done"].all()) and not bool(ds["failed"].any())
+    flaky = ds["method_failed"].sel({"method": "flaky"}).values
+    # theta_bar_0 > 0 exactly where flaky failed: about half of 16 (binomial, p = 1/2).
+    assert (flaky == (ds["estimate"].values[:, 0] > 0)).all()
+    assert 2 <= flaky.sum() <= REPLICATES - 2
+    for method in ("bb", "oracle"):
+        bounds = ds[["lower", "upper"]].sel({"method": method})
+        assert np.isfinite(bounds["lower"].values).all() and np.isfinite(bounds["upper"]).all()
+        assert not ds["method_failed"].sel({"method": method}).values.any()
+    failures = int(flaky.sum())
+    assert f"Interval methods failed: flaky in {failures} replicates" in run.stdout
+
+    # Each failure recorded once, grouped: one block, its count and the traceback.
+    errors = ldpsim(["errors", str(store)], flaky_site, tmp_path)
+    assert errors.returncode == 1
+    assert errors.stdout.count("--- ") == 1
+    assert f"--- {failures} method flaky failures with this traceback" in errors.stdout
+    assert "ZeroDivisionError" in errors.stdout and "flaky_plugin" in errors.stdout
+
+    # The summary counts them in flaky's cells, which it marks; --strict exits 1.
+    summary = ldpsim(["summarize", str(store), "--format", "csv"], flaky_site, tmp_path)
+    rows = {r["method"]: r for r in csv.DictReader(io.StringIO(summary.stdout))}
+    assert rows["flaky"]["n_done"] == str(REPLICATES - failures)
+    assert rows["flaky"]["n_failed"] == str(failures)
+    assert (rows["bb"]["n_done"], rows["bb"]["n_failed"]) == (str(REPLICATES), "0")
+    text = ldpsim(["summarize", str(store), "--strict"], flaky_site, tmp_path)
+    assert text.returncode == 1 and "--strict" in text.stderr
+    flaky_row = next(line for line in text.stdout.splitlines() if line.startswith("flaky "))
+    assert flaky_row.rstrip().endswith("*")
+    assert f"{REPLICATES - failures} counted, {failures} lost" in text.stdout
+
+    # --max-failures stops the sweep at the first grid point with that many failures:
+    # of 1,000 tasks of 2 replicates, those not started when the first failures arrive
+    # are cancelled. What finished is kept.
+    many, stopped = tmp_path / "many.toml", tmp_path / "stopped.zarr"
+    many.write_text(SWEEP.format(replicates=2000, more="rep_chunk = 2"))
+    args = ["run", str(many), "--store", str(stopped), "--workers", "1", "--max-failures", "3"]
+    stop = ldpsim(args, flaky_site, tmp_path)
+    assert stop.returncode == 1, stop.stderr
+    assert "Stopped: " in stop.stdout and "failed (--max-failures 3)" in stop.stdout
+    kept = xr.open_zarr(stopped, consolidated=False)
+    assert 3 <= int(kept["done"].sum()) < 1000
+    assert int(kept["method_failed"].sel({"method": "flaky"}).sum()) >= 3
