@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks.rng import state_of
+from ldpsim.tasks.seed_sequence import (
+    assembled_entropy,
+    entropy_words,
+    generator_at,
+    pcg64_state,
+    uint32_words,
+)
 from ldpsim.tasks.seeding import data_stream_from_words, method_stream_from_words, stable_hash
 from ldpsim.tasks.sgd import compile_kernel
 from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
@@ -46,6 +53,11 @@ class GridPointSetup:
         :func:`ldpsim.tasks.seeding.stable_hash` of the spec's path key.
     method_words : dict label -> tuple of 4 ints
         The same of each random method's key (``uses_rng``).
+
+    The streams of a replicate are numpy's ``PCG64(SeedSequence(...))`` of SPEC section
+    6, seeded by :func:`ldpsim.tasks.seed_sequence.pcg64_state` from the words computed
+    here (the same states, a tenth of the time); each thread reuses one Generator per
+    random method, set to the replicate's state.
     """
 
     spec: ReplicateSpec
@@ -58,6 +70,7 @@ class GridPointSetup:
     truth: np.ndarray
     radius: float | None
     own_estimate: bool
+    generators: threading.local = field(default_factory=threading.local, repr=False)
 
     @classmethod
     def of(cls, spec: Mapping[str, Any] | ReplicateSpec) -> GridPointSetup:
@@ -116,20 +129,49 @@ class GridPointSetup:
             asymptotic_cov=self.asymptotic_cov,
         )
 
+    @functools.cached_property
+    def entropy(self) -> list[int]:
+        """The 32-bit words of the entropy every stream of the grid point starts with:
+        the seed's and the path key's (:func:`ldpsim.tasks.seed_sequence.entropy_words`)."""
+        return entropy_words([self.spec.seed, *self.path_words])
+
+    @functools.cached_property
+    def spawn_keys(self) -> dict[str, list[int]]:
+        """The words of each random method's spawn key (its ``method_words``)."""
+        return {label: entropy_words(words) for label, words in self.method_words.items()}
+
     def data_state(self, rep: int) -> np.ndarray:
-        """The PCG64 state (uint64, (4,)) at which replicate ``rep``'s data stream starts."""
-        return np.array(state_of(self.data_stream(rep)), dtype=np.uint64)
+        """The PCG64 state (uint64, (4,)) at which replicate ``rep``'s data stream starts:
+        that of :meth:`data_stream`."""
+        return pcg64_state(np.array([*self.entropy, *uint32_words(rep)], dtype=np.uint32))
 
     def data_stream(self, rep: int) -> np.random.Generator:
         """Replicate ``rep``'s data-and-noise stream (:func:`ldpsim.tasks.seeding.data_stream`)."""
         return data_stream_from_words(self.spec.seed, self.path_words, rep)
 
     def method_streams(self, rep: int) -> dict[str, np.random.Generator]:
-        """Replicate ``rep``'s stream of every random method (``method_stream``)."""
-        return {
-            label: method_stream_from_words(self.spec.seed, self.path_words, rep, words)
-            for label, words in self.method_words.items()
-        }
+        """Replicate ``rep``'s stream of every random method (``method_stream``).
+
+        Without checkpoints each is this thread's Generator of that method, set to the
+        stream's start; with them numpy's own (a checkpoint's stream is a child of the
+        stream's seed sequence, see :func:`ldpsim.tasks.replicate.checkpoint_stream`).
+        """
+        if self.spec.checkpoints:
+            return {
+                label: method_stream_from_words(self.spec.seed, self.path_words, rep, words)
+                for label, words in self.method_words.items()
+            }
+        generators = getattr(self.generators, "by_label", None)
+        if generators is None:
+            generators = {
+                label: np.random.Generator(np.random.PCG64()) for label in self.method_words
+            }
+            self.generators.by_label = generators
+        entropy = [*self.entropy, *uint32_words(rep)]
+        for label, spawn_key in self.spawn_keys.items():
+            state = pcg64_state(assembled_entropy(entropy, spawn_key))
+            generator_at(generators[label].bit_generator, state)
+        return generators
 
 
 def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:

@@ -1,0 +1,54 @@
+"""The compiled SeedSequence -> PCG64 seeding gives numpy's states bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.rng import state_of
+from ldpsim.tasks.seed_sequence import (
+    assembled_entropy,
+    entropy_words,
+    pcg64_state,
+    uint32_words,
+)
+from ldpsim.tasks.seeding import data_stream_from_words, method_stream_from_words
+
+
+def numpy_state(entropy: list[int], spawn_key: list[int]) -> np.ndarray:
+    seq = np.random.SeedSequence(entropy, spawn_key=spawn_key)
+    return np.array(state_of(np.random.Generator(np.random.PCG64(seq))), dtype=np.uint64)
+
+
+def test_uint32_words_as_seed_sequence_reads_them():
+    assert uint32_words(0) == [0]
+    assert uint32_words(2**32 + 5) == [5, 1]
+    with pytest.raises(ValueError, match=">= 0"):
+        uint32_words(-1)
+
+
+def test_states_equal_numpy_for_random_entropy_and_spawn_keys():
+    rng = np.random.default_rng(1)
+    for trial in range(600):
+        # 1-8 values: short (padded) and long entropy, zeros, words above 2**32.
+        entropy = [int(v) for v in rng.integers(0, 2**63, size=rng.integers(1, 9))]
+        if trial % 3 == 0:
+            entropy = [v % 1000 for v in entropy]
+        if trial % 7 == 0:
+            entropy = [0, *entropy]
+        spawn_key = [] if trial % 2 else [int(v) for v in rng.integers(0, 2**40, size=3)]
+        got = pcg64_state(assembled_entropy(entropy_words(entropy), entropy_words(spawn_key)))
+        np.testing.assert_array_equal(got, numpy_state(entropy, spawn_key), err_msg=str(trial))
+
+
+@pytest.mark.parametrize("rep", [0, 7, 2**32 + 3])
+def test_a_grid_points_streams_are_the_seeding_modules(rep):
+    spec = {"model": "quantile", "n": 100, "seed": 2**40 + 1, "methods": {"bb": {}, "bm": {}}}
+    setup = GridPointSetup.of(spec)
+    stream = data_stream_from_words(setup.spec.seed, setup.path_words, rep)
+    np.testing.assert_array_equal(setup.data_state(rep), np.array(state_of(stream), np.uint64))
+    for label, generator in setup.method_streams(rep).items():
+        words = setup.method_words[label]
+        expected = method_stream_from_words(setup.spec.seed, setup.path_words, rep, words)
+        np.testing.assert_array_equal(generator.random(5), expected.random(5))
