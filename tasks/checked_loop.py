@@ -88,7 +88,10 @@ def checked_loop(model_params, mech_params, theta0, c, gamma, batch, n, st, foun
     ratios = np.empty(ETA_RESYNC_MASK + 1)
     ratios_p = address(ratios)
     eta = 0.0
-    largest = 0.0
+    largest = 0.0  # the largest |theta_j| so far, theta_0 included (step 0)
+    for j in range(d):
+        if np.isfinite(theta0[j]) and abs(theta0[j]) > largest:
+            largest = abs(theta0[j])
     largest_step = 0
     kind = FINITE
     step = 0
