@@ -77,6 +77,11 @@ def test_a_nan_gradient_is_named_with_its_step_and_theta():
     assert message.startswith(f"rare_nan: non-finite gradient at step {step:,} ("), message
     assert "gradient = [nan]" in message and "theta = [0." in message, message
     assert np.array_equal(start, _start())  # the caller's state is not advanced
+    # With mini-batches of 3, draw k (from 0) is draw k % 3 + 1 of step k // 3 + 1.
+    first = int(np.argmax(draws < 1e-3))
+    message = diagnose_nonfinite(_setup(below=1e-3, batch=3), start)
+    expected = f"at step {first // 3 + 1:,}, draw {first % 3 + 1} of the mini-batch ("
+    assert message.startswith(f"rare_nan: non-finite gradient {expected}"), message
 
 
 def test_overflowing_iterates_name_the_step_and_what_to_lower():
