@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -78,11 +79,19 @@ def short_reason(text: str) -> str:
 
 
 def source_location(function: object) -> tuple[str | None, int | None]:
-    """The file and first line of a numba dispatcher's (or a function's) Python code."""
-    code = getattr(getattr(function, "py_func", function), "__code__", None)
+    """The file and ``def`` line of a numba dispatcher's (or a function's) Python code."""
+    function = getattr(function, "py_func", function)
+    code = getattr(function, "__code__", None)
     if code is None:
         return None, None
-    return code.co_filename, code.co_firstlineno
+    try:
+        lines, first = inspect.getsourcelines(function)
+    except (OSError, TypeError):
+        return code.co_filename, code.co_firstlineno
+    for offset, text in enumerate(lines):  # past the decorators
+        if text.lstrip().startswith("def "):
+            return code.co_filename, first + offset
+    return code.co_filename, first
 
 
 def _package_folder(filename: str) -> Path:
@@ -134,15 +143,20 @@ def kernel_compile_error(
     loc = getattr(exc, "loc", None)
     filename = getattr(loc, "filename", None)
     line = getattr(loc, "line", None)
-    role = blame(filename, callbacks)
-    if role is None and filename is not None:
-        # numba stopped in the kernel itself (e.g. a callback returns no state): point
-        # at the callback's definition when only one callback is not ldpsim's own.
+    reason = short_reason(detail)
+    role = None if _is_ldpsim(filename) else blame(filename, callbacks)
+    if _is_ldpsim(filename):
+        # numba stopped in ldpsim's own code, the kernel or tasks.rng (e.g. a callback
+        # returns no state): point at the callback's definition when only one callback
+        # is not ldpsim's own.
         foreign = [r for r, cb in callbacks.items() if not _is_ldpsim(source_location(cb)[0])]
-        if len(foreign) == 1 and _is_ldpsim(filename):
+        if len(foreign) == 1:
             role = foreign[0]
             filename, line = source_location(callbacks[role])
-    reason = short_reason(detail)
+            reason = (
+                f"{reason} (in ldpsim's code that calls it: does it return the random "
+                f"state its last draw returned?)"
+            )
     who = "a callback" if role is None else role
     if role is not None:
         function = getattr(callbacks[role], "py_func", callbacks[role])
