@@ -72,7 +72,8 @@ def checked_loop(model_params, mech_params, theta0, c, gamma, batch, n, st, foun
     :data:`ITERATE`, or :data:`FINITE`), at which step and mini-batch draw, the step
     size there, the iterate before that step, the model's gradient of that draw, and
     the largest finite |theta_j| seen and its step. ``found`` (d,) receives the
-    offending value: the gradient, the mechanism's report, or the new iterate.
+    offending value: the gradient, the mechanism's report, or the new iterate; or, when
+    all n steps are finite, the last iterate theta_n (the kernel's, bit for bit).
     """
     theta = theta0.copy()
     g = np.empty(d)
@@ -160,5 +161,8 @@ def checked_loop(model_params, mech_params, theta0, c, gamma, batch, n, st, foun
             step = i
             for j in range(d):
                 found[j] = theta[j]
+    if kind == FINITE:
+        for j in range(d):
+            found[j] = theta[j]
     keep_alive(g, ratios)
     return kind, step, draw, eta, before, gradient, largest, largest_step

@@ -9,8 +9,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.diagnose import diagnose_nonfinite
-from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.diagnose import checked_function, diagnose_nonfinite
+from ldpsim.tasks.grid_point import GridPointSetup, kernel_key
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import random, state_of
 from ldpsim.tasks.spec import normalize_spec
@@ -104,8 +104,15 @@ def test_overflowing_iterates_name_the_step_and_what_to_lower():
     assert "lower c (1e+06) or raise gamma (0.51" in message, message
 
 
-def test_a_finite_run_is_reported_as_such():
-    message = diagnose_nonfinite(_setup(), _start())
+def test_a_finite_run_is_reported_as_such_and_replays_the_kernel_bit_for_bit():
+    setup = _setup(batch=2)
+    message = diagnose_nonfinite(setup, _start())
     assert message.startswith(
         f"replaying the run found no non-finite gradient, report or iterate in {N:,} steps"
     ), message
+    # The checked loop's last iterate is the kernel's, bit for bit.
+    theta, *_ = setup.run_kernel(setup.cuts, _start())
+    last = np.empty(1)
+    loop = checked_function(kernel_key(setup.spec), "checked_loop")
+    loop(*setup.kernel_args, 2, N, _start(), last)
+    assert theta.tobytes() == last.tobytes()
