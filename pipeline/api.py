@@ -227,8 +227,10 @@ def run(
     ------
     InputError
         Bad arguments, a bad store path, a store of another specification, a damaged
-        store, a store held by another run, a cluster or client without workers; the
-        store is then unchanged (and none is created).
+        store, a store held by another run, a cluster or client without workers, a
+        plugin's callback that does not compile or reuses its random state
+        (:func:`check_plugin_callbacks`); the store is then unchanged (and none is
+        created).
     TypeError
         ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
     KeyboardInterrupt
@@ -316,6 +318,7 @@ def run(
         raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
     if cluster:
         check_options(kind, options, "--cluster-option")
+    check_plugin_callbacks(sweep)
     for message in sweep.check_theory():
         print(f"warning: {message}", file=sys.stderr)
     report = run_sweep(
@@ -364,6 +367,29 @@ def run(
         "status": STATUS[code],
     }
     return ds
+
+
+def check_plugin_callbacks(sweep: Sweep) -> None:
+    """Compile and probe the callbacks of the plugin models and mechanisms ``sweep`` uses.
+
+    Each kernel a plugin takes part in is compiled for the sweep's d on this process
+    (cached on disk, so the workers load it) and its callbacks are called on a few
+    random states (:func:`ldpsim.tasks.callback_check.check_plugin_callbacks`); the
+    built-in units are known good and not checked.
+
+    Raises
+    ------
+    InputError
+        A callback does not compile (one line naming the plugin, the file and line), or
+        it draws random numbers but hands back the state it was given.
+    """
+    from ldpsim.tasks.callback_check import CallbackError
+    from ldpsim.tasks.callback_check import check_plugin_callbacks as check
+
+    try:
+        check(point.normalized for point in sweep.points())
+    except CallbackError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _quiet(message: str) -> None:

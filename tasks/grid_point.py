@@ -81,17 +81,8 @@ class GridPointSetup:
         model_params = np.ascontiguousarray(model.params(), dtype=np.float64)
         mech_params = np.ascontiguousarray(mechanism.params(model), dtype=np.float64)
         theta0 = np.ascontiguousarray(rs.theta0, dtype=np.float64)
-        full_matrix = needs_full_matrix(rs)
         cuts = np.ascontiguousarray(replicate_cuts(rs), dtype=np.int64)
-        kernel = compile_kernel(
-            type(model).sample_gradient,
-            mechanism.callback(),
-            theta0.size,
-            model_params.size,
-            mech_params.size,
-            type(model).project,
-            full_matrix,
-        )
+        kernel = compile_kernel(*kernel_key(rs))
         return cls(
             spec=rs,
             cuts=cuts,
@@ -190,6 +181,24 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
                 continue  # cannot be computed at this checkpoint; recorded as a failure
     cuts = np.unique(np.concatenate(parts))
     return cuts[(cuts >= 1) & (cuts <= n)]
+
+
+def kernel_key(rs: ReplicateSpec) -> tuple:
+    """The arguments of :func:`ldpsim.tasks.sgd.compile_kernel` for ``rs``: its kernel's key.
+
+    The model's and the mechanism's callbacks, d, the lengths of their parameter
+    vectors, the model's projection and whether A is kept in full.
+    """
+    model, mechanism = rs.model, rs.mechanism
+    return (
+        type(model).sample_gradient,
+        mechanism.callback(),
+        int(np.asarray(rs.theta0).size),
+        int(np.asarray(model.params()).size),
+        int(np.asarray(mechanism.params(model)).size),
+        type(model).project,
+        needs_full_matrix(rs),
+    )
 
 
 def needs_full_matrix(rs: ReplicateSpec) -> bool:

@@ -5,13 +5,33 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from numba import types
+from numba.core.errors import NumbaError
 
 from ldpsim.tasks import sgd_loop
+from ldpsim.tasks.compile_errors import KernelCompileError, kernel_compile_error
 from ldpsim.tasks.kernel_cache import compile_template, pin_template
 from ldpsim.tasks.models.base import no_projection
 
 # The template this process compiles, read now with the rest of its code.
 pin_template(sgd_loop)
+
+_VECTOR = types.Array(types.float64, 1, "C")
+#: The one signature every kernel is called with (:meth:`GridPointSetup.run_kernel`,
+#: :func:`ldp_sgd`): model_params, mech_params, theta0, c, gamma, batch, cuts, st.
+KERNEL_SIGNATURE = (
+    _VECTOR,
+    _VECTOR,
+    _VECTOR,
+    types.float64,
+    types.float64,
+    types.int64,
+    types.Array(types.int64, 1, "C"),
+    types.Array(types.uint64, 1, "C"),
+)
+#: Kernels that failed to compile in this process, keyed like :func:`compile_kernel`:
+#: a failure is compiled once per process and then raised again from here.
+_failures: dict[tuple, KernelCompileError] = {}
 
 
 @functools.cache
@@ -36,7 +56,19 @@ def compile_kernel(
     The compiled loop is cached on disk (:mod:`ldpsim.tasks.kernel_cache`), keyed by
     the source of every module it calls into: the first process compiles it (3 to 20
     s), later processes load it in milliseconds; within a process it is built once.
+    It is compiled here, for :data:`KERNEL_SIGNATURE`, not at its first call.
+
+    Raises
+    ------
+    KernelCompileError
+        A callback does not compile (numba's typing error, in one line naming the
+        callback, its file and line). The failure is kept: a later call with the same
+        arguments in this process raises it again without compiling.
     """
+    key = (sample_gradient, privatize, d, n_model_params, n_mech_params, project, full_matrix)
+    failure = _failures.get(key)
+    if failure is not None:
+        raise failure.with_traceback(None)
     # Only the d = 1 loop reads the parameters as tuples; for d > 1 the tuples are dead
     # code, kept at length 1 (numba refuses tuples of 1000 entries, as d = 1000 needs).
     bindings = {
@@ -48,7 +80,17 @@ def compile_kernel(
         "n_mech_params": int(n_mech_params) if d == 1 else 1,
         "full_matrix": bool(full_matrix),
     }
-    return compile_template(sgd_loop, "kernel", bindings)
+    kernel = compile_template(sgd_loop, "kernel", bindings)
+    try:
+        kernel.compile(KERNEL_SIGNATURE)
+    except NumbaError as exc:
+        callbacks = {"sample_gradient": sample_gradient, "privatize": privatize}
+        if project is not no_projection:
+            callbacks["project"] = project
+        failure = kernel_compile_error(exc, callbacks, int(d))
+        _failures[key] = failure
+        raise failure.with_traceback(None) from None
+    return kernel
 
 
 def ldp_sgd(

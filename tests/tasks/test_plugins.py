@@ -136,11 +136,27 @@ from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.oracle import Oracle
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.rng import random
 
 
 @njit
 def _unchanged(d, g, params, s):
     return s
+
+
+@njit(inline="always")
+def _typo_gradient(d, theta, params, s, g):
+    u, s = random(s)
+    g[0] = theta[0] - u + "1"
+    return s
+
+
+@njit(inline="always")
+def _stale_gradient(d, theta, params, s, g):
+    copy = s
+    u, copy = random(copy)  # advances a copy of the state...
+    g[0] = theta[0] - u
+    return s  # ...and hands back the old one
 
 
 @njit
@@ -176,6 +192,20 @@ class NoDelta2(Model):
 
     def gradient_cov(self):
         return np.eye(1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TypoModel(NoDelta2):
+    # Loads and passes the spec's checks; its callback does not compile (float + str).
+    name = "typo_model"
+    sample_gradient = _typo_gradient
+
+
+@dataclass(frozen=True, kw_only=True)
+class StaleModel(NoDelta2):
+    # Compiles, but every call repeats the same draw.
+    name = "stale_model"
+    sample_gradient = _stale_gradient
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +264,8 @@ BROKEN_ENTRY_POINTS = {
         "crashes": "crashing_module:Model",
         "no_delta2": "broken_units:NoDelta2",
         "scaled_model": "broken_units:ScaledModel",
+        "typo_model": "broken_units:TypoModel",
+        "stale_model": "broken_units:StaleModel",
     },
     "ldpsim.mechanisms": {
         "no_budget_field": "broken_units:NoBudgetField",
@@ -330,6 +362,53 @@ def test_list_warns_about_broken_plugins_and_run_refuses_them(broken_site, tmp_p
     (line,) = result.stderr.strip().splitlines()
     assert "plugin 'missing'" in line and "cannot be imported" in line
     assert not store.exists()
+
+
+def test_a_plugin_callback_that_does_not_compile_is_refused_before_the_store(
+    broken_site, tmp_path
+):
+    # It passes `ldpsim list` and the spec's checks; the run compiles the kernel first
+    # and refuses it in one line naming the plugin, the file and the line.
+    sweep = tmp_path / "typo.toml"
+    sweep.write_text(
+        'replicates = 4\nseed = 1\n[spec]\nmodel = "typo_model"\nmechanism = "none"\n'
+        "n = 1000\n[methods.oracle]\n"
+    )
+    store = tmp_path / "typo.zarr"
+    result = _ldpsim(["run", str(sweep), "--store", str(store)], broken_site, tmp_path)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    number = next(i for i, text in enumerate(BROKEN_MODULE.splitlines(), 1) if '+ "1"' in text)
+    assert "The model plugin 'typo_model' (broken_units:TypoModel, from broken-plugins" in line
+    assert f"broken_units.py, line {number}:" in line and "add(float64" in line, line
+    assert not store.exists()
+
+
+def test_a_callback_reusing_its_state_is_refused_and_a_compile_failure_is_kept(
+    broken_site, with_site
+):
+    from ldpsim.tasks.callback_check import CallbackError, check_plugin_callbacks
+    from ldpsim.tasks.compile_errors import KernelCompileError
+    from ldpsim.tasks.grid_point import GridPointSetup
+
+    with_site(broken_site)
+    spec = {"mechanism": "none", "n": 1000, "methods": {"oracle": {}}}
+    with pytest.raises(CallbackError) as caught:
+        check_plugin_callbacks([normalize_spec({**spec, "model": "stale_model"})])
+    message = str(caught.value)
+    assert message.startswith("The model plugin 'stale_model' (broken_units:StaleModel"), message
+    assert "sample_gradient draws random numbers but returns the random state it" in message
+    # A callback that draws nothing (a zero gradient) keeps its state and is fine; the
+    # built-in pairs are not checked.
+    points = [normalize_spec({**spec, "model": m}) for m in ("no_delta2", "quantile")]
+    assert check_plugin_callbacks(points) == 1
+    # A worker sets the grid point up per task: the failed compile is kept per process.
+    typo = normalize_spec({**spec, "model": "typo_model"})
+    with pytest.raises(KernelCompileError) as first:
+        GridPointSetup.of(typo)
+    with pytest.raises(KernelCompileError) as again:
+        GridPointSetup.of(typo)
+    assert again.value is first.value and first.value.role == "sample_gradient"
 
 
 # -- the example units themselves ------------------------------------------------------------
