@@ -15,6 +15,13 @@ from ldpsim.tasks.rng import as_state
 # The template this process compiles, read now with the rest of its code.
 pin_template(checked_loop)
 
+
+class NonFiniteRun(FloatingPointError):
+    """A replicate's SGD run gave a non-finite theta_bar; the message says where and why
+    (:func:`diagnose_nonfinite`). It fails the replicate: no interval can be computed
+    from such a run."""
+
+
 #: |theta| beyond which the iterates are said to have diverged before a non-finite
 #: gradient (no model of the project lives there; 1e308 overflows).
 DIVERGED = 1e100

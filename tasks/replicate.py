@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.tasks.diagnose import NonFiniteRun, diagnose_nonfinite
 from ldpsim.tasks.grid_point import (
     GridPointSetup,
     needs_full_matrix,
@@ -41,8 +42,8 @@ class ReplicateResult:
     A method that failed (any exception from it, of any type) has NaN bounds where it
     failed, True in ``method_failed`` there (shape (), or (n_checkpoints,)), its first
     reason in ``failures`` and that exception's traceback in ``method_tracebacks``; the
-    other methods are unaffected. A non-finite estimate (overflowing iterates) is recorded
-    under ``failures['estimate']``.
+    other methods are unaffected. A run whose theta_bar is not finite gives no result:
+    :func:`replicate_from_state` raises :class:`ldpsim.tasks.diagnose.NonFiniteRun`.
     """
 
     estimate: np.ndarray
@@ -121,6 +122,13 @@ def run_replicate(
     Returns
     -------
     ReplicateResult
+
+    Raises
+    ------
+    NonFiniteRun
+        The SGD run's theta_bar is not finite; the message names the model or
+        mechanism and the step where a non-finite value appeared, or the step where the
+        iterates overflowed and the step size to lower (:mod:`ldpsim.tasks.diagnose`).
     """
     if isinstance(spec, GridPointSetup):
         setup = spec
@@ -190,6 +198,7 @@ def replicate_from_state(
     start = time.perf_counter()
     rs = setup.spec
     users = Users.of(rs, tuple(np.uint64(w) for w in state)) if setup.own_estimate else None
+    start_state = state.copy()  # the kernel advances state in place; a diagnosis replays
     stats = setup.stats(setup.run_kernel(setup.cuts, state))
     points = rs.checkpoints or (rs.n,)
     labels = list(rs.methods)
@@ -210,11 +219,10 @@ def replicate_from_state(
         estimate[k] = sub.theta_bar
         last[k] = sub.last_iterate
         where = f" at n = {point}" if rs.checkpoints else ""
-        if not np.isfinite(estimate[k]).all():
-            failures.setdefault(
-                "estimate", f"non-finite theta_bar{where}: the iterates overflowed"
-            )
-        elif projected is not None:
+        if not np.isfinite(estimate[k]).all():  # the run failed: so does the replicate
+            diagnosis = diagnose_nonfinite(setup, start_state)
+            raise NonFiniteRun(f"non-finite theta_bar{where}: {diagnosis}")
+        if projected is not None:
             projected[k] = project_l1_ball(estimate[k], radius)
         with np.errstate(all="raise"):
             for i, (label, method) in enumerate(rs.methods.items()):

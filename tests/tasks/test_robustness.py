@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
+from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 N = 10**7
@@ -111,19 +112,22 @@ def assert_failures_recorded(result):
         # Non-finite bounds are NaN (never inf), and a recorded failure is not silent.
         assert not np.any(np.isinf(result.lower[label])), label
         assert not np.any(np.isinf(result.upper[label])), label
-    # A non-finite estimate (overflowing iterates) is recorded too.
-    if not np.all(np.isfinite(result.estimate)):
-        assert result.failures.get("estimate")
+    # A non-finite estimate never comes back: the replicate fails (NonFiniteRun).
+    assert np.all(np.isfinite(result.estimate))
 
 
 @pytest.mark.parametrize("spec", STRESS)
 def test_no_unrecorded_non_finite_bound(spec):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # none of these specs is outside the theory
-        result = run_replicate(spec, rep=0)
+        try:
+            result = run_replicate(spec, rep=0)
+        except NonFiniteRun as exc:  # the overflowing spec: a failed replicate, explained
+            assert "overflowed" in str(exc)
+            return
     assert_failures_recorded(result)
     for label, reason in result.failures.items():
-        assert label in (*result.lower, "estimate") and isinstance(reason, str) and reason
+        assert label in result.lower and isinstance(reason, str) and reason
 
 
 def test_stress_specs_do_fail_where_expected():
@@ -134,9 +138,9 @@ def test_stress_specs_do_fail_where_expected():
     # n = 3: l = 2, m = 1 block (bb fails); n = 2: l = 1, m = 2 (bb is computed).
     assert np.all(np.isnan(tiny.lower["bb"][1])) and np.all(np.isfinite(tiny.lower["bb"][0]))
     assert np.all(np.isnan(tiny.lower["bm"][0])) and np.all(np.isfinite(tiny.lower["bb"][-1]))
-    overflow = run_replicate(STRESS[2].values[0], rep=0)
-    assert set(overflow.failures) == {*overflow.lower, "estimate"}
-    assert "overflowed" in overflow.failures["estimate"]
+    # A run whose iterates overflow fails the replicate, with the step size to lower.
+    with pytest.raises(NonFiniteRun, match=r"overflowed at step 1 .*: lower c \(1e\+10\)"):
+        run_replicate(STRESS[2].values[0], rep=0)
 
 
 @pytest.mark.parametrize("gamma", [1.0, 0.4])
