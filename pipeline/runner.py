@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ldpsim.pipeline.cost import replicate_seconds
+from ldpsim.pipeline.damage import find_damage, repair
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
@@ -291,7 +292,7 @@ def run_sweep(
     path = Path(store_path)
     sweep = adopt_store_choices(sweep, path)  # a resumed store keeps its methods (issue 24)
     changes = inspect_store(path, sweep, fingerprint=False)  # checked below if there is work
-    if not changes:
+    if not changes and not find_damage(path):  # damage is repaired under the lock
         store = Store(path, stored_layout(path), mode="r")
         work, already = plan(sweep, store)
         if not work:
@@ -348,6 +349,10 @@ def _execute(
     removed = remove_partial_files(store.path)
     if removed:
         log(f"Removed {removed} partial file(s) left by an interrupted run.")
+    damage = find_damage(store.path)
+    if damage:  # their replicates are made not done, and computed below
+        log(f"The store is {damage.describe('recomputing them')}.")
+        repair(store.path, damage)
     work, already = plan(sweep, store)
     total = len(sweep.points()) * sweep.replicates
     report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
