@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,12 @@ def data_file(store: Path, name: str) -> Path:
     """The one data file of ``name`` in a store of one shard per variable."""
     (file,) = (f for f in (store / name / "c").rglob("*") if f.is_file())
     return file
+
+
+def flip_byte(file: Path, at: int = 20) -> None:
+    data = bytearray(file.read_bytes())
+    data[at] ^= 0x01
+    file.write_bytes(bytes(data))
 
 
 def assert_damage_reported(store: Path, words: list[str]) -> None:
@@ -90,6 +97,23 @@ def test_a_missing_data_file_is_reported_and_recomputed(
         ((1, 0), 0),
         ((1, 0), 1),
     ]
+    assert_same_values(copy_of_demo, demo_store)
+    assert ldpsim("status", copy_of_demo).returncode == 0
+
+
+def test_a_flipped_byte_fails_its_checksum_and_is_recomputed(
+    copy_of_demo, demo_store, local_cluster, capsys
+):
+    # Before: no checksum; the flipped byte went unnoticed by every verb.
+    meta = json.loads((copy_of_demo / "lower" / "zarr.json").read_text())
+    inner = meta["codecs"][0]["configuration"]["codecs"]
+    assert [codec["name"] for codec in inner] == ["bytes", "zstd", "crc32c"]
+    file = data_file(copy_of_demo, "lower")
+    flip_byte(file)
+    key = file.relative_to(copy_of_demo).as_posix()
+    assert_damage_reported(copy_of_demo, [key, "cannot be decoded"])
+    assert run_demo(copy_of_demo, local_cluster) == 0
+    assert f"cannot be decoded ({key})" in capsys.readouterr().out
     assert_same_values(copy_of_demo, demo_store)
     assert ldpsim("status", copy_of_demo).returncode == 0
 
