@@ -14,6 +14,7 @@ import zarr
 
 from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.layout import VARIABLE_ATTRS
+from ldpsim.pipeline.reading import has_consolidated_metadata
 
 #: Variables holding a value other than their fill value for every finished replicate:
 #: the file (a shard; a chunk in a store of ldpsim <= 0.2) holding a finished replicate
@@ -59,13 +60,16 @@ class Damage:
 
 
 def replicate_arrays(path: str | Path) -> dict[str, zarr.Array]:
-    """The store's arrays with a value per replicate (a 'rep' axis beside the grid's)."""
-    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
-    out = {}
-    for name in VARIABLE_ATTRS:
-        if (Path(path) / name / "zarr.json").is_file():
-            out[name] = group[name]
-    return out
+    """The store's arrays with a value per replicate (a 'rep' axis beside the grid's).
+
+    Through the consolidated metadata where the store has them, as every reader: they
+    are consistent while the arrays' own are briefly mixed, when a run is killed while
+    committing an extension (the next run completes it before it checks).
+    """
+    consolidated = has_consolidated_metadata(Path(path))
+    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=consolidated)
+    present = set(group.array_keys())
+    return {name: group[name] for name in VARIABLE_ATTRS if name in present}
 
 
 def _file_shape(array: zarr.Array) -> tuple[int, ...]:
