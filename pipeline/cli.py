@@ -17,7 +17,7 @@ from ldpsim.pipeline.api import EXIT_DAMAGED, EXIT_OK, outcome
 from ldpsim.pipeline.api import EXIT_FAILED as EXIT_FAILED
 from ldpsim.pipeline.api import EXIT_INCOMPLETE as EXIT_INCOMPLETE
 from ldpsim.pipeline.api import check_run_length as check_run_length
-from ldpsim.pipeline.errors import InputError, StoreDamage
+from ldpsim.pipeline.errors import InputError, RunStopped, StoreDamage
 
 #: Exit codes: one policy for `run`, `status` and `errors` (see :func:`outcome`); the
 #: first three are the `exit_code` of :func:`ldpsim.pipeline.api.run`'s report.
@@ -29,8 +29,8 @@ exit codes (the same policy for run, status and errors):
   1    some replicate or interval method failed (recorded; see `ldpsim errors STORE`)
   2    bad input, or a cluster that could not start: one line on stderr, and
        nothing stored was changed
-  3    some replicates are not computed yet and none failed (an interrupted run:
-       run it again to resume)
+  3    some replicates are not computed yet and none failed (an interrupted run,
+       or one stopped by a full disk: run it again to resume)
   4    damaged: some finished replicates' data is missing or corrupt (status;
        summarize, plot and report refuse); `ldpsim run` recomputes them
   130  interrupted (Ctrl-C); the finished replicates are kept
@@ -426,6 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RunStopped as exc:  # a full disk: resumable, the finished replicates are kept
+        print(f"ldpsim: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:
         # The reader of our output left (`ldpsim status S | head -1`): stop quietly, as
         # a program killed by SIGPIPE does, with the shell's code for that.

@@ -17,6 +17,16 @@ class StoreDamage(InputError):
     them (the CLI's exit code 4, :data:`ldpsim.pipeline.api.EXIT_DAMAGED`)."""
 
 
+class RunStopped(Exception):
+    """A run stopped by its surroundings (a full disk): one line, and the exit code of
+    the policy (3 when nothing failed); the replicates written before are kept, and the
+    next run resumes."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 #: File types in words, for messages ("'/dev/null' is a character device").
 _KINDS = (
     (stat.S_ISREG, "file"),

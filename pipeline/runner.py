@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
 import os
@@ -16,7 +17,7 @@ import numpy as np
 
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.damage import find_damage, repair
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
@@ -396,21 +397,26 @@ def _execute(
     from ldpsim.pipeline.collect import collect
 
     try:
-        for item in collect(futures, client, tick=max(every, 0.1)):
-            if item is not None:
-                task, results = item
-                if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
-                    results = [results] * len(task.works)
-                for w, result in zip(task.works, results, strict=True):
-                    if isinstance(result, Exception):
-                        result = _failed_chunk(w, methods, d, store, result)
-                    pending.append((w.index, w.chunk, result))
-                progress.update(task.reps, task.cost)
-            if time.monotonic() - written >= every:
-                write()
-    finally:
-        progress.close()
-        write()  # what finished before an interruption is kept
+        try:
+            for item in collect(futures, client, tick=max(every, 0.1)):
+                if item is not None:
+                    task, results = item
+                    if isinstance(results, Exception):  # KilledWorker, a cancelled/lost task
+                        results = [results] * len(task.works)
+                    for w, result in zip(task.works, results, strict=True):
+                        if isinstance(result, Exception):
+                            result = _failed_chunk(w, methods, d, store, result)
+                        pending.append((w.index, w.chunk, result))
+                    progress.update(task.reps, task.cost)
+                if time.monotonic() - written >= every:
+                    write()
+        finally:
+            progress.close()
+            write()  # what finished before an interruption is kept
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise _disk_full(sweep, store, report, exc) from None
     report.seconds = time.monotonic() - start
     _tally(sweep, store, report)
     log(
@@ -419,6 +425,30 @@ def _execute(
     )
     _log_failures(report, log)
     return report
+
+
+def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> RunStopped:
+    """The one line of a run stopped by a full disk, with what the store kept.
+
+    A write replaces each file whole (a temp file, then a rename), so the files it did
+    not finish are left as they were: the store stays readable, and resumable.
+    """
+    _tally(sweep, store, report)
+    kept = report.total - report.missing - report.replicates_failed
+    from ldpsim.pipeline.api import outcome
+
+    code = outcome(
+        replicates_failed=report.replicates_failed,
+        methods_failed=sum(report.method_failures.values()),
+        missing=report.missing,
+    )
+    return RunStopped(
+        f"The disk of the store {str(store.path)!r} is full ({errno.errorcode[exc.errno]}: "
+        f"{exc.strerror}); the store keeps {kept} of the sweep's {report.total} replicates "
+        f"({report.computed} written by this run). Free some space, then run again to "
+        "compute the rest.",
+        code,
+    )
 
 
 def _tally(sweep: Sweep, store: Store, report: RunReport) -> None:
