@@ -231,6 +231,10 @@ def run(
         ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
     KeyboardInterrupt
         Interrupted; the finished replicates are kept, and a new call resumes.
+    ldpsim.pipeline.errors.RunStopped
+        The store's disk filled up (ENOSPC); one line saying how many replicates the
+        store keeps, and the exit code ``ldpsim run`` gives (its ``exit_code``: 3, or 1
+        with failures recorded). Free some space and call again to resume.
 
     Examples
     --------
