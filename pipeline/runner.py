@@ -389,7 +389,12 @@ def _execute(
         batch, pending = pending, []
         written = time.monotonic()
         if batch:
-            store.write_chunks(batch)
+            try:
+                store.write_chunks(batch)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                raise _disk_full(sweep, store, report, exc) from None
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
@@ -397,26 +402,21 @@ def _execute(
     from ldpsim.pipeline.collect import collect
 
     try:
-        try:
-            for item in collect(futures, client, tick=max(every, 0.1)):
-                if item is not None:
-                    task, results = item
-                    if isinstance(results, Exception):  # KilledWorker, a cancelled/lost task
-                        results = [results] * len(task.works)
-                    for w, result in zip(task.works, results, strict=True):
-                        if isinstance(result, Exception):
-                            result = _failed_chunk(w, methods, d, store, result)
-                        pending.append((w.index, w.chunk, result))
-                    progress.update(task.reps, task.cost)
-                if time.monotonic() - written >= every:
-                    write()
-        finally:
-            progress.close()
-            write()  # what finished before an interruption is kept
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        raise _disk_full(sweep, store, report, exc) from None
+        for item in collect(futures, client, tick=max(every, 0.1)):
+            if item is not None:
+                task, results = item
+                if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
+                    results = [results] * len(task.works)
+                for w, result in zip(task.works, results, strict=True):
+                    if isinstance(result, Exception):
+                        result = _failed_chunk(w, methods, d, store, result)
+                    pending.append((w.index, w.chunk, result))
+                progress.update(task.reps, task.cost)
+            if time.monotonic() - written >= every:
+                write()
+    finally:
+        progress.close()
+        write()  # what finished before an interruption is kept
     report.seconds = time.monotonic() - start
     _tally(sweep, store, report)
     log(
