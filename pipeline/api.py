@@ -55,6 +55,9 @@ __all__ = [
 EXIT_OK = 0  # every replicate done; no replicate and no interval method failed
 EXIT_FAILED = 1  # some replicate or interval method failed (recorded: `ldpsim errors`)
 EXIT_INCOMPLETE = 3  # replicates not computed yet, none failed (`ldpsim run` resumes)
+#: Exit code of ``status`` (and ``summarize``, ``plot``, ``report``, which refuse) for a
+#: store whose finished replicates' data is missing or corrupt; ``run`` recomputes them.
+EXIT_DAMAGED = 4
 #: The report's ``status`` for each exit code of :func:`outcome`.
 STATUS = {EXIT_OK: "complete", EXIT_FAILED: "failed", EXIT_INCOMPLETE: "incomplete"}
 #: The key of :func:`run`'s report in the attributes of the Dataset it returns.
@@ -235,6 +238,10 @@ def run(
         ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
     KeyboardInterrupt
         Interrupted; the finished replicates are kept, and a new call resumes.
+    ldpsim.pipeline.errors.RunStopped
+        The store's disk filled up (ENOSPC); one line saying how many replicates the
+        store keeps, and the exit code ``ldpsim run`` gives (its ``exit_code``: 3, or 1
+        with failures recorded). Free some space and call again to resume.
 
     Examples
     --------
@@ -452,12 +459,19 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
     InputError
         The path is not an ldpsim store, or the store is damaged (naming the damaged
         file: a ``zarr.json``, a missing variable, an error record or, with ``load``, a
-        chunk).
+        chunk). With ``load``, a missing or corrupt data file of finished replicates
+        raises its subclass :class:`ldpsim.pipeline.errors.StoreDamage` (``ldpsim run``
+        recomputes them; the CLI exits with :data:`EXIT_DAMAGED`).
     """
     from ldpsim.pipeline.reading import check_store, load_dataset, open_dataset
 
     check_store(path, read_chunks=False)
-    return load_dataset(path) if load else open_dataset(path)
+    if not load:
+        return open_dataset(path)
+    from ldpsim.pipeline.damage import refuse_damage
+
+    refuse_damage(path)  # Zarr would read a missing file's values as NaN, silently
+    return load_dataset(path)
 
 
 def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:

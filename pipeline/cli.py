@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ldpsim.pipeline.api import EXIT_DAMAGED, EXIT_OK, outcome
 from ldpsim.pipeline.api import EXIT_FAILED as EXIT_FAILED
 from ldpsim.pipeline.api import EXIT_INCOMPLETE as EXIT_INCOMPLETE
-from ldpsim.pipeline.api import EXIT_OK, outcome
 from ldpsim.pipeline.api import check_run_length as check_run_length
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, RunStopped, StoreDamage
 
 #: Exit codes: one policy for `run`, `status` and `errors` (see :func:`outcome`); the
 #: first three are the `exit_code` of :func:`ldpsim.pipeline.api.run`'s report.
@@ -28,8 +28,10 @@ exit codes (the same policy for run, status and errors):
   1    some replicate or interval method failed (recorded; see `ldpsim errors STORE`)
   2    bad input, or a cluster that could not start: one line on stderr, and
        nothing stored was changed
-  3    some replicates are not computed yet and none failed (an interrupted run:
-       run it again to resume)
+  3    some replicates are not computed yet and none failed (an interrupted run,
+       or one stopped by a full disk: run it again to resume)
+  4    damaged: some finished replicates' data is missing or corrupt (status;
+       summarize, plot and report refuse); `ldpsim run` recomputes them
   130  interrupted (Ctrl-C); the finished replicates are kept
 """
 #: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
@@ -166,7 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a value: eps=2, grid.n=[1e4,1e5], methods.bb.B=100, seed=3",
     )
 
-    status = sub.add_parser("status", help="replicates done / failed per grid point")
+    status = sub.add_parser(
+        "status",
+        help="replicates done / failed per grid point; checks the finished replicates' "
+        "data files (exit code 4 if missing or corrupt)",
+    )
     status.add_argument("store", type=_path)
     errors = sub.add_parser(
         "errors",
@@ -269,6 +275,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
+    from ldpsim.pipeline.damage import find_damage
     from ldpsim.pipeline.reading import check_store, load_dataset
     from ldpsim.pipeline.timings import (
         TIMING_VARIABLES,
@@ -278,7 +285,16 @@ def cmd_status(args) -> int:
     )
 
     check_store(args.store, read_chunks=False)
-    ds = load_dataset(args.store, OUTCOME_VARIABLES + TIMING_VARIABLES)
+    # Every data file decoded (its checksum checked): 0.05-0.3 s for 72,000 replicates.
+    damage = find_damage(args.store)
+    if damage:
+        print(f"{args.store}: {damage.describe()}")
+    try:
+        ds = load_dataset(args.store, OUTCOME_VARIABLES + TIMING_VARIABLES)
+    except StoreDamage:
+        if damage:  # reported above
+            return EXIT_DAMAGED
+        raise
     grid = [d for d in ds["done"].dims if d != "rep"]
     done = ds["done"].values
     failed = ds["failed"].values
@@ -300,7 +316,7 @@ def cmd_status(args) -> int:
                 f"{int(failed[index].sum())} failed, median "
                 f"{format_seconds(medians[index])} s per replicate"
             )
-    return store_outcome(ds)
+    return EXIT_DAMAGED if damage else store_outcome(ds)
 
 
 def cmd_errors(args) -> int:
@@ -425,9 +441,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = COMMANDS[args.verb](args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
+    except StoreDamage as exc:
+        print(f"ldpsim: error: {exc}", file=sys.stderr)
+        return EXIT_DAMAGED
     except InputError as exc:
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RunStopped as exc:  # a full disk: resumable, the finished replicates are kept
+        print(f"ldpsim: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:
         # The reader of our output left (`ldpsim status S | head -1`): stop quietly, as
         # a program killed by SIGPIPE does, with the shell's code for that.

@@ -1,4 +1,4 @@
-"""The exception the CLI turns into one line on stderr and exit code 2, and path wording."""
+"""The exceptions the CLI turns into one line on stderr (exit code 2, or 4), and path wording."""
 
 from __future__ import annotations
 
@@ -10,6 +10,21 @@ from pathlib import Path
 
 class InputError(ValueError):
     """Bad user input: a sweep file, a CLI option, a cluster file or a store path."""
+
+
+class StoreDamage(InputError):
+    """Finished replicates' data is missing or cannot be decoded: `ldpsim run` recomputes
+    them (the CLI's exit code 4, :data:`ldpsim.pipeline.api.EXIT_DAMAGED`)."""
+
+
+class RunStopped(Exception):
+    """A run stopped by its surroundings (a full disk): one line, and the exit code of
+    the policy (3 when nothing failed); the replicates written before are kept, and the
+    next run resumes."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 #: File types in words, for messages ("'/dev/null' is a character device").

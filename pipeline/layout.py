@@ -243,6 +243,7 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
     the encoding (chunks, shards) of its variables for ``to_zarr``."""
     import dask.array as da
     import xarray as xr
+    from zarr.codecs import Crc32cCodec, ZstdCodec
 
     from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
 
@@ -309,7 +310,10 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
         # grid points (unsharded, a chunk is one grid point: one writer per file).
         inner = [*(g_block if layout.sharded else (1,) * g), *shape[g:]]
         inner[rep_axis] = layout.zarr_chunk_reps
-        encoding[name] = {"chunks": tuple(inner)}
+        # zarr's default compressor, then a checksum of each chunk: a damaged chunk
+        # fails to decode and is reported (ldpsim.pipeline.damage) instead of being read
+        # as other numbers. Stores made before it have no checksum and read as before.
+        encoding[name] = {"chunks": tuple(inner), "compressors": (ZstdCodec(), Crc32cCodec())}
         if layout.sharded:
             encoding[name]["shards"] = tuple(shard)
     data["truth"] = ((*g_dims, "coord"), truth_array(sweep, layout))

@@ -89,7 +89,8 @@ class RunLock:
     ``stale_after`` seconds: a driver killed in a batch job on another node blocks the
     store for at most that long. Ages compare two modification times on the store's
     file system (the lock's and a file just written), so the hosts' clocks need not
-    agree.
+    agree. The record names the store's absolute, resolved path: on the same host a
+    lock taken for another path (the store was copied while its run was alive) is stale.
 
     A takeover is atomic: only the run that creates the marker file
     ``.lock.json.takeover-<generation>-<round>`` (exclusive create) may remove that
@@ -110,6 +111,9 @@ class RunLock:
 
     def __init__(self, folder: str | Path, stale_after: float | None = None) -> None:
         self.path = Path(folder) / LOCK_NAME
+        #: The store the lock belongs to, absolute and resolved: a copy of the store
+        #: (``cp -a``) carries the lock file but is not locked by it.
+        self.store = str(Path(folder).resolve().parent)
         self.stale_after = stale_after_from_env() if stale_after is None else stale_after
         if not 0.1 <= self.stale_after <= 86400.0:
             raise ValueError(
@@ -169,6 +173,7 @@ class RunLock:
             "started_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": " ".join(sys.argv),
             "token": self._token,
+            "store": self.store,
             "heartbeat_every": self.heartbeat_every,
             "stale_after": self.stale_after,
         }
@@ -209,6 +214,12 @@ class RunLock:
         if not other:  # unreadable: cannot happen with the link protocol but for a crash
             return "its record is unreadable"
         if other.get("hostname") == socket.gethostname():
+            # A copy of a store (``cp -a``) carries the lock of the original's live run.
+            # Paths are compared on the same host only: another host may mount the same
+            # store elsewhere, and there the heartbeat decides.
+            store = other.get("store")  # none in a lock of an older ldpsim
+            if isinstance(store, str) and store != self.store:
+                return f"it was taken for the store {store!r}, of which this is a copy"
             try:
                 pid, started = int(other["pid"]), float(other["started"])
             except (KeyError, TypeError, ValueError):
@@ -222,13 +233,23 @@ class RunLock:
         return None
 
     def _held_message(self, other: dict[str, Any], age: float) -> str:
-        limit = _seconds(other.get("stale_after"), default=self.stale_after)
+        who = (
+            f"pid {other.get('pid')} on host {other.get('hostname')!r}, started "
+            f"{other.get('started_iso')}"
+        )
+        if other.get("hostname") == socket.gethostname():
+            # Judged by its process, not its heartbeat (see _stale_reason).
+            when = "its lock is released when that process ends"
+        else:
+            limit = _seconds(other.get("stale_after"), default=self.stale_after)
+            who += f", last heartbeat {max(age, 0):.0f} s ago"
+            when = (
+                "if it was killed, its lock is taken over once it has had no heartbeat "
+                f"for {limit:g} s"
+            )
         return (
             f"The store {str(self.path.parent.parent)!r} is being written by another ldpsim "
-            f"run (pid {other.get('pid')} on host {other.get('hostname')!r}, started "
-            f"{other.get('started_iso')}, last heartbeat {max(age, 0):.0f} s ago, command "
-            f"{other.get('command')!r}); wait for it to finish (if it was killed, its lock "
-            f"is taken over once it has no heartbeat for {limit:g} s)."
+            f"run ({who}, command {other.get('command')!r}); wait for it to finish ({when})."
         )
 
     def _take_over(self, generation: str, private: Path) -> bool:

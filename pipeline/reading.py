@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import zarr
 
-from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
+from ldpsim.pipeline.errors import InputError, StoreDamage, os_error_text, path_kind
 from ldpsim.pipeline.layout import ADDED_VARIABLES, META_GROUP, VARIABLE_ATTRS
 from ldpsim.pipeline.sweep import Sweep
 
@@ -188,7 +188,11 @@ def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
             array.get_block_selection(coords)
         except Exception as exc:
             key = array.metadata.encode_chunk_key(coords)
-            raise damaged(path, f"chunk {name}/{key}", exc) from None
+            if name not in VARIABLE_ATTRS:  # no replicate's: a run cannot recompute it
+                raise damaged(path, f"chunk {name}/{key}", exc) from None
+            # A replicate's data: damage that `ldpsim run` repairs (ldpsim.pipeline.damage).
+            remedy = "`ldpsim run` recomputes the finished replicates it held."
+            raise StoreDamage(str(damaged(path, f"chunk {name}/{key}", exc, remedy))) from None
     raise damaged(path, f"{name}/", "its chunks cannot be read together")
 
 

@@ -311,8 +311,11 @@ def build_context(store: str | Path, target_se: float = TARGET_SE) -> dict[str, 
         Not an ldpsim store, or a damaged one (see
         :func:`ldpsim.pipeline.reading.check_store`).
     """
+    from ldpsim.pipeline.damage import refuse_damage
+
     store = Path(store)
     check_store(store, read_chunks=False)
+    refuse_damage(store)
     records = list(iter_errors(store))
     ds = open_dataset(store)
     if ds["lower"].nbytes <= IN_MEMORY_BYTES:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
 import os
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ldpsim.pipeline.cost import replicate_seconds
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.damage import find_damage, repair
+from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
@@ -295,7 +297,7 @@ def run_sweep(
     path = Path(store_path)
     sweep = adopt_store_choices(sweep, path)  # a resumed store keeps its methods (issue 24)
     changes = inspect_store(path, sweep, fingerprint=False)  # checked below if there is work
-    if not changes:
+    if not changes and not find_damage(path):  # damage is repaired under the lock
         store = Store(path, stored_layout(path), mode="r")
         work, already = plan(sweep, store)
         if not work:
@@ -356,6 +358,10 @@ def _execute(
     removed = remove_partial_files(store.path)
     if removed:
         log(f"Removed {removed} partial file(s) left by an interrupted run.")
+    damage = find_damage(store.path)
+    if damage:  # their replicates are made not done, and computed below
+        log(f"The store is {damage.describe('recomputing them')}.")
+        repair(store.path, damage)
     work, already = plan(sweep, store)
     total = len(sweep.points()) * sweep.replicates
     report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
@@ -391,7 +397,12 @@ def _execute(
         batch, pending = pending, []
         written = time.monotonic()
         if batch:
-            store.write_chunks(batch)
+            try:
+                store.write_chunks(batch)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                raise _disk_full(sweep, store, report, exc) from None
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
@@ -464,6 +475,30 @@ class FailureLimit:
             f"{missing} replicates are not computed. See `ldpsim errors`, fix the cause and "
             "run the same command again to resume."
         )
+
+
+def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> RunStopped:
+    """The one line of a run stopped by a full disk, with what the store kept.
+
+    A write replaces each file whole (a temp file, then a rename), so the files it did
+    not finish are left as they were: the store stays readable, and resumable.
+    """
+    _tally(sweep, store, report)
+    kept = report.total - report.missing - report.replicates_failed
+    from ldpsim.pipeline.api import outcome
+
+    code = outcome(
+        replicates_failed=report.replicates_failed,
+        methods_failed=sum(report.method_failures.values()),
+        missing=report.missing,
+    )
+    return RunStopped(
+        f"The disk of the store {str(store.path)!r} is full ({errno.errorcode[exc.errno]}: "
+        f"{exc.strerror}); the store keeps {kept} of the sweep's {report.total} replicates "
+        f"({report.computed} written by this run). Free some space, then run again to "
+        "compute the rest.",
+        code,
+    )
 
 
 def _tally(sweep: Sweep, store: Store, report: RunReport) -> None:

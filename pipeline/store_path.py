@@ -12,7 +12,8 @@ def check_store_path(path: Path) -> None:
     """Refuse a path that cannot hold this run's store, before anything is written.
 
     Allowed: a new path below a writable folder, an empty folder (replaced by the
-    store), or an undamaged, writable ldpsim store (see :func:`check_store`).
+    store), or a writable ldpsim store whose metadata are undamaged (see
+    :func:`check_store`).
 
     Raises
     ------
@@ -46,7 +47,9 @@ def check_store_path(path: Path) -> None:
             "such as outputs/NAME.zarr, or an existing ldpsim store)."
         )
     if (path / "zarr.json").exists():
-        check_store(path, read_chunks=("done", "failed"))  # what the run reads first
+        # Chunks are decoded by the run (ldpsim.pipeline.damage), which recomputes the
+        # replicates of those that are damaged.
+        check_store(path, read_chunks=False)
         _check_writable(path, path)
         return
     if not empty:

@@ -505,8 +505,26 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
         cases=cases,
         defaulted=defaulted,
     )
-    sweep.points()  # validate every grid point eagerly
+    _check_checkpoints(sweep.points())  # validates every grid point eagerly
     return sweep
+
+
+def _check_checkpoints(points: list[GridPoint]) -> None:
+    """Refuse checkpoints at grid points of different n.
+
+    A store has one ``checkpoint`` axis for every grid point, and a grid point's
+    checkpoints are the ones given and its own n (the final estimate, once, whether or
+    not it is listed). With two values of n they would differ in number (a store write
+    fails) or in their last value (the store would label one n as the other).
+    """
+    sizes = sorted({p.normalized.n for p in points if p.normalized.checkpoints is not None})
+    if len(sizes) > 1:
+        raise InputError(
+            "The 'checkpoints' parameter needs the same n at every grid point: a store has "
+            "one checkpoint axis, and it ends at n (a checkpoint equal to n is the final "
+            f"estimate). Got n = {', '.join(map(str, sizes))}. Run a sweep per n, with "
+            "checkpoints up to it, or leave out checkpoints."
+        )
 
 
 def _as_int(value: Any, name: str) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import tmpfs, tree_hash, write_sweep
 
+from ldpsim.pipeline.api import open_store
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, check_run_length, main
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.tables import format_level
@@ -107,6 +108,39 @@ def test_yes_turns_the_refusal_into_one_warning(capsys):
     # A sweep under a day passes silently.
     check_run_length(load_sweep("demo"), confirmed=False)
     assert capsys.readouterr().err == ""
+
+
+def test_checkpoints_at_grid_points_of_different_n_are_refused(tmp_path):
+    # Before: the store was created with the first grid point's checkpoint axis, then
+    # every task failed to write (n = 1e4 has 2 checkpoints, n = 1e5 has 3), or, with
+    # as many checkpoints, the last one labelled the first n for every n.
+    store = tmp_path / "demo.zarr"
+    argv = [sys.executable, "-m", "ldpsim.pipeline", "run", "demo", "--replicates", "2"]
+    argv += ["--set", "grid.tau=[0.5]", "--set", "grid.n=[10000, 100000]"]
+    for checkpoints in ("[5000, 10000]", "[5000]"):
+        result = subprocess.run(
+            [*argv, "--set", f"checkpoints={checkpoints}", "--store", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ldpsim: error: "), lines
+        for words in ("'checkpoints'", "same n at every grid point", "n = 10000, 100000"):
+            assert words in lines[0]
+        assert not store.exists()
+
+
+def test_a_checkpoint_equal_to_n_is_the_final_estimate(tmp_path, finished):
+    store = tmp_path / "ck.zarr"
+    argv = ["run", "demo", "--replicates", "2", "--set", "grid.tau=[0.5]"]
+    argv += ["--set", "grid.n=[10000]", "--set", "checkpoints=[5000, 10000]"]
+    code = main([*argv, "--store", str(store), "--scheduler", finished["scheduler"]])
+    assert code == 0
+    ds = open_store(store, load=True)
+    assert ds["checkpoint"].values.tolist() == [5000, 10000]
+    assert bool(ds["done"].all()) and bool(ds["lower"].notnull().all())
 
 
 # -- paths ---------------------------------------------------------------------------------
@@ -205,12 +239,6 @@ def damage_array_json(store: Path) -> str:
     return "upper/zarr.json cannot be read"
 
 
-def damage_chunk(store: Path) -> str:
-    # The store's two grid points and two replicates share one shard (one file).
-    (store / "done" / "c" / "0" / "0" / "0").write_bytes(b"garbage")
-    return "chunk done/c/0/0/0 cannot be read"
-
-
 def damage_error_record(store: Path) -> str:
     folder = store / "ldpsim" / "errors"
     folder.mkdir(parents=True, exist_ok=True)
@@ -222,9 +250,8 @@ DAMAGES = [
     damage_root_json,
     damage_sweep_attribute,
     damage_array_json,
-    damage_chunk,
     damage_error_record,
-]
+]  # a damaged chunk of replicates' data is no bad input: run recomputes it (test_damage.py)
 
 
 @pytest.mark.parametrize("damage", DAMAGES, ids=lambda f: f.__name__.removeprefix("damage_"))

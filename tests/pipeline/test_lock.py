@@ -210,3 +210,39 @@ def test_timeout_from_the_environment(tmp_path, monkeypatch):
             f"The {STALE_AFTER_ENV} environment variable must be a number of seconds in "
             f"[1, 86400]. Got {bad!r}."
         )
+
+
+def test_a_copy_of_a_store_is_not_locked_by_the_original_run(tmp_path):
+    """`cp -a` of a store whose run lives copies its lock; the copy is free, the original not."""
+    original, copy = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    script = HOLDER.format(
+        host=socket.gethostname(), folder=str(original / "ldpsim"), stale_after=2.0
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        subprocess.run(["cp", "-a", str(original), str(copy)], check=True)
+        assert (copy / "ldpsim" / LOCK_NAME).read_bytes() == (
+            original / "ldpsim" / LOCK_NAME
+        ).read_bytes()
+        time.sleep(2.5)  # the copy's lock has had no heartbeat for longer than its timeout
+        notes: list[str] = []
+        lock = RunLock(copy / "ldpsim")
+        lock.acquire(log=notes.append)
+        lock.release()
+        assert len(notes) == 1 and f"{str(original.resolve())!r}" in notes[0]
+        assert "copy" in notes[0]
+        with pytest.raises(InputError) as info:
+            RunLock(original / "ldpsim").acquire(log=pytest.fail)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    message = str(info.value)
+    # On its own host a run is judged by its process, not by its heartbeat: the message
+    # says so, and names no heartbeat timeout that would not apply.
+    assert f"pid {holder.pid}" in message and "\n" not in message
+    assert "heartbeat" not in message
+    assert "released when that process ends" in message

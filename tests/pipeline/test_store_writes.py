@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 from conftest import DEMO_ARGS, one_error_line, scheduler, tmpfs, tree_hash
 
 from ldpsim.pipeline.cli import main
@@ -123,6 +124,61 @@ def test_full_disk_leaves_store_and_no_lock_files(
     filler.unlink()
     assert main([*EXTEND_S, "--store", str(store), *scheduler(local_cluster)]) == 0
     _assert_extended(store, demo_store)
+
+
+def test_a_disk_that_fills_during_the_run_stops_it_resumably(
+    small_disk, demo_store, local_cluster
+):
+    # Before: a raw OSError traceback and exit code 1.
+    store = Path(shutil.copytree(demo_store, small_disk / "S.zarr"))
+    done = zarr.open_array(str(store / "done"), mode="r+")
+    flags = done[...]
+    flags[1] = False  # tau = 0.9 not computed yet, as after an interrupted run
+    done[...] = flags
+    filler = _fill(small_disk, 4096)  # room for the run lock, none for the results
+    argv = [sys.executable, "-m", "ldpsim.pipeline", "run", *DEMO_ARGS, "--store", str(store)]
+    result = subprocess.run(
+        [*argv, *scheduler(local_cluster)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 3, result  # the policy's code for a resumable stop
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ldpsim:")]
+    assert len(lines) == 1, result.stderr
+    for words in ("is full (ENOSPC", "keeps 2 of the sweep's 4 replicates", "run again"):
+        assert words in lines[0], (words, lines[0])
+    _no_lock_files(store)
+    assert main(["status", str(store)]) == 3  # readable: 2 done, 2 to compute
+    filler.unlink()
+    assert main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)]) == 0
+    new, old = open_dataset(store).load(), open_dataset(demo_store).load()
+    for name in VALUES:
+        np.testing.assert_array_equal(new[name].values, old[name].values, err_msg=name)
+
+
+def test_a_damaged_store_on_a_full_disk_is_repaired_then_stopped(
+    small_disk, demo_store, local_cluster
+):
+    store = Path(shutil.copytree(demo_store, small_disk / "S.zarr"))
+    (lower,) = (f for f in (store / "lower" / "c").rglob("*") if f.is_file())
+    lower.unlink()  # its shard held every replicate
+    filler = _fill(small_disk, 4096)  # room for the run lock only
+    argv = [sys.executable, "-m", "ldpsim.pipeline", "run", *DEMO_ARGS, "--store", str(store)]
+    result = subprocess.run(
+        [*argv, *scheduler(local_cluster)], capture_output=True, text=True, timeout=300
+    )
+    # Clearing the done flags of a whole shard deletes its file: it needs no room.
+    assert result.returncode == 3, result
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ldpsim:")]
+    assert len(lines) == 1 and "is full (ENOSPC" in lines[0], result.stderr
+    assert "keeps 0 of the sweep's 4 replicates" in lines[0]
+    _no_lock_files(store)
+    assert main(["status", str(store)]) == 3  # no longer damaged: 4 to compute
+    filler.unlink()
+    assert main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)]) == 0
+    new, old = open_dataset(store).load(), open_dataset(demo_store).load()
+    for name in VALUES:
+        np.testing.assert_array_equal(new[name].values, old[name].values, err_msg=name)
 
 
 #: Runs `ldpsim run` with os.replace wrapped: SIGKILL itself at the 3rd rename of a

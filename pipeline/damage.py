@@ -1,0 +1,257 @@
+"""Damage to a store's finished replicates: data files missing, or failing to decode."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from ldpsim.pipeline.errors import StoreDamage
+from ldpsim.pipeline.layout import VARIABLE_ATTRS
+from ldpsim.pipeline.reading import has_consolidated_metadata
+
+#: Variables holding a value other than their fill value for every finished replicate:
+#: the file (a shard; a chunk in a store of ldpsim <= 0.2) holding a finished replicate
+#: must exist. The compute time of a replicate is never NaN.
+ALWAYS_WRITTEN = ("done", "seconds")
+#: Variables holding a value for every finished replicate in which some interval method
+#: did not fail (its bounds are finite, and so is theta_bar). The others are legitimately
+#: absent where they hold only their fill value: ``failed``, ``method_failed`` and
+#: ``job_id`` mostly, and the variables added to a store of an older ldpsim, NaN for the
+#: replicates done before.
+WRITTEN_WITH_BOUNDS = ("estimate", "lower", "upper")
+#: How a command's message tells what to do.
+REMEDY = "`ldpsim run` recomputes them"
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Damaged files of a store and the replicates they held.
+
+    ``missing``: files that a finished replicate's data should be in (relative to the
+    store, e.g. ``lower/c/0/0/0/0/0``); ``corrupt``: files that cannot be decoded (a
+    checksum mismatch, a truncated file). ``replicates`` (grid..., rep): the finished
+    replicates they held, and every replicate a corrupt ``done`` or ``failed`` file
+    covers (what they held is unknown).
+    """
+
+    missing: tuple[str, ...]
+    corrupt: tuple[str, ...]
+    replicates: np.ndarray
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.corrupt)
+
+    def describe(self, remedy: str = REMEDY) -> str:
+        """One line: what is damaged, how many replicates it held, then ``remedy``."""
+        parts = []
+        for files, what in ((self.missing, "missing"), (self.corrupt, "cannot be decoded")):
+            if files:
+                shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if files[3:] else "")
+                parts.append(f"{len(files)} data file(s) {what} ({shown})")
+        count = int(self.replicates.sum())
+        return f"damaged: {'; '.join(parts)}; they held {count} finished replicate(s): {remedy}"
+
+
+def replicate_arrays(path: str | Path) -> dict[str, zarr.Array]:
+    """The store's arrays with a value per replicate (a 'rep' axis beside the grid's).
+
+    Through the consolidated metadata where the store has them, as every reader: they
+    are consistent while the arrays' own are briefly mixed, when a run is killed while
+    committing an extension (the next run completes it before it checks).
+    """
+    consolidated = has_consolidated_metadata(Path(path))
+    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=consolidated)
+    present = set(group.array_keys())
+    return {name: group[name] for name in VARIABLE_ATTRS if name in present}
+
+
+def _file_shape(array: zarr.Array) -> tuple[int, ...]:
+    """Elements of one file along each axis: a shard, or a chunk when unsharded."""
+    return tuple(array.shards or array.chunks)
+
+
+def _file_coords(array: zarr.Array) -> Iterator[tuple[int, ...]]:
+    counts = (math.ceil(s / c) for s, c in zip(array.shape, _file_shape(array), strict=True))
+    return itertools.product(*(range(count) for count in counts))
+
+
+def _region(array: zarr.Array, coords: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(
+        slice(i * c, min((i + 1) * c, s))
+        for i, c, s in zip(coords, _file_shape(array), array.shape, strict=True)
+    )
+
+
+def _replicate_region(array: zarr.Array, coords: tuple[int, ...], grid: int) -> tuple[slice, ...]:
+    """The (grid..., rep) part of the region of the file at ``coords``."""
+    dims = list(array.metadata.dimension_names or ())
+    region = _region(array, coords)
+    return (*region[:grid], region[dims.index("rep")])
+
+
+def _stored_files(path: Path, name: str) -> set[str]:
+    """The files under ``name/c`` (one listing of the variable's folder tree)."""
+    root = path / name
+    out = set()
+    for folder, _, files in os.walk(root / "c"):
+        rel = Path(folder).relative_to(root).as_posix()
+        out.update(f"{rel}/{f}" for f in files if not f.endswith((".partial", ".tmp")))
+    return out
+
+
+def _read(array: zarr.Array, name: str, corrupt: dict[str, tuple[slice, ...]], grid: int):
+    """The whole array; a file that cannot be decoded reads as the fill value and is
+    added to ``corrupt`` (key -> its (grid..., rep) region)."""
+    try:
+        return np.asarray(array[...])
+    except Exception:  # a codec's own exception (checksum: ValueError; zstd: RuntimeError)
+        pass
+    out = np.full(array.shape, array.fill_value, dtype=array.dtype)
+    for coords in _file_coords(array):
+        region = _region(array, coords)
+        try:
+            out[region] = array[region]
+        except Exception:
+            key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
+            corrupt[key] = _replicate_region(array, coords, grid)
+    return out
+
+
+def _verify(array: zarr.Array, name: str, corrupt: dict[str, tuple[slice, ...]], grid: int):
+    """Decode every file of ``array``; add those that fail to ``corrupt``."""
+    for coords in _file_coords(array):
+        try:
+            array[_region(array, coords)]
+        except Exception:  # a codec's own exception (checksum: ValueError; zstd: RuntimeError)
+            key = f"{name}/{array.metadata.encode_chunk_key(coords)}"
+            corrupt[key] = _replicate_region(array, coords, grid)
+
+
+def find_damage(path: str | Path, *, verify: bool = True) -> Damage:
+    """The store's damaged data files and the finished replicates they held.
+
+    Reads ``done`` and ``method_failed`` (decoded) and lists the data files of the
+    variables that every finished replicate writes (:data:`ALWAYS_WRITTEN`,
+    :data:`WRITTEN_WITH_BOUNDS`): a file that should hold a finished replicate and does
+    not exist is missing (Zarr would read the fill value, silently). With ``verify``,
+    every variable with a replicate axis is decoded too, a file at a time: a chunk whose
+    checksum does not match (a new store has a CRC-32C per chunk) or that does not
+    decode makes its file corrupt.
+
+    Parameters
+    ----------
+    path : path
+        An ldpsim store whose metadata are checked
+        (:func:`ldpsim.pipeline.reading.check_store`).
+    verify : bool, default True
+        Decode every data file, not only those of ``done`` and ``method_failed``.
+
+    Returns
+    -------
+    Damage
+        False when nothing is damaged.
+    """
+    path = Path(path)
+    arrays = replicate_arrays(path)
+    grid = len(arrays["done"].shape) - 1
+    corrupt: dict[str, tuple[slice, ...]] = {}
+    done = _read(arrays["done"], "done", corrupt, grid).astype(bool)
+    method_failed = _read(arrays["method_failed"], "method_failed", corrupt, grid)
+    if verify:  # a file at a time: a shard is about 2 MB decoded, a variable may be GBs
+        for name, array in arrays.items():
+            if name not in ("done", "method_failed"):
+                _verify(array, name, corrupt, grid)
+    # (grid..., method, rep[, checkpoint]): some method has bounds at some checkpoint.
+    bounded = ~method_failed.reshape(*method_failed.shape[: grid + 2], -1).all(axis=-1)
+    with_bounds = done & bounded.any(axis=grid)
+    missing: dict[str, tuple[slice, ...]] = {}
+    for name in (*ALWAYS_WRITTEN, *WRITTEN_WITH_BOUNDS):
+        held = done if name in ALWAYS_WRITTEN else with_bounds
+        missing.update(_missing_files(path, name, arrays[name], held, grid))
+    replicates = np.zeros(done.shape, dtype=bool)
+    for region in missing.values():
+        replicates[region] |= done[region]
+    for key, region in corrupt.items():
+        whole = key.split("/", 1)[0] in ("done", "failed")  # what they held is unknown
+        replicates[region] |= True if whole else done[region]
+    for key in corrupt:
+        missing.pop(key, None)
+    return Damage(tuple(sorted(missing)), tuple(sorted(corrupt)), replicates)
+
+
+def refuse_damage(path: str | Path) -> None:
+    """Refuse a store with missing data files before its values are read or shown.
+
+    Files that cannot be decoded are found where the values are read
+    (:func:`ldpsim.pipeline.reading.load_dataset` raises :class:`StoreDamage` too).
+
+    Raises
+    ------
+    StoreDamage
+        One line naming the missing files and the replicates they held.
+    """
+    damage = find_damage(path, verify=False)
+    if damage:
+        raise StoreDamage(f"The store {str(path)!r} is {damage.describe()}.")
+
+
+def _missing_files(
+    path: Path, name: str, array: zarr.Array, held: np.ndarray, grid: int
+) -> dict[str, tuple[slice, ...]]:
+    """The files of ``name`` that hold a replicate of ``held`` and do not exist."""
+    if not held.any():
+        return {}
+    shape = _file_shape(array)
+    rep = list(array.metadata.dimension_names or ()).index("rep")
+    # The files along the grid axes and 'rep' of the replicates held; along the other
+    # axes (method, checkpoint, coord) a file spans the whole axis in ldpsim's layouts,
+    # and every file is needed if not.
+    needed = held
+    for axis, step in enumerate([*shape[:grid], shape[rep]]):  # any() per file
+        needed = np.logical_or.reduceat(needed, np.arange(0, needed.shape[axis], step), axis)
+    needed = np.argwhere(needed)
+    spans = [range(math.ceil(s / c)) for s, c in zip(array.shape, shape, strict=True)]
+    stored = _stored_files(path, name)
+    out = {}
+    for row in needed.tolist():
+        spans[:grid], spans[rep] = (
+            [range(i, i + 1) for i in row[:-1]],
+            range(row[-1], row[-1] + 1),
+        )
+        for coords in itertools.product(*spans):
+            key = array.metadata.encode_chunk_key(coords)
+            if key not in stored:
+                out[f"{name}/{key}"] = _replicate_region(array, coords, grid)
+    return out
+
+
+def repair(path: str | Path, damage: Damage) -> None:
+    """Make the damaged replicates not done, so that the run recomputes them.
+
+    Called by the run holding the store's lock. The ``done`` flags of the replicates
+    are cleared first (a flag never vouches for missing data), then the files that
+    cannot be decoded are deleted (the run's writes read the files they rewrite); a
+    file of ``done`` that cannot be decoded is deleted first, and its replicates read
+    as not done.
+    """
+    path = Path(path)
+    for key in damage.corrupt:
+        if key.startswith("done/"):
+            (path / key).unlink(missing_ok=True)
+    done = zarr.open_array(str(path / "done"), mode="r+", zarr_format=3)
+    for coords in _file_coords(done):
+        region = _region(done, coords)
+        clear = damage.replicates[region]
+        if clear.any():
+            flags = np.asarray(done[region], dtype=bool)
+            if (flags & clear).any():
+                done[region] = flags & ~clear
+    for key in damage.corrupt:
+        (path / key).unlink(missing_ok=True)

@@ -1,0 +1,156 @@
+"""Damaged data of finished replicates: reported (exit 4), refused, and recomputed by run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import DEMO_ARGS, computed, scheduler, tree_hash
+
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.reading import load_dataset
+
+OLD_LAYOUT = Path(__file__).resolve().parents[1] / "reference" / "old-layout.tar.gz"
+VALUES = ("estimate", "last", "lower", "upper", "method_estimate", "method_failed", "done")
+EXIT_DAMAGED = 4
+
+
+def ldpsim(*args: str) -> subprocess.CompletedProcess:
+    """The command line in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "ldpsim.pipeline", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def data_file(store: Path, name: str) -> Path:
+    """The one data file of ``name`` in a store of one shard per variable."""
+    (file,) = (f for f in (store / name / "c").rglob("*") if f.is_file())
+    return file
+
+
+def flip_byte(file: Path, at: int = 20) -> None:
+    data = bytearray(file.read_bytes())
+    data[at] ^= 0x01
+    file.write_bytes(bytes(data))
+
+
+def assert_damage_reported(store: Path, words: list[str]) -> None:
+    """status exits 4 naming the damage; summarize refuses with one line; nothing changes."""
+    before = tree_hash(store)
+    status = ldpsim("status", store)
+    assert status.returncode == EXIT_DAMAGED, status
+    assert "Traceback" not in status.stderr
+    first = status.stdout.splitlines()[0]
+    for word in ["damaged", "`ldpsim run` recomputes", *words]:
+        assert word in first, (word, first)
+    summary = ldpsim("summarize", store)
+    assert summary.returncode == EXIT_DAMAGED, summary
+    assert summary.stdout == ""  # no table with the damaged cells shown as n/a
+    lines = summary.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ldpsim: error: "), lines
+    assert "damaged" in lines[0] and "`ldpsim run` recomputes" in lines[0]
+    assert tree_hash(store) == before
+
+
+def assert_same_values(store: Path, reference: Path) -> None:
+    got, want = load_dataset(store), load_dataset(reference)
+    for name in VALUES:
+        np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+
+
+@pytest.fixture
+def copy_of_demo(demo_store, tmp_path) -> Path:
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    return store
+
+
+def run_demo(store: Path, cluster) -> int:
+    return main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(cluster)])
+
+
+def test_a_missing_data_file_is_reported_and_recomputed(
+    copy_of_demo, demo_store, local_cluster, cluster_files, capsys
+):
+    # Before: status exited 0, run had nothing to do, summarize printed n/a for the cells.
+    file = data_file(copy_of_demo, "lower")
+    file.unlink()
+    key = file.relative_to(copy_of_demo).as_posix()
+    assert_damage_reported(copy_of_demo, [key, "missing", "4 finished replicate(s)"])
+    assert run_demo(copy_of_demo, local_cluster) == 0
+    out = capsys.readouterr().out
+    assert f"damaged: 1 data file(s) missing ({key})" in out
+    assert "4 of 4 replicates to compute" in out
+    # The store's one shard held all four replicates: all are recomputed, bit for bit.
+    assert sorted(computed(cluster_files["compute_log"], copy_of_demo)) == [
+        ((0, 0), 0),
+        ((0, 0), 1),
+        ((1, 0), 0),
+        ((1, 0), 1),
+    ]
+    assert_same_values(copy_of_demo, demo_store)
+    assert ldpsim("status", copy_of_demo).returncode == 0
+
+
+def test_a_flipped_byte_fails_its_checksum_and_is_recomputed(
+    copy_of_demo, demo_store, local_cluster, capsys
+):
+    # Before: no checksum; the flipped byte went unnoticed by every verb.
+    meta = json.loads((copy_of_demo / "lower" / "zarr.json").read_text())
+    inner = meta["codecs"][0]["configuration"]["codecs"]
+    assert [codec["name"] for codec in inner] == ["bytes", "zstd", "crc32c"]
+    file = data_file(copy_of_demo, "lower")
+    flip_byte(file)
+    key = file.relative_to(copy_of_demo).as_posix()
+    assert_damage_reported(copy_of_demo, [key, "cannot be decoded"])
+    assert run_demo(copy_of_demo, local_cluster) == 0
+    assert f"cannot be decoded ({key})" in capsys.readouterr().out
+    assert_same_values(copy_of_demo, demo_store)
+    assert ldpsim("status", copy_of_demo).returncode == 0
+
+
+def test_a_garbled_done_file_in_every_verb(copy_of_demo, demo_store, local_cluster, capsys):
+    # Before: every verb, run included, refused the store (exit 2: restore it from a copy).
+    file = data_file(copy_of_demo, "done")
+    file.write_bytes(b"garbage")
+    key = file.relative_to(copy_of_demo).as_posix()
+    before = tree_hash(copy_of_demo)
+    for verb in ("errors", "summarize", "plot", "report"):
+        code = main([verb, str(copy_of_demo)])
+        lines = capsys.readouterr().err.splitlines()
+        assert code == EXIT_DAMAGED, (verb, lines)
+        assert len(lines) == 1 and "damaged" in lines[0] and key in lines[0], lines
+        assert "`ldpsim run` recomputes" in lines[0]
+    assert tree_hash(copy_of_demo) == before
+    assert not (copy_of_demo.parent / "S-figures").exists()
+    assert run_demo(copy_of_demo, local_cluster) == 0
+    assert_same_values(copy_of_demo, demo_store)
+
+
+def test_an_old_store_recomputes_exactly_the_replicates_of_a_lost_chunk(
+    tmp_path, local_cluster, cluster_files, capsys
+):
+    # A store of ldpsim 0.2 has a file per chunk (a grid point x 2 replicates), no checksum.
+    with tarfile.open(OLD_LAYOUT) as archive:
+        archive.extractall(tmp_path, filter="data")
+    store, sweep = tmp_path / "old.zarr", tmp_path / "old.toml"
+    reference = tmp_path / "reference.zarr"
+    shutil.copytree(store, reference)
+    # tau index 1, replicates 2 (the half-full last chunk); its bounds only.
+    (store / "lower" / "c" / "1" / "0" / "1" / "0").unlink()
+    assert_damage_reported(store, ["lower/c/1/0/1/0", "1 finished replicate(s)"])
+    address = scheduler(local_cluster)
+    assert main(["run", str(sweep), "--store", str(store), *address]) == 0
+    assert "1 of 6 replicates to compute" in capsys.readouterr().out
+    assert computed(cluster_files["compute_log"], store) == [((1,), 2)]
+    assert_same_values(store, reference)
+    assert ldpsim("status", store).returncode == 0
