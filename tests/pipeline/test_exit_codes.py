@@ -17,8 +17,6 @@ from ldpsim.pipeline.cli import (
 from ldpsim.pipeline.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
-METHODS = ("bb", "bm", "sn", "oracle")
-
 
 def test_policy():
     assert (EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED) == (
@@ -46,28 +44,26 @@ def test_help_documents_the_policy(capsys):
         assert f"\n  {code}" in out, code
 
 
-def test_all_nan_intervals_are_failures_for_every_verb(tmp_path, local_cluster, capsys):
-    # c = 1e308: the first SGD step overflows, so every interval is NaN (issue 10 saw
-    # "0 failed" and exit 0). No replicate raises; every method fails in all 4.
+def test_a_diverging_run_fails_its_replicates_for_every_verb(tmp_path, local_cluster, capsys):
+    # c = 1e308: the first SGD step overflows (issue 10 saw "0 failed" and exit 0; then
+    # every method failed with a FloatingPointError). The run failed, so each replicate
+    # fails, with the step size to lower.
     store = tmp_path / "nan.zarr"
     argv = ["run", *DEMO_ARGS, "--set", "c=1e308", "--store", str(store)]
     argv += scheduler(local_cluster)
     assert main(argv) == EXIT_FAILED
     out = capsys.readouterr().out
-    assert "Computed 4 replicates, 0 failed" in out
-    assert "Interval methods failed: " + ", ".join(f"{m} in 4 replicates" for m in METHODS) in out
+    assert "Computed 0 replicates, 4 failed" in out
     assert f"ldpsim errors {store}" in out
     assert main(["status", str(store)]) == EXIT_FAILED
-    status = capsys.readouterr().out
-    assert "4/4 replicates done, 0 failed" in status
-    for method in METHODS:
-        assert f"interval method {method} failed in 4 replicate(s)" in status
+    assert "0/4 replicates done, 4 failed" in capsys.readouterr().out
     assert main(["errors", str(store)]) == EXIT_FAILED
-    assert "non-finite" in capsys.readouterr().out
-    # Nothing left to compute: the run still reports the failures, with the same code.
+    errors = capsys.readouterr().out
+    assert "NonFiniteRun: non-finite theta_bar: the iterates overflowed at step" in errors
+    assert "lower c (1e+308)" in errors
+    # A failed replicate is computed again by the next run, and fails again.
     assert main(argv) == EXIT_FAILED
-    out = capsys.readouterr().out
-    assert "Nothing to do" in out and "bb in 4 replicates" in out
+    assert "Computed 0 replicates, 4 failed" in capsys.readouterr().out
 
 
 def test_clean_store_is_ok_for_every_verb(demo_store, local_cluster, capsys):
