@@ -69,11 +69,13 @@ def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
     Returns
     -------
     float
-        ``inf`` before any work is done.
+        ``inf`` before any work is done; never negative: the tasks' costs are summed
+        in another order than the total, so the work done may pass it by a rounding
+        error (which printed "ETA -0 s").
     """
     if work_done <= 0:
         return math.inf
-    return elapsed * (work_total - work_done) / work_done
+    return max(elapsed * (work_total - work_done) / work_done, 0.0)
 
 
 @dataclass
