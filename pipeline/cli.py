@@ -23,6 +23,7 @@ from ldpsim.pipeline.errors import InputError
 #: first three are the `exit_code` of :func:`ldpsim.pipeline.api.run`'s report.
 EXIT_BAD_INPUT = 2  # bad input or a cluster that did not start; nothing stored changed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); finished replicates are kept
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM: kill, scancel); the same as Ctrl-C
 EXIT_CODES_HELP = """\
 exit codes (the same policy for run, status and errors):
   0    every replicate done; no replicate and no interval method failed
@@ -32,6 +33,8 @@ exit codes (the same policy for run, status and errors):
   3    some replicates are not computed yet and none failed (an interrupted run:
        run it again to resume)
   130  interrupted (Ctrl-C); the finished replicates are kept
+  143  stopped by SIGTERM (kill, scancel, a batch job's time limit); the finished
+       replicates are kept, as with Ctrl-C
 """
 #: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -399,9 +402,12 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `ldpsim` and `python -m ldpsim.pipeline`; returns the exit code."""
+    from ldpsim.pipeline.signals import handle_signals
+
     try:
         args = build_parser().parse_args(argv)
-        code = COMMANDS[args.verb](args)
+        with handle_signals():  # SIGTERM stops a command as Ctrl-C does, in one line
+            code = COMMANDS[args.verb](args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except InputError as exc:
@@ -412,12 +418,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a program killed by SIGPIPE does, with the shell's code for that.
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
-        print(
-            "ldpsim: interrupted; finished replicates are kept, run again to resume.",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        print(f"ldpsim: {_interrupted_line(exc)}", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+
+
+def _interrupted_line(exc: KeyboardInterrupt) -> str:
+    """'interrupted (SIGTERM): 1234 replicates kept in STORE; run the same command ...'."""
+    name = getattr(exc, "signal_name", "SIGINT")
+    if getattr(exc, "kept", None) is None:
+        return f"interrupted ({name}); run the same command again to resume."
+    return (
+        f"interrupted ({name}): {exc.kept} replicates kept in {exc.store}; run the same "
+        "command again to resume."
+    )
 
 
 def _silence_stdout() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
+from ldpsim.pipeline.signals import Interrupted, deferred
 from ldpsim.pipeline.store import (
     Changes,
     Store,
@@ -385,29 +387,43 @@ def _execute(
         batch, pending = pending, []
         written = time.monotonic()
         if batch:
-            store.write_chunks(batch)
+            with deferred():  # a signal waits for the write: the batch is never lost
+                store.write_chunks(batch)
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
 
+    def take(task: Task, results: list | BaseException) -> None:
+        if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
+            results = [results] * len(task.works)
+        for w, result in zip(task.works, results, strict=True):
+            if isinstance(result, Exception):
+                result = _failed_chunk(w, methods, d, store, result)
+            pending.append((w.index, w.chunk, result))
+        progress.update(task.reps, task.cost)
+
     from ldpsim.pipeline.collect import collect
 
+    collector = collect(futures, client, tick=max(every, 0.1))
     try:
-        for item in collect(futures, client, tick=max(every, 0.1)):
+        for item in collector:
             if item is not None:
-                task, results = item
-                if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
-                    results = [results] * len(task.works)
-                for w, result in zip(task.works, results, strict=True):
-                    if isinstance(result, Exception):
-                        result = _failed_chunk(w, methods, d, store, result)
-                    pending.append((w.index, w.chunk, result))
-                progress.update(task.reps, task.cost)
+                take(*item)
             if time.monotonic() - written >= every:
                 write()
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under the CLI (signals.py)
+        for item in collector.drain():  # finished while the signal came: kept too
+            take(*item)
+        progress.close()
+        write()
+        _tally(sweep, store, report)
+        stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        stopped.store = store.path
+        stopped.kept = report.total - report.missing - report.replicates_failed
+        raise stopped from None
     finally:
         progress.close()
-        write()  # what finished before an interruption is kept
+        write()  # what finished before an error is kept
     report.seconds = time.monotonic() - start
     _tally(sweep, store, report)
     log(
