@@ -411,6 +411,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except InputError as exc:
+        if "zarr" in sys.modules:  # a failed read may leave reads in flight: let them end
+            from ldpsim.pipeline.reading import settle_reads
+
+            settle_reads()
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:
