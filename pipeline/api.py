@@ -156,6 +156,7 @@ def run(
     cluster_options: Mapping[str, Any] | None = None,
     start_timeout: float | None = None,
     allow_long: bool = False,
+    task_timeout: float | None = None,
 ) -> xr.Dataset:
     """Compute every replicate of a sweep that its store does not hold yet.
 
@@ -204,6 +205,11 @@ def run(
     allow_long : bool, default False
         Start a sweep estimated at more than a day of one core's work (``--yes``);
         without it such a sweep is refused before anything starts.
+    task_timeout : float or None, default None
+        Seconds, in (0, inf], a task may run before its worker is taken as hung,
+        restarted, and the task run again (``--task-timeout``; inf: never); default from
+        the cost model, max(120 s, 20 times the task's estimate). Tasks past 5 times
+        their estimate (and 30 s) show in the progress line.
 
     Returns
     -------
@@ -267,6 +273,15 @@ def run(
                 f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
             )
     check_run_length(sweep, confirmed=allow_long)
+    if task_timeout is not None and (
+        isinstance(task_timeout, bool)
+        or not isinstance(task_timeout, int | float)
+        or not task_timeout > 0
+    ):
+        raise InputError(
+            "The 'task_timeout' parameter of run must be a number of seconds in (0, inf] "
+            f"or None. Got {task_timeout!r}."
+        )
     if client is not None:
         given = {
             "workers": workers,
@@ -318,6 +333,7 @@ def run(
         start_timeout=start_timeout,
         client=client,
         progress="auto" if progress == "auto" else "bar" if progress else "none",
+        task_timeout=None if task_timeout is None else float(task_timeout),
         log=print if progress else _quiet,
     )
     code = outcome(

@@ -149,6 +149,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the cluster file's start_timeout, else 120 local and --scheduler, "
         "600 slurm/pbs; inf: wait for ever)",
     )
+    run.add_argument(
+        "--task-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="restart a worker whose task has run this long and run the task again (a "
+        "hung worker); default from the cost model: max(120, 20 times the task's "
+        "estimate); inf: never. Tasks past 5 times their estimate show in the progress",
+    )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(
         "--yes",
@@ -249,6 +257,7 @@ def cmd_run(args) -> int:
         cluster_options=parse_cluster_options(args.cluster_option),
         start_timeout=args.start_timeout,
         allow_long=args.yes,
+        task_timeout=args.task_timeout,
     )
     return ds.attrs[api.REPORT_ATTR]["exit_code"]
 

@@ -201,6 +201,7 @@ class Progress:
         self.reps_done, self.cost_done = 0, 0.0
         self.start = self.last = time.monotonic()
         self.first: tuple[float, float] | None = None  # (time, cost) of the first task
+        self.late = ""  # tasks running far past their estimate (watchdog.Watchdog)
         self.bar = None
         if mode == "bar" or (mode == "auto" and sys.stderr.isatty()):
             if mode == "bar":
@@ -223,23 +224,46 @@ class Progress:
         if self.first is None:
             self.first = (now, self.cost_done)
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{self.reps_done}/{self.reps} rep", refresh=False)
+            self.bar.set_postfix_str(self._postfix(), refresh=False)
             self.bar.update(cost)
             return
+        if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
+            self._line(now)
+
+    def note_late(self, late: str) -> None:
+        """Show ``late`` (tasks running far past their estimate, see :mod:`.watchdog`).
+
+        Called while the run waits too: the plain line is printed every
+        :data:`PLAIN_PROGRESS_EVERY` seconds even when no task finishes, so that a hung
+        worker shows.
+        """
+        changed, self.late = late != self.late, late
+        if self.bar is not None:
+            if changed:
+                self.bar.set_postfix_str(self._postfix())
+            return
+        now = time.monotonic()
+        if self.late and now - self.last >= PLAIN_PROGRESS_EVERY:
+            self._line(now)
+
+    def _postfix(self) -> str:
+        return f"{self.reps_done}/{self.reps} rep" + (f", {self.late}" if self.late else "")
+
+    def _line(self, now: float) -> None:
         if self.mode == "none":
             return
-        if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
-            self.last = now
-            share = self.cost_done / self.cost if self.cost > 0 else 1.0
-            since, done = self.first
-            if self.cost_done > done:  # a rate without the start-up
-                eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
-            else:
-                eta = eta_seconds(now - self.start, self.cost_done, self.cost)
-            self.log(
-                f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
-                f"the work, ETA {eta:.0f} s"
-            )
+        self.last = now
+        share = self.cost_done / self.cost if self.cost > 0 else 1.0
+        since, done = self.first or (self.start, 0.0)
+        if self.cost_done > done:  # a rate without the start-up
+            eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
+        else:
+            eta = eta_seconds(now - self.start, self.cost_done, self.cost)
+        late = f"; {self.late}" if self.late else ""
+        self.log(
+            f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
+            f"the work, ETA {eta:.0f} s{late}"
+        )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -260,6 +284,7 @@ def run_sweep(
     shuffle: int | None = None,
     client: Client | None = None,
     progress: ProgressMode = "auto",
+    task_timeout: float | None = None,
     log: Callable[[str], Any] = print,
 ) -> RunReport:
     """Compute every replicate of ``sweep`` not yet done in the store; resume-safe.
@@ -281,6 +306,10 @@ def run_sweep(
         Submit the chunks in a random order with this seed (tests: order independence).
     progress : {"auto", "bar", "none"}
         How the progress shows (see :data:`ProgressMode`).
+    task_timeout : float or None
+        Seconds, in (0, inf], a task may run before its worker is restarted and the task
+        run again (:class:`ldpsim.pipeline.watchdog.Watchdog`; inf: never); None: from
+        the cost model, max(120 s, 20 times the task's estimate).
     log : callable
         Receives each message line (default :func:`print`).
 
@@ -322,7 +351,8 @@ def run_sweep(
 
         with connect(**where, log=log) as connected:
             store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
-            return _execute(sweep, store, changes, connected, start, shuffle, every, progress, log)
+            how = (shuffle, every, progress, task_timeout)
+            return _execute(sweep, store, changes, connected, start, *how, log)
     finally:
         if lock is not None:
             lock.release()
@@ -347,6 +377,7 @@ def _execute(
     shuffle: int | None,
     every: float,
     progress_mode: ProgressMode,
+    task_timeout: float | None,
     log: Callable[[str], Any],
 ) -> RunReport:
     removed = remove_partial_files(store.path)
@@ -403,12 +434,15 @@ def _execute(
         progress.update(task.reps, task.cost)
 
     from ldpsim.pipeline.collect import collect
+    from ldpsim.pipeline.watchdog import CHECK_EVERY, Watchdog
 
-    collector = collect(futures, client, tick=max(every, 0.1))
+    watchdog = Watchdog(client, {task.key: task.cost for task in tasks}, task_timeout, log)
+    collector = collect(futures, client, tick=min(max(every, 0.1), CHECK_EVERY))
     try:
         for item in collector:
             if item is not None:
                 take(*item)
+            progress.note_late(watchdog.check())
             if time.monotonic() - written >= every:
                 write()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under the CLI (signals.py)
