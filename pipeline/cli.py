@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -415,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        with handle_signals():  # SIGTERM stops a command as Ctrl-C does, in one line
+        # SIGTERM stops a run as Ctrl-C does (results written, lock released, one line).
+        with handle_signals() if args.verb == "run" else contextlib.nullcontext():
             code = COMMANDS[args.verb](args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.signals import check as check_signals
 
 if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
     from distributed import Client
@@ -402,6 +403,7 @@ def wait_for_first_worker(
     ``deadline`` is a :func:`time.monotonic` time (``inf``: none).
     """
     while True:
+        check_signals()  # Ctrl-C or SIGTERM (ldpsim run): stop here, the cluster started
         if problems.messages:
             raise InputError(
                 f"The {where} could not start a worker: {problems.messages[0]}. Check the "

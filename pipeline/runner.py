@@ -20,7 +20,7 @@ from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
-from ldpsim.pipeline.signals import Interrupted, deferred
+from ldpsim.pipeline.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.store import (
     Changes,
     Store,
@@ -41,6 +41,10 @@ PLAIN_PROGRESS_EVERY = 10.0
 #: environment variable LDPSIM_WRITE_EVERY sets another (0: write each task's results
 #: as they come, e.g. to watch a store fill).
 WRITE_EVERY = 2.0
+
+
+#: What the results' iterator gives when it is exhausted.
+_END = object()
 
 
 def write_every() -> float:
@@ -350,7 +354,10 @@ def run_sweep(
         from ldpsim.pipeline.clusters import connect
 
         with connect(**where, log=log) as connected:
-            store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
+            # Creating a store is atomic and cleans up after an interruption (a signal
+            # raises inside); a signal that came while the cluster started stops here.
+            with interruptible():
+                store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
             how = (shuffle, every, progress, task_timeout)
             return _execute(sweep, store, changes, connected, start, *how, log)
     finally:
@@ -418,8 +425,7 @@ def _execute(
         batch, pending = pending, []
         written = time.monotonic()
         if batch:
-            with deferred():  # a signal waits for the write: the batch is never lost
-                store.write_chunks(batch)
+            store.write_chunks(batch)
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
@@ -438,14 +444,20 @@ def _execute(
 
     watchdog = Watchdog(client, {task.key: task.cost for task in tasks}, task_timeout, log)
     collector = collect(futures, client, tick=min(max(every, 0.1), CHECK_EVERY))
+    items = iter(collector)
     try:
-        for item in collector:
+        while True:
+            with interruptible():  # a signal raises here, or at once while waiting
+                item = next(items, _END)
+            if item is _END:
+                break
             if item is not None:
                 take(*item)
             progress.note_late(watchdog.check())
             if time.monotonic() - written >= every:
                 write()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under the CLI (signals.py)
+        stopping()
         for item in collector.drain():  # finished while the signal came: kept too
             take(*item)
         progress.close()

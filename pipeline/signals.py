@@ -44,35 +44,38 @@ class Interrupted(KeyboardInterrupt):
 
 
 class _State:
-    """What the handler does: raise once; hold a signal inside :func:`deferred`."""
+    """What the handler has seen, and where it may raise."""
 
     def __init__(self) -> None:
-        self.depth = 0  # nesting of deferred()
-        self.held: int | None = None  # a signal that arrived inside deferred()
-        self.raised = False  # the run is stopping: later signals are ignored
+        self.pending: int | None = None  # the first signal that came
+        self.depth = 0  # nesting of interruptible(): a wait where raising is safe
+        self.stopping = False  # the run is winding down: signals are ignored
 
 
 _state = _State()
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    if _state.raised:
-        return  # the run is winding down (writing, releasing the lock): let it finish
+    if _state.stopping:
+        return  # the run is writing its results and releasing its lock: let it finish
+    if _state.pending is None:
+        _state.pending = signum
     if _state.depth:
-        _state.held = _state.held or signum
-        return
-    _state.raised = True
-    raise Interrupted(signum)
+        raise Interrupted(_state.pending)
 
 
 @contextlib.contextmanager
 def handle_signals() -> Iterator[None]:
-    """Inside, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread.
+    """Inside, SIGINT and SIGTERM stop the command with :class:`Interrupted`.
 
-    Only the first one raises; later ones are ignored while the command winds down (it
-    writes the finished results and releases the store's lock), so that a second Ctrl-C
-    or a batch system's repeated SIGTERM cannot cut the clean-up short. Outside the main
-    thread (where Python cannot set handlers) this does nothing.
+    The handler raises only inside :func:`interruptible` (a wait of the main thread);
+    elsewhere it notes the signal, and the next :func:`check` raises it. An exception
+    raised at any moment lands anywhere: in a module being imported (which then stays
+    half-initialized), in a garbage-collector callback (which swallows it), in a Dask
+    cluster half started; each printed tracebacks or went unnoticed. Once the command
+    winds down (:func:`stopping`), later signals are ignored, so that a second Ctrl-C
+    or a batch system's repeated SIGTERM cannot cut the clean-up short. Outside the
+    main thread (where Python cannot set handlers) this does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -89,22 +92,26 @@ def handle_signals() -> Iterator[None]:
         _state.__init__()
 
 
-@contextlib.contextmanager
-def deferred() -> Iterator[None]:
-    """Hold a signal that arrives inside until the block ends, then raise it.
+def check() -> None:
+    """Raise :class:`Interrupted` if SIGINT or SIGTERM came (a point where stopping is safe)."""
+    if _state.pending is not None and not _state.stopping:
+        raise Interrupted(_state.pending)
 
-    Around a write of the store: results half written are never lost to a signal.
-    Without :func:`handle_signals` (Python's own Ctrl-C handler) this changes nothing.
-    """
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """A wait of the main thread (for a result) in which a signal raises at once."""
+    check()
     _state.depth += 1
     try:
         yield
     finally:
         _state.depth -= 1
-    if not _state.depth and _state.held is not None and not _state.raised:
-        signum, _state.held = _state.held, None
-        _state.raised = True
-        raise Interrupted(signum)
+
+
+def stopping() -> None:
+    """The command is winding down: ignore SIGINT and SIGTERM until it ends."""
+    _state.stopping = True
 
 
 def worker_ignores_sigint() -> None:
