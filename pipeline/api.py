@@ -233,7 +233,10 @@ def run(
     TypeError
         ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
     KeyboardInterrupt
-        Interrupted; the finished replicates are kept, and a new call resumes.
+        Interrupted; the finished replicates are written and kept, and a new call
+        resumes. Raised as :class:`ldpsim.pipeline.signals.Interrupted` (a
+        KeyboardInterrupt) with ``store`` and ``kept``, the sweep's replicates done in
+        the store; ``ldpsim run`` also stops so on SIGTERM (exit code 143).
 
     Examples
     --------
