@@ -214,7 +214,10 @@ def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
         return
     except Exception:  # located chunk by chunk below
         pass
-    for coords in itertools.product(*(range(count) for count in array.cdata_shape)):
+    # Blocks and chunk keys count whole shards (files), not the chunks inside them.
+    blocks = array.shards or array.chunks
+    grid = (-(-size // block) for size, block in zip(array.shape, blocks, strict=True))
+    for coords in itertools.product(*(range(count) for count in grid)):
         try:
             array.get_block_selection(coords)
         except Exception as exc:
