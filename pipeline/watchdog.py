@@ -100,7 +100,8 @@ class Watchdog:
             self.log(
                 f"A task has run {elapsed:.0f} s on worker {worker}, past its timeout of "
                 f"{self.limit(keys):g} s (estimate {estimate:.2g} s; --task-timeout): "
-                "restarting that worker, its task runs again."
+                "restarting that worker (retiring it if it has no nanny); its task runs "
+                "again."
             )
             self.restart(worker)
             self.since.pop(worker, None)
