@@ -21,6 +21,7 @@ from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.signals import Interrupted, interruptible, stopping
+from ldpsim.pipeline.signals import check as check_signals
 from ldpsim.pipeline.store import (
     Changes,
     Store,
@@ -447,8 +448,8 @@ def _execute(
     items = iter(collector)
     try:
         while True:
-            with interruptible():  # a signal raises here, or at once while waiting
-                item = next(items, _END)
+            check_signals()  # Ctrl-C or SIGTERM: stop here (every tick, at most 1 s)
+            item = next(items, _END)
             if item is _END:
                 break
             if item is not None:

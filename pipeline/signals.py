@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import threading
 from collections.abc import Iterator
@@ -60,19 +61,39 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         return  # the run is writing its results and releasing its lock: let it finish
     if _state.pending is None:
         _state.pending = signum
-    if _state.depth:
+    if _state.depth and not _in_finalizer(frame):
         raise Interrupted(_state.pending)
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a garbage-collector callback or a ``__del__``.
+
+    Python ignores (prints and drops) an exception raised there: distributed's
+    GCDiagnosis, a gc callback of the driver's scheduler, printed "Exception ignored
+    in ... _gc_callback" and a traceback. The signal stays pending for :func:`check`.
+    """
+    codes = set()
+    for callback in gc.callbacks:
+        code = getattr(getattr(callback, "__func__", callback), "__code__", None)
+        if code is not None:
+            codes.add(code)
+    while frame is not None:
+        if frame.f_code in codes or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
 def handle_signals() -> Iterator[None]:
     """Inside, SIGINT and SIGTERM stop the command with :class:`Interrupted`.
 
-    The handler raises only inside :func:`interruptible` (a wait of the main thread);
-    elsewhere it notes the signal, and the next :func:`check` raises it. An exception
-    raised at any moment lands anywhere: in a module being imported (which then stays
-    half-initialized), in a garbage-collector callback (which swallows it), in a Dask
-    cluster half started; each printed tracebacks or went unnoticed. Once the command
+    The handler notes the signal, and the next :func:`check` raises it (a run checks
+    at least every second while it waits for results); inside :func:`interruptible`
+    (the store's creation, which cleans up after any exception) it raises at once. An
+    exception raised at any moment lands anywhere: in a module being imported (which
+    then stays half-initialized), in a garbage-collector callback (which swallows it),
+    in a Dask cluster half started; each printed tracebacks or went unnoticed. Once the command
     winds down (:func:`stopping`), later signals are ignored, so that a second Ctrl-C
     or a batch system's repeated SIGTERM cannot cut the clean-up short. Outside the
     main thread (where Python cannot set handlers) this does nothing.
@@ -100,7 +121,7 @@ def check() -> None:
 
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
-    """A wait of the main thread (for a result) in which a signal raises at once."""
+    """A block that cleans up after any exception, in which a signal raises at once."""
     check()
     _state.depth += 1
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import signal
@@ -114,6 +115,30 @@ def test_a_signal_raises_only_where_stopping_is_safe():
         time.sleep(0.01)
         check()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+
+
+def test_a_signal_during_a_gc_callback_is_kept_not_swallowed(monkeypatch):
+    # distributed's GCDiagnosis is a gc callback of the driver: raised there, Interrupted
+    # was printed as "Exception ignored in ... _gc_callback" with a traceback.
+    swallowed = []
+    monkeypatch.setattr(sys, "unraisablehook", swallowed.append)
+
+    def callback(phase, info):
+        if phase == "start" and not fired:
+            fired.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)  # the handler runs here, in the callback
+
+    fired: list[bool] = []
+    with handle_signals():
+        gc.callbacks.append(callback)
+        try:
+            with pytest.raises(Interrupted), interruptible():
+                gc.collect()
+                check()  # the signal was kept
+        finally:
+            gc.callbacks.remove(callback)
+    assert fired and not swallowed, swallowed
 
 
 def test_help_documents_sigterm(capsys):
