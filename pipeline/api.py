@@ -160,6 +160,7 @@ def run(
     start_timeout: float | None = None,
     allow_long: bool = False,
     max_failures: int | None = None,
+    task_timeout: float | None = None,
 ) -> xr.Dataset:
     """Compute every replicate of a sweep that its store does not hold yet.
 
@@ -212,6 +213,11 @@ def run(
         Stop the run once this many replicates of one grid point have failed (the
         replicate, or one of its interval methods), as SimDesign's ``max_errors`` stops
         a condition; what finished is kept and a new call resumes. None: never stop.
+    task_timeout : float or None, default None
+        Seconds, in (0, inf], a task may run before its worker is taken as hung,
+        restarted, and the task run again (``--task-timeout``; inf: never); default from
+        the cost model, max(120 s, 20 times the task's estimate). Tasks past 5 times
+        their estimate (and 30 s) show in the progress line.
 
     Returns
     -------
@@ -237,7 +243,10 @@ def run(
     TypeError
         ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
     KeyboardInterrupt
-        Interrupted; the finished replicates are kept, and a new call resumes.
+        Interrupted; the finished replicates are written and kept, and a new call
+        resumes. Raised as :class:`ldpsim.pipeline.signals.Interrupted` (a
+        KeyboardInterrupt) with ``store`` and ``kept``, the sweep's replicates done in
+        the store; ``ldpsim run`` also stops so on SIGTERM (exit code 143).
     ldpsim.pipeline.errors.RunStopped
         The store's disk filled up (ENOSPC); one line saying how many replicates the
         store keeps, and the exit code ``ldpsim run`` gives (its ``exit_code``: 3, or 1
@@ -288,6 +297,15 @@ def run(
             f"{max_failures!r}."
         )
     check_run_length(sweep, confirmed=allow_long)
+    if task_timeout is not None and (
+        isinstance(task_timeout, bool)
+        or not isinstance(task_timeout, int | float)
+        or not task_timeout > 0
+    ):
+        raise InputError(
+            "The 'task_timeout' parameter of run must be a number of seconds in (0, inf] "
+            f"or None. Got {task_timeout!r}."
+        )
     if client is not None:
         given = {
             "workers": workers,
@@ -341,6 +359,7 @@ def run(
         client=client,
         max_failures=max_failures,
         progress="auto" if progress == "auto" else "bar" if progress else "none",
+        task_timeout=None if task_timeout is None else float(task_timeout),
         log=print if progress else _quiet,
     )
     code = outcome(

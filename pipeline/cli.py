@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -22,6 +23,7 @@ from ldpsim.pipeline.errors import InputError, RunStopped, StoreDamage
 #: first three are the `exit_code` of :func:`ldpsim.pipeline.api.run`'s report.
 EXIT_BAD_INPUT = 2  # bad input or a cluster that did not start; nothing stored changed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); finished replicates are kept
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM: kill, scancel); the same as Ctrl-C
 EXIT_CODES_HELP = """\
 exit codes (the same policy for run, status and errors):
   0    every replicate done; no replicate and no interval method failed
@@ -33,6 +35,8 @@ exit codes (the same policy for run, status and errors):
   4    damaged: some finished replicates' data is missing or corrupt (status;
        summarize, plot and report refuse); `ldpsim run` recomputes them
   130  interrupted (Ctrl-C); the finished replicates are kept
+  143  stopped by SIGTERM (kill, scancel, a batch job's time limit); the finished
+       replicates are kept, as with Ctrl-C
 """
 #: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -146,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="give up (exit 2, nothing written) if no worker has connected after this long "
         "(default: the cluster file's start_timeout, else 120 local and --scheduler, "
         "600 slurm/pbs; inf: wait for ever)",
+    )
+    run.add_argument(
+        "--task-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="restart a worker whose task has run this long and run the task again (a "
+        "hung worker); default from the cost model: max(120, 20 times the task's "
+        "estimate); inf: never. Tasks past 5 times their estimate show in the progress",
     )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(
@@ -270,6 +282,7 @@ def cmd_run(args) -> int:
         start_timeout=args.start_timeout,
         allow_long=args.yes,
         max_failures=args.max_failures,
+        task_timeout=args.task_timeout,
     )
     return ds.attrs[api.REPORT_ATTR]["exit_code"]
 
@@ -436,15 +449,23 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `ldpsim` and `python -m ldpsim.pipeline`; returns the exit code."""
+    from ldpsim.pipeline.signals import handle_signals
+
     try:
         args = build_parser().parse_args(argv)
-        code = COMMANDS[args.verb](args)
+        # SIGTERM stops a run as Ctrl-C does (results written, lock released, one line).
+        with handle_signals() if args.verb == "run" else contextlib.nullcontext():
+            code = COMMANDS[args.verb](args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except StoreDamage as exc:
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_DAMAGED
     except InputError as exc:
+        if "zarr" in sys.modules:  # a failed read may leave reads in flight: let them end
+            from ldpsim.pipeline.reading import settle_reads
+
+            settle_reads()
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunStopped as exc:  # a full disk: resumable, the finished replicates are kept
@@ -455,12 +476,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a program killed by SIGPIPE does, with the shell's code for that.
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
-        print(
-            "ldpsim: interrupted; finished replicates are kept, run again to resume.",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        print(f"ldpsim: {_interrupted_line(exc)}", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+
+
+def _interrupted_line(exc: KeyboardInterrupt) -> str:
+    """'interrupted (SIGTERM): 1234 replicates kept in STORE; run the same command ...'."""
+    name = getattr(exc, "signal_name", "SIGINT")
+    if getattr(exc, "kept", None) is None:
+        return f"interrupted ({name}); run the same command again to resume."
+    return (
+        f"interrupted ({name}): {exc.kept} replicates kept in {exc.store}; run the same "
+        "command again to resume."
+    )
 
 
 def _silence_stdout() -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.signals import check as check_signals
 
 if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
     from distributed import Client
@@ -33,10 +34,19 @@ SCHEDULER_START_TIMEOUT = 120.0
 SCHEDULER_CONNECT_TIMEOUT = 30.0
 
 
+#: The preload module of every local cluster's workers: they leave Ctrl-C to the driver.
+LOCAL_WORKER_PRELOAD = "ldpsim.pipeline.worker_setup"
+
+
 def _local(options: dict[str, Any]):
     options = dict(options)
     if options.get("n_workers") is None:
         options["n_workers"] = os.cpu_count() or 1
+    # The workers are in the driver's process group (a terminal's Ctrl-C reaches them):
+    # distributed's preload runs ldpsim's set-up in each, also in one a nanny restarts.
+    preload = options.get("preload") or []
+    preload = [preload] if isinstance(preload, str) else list(preload)
+    options["preload"] = [*preload, LOCAL_WORKER_PRELOAD]
     from distributed import LocalCluster
 
     return LocalCluster(**options)
@@ -393,6 +403,7 @@ def wait_for_first_worker(
     ``deadline`` is a :func:`time.monotonic` time (``inf``: none).
     """
     while True:
+        check_signals()  # Ctrl-C or SIGTERM (ldpsim run): stop here, the cluster started
         if problems.messages:
             raise InputError(
                 f"The {where} could not start a worker: {problems.messages[0]}. Check the "

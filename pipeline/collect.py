@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from distributed import Client, Future, as_completed
 
@@ -19,9 +19,7 @@ class _Stop:
         self.error = error
 
 
-def collect(
-    futures: Mapping[Future, Label], client: Client, tick: float | None = None
-) -> Iterator[tuple[Label, Any] | None]:
+class Collector(Generic[Label]):
     """Yield ``(futures[future], result)`` as the tasks finish, in the order they finish.
 
     With ``tick`` (seconds), also yield None whenever that long passes without a
@@ -43,15 +41,25 @@ def collect(
         Every submitted task, and what the caller calls it (e.g. its chunk of work).
     client : distributed.Client
         The client the tasks were submitted with (it need not be the default client).
+    tick : float or None
+        Seconds without a result after which None is yielded; None: never.
 
     Raises
     ------
     Exception
         What stopped the fetching thread (e.g. the client was closed).
     """
-    fetched: queue.Queue = queue.Queue()
 
-    def fetch() -> None:
+    def __init__(
+        self, futures: Mapping[Future, Label], client: Client, tick: float | None = None
+    ) -> None:
+        self.futures, self.client, self.tick = futures, client, tick
+        self.fetched: queue.Queue = queue.Queue()
+        self.remaining = len(futures)
+        threading.Thread(target=self._fetch, name="ldpsim-collect", daemon=True).start()
+
+    def _fetch(self) -> None:
+        futures, client = self.futures, self.client
         try:
             for future in as_completed(list(futures), loop=client.loop):
                 try:
@@ -60,20 +68,38 @@ def collect(
                     if client.status != "running":  # cancelled by closing the client
                         raise
                     result = exc
-                fetched.put((futures[future], result))
+                self.fetched.put((futures[future], result))
                 future.release()
         except BaseException as exc:  # e.g. the client closed under this thread
-            fetched.put(_Stop(exc))
+            self.fetched.put(_Stop(exc))
 
-    threading.Thread(target=fetch, name="ldpsim-collect", daemon=True).start()
-    remaining = len(futures)
-    while remaining:
-        try:
-            item = fetched.get(timeout=tick)
-        except queue.Empty:
-            yield None
-            continue
-        if isinstance(item, _Stop):
-            raise item.error
-        remaining -= 1
-        yield item
+    def __iter__(self) -> Iterator[tuple[Label, Any] | None]:
+        while self.remaining:
+            try:
+                item = self.fetched.get(timeout=self.tick)
+            except queue.Empty:
+                yield None
+                continue
+            if isinstance(item, _Stop):
+                raise item.error
+            self.remaining -= 1
+            yield item
+
+    def drain(self) -> list[tuple[Label, Any]]:
+        """The results fetched but not yet yielded (a run that stops writes them too)."""
+        out = []
+        while True:
+            try:
+                item = self.fetched.get_nowait()
+            except queue.Empty:
+                return out
+            if not isinstance(item, _Stop):
+                self.remaining -= 1
+                out.append(item)
+
+
+def collect(
+    futures: Mapping[Future, Label], client: Client, tick: float | None = None
+) -> Collector[Label]:
+    """The :class:`Collector` of ``futures``: iterate over it for the results as they come."""
+    return Collector(futures, client, tick)

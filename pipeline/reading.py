@@ -117,6 +117,37 @@ def _cases_from_json(path: str | Path, cases: object) -> dict[str, dict[str, Any
     return cases
 
 
+#: Seconds :func:`settle_reads` waits for zarr's reads in flight (they take milliseconds).
+SETTLE_SECONDS = 5.0
+
+
+def settle_reads(timeout: float = SETTLE_SECONDS) -> None:
+    """Wait until zarr's reads still in flight have finished (at most ``timeout`` s).
+
+    zarr 3 reads the chunks of an array concurrently, as tasks of an asyncio event loop
+    in a thread of its own. When one read fails (a damaged chunk) the call raises at
+    once, and the other reads of that call go on. A process that exits right away
+    closes the loop under them: "Task was destroyed but it is pending!" (4 to 16 lines,
+    and once 257 ending in "RuntimeError: Event loop is closed") followed the one-line
+    error of a damaged store. ``zarr.core.sync.sync`` runs a coroutine on that loop,
+    where it waits for the loop's other tasks.
+    """
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def others_done() -> None:
+        me = asyncio.current_task()
+        others = [task for task in asyncio.all_tasks() if task is not me and not task.done()]
+        if others:
+            await asyncio.wait(others, timeout=timeout)
+
+    try:
+        sync(others_done())
+    except Exception:  # the loop is closed or gone: nothing is in flight then
+        pass
+
+
 def damaged(
     path: str | Path,
     part: str,
@@ -183,7 +214,10 @@ def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
         return
     except Exception:  # located chunk by chunk below
         pass
-    for coords in itertools.product(*(range(count) for count in array.cdata_shape)):
+    # Blocks and chunk keys count whole shards (files), not the chunks inside them.
+    blocks = array.shards or array.chunks
+    grid = (-(-size // block) for size, block in zip(array.shape, blocks, strict=True))
+    for coords in itertools.product(*(range(count) for count in grid)):
         try:
             array.get_block_selection(coords)
         except Exception as exc:

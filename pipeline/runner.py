@@ -6,6 +6,7 @@ import errno
 import hashlib
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
 from ldpsim.pipeline.lock import RunLock
+from ldpsim.pipeline.signals import Interrupted, interruptible, stopping
+from ldpsim.pipeline.signals import check as check_signals
 from ldpsim.pipeline.store import (
     Changes,
     Store,
@@ -41,6 +44,10 @@ PLAIN_PROGRESS_EVERY = 10.0
 #: environment variable LDPSIM_WRITE_EVERY sets another (0: write each task's results
 #: as they come, e.g. to watch a store fill).
 WRITE_EVERY = 2.0
+
+
+#: What the results' iterator gives when it is exhausted.
+_END = object()
 
 
 def write_every() -> float:
@@ -71,11 +78,13 @@ def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
     Returns
     -------
     float
-        ``inf`` before any work is done.
+        ``inf`` before any work is done; never negative: the tasks' costs are summed
+        in another order than the total, so the work done may pass it by a rounding
+        error (which printed "ETA -0 s").
     """
     if work_done <= 0:
         return math.inf
-    return elapsed * (work_total - work_done) / work_done
+    return max(elapsed * (work_total - work_done) / work_done, 0.0)
 
 
 @dataclass
@@ -199,6 +208,7 @@ class Progress:
         self.reps_done, self.cost_done = 0, 0.0
         self.start = self.last = time.monotonic()
         self.first: tuple[float, float] | None = None  # (time, cost) of the first task
+        self.late = ""  # tasks running far past their estimate (watchdog.Watchdog)
         self.bar = None
         if mode == "bar" or (mode == "auto" and sys.stderr.isatty()):
             if mode == "bar":
@@ -221,23 +231,46 @@ class Progress:
         if self.first is None:
             self.first = (now, self.cost_done)
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{self.reps_done}/{self.reps} rep", refresh=False)
+            self.bar.set_postfix_str(self._postfix(), refresh=False)
             self.bar.update(cost)
             return
+        if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
+            self._line(now)
+
+    def note_late(self, late: str) -> None:
+        """Show ``late`` (tasks running far past their estimate, see :mod:`.watchdog`).
+
+        Called while the run waits too: the plain line is printed every
+        :data:`PLAIN_PROGRESS_EVERY` seconds even when no task finishes, so that a hung
+        worker shows.
+        """
+        changed, self.late = late != self.late, late
+        if self.bar is not None:
+            if changed:
+                self.bar.set_postfix_str(self._postfix())
+            return
+        now = time.monotonic()
+        if self.late and now - self.last >= PLAIN_PROGRESS_EVERY:
+            self._line(now)
+
+    def _postfix(self) -> str:
+        return f"{self.reps_done}/{self.reps} rep" + (f", {self.late}" if self.late else "")
+
+    def _line(self, now: float) -> None:
         if self.mode == "none":
             return
-        if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
-            self.last = now
-            share = self.cost_done / self.cost if self.cost > 0 else 1.0
-            since, done = self.first
-            if self.cost_done > done:  # a rate without the start-up
-                eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
-            else:
-                eta = eta_seconds(now - self.start, self.cost_done, self.cost)
-            self.log(
-                f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
-                f"the work, ETA {eta:.0f} s"
-            )
+        self.last = now
+        share = self.cost_done / self.cost if self.cost > 0 else 1.0
+        since, done = self.first or (self.start, 0.0)
+        if self.cost_done > done:  # a rate without the start-up
+            eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
+        else:
+            eta = eta_seconds(now - self.start, self.cost_done, self.cost)
+        late = f"; {self.late}" if self.late else ""
+        self.log(
+            f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
+            f"the work, ETA {eta:.0f} s{late}"
+        )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -259,6 +292,7 @@ def run_sweep(
     client: Client | None = None,
     max_failures: int | None = None,
     progress: ProgressMode = "auto",
+    task_timeout: float | None = None,
     log: Callable[[str], Any] = print,
 ) -> RunReport:
     """Compute every replicate of ``sweep`` not yet done in the store; resume-safe.
@@ -283,6 +317,10 @@ def run_sweep(
         its methods; see :class:`FailureLimit`); None: never.
     progress : {"auto", "bar", "none"}
         How the progress shows (see :data:`ProgressMode`).
+    task_timeout : float or None
+        Seconds, in (0, inf], a task may run before its worker is restarted and the task
+        run again (:class:`ldpsim.pipeline.watchdog.Watchdog`; inf: never); None: from
+        the cost model, max(120 s, 20 times the task's estimate).
     log : callable
         Receives each message line (default :func:`print`).
 
@@ -323,11 +361,12 @@ def run_sweep(
         from ldpsim.pipeline.clusters import connect
 
         with connect(**where, log=log) as connected:
-            store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
-            limit = FailureLimit(max_failures)
-            return _execute(
-                sweep, store, changes, connected, start, shuffle, every, limit, progress, log
-            )
+            # Creating a store is atomic and cleans up after an interruption (a signal
+            # raises inside); a signal that came while the cluster started stops here.
+            with interruptible():
+                store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
+            how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
+            return _execute(sweep, store, changes, connected, start, *how, log)
     finally:
         if lock is not None:
             lock.release()
@@ -353,6 +392,7 @@ def _execute(
     every: float,
     limit: FailureLimit,
     progress_mode: ProgressMode,
+    task_timeout: float | None,
     log: Callable[[str], Any],
 ) -> RunReport:
     removed = remove_partial_files(store.path)
@@ -407,28 +447,50 @@ def _execute(
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
 
-    from ldpsim.pipeline.collect import collect
+    def take(task: Task, results: list | BaseException) -> None:
+        if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
+            results = [results] * len(task.works)
+        for w, result in zip(task.works, results, strict=True):
+            if isinstance(result, Exception):
+                result = _failed_chunk(w, methods, d, store, result)
+            pending.append((w.index, w.chunk, result))
+            limit.add(w, result)
+        progress.update(task.reps, task.cost)
 
+    from ldpsim.pipeline.collect import collect
+    from ldpsim.pipeline.watchdog import CHECK_EVERY, Watchdog
+
+    watchdog = Watchdog(client, {task.key: task.cost for task in tasks}, task_timeout, log)
+    collector = collect(futures, client, tick=min(max(every, 0.1), CHECK_EVERY))
+    items = iter(collector)
     try:
-        for item in collect(futures, client, tick=max(every, 0.1)):
+        while True:
+            check_signals()  # Ctrl-C or SIGTERM: stop here (every tick, at most 1 s)
+            item = next(items, _END)
+            if item is _END:
+                break
             if item is not None:
-                task, results = item
-                if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
-                    results = [results] * len(task.works)
-                for w, result in zip(task.works, results, strict=True):
-                    if isinstance(result, Exception):
-                        result = _failed_chunk(w, methods, d, store, result)
-                    pending.append((w.index, w.chunk, result))
-                    limit.add(w, result)
-                progress.update(task.reps, task.cost)
+                take(*item)
                 if limit.reached is not None:
                     client.cancel([future for future in futures if not future.done()])
                     break
+            progress.note_late(watchdog.check())
             if time.monotonic() - written >= every:
                 write()
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under the CLI (signals.py)
+        stopping()
+        for item in collector.drain():  # finished while the signal came: kept too
+            take(*item)
+        progress.close()
+        write()
+        _tally(sweep, store, report)
+        stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        stopped.store = store.path
+        stopped.kept = report.total - report.missing - report.replicates_failed
+        raise stopped from None
     finally:
         progress.close()
-        write()  # what finished before an interruption is kept
+        write()  # what finished before an error is kept
     report.seconds = time.monotonic() - start
     _tally(sweep, store, report)
     log(

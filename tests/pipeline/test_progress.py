@@ -47,6 +47,21 @@ def test_eta_is_the_rate_of_the_work_done():
     assert eta_seconds(10.0, 0.0, 101.0) == math.inf
 
 
+def test_eta_is_never_negative(monkeypatch):
+    # 0.1 + 0.2 > 0.3 in floating point: the work done passes the total by a rounding
+    # error, which printed "ETA -0 s" (issue 23).
+    assert 0.1 + 0.2 > 0.3
+    assert eta_seconds(10.0, 0.1 + 0.2, 0.3) == 0.0
+    assert f"{eta_seconds(10.0, 0.1 + 0.2, 0.3):.0f}" == "0"
+    monkeypatch.setattr(runner, "PLAIN_PROGRESS_EVERY", 0.0)
+    lines: list[str] = []
+    progress = Progress(reps=3, cost=0.3, log=lines.append)
+    for cost in (0.1, 0.2, 1e-17):
+        progress.update(1, cost)
+    assert all(line.endswith("ETA 0 s") for line in lines[1:]), lines
+    assert not any("-" in line.rpartition("ETA")[2] for line in lines), lines
+
+
 def test_tasks_weighed_by_their_work(tmp_path):
     # The demo's tasks: n = 1e4, 1e5, 1e6 for each tau, the same replicates each.
     sweep = load_sweep("demo", ["rep_chunk=50"], 100)

@@ -1,0 +1,69 @@
+"""Issue 23: a damaged store is refused in exactly one line, with no asyncio noise at exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from conftest import one_error_line
+
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.sweep import load_sweep
+
+#: Tries of the damaged store; before the fix 8 of 10 printed "Task was destroyed but it
+#: is pending!" after the error (so 6 clean tries by chance: 0.2 ** 6, 6e-5).
+TRIES = 6
+
+
+@pytest.fixture
+def big_store(tmp_path) -> Path:
+    """The scale sweep's store (1e6 replicates), done: `done` in 16 shards of 10 chunks."""
+    store = tmp_path / "big.zarr"
+    Store.open_or_create(store, load_sweep("scale"))
+    done = zarr.open_group(str(store), mode="r+")["done"]
+    done[...] = np.ones(done.shape, dtype=bool)
+    return store
+
+
+def shard_files(store: Path) -> list[Path]:
+    return sorted(p for p in (store / "done" / "c").rglob("*") if p.is_file())
+
+
+def test_damaged_shard_is_named(big_store, capsys):
+    # Chunks were counted inside the shards: "chunk done/c/0/0/4 cannot be read (index
+    # out of bounds ...)" for a damaged done/c/0/1/2.
+    shard = shard_files(big_store)[6]
+    shard.write_bytes(np.random.default_rng(1).bytes(300))
+    name = shard.relative_to(big_store).as_posix()
+    assert name == "done/c/0/1/2"
+    for verb in ("summarize", "status"):
+        code = main([verb, str(big_store)])
+        line = one_error_line(capsys.readouterr(), code)
+        assert f"chunk {name} cannot be read" in line, line
+
+
+def test_damaged_done_chunk_exits_in_one_line(big_store):
+    # `done` is read concurrently by zarr, a task per shard.
+    store = big_store
+    shards = shard_files(store)
+    assert len(shards) > 8
+    # The first shard: the other reads are still in flight when its read fails.
+    shards[0].write_bytes(np.random.default_rng(0).bytes(300))
+    command = [sys.executable, "-m", "ldpsim.pipeline", "summarize", str(store)]
+
+    def summarize(_: int) -> subprocess.CompletedProcess:
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+    with ThreadPoolExecutor(2) as pool:  # two at a time: a busy machine, as reported
+        results = list(pool.map(summarize, range(TRIES)))
+    for result in results:
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2, result.stderr
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("ldpsim: error: The store") and "is damaged" in lines[0]

@@ -1,0 +1,61 @@
+"""Issue 23: a hung worker (SIGSTOP) is reported and restarted, and the run completes."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import psutil
+import pytest
+from conftest import write_sweep
+from distributed import Client
+
+from ldpsim.pipeline import runner, watchdog
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.reading import open_dataset
+from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.pipeline.watchdog import default_timeout
+
+
+def test_default_timeout_is_generous():
+    assert default_timeout(0.01) == 120.0  # a first task also compiles its kernels
+    assert default_timeout(60.0) == 1200.0
+
+
+def test_stopped_worker_is_restarted_and_the_run_completes(tmp_path, local_cluster, monkeypatch):
+    monkeypatch.setattr(watchdog, "LATE_MIN", 0.5)  # late after 0.5 s, not 30
+    monkeypatch.setattr(runner, "PLAIN_PROGRESS_EVERY", 0.0)
+    sweep = load_sweep(write_sweep(tmp_path / "hang.toml", replicates=6, rep_chunk=1))
+    with Client(local_cluster, set_as_default=False) as client:
+        pids = client.run(os.getpid)
+    worker, pid = sorted(pids.items())[0]
+    os.kill(pid, signal.SIGSTOP)  # the scheduler still sends it tasks: they hang
+    lines: list[str] = []
+    try:
+        report = run_sweep(
+            sweep,
+            tmp_path / "hang.zarr",
+            scheduler=local_cluster.scheduler_address,
+            task_timeout=3.0,
+            log=lines.append,
+        )
+    finally:
+        if psutil.pid_exists(pid) and psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+            os.kill(pid, signal.SIGCONT)
+    text = "\n".join(lines)
+    assert report.missing == 0 and report.failed == 0 and report.computed == 24, text
+    assert int(open_dataset(tmp_path / "hang.zarr")["done"].sum()) == 24
+    restarts = [line for line in lines if "restarting that worker" in line]
+    assert restarts and all(worker in line for line in restarts), text
+    assert "past its timeout of 3 s" in restarts[0]
+    late = [line for line in lines if line.startswith("progress:") and " late: " in line]
+    assert late and worker in late[0], text
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_task_timeout_must_be_positive_seconds(value, tmp_path, capsys):
+    code = main(["run", "demo", "--task-timeout", value, "--store", str(tmp_path / "s.zarr")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--task-timeout" in err[0], err
