@@ -20,6 +20,7 @@ that use them, so importing this module is fast.
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -209,7 +210,7 @@ def run(
     allow_long : bool, default False
         Start a sweep estimated at more than a day of one core's work (``--yes``);
         without it such a sweep is refused before anything starts.
-    max_failures : int >= 1 or None
+    max_failures : int >= 1 or None, default None
         Stop the run once this many replicates of one grid point have failed (the
         replicate, or one of its interval methods), as SimDesign's ``max_errors`` stops
         a condition; what finished is kept and a new call resumes. None: never stop.
@@ -290,7 +291,9 @@ def run(
                 f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
             )
     if max_failures is not None and (
-        isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1
+        isinstance(max_failures, bool)
+        or not isinstance(max_failures, numbers.Integral)
+        or max_failures < 1
     ):
         raise InputError(
             f"The 'max_failures' parameter of run must be an int >= 1 or None. Got "
@@ -357,7 +360,7 @@ def run(
         options=options,
         start_timeout=start_timeout,
         client=client,
-        max_failures=max_failures,
+        max_failures=None if max_failures is None else int(max_failures),
         progress="auto" if progress == "auto" else "bar" if progress else "none",
         task_timeout=None if task_timeout is None else float(task_timeout),
         log=print if progress else _quiet,

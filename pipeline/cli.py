@@ -306,6 +306,7 @@ def cmd_status(args) -> int:
         ds = load_dataset(args.store, OUTCOME_VARIABLES + TIMING_VARIABLES)
     except StoreDamage:
         if damage:  # reported above
+            _quiet_reads()
             return EXIT_DAMAGED
         raise
     grid = [d for d in ds["done"].dims if d != "rep"]
@@ -362,6 +363,8 @@ def cmd_summarize(args) -> int:
         except ValueError as exc:
             raise InputError(str(exc)) from None
         print(format_comparison(compare_methods(ds, a, b), args.format, coords=args.coords))
+        if args.strict and any_partial(summarize(ds, as_dataset=True)):
+            return _strict_failure(args.store)
         return EXIT_OK
     target_se = TARGET_SE if args.target_se is None else args.target_se
     summary = summarize(ds, as_dataset=True, target_se=target_se)
@@ -377,13 +380,18 @@ def cmd_summarize(args) -> int:
     if args.format == "text":  # the other formats stay as they are, to be pasted or parsed
         print(timing_line(ds))
     if args.strict and any_partial(summary):
-        print(
-            f"--strict: some cells are computed on fewer than all the replicates of their "
-            f"grid point (marked; see `ldpsim status {args.store}`)",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
+        return _strict_failure(args.store)
     return EXIT_OK
+
+
+def _strict_failure(store: Path) -> int:
+    """``summarize --strict`` on a store with partial cells: one line, exit 1."""
+    print(
+        f"--strict: some cells are computed on fewer than all the replicates of their "
+        f"grid point (marked; see `ldpsim status {store}`)",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED
 
 
 def cmd_plot(args) -> int:
@@ -459,13 +467,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code
     except StoreDamage as exc:
+        _quiet_reads()
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_DAMAGED
     except InputError as exc:
-        if "zarr" in sys.modules:  # a failed read may leave reads in flight: let them end
-            from ldpsim.pipeline.reading import settle_reads
-
-            settle_reads()
+        _quiet_reads()
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunStopped as exc:  # a full disk: resumable, the finished replicates are kept
@@ -479,6 +485,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print(f"ldpsim: {_interrupted_line(exc)}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+
+
+def _quiet_reads() -> None:
+    """A failed read may leave zarr's other reads in flight: nothing of theirs is printed
+    after the one line of the error (:func:`ldpsim.pipeline.reading.quiet_pending_reads`)."""
+    if "zarr" in sys.modules:
+        from ldpsim.pipeline.reading import quiet_pending_reads
+
+        quiet_pending_reads()
 
 
 def _interrupted_line(exc: KeyboardInterrupt) -> str:

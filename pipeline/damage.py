@@ -69,7 +69,14 @@ def replicate_arrays(path: str | Path) -> dict[str, zarr.Array]:
     consolidated = has_consolidated_metadata(Path(path))
     group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=consolidated)
     present = set(group.array_keys())
-    return {name: group[name] for name in VARIABLE_ATTRS if name in present}
+    arrays = {name: group[name] for name in VARIABLE_ATTRS if name in present}
+    # truth and pseudo_truth have no replicate axis: no run rewrites them (reading.py
+    # refuses a store whose copy of them cannot be read).
+    return {
+        name: array
+        for name, array in arrays.items()
+        if "rep" in (array.metadata.dimension_names or ())
+    }
 
 
 def _file_shape(array: zarr.Array) -> tuple[int, ...]:

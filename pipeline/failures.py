@@ -18,8 +18,11 @@ from typing import Any
 class FailureGroup:
     """The failures of one kind (``replicate``, or ``method LABEL``) with one traceback.
 
-    ``where`` maps a grid point's key to the replicates it failed in; ``seeds`` are the
-    sweep seeds seen and ``spec`` the parameters of the first failure.
+    Tracebacks are the same when their frames and exception type are: the message may
+    differ (a step number, a value). ``traceback`` is the first one seen, ``messages``
+    the distinct exception lines; ``where`` maps a grid point's key to the replicates it
+    failed in; ``seeds`` are the sweep seeds seen and ``spec`` the parameters of the
+    first failure.
     """
 
     kind: str
@@ -27,6 +30,7 @@ class FailureGroup:
     spec: Any = None
     where: dict[str, list[int]] = field(default_factory=dict)
     seeds: set[Any] = field(default_factory=set)
+    messages: set[str] = field(default_factory=set)
 
     @property
     def count(self) -> int:
@@ -47,14 +51,33 @@ def record_failures(record: dict[str, Any]) -> list[tuple[str, str]]:
     return [(str(record.get("kind")), str(record.get("traceback") or record.get("error")))]
 
 
+def split_traceback(text: str) -> tuple[str, str]:
+    """(the frames and exception type, the exception line) of a traceback, or of a bare
+    reason ``Type: message`` (no frames)."""
+    lines = text.rstrip().splitlines()
+    start = 1 if lines and lines[0].startswith("Traceback") else 0
+    # The exception line: the first line after the frames that is not indented.
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith(" ")), None)
+    if end is None:
+        return text, ""
+    line = lines[end]
+    exc_type = line.split(":", 1)[0].split(" ", 1)[0]
+    return "\n".join([*lines[:end], exc_type]), "\n".join(lines[end:])
+
+
 def group_failures(records: Iterable[dict[str, Any]]) -> list[FailureGroup]:
-    """Group failure records by kind and identical traceback, largest group first."""
+    """Group failure records by kind and traceback (frames and exception type), largest
+    group first."""
     groups: dict[tuple[str, str], FailureGroup] = {}
     for record in records:
         for kind, text in record_failures(record):
-            group = groups.setdefault((kind, text), FailureGroup(kind, text, record.get("spec")))
+            frames, message = split_traceback(text)
+            group = groups.get((kind, frames))
+            if group is None:
+                group = groups[kind, frames] = FailureGroup(kind, text, record.get("spec"))
             group.where.setdefault(str(record.get("key")), []).append(int(record.get("rep", -1)))
             group.seeds.add(record.get("seed"))
+            group.messages.add(message)
     return sorted(groups.values(), key=lambda g: -g.count)
 
 
@@ -79,11 +102,12 @@ def format_group(group: FailureGroup) -> str:
     noun = "failure" if group.count == 1 else "failures"
     seeds = ", ".join(str(s) for s in sorted(group.seeds, key=str))
     places = "; ".join(f"{key}: rep {rep_ranges(reps)}" for key, reps in group.where.items())
-    return "\n".join(
-        [
-            f"--- {group.count} {group.kind} {noun} with this traceback (seed {seeds})",
-            f"where: {places}",
-            f"parameters (the first): {json.dumps(group.spec, default=str)}",
-            group.traceback.rstrip(),
-        ]
-    )
+    lines = [
+        f"--- {group.count} {group.kind} {noun} with this traceback (seed {seeds})",
+        f"where: {places}",
+        f"parameters (the first): {json.dumps(group.spec, default=str)}",
+        group.traceback.rstrip(),
+    ]
+    if len(group.messages) > 1:
+        lines.append(f"({len(group.messages)} distinct messages; the first is shown)")
+    return "\n".join(lines)

@@ -59,6 +59,15 @@ def stale_after_from_env() -> float:
     return seconds
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name the same folder (a bind mount, another spelling); False
+    when either is gone (the original of a copy may have been deleted)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _pid_alive(pid: int, started: float) -> bool:
     """Whether ``pid`` runs on this host and is not a newer process that reused the pid."""
     try:
@@ -218,7 +227,11 @@ class RunLock:
             # Paths are compared on the same host only: another host may mount the same
             # store elsewhere, and there the heartbeat decides.
             store = other.get("store")  # none in a lock of an older ldpsim
-            if isinstance(store, str) and store != self.store:
+            if (
+                isinstance(store, str)
+                and store != self.store
+                and not _same_file(store, self.store)
+            ):
                 return f"it was taken for the store {store!r}, of which this is a copy"
             try:
                 pid, started = int(other["pid"]), float(other["started"])

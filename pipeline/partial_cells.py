@@ -8,8 +8,9 @@ cell is *marked* in the tables: a marker after its value and a footnote with the
 ``csv`` and ``json`` carry the counts of every cell (``n_done``, ``n_failed``,
 ``n_replicates``); ``ldpsim summarize --strict`` exits 1 when any cell is marked.
 
-A cell that has no replicate by design (a competitor that computes its own estimate is
-not taken at checkpoints) is ``n/a`` and not marked.
+A cell that no replicate can fill, though some are done and no method failed there (a
+statistic the store has no values for, e.g. the last iterate in a store older than
+``last``), is ``n/a`` and not marked.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def replicates(summary: xr.Dataset) -> int | None:
 
 def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
     """Where the cells of ``stat`` are partial: True where they count fewer replicates than
-    their grid point has, except where none counts by design (no failure, every replicate
-    of the grid point done).
+    their grid point has, except where none counts by design (no method failed there and
+    some replicate of the grid point is done: a statistic the store has no values for).
 
     Parameters
     ----------
@@ -63,16 +64,23 @@ def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
     total = replicates(summary)
     if total is None or "replicates_done" not in summary:  # a summary of an older ldpsim
         return xr.zeros_like(count, dtype=bool)
-    by_design = (count == 0) & (summary[failed_name] == 0) & (summary["replicates_done"] == total)
+    method_failures = summary[failed_name] - summary["replicates_failed"]
+    by_design = (count == 0) & (method_failures == 0) & (summary["replicates_done"] > 0)
     return (count < total) & ~by_design
 
 
 def any_partial(summary: xr.Dataset) -> bool:
-    """Whether any cell of the coverage, length or coordinate-mean statistics is partial
-    (at the coordinates each grid point has)."""
-    exists = summary["coord_exists"] if "coord_exists" in summary else True
-    per_coord = bool((partial(summary, "coverage") & exists).any())
-    return per_coord or bool(partial(summary, "coord_mean_coverage").any())
+    """Whether any cell of a table statistic (:data:`COUNTS`) is partial, at the
+    coordinates each grid point has."""
+    for stat in COUNTS:
+        if stat not in summary:
+            continue
+        mask = partial(summary, stat)
+        if "coord" in mask.dims and "coord_exists" in summary:
+            mask = mask & summary["coord_exists"]
+        if bool(mask.any()):
+            return True
+    return False
 
 
 def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
@@ -84,6 +92,8 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     total = replicates(summary)
     used: list[np.ndarray] = []
     lost: list[np.ndarray] = []
+    done: list[np.ndarray] = []  # replicates of the grid point done, and failed
+    failed: list[np.ndarray] = []
     for stat in stats:
         if stat not in COUNTS or stat not in summary:
             continue
@@ -91,14 +101,21 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
         if "coord" in mask.dims and "coord_exists" in summary:
             mask = mask & summary["coord_exists"]
         count_name, failed_name = COUNTS[stat]
-        for values, name in ((used, count_name), (lost, failed_name)):
+        names = (
+            (used, count_name),
+            (lost, failed_name),
+            (done, "replicates_done"),
+            (failed, "replicates_failed"),
+        )
+        for values, name in names:
             cells = summary[name].broadcast_like(mask).transpose(*mask.dims)
             values.append(cells.values[mask.values])
     counts = np.concatenate(used) if used else np.array([], dtype=int)
     if total is None or counts.size == 0:
         return ""
     failures = np.concatenate(lost)
-    missing = total - counts - failures
+    # Neither done nor failed: not computed yet.
+    missing = total - np.concatenate(done) - np.concatenate(failed)
 
     def span(values: np.ndarray) -> str:
         lo, hi = int(values.min()), int(values.max())
@@ -107,7 +124,7 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     text = (
         f"computed on fewer than all {total} replicates of its grid point: "
         f"{span(counts)} counted, {span(failures)} lost to a failure of the replicate or "
-        f"of the method (ldpsim errors STORE), {span(np.maximum(missing, 0))} not computed "
+        f"of the method (ldpsim errors STORE), {span(missing)} not computed "
         "yet (ldpsim run resumes them); a selection by failure can bias the cell. "
         "--format csv gives each cell's n_done and n_failed."
     )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,35 +120,23 @@ def _cases_from_json(path: str | Path, cases: object) -> dict[str, dict[str, Any
     return cases
 
 
-#: Seconds :func:`settle_reads` waits for zarr's reads in flight (they take milliseconds).
-SETTLE_SECONDS = 5.0
-
-
-def settle_reads(timeout: float = SETTLE_SECONDS) -> None:
-    """Wait until zarr's reads still in flight have finished (at most ``timeout`` s).
+def quiet_pending_reads() -> None:
+    """Silence what zarr's reads still in flight would print when the process exits.
 
     zarr 3 reads the chunks of an array concurrently, as tasks of an asyncio event loop
     in a thread of its own. When one read fails (a damaged chunk) the call raises at
     once, and the other reads of that call go on. A process that exits right away
-    closes the loop under them: "Task was destroyed but it is pending!" (4 to 16 lines,
-    and once 257 ending in "RuntimeError: Event loop is closed") followed the one-line
-    error of a damaged store. ``zarr.core.sync.sync`` runs a coroutine on that loop,
-    where it waits for the loop's other tasks.
+    destroys them pending, which asyncio reports through its logger ("Task was destroyed
+    but it is pending!", 4 to 16 lines, once 257 ending in "RuntimeError: Event loop is
+    closed", or "coroutine ... was never awaited") after the one-line error of a damaged
+    store. Called once that line is decided, it turns those reports off: the asyncio
+    logger, the hook of exceptions raised where nothing can catch them
+    (``sys.unraisablehook``) and RuntimeWarnings. Public interfaces only: zarr's event
+    loop itself is private to zarr.
     """
-    import asyncio
-
-    from zarr.core.sync import sync
-
-    async def others_done() -> None:
-        me = asyncio.current_task()
-        others = [task for task in asyncio.all_tasks() if task is not me and not task.done()]
-        if others:
-            await asyncio.wait(others, timeout=timeout)
-
-    try:
-        sync(others_done())
-    except Exception:  # the loop is closed or gone: nothing is in flight then
-        pass
+    logging.getLogger("asyncio").disabled = True
+    sys.unraisablehook = lambda unraisable: None
+    warnings.simplefilter("ignore", RuntimeWarning)  # "coroutine ... was never awaited"
 
 
 def damaged(
@@ -222,7 +213,8 @@ def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
             array.get_block_selection(coords)
         except Exception as exc:
             key = array.metadata.encode_chunk_key(coords)
-            if name not in VARIABLE_ATTRS:  # no replicate's: a run cannot recompute it
+            per_replicate = "rep" in (array.metadata.dimension_names or ())
+            if name not in VARIABLE_ATTRS or not per_replicate:  # a run cannot recompute it
                 raise damaged(path, f"chunk {name}/{key}", exc) from None
             # A replicate's data: damage that `ldpsim run` repairs (ldpsim.pipeline.damage).
             remedy = "`ldpsim run` recomputes the finished replicates it held."

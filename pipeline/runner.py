@@ -471,7 +471,9 @@ def _execute(
                 break
             if item is not None:
                 take(*item)
-                if limit.reached is not None:
+                if limit.reached is not None:  # keep what finished, cancel the rest
+                    for finished in collector.drain():
+                        take(*finished)
                     client.cancel([future for future in futures if not future.done()])
                     break
             progress.note_late(watchdog.check())

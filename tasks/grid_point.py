@@ -131,6 +131,16 @@ class GridPointSetup:
         """The words of each random method's spawn key (its ``method_words``)."""
         return {label: entropy_words(words) for label, words in self.method_words.items()}
 
+    @functools.cached_property
+    def numpy_streams(self) -> bool:
+        """Whether the method streams must be numpy's own Generators (with their seed
+        sequence): with checkpoints, or a random method that is not ldpsim's."""
+        plugin = any(
+            method.uses_rng and not type(method).__module__.startswith("ldpsim.")
+            for method in self.spec.methods.values()
+        )
+        return bool(self.spec.checkpoints) or plugin
+
     def data_state(self, rep: int) -> np.ndarray:
         """The PCG64 state (uint64, (4,)) at which replicate ``rep``'s data stream starts:
         that of :meth:`data_stream`."""
@@ -143,11 +153,13 @@ class GridPointSetup:
     def method_streams(self, rep: int) -> dict[str, np.random.Generator]:
         """Replicate ``rep``'s stream of every random method (``method_stream``).
 
-        Without checkpoints each is this thread's Generator of that method, set to the
-        stream's start; with them numpy's own (a checkpoint's stream is a child of the
-        stream's seed sequence, see :func:`ldpsim.tasks.replicate.checkpoint_stream`).
+        Each is this thread's Generator of that method, set to the stream's start, when
+        only ldpsim's own methods draw and there are no checkpoints; otherwise numpy's own
+        Generators: a checkpoint's stream is a child of the stream's seed sequence
+        (:func:`ldpsim.tasks.replicate.checkpoint_stream`), and a plugin may spawn
+        children too (``rng.spawn``), which needs the seed sequence.
         """
-        if self.spec.checkpoints:
+        if self.numpy_streams:
             return {
                 label: method_stream_from_words(self.spec.seed, self.path_words, rep, words)
                 for label, words in self.method_words.items()

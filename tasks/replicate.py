@@ -220,7 +220,10 @@ def replicate_from_state(
         last[k] = sub.last_iterate
         where = f" at n = {point}" if rs.checkpoints else ""
         if not np.isfinite(estimate[k]).all():  # the run failed: so does the replicate
-            diagnosis = diagnose_nonfinite(setup, start_state)
+            try:
+                diagnosis = diagnose_nonfinite(setup, start_state)
+            except Exception as exc:  # the replay itself failed: say so, keep the failure
+                diagnosis = f"the replay that finds the step failed ({type(exc).__name__}: {exc})"
             raise NonFiniteRun(f"non-finite theta_bar{where}: {diagnosis}")
         if projected is not None:
             projected[k] = project_l1_ball(estimate[k], radius)

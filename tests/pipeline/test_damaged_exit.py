@@ -76,3 +76,36 @@ def test_damaged_done_chunk_exits_in_one_line(big_store):
         assert result.returncode == 4, result.stderr
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith("ldpsim: error: The store") and "damaged" in lines[0]
+
+
+READ_AND_EXIT = """
+import sys, zarr
+from ldpsim.pipeline.reading import quiet_pending_reads
+array = zarr.open_array(sys.argv[1], mode="r")
+try:
+    array[...]
+except Exception:
+    if sys.argv[2] == "quiet":
+        quiet_pending_reads()
+    print("error: one line", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_pending_reads_of_a_failed_read_print_nothing_at_exit(tmp_path):
+    # 64 chunks read concurrently, the first one garbage: the read fails at once and the
+    # others are still pending on zarr's event loop when the process exits.
+    path = tmp_path / "a.zarr"
+    array = zarr.create_array(str(path), shape=(64, 100_000), chunks=(1, 100_000), dtype="f8")
+    array[...] = np.random.default_rng(0).random((64, 100_000))
+    (path / "c" / "0" / "0").write_bytes(b"garbage" * 10)
+
+    def stderr_lines(mode: str) -> int:
+        command = [sys.executable, "-c", READ_AND_EXIT, str(path), mode]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2
+        return len(result.stderr.strip().splitlines())
+
+    # Left alone, the pending reads print tracebacks (7 of 8 and 10 of 10 tries here).
+    assert max(stderr_lines("loud") for _ in range(5)) > 1
+    assert [stderr_lines("quiet") for _ in range(5)] == [1] * 5

@@ -8,7 +8,7 @@ import synthetic as syn
 import zarr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.failures import group_failures, rep_ranges
+from ldpsim.pipeline.failures import format_group, group_failures, rep_ranges
 
 TRACEBACK = (
     'Traceback (most recent call last):\n  File "plugin.py", line 3\nZeroDivisionError: x\n'
@@ -36,15 +36,19 @@ def test_rep_ranges():
 def test_groups_by_kind_and_traceback():
     records = [method_record(r, "n=100") for r in range(60)]
     records += [method_record(r, "n=1000") for r in range(40)]
-    records += [method_record(5, "n=100", TRACEBACK.replace(": x", ": y"))]
+    # The same frames and type with another message (a step number): the same failure.
+    records += [method_record(5, "n=10", TRACEBACK.replace(": x", ": y"))]
+    records += [method_record(6, "n=100", TRACEBACK.replace("line 3", "line 4"))]
     records.append({"key": "n=100", "rep": 99, "seed": 7, "kind": "replicate", "error": "E"})
     groups = group_failures(records)
     assert [(g.kind, g.count) for g in groups] == [
-        ("method flaky", 100),
+        ("method flaky", 101),
         ("method flaky", 1),
         ("replicate", 1),
     ]
-    assert groups[0].where == {"n=100": list(range(60)), "n=1000": list(range(40))}
+    assert groups[0].where == {"n=100": list(range(60)), "n=1000": list(range(40)), "n=10": [5]}
+    assert groups[0].messages == {"ZeroDivisionError: x", "ZeroDivisionError: y"}
+    assert "(2 distinct messages; the first is shown)" in format_group(groups[0])
 
 
 def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
