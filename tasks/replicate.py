@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks.diagnose import NonFiniteRun, diagnose_nonfinite
 from ldpsim.tasks.grid_point import (
     GridPointSetup,
     needs_full_matrix,
@@ -220,6 +219,9 @@ def replicate_from_state(
         last[k] = sub.last_iterate
         where = f" at n = {point}" if rs.checkpoints else ""
         if not np.isfinite(estimate[k]).all():  # the run failed: so does the replicate
+            # Imported here: the diagnosis compiles a checked loop, needed on failure only.
+            from ldpsim.tasks.diagnose import NonFiniteRun, diagnose_nonfinite
+
             try:
                 diagnosis = diagnose_nonfinite(setup, start_state)
             except Exception as exc:  # the replay itself failed: say so, keep the failure

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -21,16 +19,6 @@ VALUES = ("estimate", "last", "lower", "upper", "method_estimate", "method_faile
 EXIT_DAMAGED = 4
 
 
-def ldpsim(*args: str) -> subprocess.CompletedProcess:
-    """The command line in a process of its own."""
-    return subprocess.run(
-        [sys.executable, "-m", "ldpsim.pipeline", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def data_file(store: Path, name: str) -> Path:
     """The one data file of ``name`` in a store of one shard per variable."""
     (file,) = (f for f in (store / name / "c").rglob("*") if f.is_file())
@@ -43,19 +31,20 @@ def flip_byte(file: Path, at: int = 20) -> None:
     file.write_bytes(bytes(data))
 
 
-def assert_damage_reported(store: Path, words: list[str]) -> None:
+def assert_damage_reported(store: Path, words: list[str], capsys) -> None:
     """status exits 4 naming the damage; summarize refuses with one line; nothing changes."""
     before = tree_hash(store)
-    status = ldpsim("status", store)
-    assert status.returncode == EXIT_DAMAGED, status
-    assert "Traceback" not in status.stderr
-    first = status.stdout.splitlines()[0]
+    capsys.readouterr()
+    assert main(["status", str(store)]) == EXIT_DAMAGED
+    status = capsys.readouterr()
+    assert "Traceback" not in status.err
+    first = status.out.splitlines()[0]
     for word in ["damaged", "`ldpsim run` recomputes", *words]:
         assert word in first, (word, first)
-    summary = ldpsim("summarize", store)
-    assert summary.returncode == EXIT_DAMAGED, summary
-    assert summary.stdout == ""  # no table with the damaged cells shown as n/a
-    lines = summary.stderr.splitlines()
+    assert main(["summarize", str(store)]) == EXIT_DAMAGED
+    summary = capsys.readouterr()
+    assert summary.out == ""  # no table with the damaged cells shown as n/a
+    lines = summary.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("ldpsim: error: "), lines
     assert "damaged" in lines[0] and "`ldpsim run` recomputes" in lines[0]
     assert tree_hash(store) == before
@@ -85,7 +74,7 @@ def test_a_missing_data_file_is_reported_and_recomputed(
     file = data_file(copy_of_demo, "lower")
     file.unlink()
     key = file.relative_to(copy_of_demo).as_posix()
-    assert_damage_reported(copy_of_demo, [key, "missing", "4 finished replicate(s)"])
+    assert_damage_reported(copy_of_demo, [key, "missing", "4 finished replicate(s)"], capsys)
     assert run_demo(copy_of_demo, local_cluster) == 0
     out = capsys.readouterr().out
     assert f"damaged: 1 data file(s) missing ({key})" in out
@@ -98,7 +87,7 @@ def test_a_missing_data_file_is_reported_and_recomputed(
         ((1, 0), 1),
     ]
     assert_same_values(copy_of_demo, demo_store)
-    assert ldpsim("status", copy_of_demo).returncode == 0
+    assert main(["status", str(copy_of_demo)]) == 0
 
 
 def test_a_flipped_byte_fails_its_checksum_and_is_recomputed(
@@ -111,11 +100,11 @@ def test_a_flipped_byte_fails_its_checksum_and_is_recomputed(
     file = data_file(copy_of_demo, "lower")
     flip_byte(file)
     key = file.relative_to(copy_of_demo).as_posix()
-    assert_damage_reported(copy_of_demo, [key, "cannot be decoded"])
+    assert_damage_reported(copy_of_demo, [key, "cannot be decoded"], capsys)
     assert run_demo(copy_of_demo, local_cluster) == 0
     assert f"cannot be decoded ({key})" in capsys.readouterr().out
     assert_same_values(copy_of_demo, demo_store)
-    assert ldpsim("status", copy_of_demo).returncode == 0
+    assert main(["status", str(copy_of_demo)]) == 0
 
 
 def test_a_garbled_done_file_in_every_verb(copy_of_demo, demo_store, local_cluster, capsys):
@@ -147,10 +136,10 @@ def test_an_old_store_recomputes_exactly_the_replicates_of_a_lost_chunk(
     shutil.copytree(store, reference)
     # tau index 1, replicates 2 (the half-full last chunk); its bounds only.
     (store / "lower" / "c" / "1" / "0" / "1" / "0").unlink()
-    assert_damage_reported(store, ["lower/c/1/0/1/0", "1 finished replicate(s)"])
+    assert_damage_reported(store, ["lower/c/1/0/1/0", "1 finished replicate(s)"], capsys)
     address = scheduler(local_cluster)
     assert main(["run", str(sweep), "--store", str(store), *address]) == 0
     assert "1 of 6 replicates to compute" in capsys.readouterr().out
     assert computed(cluster_files["compute_log"], store) == [((1,), 2)]
     assert_same_values(store, reference)
-    assert ldpsim("status", store).returncode == 0
+    assert main(["status", str(store)]) == 0

@@ -21,6 +21,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from ldpsim.pipeline.cli import main
+from ldpsim.tasks import plugins
+
 REPLICATES = 16
 
 PLUGIN = '''
@@ -105,7 +108,18 @@ def ldpsim(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProces
     )
 
 
-def test_a_failing_plugin_method_loses_only_its_own_bounds(flaky_site, tmp_path):
+@pytest.fixture
+def flaky_importable(flaky_site, monkeypatch):
+    """The plugin importable in this process too (the store's verbs read its methods)."""
+    monkeypatch.syspath_prepend(str(flaky_site))
+    plugins.plugins.cache_clear()
+    yield
+    plugins.plugins.cache_clear()
+
+
+def test_a_failing_plugin_method_loses_only_its_own_bounds(
+    flaky_site, flaky_importable, tmp_path, capsys
+):
     sweep, store = tmp_path / "flaky.toml", tmp_path / "flaky.zarr"
     sweep.write_text(SWEEP.format(replicates=REPLICATES, more=""))
     run = ldpsim(
@@ -127,23 +141,25 @@ def test_a_failing_plugin_method_loses_only_its_own_bounds(flaky_site, tmp_path)
     assert f"Interval methods failed: flaky in {failures} replicates" in run.stdout
 
     # Each failure recorded once, grouped: one block, its count and the traceback.
-    errors = ldpsim(["errors", str(store)], flaky_site, tmp_path)
-    assert errors.returncode == 1
-    assert errors.stdout.count("--- ") == 1
-    assert f"--- {failures} method flaky failures with this traceback" in errors.stdout
-    assert "ZeroDivisionError" in errors.stdout and "flaky_plugin" in errors.stdout
+    capsys.readouterr()
+    assert main(["errors", str(store)]) == 1
+    errors = capsys.readouterr().out
+    assert errors.count("--- ") == 1
+    assert f"--- {failures} method flaky failures with this traceback" in errors
+    assert "ZeroDivisionError" in errors and "flaky_plugin" in errors
 
     # The summary counts them in flaky's cells, which it marks; --strict exits 1.
-    summary = ldpsim(["summarize", str(store), "--format", "csv"], flaky_site, tmp_path)
-    rows = {r["method"]: r for r in csv.DictReader(io.StringIO(summary.stdout))}
+    assert main(["summarize", str(store), "--format", "csv"]) == 0
+    rows = {r["method"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
     assert rows["flaky"]["n_done"] == str(REPLICATES - failures)
     assert rows["flaky"]["n_failed"] == str(failures)
     assert (rows["bb"]["n_done"], rows["bb"]["n_failed"]) == (str(REPLICATES), "0")
-    text = ldpsim(["summarize", str(store), "--strict"], flaky_site, tmp_path)
-    assert text.returncode == 1 and "--strict" in text.stderr
-    flaky_row = next(line for line in text.stdout.splitlines() if line.startswith("flaky "))
+    assert main(["summarize", str(store), "--strict"]) == 1
+    text = capsys.readouterr()
+    assert "--strict" in text.err
+    flaky_row = next(line for line in text.out.splitlines() if line.startswith("flaky "))
     assert flaky_row.rstrip().endswith("*")
-    assert f"{REPLICATES - failures} counted, {failures} lost" in text.stdout
+    assert f"{REPLICATES - failures} counted, {failures} lost" in text.out
 
     # --max-failures stops the sweep at the first grid point with that many failures:
     # of 1,000 tasks of 2 replicates, those not started when the first failures arrive
