@@ -72,15 +72,15 @@ def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
 def any_partial(summary: xr.Dataset) -> bool:
     """Whether any cell of a table statistic (:data:`COUNTS`) is partial, at the
     coordinates each grid point has."""
-    for stat in COUNTS:
-        if stat not in summary:
-            continue
-        mask = partial(summary, stat)
-        if "coord" in mask.dims and "coord_exists" in summary:
-            mask = mask & summary["coord_exists"]
-        if bool(mask.any()):
-            return True
-    return False
+    return any(bool(shown_partial(summary, stat).any()) for stat in COUNTS if stat in summary)
+
+
+def shown_partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
+    """:func:`partial` at the coordinates each grid point has (the cells tables show)."""
+    mask = partial(summary, stat)
+    if "coord" in mask.dims and "coord_exists" in summary:
+        mask = mask & summary["coord_exists"]
+    return mask
 
 
 def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
@@ -97,9 +97,7 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     for stat in stats:
         if stat not in COUNTS or stat not in summary:
             continue
-        mask = partial(summary, stat)
-        if "coord" in mask.dims and "coord_exists" in summary:
-            mask = mask & summary["coord_exists"]
+        mask = shown_partial(summary, stat)
         count_name, failed_name = COUNTS[stat]
         names = (
             (used, count_name),

@@ -335,7 +335,10 @@ def run_sweep(
     path = Path(store_path)
     sweep = adopt_store_choices(sweep, path)  # a resumed store keeps its methods (issue 24)
     changes = inspect_store(path, sweep, fingerprint=False)  # checked below if there is work
-    if not changes and not find_damage(path):  # damage is repaired under the lock
+    # Damage is repaired under the lock; a store found undamaged here is not decoded
+    # again there (files go missing by accident, not by runs).
+    undamaged = not changes and not find_damage(path)
+    if undamaged:
         store = Store(path, stored_layout(path), mode="r")
         work, already = plan(sweep, store)
         if not work:
@@ -366,7 +369,7 @@ def run_sweep(
             with interruptible():
                 store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
             how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
-            return _execute(sweep, store, changes, connected, start, *how, log)
+            return _execute(sweep, store, changes, undamaged, connected, start, *how, log)
     finally:
         if lock is not None:
             lock.release()
@@ -386,6 +389,7 @@ def _execute(
     sweep: Sweep,
     store: Store,
     changes: Changes,
+    undamaged: bool,
     client: Client,
     start: float,
     shuffle: int | None,
@@ -398,7 +402,7 @@ def _execute(
     removed = remove_partial_files(store.path)
     if removed:
         log(f"Removed {removed} partial file(s) left by an interrupted run.")
-    damage = find_damage(store.path)
+    damage = None if undamaged else find_damage(store.path)
     if damage:  # their replicates are made not done, and computed below
         log(f"The store is {damage.describe('recomputing them')}.")
         repair(store.path, damage)

@@ -11,6 +11,7 @@ from ldpsim.tasks.checked_loop import GRADIENT, ITERATE, PROJECTION, REPORT
 from ldpsim.tasks.grid_point import GridPointSetup, kernel_key
 from ldpsim.tasks.kernel_cache import compile_template, pin_template
 from ldpsim.tasks.rng import as_state
+from ldpsim.tasks.sgd import callback_bindings
 
 # The template this process compiles, read now with the rest of its code.
 pin_template(checked_loop)
@@ -37,14 +38,9 @@ def compile_checked(
     Cached on disk like the kernel (:func:`ldpsim.tasks.kernel_cache.compile_template`)
     and compiled on its first call.
     """
-    bindings = {
-        "sample_gradient": sample_gradient,
-        "privatize": privatize,
-        "project": project,
-        "d": int(d),
-        "n_model_params": int(n_model_params) if d == 1 else 1,
-        "n_mech_params": int(n_mech_params) if d == 1 else 1,
-    }
+    bindings = callback_bindings(
+        sample_gradient, privatize, d, n_model_params, n_mech_params, project
+    )
     return compile_template(checked_loop, function, bindings)
 
 

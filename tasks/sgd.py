@@ -34,6 +34,25 @@ KERNEL_SIGNATURE = (
 _failures: dict[tuple, KernelCompileError] = {}
 
 
+def callback_bindings(
+    sample_gradient, privatize, d: int, n_model_params: int, n_mech_params: int, project
+) -> dict:
+    """The names a loop template (:mod:`ldpsim.tasks.sgd_loop`,
+    :mod:`ldpsim.tasks.checked_loop`) binds for one model's and one mechanism's callbacks.
+
+    Only the d = 1 loop reads the parameters as tuples; for d > 1 the tuples are dead
+    code, kept at length 1 (numba refuses tuples of 1000 entries, as d = 1000 needs).
+    """
+    return {
+        "sample_gradient": sample_gradient,
+        "privatize": privatize,
+        "project": project,
+        "d": int(d),
+        "n_model_params": int(n_model_params) if d == 1 else 1,
+        "n_mech_params": int(n_mech_params) if d == 1 else 1,
+    }
+
+
 @functools.cache
 def compile_kernel(
     sample_gradient,
@@ -69,17 +88,10 @@ def compile_kernel(
     failure = _failures.get(key)
     if failure is not None:
         raise failure.with_traceback(None)
-    # Only the d = 1 loop reads the parameters as tuples; for d > 1 the tuples are dead
-    # code, kept at length 1 (numba refuses tuples of 1000 entries, as d = 1000 needs).
-    bindings = {
-        "sample_gradient": sample_gradient,
-        "privatize": privatize,
-        "project": project,
-        "d": int(d),
-        "n_model_params": int(n_model_params) if d == 1 else 1,
-        "n_mech_params": int(n_mech_params) if d == 1 else 1,
-        "full_matrix": bool(full_matrix),
-    }
+    bindings = callback_bindings(
+        sample_gradient, privatize, d, n_model_params, n_mech_params, project
+    )
+    bindings["full_matrix"] = bool(full_matrix)
     kernel = compile_template(sgd_loop, "kernel", bindings)
     try:
         kernel.compile(KERNEL_SIGNATURE)
