@@ -48,6 +48,7 @@ __all__ = [
     "outcome",
     "plot",
     "run",
+    "run_report",
     "summarize",
 ]
 
@@ -225,13 +226,13 @@ def run(
     xarray.Dataset
         The store, opened lazily (:func:`open_store`), with the run's report in
         ``ds.attrs["run_report"]`` (:data:`REPORT_ATTR`), a dict of the sweep's
-        replicates after the run: ``total``, ``done``, ``failed`` (replicates that raised),
-        ``missing`` (neither), ``method_failures`` (interval method label -> replicates in
-        which it failed), ``computed`` and ``already_done`` (this run's work), ``seconds``
-        (wall time of this run), ``exit_code`` (what ``ldpsim run`` would exit with: 0, 1
-        or 3, see :func:`outcome`) and ``status`` (``"complete"``, ``"failed"`` or
-        ``"incomplete"``). Failures are recorded in the store, not raised: see them with
-        ``ldpsim errors STORE``.
+        replicates after the run: ``store`` (its path), ``total``, ``done``, ``failed``
+        (replicates that raised), ``missing`` (neither), ``method_failures`` (interval
+        method label -> replicates in which it failed), ``computed`` and ``already_done``
+        (this run's work), ``seconds`` (wall time of this run), ``exit_code`` (what
+        ``ldpsim run`` would exit with: 0, 1 or 3, see :func:`outcome`) and ``status``
+        (``"complete"``, ``"failed"`` or ``"incomplete"``). Failures are recorded in the
+        store, not raised: see them with ``ldpsim errors STORE``.
 
     Raises
     ------
@@ -260,6 +261,50 @@ def run(
     >>> ds = run(load_sweep("demo", replicates=20), "demo.zarr", client=client)  # doctest: +SKIP
     >>> ds.attrs["run_report"]["status"]  # doctest: +SKIP
     'complete'
+    """
+    report = run_report(
+        sweep,
+        store,
+        client=client,
+        workers=workers,
+        progress=progress,
+        scheduler=scheduler,
+        cluster=cluster,
+        jobs=jobs,
+        adapt=adapt,
+        cluster_options=cluster_options,
+        start_timeout=start_timeout,
+        allow_long=allow_long,
+        max_failures=max_failures,
+        task_timeout=task_timeout,
+    )
+    ds = open_store(report["store"])
+    ds.attrs[REPORT_ATTR] = report
+    return ds
+
+
+def run_report(
+    sweep: Sweep | str | os.PathLike[str],
+    store: str | os.PathLike[str] | None = None,
+    *,
+    client: Client | None = None,
+    workers: int | None = None,
+    progress: bool | Literal["auto"] = True,
+    scheduler: str | None = None,
+    cluster: str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
+    adapt: tuple[int, int] | None = None,
+    cluster_options: Mapping[str, Any] | None = None,
+    start_timeout: float | None = None,
+    allow_long: bool = False,
+    max_failures: int | None = None,
+    task_timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run a sweep as :func:`run` does and return its report, without opening the store.
+
+    ``ldpsim run`` calls this: a command that only needs the exit code does not pay for
+    opening the store. The parameters, the exceptions and the report (a dict, with the
+    store's path under ``store``) are :func:`run`'s.
     """
     from ldpsim.pipeline.clusters import check_options, load_cluster_config
     from ldpsim.pipeline.runner import run_sweep
@@ -382,8 +427,8 @@ def run(
             cluster=where,
             command=list(sys.argv) if Path(sys.argv[0]).name == "ldpsim" else None,
         )
-    ds = open_store(path)
-    ds.attrs[REPORT_ATTR] = {
+    return {
+        "store": str(path),
         "total": report.total,
         "done": report.total - report.replicates_failed - report.missing,
         "failed": report.replicates_failed,
@@ -395,7 +440,6 @@ def run(
         "exit_code": code,
         "status": STATUS[code],
     }
-    return ds
 
 
 def check_plugin_callbacks(sweep: Sweep) -> None:

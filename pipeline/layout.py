@@ -195,6 +195,15 @@ class Layout:
             return (1,) * len(self.axes), self.rep_chunk
         return self.shard_grid, self.shard_reps
 
+    def task_chunks(self) -> int:
+        """How many chunks of at most ``rep_chunk`` replicates a grid point has."""
+        return math.ceil(self.replicates / self.rep_chunk)
+
+    def task_chunk_reps(self, chunk: int) -> range:
+        """The replicates of task chunk ``chunk`` (0 <= chunk < :meth:`task_chunks`)."""
+        rc = self.rep_chunk
+        return range(chunk * rc, min((chunk + 1) * rc, self.replicates))
+
     @property
     def zarr_chunk_reps(self) -> int:
         """Replicates of a Zarr chunk (of a shard's chunk when sharded)."""

@@ -20,7 +20,7 @@ from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.damage import find_damage, repair
 from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.identity import adopt_store_choices
-from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS
+from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS, Layout, layout_for, store_index
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.signals import check as check_signals
@@ -145,15 +145,24 @@ def plan(sweep: Sweep, store: Store) -> tuple[list[Work], int]:
 
     Reads the store's ``done`` flags only (one read), never its values.
     """
-    done = store.done_mask()
-    token = hashlib.sha256(store.path.resolve().as_posix().encode()).hexdigest()[:8]
+    return plan_layout(sweep, store.layout, store.path, store.done_mask())
+
+
+def plan_layout(
+    sweep: Sweep, layout: Layout, path: Path, done: np.ndarray | None = None
+) -> tuple[list[Work], int]:
+    """:func:`plan` for the store at ``path`` with ``layout`` and ``done`` flags (None:
+    none done, a store still to be created)."""
+    if done is None:
+        done = np.zeros((*layout.grid_shape, layout.replicates), dtype=bool)
+    token = hashlib.sha256(path.resolve().as_posix().encode()).hexdigest()[:8]
     work, already = [], 0
-    n_chunks = store.n_chunks()
+    n_chunks = layout.task_chunks()
     for point in sweep.points():
-        index = store.index_of(point)
+        index = store_index(layout, point)
         flags = done[index]
         for chunk in range(n_chunks):
-            reps = store.chunk_reps(chunk)
+            reps = layout.task_chunk_reps(chunk)
             stop = min(reps.stop, sweep.replicates)
             if stop <= reps.start:
                 break
@@ -364,12 +373,26 @@ def run_sweep(
         from ldpsim.pipeline.clusters import connect
 
         with connect(**where, log=log) as connected:
-            # Creating a store is atomic and cleans up after an interruption (a signal
-            # raises inside); a signal that came while the cluster started stops here.
-            with interruptible():
-                store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
+            # A new store's tasks are all of its replicates: the workers start on them
+            # while the client creates the store (seconds for a large grid).
+            early = None
+            if not path.exists():
+                early = submit(connected, sweep, layout_for(sweep), path, None, shuffle)
+            try:
+                # Creating a store is atomic and cleans up after an interruption (a
+                # signal raises inside); a signal that came while the cluster started
+                # stops here.
+                with interruptible():
+                    store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
+            except BaseException:
+                if early is not None:
+                    early.cancel(connected)
+                raise
+            if early is not None and not (changes.created and store.layout == early.layout):
+                early.cancel(connected)  # another run created the store meanwhile
+                early = None
             how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
-            return _execute(sweep, store, changes, undamaged, connected, start, *how, log)
+            return _execute(sweep, store, changes, undamaged, connected, start, early, *how, log)
     finally:
         if lock is not None:
             lock.release()
@@ -385,42 +408,41 @@ def _acquire(lock: RunLock, log: Callable[[str], Any]) -> None:
         ) from None
 
 
-def _execute(
-    sweep: Sweep,
-    store: Store,
-    changes: Changes,
-    undamaged: bool,
+@dataclass
+class Submitted:
+    """The tasks of a run, submitted: what :func:`submit` planned for a layout."""
+
+    layout: Layout
+    work: list[Work]
+    already: int
+    tasks: list[Task]
+    futures: dict[Any, Task]
+
+    def cancel(self, client: Client) -> None:
+        client.cancel(list(self.futures))
+
+
+def submit(
     client: Client,
-    start: float,
+    sweep: Sweep,
+    layout: Layout,
+    path: Path,
+    done: np.ndarray | None,
     shuffle: int | None,
-    every: float,
-    limit: FailureLimit,
-    progress_mode: ProgressMode,
-    task_timeout: float | None,
-    log: Callable[[str], Any],
-) -> RunReport:
-    removed = remove_partial_files(store.path)
-    if removed:
-        log(f"Removed {removed} partial file(s) left by an interrupted run.")
-    damage = None if undamaged else find_damage(store.path)
-    if damage:  # their replicates are made not done, and computed below
-        log(f"The store is {damage.describe('recomputing them')}.")
-        repair(store.path, damage)
-    work, already = plan(sweep, store)
-    total = len(sweep.points()) * sweep.replicates
-    report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
+) -> Submitted:
+    """Plan the replicates not ``done`` (:func:`plan_layout`), group them into tasks
+    and submit those (in a random order with the seed ``shuffle``: tests of order
+    independence)."""
+    work, already = plan_layout(sweep, layout, path, done)
     if shuffle is not None:
         import random
 
         random.Random(shuffle).shuffle(work)
     # A sweep that sets rep_chunk asks for tasks of that many replicates.
     tasks = group_tasks(work, TASK_SECONDS if sweep.rep_chunk is None else 0.0)
-    todo = sum(len(w.reps) for w in work)
-    log(f"{todo} of {total} replicates to compute ({already} already done) in {len(tasks)} tasks.")
-    methods = list(store.layout.methods)
-    d = store.layout.d
     from ldpsim.pipeline.worker import run_task  # imports ldpsim.tasks
 
+    methods, d = list(layout.methods), layout.d
     futures = {
         client.submit(
             run_task,
@@ -432,6 +454,46 @@ def _execute(
         ): task
         for task in tasks
     }
+    return Submitted(layout, work, already, tasks, futures)
+
+
+def _execute(
+    sweep: Sweep,
+    store: Store,
+    changes: Changes,
+    undamaged: bool,
+    client: Client,
+    start: float,
+    early: Submitted | None,
+    shuffle: int | None,
+    every: float,
+    limit: FailureLimit,
+    progress_mode: ProgressMode,
+    task_timeout: float | None,
+    log: Callable[[str], Any],
+) -> RunReport:
+    submitted = early
+    if submitted is None:  # a store that existed: what is done is read from it
+        removed = remove_partial_files(store.path)
+        if removed:
+            log(f"Removed {removed} partial file(s) left by an interrupted run.")
+        damage = None if undamaged else find_damage(store.path)
+        if damage:  # their replicates are made not done, and computed below
+            log(f"The store is {damage.describe('recomputing them')}.")
+            repair(store.path, damage)
+        submitted = submit(client, sweep, store.layout, store.path, store.done_mask(), shuffle)
+    work, already, tasks, futures = (
+        submitted.work,
+        submitted.already,
+        submitted.tasks,
+        submitted.futures,
+    )
+    total = len(sweep.points()) * sweep.replicates
+    report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
+    todo = sum(len(w.reps) for w in work)
+    log(f"{todo} of {total} replicates to compute ({already} already done) in {len(tasks)} tasks.")
+    methods = list(store.layout.methods)
+    d = store.layout.d
     progress = Progress(todo, sum(task.cost for task in tasks), log, progress_mode)
     pending: list[tuple[tuple[int, ...], int, dict]] = []
     written = time.monotonic()
@@ -571,7 +633,7 @@ def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> R
 
 def _tally(sweep: Sweep, store: Store, report: RunReport) -> None:
     """Count the failed and missing replicates of the sweep's region of the store."""
-    points = [store.index_of(p) for p in sweep.points()]
+    points = [store_index(store.layout, p) for p in sweep.points()]
     reps = slice(0, sweep.replicates)
     done = np.asarray(store.group["done"][...], dtype=bool)
     failed = np.asarray(store.group["failed"][...], dtype=bool)

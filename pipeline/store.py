@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import glob
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -124,13 +123,6 @@ class Store:
         return cls(path, layout), changes
 
     # -- chunk writes ---------------------------------------------------------------------
-    def chunk_reps(self, chunk: int) -> range:
-        rc = self.layout.rep_chunk
-        return range(chunk * rc, min((chunk + 1) * rc, self.layout.replicates))
-
-    def n_chunks(self) -> int:
-        return math.ceil(self.layout.replicates / self.layout.rep_chunk)
-
     def index_of(self, point: GridPoint) -> tuple[int, ...]:
         return store_index(self.layout, point)
 
@@ -154,7 +146,7 @@ class Store:
         blocks: dict[tuple, list[tuple[tuple[int, ...], int, dict[str, Any]]]] = {}
         g_block, rep_block = self.layout.write_block()
         for index, chunk, result in results:
-            rep0 = self.chunk_reps(chunk).start
+            rep0 = self.layout.task_chunk_reps(chunk).start
             key = (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
             blocks.setdefault(key, []).append((index, chunk, result))
         a = self._arrays

@@ -8,12 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.normal import normal_cdf, normal_pdf
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float, check_int
-
-stats = lazy_module("scipy.stats")
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -88,7 +86,7 @@ class Mean(Model):
         return np.eye(self.d)
 
     def gradient_cov(self) -> np.ndarray:
-        v = 1.0 - 2.0 * stats.norm.pdf(1.0) / (2.0 * stats.norm.cdf(1.0) - 1.0)
+        v = 1.0 - 2.0 * normal_pdf(1.0) / (2.0 * normal_cdf(1.0) - 1.0)
         return v * np.eye(self.d)
 
     def l2_sensitivity(self) -> float:

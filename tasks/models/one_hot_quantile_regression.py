@@ -8,12 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.normal import normal_pdf, normal_ppf
 from ldpsim.tasks.rng import random, standard_normal
 from ldpsim.tasks.validation import MAX_SPARSE_DIM, check_float, check_int, check_vector
-
-stats = lazy_module("scipy.stats")
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -119,14 +117,14 @@ class OneHotQuantileRegression(Model):
         cumulative = np.cumsum(self.category_probs())
         cumulative[-1] = 1.0  # u < 1 always: the last category closes the search
         coef = np.broadcast_to(np.asarray(self.coef, dtype=np.float64), (self.d,))
-        return np.concatenate([[self.tau, stats.norm.ppf(self.tau)], cumulative, coef])
+        return np.concatenate([[self.tau, normal_ppf(self.tau)], cumulative, coef])
 
     def truth(self) -> np.ndarray:
         return np.broadcast_to(np.asarray(self.coef, dtype=np.float64), (self.d,)).copy()
 
     def density_at_quantile(self) -> float:
         """f = phi(Phi^-1(tau)), the density of y - beta_C at 0."""
-        return float(stats.norm.pdf(stats.norm.ppf(self.tau)))
+        return normal_pdf(normal_ppf(self.tau))
 
     def jacobian(self) -> np.ndarray:
         return self.density_at_quantile() * np.diag(self.category_probs())

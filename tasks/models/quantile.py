@@ -7,12 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.normal import normal_pdf, normal_ppf
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float
-
-stats = lazy_module("scipy.stats")
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -79,10 +77,10 @@ class Quantile(Model):
         return np.array([self.tau, self.loc, 0.0 - self.tau, 1.0 - self.tau], dtype=np.float64)
 
     def truth(self) -> np.ndarray:
-        return np.array([self.loc + stats.norm.ppf(self.tau)])
+        return np.array([self.loc + normal_ppf(self.tau)])
 
     def jacobian(self) -> np.ndarray:
-        return np.array([[stats.norm.pdf(stats.norm.ppf(self.tau))]])
+        return np.array([[normal_pdf(normal_ppf(self.tau))]])
 
     def gradient_cov(self) -> np.ndarray:
         return np.array([[self.tau * (1 - self.tau)]])

@@ -8,13 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.lazy_import import lazy_module
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.normal import normal_cdf, normal_pdf, normal_ppf
 from ldpsim.tasks.rng import standard_normal
 from ldpsim.tasks.validation import check_float, check_int, check_vector
-
-special = lazy_module("scipy.special")
-stats = lazy_module("scipy.stats")
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -41,10 +38,7 @@ def _qr_gradient(d, theta, params, s, g):
 
 
 #: E[Z^2] of Z ~ N(0, 1) truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1).
-# scipy.stats.norm's pdf and cdf at 1, as scipy computes them (the same bits), without
-# importing scipy.stats when the module is.
-_PDF_AT_1 = math.exp(-(1.0**2) / 2.0) / math.sqrt(2 * math.pi)
-TRUNCATED_VARIANCE = 1.0 - 2.0 * _PDF_AT_1 / (2.0 * float(special.ndtr(1.0)) - 1.0)
+TRUNCATED_VARIANCE = 1.0 - 2.0 * normal_pdf(1.0) / (2.0 * normal_cdf(1.0) - 1.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +94,7 @@ class QuantileRegression(Model):
         return len(self.coef)
 
     def params(self) -> np.ndarray:
-        return np.array([self.tau, stats.norm.ppf(self.tau), *self.coef], dtype=np.float64)
+        return np.array([self.tau, normal_ppf(self.tau), *self.coef], dtype=np.float64)
 
     def truth(self) -> np.ndarray:
         return np.array(self.coef, dtype=np.float64)
@@ -110,7 +104,7 @@ class QuantileRegression(Model):
         return np.diag([1.0] + [TRUNCATED_VARIANCE] * (self.dim - 1))
 
     def jacobian(self) -> np.ndarray:
-        return stats.norm.pdf(stats.norm.ppf(self.tau)) * self.covariate_cov()
+        return normal_pdf(normal_ppf(self.tau)) * self.covariate_cov()
 
     def gradient_cov(self) -> np.ndarray:
         return self.tau * (1 - self.tau) * self.covariate_cov()
