@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -56,6 +57,7 @@ class Collector(Generic[Label]):
         self.futures, self.client, self.tick = futures, client, tick
         self.fetched: queue.Queue = queue.Queue()
         self.remaining = len(futures)
+        self.taken: set[Future] = set()  # the futures whose results the thread fetched
         threading.Thread(target=self._fetch, name="ldpsim-collect", daemon=True).start()
 
     def _fetch(self) -> None:
@@ -68,6 +70,7 @@ class Collector(Generic[Label]):
                     if client.status != "running":  # cancelled by closing the client
                         raise
                     result = exc
+                self.taken.add(future)
                 self.fetched.put((futures[future], result))
                 future.release()
         except BaseException as exc:  # e.g. the client closed under this thread
@@ -85,8 +88,17 @@ class Collector(Generic[Label]):
             self.remaining -= 1
             yield item
 
-    def drain(self) -> list[tuple[Label, Any]]:
-        """The results fetched but not yet yielded (a run that stops writes them too)."""
+    def drain(self, grace: float = 0.0) -> list[tuple[Label, Any]]:
+        """The results fetched but not yet yielded (a run that stops writes them too).
+
+        With ``grace`` (seconds), first waits up to that long for the thread to fetch
+        the results of the tasks finished by now (a run stopped by a signal that came
+        before it looked at the first results still keeps them).
+        """
+        deadline = time.monotonic() + grace
+        finished = [f for f in list(self.futures) if f.status == "finished"]
+        while time.monotonic() < deadline and not all(f in self.taken for f in finished):
+            time.sleep(0.02)
         out = []
         while True:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import math
@@ -46,6 +47,8 @@ PLAIN_PROGRESS_EVERY = 10.0
 WRITE_EVERY = 2.0
 
 
+#: Seconds a run stopped by a signal waits for the results of tasks already finished.
+STOP_GRACE = 2.0
 #: What the results' iterator gives when it is exhausted.
 _END = object()
 
@@ -377,12 +380,14 @@ def run_sweep(
             # while the client creates the store (seconds for a large grid).
             early = None
             if not path.exists():
+                check_signals()  # a signal that came while the cluster started stops here
                 early = submit(connected, sweep, layout_for(sweep), path, None, shuffle)
             try:
                 # Creating a store is atomic and cleans up after an interruption (a
-                # signal raises inside); a signal that came while the cluster started
-                # stops here.
-                with interruptible():
+                # signal raises inside). With tasks running, a signal waits for the
+                # store instead (the loop below stops on it), so that what they finish
+                # meanwhile is written.
+                with interruptible() if early is None else contextlib.nullcontext():
                     store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
             except BaseException:
                 if early is not None:
@@ -547,7 +552,9 @@ def _execute(
                 write()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under the CLI (signals.py)
         stopping()
-        for item in collector.drain():  # finished while the signal came: kept too
+        # Finished while the signal came: kept too (a signal that came while the store
+        # was created meets results not yet fetched).
+        for item in collector.drain(grace=STOP_GRACE):
             take(*item)
         progress.close()
         write()
