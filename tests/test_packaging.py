@@ -31,7 +31,14 @@ def run(command: list[str], cwd: Path, timeout: float = 600) -> subprocess.Compl
 
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory) -> dict[str, Path]:
-    """A fresh virtualenv with ldpsim installed from a wheel of this checkout."""
+    """A fresh virtualenv with ldpsim installed from a wheel of this checkout.
+
+    The wheel is installed without its dependencies, which the virtualenv finds in this environment's site-packages (a
+    ``.pth`` line, read after its own): what is tested is the wheel's content, and
+    resolving and installing numpy, numba, dask, ... again took half a minute. That
+    folder's own ``.pth`` files are not read, so this checkout's editable ldpsim stays
+    out of reach.
+    """
     root = tmp_path_factory.mktemp("wheel")
     run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(REPO), "-w", str(root)], root
@@ -40,11 +47,12 @@ def wheel_venv(tmp_path_factory) -> dict[str, Path]:
     venv = root / "venv"
     run([sys.executable, "-m", "venv", str(venv)], root)
     python = venv / "bin" / "python"
-    run([str(python), "-m", "pip", "install", "-q", str(wheel)], root)
+    run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], root)
     purelib = run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], root
     ).stdout.strip()
     assert purelib != sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     user = root / "user"
     user.mkdir()
     (user / "tasks.py").write_text(USER_MODULE)
