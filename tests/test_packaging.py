@@ -33,11 +33,11 @@ def run(command: list[str], cwd: Path, timeout: float = 600) -> subprocess.Compl
 def wheel_venv(tmp_path_factory) -> dict[str, Path]:
     """A fresh virtualenv with ldpsim installed from a wheel of this checkout.
 
-    The wheel is installed without its dependencies, which the virtualenv finds in this environment's site-packages (a
-    ``.pth`` line, read after its own): what is tested is the wheel's content, and
-    resolving and installing numpy, numba, dask, ... again took half a minute. That
-    folder's own ``.pth`` files are not read, so this checkout's editable ldpsim stays
-    out of reach.
+    The wheel is installed without its dependencies, which the virtualenv finds in this
+    environment's site-packages (a ``.pth`` line, read after its own): what is tested is
+    the wheel's content, and resolving and installing numpy, numba, dask, ... again took
+    half a minute. That folder's own ``.pth`` files are not read, so this checkout's
+    editable ldpsim stays out of reach.
     """
     root = tmp_path_factory.mktemp("wheel")
     run(
