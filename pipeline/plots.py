@@ -16,7 +16,7 @@ import xarray as xr
 # touches a display or matplotlib's global figure registry.
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter, NullLocator
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
 from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
@@ -252,9 +252,41 @@ def _join_lines(parts: list[str], width: int) -> str:
 
 
 def _tick_labels_everywhere(axes: np.ndarray) -> None:
-    """x tick labels under every panel, not only the bottom row (shared axes hide them)."""
+    """x tick labels under every panel, not only the bottom row (shared axes hide them);
+    log y axes labelled where their labels fit (:func:`_readable_log_y`)."""
     for ax in axes.flat:
         ax.tick_params(axis="x", which="both", labelbottom=True)
+        if ax.get_yscale() == "log":
+            _readable_log_y(ax)
+
+
+#: Mantissas of the labelled ticks of a log axis with fewer than two powers of ten in view.
+LOG_TICK_MANTISSAS = (1.0, 2.0, 5.0)
+
+
+def _readable_log_y(ax: Axes) -> None:
+    """Label a log y axis with fewer than two powers of ten in view at 1, 2 and 5 times
+    the powers of ten, and nothing between.
+
+    There matplotlib labels its minor ticks too (2, 3, 4, 6 times a power of ten), and in
+    a small panel 3e-1 ran into 4e-1 (shi-coverage's length figure, 1.5 decades). Where
+    fewer than two 1-2-5 ticks fall inside the view (a range within a factor of 2.5),
+    the default stays.
+    """
+    low, high = sorted(ax.get_ylim())
+    if not (low > 0 and np.isfinite(high)):
+        return
+    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    if sum(low <= 10.0**k <= high for k in decades) >= 2:
+        return  # two powers of ten or more in view: only they are labelled, and fit
+    inside = [m * 10.0**k for k in decades for m in LOG_TICK_MANTISSAS]
+    if sum(low <= t <= high for t in inside) < 2:
+        return
+    ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=LOG_TICK_MANTISSAS))
+    # Every major tick labelled (by default only powers of ten once the view spans more
+    # than a decade), the minor ticks not at all.
+    ax.yaxis.set_major_formatter(LogFormatterSciNotation(minor_thresholds=(np.inf, np.inf)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _dodge(x: np.ndarray, i: int, count: int, log: bool) -> np.ndarray:

@@ -170,16 +170,19 @@ DOCS_FIGURES = {"shi-coverage": ("coverage", "diagnostics"), "sparse": ("sparsit
 
 
 @pytest.mark.parametrize("name", DOCS_FIGURES)
-def test_no_two_texts_overlap_in_the_docs_figures(name):
+def test_no_two_texts_overlap_in_the_docs_stores_figures(name):
+    """The figures the docs show, and every other figure `plot` draws from their stores
+    (shi-coverage's length figure labelled 3e-1 and 4e-1 on top of each other)."""
     store = Path(__file__).resolve().parents[2] / "outputs" / f"{name}.zarr"
     if not store.is_dir():
         pytest.skip(f"no outputs/{name}.zarr: `ldpsim run {name}` writes it")
     ds = load_dataset(store)
     if not bool(ds["done"].all()):
         pytest.skip(f"outputs/{name}.zarr is not complete: `ldpsim run {name}` resumes it")
-    figures = store_figures(ds, DOCS_FIGURES[name])
-    for stem in DOCS_FIGURES[name]:
-        assert overlapping_pairs(figures[stem]) == [], (name, stem)
+    figures = store_figures(ds)
+    assert set(DOCS_FIGURES[name]) <= set(figures)
+    for stem, fig in figures.items():
+        assert overlapping_pairs(fig) == [], (name, stem)
 
 
 def test_the_check_sees_an_overlap():
