@@ -268,11 +268,15 @@ def _binomial_se(p: xr.DataArray, count: xr.DataArray) -> xr.DataArray:
 def _mean_sd_count(
     x: xr.DataArray, use: xr.DataArray, dim: str
 ) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
-    """Mean, sample sd (ddof 1) and count of ``x`` over ``dim`` where ``use`` holds."""
+    """Mean, sample sd (ddof 1) and count of ``x`` over ``dim`` where ``use`` holds.
+
+    ``x`` must be a number (not NaN) wherever ``use`` holds, as every caller's ``use``
+    makes sure: the values left out are zeroed, and the sums skip no NaN (xarray's
+    NaN-skipping sum costs two more passes over the replicates).
+    """
     count = use.sum(dim)
-    xm = x.where(use)
-    mean = _ratio(xm.sum(dim), count)
-    sq = ((xm - mean) ** 2).sum(dim)
+    mean = _ratio(x.where(use, 0.0).sum(dim, skipna=False), count)
+    sq = ((x - mean) ** 2).where(use, 0.0).sum(dim, skipna=False)
     sd = np.sqrt(sq / (count - 1).where(count > 1))
     return mean, sd, count
 
