@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import math
@@ -384,10 +383,9 @@ def run_sweep(
                 early = submit(connected, sweep, layout_for(sweep), path, None, shuffle)
             try:
                 # Creating a store is atomic and cleans up after an interruption (a
-                # signal raises inside). With tasks running, a signal waits for the
-                # store instead (the loop below stops on it), so that what they finish
-                # meanwhile is written.
-                with interruptible() if early is None else contextlib.nullcontext():
+                # signal raises inside, however slow the file system): what the tasks
+                # finished meanwhile has no store to go to.
+                with interruptible():
                     store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
             except BaseException:
                 if early is not None:
@@ -552,8 +550,8 @@ def _execute(
                 write()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under the CLI (signals.py)
         stopping()
-        # Finished while the signal came: kept too (a signal that came while the store
-        # was created meets results not yet fetched).
+        # Finished while the signal came: kept too (a signal at the loop's first check
+        # meets the results of tasks that finished while the store was created).
         for item in collector.drain(grace=STOP_GRACE):
             take(*item)
         progress.close()

@@ -71,8 +71,13 @@ def test_sigterm_writes_finished_results_and_releases_the_lock(
     store = tmp_path / "term.zarr"
     proc = start(store, ["--scheduler", local_cluster.scheduler_address])
     deadline = time.monotonic() + 60
-    # A worker starts its third replicate once one of its first two is done.
-    while len(computed(cluster_files["compute_log"], store)) < 4 and time.monotonic() < deadline:
+    # A worker starts its third replicate once one of its first two is done. The tasks
+    # start while the store is created: a signal before it exists finds nowhere to keep
+    # their results (and stops the creation).
+    created = store / "zarr.json"
+    while (
+        len(computed(cluster_files["compute_log"], store)) < 4 or not created.exists()
+    ) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     time.sleep(0.5)  # the finished result reaches the driver, which holds it (no write yet)
