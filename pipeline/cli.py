@@ -353,6 +353,7 @@ def cmd_summarize(args) -> int:
     from ldpsim.pipeline.api import open_store, summarize
     from ldpsim.pipeline.partial_cells import any_partial
     from ldpsim.pipeline.summary import TARGET_SE
+    from ldpsim.pipeline.summary import summarize as summary_of
     from ldpsim.pipeline.tables import format_table
     from ldpsim.pipeline.timings import timing_line
 
@@ -369,7 +370,9 @@ def cmd_summarize(args) -> int:
             return _strict_failure(args.store)
         return EXIT_OK
     target_se = TARGET_SE if args.target_se is None else args.target_se
-    summary = summarize(ds, as_dataset=True, target_se=target_se)
+    # The diagnostics only where they are shown (csv has every statistic).
+    diagnostics = args.diagnostics or args.format == "csv"
+    summary = summary_of(ds, target_se, diagnostics=diagnostics)
     table = format_table(
         summary,
         args.format,
