@@ -370,8 +370,8 @@ def cmd_summarize(args) -> int:
             return _strict_failure(args.store)
         return EXIT_OK
     target_se = TARGET_SE if args.target_se is None else args.target_se
-    # The diagnostics only where they are shown (csv has every statistic).
-    diagnostics = args.diagnostics or args.format == "csv"
+    # The diagnostics only where they are shown (csv and json hold every statistic).
+    diagnostics = args.diagnostics or args.format in ("csv", "json")
     summary = summary_of(ds, target_se, diagnostics=diagnostics)
     table = format_table(
         summary,

@@ -58,7 +58,8 @@ class Collector(Generic[Label]):
         self.fetched: queue.Queue = queue.Queue()
         self.remaining = len(futures)
         self.taken: set[Future] = set()  # the futures whose results the thread fetched
-        threading.Thread(target=self._fetch, name="ldpsim-collect", daemon=True).start()
+        self.thread = threading.Thread(target=self._fetch, name="ldpsim-collect", daemon=True)
+        self.thread.start()
 
     def _fetch(self) -> None:
         futures, client = self.futures, self.client
@@ -70,8 +71,8 @@ class Collector(Generic[Label]):
                     if client.status != "running":  # cancelled by closing the client
                         raise
                     result = exc
-                self.taken.add(future)
                 self.fetched.put((futures[future], result))
+                self.taken.add(future)  # after the put: drain finds it queued
                 future.release()
         except BaseException as exc:  # e.g. the client closed under this thread
             self.fetched.put(_Stop(exc))
@@ -97,7 +98,11 @@ class Collector(Generic[Label]):
         """
         deadline = time.monotonic() + grace
         finished = [f for f in list(self.futures) if f.status == "finished"]
-        while time.monotonic() < deadline and not all(f in self.taken for f in finished):
+        while (
+            time.monotonic() < deadline
+            and self.thread.is_alive()
+            and not all(f in self.taken for f in finished)
+        ):
             time.sleep(0.02)
         out = []
         while True:

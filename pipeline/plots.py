@@ -256,6 +256,12 @@ def _tick_labels_everywhere(axes: np.ndarray) -> None:
     log y axes labelled where their labels fit (:func:`_readable_log_y`)."""
     for ax in axes.flat:
         ax.tick_params(axis="x", which="both", labelbottom=True)
+    _readable_log_axes(axes)
+
+
+def _readable_log_axes(axes: np.ndarray) -> None:
+    """:func:`_readable_log_y` on every panel with a log y axis."""
+    for ax in axes.flat:
         if ax.get_yscale() == "log":
             _readable_log_y(ax)
 
@@ -606,6 +612,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         ax.set_xlabel("eps")
         ax.set_ylabel(f"length / {FLOOR_METHOD}")
         _panel_title(ax, combo, None)
+    _readable_log_axes(len_grid)
     _legend(len_fig, len_grid)
 
     coverage_combos = _combos(summary, [a for a in axes_present if a not in ("eps", "n")])
@@ -746,6 +753,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     if lengths.size:
         for ax in axes[:, 0]:
             ax.set_ylim(lengths.min() / 1.5, lengths.max() * 1.5)
+    _readable_log_axes(axes)
     _legend(fig, axes)
     return fig
 

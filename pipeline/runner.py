@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import math
@@ -389,7 +390,8 @@ def run_sweep(
                     store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
             except BaseException:
                 if early is not None:
-                    early.cancel(connected)
+                    with contextlib.suppress(Exception):  # the original error is the one to show
+                        early.cancel(connected)
                 raise
             if early is not None and not (changes.created and store.layout == early.layout):
                 early.cancel(connected)  # another run created the store meanwhile

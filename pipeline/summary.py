@@ -270,9 +270,10 @@ def _mean_sd_count(
 ) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
     """Mean, sample sd (ddof 1) and count of ``x`` over ``dim`` where ``use`` holds.
 
-    ``x`` must be a number (not NaN) wherever ``use`` holds, as every caller's ``use``
-    makes sure: the values left out are zeroed, and the sums skip no NaN (xarray's
-    NaN-skipping sum costs two more passes over the replicates).
+    ``x`` must be finite wherever ``use`` holds, as every caller's ``use`` makes sure
+    (a replicate or method with a non-finite estimate or bound fails): the values left
+    out are zeroed, and the sums skip no NaN (xarray's NaN-skipping sum costs two more
+    passes over the replicates).
     """
     count = use.sum(dim)
     mean = _ratio(x.where(use, 0.0).sum(dim, skipna=False), count)
@@ -456,7 +457,8 @@ def summarize(
         older than ``method_estimate``); and over the replicates that count for the
         method: ``bias_over_sd``, ``variance_ratio`` and ``predicted_coverage`` of the
         method's estimate, with their standard errors (``*_se``), see
-        :mod:`ldpsim.pipeline.diagnostics`. Per grid point, method, [checkpoint]:
+        :mod:`ldpsim.pipeline.diagnostics` (left out with ``diagnostics=False``). Per grid
+        point, method, [checkpoint]:
         ``method_seconds``, the mean compute time of the method (NaN in older stores).
         Statistics use the sample sd (ddof 1); R < 2 gives NaN sds. Per grid point,
         [checkpoint]: ``mse`` = mean of ||theta_bar_n - theta*||^2 over the replicates,
@@ -561,7 +563,7 @@ def summarize(
 
     # Over the replicates that count for each method, so that predicted and observed
     # coverage describe the same replicates.
-    shown = (
+    diagnostic_vars = (
         interval_diagnostics(method_error, width, covered, ok & method_ok, z).data_vars
         if diagnostics
         else {}
@@ -601,7 +603,7 @@ def summarize(
             "sd": sd,
             "oracle_sd": oracle_sd,
             "sd_ratio": sd / oracle_sd,
-            **shown,
+            **diagnostic_vars,
         }
     )
     out["coord_exists"] = valid

@@ -34,6 +34,8 @@ class PartitionPlan:
 def _partition_plan(cuts_bytes: bytes, bounds_bytes: bytes) -> PartitionPlan:
     cuts = np.frombuffer(cuts_bytes, dtype=np.int64)
     bounds = np.frombuffer(bounds_bytes, dtype=np.int64)
+    if np.any(np.diff(bounds) <= 0):
+        raise ValueError("Partition bounds must increase strictly.")
     idx = np.searchsorted(cuts, bounds)
     inner = bounds > 0
     if np.any(idx[inner] >= len(cuts)) or np.any(cuts[idx[inner]] != bounds[inner]):
@@ -143,7 +145,8 @@ class StreamingStats:
         which other cuts the run recorded (SPEC 6: adding a method changes nothing else).
         """
         plan = partition_plan(self.cuts, np.asarray(bounds, dtype=np.int64))
-        ref = np.ascontiguousarray(ref, dtype=np.float64)
+        # A scalar or a (d,)-shaped ref, as numpy's broadcasting took it.
+        ref = np.ascontiguousarray(np.broadcast_to(ref, (self.dim,)), dtype=np.float64)
         return _deviation_sums(
             self.snap_t,
             self.seg_shift,
@@ -216,7 +219,7 @@ def _deviation_sums(
     recentres after cuts that are powers of two, T -> T - s delta); each piece
     T(right) - T(left) + length (shift(right) - ref), T_0 = 0; a part's pieces summed as
     numpy's ``sum(axis=0)`` sums them (pairwise for one coordinate, row by row for
-    more: :func:`_numpy_sum`).
+    more: :func:`sum_rows_as_numpy`).
     """
     d = snap_t.shape[1]
     t_after = snap_t.copy()
@@ -238,12 +241,12 @@ def _deviation_sums(
         if b - a == 1:
             out[q] = pieces[a]
         else:
-            _numpy_sum(pieces, a, b, out[q])
+            sum_rows_as_numpy(pieces, a, b, out[q])
     return out
 
 
 @njit(cache=True)
-def _numpy_sum(rows, a, b, out):
+def sum_rows_as_numpy(rows, a, b, out):
     """``out[:] = rows[a:b].sum(axis=0)`` in numpy's order of additions: one column is
     a contiguous run, which numpy sums pairwise (:func:`_pairwise_sum`); several
     columns are added row by row."""
@@ -260,18 +263,17 @@ def _numpy_sum(rows, a, b, out):
 
 @njit(cache=True)
 def _pairwise_sum(rows, a, n):
-    """The sum of rows[a:a + n, 0] as numpy's pairwise summation adds it: fewer than 8
-    items one by one from 0.0; up to 128 in eight partial sums, combined in pairs, and
-    the rest one by one; more split in two halves (the first a multiple of 8)."""
+    """The sum of rows[a:a + n, 0] as numpy's pairwise summation adds it, for n <= 128:
+    fewer than 8 items one by one from 0.0; more in eight partial sums, combined in
+    pairs, and the rest one by one. (numpy splits longer runs in halves; a part of a
+    partition has at most 65 pieces, one more than the powers of two inside it.)"""
+    if n > 128:
+        raise ValueError("more than 128 pieces in a part of the partition")
     if n < 8:
         total = 0.0
         for i in range(a, a + n):
             total += rows[i, 0]
         return total
-    if n > 128:
-        half = n // 2
-        half -= half % 8
-        return _pairwise_sum(rows, a, half) + _pairwise_sum(rows, a + half, n - half)
     partial = np.empty(8)
     for j in range(8):
         partial[j] = rows[a + j, 0]

@@ -34,10 +34,12 @@ def wheel_venv(tmp_path_factory) -> dict[str, Path]:
     """A fresh virtualenv with ldpsim installed from a wheel of this checkout.
 
     The wheel is installed without its dependencies, which the virtualenv finds in this
-    environment's site-packages (a ``.pth`` line, read after its own): what is tested is
+    environment's site-packages (``.pth`` lines, read after its own): what is tested is
     the wheel's content, and resolving and installing numpy, numba, dask, ... again took
     half a minute. That folder's own ``.pth`` files are not read, so this checkout's
-    editable ldpsim stays out of reach.
+    editable ldpsim stays out of reach. A dependency missing from pyproject.toml goes
+    unnoticed here; `make test`'s environment, installed from pyproject.toml, has only
+    the declared ones (and the test extra's).
     """
     root = tmp_path_factory.mktemp("wheel")
     run(
@@ -52,7 +54,8 @@ def wheel_venv(tmp_path_factory) -> dict[str, Path]:
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], root
     ).stdout.strip()
     assert purelib != sysconfig.get_paths()["purelib"]
-    (Path(purelib) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    (Path(purelib) / "dependencies.pth").write_text("".join(f"{p}\n" for p in ours))
     user = root / "user"
     user.mkdir()
     (user / "tasks.py").write_text(USER_MODULE)

@@ -53,6 +53,14 @@ def test_dimensions_and_attributes(summary):
     assert summary.attrs["level"] == syn.LEVEL
 
 
+def test_summary_without_diagnostics_differs_only_by_them(store, summary):
+    # What `ldpsim summarize` computes for a table that does not show the diagnostics.
+    lean = summarize(store, diagnostics=False)
+    assert not set(DIAGNOSTIC_FIELDS) & set(lean.data_vars)
+    assert set(summary.data_vars) - set(lean.data_vars) == set(DIAGNOSTIC_FIELDS)
+    xr.testing.assert_identical(lean, summary.drop_vars(list(DIAGNOSTIC_FIELDS)))
+
+
 @pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
 def test_coverage_is_exactly_k_over_r(summary, tau, n):
     # bb misses coord j when r % 7 == j: 6 of 35 (coord 0), 5 of 35 (coord 1); rep 3 failed.

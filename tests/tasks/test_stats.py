@@ -18,6 +18,7 @@ from ldpsim.tasks.replicate import (
     run_stats,
 )
 from ldpsim.tasks.spec import normalize_spec
+from ldpsim.tasks.stats import partition_plan, sum_rows_as_numpy
 
 N = 10_000
 SEED = 7
@@ -110,6 +111,52 @@ def batch_bounds(n, gamma, n_batches):
     e = [math.floor(((k + 1) * big_n) ** (1 / (1 - gamma))) for k in range(n_batches + 1)]
     e[-1] = n
     return np.array(e)
+
+
+def numpy_deviation_sums(stats, bounds, ref):
+    """The numpy expressions that ``deviation_sums`` computed before it was compiled."""
+    plan = partition_plan(stats.cuts, np.asarray(bounds, dtype=np.int64))
+    t_after = stats.snap_t.copy()
+    k = plan.recentred
+    t_after[k] -= plan.recentred_cuts * (stats.seg_shift[k + 1] - stats.seg_shift[k])
+    start = np.where(plan.after_zero, t_after[plan.left], 0.0)
+    right = plan.right
+    pieces = stats.snap_t[right] - start + plan.lengths * (stats.seg_shift[right] - ref)
+    out = pieces[plan.first[:-1]]
+    for j in plan.split_parts:
+        out[j] = pieces[plan.first[j] : plan.first[j + 1]].sum(axis=0)
+    return out
+
+
+def test_compiled_deviation_sums_keep_numpys_bits(run):
+    # The compiled sums repeat numpy's operations in numpy's order: the intervals of
+    # stores written before keep their bits (tests/reference holds whole sweeps).
+    rs, _, stats = run
+    rng = np.random.default_rng(4)
+    for sub in (stats, stats.prefix(CHECKPOINT)):
+        partitions = [rs.methods["bm"].bounds(sub.n, rs.gamma)]
+        for label in ("bb", "bb_pct"):  # blocks of floor(n^0.75) and floor(n^0.6)
+            bb = rs.methods[label]
+            partitions.append(bb.block_len(sub.n) * np.arange(bb.n_blocks(sub.n) + 1))
+        for bounds in partitions:
+            for ref in (sub.theta_bar, sub.theta_bar + rng.standard_normal(sub.dim) * 1e3, 2.5):
+                expected = numpy_deviation_sums(sub, bounds, ref)
+                np.testing.assert_array_equal(sub.deviation_sums(bounds, ref), expected)
+    with pytest.raises(ValueError, match="increase strictly"):
+        stats.deviation_sums(np.array([0, 100, 100]), stats.theta_bar)
+
+
+@pytest.mark.parametrize("columns", [1, 2, 5])
+def test_numpy_sum_order(columns):
+    # numpy sums one column pairwise (eight partial sums from 8 items on) and several
+    # columns row by row; the compiled sum repeats both, up to the 128 items of a part.
+    rng = np.random.default_rng(columns)
+    for count in [*range(1, 20), 31, 64, 65, 127, 128]:
+        scales = 10.0 ** rng.integers(-8, 8, (count + 2, 1))
+        rows = rng.standard_normal((count + 2, columns)) * scales
+        out = np.empty(columns)
+        sum_rows_as_numpy(rows, 1, 1 + count, out)
+        np.testing.assert_array_equal(out, rows[1 : 1 + count].sum(axis=0))
 
 
 def test_batch_means_sums(run):
