@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +141,17 @@ def one_error_line(captured, code: int, words=()) -> str:
     for word in words:
         assert word in lines[0], (word, lines[0])
     return lines[0]
+
+
+def ldpsim_with_site(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m ldpsim.pipeline ARGS`` in ``cwd`` with the packages installed in ``site``
+    importable (a plugin's package installed with ``pip --target``)."""
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-m", "ldpsim.pipeline", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

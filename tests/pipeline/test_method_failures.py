@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import ldpsim_with_site
 
 from ldpsim.pipeline.cli import main
 from ldpsim.tasks import plugins
@@ -96,18 +96,6 @@ def flaky_site(tmp_path_factory) -> Path:
     return site
 
 
-def ldpsim(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run(
-        [sys.executable, "-m", "ldpsim.pipeline", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.fixture
 def flaky_importable(flaky_site, monkeypatch):
     """The plugin importable in this process too (the store's verbs read its methods)."""
@@ -122,7 +110,7 @@ def test_a_failing_plugin_method_loses_only_its_own_bounds(
 ):
     sweep, store = tmp_path / "flaky.toml", tmp_path / "flaky.zarr"
     sweep.write_text(SWEEP.format(replicates=REPLICATES, more=""))
-    run = ldpsim(
+    run = ldpsim_with_site(
         ["run", str(sweep), "--store", str(store), "--workers", "1"], flaky_site, tmp_path
     )
     assert run.returncode == 1, run.stderr
@@ -167,7 +155,7 @@ def test_a_failing_plugin_method_loses_only_its_own_bounds(
     many, stopped = tmp_path / "many.toml", tmp_path / "stopped.zarr"
     many.write_text(SWEEP.format(replicates=2000, more="rep_chunk = 2"))
     args = ["run", str(many), "--store", str(stopped), "--workers", "1", "--max-failures", "3"]
-    stop = ldpsim(args, flaky_site, tmp_path)
+    stop = ldpsim_with_site(args, flaky_site, tmp_path)
     assert stop.returncode == 1, stop.stderr
     assert "Stopped: " in stop.stdout and "failed (--max-failures 3)" in stop.stdout
     kept = xr.open_zarr(stopped, consolidated=False)

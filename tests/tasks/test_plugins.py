@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ldpsim_with_site
 from scipy import stats as sps
 from sgd_reference import reference_path
 
@@ -62,18 +62,6 @@ def with_site(monkeypatch):
     plugins.plugins.cache_clear()  # monkeypatch restores sys.path after this
 
 
-def _ldpsim(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run(
-        [sys.executable, "-m", "ldpsim.pipeline", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_the_example_units_are_found_with_their_package(example_site, with_site):
     with_site(example_site)
     found = {(p.kind, p.name): p for p in plugins.plugins()}
@@ -94,29 +82,33 @@ def test_a_sweep_of_plugin_units_runs_summarizes_and_plots(example_site, tmp_pat
     # Through the command line, on a local Dask cluster whose workers import the plugin.
     store = tmp_path / "plugin.zarr"
     sweep = EXAMPLE / "sweep.toml"
-    run = _ldpsim(
+    run = ldpsim_with_site(
         ["run", str(sweep), "--store", str(store), "--replicates", "8", "--set", "grid.n=[20000]"],
         example_site,
         tmp_path,
     )
     assert run.returncode == 0, run.stderr
     assert "Computed 16 replicates, 0 failed" in run.stdout
-    summary = _ldpsim(["summarize", str(store), "--format", "csv"], example_site, tmp_path)
+    summary = ldpsim_with_site(
+        ["summarize", str(store), "--format", "csv"], example_site, tmp_path
+    )
     assert summary.returncode == 0, summary.stderr
     rows = list(csv.DictReader(io.StringIO(summary.stdout)))
     cells = {(row["mechanism"], row["method"]) for row in rows}
     assert ("duchi", "bm_t") in cells and ("randomized_response", "oracle") in cells
     assert {row["n_done"] for row in rows} == {"8"}
-    plot = _ldpsim(["plot", str(store), "--out", str(tmp_path / "fig")], example_site, tmp_path)
+    plot = ldpsim_with_site(
+        ["plot", str(store), "--out", str(tmp_path / "fig")], example_site, tmp_path
+    )
     assert plot.returncode == 0, plot.stderr
     assert (tmp_path / "fig" / "coverage.png").stat().st_size > 0
-    listed = _ldpsim(["list"], example_site, tmp_path)
+    listed = ldpsim_with_site(["list"], example_site, tmp_path)
     assert "bm_t" in listed.stdout and "ldpsim-example-plugin 0.1.0" in listed.stdout
 
 
 def test_without_the_plugin_a_sweep_naming_it_is_refused(tmp_path):
     store = tmp_path / "plugin.zarr"
-    result = _ldpsim(
+    result = ldpsim_with_site(
         ["run", str(EXAMPLE / "sweep.toml"), "--store", str(store)], tmp_path, tmp_path
     )
     assert result.returncode == 2
@@ -337,7 +329,7 @@ def test_broken_plugins_are_left_out_with_one_line_each(broken_site, with_site):
 
 
 def test_list_warns_about_broken_plugins_and_run_refuses_them(broken_site, tmp_path):
-    listed = _ldpsim(["list"], broken_site, tmp_path)
+    listed = ldpsim_with_site(["list"], broken_site, tmp_path)
     assert listed.returncode == 0
     warnings = listed.stderr.strip().splitlines()
     assert len(warnings) == len(BROKEN_WORDS)
@@ -357,7 +349,7 @@ def test_list_warns_about_broken_plugins_and_run_refuses_them(broken_site, tmp_p
         )
     )
     store = tmp_path / "new.zarr"
-    result = _ldpsim(["run", str(sweep), "--store", str(store)], broken_site, tmp_path)
+    result = ldpsim_with_site(["run", str(sweep), "--store", str(store)], broken_site, tmp_path)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert "plugin 'missing'" in line and "cannot be imported" in line
@@ -375,7 +367,7 @@ def test_a_plugin_callback_that_does_not_compile_is_refused_before_the_store(
         "n = 1000\n[methods.oracle]\n"
     )
     store = tmp_path / "typo.zarr"
-    result = _ldpsim(["run", str(sweep), "--store", str(store)], broken_site, tmp_path)
+    result = ldpsim_with_site(["run", str(sweep), "--store", str(store)], broken_site, tmp_path)
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
     number = next(i for i, text in enumerate(BROKEN_MODULE.splitlines(), 1) if '+ "1"' in text)
