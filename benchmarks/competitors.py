@@ -1,13 +1,16 @@
 """Per-replicate cost of every interval method, the competitors of SPEC 10 included.
 
-Usage: ``python benchmarks/competitors.py [--json] [--n N] [--eps EPS] [--replicates R]``.
+Usage:
+``python benchmarks/competitors.py [--json] [--quick] [--n N] [--eps EPS] [--replicates R]``.
 
 Runs ``R`` replicates (after one warm-up replicate that compiles the kernels) of the
 quantile model (tau = 0.5, randomized response) and the mean model (Laplace) with the
 methods of the ``price-of-privacy`` sweep at their defaults, and reports for each
 method the median of its ``method_seconds`` (a competitor's: all its work, the replay
 of the users included; bb, bm, sn, oracle: the interval from the run's statistics),
-and the median ``seconds`` of the whole replicate (the LDP run included).
+and the median ``seconds`` of the whole replicate (the LDP run included). ``--quick``
+runs the same replicates at n = 1e4, 2 of them (:data:`QUICK`), in seconds: a check
+that the benchmark still works, whose figures mean nothing.
 """
 
 from __future__ import annotations
@@ -25,10 +28,34 @@ MODELS = {
     "quantile": {"model": "quantile", "tau": 0.5, "mechanism": "randomized_response"},
     "mean": {"model": "mean", "mechanism": "laplace"},
 }
+#: The fields of each model's JSON record and their units ("s": seconds per replicate).
+#: benchmarks/README.md lists the same fields, and tests/test_benchmarks.py checks both
+#: against the output.
+JSON_FIELDS = {name: "s" for name in (*METHODS, "replicate")}
+#: Users per replicate and timed replicates: the full measurement and ``--quick``.
+FULL = {"n": 1e6, "replicates": 3}
+QUICK = {"n": 1e4, "replicates": 2}
 
 
 def measure(model: str, n: int, eps: float, replicates: int) -> dict[str, float]:
-    """Median seconds per replicate of each method, and of the whole replicate."""
+    """Median seconds per replicate of each method, and of the whole replicate.
+
+    Parameters
+    ----------
+    model : {"quantile", "mean"}
+        A key of :data:`MODELS`.
+    n : int
+        Users per replicate.
+    eps : float
+        Privacy parameter, in (0, inf).
+    replicates : int
+        Timed replicates, >= 1, after one untimed warm-up replicate.
+
+    Returns
+    -------
+    dict
+        Seconds by method name, and ``"replicate"``: the record of :data:`JSON_FIELDS`.
+    """
     spec = normalize_spec(
         {**MODELS[model], "eps": eps, "n": n, "methods": {name: {} for name in METHODS}}
     )
@@ -42,12 +69,17 @@ def measure(model: str, n: int, eps: float, replicates: int) -> dict[str, float]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark with the command-line arguments ``argv``; the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=float, default=1e6)
-    parser.add_argument("--eps", type=float, default=1.0)
-    parser.add_argument("--replicates", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--n", type=float, help="users per replicate (1e6; --quick: 1e4)")
+    parser.add_argument("--eps", type=float, default=1.0, help="privacy parameter (1.0)")
+    parser.add_argument("--replicates", type=int, help="timed replicates (3; --quick: 2)")
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--quick", action="store_true", help="n = 1e4, 2 replicates: a smoke test")
     args = parser.parse_args(argv)
+    for name, default in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     report = {m: measure(m, int(args.n), args.eps, args.replicates) for m in MODELS}
     if args.json:
         json.dump(report, sys.stdout, indent=1)

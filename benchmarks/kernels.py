@@ -1,6 +1,10 @@
 """Kernel benchmark: LDP-SGD ns/step against its random-number floor and plain Python.
 
-Usage: ``python benchmarks/kernels.py [--json] [--n N] [--repeats R]``.
+Usage: ``python benchmarks/kernels.py [--json] [--quick] [--n N] [--python-n N] [--repeats R]``.
+
+``--quick`` runs every case through the same code on short runs (:data:`QUICK`: n = 1e5,
+2,000 Python steps, 2 repeats) in seconds: a check that the benchmark still works,
+whose figures mean nothing.
 
 For each (model, mechanism) it reports, as medians over ``--repeats`` runs in one
 process:
@@ -32,12 +36,15 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.replicate import replicate_cuts, run_kernel
+from ldpsim.tasks.grid_point import replicate_cuts
+from ldpsim.tasks.replicate import run_kernel
 from ldpsim.tasks.rng import laplace, random, standard_normal, state_of
 from ldpsim.tasks.spec import normalize_spec
 
@@ -60,6 +67,26 @@ CASES = [
     # SPEC 11: d = 1000, s = 4, sparse Laplace; a step costs O(d) (issue 13).
     {"model": "sparse_mean", "mechanism": "laplace", "d": 1000, "sparsity": 4, "eps": 1.0},
 ]
+#: The fields of each JSON record and their units ("name": text; "count": an integer;
+#: "ns": nanoseconds per SGD step; "ratio": a ratio of two times). benchmarks/README.md
+#: lists the same fields, and tests/test_benchmarks.py checks both against the output.
+JSON_FIELDS = {
+    "model": "name",
+    "mechanism": "name",
+    "d": "count",
+    "n": "count",
+    "n_cuts": "count",
+    "repeats": "count",
+    "ns_per_step": "ns",
+    "floor_ns_per_step": "ns",
+    "python_ns_per_step": "ns",
+    "python_n": "count",
+    "ratio_to_floor": "ratio",
+    "speedup_over_python": "ratio",
+}
+#: Kernel steps, Python steps and repeats: the full measurement and ``--quick``.
+FULL = {"n": 1e7, "python_n": 2e4, "repeats": 5}
+QUICK = {"n": 1e5, "python_n": 2e3, "repeats": 2}
 #: Models whose step costs hundreds of times more than the others': their kernel and
 #: Python runs are this many times shorter than ``--n`` and ``--python-n`` (the same
 #: number of random draws in about the same time).
@@ -124,13 +151,32 @@ def floor_laplace(n, d, scale, s):
     return acc
 
 
-def timed(fn) -> float:
+def timed(fn: Callable[[], object]) -> float:
+    """Wall seconds of one call of ``fn``."""
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
-def measure(case, n, n_python, repeats):
+def measure(case: dict[str, Any], n: int, n_python: int, repeats: int) -> dict[str, Any]:
+    """One JSON record (:data:`JSON_FIELDS`) of the (model, mechanism) ``case``.
+
+    Parameters
+    ----------
+    case : dict
+        The replicate specification, without ``n`` and ``methods``.
+    n : int
+        Steps of each timed kernel and floor run, >= 1.
+    n_python : int
+        Steps of each timed plain-Python run, >= 1.
+    repeats : int
+        Timed runs of each of the three, interleaved; the record holds their medians.
+
+    Returns
+    -------
+    dict
+        The record: the case, its sizes, and the medians in ns per step and ratios.
+    """
     rs = normalize_spec({**case, "n": n, "methods": METHODS})
     cuts = replicate_cuts(rs)
     model, mech = rs.model, rs.mechanism
@@ -185,14 +231,21 @@ def measure(case, n, n_python, repeats):
     }
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark with the command-line arguments ``argv``; the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="JSON records on stdout")
-    parser.add_argument("--n", type=float, default=1e7, help="kernel steps (1e7)")
-    parser.add_argument("--python-n", type=float, default=2e4, help="Python steps (2e4)")
-    parser.add_argument("--repeats", type=int, default=5, help="runs per median (5)")
+    parser.add_argument(
+        "--quick", action="store_true", help="short runs (n = 1e5, 2 repeats): a smoke test"
+    )
+    parser.add_argument("--n", type=float, help="kernel steps (1e7; --quick: 1e5)")
+    parser.add_argument("--python-n", type=float, help="Python steps (2e4; --quick: 2e3)")
+    parser.add_argument("--repeats", type=int, help="runs per median (5; --quick: 2)")
     parser.add_argument("--model", choices=[c["model"] for c in CASES], action="append")
     args = parser.parse_args(argv)
+    for name, default in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     cases = [c for c in CASES if not args.model or c["model"] in args.model]
     records = []
     for case in cases:

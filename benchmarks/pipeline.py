@@ -1,6 +1,11 @@
 """Pipeline benchmark: per-replicate overhead, 2-worker speed-up, peak memory.
 
-Usage: ``python benchmarks/pipeline.py [--json] [--quick]``.
+Usage: ``python benchmarks/pipeline.py [--json] [--quick] [--skip PART] [--speedup-n N]``.
+
+``--quick`` runs every part through the same code with the sizes of :data:`QUICK`
+(hundreds of replicates, 1-worker clusters where the part is not about 2 workers, one
+run per median, no n = 1e9) in under a minute: a check that the benchmark still works,
+whose figures mean nothing. Without it the sizes are :data:`FULL`, those below.
 
 - ``overhead_ms_per_replicate``: a sweep of many tiny replicates (quantile, n = 1000)
   through :func:`ldpsim.pipeline.runner.run_sweep` on a warmed LocalCluster to a temporary
@@ -35,9 +40,9 @@ Usage: ``python benchmarks/pipeline.py [--json] [--quick]``.
   (n = 1e4) replicates through :func:`ldpsim.pipeline.runner.run_sweep` on a warmed
   2-worker LocalCluster into a new store: replicates / (wall seconds x workers).
 - ``store_files_1e5``, ``status_s_1e5``, ``summarize_s_1e5``, ``noop_run_s_1e5``: a
-  finished store of 100,000 replicates (4 grid points, n = 1000): its files, and the
-  wall time of ``ldpsim status``, ``ldpsim summarize`` and a second ``ldpsim run`` with
-  nothing to do, each a fresh process (imports included); medians of 3.
+  finished store of 100,000 replicates (4 grid points, n = 1000; ``store_replicates``):
+  its files, and the wall time of ``ldpsim status``, ``ldpsim summarize`` and a second
+  ``ldpsim run`` with nothing to do, each a fresh process (imports included); medians of 3.
 """
 
 from __future__ import annotations
@@ -50,9 +55,113 @@ import sys
 import tempfile
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sizes:
+    """How much each part of the benchmark runs: :data:`FULL` or :data:`QUICK`."""
+
+    #: Runs per median of the overhead, speed-up, hardware-pair, compile and store parts.
+    repeats: int
+    #: Workers of the overhead, throughput and store clusters (the speed-up uses 1 and 2).
+    workers: int
+    #: Runs per median of ``replicate_overhead_us_n1e3`` and replicates per run.
+    replicate_overhead_repeats: int
+    replicate_overhead_replicates: int
+    #: (n, replicates) of each throughput sweep.
+    throughput_sweeps: tuple[tuple[int, int], ...]
+    #: Replicates of the store that ``ldpsim status``, ``summarize`` and ``run`` read.
+    store_replicates: int
+    #: Replicates of the overhead sweep (and a sweep 4 times smaller).
+    overhead_replicates: int
+    #: Replicates and n of the CPU-bound sweep (``--speedup-n`` replaces ``speedup_n``).
+    speedup_replicates: int
+    speedup_n: int
+    #: Seconds from their start to the joint start of the hardware pair's processes.
+    pair_start_delay_s: float
+    #: n of the replicates whose peak memory is measured.
+    rss_n: tuple[float, ...]
+
+
+FULL = Sizes(
+    repeats=3,
+    workers=2,
+    replicate_overhead_repeats=5,
+    replicate_overhead_replicates=2000,
+    throughput_sweeps=((1000, 20_000), (10_000, 4_000)),
+    store_replicates=100_000,
+    overhead_replicates=400,
+    speedup_replicates=16,
+    speedup_n=int(1e8),
+    pair_start_delay_s=15.0,
+    rss_n=(1e6, 1e9),
+)
+QUICK = Sizes(
+    repeats=1,
+    workers=1,
+    replicate_overhead_repeats=2,
+    replicate_overhead_replicates=200,
+    throughput_sweeps=((1000, 200), (10_000, 40)),
+    store_replicates=200,
+    overhead_replicates=40,
+    speedup_replicates=4,
+    speedup_n=int(2e5),
+    pair_start_delay_s=2.0,
+    rss_n=(1e6,),
+)
+
+#: The fields of the JSON record and their units: "count" a positive integer; "s", "ms",
+#: "us" a time; "MB" memory; "1/s" replicates per second per core; "ratio" a ratio of
+#: times; ", difference": a difference of two measurements, which noise can make
+#: negative; "[...]": a list, one per run. benchmarks/README.md lists the same fields,
+#: and tests/test_benchmarks.py checks both against the output.
+JSON_FIELDS = {
+    "replicate_us_n1e3": "us",
+    "kernel_us_n1e3": "us",
+    "replicate_overhead_us_n1e3": "us, difference",
+    "replicates_per_s_per_core_n1e3": "1/s",
+    "replicates_per_s_per_core_n1e4": "1/s",
+    "store_replicates": "count",
+    "store_files_1e5": "count",
+    "status_s_1e5": "s",
+    "summarize_s_1e5": "s",
+    "noop_run_s_1e5": "s",
+    "overhead_ms_per_replicate": "ms, difference",
+    "marginal_overhead_ms_per_replicate": "ms, difference",
+    "overhead_ms_runs": "[ms, difference]",
+    "overhead_replicates": "count",
+    "overhead_n": "count",
+    "overhead_workers": "count",
+    "overhead_wall_s": "s",
+    "speedup_replicates": "count",
+    "speedup_n": "count",
+    "wall_s_1_worker": "s",
+    "wall_s_2_workers": "s",
+    "speedup_2_over_1": "ratio",
+    "speedup_runs": "[ratio]",
+    "hardware_pair_speedup": "ratio",
+    "hardware_pair_runs": "[ratio]",
+    "compile_s_cold": "s, difference",
+    "compile_s_warm": "s, difference",
+    "compile_s_in_memory": "s, difference",
+    "first_replicate_s_cold": "[s]",
+    "first_replicate_s_warm": "[s]",
+    "first_replicate_s_in_memory": "[s]",
+    "second_replicate_s": "s",
+    "import_s": "s",
+    "compile_runs": "count",
+    "rss_mb_n1e6": "MB",
+    "replicate_s_n1e6": "s",
+    "rss_mb_n1e9": "MB",
+    "replicate_s_n1e9": "s",
+    "rss_growth_mb": "MB, difference",
+}
+#: The fields that only the full run reports (``--quick`` runs no replicate at n = 1e9).
+FULL_ONLY_FIELDS = ("rss_mb_n1e9", "replicate_s_n1e9", "rss_growth_mb")
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow
 # the ``pipeline`` package.
@@ -272,13 +381,14 @@ def speedup(tmp: Path, replicates: int, n: int, repeats: int) -> dict:
     }
 
 
-def hardware_pair_speedup(n: int, repeats: int) -> dict:
+def hardware_pair_speedup(n: int, repeats: int, start_delay_s: float = 15.0) -> dict:
     """2 T1 / T2: one replicate alone (T1) against two copies at once (T2 each), without
     Dask. The ceiling of ``speedup_2_over_1`` on this machine: below 2 when the two
-    cores share execution units or memory bandwidth."""
+    cores share execution units or memory bandwidth. The copies start ``start_delay_s``
+    after their processes, which must have compiled by then."""
 
     def run(copies: int) -> float:
-        start = time.time() + 15.0  # after both have compiled
+        start = time.time() + start_delay_s  # after both have compiled
         procs = [child(n, start) for _ in range(copies)]
         return max(float(p.communicate()[0].split()[-1]) for p in procs)
 
@@ -330,12 +440,17 @@ def replicate_overhead(repeats: int = 5, replicates: int = 2000) -> dict:
     }
 
 
-def throughput(tmp: Path, workers: int = 2) -> dict:
-    """Replicates per second per core at n = 1e3 and 1e4 (module docstring)."""
+def throughput(
+    tmp: Path,
+    workers: int = 2,
+    sweeps: tuple[tuple[int, int], ...] = FULL.throughput_sweeps,
+) -> dict:
+    """Replicates per second per core at n = 1e3 and 1e4 (module docstring); ``sweeps``
+    holds the (n, replicates) of each."""
     record = {}
     with cluster(workers) as lc:
         warm_every_worker(lc)
-        for n, replicates in ((1000, 20_000), (10_000, 4_000)):
+        for n, replicates in sweeps:
             sweep = make_sweep(tmp, f"rate-{n}", replicates=replicates // 2, n=n, taus=(0.3, 0.5))
             wall, _, reps = run_timed(sweep, tmp / f"rate-{n}.zarr", lc.scheduler_address)
             record[f"replicates_per_s_per_core_n{n:.0e}".replace("+0", "")] = round(
@@ -344,11 +459,15 @@ def throughput(tmp: Path, workers: int = 2) -> dict:
     return record
 
 
-def store_reads(tmp: Path, repeats: int = 3, workers: int = 2) -> dict:
-    """Files of a 1e5-replicate store and the time of status, summarize, a no-op run."""
+def store_reads(
+    tmp: Path, repeats: int = 3, workers: int = 2, replicates: int = FULL.store_replicates
+) -> dict:
+    """Files of a store of ``replicates`` (1e5) replicates, 4 grid points, and the time
+    of status, summarize, a no-op run."""
+    taus = [0.2, 0.4, 0.6, 0.8]
     sweep_file = tmp / "reads.toml"
     sweep_file.write_text(
-        SWEEP.format(replicates=25_000, n=1000, taus=[0.2, 0.4, 0.6, 0.8], rep_chunk="")
+        SWEEP.format(replicates=replicates // len(taus), n=1000, taus=taus, rep_chunk="")
     )
     store = tmp / "reads.zarr"
     ldpsim = [sys.executable, "-m", "ldpsim.pipeline"]
@@ -357,7 +476,10 @@ def store_reads(tmp: Path, repeats: int = 3, workers: int = 2) -> dict:
         check=True,
         capture_output=True,
     )
-    record: dict = {"store_files_1e5": sum(1 for f in store.rglob("*") if f.is_file())}
+    record: dict = {
+        "store_replicates": replicates // len(taus) * len(taus),
+        "store_files_1e5": sum(1 for f in store.rglob("*") if f.is_file()),
+    }
     commands = {
         "status_s_1e5": ["status", str(store)],
         "summarize_s_1e5": ["summarize", str(store)],
@@ -373,10 +495,13 @@ def store_reads(tmp: Path, repeats: int = 3, workers: int = 2) -> dict:
     return record
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark with the command-line arguments ``argv``; the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="one JSON record on stdout")
-    parser.add_argument("--quick", action="store_true", help="smaller runs, no n = 1e9")
+    parser.add_argument(
+        "--quick", action="store_true", help="small runs, no n = 1e9: a smoke test"
+    )
     parser.add_argument(
         "--skip",
         action="append",
@@ -385,29 +510,36 @@ def main(argv=None) -> int:
         help="leave a part out",
     )
     parser.add_argument(
-        "--speedup-n", type=float, default=1e8, help="n of the CPU-bound sweep (1e8)"
+        "--speedup-n", type=float, help="n of the CPU-bound sweep (1e8; --quick: 2e5)"
     )
     args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    speedup_n = sizes.speedup_n if args.speedup_n is None else int(args.speedup_n)
     record: dict = {}
     with tempfile.TemporaryDirectory(prefix="ldpsim-bench-") as name:
         tmp = Path(name)
         if "scale" not in args.skip:
-            record.update(replicate_overhead())
-            record.update(throughput(tmp))
-            record.update(store_reads(tmp, 1 if args.quick else 3))
+            record.update(
+                replicate_overhead(
+                    sizes.replicate_overhead_repeats, sizes.replicate_overhead_replicates
+                )
+            )
+            record.update(throughput(tmp, sizes.workers, sizes.throughput_sweeps))
+            record.update(store_reads(tmp, sizes.repeats, sizes.workers, sizes.store_replicates))
         if "overhead" not in args.skip:
-            record.update(overhead(tmp, 2, 100 if args.quick else 400, 1 if args.quick else 3))
+            record.update(overhead(tmp, sizes.workers, sizes.overhead_replicates, sizes.repeats))
         if "speedup" not in args.skip:
-            n = int(2e5 if args.quick else args.speedup_n)
-            record.update(speedup(tmp, 16, n, 1 if args.quick else 3))
-            record.update(hardware_pair_speedup(n, 1 if args.quick else 3))
+            record.update(speedup(tmp, sizes.speedup_replicates, speedup_n, sizes.repeats))
+            record.update(
+                hardware_pair_speedup(speedup_n, sizes.repeats, sizes.pair_start_delay_s)
+            )
         if "compile" not in args.skip:
-            record.update(compile_times(tmp, 1 if args.quick else 3))
+            record.update(compile_times(tmp, sizes.repeats))
     if "rss" not in args.skip:
-        for n in (1e6,) if args.quick else (1e6, 1e9):
+        for n in sizes.rss_n:
             mb, seconds = rss(n)
             record[f"rss_mb_n{n:.0e}".replace("+0", "").replace("+", "")] = round(mb, 1)
-            record[f"replicate_s_n{n:.0e}".replace("+0", "").replace("+", "")] = round(seconds, 2)
+            record[f"replicate_s_n{n:.0e}".replace("+0", "").replace("+", "")] = round(seconds, 3)
         if "rss_mb_n1e9" in record:
             record["rss_growth_mb"] = round(record["rss_mb_n1e9"] - record["rss_mb_n1e6"], 1)
     if args.json:
