@@ -34,6 +34,14 @@ ACQUIRE_PATIENCE = 10.0
 #: Rounds of takeover markers of one lock generation (a round per run that died while
 #: taking the lock over; more than a few means something else is wrong).
 MARKER_ROUNDS = 5
+#: Seconds by which two readings of one process's start time may differ. Linux counts
+#: a start in clock ticks since boot (1/100 s) and psutil adds the boot time, which
+#: ``/proc/stat`` gives in whole seconds and which may move by one after a suspend or a
+#: setting of the clock; other systems store the start itself (microseconds). Another
+#: process would have to get the holder's pid within this second of the holder's start.
+START_TIME_TOLERANCE = 1.0
+#: This boot of this host's kernel (Linux): a pid names a process of one boot only.
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 
 def stale_after_from_env() -> float:
@@ -68,14 +76,100 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _pid_alive(pid: int, started: float) -> bool:
-    """Whether ``pid`` runs on this host and is not a newer process that reused the pid."""
+def _boot_id() -> str | None:
+    """The id of this boot of the kernel (Linux), None where there is none."""
+    try:
+        return BOOT_ID_FILE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _process_start(pid: int) -> dict[str, Any] | None:
+    """When the process ``pid`` of this host started: the fields a lock record keeps.
+
+    Parameters
+    ----------
+    pid : int
+        A process id of this host.
+
+    Returns
+    -------
+    dict or None
+        ``pid_started`` (seconds since the epoch, as psutil gives it) and, on Linux,
+        ``boot_id`` with ``pid_started_since_boot``: seconds from boot, which a setting
+        of the clock does not move (psutil adds the current boot time to a count of
+        clock ticks since boot, so its ``pid_started`` moves with the clock). None if
+        there is no such process, or a zombie.
+    """
     try:
         proc = psutil.Process(pid)
-        # A process created after the lock was written is not the one that wrote it.
-        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started + 1.0
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        boot = psutil.boot_time()  # first: psutil < 6 adds the boot time it read last
+        started = proc.create_time()
     except psutil.Error:  # NoSuchProcess, AccessDenied on a dead pid, ...
+        return None
+    fields: dict[str, Any] = {"pid_started": started}
+    boot_id = _boot_id()
+    if boot_id is not None:
+        fields |= {"boot_id": boot_id, "pid_started_since_boot": started - boot}
+    return fields
+
+
+def _number(value: Any) -> float | None:
+    """A number read from another run's record, None if missing or not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _on_this_host(record: dict[str, Any]) -> bool:
+    """Whether a lock was written on this host in this boot, so its pid means a process
+    here. A lock of another boot (a restart, or another machine of the same name) is
+    judged by its heartbeat, like one of another host."""
+    if record.get("hostname") != socket.gethostname():
         return False
+    written_in, running_in = record.get("boot_id"), _boot_id()
+    return not isinstance(written_in, str) or running_in is None or written_in == running_in
+
+
+def _holder_gone(pid: int, record: dict[str, Any]) -> str | None:
+    """Why the process that wrote the lock ``record`` on this host no longer runs, or
+    None if it does: the pid must be alive and started when the record says."""
+    now = _process_start(pid)
+    if now is None:
+        return "that process is gone"
+    since_boot = _number(record.get("pid_started_since_boot"))
+    if since_boot is not None and "pid_started_since_boot" in now:
+        same = abs(now["pid_started_since_boot"] - since_boot) <= START_TIME_TOLERANCE
+    elif (started := _number(record.get("pid_started"))) is not None:
+        same = abs(now["pid_started"] - started) <= START_TIME_TOLERANCE
+    else:
+        # A lock of an older ldpsim keeps only when it was written: a process created
+        # after that is not the one that wrote it (an older one that got the pid is
+        # not told apart, as before).
+        written = _number(record.get("started"))
+        if written is None:
+            return "its record names no process"
+        same = now["pid_started"] <= written + START_TIME_TOLERANCE
+    if same:
+        return None
+    started_iso = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now["pid_started"]))
+    return f"that process is gone: pid {pid} is now a process started {started_iso}"
+
+
+def _seconds_text(seconds: float) -> str:
+    """``3600`` or ``0.25``: whole seconds from 10 s on, two digits below."""
+    return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.2g}"
+
+
+@dataclass
+class _HeartbeatWatch:
+    """A lock whose heartbeat is dated in the future, watched on this host's clock."""
+
+    generation: str
+    heartbeat: float  # the heartbeat first seen, on the file system's clock
+    since: float  # when first seen, on this host's monotonic clock
 
 
 @dataclass(frozen=True)
@@ -93,13 +187,20 @@ class RunLock:
     Taken atomically: the record is written to a private file, then hard-linked to the
     lock name, which fails if the lock exists, so a reader never sees a half-written
     lock. While held, a daemon thread touches the file every ``stale_after / 6`` seconds
-    (the heartbeat). A lock is stale, and taken over, when its process is gone (same
-    host, pid not alive) or, on any host, when its heartbeat is older than
-    ``stale_after`` seconds: a driver killed in a batch job on another node blocks the
-    store for at most that long. Ages compare two modification times on the store's
-    file system (the lock's and a file just written), so the hosts' clocks need not
-    agree. The record names the store's absolute, resolved path: on the same host a
-    lock taken for another path (the store was copied while its run was alive) is stale.
+    (the heartbeat). A lock written on this host (in this boot) is stale, and taken
+    over, when its process is gone: its pid is not alive, or is a process whose start
+    time differs from the one recorded (by more than :data:`START_TIME_TOLERANCE`);
+    a lock of an older ldpsim, without a start time, is stale when its pid is not alive
+    or started after the lock was written. A lock of another host is stale when its
+    heartbeat is older than ``stale_after`` seconds: a driver killed in a batch job on
+    another node blocks the store for at most that long. Ages compare two modification
+    times on the store's file system (the lock's and a file just written), so the
+    hosts' clocks need not agree. A heartbeat dated in the future (a file system that
+    takes times from its clients, and a host whose clock is ahead) has no age: the
+    waiter watches it, and the lock is stale once its heartbeat has not changed for
+    ``stale_after`` seconds of the waiter's own clock; one that changes is refused.
+    The record names the store's absolute, resolved path: on the same host a lock
+    taken for another path (the store was copied while its run was alive) is stale.
 
     A takeover is atomic: only the run that creates the marker file
     ``.lock.json.takeover-<generation>-<round>`` (exclusive create) may remove that
@@ -167,6 +268,9 @@ class RunLock:
     def acquire(self, log: Callable[[str], Any] = print) -> None:
         """Take the lock (taking over a stale one) and start the heartbeat.
 
+        A lock of another host whose heartbeat is dated in the future is watched for
+        up to its timeout (a note says so): its heartbeat advances if it is held.
+
         Raises
         ------
         InputError
@@ -177,6 +281,7 @@ class RunLock:
         self._token = uuid.uuid4().hex
         record = {
             "pid": os.getpid(),
+            **(_process_start(os.getpid()) or {}),  # tells this process from a reuse
             "hostname": socket.gethostname(),
             "started": time.time(),
             "started_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -189,6 +294,7 @@ class RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         private = self.path.with_name(f".lock-{self._token}.new")
         deadline = time.monotonic() + ACQUIRE_PATIENCE
+        watch: _HeartbeatWatch | None = None
         try:
             private.write_text(json.dumps(record))  # inside: a full disk leaves no file
             while time.monotonic() < deadline:
@@ -205,6 +311,31 @@ class RunLock:
                 os.utime(private)  # "now" on the file system's clock
                 age = private.stat().st_mtime - other.heartbeat
                 why = self._stale_reason(other.record, age)
+                if why is None and age < 0 and not _on_this_host(other.record):
+                    # A heartbeat in the future: judged by whether it still changes.
+                    limit = _seconds(other.record.get("stale_after"), self.stale_after)
+                    if watch is None or watch.generation != other.generation:
+                        watch = _HeartbeatWatch(
+                            other.generation, other.heartbeat, time.monotonic()
+                        )
+                        log(
+                            f"Note: the lock of pid {other.record.get('pid')} on host "
+                            f"{other.record.get('hostname')!r} has a heartbeat dated "
+                            f"{_seconds_text(-age)} s in the future (that host's clock is "
+                            f"ahead?); watching for up to {limit:g} s whether it advances."
+                        )
+                    elif other.heartbeat != watch.heartbeat:
+                        raise InputError(self._held_message(other.record, age))
+                    still_for = time.monotonic() - watch.since
+                    if still_for < limit:
+                        deadline = max(deadline, watch.since + limit + ACQUIRE_PATIENCE)
+                        time.sleep(min(1.0, max(0.01, limit / (4 * HEARTBEATS_PER_TIMEOUT))))
+                        continue
+                    why = (
+                        f"its heartbeat, dated {_seconds_text(-age)} s in the future, "
+                        f"did not advance for {still_for:.3g} s, more than its timeout "
+                        f"of {limit:g} s"
+                    )
                 if why is None:
                     raise InputError(self._held_message(other.record, age))
                 if self._take_over(other.generation, private):
@@ -222,7 +353,7 @@ class RunLock:
         """Why the lock ``other``, last touched ``age`` s ago, is stale; None if held."""
         if not other:  # unreadable: cannot happen with the link protocol but for a crash
             return "its record is unreadable"
-        if other.get("hostname") == socket.gethostname():
+        if _on_this_host(other):
             # A copy of a store (``cp -a``) carries the lock of the original's live run.
             # Paths are compared on the same host only: another host may mount the same
             # store elsewhere, and there the heartbeat decides.
@@ -234,12 +365,12 @@ class RunLock:
             ):
                 return f"it was taken for the store {store!r}, of which this is a copy"
             try:
-                pid, started = int(other["pid"]), float(other["started"])
+                pid = int(other["pid"])
             except (KeyError, TypeError, ValueError):
                 return "its record names no process"
             # The fast path: a live process is asked directly, whatever its heartbeat
             # (a driver paused with Ctrl-Z keeps its store); a dead one is gone now.
-            return None if _pid_alive(pid, started) else "that process is gone"
+            return _holder_gone(pid, other)
         limit = _seconds(other.get("stale_after"), default=self.stale_after)
         if age > limit:
             return f"no heartbeat for {age:.3g} s, more than its timeout of {limit:g} s"
@@ -250,12 +381,21 @@ class RunLock:
             f"pid {other.get('pid')} on host {other.get('hostname')!r}, started "
             f"{other.get('started_iso')}"
         )
-        if other.get("hostname") == socket.gethostname():
+        limit = _seconds(other.get("stale_after"), default=self.stale_after)
+        if _on_this_host(other):
             # Judged by its process, not its heartbeat (see _stale_reason).
             when = "its lock is released when that process ends"
+        elif age < 0:  # refused because its heartbeat advanced while watched
+            who += (
+                f", last heartbeat dated {_seconds_text(-age)} s in the future (that host's "
+                "clock is ahead) and advancing"
+            )
+            when = (
+                "if it was killed, its lock is taken over once its heartbeat has not "
+                f"advanced for {limit:g} s"
+            )
         else:
-            limit = _seconds(other.get("stale_after"), default=self.stale_after)
-            who += f", last heartbeat {max(age, 0):.0f} s ago"
+            who += f", last heartbeat {age:.0f} s ago"
             when = (
                 "if it was killed, its lock is taken over once it has had no heartbeat "
                 f"for {limit:g} s"

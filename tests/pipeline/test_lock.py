@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.lock import LOCK_NAME, STALE_AFTER, STALE_AFTER_ENV, RunLock
+from ldpsim.pipeline.lock import (
+    LOCK_NAME,
+    STALE_AFTER,
+    STALE_AFTER_ENV,
+    RunLock,
+    _process_start,
+)
 
 OTHER_HOST = "node-elsewhere-7"
 
@@ -246,3 +253,155 @@ def test_a_copy_of_a_store_is_not_locked_by_the_original_run(tmp_path):
     assert f"pid {holder.pid}" in message and "\n" not in message
     assert "heartbeat" not in message
     assert "released when that process ends" in message
+
+
+# -- issue 31: a pid that now names another process; a heartbeat dated in the future ----
+
+
+def test_a_lock_naming_pid_1_started_at_another_time_is_taken_over(tmp_path):
+    """A lock of a run that was pid 1 (a container's entry point) is not held by the pid 1
+    that runs now: its recorded start time is not the current pid 1's."""
+    assert _process_start(1) is not None  # pid 1 lives and psutil may ask it
+    not_pid_1s = _process_start(os.getpid())
+    write_record(tmp_path, hostname=socket.gethostname(), pid=1, age=0, **not_pid_1s)
+    notes: list[str] = []
+    lock = RunLock(tmp_path)
+    lock.acquire(log=notes.append)
+    try:
+        assert lock.read()["token"] == lock._token
+    finally:
+        lock.release()
+    assert len(notes) == 1 and "stale lock of pid 1 on host" in notes[0]
+    assert "pid 1 is now a process started" in notes[0]
+
+
+@pytest.fixture
+def sleeper():
+    """A live process of this host, as a lock holder that is busy elsewhere."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_live_process_started_when_recorded_keeps_its_lock(tmp_path, sleeper):
+    start = _process_start(sleeper.pid)
+    path = write_record(
+        tmp_path,
+        hostname=socket.gethostname(),
+        pid=sleeper.pid,
+        age=0,
+        **start,
+        started=time.time(),  # written after the process started, as a holder does
+    )
+    before = path.read_bytes()
+    with pytest.raises(InputError) as info:
+        RunLock(tmp_path).acquire(log=pytest.fail)
+    assert f"pid {sleeper.pid} on host" in str(info.value)
+    assert "released when that process ends" in str(info.value)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="start since boot: Linux")
+def test_a_live_process_keeps_its_lock_after_the_clock_is_set_forward(tmp_path, sleeper):
+    """psutil's start time moves with the wall clock on Linux, the start since boot not."""
+    start = _process_start(sleeper.pid)
+    assert {"boot_id", "pid_started_since_boot"} <= start.keys()
+    # The lock as written an hour before the wall clock was set an hour forward.
+    start["pid_started"] -= 3600
+    write_record(
+        tmp_path,
+        hostname=socket.gethostname(),
+        pid=sleeper.pid,
+        age=0,
+        **start,
+        started=time.time() - 3600,
+    )
+    with pytest.raises(InputError, match=f"pid {sleeper.pid} on host"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+
+
+def future_by(message: str) -> int:
+    """The seconds by which a message says that a heartbeat is dated in the future."""
+    found = re.search(r"heartbeat dated (\d+) s in the future", message)
+    assert found, message
+    return int(found[1])
+
+
+def test_a_future_heartbeat_is_stale_once_it_stops_advancing(tmp_path, monkeypatch):
+    """Another host's clock an hour ahead: its lock is judged by whether it advances."""
+    monkeypatch.setenv(STALE_AFTER_ENV, "1")
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=-3600)
+    notes: list[str] = []
+    lock = RunLock(tmp_path)
+    began = time.monotonic()
+    lock.acquire(log=notes.append)
+    waited = time.monotonic() - began
+    try:
+        assert lock.read()["token"] == lock._token
+    finally:
+        lock.release()
+    print(f"\ntaken over after watching it for {waited:.2f} s: {notes}")
+    assert 1.0 <= waited < 5.0
+    assert len(notes) == 2
+    assert 3590 <= future_by(notes[0]) <= 3600
+    assert "watching for up to 1 s" in notes[0]
+    assert "stale lock of pid 4242" in notes[1] and "did not advance" in notes[1]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_future_heartbeat_that_advances_keeps_its_lock(tmp_path):
+    """A live holder on a host whose clock is an hour ahead keeps its lock; killed, not."""
+    stale_after = 1.0
+    path = write_record(
+        tmp_path, hostname=OTHER_HOST, pid=4242, age=-3600, stale_after=stale_after
+    )
+    stop = threading.Event()
+
+    def beat() -> None:  # the holder's heartbeat, every stale_after / 6 s, an hour ahead
+        while not stop.wait(stale_after / 6):
+            ahead = time.time() + 3600
+            os.utime(path, (ahead, ahead))
+
+    holder = threading.Thread(target=beat)
+    holder.start()
+    refusals = 0
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 2 * stale_after:
+            with pytest.raises(InputError) as info:
+                RunLock(tmp_path).acquire(log=lambda note: None)
+            refusals += 1
+    finally:
+        stop.set()
+        holder.join()
+    message = str(info.value)
+    print(f"\n{refusals} refusals in {2 * stale_after:g} s: {message}")
+    assert "0 s ago" not in message
+    assert 3590 <= future_by(message) <= 3600 and "in the future (that host's" in message
+    assert "clock is ahead) and advancing" in message
+    assert f"once its heartbeat has not advanced for {stale_after:g} s" in message
+    # The holder is gone: its heartbeat stays put, and the lock is taken over.
+    notes: list[str] = []
+    lock = RunLock(tmp_path)
+    began = time.monotonic()
+    lock.acquire(log=notes.append)
+    waited = time.monotonic() - began
+    lock.release()
+    assert waited >= stale_after and "did not advance" in notes[-1]
+
+
+def test_a_lock_of_another_boot_is_judged_by_its_heartbeat(tmp_path):
+    """Its pid means nothing in this boot: this host restarted, or another machine has
+    its name (a container rescheduled elsewhere), where the holder may still live."""
+    other_boot = {"boot_id": "another-boot", "pid_started_since_boot": 12.5}
+    here = socket.gethostname()
+    write_record(tmp_path, hostname=here, pid=dead_pid(), age=2.0, **other_boot)
+    with pytest.raises(InputError, match="last heartbeat 2 s ago"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+    write_record(tmp_path, hostname=here, pid=1, age=STALE_AFTER + 5, **other_boot)
+    notes: list[str] = []
+    lock = RunLock(tmp_path)
+    lock.acquire(log=notes.append)
+    lock.release()
+    assert len(notes) == 1 and f"no heartbeat for {STALE_AFTER + 5:.3g} s" in notes[0]
