@@ -13,7 +13,8 @@ Everything a notebook needs is here, and nothing else is promised to stay::
 The ``ldpsim`` command line is a thin layer over these functions (:mod:`ldpsim.pipeline.cli`):
 ``ldpsim run`` is :func:`run`, ``ldpsim summarize`` formats :func:`summarize`'s Dataset,
 ``ldpsim plot`` saves :func:`plot`'s figures. Bad input, a store held by another run and a
-damaged store raise :class:`InputError` with the message the command line prints.
+damaged store raise :class:`InputError` with the message the command line prints; an
+argument of a wrong type raises its subclass :class:`InputTypeError`, also a TypeError.
 Heavy libraries (distributed, xarray, matplotlib, pandas) are imported by the functions
 that use them, so importing this module is fast.
 """
@@ -43,6 +44,9 @@ __all__ = [
     "EXIT_OK",
     "REPORT_ATTR",
     "InputError",
+    "InputTypeError",
+    "check_adapt",
+    "check_seconds",
     "load_sweep",
     "open_store",
     "outcome",
@@ -66,6 +70,137 @@ STATUS = {EXIT_OK: "complete", EXIT_FAILED: "failed", EXIT_INCOMPLETE: "incomple
 REPORT_ATTR = "run_report"
 #: How :func:`summarize` shows the coordinates: a row each, or their means.
 SummaryCoords = Literal["all", "mean"]
+
+
+class InputTypeError(InputError, TypeError):
+    """An argument of a wrong type: an :class:`InputError` (the command line's one line)
+    that is also a TypeError, as scikit-learn's ``InvalidParameterError`` is both."""
+
+
+def _shown(value: object) -> str:
+    """A value as a message shows it: its repr on one line, or its type for a longer one."""
+    text = repr(value)
+    return text if len(text) <= 80 and "\n" not in text else f"a {type(value).__name__}"
+
+
+def _optional_path(value: object, name: str, function: str) -> str | None:
+    """A path argument (str or os.PathLike) as a str, or None.
+
+    Raises
+    ------
+    InputTypeError
+        Anything else.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike):
+        raise InputTypeError(
+            f"The {name!r} parameter of {function} must be a path (str or os.PathLike) or "
+            f"None. Got {_shown(value)}."
+        )
+    return os.fspath(value)
+
+
+def _optional_count(value: object, name: str) -> int | None:
+    """An int >= 1 argument of :func:`run`, or None.
+
+    Raises
+    ------
+    InputTypeError
+        Not an integer (bools are refused).
+    InputError
+        An integer below 1.
+    """
+    if value is None:
+        return None
+    message = f"The {name!r} parameter of run must be an int >= 1 or None. Got {_shown(value)}."
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(message)
+    if value < 1:
+        raise InputError(message)
+    return int(value)
+
+
+def _check_bool(value: object, name: str, function: str) -> bool:
+    """A bool argument, refusing truthy stand-ins ("no" is true)."""
+    if not isinstance(value, bool):
+        raise InputTypeError(
+            f"The {name!r} parameter of {function} must be True or False. Got {_shown(value)}."
+        )
+    return value
+
+
+def check_adapt(value: object) -> tuple[int, int]:
+    """Adaptive scaling bounds of a batch cluster, as ``--adapt MIN:MAX`` and :func:`run`
+    take them.
+
+    Parameters
+    ----------
+    value : object
+        A pair (minimum, maximum) of ints with 0 <= minimum <= maximum and maximum >= 1.
+
+    Returns
+    -------
+    tuple of (int, int)
+
+    Raises
+    ------
+    InputTypeError
+        Not a pair of ints.
+    InputError
+        Out of order, or a maximum of 0.
+    """
+    message = (
+        "The 'adapt' parameter of run must be a pair (minimum, maximum) of job counts with "
+        f"0 <= minimum <= maximum and maximum >= 1, or None. Got {_shown(value)}."
+    )
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InputTypeError(message)
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in value):
+        raise InputTypeError(message)
+    if len(value) != 2 or not 0 <= value[0] <= value[1] or value[1] < 1:
+        raise InputError(message)
+    return int(value[0]), int(value[1])
+
+
+def check_seconds(value: object, name: str) -> float:
+    """A number of seconds for :func:`run`, as ``--start-timeout`` and ``--task-timeout``
+    take them: the cluster files' check of ``start_timeout``
+    (:func:`ldpsim.pipeline.clusters.check_start_timeout`).
+
+    Parameters
+    ----------
+    value : object
+        Seconds, in (0, inf] (inf: wait for ever).
+    name : str
+        The parameter of :func:`run`, for the message: ``start_timeout`` or
+        ``task_timeout``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    InputError
+        Not a number (bools are refused), or not positive.
+    """
+    from ldpsim.pipeline.clusters import check_start_timeout
+
+    return check_start_timeout(value, f"{name!r} parameter of run")
+
+
+def _check_target_se(value: object) -> float:
+    """:func:`ldpsim.pipeline.summary.check_target_se` (``--target-se``'s check), its
+    errors as InputError."""
+    from ldpsim.pipeline.summary import check_target_se
+
+    try:
+        return check_target_se(value)
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int:
@@ -131,7 +266,8 @@ def load_sweep(
     ------
     InputError
         An unknown name, a missing or unreadable file, a TOML syntax error, an unknown
-        key or an invalid value; the message names the key and what is allowed.
+        key or an invalid value; the message names the key and what is allowed. A
+        ``name_or_path`` or ``set`` of a wrong type raises :class:`InputTypeError`.
 
     Examples
     --------
@@ -141,8 +277,18 @@ def load_sweep(
     """
     from ldpsim.pipeline.sweep import load_sweep as load
 
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InputTypeError(
+            "The 'name_or_path' parameter of load_sweep must be a built-in sweep's name or a "
+            f"sweep file's path (str or os.PathLike). Got {_shown(name_or_path)}."
+        )
     if isinstance(set, str):  # one string would be applied character by character
         set = [set]
+    if not isinstance(set, Sequence) or not all(isinstance(item, str) for item in set):
+        raise InputTypeError(
+            "The 'set' parameter of load_sweep must be a list of 'KEY=VALUE' strings, as "
+            f"--set takes them. Got {_shown(set)}."
+        )
     items = [*set, *((key.replace("__", "."), value) for key, value in overrides.items())]
     return load(os.fspath(name_or_path), items, replicates)
 
@@ -200,8 +346,9 @@ def run(
     jobs : int or None, default None
         Batch clusters: a fixed number of jobs, >= 1 (``--jobs``).
     adapt : tuple of (int, int) or None, default None
-        Batch clusters: adaptive (minimum, maximum) jobs (``--adapt MIN:MAX``).
-    cluster_options : mapping or None, default None
+        Batch clusters: adaptive (minimum, maximum) jobs, 0 <= minimum <= maximum,
+        maximum >= 1 (``--adapt MIN:MAX``; :func:`check_adapt`).
+    cluster_options : mapping of str to object, or None, default None
         Options replacing single keys of the cluster file's ``options``
         (``--cluster-option KEY=VALUE``); needs ``cluster``.
     start_timeout : float or None, default None
@@ -242,8 +389,9 @@ def run(
         plugin's callback that does not compile or reuses its random state
         (:func:`check_plugin_callbacks`); the store is then unchanged (and none is
         created).
-    TypeError
-        ``sweep``, ``workers``, ``jobs`` or ``progress`` of a wrong type.
+    InputTypeError
+        An argument of a wrong type (an :class:`InputError` and a TypeError), before
+        anything is started.
     KeyboardInterrupt
         Interrupted; the finished replicates are written and kept, and a new call
         resumes. Raised as :class:`ldpsim.pipeline.signals.Interrupted` (a
@@ -313,47 +461,52 @@ def run_report(
     if isinstance(sweep, str | os.PathLike):
         sweep = load_sweep(sweep)
     if not isinstance(sweep, Sweep):
-        raise TypeError(
+        raise InputTypeError(
             "The 'sweep' parameter of run must be a Sweep (from load_sweep), a sweep name or "
-            f"a sweep file. Got {sweep!r}."
+            f"a sweep file. Got {_shown(sweep)}."
         )
-    if store is not None and not os.fspath(store):
+    # Every argument is checked before anything is estimated, started or written.
+    store = _optional_path(store, "store", "run")
+    if store == "":
         raise InputError("The store path is an empty string; give a path (or None).")
     path = Path(store) if store is not None else Path("outputs") / f"{sweep.name}.zarr"
-    if not isinstance(progress, bool) and progress != "auto":
-        raise TypeError(
-            f"The 'progress' parameter of run must be a bool or 'auto'. Got {progress!r}."
+    if not isinstance(progress, bool) and not (isinstance(progress, str) and progress == "auto"):
+        raise InputTypeError(
+            f"The 'progress' parameter of run must be a bool or 'auto'. Got {_shown(progress)}."
         )
-    for name, value in (("workers", workers), ("jobs", jobs)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(
-                f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
+    workers = _optional_count(workers, "workers")
+    jobs = _optional_count(jobs, "jobs")
+    max_failures = _optional_count(max_failures, "max_failures")
+    adapt = None if adapt is None else check_adapt(adapt)
+    if client is not None:
+        from distributed import Client
+
+        if not isinstance(client, Client):
+            raise InputTypeError(
+                "The 'client' parameter of run must be a distributed.Client or None. Got "
+                f"{_shown(client)}."
             )
-        if value < 1:
-            raise InputError(
-                f"The {name!r} parameter of run must be an int >= 1 or None. Got {value!r}."
-            )
-    if max_failures is not None and (
-        isinstance(max_failures, bool)
-        or not isinstance(max_failures, numbers.Integral)
-        or max_failures < 1
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise InputTypeError(
+            "The 'scheduler' parameter of run must be a Dask scheduler's address (a str, "
+            f"e.g. 'tcp://HOST:8786') or None. Got {_shown(scheduler)}."
+        )
+    cluster = _optional_path(cluster, "cluster", "run")
+    if cluster_options is not None and (
+        not isinstance(cluster_options, Mapping)
+        or not all(isinstance(key, str) for key in cluster_options)
     ):
-        raise InputError(
-            f"The 'max_failures' parameter of run must be an int >= 1 or None. Got "
-            f"{max_failures!r}."
+        raise InputTypeError(
+            "The 'cluster_options' parameter of run must be a mapping of option names to "
+            f"values (as --cluster-option KEY=VALUE gives them) or None. Got "
+            f"{_shown(cluster_options)}."
         )
+    if start_timeout is not None:
+        start_timeout = check_seconds(start_timeout, "start_timeout")
+    if task_timeout is not None:
+        task_timeout = check_seconds(task_timeout, "task_timeout")
+    allow_long = _check_bool(allow_long, "allow_long", "run")
     check_run_length(sweep, confirmed=allow_long)
-    if task_timeout is not None and (
-        isinstance(task_timeout, bool)
-        or not isinstance(task_timeout, int | float)
-        or not task_timeout > 0
-    ):
-        raise InputError(
-            "The 'task_timeout' parameter of run must be a number of seconds in (0, inf] "
-            f"or None. Got {task_timeout!r}."
-        )
     if client is not None:
         given = {
             "workers": workers,
@@ -373,7 +526,6 @@ def run_report(
             "--scheduler needs the address of a running Dask scheduler, e.g. "
             "tcp://HOST:8786; got an empty string. Leave it out to run on a local cluster."
         )
-    cluster = os.fspath(cluster) if cluster is not None else None
     # Everything about the cluster is checked here; connecting comes before any write.
     kind = load_cluster_config(cluster)["kind"] if cluster else None
     if client is None and scheduler is None and kind is None:
@@ -405,9 +557,9 @@ def run_report(
         options=options,
         start_timeout=start_timeout,
         client=client,
-        max_failures=None if max_failures is None else int(max_failures),
+        max_failures=max_failures,
         progress="auto" if progress == "auto" else "bar" if progress else "none",
-        task_timeout=None if task_timeout is None else float(task_timeout),
+        task_timeout=task_timeout,
         log=print if progress else _quiet,
     )
     code = outcome(
@@ -523,7 +675,8 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
     Raises
     ------
     InputError
-        The path is not an ldpsim store, or the store is damaged (naming the damaged
+        ``path`` is not a path (:class:`InputTypeError`) or not an ldpsim store, or the
+        store is damaged (naming the damaged
         file: a ``zarr.json``, a missing variable, an error record or, with ``load``, a
         chunk). With ``load``, a missing or corrupt data file of finished replicates
         raises its subclass :class:`ldpsim.pipeline.errors.StoreDamage` (``ldpsim run``
@@ -531,6 +684,12 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
     """
     from ldpsim.pipeline.reading import check_store, load_dataset, open_dataset
 
+    if not isinstance(path, str | os.PathLike):
+        raise InputTypeError(
+            "The 'path' parameter of open_store must be a store's path (str or os.PathLike). "
+            f"Got {_shown(path)}."
+        )
+    load = _check_bool(load, "load", "open_store")
     check_store(path, read_chunks=False)
     if not load:
         return open_dataset(path)
@@ -538,6 +697,23 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
 
     refuse_damage(path)  # Zarr would read a missing file's values as NaN, silently
     return load_dataset(path)
+
+
+def _check_dataset(ds: object, function: str) -> None:
+    """Refuse a ``ds`` argument that is neither a Dataset nor a path, before any reading.
+
+    Raises
+    ------
+    InputTypeError
+        Anything else (a DataArray, a summary DataFrame, None).
+    """
+    import xarray as xr
+
+    if not isinstance(ds, xr.Dataset | str | os.PathLike):
+        raise InputTypeError(
+            f"The 'ds' parameter of {function} must be a store's xarray Dataset (from run or "
+            f"open_store) or its path. Got {_shown(ds)}."
+        )
 
 
 def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:
@@ -576,7 +752,7 @@ def summarize(
         method, checkpoint and coordinate dimensions); ``coords`` is then ignored.
     target_se : float, optional
         The coverage standard error that the ``replicates_needed`` column plans for, in
-        (0, 0.5) (default: :data:`ldpsim.pipeline.summary.TARGET_SE`, 0.005).
+        (0, 1) (default: :data:`ldpsim.pipeline.summary.TARGET_SE`, 0.005).
 
     Returns
     -------
@@ -591,21 +767,25 @@ def summarize(
     Raises
     ------
     InputError
-        A path that is not a store, or a damaged store; an unknown ``coords``.
+        A path that is not a store, or a damaged store; an unknown ``coords``, a
+        ``target_se`` outside (0, 1); an argument of a wrong type (:class:`InputTypeError`,
+        also a TypeError).
     """
     import numpy as np
     import pandas as pd
 
+    from ldpsim.pipeline.summary import TARGET_SE
     from ldpsim.pipeline.summary import summarize as summary_of
     from ldpsim.pipeline.tables import coord_mean_records, records
 
-    if coords not in ("all", "mean"):
+    _check_dataset(ds, "summarize")
+    if not isinstance(coords, str) or coords not in ("all", "mean"):
         raise InputError(
-            f"The 'coords' parameter of summarize must be 'all' or 'mean'. Got {coords!r}."
+            f"The 'coords' parameter of summarize must be 'all' or 'mean'. Got {_shown(coords)}."
         )
-    from ldpsim.pipeline.summary import TARGET_SE
-
-    summary = summary_of(_loaded(ds), TARGET_SE if target_se is None else target_se)
+    as_dataset = _check_bool(as_dataset, "as_dataset", "summarize")
+    target_se = TARGET_SE if target_se is None else _check_target_se(target_se)
+    summary = summary_of(_loaded(ds), target_se)
     if as_dataset:
         return summary
     rows = records(summary) if coords == "all" else coord_mean_records(summary)
@@ -647,13 +827,15 @@ def plot(
     ------
     InputError
         An unknown kind, a kind the store has no data for (e.g. ``errors`` without
-        checkpoints), a path that is not a store, or a damaged store.
+        checkpoints), a ``ds`` that is neither a Dataset nor a path
+        (:class:`InputTypeError`), a path that is not a store, or a damaged store.
     """
     from ldpsim.pipeline.plots import FIGURE_KINDS, store_figures
 
-    if kind != "all" and kind not in FIGURE_KINDS:
+    _check_dataset(ds, "plot")
+    if not isinstance(kind, str) or (kind != "all" and kind not in FIGURE_KINDS):
         raise InputError(
-            f"Unknown figure kind {kind!r}. Kinds are: all, {', '.join(FIGURE_KINDS)}."
+            f"Unknown figure kind {_shown(kind)}. Kinds are: all, {', '.join(FIGURE_KINDS)}."
         )
     data = _loaded(ds)
     figures = store_figures(data, None if kind == "all" else [kind])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpsim.pipeline.api import EXIT_DAMAGED, EXIT_OK, outcome
+from ldpsim.pipeline.api import EXIT_DAMAGED, EXIT_OK, check_adapt, check_seconds, outcome
 from ldpsim.pipeline.api import EXIT_FAILED as EXIT_FAILED
 from ldpsim.pipeline.api import EXIT_INCOMPLETE as EXIT_INCOMPLETE
 from ldpsim.pipeline.api import check_run_length as check_run_length
@@ -88,24 +88,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
+def _number(text: str) -> float:
+    """A float option's text as a float; NaN (refused by every check) if it is not one."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        value = math.nan
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected seconds in (0, inf], got {text!r}")
-    return value
+        return math.nan
+
+
+def _seconds(text: str) -> float:
+    # The check of the API's start_timeout and task_timeout (one rule, one function).
+    try:
+        return check_seconds(_number(text), "seconds")
+    except InputError:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, inf], got {text!r}") from None
 
 
 def _target_se(text: str) -> float:
+    from ldpsim.pipeline.summary import check_target_se  # summarize's and the API's check
+
     try:
-        value = float(text)
+        return check_target_se(_number(text))
     except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a standard error in (0, 1), got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"expected a standard error in (0, 1), got {text!r}"
+        ) from None
 
 
 def _bounds(text: str) -> tuple[int, int]:
@@ -113,9 +120,12 @@ def _bounds(text: str) -> tuple[int, int]:
         low, high = (int(x) for x in text.split(":"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected MIN:MAX jobs, got {text!r}") from None
-    if not 0 <= low <= high or high < 1:
-        raise argparse.ArgumentTypeError(f"expected 0 <= MIN <= MAX, MAX >= 1; got {text!r}")
-    return low, high
+    try:
+        return check_adapt((low, high))  # the API's adapt check
+    except InputError:
+        raise argparse.ArgumentTypeError(
+            f"expected 0 <= MIN <= MAX, MAX >= 1; got {text!r}"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

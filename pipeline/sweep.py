@@ -541,15 +541,12 @@ def _check_distinct(axis: str, values: list[Any]) -> None:
     """Refuse an axis listing one value twice, numbers compared by value (1 and 1.0 alike).
 
     Two equal values would make two grid points that compute the same thing twice and
-    store rows that cannot be told apart.
+    store rows that cannot be told apart (checkpoints are checked alike, by
+    :func:`ldpsim.tasks.validation.check_distinct`).
     """
-    seen: dict[Any, Any] = {}
-    for value in values:
-        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        key = float(value) if number else value
-        if key in seen:
-            raise InputError(
-                f"The grid axis {axis!r} lists the same value twice: {seen[key]!r} and "
-                f"{value!r} (numbers are compared by value). Each value may appear once."
-            )
-        seen[key] = value
+    from ldpsim.tasks.validation import check_distinct
+
+    try:
+        check_distinct(values, f"The grid axis {axis!r}")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None

@@ -15,7 +15,13 @@ from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.batch_means import follow_bootstrap
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.validation import check_float, check_int, check_vector, lookup
+from ldpsim.tasks.validation import (
+    check_distinct,
+    check_float,
+    check_int,
+    check_vector,
+    lookup,
+)
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 #: Keys of a replicate spec besides the model's own parameters.
@@ -229,7 +235,10 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         inf for 'none'), ``delta`` in (0, 1) (gaussian), ``mu`` in (0, inf] (gdp, default
         1) or ``budget_range`` [low, high] instead of eps or mu (per-user budgets),
         ``calibration`` 'sparse' or 'dense' (laplace and gaussian, for a model that
-        declares a gradient sparsity; default 'sparse');
+        declares a gradient sparsity; default 'sparse'); a budget (or a budget_range's
+        low) so small that the mechanism's noise scale or variance is not a finite
+        float64 for the model is refused, with the smallest one allowed
+        (:meth:`~ldpsim.tasks.mechanisms.base.Mechanism.check_constants`);
         ``n`` int in [2, 1e18];
         ``c`` float > 0 (1); ``gamma`` in (0, 1] (0.51); ``theta0`` float or list of d
         floats (the model's ``default_theta0()``: 0 but for a scale); ``batch`` int
@@ -238,7 +247,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         ``n_batches`` or ``beta`` takes the beta of the bb methods, which must agree, see
         :func:`ldpsim.tasks.intervals.batch_means.follow_bootstrap`); ``level`` in
         (0, 1) (0.9); ``seed`` int >= 0 (0); ``checkpoints`` optional list of ints in
-        [1, n] at which every interval is also computed.
+        [1, n], each listed once, at which every interval is also computed.
 
     Raises
     ------
@@ -283,6 +292,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         # Recorded, so that the default and an explicit "sparse" key the same stream.
         mechanism = dataclasses.replace(mechanism, calibration="sparse")
     try:
+        # A budget whose noise scale or variance overflows float64 is refused first:
+        # params itself may divide by zero there (randomized response's 1 - 2q).
+        mechanism.check_constants(model)
         mechanism.params(model)  # its calibration needs the model's sensitivity
     except NotImplementedError as exc:
         raise ValueError(
@@ -331,8 +343,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
                 f"The 'checkpoints' parameter must be a non-empty list of ints in [1, {n}]. "
                 f"Got {raw!r}."
             )
-        points = {check_int(p, "checkpoints", low=1, high=n) for p in raw}
-        checkpoints = tuple(sorted(points | {n}))
+        points = [check_int(p, "checkpoints", low=1, high=n) for p in raw]
+        check_distinct(raw, "The 'checkpoints' parameter")
+        checkpoints = tuple(sorted(set(points) | {n}))
 
     for label, method in methods.items():
         method.check(n, gamma)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 
 import numpy as np
 
@@ -12,6 +12,8 @@ __all__ = [
     "MAX_SPARSE_DIM",
     "check_budget_range",
     "check_choice",
+    "check_distinct",
+    "check_finite_constants",
     "check_float",
     "check_int",
     "check_vector",
@@ -217,6 +219,146 @@ def check_budget_range(
     if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
         raise ValueError(message)
     return (low, high)
+
+
+def check_distinct(values: Iterable[object], subject: str) -> None:
+    """Refuse a list that holds one value twice, numbers compared by value (1 and 1.0 alike).
+
+    Parameters
+    ----------
+    values : iterable
+        The values as given (numbers or strings).
+    subject : str
+        What lists them, as the message starts: "The grid axis 'n'", "The 'checkpoints'
+        parameter".
+
+    Raises
+    ------
+    ValueError
+        Two equal values; the message names both as given.
+    """
+    seen: dict[object, object] = {}
+    for value in values:
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        key = float(value) if number else value
+        if key in seen:
+            raise ValueError(
+                f"{subject} lists the same value twice: {seen[key]!r} and {value!r} (numbers "
+                "are compared by value). Each value may appear once."
+            )
+        seen[key] = value
+
+
+#: Constants of a unit at one value of a parameter: their names, as a message shows them
+#: ("the noise scale Delta1 / eps"), to functions computing them (a float or an array).
+Constants = Mapping[str, Callable[[], object]]
+
+
+def check_finite_constants(
+    constants: Callable[[float], Constants],
+    value: float,
+    name: str,
+    *,
+    owner: str | None = None,
+    allowed: str = "a float in [{low}, inf]",
+    good: float = 1.0,
+    context: str = "",
+    got: object = None,
+) -> float:
+    """Refuse a parameter value at which a unit's derived constants are not finite floats.
+
+    A mechanism derives constants from its privacy parameter (a noise scale Delta1 / eps,
+    a flip probability, a variance); in float64 they overflow, or divide by a difference
+    that rounds to 0, when the parameter is tiny. Such a value is in the parameter's
+    nominal range but cannot be run; it is refused with the smallest value that can,
+    found by bisection between ``value`` and ``good`` (the constants are taken to grow as
+    the parameter shrinks, as every budget's do).
+
+    Parameters
+    ----------
+    constants : callable
+        ``constants(v)``: the constants at the parameter value ``v``, a mapping from their
+        names to functions computing them; one that raises ArithmeticError (OverflowError,
+        ZeroDivisionError) counts as not finite.
+    value : float
+        The value received, already in the parameter's nominal range.
+    name, owner : str
+        Parameter name and the unit it belongs to, for the message.
+    allowed : str
+        What is allowed, with ``{low}`` where the smallest allowed value goes.
+    good : float
+        A value above ``value`` at which the constants are finite (a budget of 1).
+    context : str
+        Said after the allowed range, e.g. " for model 'quantile'".
+    got : object, optional
+        The value to show as received, when it is not ``value`` itself (a budget range
+        whose low end is checked).
+
+    Returns
+    -------
+    float
+        ``value``.
+
+    Raises
+    ------
+    ValueError
+        A constant is infinite or NaN at ``value``; the message names it and gives the
+        smallest allowed value.
+    """
+    bad = _not_finite(constants, value)
+    if not bad:
+        return value
+    shown = _fmt(value if got is None else got)
+    what = " and ".join(bad)
+    what += " is not a finite float64" if len(bad) == 1 else " are not finite float64 numbers"
+    low = _smallest_finite(constants, value, good) if value < good else None
+    if low is None:
+        raise ValueError(
+            f"The {name!r} parameter{_where(owner)} gives constants that cannot be "
+            f"computed{context}: {what}. Got {shown}."
+        )
+    range_text = allowed.format(low=f"{low:g}")
+    raise ValueError(
+        f"The {name!r} parameter{_where(owner)} must be {range_text}{context}: below "
+        f"that, {what}. Got {shown}."
+    )
+
+
+def _not_finite(constants: Callable[[float], Constants], value: float) -> list[str]:
+    """The names of the constants that are infinite, NaN or raise ArithmeticError at ``value``."""
+    bad = []
+    with np.errstate(all="ignore"):
+        for label, compute in constants(value).items():
+            try:
+                result = np.asarray(compute(), dtype=np.float64)
+            except ArithmeticError:
+                bad.append(label)
+                continue
+            if not np.all(np.isfinite(result)):
+                bad.append(label)
+    return bad
+
+
+def _smallest_finite(
+    constants: Callable[[float], Constants], bad: float, good: float
+) -> float | None:
+    """The smallest value in (bad, good] whose constants are finite, rounded up to 3
+    significant digits; None if they are not finite at ``good``. Positive floats are
+    ordered as their bit patterns, so the bisection takes at most 64 steps."""
+    if _not_finite(constants, good):
+        return None
+    lo, hi = (int(np.float64(v).view(np.int64)) for v in (bad, good))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _not_finite(constants, float(np.int64(mid).view(np.float64))):
+            lo = mid
+        else:
+            hi = mid
+    smallest = float(np.int64(hi).view(np.float64))
+    mantissa, exponent = f"{smallest:.2e}".split("e")
+    if float(f"{mantissa}e{exponent}") < smallest:  # rounded down: the next 3 digits up
+        mantissa = f"{float(mantissa) + 0.01:.2f}"
+    return float(f"{mantissa}e{exponent}")
 
 
 def lookup(registry: dict, name: object, kind: str):

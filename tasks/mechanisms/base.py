@@ -12,7 +12,13 @@ from numba import njit
 
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import random, state_of
-from ldpsim.tasks.validation import check_budget_range, check_choice, check_float
+from ldpsim.tasks.validation import (
+    Constants,
+    check_budget_range,
+    check_choice,
+    check_finite_constants,
+    check_float,
+)
 
 #: The calibrations of the Laplace and Gaussian mechanisms for a model that declares a
 #: gradient sparsity s (SPEC 11): to the sensitivity with s ("sparse", the default for
@@ -175,6 +181,72 @@ class Mechanism:
     def outside_theory(self) -> list[str]:
         """Messages for parameters where the privacy guarantee is not proved (none here)."""
         return []
+
+    def constants(self, model: Model) -> Constants:
+        """The constants this mechanism derives from its parameters for ``model``.
+
+        A mapping from their names, as a message shows them, to functions computing them
+        (a float or an array). The built-in mechanisms name their noise scale or
+        debiasing factor and their noise variance; this default is the callback's
+        parameter vector (:meth:`params`).
+        """
+        return {"its callback parameters (params)": lambda: self.params(model)}
+
+    def at_budget(self, budget: float) -> Mechanism:
+        """This mechanism with the fixed budget ``budget`` (in (0, inf]) in place of its own
+        budget or budget range, its other parameters kept."""
+        return dataclasses.replace(self, budget_range=None, **{self.budget_param: budget})
+
+    def check_constants(self, model: Model) -> None:
+        """Refuse a budget at which the mechanism's :meth:`constants` for ``model`` are not
+        finite (a budget so small that its noise scale or variance overflows float64).
+
+        With ``budget_range``, the constants of the user with the smallest budget (low)
+        and the averaged ones must be finite; the message gives the smallest budget, or
+        low, that can be run.
+
+        Raises
+        ------
+        ValueError
+            A constant is infinite or NaN; the message names the budget parameter, the
+            constant and the allowed range.
+        """
+        param = self.budget_param
+        if self.budget_range is None:
+            value = getattr(self, param)
+
+            def constants(budget: float) -> Constants:
+                unit = self if budget == value else self.at_budget(budget)
+                return unit.constants(model)
+
+            check_finite_constants(
+                constants,
+                value,
+                param,
+                owner=self.name,
+                context=f" for model {model.name!r}",
+            )
+            return
+        low, high = self.budget_range
+
+        def constants(budget: float) -> Constants:
+            ranged = (
+                self
+                if budget == low
+                else dataclasses.replace(self, budget_range=(budget, max(budget, high)))
+            )
+            return {**self.at_budget(budget).constants(model), **ranged.constants(model)}
+
+        check_finite_constants(
+            constants,
+            low,
+            "budget_range",
+            owner=self.name,
+            allowed="a list [low, high] of two finite floats with {low} <= low <= high",
+            good=max(high, 1.0),
+            context=f" for model {model.name!r} (low is the smallest user budget)",
+            got=[low, high],
+        )
 
     def callback(self) -> object:
         """The compiled callback for this instance: ``privatize``, or

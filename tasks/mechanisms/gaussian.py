@@ -19,7 +19,7 @@ from ldpsim.tasks.mechanisms.base import (
 )
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import standard_normal
-from ldpsim.tasks.validation import check_float
+from ldpsim.tasks.validation import Constants, check_finite_constants, check_float
 
 stats = lazy_module("scipy.stats")
 
@@ -46,6 +46,12 @@ def _gaussian_per_user(d, g, params, s):
     # first, then N(0, (sd_numerator / b)^2) noise.
     budget, s = draw_budget(params[1], params[2], s)
     return _add_gaussian(d, g, params[0] / budget, s)
+
+
+def noise_factor(delta: float) -> float:
+    """sqrt(2 ln(1.25 / delta)), delta in (0, 1): the classical Gaussian mechanism's noise sd
+    is Delta2 times this over eps (inf below delta ~ 7e-309, where 1.25 / delta overflows)."""
+    return math.sqrt(2.0 * math.log(1.25 / delta))
 
 
 def gaussian_delta(eps: float, mu: float) -> float:
@@ -83,10 +89,13 @@ class Gaussian(Mechanism):
     Parameters
     ----------
     eps : float or None
-        Privacy parameter, in (0, inf]; ``inf`` adds no noise. None (the default): 1,
-        unless ``budget_range`` is given.
+        Privacy parameter, in (0, inf]; ``inf`` adds no noise. An eps whose noise
+        variance overflows float64 (below about 7.5e-155 Delta2 sqrt(2 ln(1.25 / delta)))
+        is refused for the model (:meth:`check_constants`; so is a ``budget_range``
+        whose low end is). None (the default): 1, unless ``budget_range`` is given.
     delta : float
-        Privacy parameter, in (0, 1) (default 1e-5).
+        Privacy parameter, in [6.96e-309, 1) (default 1e-5): below it 1.25 / delta, and
+        the noise, overflow.
     budget_range : list of 2 floats, optional
         ``[low, high]`` with 0 < low <= high < inf: user i's eps_i is drawn iid
         Uniform(low, high) (delta is the same for all). The noise covariance averaged
@@ -117,6 +126,16 @@ class Gaussian(Mechanism):
     def __post_init__(self) -> None:
         super().__post_init__()
         delta = check_float(self.delta, "delta", owner=self.name, low=0, high=1)
+        check_finite_constants(
+            lambda value: {
+                "the noise factor sqrt(2 ln(1.25 / delta))": lambda: noise_factor(value)
+            },
+            delta,
+            "delta",
+            owner=self.name,
+            allowed="a float in [{low}, 1)",
+            good=1e-5,
+        )
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "calibration", check_calibration(self.calibration, self.name))
 
@@ -125,7 +144,7 @@ class Gaussian(Mechanism):
 
     def noise_factor(self) -> float:
         """sqrt(2 ln(1.25 / delta)): the noise sd is Delta2 times this over eps."""
-        return math.sqrt(2.0 * math.log(1.25 / self.delta))
+        return noise_factor(self.delta)
 
     def sd(self, model: Model) -> float:
         """Noise sd s = Delta2 sqrt(2 ln(1.25 / delta)) / eps (0 for eps = inf)."""
@@ -150,9 +169,26 @@ class Gaussian(Mechanism):
     def sensitivity(self, model: Model) -> float:
         return calibrated_sensitivity(model, self.calibration, 2)
 
-    def variance(self, model: Model) -> np.ndarray:
+    def noise_variance(self, model: Model) -> float:
+        """The noise variance of each coordinate, s^2, averaged over eps's law when
+        ``budget_range`` is given (2 Delta2^2 ln(1.25 / delta) / (low high))."""
         numerator = self.sensitivity(model) * self.noise_factor()
-        return numerator**2 * self.mean_inverse_square_budget() * np.eye(model.dim)
+        return numerator**2 * self.mean_inverse_square_budget()
+
+    def variance(self, model: Model) -> np.ndarray:
+        return self.noise_variance(model) * np.eye(model.dim)
+
+    def constants(self, model: Model) -> Constants:
+        if self.budget_range is not None:
+            return {
+                "the noise variance averaged over the users' eps": lambda: self.noise_variance(
+                    model
+                )
+            }
+        return {
+            "the noise sd Delta2 sqrt(2 ln(1.25 / delta)) / eps": lambda: self.sd(model),
+            "the noise variance": lambda: self.noise_variance(model),
+        }
 
     def outside_theory(self) -> list[str]:
         if self.budget_range is None:
@@ -194,8 +230,10 @@ class GaussianDP(Mechanism):
     Parameters
     ----------
     mu : float or None
-        Privacy parameter, in (0, inf]; ``inf`` adds no noise. None (the default): 1,
-        unless ``budget_range`` is given.
+        Privacy parameter, in (0, inf]; ``inf`` adds no noise. A mu below about
+        7.5e-155 Delta2, where the noise variance (Delta2 / mu)^2 overflows float64, is
+        refused for the model (:meth:`check_constants`; so is a ``budget_range`` whose
+        low end is). None (the default): 1, unless ``budget_range`` is given.
     budget_range : list of 2 floats, optional
         ``[low, high]`` with 0 < low <= high < inf: user i's mu_i is drawn iid
         Uniform(low, high). The noise covariance averaged over users is
@@ -234,5 +272,22 @@ class GaussianDP(Mechanism):
     def sensitivity(self, model: Model) -> float:
         return model.l2_sensitivity()
 
+    def noise_variance(self, model: Model) -> float:
+        """The noise variance of each coordinate, (Delta2 / mu)^2, averaged over mu's law
+        when ``budget_range`` is given (Delta2^2 / (low high))."""
+        return self.sensitivity(model) ** 2 * self.mean_inverse_square_budget()
+
     def variance(self, model: Model) -> np.ndarray:
-        return self.sensitivity(model) ** 2 * self.mean_inverse_square_budget() * np.eye(model.dim)
+        return self.noise_variance(model) * np.eye(model.dim)
+
+    def constants(self, model: Model) -> Constants:
+        if self.budget_range is not None:
+            return {
+                "the noise variance averaged over the users' mu": lambda: self.noise_variance(
+                    model
+                )
+            }
+        return {
+            "the noise sd Delta2 / mu": lambda: self.sd(model),
+            "the noise variance (Delta2 / mu)^2": lambda: self.noise_variance(model),
+        }

@@ -17,6 +17,7 @@ from ldpsim.tasks.mechanisms.base import (
 )
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import laplace
+from ldpsim.tasks.validation import Constants
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -61,8 +62,10 @@ class Laplace(Mechanism):
     Parameters
     ----------
     eps : float or None
-        Privacy parameter, in (0, inf]; ``inf`` adds no noise. None (the default): 1,
-        unless ``budget_range`` is given.
+        Privacy parameter, in (0, inf]; ``inf`` adds no noise. An eps below about
+        1.06e-154 Delta1, where the noise variance 2 (Delta1 / eps)^2 overflows float64,
+        is refused for the model (:meth:`check_constants`; so is a ``budget_range``
+        whose low end is). None (the default): 1, unless ``budget_range`` is given.
     budget_range : list of 2 floats, optional
         ``[low, high]`` with 0 < low <= high < inf: user i's eps_i is drawn iid
         Uniform(low, high) and gets Laplace(0, Delta1 / eps_i) noise. The noise
@@ -112,13 +115,24 @@ class Laplace(Mechanism):
     def sensitivity(self, model: Model) -> float:
         return calibrated_sensitivity(model, self.calibration, 1)
 
-    def variance(self, model: Model) -> np.ndarray:
-        # Var Laplace(0, b) = 2 b^2 with b = Delta1 / eps, averaged over eps's law.
+    def noise_variance(self, model: Model) -> float:
+        """The noise variance of each coordinate, 2 b^2 with b = Delta1 / eps, averaged over
+        eps's law when ``budget_range`` is given (2 Delta1^2 / (low high))."""
         if self.budget_range is None:
-            return 2.0 * self.scale(model) ** 2 * np.eye(model.dim)
-        return (
-            2.0
-            * self.sensitivity(model) ** 2
-            * self.mean_inverse_square_budget()
-            * np.eye(model.dim)
-        )
+            return 2.0 * self.scale(model) ** 2
+        return 2.0 * self.sensitivity(model) ** 2 * self.mean_inverse_square_budget()
+
+    def variance(self, model: Model) -> np.ndarray:
+        return self.noise_variance(model) * np.eye(model.dim)
+
+    def constants(self, model: Model) -> Constants:
+        if self.budget_range is not None:
+            return {
+                "the noise variance averaged over the users' eps": lambda: self.noise_variance(
+                    model
+                )
+            }
+        return {
+            "the noise scale Delta1 / eps": lambda: self.scale(model),
+            "the noise variance 2 (Delta1 / eps)^2": lambda: self.noise_variance(model),
+        }

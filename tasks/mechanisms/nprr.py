@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ldpsim.tasks.validation import check_float, check_int
+from ldpsim.tasks.validation import check_finite_constants, check_float, check_int
 
 
 def nprr_keep_probability(eps: float, grid: int = 1) -> float:
@@ -20,19 +20,45 @@ def nprr_keep_probability(eps: float, grid: int = 1) -> float:
     Parameters
     ----------
     eps : float
-        Privacy parameter, in (0, inf).
+        Privacy parameter, in (0, inf), large enough that 1 / r is finite (the intervals
+        scale as 1 / r): about eps >= 5.6e-309 (G + 1).
     grid : int
-        G >= 1: the reports lie on {0, 1/G, ..., 1}.
+        G, in [1, 10**6]: the reports lie on {0, 1/G, ..., 1}.
 
     Returns
     -------
     float
-        r in (0, 1). With it the likelihood ratio of a report is at most
+        r in (0, 1]. With it the likelihood ratio of a report is at most
         1 + (G + 1) r / (1 - r) = e^eps, attained at report 0 (or 1) between x = 0 and
         x = 1 (SPEC 12.1). G = 1: r = tanh(eps / 2).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``eps`` or ``grid`` out of range, or an eps so small that 1 / r is not a finite
+        float64 (the message gives the smallest eps allowed).
     """
     eps = check_float(eps, "eps", owner="nprr")
     grid = check_int(grid, "grid", owner="nprr", low=1, high=10**6)
+    check_finite_constants(
+        lambda value: {
+            "1 / r (r the keep probability; the intervals scale as 1 / r)": lambda: (
+                1.0 / _keep(value, grid)
+            )
+        },
+        eps,
+        "eps",
+        owner="nprr",
+        allowed="a float in [{low}, inf)",
+        context=f" with grid = {grid}",
+    )
+    return _keep(eps, grid)
+
+
+def _keep(eps: float, grid: int) -> float:
+    # From eps = 700 on, e^eps overflows; r = (1 - e^-eps) / (1 + G e^-eps) is 1 there.
+    if eps >= 700.0:
+        return -math.expm1(-eps) / (1.0 + grid * math.exp(-eps))
     return math.expm1(eps) / (math.exp(eps) + grid)
 
 

@@ -11,6 +11,7 @@ from numba import njit
 from ldpsim.tasks.mechanisms.base import Mechanism, draw_budget
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import random
+from ldpsim.tasks.validation import Constants
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -68,8 +69,10 @@ class RandomizedResponse(Mechanism):
     Parameters
     ----------
     eps : float or None
-        Privacy parameter, in (0, inf]. None (the default): 1, unless ``budget_range``
-        is given.
+        Privacy parameter, in [5.56e-17, inf]: below it q rounds to 1/2 and the
+        debiasing would divide by 1 - 2q = 0 (refused by :meth:`check_constants`; so is a
+        ``budget_range`` whose low end is below it). None (the default): 1, unless
+        ``budget_range`` is given.
     budget_range : list of 2 floats, optional
         ``[low, high]`` with 0 < low <= high < inf: user i's eps_i is drawn iid
         Uniform(low, high) and the report is flipped and debiased with that user's
@@ -113,6 +116,17 @@ class RandomizedResponse(Mechanism):
         lo, hi = model.gradient_range()
         return hi - lo
 
+    def constants(self, model: Model) -> Constants:
+        # Below eps ~ 5.6e-17, q rounds to 1/2: the debiasing divides by 1 - 2q = 0.
+        if self.budget_range is not None:
+            return {
+                "the report variance averaged over the users' eps": lambda: self.variance(model)
+            }
+        return {
+            "the debiasing scale (hi - lo) / (1 - 2q)": lambda: self.params(model),
+            "the report variance": lambda: self.variance(model),
+        }
+
     def likelihood_ratio(self) -> float:
         """P(report = b | b) / P(report = b | 1 - b) = p / (1 - p) = e^eps (fixed eps)."""
         if self.budget_range is not None:
@@ -140,4 +154,10 @@ def mean_privacy_variance(low: float, high: float) -> float:
     if high - low <= 1e-6 * high:
         mid = 0.5 * (low + high)
         return math.exp(-mid) / math.expm1(-mid) ** 2  # e^eps / (e^eps - 1)^2, no overflow
-    return (1.0 / math.expm1(low) - 1.0 / math.expm1(high)) / (high - low)
+    return (_inverse_expm1(low) - _inverse_expm1(high)) / (high - low)
+
+
+def _inverse_expm1(eps: float) -> float:
+    """1 / (e^eps - 1) for eps > 0; e^-eps, its value to the last digit, from eps = 700 on,
+    where e^eps overflows (a budget range up to 1e300 is allowed)."""
+    return math.exp(-eps) if eps >= 700.0 else 1.0 / math.expm1(eps)

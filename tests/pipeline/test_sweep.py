@@ -61,6 +61,45 @@ def test_invalid_point_named(tmp_path):
     assert message.endswith(".") and ". at" not in message and ".," not in message, message
 
 
+def test_checkpoints_listed_twice_are_refused_as_grid_values_are(tmp_path):
+    # Before: [100, 100] became (100, n) silently, while a grid value listed twice is refused.
+    (tmp_path / "s.toml").write_text(TEXT.replace("n = [1e4, 2000]", "n = [2000]"))
+    with pytest.raises(InputError) as grid:
+        load_sweep(tmp_path / "s.toml", ["grid.tau=[0.5, 0.50]"])
+    with pytest.raises(InputError) as checkpoints:
+        load_sweep(tmp_path / "s.toml", ["checkpoints=[100, 500, 100.0]"])
+    shape = "lists the same value twice: {} (numbers are compared by value). Each value may "
+    assert str(grid.value).startswith(
+        "The grid axis 'tau' " + shape.format("0.5 and 0.5") + "appear once."
+    )
+    assert str(checkpoints.value).startswith(
+        "The 'checkpoints' parameter " + shape.format("100 and 100.0") + "appear once"
+    )
+    sweep = load_sweep(tmp_path / "s.toml", ["checkpoints=[100, 500, 2000]"])  # n once: fine
+    assert sweep.points()[0].normalized.checkpoints == (100, 500, 2000)
+
+
+@pytest.mark.parametrize(
+    ("model", "mechanism", "budget"),
+    [
+        ("quantile", "randomized_response", "eps = 1e-20"),
+        ("quantile_regression", "laplace", "eps = 1e-300"),
+        ("quantile_regression", "gaussian", "eps = 5e-324"),
+        ("quantile_regression", "gdp", "mu = 1e-300"),
+    ],
+)
+def test_a_budget_whose_constants_overflow_is_bad_input(tmp_path, model, mechanism, budget):
+    # Before: randomized response raised ZeroDivisionError (a traceback from ldpsim run).
+    text = TEXT.replace('model = "quantile"\neps = 1.0', f'model = "{model}"\n{budget}')
+    (tmp_path / "s.toml").write_text(text.replace("[grid]", f'mechanism = "{mechanism}"\n[grid]'))
+    with pytest.raises(InputError) as info:
+        load_sweep(tmp_path / "s.toml")
+    name, _, value = budget.partition(" = ")
+    message = str(info.value)
+    assert message.startswith(f"The '{name}' parameter of {mechanism} must be a float in [")
+    assert f"Got {float(value)!r}, at the grid point tau = 0.5, n = 10000." in message
+
+
 def test_builtin_sweeps_keep_their_bm_batch_counts():
     # Before bm followed bb it used beta = 0.75 whatever bb's; the built-in sweeps use
     # bb's beta = 0.75, so their bm numbers (at n and at every checkpoint) are unchanged.

@@ -11,10 +11,12 @@ from scipy import integrate
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.mechanisms.gaussian import gaussian_delta
+from ldpsim.tasks.mechanisms.nprr import nprr_keep_probability
 from ldpsim.tasks.mechanisms.randomized_response import keep_probability, mean_privacy_variance
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.rng import as_state, state_of
-from ldpsim.tasks.spec import unit_params
+from ldpsim.tasks.spec import normalize_spec, unit_params
+from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 NAMES = sorted(mechanisms.REGISTRY)
 MODELS = [
@@ -493,3 +495,100 @@ def test_per_user_budget_is_drawn_from_the_stream():
         sd = model.l2_sensitivity() / budget
         expected = [0.0 + sd * rng.standard_normal() for _ in range(2)]
         assert np.array_equal(row, expected)
+
+
+# ---------------------------------------------------------------------------------------
+# Budgets so small that a mechanism's constants overflow float64 (issue 31): refused, with
+# the smallest budget that can run; huge budgets give finite constants.
+
+
+def spec_of(name: str, **params) -> dict:
+    """A replicate spec with mechanism ``name`` (randomized response on quantile, the others
+    on quantile regression, d = 4)."""
+    model = "quantile" if name == "randomized_response" else "quantile_regression"
+    return {"model": model, "n": 1000, "mechanism": name, **params}
+
+
+def assert_finite_constants(spec: dict) -> None:
+    rs = normalize_spec(spec)
+    assert np.all(np.isfinite(rs.mechanism.params(rs.model)))
+    assert np.all(np.isfinite(rs.mechanism.variance(rs.model)))
+
+
+#: (mechanism, budget): every budget mechanism at budgets whose noise variance overflows,
+#: and randomized response where q rounds to 1/2 (its debiasing divided by 1 - 2q = 0).
+TINY_BUDGETS = [
+    *((name, budget) for name in PER_USER for budget in (1e-160, 1e-300, 5e-324)),
+    *(("randomized_response", budget) for budget in (1e-17, 1e-20, 1e-100)),
+]
+
+
+@pytest.mark.parametrize(("name", "budget"), TINY_BUDGETS)
+def test_a_budget_whose_constants_overflow_is_refused(name, budget):
+    param = mechanisms.REGISTRY[name].budget_param
+    spec = spec_of(name, **{param: budget})
+    with pytest.raises(ValueError) as info:  # before: ZeroDivisionError, or accepted
+        normalize_spec(spec)
+    message = str(info.value)
+    prefix = f"The '{param}' parameter of {name} must be a float in ["
+    assert message.startswith(prefix), message
+    assert f", inf] for model {spec['model']!r}: below that, " in message
+    assert message.endswith(f"not a finite float64. Got {budget!r}.") or message.endswith(
+        f"not finite float64 numbers. Got {budget!r}."
+    )
+    smallest = float(message[len(prefix) :].split(",")[0])
+    assert budget < smallest < 1e-15
+    assert_finite_constants({**spec, param: smallest})  # the bound shown is allowed
+
+
+@pytest.mark.parametrize("name", PER_USER)
+@pytest.mark.parametrize("budget_range", [[1e-300, 1.0], [1e-20, 1e-20]])
+def test_a_budget_range_whose_smallest_budget_overflows_is_refused(name, budget_range):
+    spec = spec_of(name, budget_range=budget_range)
+    if budget_range[0] == 1e-20 and name != "randomized_response":
+        assert_finite_constants(spec)  # a noise scale of 4e20: finite
+        return
+    # Randomized response at [1e-20, 1e-20]: its kernel would divide by 1 - 2q = 0.
+    with pytest.raises(ValueError) as info:
+        normalize_spec(spec)
+    message = str(info.value)
+    assert message.startswith(
+        f"The 'budget_range' parameter of {name} must be a list [low, high] of two finite "
+        "floats with "
+    )
+    assert "<= low <= high for model" in message and "smallest user budget" in message
+    assert message.endswith(f"Got {budget_range!r}.")
+
+
+@pytest.mark.parametrize("name", PER_USER)
+@pytest.mark.parametrize("budget", [1e300, math.inf, [1.0, 1e300], [1e300, 1e300]], ids=str)
+def test_huge_budgets_give_finite_constants(name, budget):
+    # [1, 1e300] for randomized response raised OverflowError (e^1e300) in its variance.
+    key = "budget_range" if isinstance(budget, list) else mechanisms.REGISTRY[name].budget_param
+    if name != "gaussian" or budget == math.inf:
+        assert_finite_constants(spec_of(name, **{key: budget}))
+        return
+    # No noise to speak of: the exact delta of the gaussian's noise is 1, not nan.
+    with pytest.warns(OutsideTheoryWarning, match=r"the exact delta of its noise .* is 1 "):
+        assert_finite_constants(spec_of(name, **{key: budget}))
+
+
+def test_a_delta_whose_noise_factor_overflows_is_refused():
+    with pytest.raises(ValueError) as info:  # before: accepted, with an infinite noise sd
+        mechanisms.Gaussian(eps=0.5, delta=5e-324)
+    assert str(info.value) == (
+        "The 'delta' parameter of gaussian must be a float in [6.96e-309, 1): below that, the "
+        "noise factor sqrt(2 ln(1.25 / delta)) is not a finite float64. Got 5e-324."
+    )
+    assert math.isfinite(mechanisms.Gaussian(eps=0.5, delta=6.96e-309).noise_factor())
+
+
+def test_nprr_keep_probability_at_extreme_eps():
+    assert nprr_keep_probability(1.0, 3) == math.expm1(1.0) / (math.e + 3)  # unchanged
+    for eps in (699.0, 700.0, 1000.0, 1e300):  # e^eps overflowed from 710 on
+        assert nprr_keep_probability(eps, 10**6) == 1.0
+    with pytest.raises(ValueError) as info:
+        nprr_keep_probability(5e-324, 10**6)
+    message = str(info.value)
+    assert message.startswith("The 'eps' parameter of nprr must be a float in [")
+    assert message.endswith("1 / r) is not a finite float64. Got 5e-324.")

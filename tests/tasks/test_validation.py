@@ -4,10 +4,18 @@ configurations outside the theory warn."""
 import math
 import warnings
 
+import numpy as np
 import pytest
 
 from ldpsim.tasks import normalize_spec, run_replicate
-from ldpsim.tasks.validation import check_choice, check_float, check_int, check_vector
+from ldpsim.tasks.validation import (
+    check_choice,
+    check_distinct,
+    check_finite_constants,
+    check_float,
+    check_int,
+    check_vector,
+)
 from ldpsim.tasks.warnings import LDPSimWarning, OutsideTheoryWarning
 
 BASE = {"model": "quantile", "n": 1000}
@@ -282,6 +290,22 @@ BAD_SPECS = [
         ["'checkpoints'", "[1, 1000]", "Got 2000."],
     ),
     ("checkpoints-int", {**BASE, "checkpoints": 500}, TypeError, ["'checkpoints'", "Got 500."]),
+    # A checkpoint listed twice is refused, as a grid value listed twice is (issue 31).
+    (
+        "checkpoints-twice",
+        {**BASE, "checkpoints": [100, 100]},
+        ValueError,
+        [
+            "The 'checkpoints' parameter lists the same value twice: 100 and 100 (numbers are "
+            "compared by value). Each value may appear once."
+        ],
+    ),
+    (
+        "checkpoints-twice-by-value",
+        {**BASE, "checkpoints": [1e2, 500, 100]},
+        ValueError,
+        ["'checkpoints' parameter lists the same value twice: 100.0 and 100 "],
+    ),
 ]
 
 
@@ -411,3 +435,37 @@ def test_check_helpers_message_template():
     assert "list of 1000 finite floats" in message and len(message) < 200
     assert check_int(1e6, "n", low=2) == 10**6
     assert check_float(math.inf, "eps", low=0, allow_inf=True) == math.inf
+
+
+def test_check_distinct_compares_numbers_by_value():
+    check_distinct([1, 2, "a", "b"], "The grid axis 'x'")
+    with pytest.raises(ValueError) as info:
+        check_distinct([0.5, 1, 1.0], "The grid axis 'eps'")
+    assert str(info.value) == (
+        "The grid axis 'eps' lists the same value twice: 1 and 1.0 (numbers are compared by "
+        "value). Each value may appear once."
+    )
+
+
+def _inverse_square(value: float) -> dict:
+    """A toy unit's constant 1 / v^2: finite from v = sqrt(1 / DBL_MAX) = 7.46e-155 on."""
+    return {"the toy constant 1 / v^2": lambda: 1.0 / (value * value)}
+
+
+def test_check_finite_constants_gives_the_smallest_allowed_value():
+    assert check_finite_constants(_inverse_square, 1e-150, "eps", owner="toy") == 1e-150
+    with pytest.raises(ValueError) as info:
+        check_finite_constants(_inverse_square, 1e-200, "eps", owner="toy", context=" here")
+    assert str(info.value) == (
+        "The 'eps' parameter of toy must be a float in [7.46e-155, inf] here: below that, "
+        "the toy constant 1 / v^2 is not a finite float64. Got 1e-200."
+    )
+    # The bound shown is allowed (rounded up, not to the nearest), and the true boundary is
+    # within its rounding: 1 / v^2 overflows just below sqrt(1 / DBL_MAX).
+    boundary = 1.0 / math.sqrt(np.finfo(np.float64).max)
+    assert check_finite_constants(_inverse_square, 7.46e-155, "eps") == 7.46e-155
+    assert boundary <= 7.46e-155 < boundary * 1.001
+    # A constant that raises (1.0 / 0.0: ZeroDivisionError) counts as not finite; 1 / v
+    # overflows to inf below v = 1 / DBL_MAX = 5.56e-309.
+    with pytest.raises(ValueError, match=r"\[5\.57e-309, inf\]: .*the ratio 1 / v .*Got 0\.0\."):
+        check_finite_constants(lambda v: {"the ratio 1 / v": lambda: 1.0 / v}, 0.0, "v")
