@@ -1,7 +1,10 @@
-"""Damage to a store's finished replicates: data files missing, or failing to decode."""
+"""Damage to a store's finished replicates (data files missing, or failing to decode) and
+to the arrays its sweep determines (coordinates and truths that differ from their
+recomputation)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -13,8 +16,14 @@ import numpy as np
 import zarr
 
 from ldpsim.pipeline.errors import StoreDamage
+from ldpsim.pipeline.integrity import DETERMINED_REMEDY, determined_damage, rewrite_determined
 from ldpsim.pipeline.layout import VARIABLE_ATTRS
-from ldpsim.pipeline.reading import has_consolidated_metadata
+from ldpsim.pipeline.reading import (
+    has_consolidated_metadata,
+    read_attrs,
+    read_sweep,
+    stored_layout,
+)
 
 #: Variables holding a value other than their fill value for every finished replicate:
 #: the file (a shard; a chunk in a store of ldpsim <= 0.2) holding a finished replicate
@@ -44,9 +53,12 @@ class Damage:
     missing: tuple[str, ...]
     corrupt: tuple[str, ...]
     replicates: np.ndarray
+    #: Arrays that the sweep determines (coordinates, truths) whose stored values differ
+    #: from their recomputation, or cannot be decoded (:mod:`ldpsim.pipeline.integrity`).
+    determined: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.corrupt)
+        return bool(self.missing or self.corrupt or self.determined)
 
     def describe(self, remedy: str = REMEDY) -> str:
         """One line: what is damaged, how many replicates it held, then ``remedy``."""
@@ -55,8 +67,17 @@ class Damage:
             if files:
                 shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if files[3:] else "")
                 parts.append(f"{len(files)} data file(s) {what} ({shown})")
+        line = "damaged: "
+        if self.determined:
+            line += (
+                f"the stored values of {', '.join(self.determined)} differ from what the "
+                f"store's sweep determines ({DETERMINED_REMEDY})"
+            )
+            if not parts:
+                return line
+            line += "; "
         count = int(self.replicates.sum())
-        return f"damaged: {'; '.join(parts)}; they held {count} finished replicate(s): {remedy}"
+        return f"{line}{'; '.join(parts)}; they held {count} finished replicate(s): {remedy}"
 
 
 def replicate_arrays(path: str | Path) -> dict[str, zarr.Array]:
@@ -141,7 +162,7 @@ def _verify(array: zarr.Array, name: str, corrupt: dict[str, tuple[slice, ...]],
             corrupt[key] = _replicate_region(array, coords, grid)
 
 
-def find_damage(path: str | Path, *, verify: bool = True) -> Damage:
+def find_damage(path: str | Path, *, verify: bool = True, recompute: bool = True) -> Damage:
     """The store's damaged data files and the finished replicates they held.
 
     Reads ``done`` and ``method_failed`` (decoded) and lists the data files of the
@@ -159,6 +180,10 @@ def find_damage(path: str | Path, *, verify: bool = True) -> Damage:
         (:func:`ldpsim.pipeline.reading.check_store`).
     verify : bool, default True
         Decode every data file, not only those of ``done`` and ``method_failed``.
+    recompute : bool, default True
+        Recompute the arrays the sweep determines (coordinates, truths) and compare;
+        False: only decode those that carry a checksum
+        (:func:`ldpsim.pipeline.integrity.determined_damage`).
 
     Returns
     -------
@@ -190,21 +215,32 @@ def find_damage(path: str | Path, *, verify: bool = True) -> Damage:
         replicates[region] |= True if whole else done[region]
     for key in corrupt:
         missing.pop(key, None)
-    return Damage(tuple(sorted(missing)), tuple(sorted(corrupt)), replicates)
+    # A store that a run created records its sweep's identity; a Dataset saved by hand
+    # (with made-up truths) does not, and its arrays are not compared.
+    written_by_run = "identity" in read_attrs(path)
+    determined = ()
+    if written_by_run:
+        layout = functools.partial(stored_layout, path)
+        determined = determined_damage(path, read_sweep(path), layout, recompute=recompute)
+    return Damage(tuple(sorted(missing)), tuple(sorted(corrupt)), replicates, determined)
 
 
 def refuse_damage(path: str | Path) -> None:
-    """Refuse a store with missing data files before its values are read or shown.
+    """Refuse a store with missing data files, or coordinates and truths that are not its
+    sweep's, before its values are read or shown.
 
     Files that cannot be decoded are found where the values are read
-    (:func:`ldpsim.pipeline.reading.load_dataset` raises :class:`StoreDamage` too).
+    (:func:`ldpsim.pipeline.reading.load_dataset` raises :class:`StoreDamage` too). The
+    coordinates and truths are decoded (their checksums checked), and recomputed where
+    they have none.
 
     Raises
     ------
     StoreDamage
-        One line naming the missing files and the replicates they held.
+        One line naming the missing files and the replicates they held, or the arrays
+        that differ from what the sweep determines.
     """
-    damage = find_damage(path, verify=False)
+    damage = find_damage(path, verify=False, recompute=False)
     if damage:
         raise StoreDamage(f"The store {str(path)!r} is {damage.describe()}.")
 
@@ -240,7 +276,8 @@ def _missing_files(
 
 
 def repair(path: str | Path, damage: Damage) -> None:
-    """Make the damaged replicates not done, so that the run recomputes them.
+    """Make the damaged replicates not done, so that the run recomputes them, and write
+    the damaged determined arrays again from the store's sweep.
 
     Called by the run holding the store's lock. The ``done`` flags of the replicates
     are cleared first (a flag never vouches for missing data), then the files that
@@ -249,6 +286,8 @@ def repair(path: str | Path, damage: Damage) -> None:
     as not done.
     """
     path = Path(path)
+    if damage.determined:
+        rewrite_determined(path, read_sweep(path), stored_layout(path), damage.determined)
     for key in damage.corrupt:
         if key.startswith("done/"):
             (path / key).unlink(missing_ok=True)

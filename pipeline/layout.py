@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # imported by template(): a command that only reads needs nei
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
+#: Inside META_GROUP: the renames of an extension being committed
+#: (:func:`ldpsim.pipeline.store.finish_extension` completes them).
+EXTENSION_JOURNAL = "extension.json"
 
 
 VARIABLE_ATTRS: dict[str, dict[str, str]] = {
@@ -336,6 +339,11 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
     )
     if layout.checkpoints is not None:
         coords["checkpoint"] = np.array(layout.checkpoints, dtype=np.int64)
+    # The arrays the sweep determines get a checksum too: a changed bit in a truth or a
+    # coordinate would change every summary silently (ldpsim.pipeline.integrity also
+    # recomputes and compares them).
+    for name in ("truth", "pseudo_truth", *coords):
+        encoding[name] = {"compressors": (ZstdCodec(), Crc32cCodec())}
     ds = xr.Dataset(variables, coords=coords)
     for name, attrs in VARIABLE_ATTRS.items():
         ds[name].attrs.update(attrs)

@@ -12,6 +12,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ldpsim.pipeline.layout import META_GROUP
 
 #: Packages whose versions a report and a run record name.
@@ -154,12 +156,22 @@ def record_run(
     temporary = target.with_suffix(".json.partial")
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned_records(folder)
         temporary.write_text(json.dumps(record, indent=1, sort_keys=True))
         temporary.replace(target)
     except OSError:
         temporary.unlink(missing_ok=True)
         return None
     return target
+
+
+def _remove_abandoned_records(folder: Path) -> None:
+    """Delete the ``TIME-PID.json.partial`` records of runs killed while writing them
+    (their process is gone); a record being written by a live run is kept."""
+    for partial in folder.glob("*.json.partial"):
+        pid = partial.name.removesuffix(".json.partial").rsplit("-", 1)[-1]
+        if not (pid.isdigit() and psutil.pid_exists(int(pid))):
+            partial.unlink(missing_ok=True)
 
 
 def read_runs(store: str | Path) -> list[dict[str, Any]]:

@@ -14,7 +14,20 @@ from typing import TYPE_CHECKING, Any
 import zarr
 
 from ldpsim.pipeline.errors import InputError, StoreDamage, os_error_text, path_kind
-from ldpsim.pipeline.layout import ADDED_VARIABLES, META_GROUP, VARIABLE_ATTRS
+from ldpsim.pipeline.integrity import (
+    check_array_layout,
+    check_layout_attrs,
+    damaged,
+    read_root,
+)
+from ldpsim.pipeline.layout import (
+    ADDED_VARIABLES,
+    EXTENSION_JOURNAL,
+    META_GROUP,
+    VARIABLE_ATTRS,
+    Layout,
+    layout_for,
+)
 from ldpsim.pipeline.sweep import Sweep
 
 if TYPE_CHECKING:  # imported when a dataset is opened
@@ -42,8 +55,10 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     InputError
-        The path is not a Zarr store, not one made by ldpsim, or its ``zarr.json`` or
-        its ``sweep`` or ``level`` attribute is damaged.
+        The path is not a Zarr store, or not one made by ldpsim.
+    StoreDamage
+        Its ``zarr.json`` is damaged: no JSON, content that does not match its recorded
+        digest, a ``sweep``, ``level`` or layout attribute that ldpsim never writes.
     """
     path = Path(path)
     try:
@@ -55,22 +70,34 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
             f"{str(path)!r} is not an ldpsim store (no folder with a zarr.json); give the "
             "path of a store that `ldpsim run` wrote."
         )
+    read_root(path)  # parsed, and checked against its recorded digest
     try:
         attrs = dict(zarr.open_group(str(path), mode="r", zarr_format=3).attrs)
     except (ValueError, KeyError, TypeError, OSError) as exc:  # JSON or metadata errors
         raise damaged(path, "zarr.json", exc) from None
     if "sweep" not in attrs:
         raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
-    _sweep_from_json(path, attrs["sweep"])
+    sweep = _sweep_from_json(path, attrs["sweep"])
     level = attrs.get("level")
     if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
         raise damaged(path, "zarr.json", f"attribute 'level' is {level!r}, not in (0, 1)")
+    check_layout_attrs(path, attrs, len(sweep.grid))
     return attrs
 
 
 def read_sweep(path: str | Path) -> Sweep:
     """The sweep a store was made from (as last extended)."""
     return _sweep_from_json(path, read_attrs(path)["sweep"])
+
+
+def stored_layout(path: str | Path) -> Layout:
+    """The layout of the store at ``path``, as last extended (attributes checked)."""
+    attrs = read_attrs(path)
+    shards = None
+    if "shard_reps" in attrs:  # none in a store of ldpsim <= 0.2
+        shards = (tuple(attrs["shard_grid"]), attrs["chunk_reps"], attrs["shard_reps"])
+    sweep = _sweep_from_json(path, attrs["sweep"])
+    return layout_for(sweep, rep_chunk=attrs["rep_chunk"], shards=shards)
 
 
 #: Fields of the ``sweep`` attribute and the JSON types they must have.
@@ -139,39 +166,49 @@ def quiet_pending_reads() -> None:
     warnings.simplefilter("ignore", RuntimeWarning)  # "coroutine ... was never awaited"
 
 
-def damaged(
-    path: str | Path,
-    part: str,
-    reason: object,
-    remedy: str = "Restore it from a copy, or run the sweep into a new --store path.",
-) -> InputError:
-    text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
-    return InputError(
-        f"The store {str(path)!r} is damaged: {part} cannot be read ({text}); nothing was "
-        f"changed. {remedy}"
-    )
+def extension_pending(path: str | Path) -> bool:
+    """Whether an extension of the store is being committed, or was interrupted while it
+    was: its journal exists (the next run completes it), or its new metadata were being
+    written beside their targets (the next run deletes them: the extension never began).
+    """
+    path = Path(path)
+    if (path / META_GROUP / EXTENSION_JOURNAL).exists():
+        return True
+    return any(path.glob("zarr.json.*.tmp")) or any(path.glob("*/zarr.json.*.tmp"))
 
 
 def check_store(path: str | Path, *, read_chunks: bool | tuple[str, ...] = True) -> dict[str, Any]:
     """Refuse a damaged store before a verb prints or writes anything; return its attributes.
 
-    Reads the root attributes (:func:`read_attrs`), the metadata of every array, every
-    error record and, with ``read_chunks``, every chunk (decoded), so that damage is
+    Reads the root attributes (:func:`read_attrs`, which checks their digest), the
+    metadata of every array (each the same as its consolidated copy), every error
+    record and, with ``read_chunks``, every chunk (decoded), so that damage is
     reported once, naming the damaged file, instead of half-way through a command. A
     verb that reads every chunk anyway passes ``read_chunks=False`` and reads them
     with :func:`load_dataset`, which names a damaged chunk the same way; a run passes
     the variables it reads before it computes (``("done", "failed")``): a store of
     1e6 replicates is not decoded whole to find what is left to do.
 
+    While an extension is committed, or after a run was killed committing it (its
+    journal is there; the next run completes it), the arrays' own metadata are a mix
+    of old and new and are not compared: every reader reads the consolidated copy,
+    which is the old layout until the last rename.
+
     Raises
     ------
     InputError
+        Not an ldpsim store.
+    StoreDamage
         Naming the damaged file: a ``zarr.json``, a chunk, a missing variable or an
-        error record. A variable of :data:`ldpsim.pipeline.layout.ADDED_VARIABLES` may be
-        missing (a store of an older ldpsim).
+        error record. A variable of
+        :data:`ldpsim.pipeline.layout.ADDED_VARIABLES` may be missing (a store of an
+        older ldpsim).
     """
     path = Path(path)
     attrs = read_attrs(path)
+    pending = extension_pending(path)
+    consolidated = read_root(path).get("consolidated_metadata") or {}
+    consolidated = consolidated.get("metadata") or {}
     # Each array's own zarr.json, not the consolidated copy in the root: that is what a
     # write reads, so a damaged one must be found here.
     group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
@@ -190,8 +227,18 @@ def check_store(path: str | Path, *, read_chunks: bool | tuple[str, ...] = True)
             raise damaged(path, f"{name}/zarr.json", exc) from None
         if not isinstance(array, zarr.Array):
             raise damaged(path, f"{name}/zarr.json", "a group where an array belongs")
+        if consolidated and not pending:
+            own = json.loads((path / name / "zarr.json").read_bytes())
+            if own != consolidated.get(name):
+                raise damaged(
+                    path, f"{name}/zarr.json", "it differs from its copy in the root zarr.json"
+                )
         if read_chunks is True or (read_chunks and name in read_chunks):
             _check_chunks(path, name, array)
+    if not pending:
+        done = group["done"]
+        grid_axes = len(done.shape) - 1
+        check_array_layout(path, attrs, grid_axes, tuple(done.chunks), done.shards)
     for _ in iter_errors(path):  # parses every record
         pass
     return attrs

@@ -23,6 +23,7 @@ from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS, Layout, layout_for, store_index
 from ldpsim.pipeline.lock import RunLock
+from ldpsim.pipeline.reading import extension_pending
 from ldpsim.pipeline.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.signals import check as check_signals
 from ldpsim.pipeline.store import (
@@ -348,8 +349,9 @@ def run_sweep(
     sweep = adopt_store_choices(sweep, path)  # a resumed store keeps its methods (issue 24)
     changes = inspect_store(path, sweep, fingerprint=False)  # checked below if there is work
     # Damage is repaired under the lock; a store found undamaged here is not decoded
-    # again there (files go missing by accident, not by runs).
-    undamaged = not changes and not find_damage(path)
+    # again there (files go missing by accident, not by runs). An extension interrupted
+    # while it was committed is completed under the lock before anything else.
+    undamaged = not changes and not extension_pending(path) and not find_damage(path)
     if undamaged:
         store = Store(path, stored_layout(path), mode="r")
         work, already = plan(sweep, store)

@@ -29,9 +29,11 @@ import zarr
 
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import check_streams, identity_diff
+from ldpsim.pipeline.integrity import is_sealed, seal
 from ldpsim.pipeline.layout import (
     ADDED_DATA_TYPES,
     ADDED_VARIABLES,
+    EXTENSION_JOURNAL,
     META_GROUP,
     VARIABLE_ATTRS,
     Layout,
@@ -43,10 +45,9 @@ from ldpsim.pipeline.layout import (
     truth_array,
 )
 from ldpsim.pipeline.reading import (
-    has_consolidated_metadata,
     missing_variables,
-    read_attrs,
     read_sweep,
+    stored_layout,
 )
 from ldpsim.pipeline.store_path import check_store_path
 from ldpsim.pipeline.sweep import CASE_AXIS, GridPoint, Sweep
@@ -111,10 +112,8 @@ class Store:
             layout = stored_layout(path)
             if changes:
                 layout = _extend(path, stored, layout, changes)
-            elif missing_variables(path):  # a store of an older ldpsim: add them
+            elif missing_variables(path) or not is_sealed(path):  # a store of older ldpsim
                 _commit(path, _extension_files(path, layout, stored))
-            elif not has_consolidated_metadata(path):  # a store of ldpsim <= 0.2
-                consolidate(path)
         except OSError as exc:
             raise InputError(
                 f"Cannot extend the store {str(path)!r}: {_describe(exc)}; the store is "
@@ -250,10 +249,6 @@ def _error_name(index: tuple[int, ...], rep: int) -> str:
     return f"{'_'.join(map(str, index)) or '0'}__{rep}.json"
 
 
-#: Inside META_GROUP: the renames of an extension being committed (see _commit).
-EXTENSION_JOURNAL = "extension.json"
-
-
 @dataclass(frozen=True)
 class Changes:
     """What running a sweep changes in the layout of its store (false: nothing)."""
@@ -321,16 +316,6 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
         replicates_added=max(0, sweep.replicates - layout.replicates),
         cases_added={label: sweep.cases[label] for label in added.get(CASE_AXIS, [])},
     )
-
-
-def stored_layout(path: str | Path) -> Layout:
-    """The layout of the store at ``path``, as last extended."""
-    attrs = read_attrs(path)
-    shards = None
-    if "shard_reps" in attrs:  # none in a store of ldpsim <= 0.2
-        grid = tuple(int(v) for v in attrs["shard_grid"])
-        shards = (grid, int(attrs["chunk_reps"]), int(attrs["shard_reps"]))
-    return layout_for(read_sweep(path), rep_chunk=int(attrs["rep_chunk"]), shards=shards)
 
 
 def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layout:
@@ -468,6 +453,11 @@ def finish_extension(path: str | Path) -> bool:
     root = Path(path)
     journal = root / META_GROUP / EXTENSION_JOURNAL
     if not journal.exists():
+        # A run killed before it wrote its journal left its new files beside their
+        # targets: the extension never happened (zarr would warn of every such file).
+        for pattern in ("**/zarr.json.*.tmp", "*/c/**/*.tmp"):
+            for temp in root.glob(pattern):
+                temp.unlink(missing_ok=True)
         return False
     try:
         for temp, target in json.loads(journal.read_text()):
@@ -483,7 +473,8 @@ def finish_extension(path: str | Path) -> bool:
 
 
 def consolidate(path: str | Path) -> None:
-    """Gather every node's metadata in the root ``zarr.json`` (``xr.open_zarr(path)``).
+    """Gather every node's metadata in the root ``zarr.json`` (``xr.open_zarr(path)``),
+    and record the digest of its content there (:func:`ldpsim.pipeline.integrity.seal`).
 
     Only an extension changes the metadata, and it rewrites the consolidated copy in
     the same commit, so the copy never hides data.
@@ -494,6 +485,7 @@ def consolidate(path: str | Path) -> None:
         warnings.filterwarnings("ignore", message="Consolidated metadata is currently not")
         warnings.filterwarnings("ignore", message="Object at .* is not recognized")
         zarr.consolidate_metadata(str(path), zarr_format=3)
+    seal(path)
 
 
 def _write_atomically(target: Path, data: bytes) -> None:

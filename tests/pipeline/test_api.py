@@ -13,7 +13,7 @@ from conftest import DEMO_ARGS, one_error_line, tree_hash
 
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, StoreDamage
 from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import RunLock
 from ldpsim.pipeline.plots import FIGURE_KINDS
@@ -177,10 +177,11 @@ def test_a_damaged_store_is_refused_with_the_cli_message(api_store, tmp_path, ca
     copy = tmp_path / "damaged.zarr"
     shutil.copytree(store, copy)
     (copy / "estimate" / "zarr.json").write_text("{not json")
-    with pytest.raises(InputError, match=r"is damaged: estimate/zarr\.json") as raised:
+    with pytest.raises(StoreDamage, match=r"is damaged: estimate/zarr\.json") as raised:
         api.open_store(copy)
     code = main(["summarize", str(copy)])
-    assert one_error_line(capsys.readouterr(), code) == f"ldpsim: error: {raised.value}"
+    line = one_error_line(capsys.readouterr(), code, exit_code=api.EXIT_DAMAGED)
+    assert line == f"ldpsim: error: {raised.value}"
 
 
 def test_client_excludes_the_cluster_arguments(client, tmp_path):
@@ -211,12 +212,64 @@ def test_a_client_without_workers_is_refused_not_replaced(tmp_path):
         ({"progress": "yes"}, TypeError, "'progress' parameter of run must be a bool"),
         ({"jobs": 2}, InputError, "--jobs and --adapt scale the jobs of a batch cluster"),
         ({"store": ""}, InputError, "store path is an empty string"),
+        # Issue 31: each of these was a raw TypeError or AttributeError, or accepted.
+        ({"store": 42}, TypeError, r"'store' parameter of run must be a path \(str or os"),
+        ({"cluster_options": [1]}, TypeError, "'cluster_options' parameter of run must be a map"),
+        ({"cluster_options": {1: 2}}, TypeError, "'cluster_options' parameter of run"),
+        ({"start_timeout": 0}, InputError, r"'start_timeout' parameter of run must be a number "),
+        ({"start_timeout": "9"}, InputError, r"of seconds in \(0, inf\]\. Got '9'\."),
+        ({"task_timeout": -1.0}, InputError, r"'task_timeout' parameter of run must be a number"),
+        ({"scheduler": 8786}, TypeError, "'scheduler' parameter of run must be a Dask schedul"),
+        ({"cluster": 5}, TypeError, "'cluster' parameter of run must be a path"),
+        ({"adapt": "2:10"}, TypeError, r"'adapt' parameter of run must be a pair \(minimum, max"),
+        ({"adapt": (10, 2)}, InputError, r"0 <= minimum <= maximum and maximum >= 1, or None"),
+        ({"client": "tcp://x:1"}, TypeError, "'client' parameter of run must be a distributed.C"),
+        ({"allow_long": "no"}, TypeError, "'allow_long' parameter of run must be True or False"),
+        ({"max_failures": 1.5}, TypeError, "'max_failures' parameter of run must be an int >= 1"),
     ],
 )
 def test_bad_run_arguments_are_refused_before_anything_starts(
     tmp_path, monkeypatch, arguments, error, words
 ):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(error, match=words):
+    with pytest.raises(error, match=words) as raised:
         api.run(demo_sweep(), **{"store": "s.zarr", **arguments})
+    # InputError (the CLI's one line) whatever the error; a wrong type is a TypeError too.
+    assert isinstance(raised.value, InputError)
+    assert isinstance(raised.value, TypeError) == (error is TypeError)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        # Before: AttributeError ('int' object has no attribute 'compute').
+        (lambda: api.summarize(42), TypeError, "'ds' parameter of summarize must be a store's"),
+        (lambda: api.plot(None), TypeError, "'ds' parameter of plot must be a store's xarray"),
+        # Before: ValueError, not InputError, and only once the store was read.
+        (
+            lambda: api.summarize("absent.zarr", target_se=-1),
+            InputError,
+            r"'target_se' parameter of summarize must be a float in \(0, 1\)\. Got -1\.",
+        ),
+        (lambda: api.summarize("absent.zarr", target_se="0.01"), TypeError, "'target_se'"),
+        (lambda: api.summarize("absent.zarr", as_dataset="no"), TypeError, "'as_dataset'"),
+        (lambda: api.summarize("absent.zarr", coords=["all"]), InputError, "'coords'"),
+        (lambda: api.plot("absent.zarr", kind=["coverage"]), InputError, "Unknown figure kind"),
+        (lambda: api.open_store(42), TypeError, "'path' parameter of open_store must be a st"),
+        (lambda: api.open_store("absent.zarr", load="x"), TypeError, "'load' parameter of ope"),
+        # Before: TypeError from os.fspath, from unpacking 42, from indexing 1.
+        (lambda: api.load_sweep(42), TypeError, "'name_or_path' parameter of load_sweep must"),
+        (lambda: api.load_sweep("demo", set=42), TypeError, "'set' parameter of load_sweep"),
+        (lambda: api.load_sweep("demo", set=[1]), TypeError, r"list of 'KEY=VALUE' strings"),
+    ],
+)
+def test_bad_arguments_of_the_other_functions_are_input_errors(
+    tmp_path, monkeypatch, call, error, words
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=words) as raised:
+        call()
+    assert isinstance(raised.value, InputError)
+    assert isinstance(raised.value, TypeError) == (error is TypeError)
     assert list(tmp_path.iterdir()) == []

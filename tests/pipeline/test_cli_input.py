@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -10,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tmpfs, tree_hash, write_sweep
+from conftest import edit_root_attrs, tmpfs, tree_hash, write_sweep
 
 from ldpsim.pipeline.api import open_store
-from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, check_run_length, main
+from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, EXIT_DAMAGED, check_run_length, main
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.tables import format_level
 
@@ -40,11 +39,11 @@ def finished(tmp_path_factory, local_cluster) -> dict[str, Path]:
     return {"sweep": sweep, "store": store, "scheduler": local_cluster.scheduler_address}
 
 
-def one_line(capsys, code: int, words: list[str]) -> str:
-    """Assert the bad-input contract and return the line."""
+def one_line(capsys, code: int, words: list[str], exit_code: int = 2) -> str:
+    """Assert the bad-input contract (a damaged store: ``exit_code`` 4) and return the line."""
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
-    assert code == 2, captured
+    assert code == exit_code, captured
     assert len(lines) == 1, lines
     assert lines[0].startswith("ldpsim: error: "), lines[0]
     assert "Traceback" not in captured.err
@@ -81,6 +80,26 @@ def test_bad_set_items(item, words, finished, capsys):
     before = tree_hash(finished["store"])
     one_line(capsys, main(run_args(finished, finished["store"], "--set", item)), words)
     assert tree_hash(finished["store"]) == before
+
+
+def test_a_tiny_eps_is_one_line_and_no_store(tmp_path):
+    # Issue 31's command: exit 1 and a 32-line ZeroDivisionError (randomized response's
+    # 1 - 2q rounds to 0) before; refused while the sweep is checked, before any store.
+    command = ["run", "demo", "--store", str(tmp_path / "x.zarr"), "--set", "eps=1e-20"]
+    result = subprocess.run(
+        [sys.executable, "-m", "ldpsim.pipeline", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and "Traceback" not in result.stderr, lines
+    assert lines[0].startswith(
+        "ldpsim: error: The 'eps' parameter of randomized_response must be a float in ["
+    )
+    assert "Got 1e-20, at the grid point tau = 0.5, n = 10000." in lines[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_n_beyond_int64_in_a_sweep_file_is_refused_before_running(tmp_path, finished, capsys):
@@ -228,10 +247,17 @@ def damage_root_json(store: Path) -> str:
 
 
 def damage_sweep_attribute(store: Path) -> str:
-    meta = json.loads((store / "zarr.json").read_text())
-    meta["attributes"]["sweep"] = '{"name": 3'
-    (store / "zarr.json").write_text(json.dumps(meta))
+    # With the digest of the metadata recomputed: what the sweep attribute means is checked.
+    edit_root_attrs(store, sweep='{"name": 3')
     return "attribute 'sweep' is not JSON"
+
+
+def damage_level_bit(store: Path) -> str:
+    # One bit of "level": 0.9 makes it 0.8 (issue 31): its digest no longer matches.
+    text = (store / "zarr.json").read_bytes()
+    at = text.index(b'"level": 0.9') + len(b'"level": 0.')
+    (store / "zarr.json").write_bytes(text[:at] + bytes([text[at] ^ 1]) + text[at + 1 :])
+    return "does not match its recorded metadata_sha256"
 
 
 def damage_array_json(store: Path) -> str:
@@ -249,6 +275,7 @@ def damage_error_record(store: Path) -> str:
 DAMAGES = [
     damage_root_json,
     damage_sweep_attribute,
+    damage_level_bit,
     damage_array_json,
     damage_error_record,
 ]  # a damaged chunk of replicates' data is no bad input: run recomputes it (test_damage.py)
@@ -262,7 +289,7 @@ def test_a_damaged_store_in_every_verb(damage, tmp_path, finished, capsys):
     before = tree_hash(store)
     for verb in VERBS:
         argv = run_args(finished, store) if verb == "run" else [verb, str(store)]
-        one_line(capsys, main(argv), words)
+        one_line(capsys, main(argv), words, exit_code=EXIT_DAMAGED)
     assert tree_hash(store) == before
     assert not (tmp_path / "tiny-figures").exists()
     assert not (tmp_path / "tiny-report.html").exists()

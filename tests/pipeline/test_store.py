@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import computed, tree_hash, write_sweep
+from conftest import computed, edit_root_attrs, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
@@ -275,8 +275,7 @@ def _as_version_1(store, copy):
     shutil.copytree(store, copy)
     root = json.loads((copy / "zarr.json").read_text())
     assert root["attributes"]["streams_version"] == STREAMS_VERSION
-    del root["attributes"]["streams_version"]
-    (copy / "zarr.json").write_text(json.dumps(root))
+    edit_root_attrs(copy, streams_version=None)
     return copy
 
 
@@ -298,21 +297,12 @@ def test_store_from_other_laplace_streams_refused(local_cluster, tmp_path, capsy
         assert "streams of version 1" in err and "for the mechanism laplace" in err
         assert tree_hash(old) == before
     # A malformed attribute is bad input too, not a crash.
-    root = json.loads((old / "zarr.json").read_text())
-    root["attributes"]["streams_version"] = "x"
-    (old / "zarr.json").write_text(json.dumps(root))
+    edit_root_attrs(old, streams_version="x")
     before = tree_hash(old)
     assert main(["run", str(sweep_file), "--store", str(old)]) == 2
     err = capsys.readouterr().err
     assert "invalid 'streams_version' attribute 'x'" in err and "Traceback" not in err
     assert tree_hash(old) == before
-
-
-def _set_root_attrs(store, **attrs):
-    # Edit the store's root attributes as an older ldpsim would have written them.
-    root = json.loads((store / "zarr.json").read_text())
-    root["attributes"].update(attrs)
-    (store / "zarr.json").write_text(json.dumps(root))
 
 
 def test_version_2_store_whose_bm_follows_another_beta_refused(tmp_path, capsys):
@@ -325,7 +315,7 @@ def test_version_2_store_whose_bm_follows_another_beta_refused(tmp_path, capsys)
     for name, overrides in (("short", short), ("paper", [])):
         stores[name] = tmp_path / f"{name}.zarr"
         Store.open_or_create(stores[name], load_sweep(sweep_file, overrides))
-        _set_root_attrs(stores[name], streams_version=2)
+        edit_root_attrs(stores[name], streams_version=2)
     before = tree_hash(stores["short"])
     for extra in ([], ["--replicates", "4"]):
         args = ["run", str(sweep_file), "--store", str(stores["short"]), "--set", *short]
@@ -350,7 +340,7 @@ def test_store_from_other_numpy_streams_refused(finished, tmp_path, capsys, part
     recorded = json.loads(open_dataset(store).attrs["streams_fingerprint"])
     assert recorded == streams_fingerprint()
     other = shutil.copytree(store, tmp_path / "other.zarr")
-    _set_root_attrs(other, streams_fingerprint=json.dumps({**recorded, part: "0" * 16}))
+    edit_root_attrs(other, streams_fingerprint=json.dumps({**recorded, part: "0" * 16}))
     before = tree_hash(other)
     # Nothing to compute: nothing is drawn, and the run says so (the fingerprint is
     # checked when there is work).
@@ -371,19 +361,17 @@ def test_store_fingerprint_of_unused_law_absent_or_invalid(
     sched = ["--scheduler", local_cluster.scheduler_address]
     # A law the sweep does not draw (its bb uses uniform multipliers) does not matter.
     unused = shutil.copytree(store, tmp_path / "unused.zarr")
-    _set_root_attrs(unused, streams_fingerprint=json.dumps({**recorded, "gaussian": "0" * 16}))
+    edit_root_attrs(unused, streams_fingerprint=json.dumps({**recorded, "gaussian": "0" * 16}))
     assert main(["run", str(sweep_file), "--store", str(unused), *sched]) == 0
     # A store made before the fingerprint existed is extended; it gets no fingerprint,
     # since nobody knows which numpy drew its replicates.
     old = shutil.copytree(store, tmp_path / "old.zarr")
-    root = json.loads((old / "zarr.json").read_text())
-    del root["attributes"]["streams_fingerprint"]
-    (old / "zarr.json").write_text(json.dumps(root))
+    edit_root_attrs(old, streams_fingerprint=None)
     assert main(["run", str(sweep_file), "--store", str(old), "--replicates", "6", *sched]) == 0
     ds = open_dataset(old)
     assert int(ds["done"].sum()) == 24 and "streams_fingerprint" not in ds.attrs
     # A malformed fingerprint is bad input, not a crash.
-    _set_root_attrs(old, streams_fingerprint="[1, 2")
+    edit_root_attrs(old, streams_fingerprint="[1, 2")
     before = tree_hash(old)
     assert main(["run", str(sweep_file), "--store", str(old), "--replicates", "8"]) == 2
     err = capsys.readouterr().err

@@ -1,0 +1,213 @@
+"""A store's own facts are checked: every array has a checksum, the metadata a recorded
+digest, the layout attributes are validated, and the arrays the sweep determines
+(coordinates, truths) are recomputed and compared (issue 31's hunt).
+
+Before: one flipped bit in ``truth`` took bb's coverage from 0.750 to 0.000 with every
+command at exit 0; a bit of ``"level": 0.9`` made every table read "80% intervals".
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from conftest import edit_root_attrs, tree_hash
+
+from ldpsim.pipeline.cli import EXIT_DAMAGED, main
+from ldpsim.pipeline.damage import find_damage
+from ldpsim.pipeline.integrity import DIGEST_ATTR, TRUTH_RTOL
+
+#: The arrays a store's sweep determines, and a file of each in the demo store.
+DETERMINED = ("truth", "pseudo_truth", "n", "tau", "rep", "method", "coord")
+OLD_LAYOUT = Path(__file__).resolve().parents[1] / "reference" / "old-layout.tar.gz"
+
+
+def _flip(file: Path, byte: int, bit: int = 0) -> None:
+    data = bytearray(file.read_bytes())
+    data[byte] ^= 1 << bit
+    file.write_bytes(bytes(data))
+
+
+def _codec_names(codecs: list[dict]) -> list[str]:
+    """The names of a codec pipeline, those inside a sharding codec's included."""
+    names = []
+    for codec in codecs:
+        names.append(codec["name"])
+        names += _codec_names(codec.get("configuration", {}).get("codecs", []))
+    return names
+
+
+def _one_damage_line(capsys, code: int, words: list[str]) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == EXIT_DAMAGED, captured
+    assert len(lines) == 1 and "Traceback" not in captured.err, lines
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def test_every_array_of_a_new_store_has_a_checksum(demo_store):
+    arrays = [m for m in demo_store.glob("*/zarr.json") if '"array"' in m.read_text()]
+    assert {m.parent.name for m in arrays} >= set(DETERMINED) | {"done", "lower"}
+    for meta in arrays:
+        assert "crc32c" in _codec_names(json.loads(meta.read_text())["codecs"]), meta
+    root = json.loads((demo_store / "zarr.json").read_text())
+    assert len(root["attributes"][DIGEST_ATTR]) == 64
+
+
+def _determined_values(store: Path) -> dict[str, np.ndarray]:
+    group = zarr.open_group(str(store), mode="r", zarr_format=3)
+    return {name: np.asarray(group[name][...]) for name in DETERMINED if name in group}
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal, or for truths within TRUTH_RTOL: a change no coverage can see."""
+    if a.dtype.kind == "f":
+        return a.shape == b.shape and bool(
+            np.allclose(a, b, rtol=TRUTH_RTOL, atol=0.0, equal_nan=True)
+        )
+    return a.shape == b.shape and [str(v) for v in a.ravel()] == [str(v) for v in b.ravel()]
+
+
+@pytest.mark.parametrize("kind", ["new", "old-layout"])
+def test_no_flipped_bit_changes_a_determined_array_silently(kind, demo_store, tmp_path):
+    # Every byte of every file of the determined arrays, one bit flipped at a time: the
+    # damage check names the array, or the array reads as before (a bit no decoder
+    # uses; a truth's low mantissa bits, within TRUTH_RTOL). A new store's CRC-32C
+    # finds every flip; a store made before it (the old layout's archive, plain zstd)
+    # is caught by the recomputation.
+    if kind == "new":
+        store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    else:
+        with tarfile.open(OLD_LAYOUT) as archive:
+            archive.extractall(tmp_path, filter="data")
+        store = tmp_path / "old.zarr"
+    original = _determined_values(store)
+    assert not find_damage(store, verify=False)
+    flips = found = 0
+    for name in original:
+        for file in sorted(p for p in (store / name / "c").rglob("*") if p.is_file()):
+            pristine = file.read_bytes()
+            for byte in range(len(pristine)):
+                _flip(file, byte, bit=byte % 8)
+                damage = find_damage(store, verify=False)
+                if name in damage.determined:
+                    found += 1
+                else:  # then nothing a reader sees changed
+                    assert not damage, (file, byte, damage.describe())
+                    try:
+                        now = _determined_values(store)[name]
+                    except Exception as exc:  # a decoder's own error: found above
+                        pytest.fail(f"{file} byte {byte}: {exc!r} but no damage found")
+                    assert _same(now, original[name]), (file, byte)
+                flips += 1
+                file.write_bytes(pristine)
+    assert flips > 100
+    if kind == "new":
+        assert found == flips  # the checksum: every bit of every file
+    else:
+        assert found > flips // 2
+
+
+def test_a_flipped_truth_is_damage_that_a_run_repairs(demo_store, local_cluster, tmp_path, capsys):
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    reference = main(["summarize", str(demo_store)]), capsys.readouterr().out
+    truth = next(p for p in (store / "truth" / "c").rglob("*") if p.is_file())
+    _flip(truth, 19)
+    before = tree_hash(store)
+    assert main(["status", str(store)]) == EXIT_DAMAGED
+    assert "the stored values of truth differ" in capsys.readouterr().out
+    for verb in ("summarize", "plot", "report"):
+        _one_damage_line(capsys, main([verb, str(store)]), ["truth", "`ldpsim run` writes it"])
+    assert tree_hash(store) == before  # nothing stored is changed by a reader
+    run = ["run", "demo", "--replicates", "2", "--set", "grid.n=[1000]", "--store", str(store)]
+    assert main([*run, "--scheduler", local_cluster.scheduler_address]) == 0
+    out = capsys.readouterr().out
+    assert "the stored values of truth differ" in out and "0 of 4 replicates" in out
+    assert truth.read_bytes() == (demo_store / truth.relative_to(store)).read_bytes()
+    assert (main(["summarize", str(store)]), capsys.readouterr().out) == reference
+
+
+def _level_bit(store: Path) -> None:
+    text = (store / "zarr.json").read_bytes()
+    at = text.index(b'"level": 0.9') + len(b'"level": 0.')
+    _flip(store / "zarr.json", at)  # 0.9 -> 0.8
+
+
+def _digest_name_bit(store: Path) -> None:
+    _flip(store / "zarr.json", (store / "zarr.json").read_bytes().index(DIGEST_ATTR.encode()) + 3)
+
+
+def _root_not_json(store: Path) -> None:
+    (store / "zarr.json").write_bytes((store / "zarr.json").read_bytes()[:-40])
+
+
+def _array_json_changed(store: Path) -> None:
+    meta = json.loads((store / "lower" / "zarr.json").read_text())
+    meta["fill_value"] = 0.0  # still valid metadata: its copy in the root says NaN
+    (store / "lower" / "zarr.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (_level_bit, ["zarr.json", f"does not match its recorded {DIGEST_ATTR}"]),
+        (_digest_name_bit, ["zarr.json", "unknown attribute"]),
+        (_root_not_json, ["zarr.json cannot be read (not JSON"]),
+        (_array_json_changed, ["lower/zarr.json", "differs from its copy in the root"]),
+    ],
+    ids=["level-bit", "digest-name-bit", "root-not-json", "array-json-changed"],
+)
+def test_damaged_metadata_is_exit_4_in_every_verb(demo_store, tmp_path, capsys, damage, words):
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    damage(store)
+    before = tree_hash(store)
+    run = ["run", "demo", "--replicates", "2", "--set", "grid.n=[1000]", "--store", str(store)]
+    for argv in (["status", str(store)], ["summarize", str(store)], run):
+        line = _one_damage_line(capsys, main(argv), words)
+        assert "Restore it from a copy" in line
+    assert tree_hash(store) == before
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"shard_reps": 0}, ["'shard_reps' is 0", "a positive multiple of chunk_reps"]),
+        ({"shard_reps": "x"}, ["'shard_reps' is 'x'"]),
+        ({"shard_reps": -5}, ["'shard_reps' is -5"]),
+        ({"rep_chunk": 0}, ["'rep_chunk' is 0", "a positive integer"]),
+        ({"shard_grid": [1]}, ["'shard_grid' is [1]", "one per grid axis"]),
+        ({"chunk_reps": None}, ["'chunk_reps' is None", "present beside"]),
+        ({"shard_reps": 4}, ["disagree with done/zarr.json"]),  # a multiple, but not done's
+    ],
+)
+def test_layout_attributes_are_checked_on_open(demo_store, tmp_path, capsys, changes, words):
+    # Edited with the digest recomputed (as a tool that rewrote it would): the attributes'
+    # meaning is checked. Before, shard_reps = -5 stored 52 replicates nowhere, exit 3.
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    edit_root_attrs(store, **changes)
+    before = tree_hash(store)
+    run = ["run", "demo", "--replicates", "2", "--set", "grid.n=[1000]", "--store", str(store)]
+    for argv in (run, ["status", str(store)]):
+        _one_damage_line(capsys, main(argv), words)
+    assert tree_hash(store) == before
+
+
+def test_a_store_without_digest_is_sealed_by_its_next_run(demo_store, local_cluster, tmp_path):
+    # A store of an older ldpsim has no digest: it is read as before, and the next run
+    # that writes to it records one.
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    root = json.loads((store / "zarr.json").read_text())
+    del root["attributes"][DIGEST_ATTR]
+    (store / "zarr.json").write_text(json.dumps(root, indent=2))
+    assert main(["status", str(store)]) == 0
+    run = ["run", "demo", "--replicates", "3", "--set", "grid.n=[1000]", "--store", str(store)]
+    assert main([*run, "--scheduler", local_cluster.scheduler_address]) == 0
+    assert DIGEST_ATTR in json.loads((store / "zarr.json").read_text())["attributes"]
+    assert main(["status", str(store)]) == 0  # the digest matches the content
