@@ -62,7 +62,9 @@ EXIT_OK = 0  # every replicate done; no replicate and no interval method failed
 EXIT_FAILED = 1  # some replicate or interval method failed (recorded: `ldpsim errors`)
 EXIT_INCOMPLETE = 3  # replicates not computed yet, none failed (`ldpsim run` resumes)
 #: Exit code of ``status`` (and ``summarize``, ``plot``, ``report``, which refuse) for a
-#: store whose finished replicates' data is missing or corrupt; ``run`` recomputes them.
+#: store whose finished replicates' data is missing or corrupt, or whose coordinates or
+#: truths differ from its sweep's: ``run`` recomputes them. Damaged metadata too, in
+#: every verb, ``run`` included (it cannot rebuild them).
 EXIT_DAMAGED = 4
 #: The report's ``status`` for each exit code of :func:`outcome`.
 STATUS = {EXIT_OK: "complete", EXIT_FAILED: "failed", EXIT_INCOMPLETE: "incomplete"}
@@ -675,12 +677,13 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
     Raises
     ------
     InputError
-        ``path`` is not a path (:class:`InputTypeError`) or not an ldpsim store, or the
-        store is damaged (naming the damaged
-        file: a ``zarr.json``, a missing variable, an error record or, with ``load``, a
-        chunk). With ``load``, a missing or corrupt data file of finished replicates
-        raises its subclass :class:`ldpsim.pipeline.errors.StoreDamage` (``ldpsim run``
-        recomputes them; the CLI exits with :data:`EXIT_DAMAGED`).
+        ``path`` is not a path (:class:`InputTypeError`) or not an ldpsim store.
+    StoreDamage
+        The store is damaged (:class:`ldpsim.pipeline.errors.StoreDamage`, a subclass
+        of InputError; the CLI exits with :data:`EXIT_DAMAGED`), naming the damaged
+        file: a ``zarr.json`` (restore a copy), a missing variable, an error record,
+        coordinates or truths that differ from the sweep's or, with ``load``, a chunk or
+        a missing data file of finished replicates (``ldpsim run`` recomputes them).
     """
     from ldpsim.pipeline.reading import check_store, load_dataset, open_dataset
 

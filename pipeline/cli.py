@@ -33,8 +33,10 @@ exit codes (the same policy for run, status and errors):
        nothing stored was changed
   3    some replicates are not computed yet and none failed (an interrupted run,
        or one stopped by a full disk: run it again to resume)
-  4    damaged: some finished replicates' data is missing or corrupt (status;
-       summarize, plot and report refuse); `ldpsim run` recomputes them
+  4    damaged: some finished replicates' data is missing or corrupt, or a truth
+       or coordinate differs from what the sweep determines (status; summarize,
+       plot and report refuse); `ldpsim run` recomputes them. Damaged metadata
+       (a zarr.json) is 4 in every verb, run included: restore a copy
   130  interrupted (Ctrl-C); the finished replicates are kept
   143  stopped by SIGTERM (kill, scancel, a batch job's time limit); the finished
        replicates are kept, as with Ctrl-C

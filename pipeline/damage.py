@@ -19,6 +19,7 @@ from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.integrity import DETERMINED_REMEDY, determined_damage, rewrite_determined
 from ldpsim.pipeline.layout import VARIABLE_ATTRS
 from ldpsim.pipeline.reading import (
+    during_commits,
     has_consolidated_metadata,
     read_attrs,
     read_sweep,
@@ -190,7 +191,10 @@ def find_damage(path: str | Path, *, verify: bool = True, recompute: bool = True
     Damage
         False when nothing is damaged.
     """
-    path = Path(path)
+    return during_commits(path, lambda: _find_damage(Path(path), verify, recompute))
+
+
+def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
     arrays = replicate_arrays(path)
     grid = len(arrays["done"].shape) - 1
     corrupt: dict[str, tuple[slice, ...]] = {}

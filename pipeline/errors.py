@@ -13,8 +13,10 @@ class InputError(ValueError):
 
 
 class StoreDamage(InputError):
-    """Finished replicates' data is missing or cannot be decoded: `ldpsim run` recomputes
-    them (the CLI's exit code 4, :data:`ldpsim.pipeline.api.EXIT_DAMAGED`)."""
+    """A damaged store (the CLI's exit code 4, :data:`ldpsim.pipeline.api.EXIT_DAMAGED`):
+    finished replicates' data missing or not decodable, or coordinates and truths that
+    differ from the sweep's, which `ldpsim run` recomputes; or damaged metadata, which
+    it cannot rebuild (the message says to restore a copy)."""
 
 
 class RunStopped(Exception):

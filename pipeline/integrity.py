@@ -14,6 +14,7 @@ changed bit in them is found in stores made before they had checksums too.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ldpsim.pipeline.errors import StoreDamage
+from ldpsim.pipeline.errors import InputError, StoreDamage, os_error_text
 
 if TYPE_CHECKING:
     from ldpsim.pipeline.layout import Layout
@@ -119,18 +120,24 @@ def read_root(path: str | Path) -> dict[str, Any]:
         do not match their recorded digest, or (a store without one) hold an attribute
         that ldpsim never writes.
     """
+    file = Path(path) / "zarr.json"
     try:
-        root = json.loads((Path(path) / "zarr.json").read_bytes())
+        text = file.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{str(file)!r} cannot be read: {os_error_text(exc, file)}.") from None
+    try:
+        root = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise damaged(path, "zarr.json", f"not JSON: {exc}") from None
     if not isinstance(root, dict) or not isinstance(root.get("attributes", {}), dict):
         raise damaged(path, "zarr.json", "not a JSON object with attributes")
+    attributes = root.get("attributes", {})
+    ours = "sweep" in attributes or b'"sweep"' in text  # a changed bit in "attributes"
+    if not ours:  # not an ldpsim store (another Zarr node): the caller says so
+        return root
     unknown = sorted(set(root) - ROOT_KEYS)
     if unknown:
         raise damaged(path, "zarr.json", f"unknown key(s) {', '.join(unknown)}")
-    attributes = root.get("attributes", {})
-    if "sweep" not in attributes:  # not an ldpsim store: the caller says so
-        return root
     recorded = attributes.get(DIGEST_ATTR)
     if recorded is None:
         strange = sorted(set(attributes) - KNOWN_ATTRS)
@@ -239,7 +246,9 @@ def determined_arrays(sweep: Sweep, layout: Layout) -> dict[str, np.ndarray]:
     return out
 
 
-def _same(stored: np.ndarray, expected: np.ndarray) -> bool:
+def _same(stored: np.ndarray, expected: np.ndarray, rtol: float = 0.0) -> bool:
+    """Whether a stored array holds the expected values: exactly, or for a truth to
+    ``rtol`` (relative; NaN where NaN)."""
     if stored.shape != expected.shape:
         return False
     if expected.dtype == object:
@@ -251,7 +260,7 @@ def _same(stored: np.ndarray, expected: np.ndarray) -> bool:
     # A truth computed numerically (a clipped model's pseudo-truth) may differ in its
     # last bits between machines and library versions; a changed bit that matters is
     # far larger than TRUTH_RTOL (and a new store's CRC-32C finds any changed bit).
-    return bool(np.allclose(stored, expected, rtol=TRUTH_RTOL, atol=0.0, equal_nan=True))
+    return bool(np.allclose(stored, expected, rtol=rtol, atol=0.0, equal_nan=True))
 
 
 #: The names of the determined arrays besides the grid axes' coordinates.
@@ -261,6 +270,15 @@ DETERMINED_NAMES = ("method", "rep", "coord", "checkpoint", "truth", "pseudo_tru
 def _checksummed(array: Any) -> bool:
     """Whether every chunk of a zarr array ends with a CRC-32C (a store of today's)."""
     return any(type(codec).__name__ == "Crc32cCodec" for codec in array.compressors)
+
+
+def _every_chunk_stored(path: str | Path, name: str, array: Any) -> bool:
+    """Whether every chunk of the (unsharded) array ``name`` has its file."""
+    counts = [-(-size // chunk) for size, chunk in zip(array.shape, array.chunks, strict=True)]
+    return all(
+        (Path(path) / name / array.metadata.encode_chunk_key(coords)).is_file()
+        for coords in itertools.product(*(range(count) for count in counts))
+    )
 
 
 def determined_damage(
@@ -292,9 +310,16 @@ def determined_damage(
             stored[name] = np.asarray(group[name][...])
         except Exception:  # a codec's own exception (checksum: ValueError; zstd: RuntimeError)
             out.append(name)
-    if recompute or not all(_checksummed(group[name]) for name in names):
+    # Zarr reads a missing chunk file as the fill value, checksum or not: a store of
+    # today's has every chunk of these arrays written (write_empty_chunks), so one
+    # that lacks a file is recomputed.
+    whole = all(_checksummed(group[n]) and _every_chunk_stored(path, n, group[n]) for n in names)
+    if recompute or not whole:
         expected = determined_arrays(sweep, layout())
-        out += [n for n in stored if n not in expected or not _same(stored[n], expected[n])]
+        for name, values in stored.items():
+            rtol = TRUTH_RTOL if name in ("truth", "pseudo_truth") else 0.0
+            if name not in expected or not _same(values, expected[name], rtol):
+                out.append(name)
     return tuple(n for n in names if n in out)
 
 
@@ -309,5 +334,6 @@ def rewrite_determined(
 
     group = zarr.open_group(str(path), mode="r+", zarr_format=3, use_consolidated=False)
     arrays = determined_arrays(sweep, layout)
-    for name in names:
-        group[name][...] = arrays[name]
+    with zarr.config.set({"array.write_empty_chunks": True}):  # every chunk has its file
+        for name in names:
+            group[name][...] = arrays[name]

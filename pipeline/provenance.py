@@ -153,7 +153,9 @@ def record_run(
     }
     folder = Path(store) / META_GROUP / RUNS_FOLDER
     target = folder / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(end))}-{os.getpid()}.json"
-    temporary = target.with_suffix(".json.partial")
+    # The host in the temporary name: another host's record being written is not ours
+    # to judge by its pid (_remove_abandoned_records).
+    temporary = target.with_name(f"{target.stem}@{socket.gethostname()}.json.partial")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _remove_abandoned_records(folder)
@@ -166,11 +168,13 @@ def record_run(
 
 
 def _remove_abandoned_records(folder: Path) -> None:
-    """Delete the ``TIME-PID.json.partial`` records of runs killed while writing them
-    (their process is gone); a record being written by a live run is kept."""
+    """Delete the ``TIME-PID@HOST.json.partial`` records that runs of this host were
+    killed while writing (their process is gone); a record being written by a live run,
+    or by a run of another host, is kept."""
     for partial in folder.glob("*.json.partial"):
-        pid = partial.name.removesuffix(".json.partial").rsplit("-", 1)[-1]
-        if not (pid.isdigit() and psutil.pid_exists(int(pid))):
+        stem, _, host = partial.name.removesuffix(".json.partial").partition("@")
+        pid = stem.rsplit("-", 1)[-1]
+        if host == socket.gethostname() and not (pid.isdigit() and psutil.pid_exists(int(pid))):
             partial.unlink(missing_ok=True)
 
 

@@ -6,10 +6,11 @@ import itertools
 import json
 import logging
 import sys
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import zarr
 
@@ -32,6 +33,8 @@ from ldpsim.pipeline.sweep import Sweep
 
 if TYPE_CHECKING:  # imported when a dataset is opened
     import xarray as xr
+
+T = TypeVar("T")
 
 
 def has_consolidated_metadata(path: Path) -> bool:
@@ -70,13 +73,13 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
             f"{str(path)!r} is not an ldpsim store (no folder with a zarr.json); give the "
             "path of a store that `ldpsim run` wrote."
         )
-    read_root(path)  # parsed, and checked against its recorded digest
+    root = read_root(path)  # parsed, and checked against its recorded digest
+    if root.get("node_type") != "group" or "sweep" not in root.get("attributes", {}):
+        raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
     try:
         attrs = dict(zarr.open_group(str(path), mode="r", zarr_format=3).attrs)
     except (ValueError, KeyError, TypeError, OSError) as exc:  # JSON or metadata errors
         raise damaged(path, "zarr.json", exc) from None
-    if "sweep" not in attrs:
-        raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
     sweep = _sweep_from_json(path, attrs["sweep"])
     level = attrs.get("level")
     if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
@@ -204,22 +207,69 @@ def check_store(path: str | Path, *, read_chunks: bool | tuple[str, ...] = True)
         :data:`ldpsim.pipeline.layout.ADDED_VARIABLES` may be missing (a store of an
         older ldpsim).
     """
-    path = Path(path)
+    return during_commits(path, lambda: _check_store(Path(path), read_chunks))
+
+
+def during_commits(
+    path: str | Path, check: Callable[[], T], found: Callable[[T], bool] = bool
+) -> T:
+    """``check()``, once more if it found damage while an extension was being committed.
+
+    A check reads the root ``zarr.json`` and the arrays' files one after another; a run
+    that commits an extension meanwhile (its renames take milliseconds) changes some of
+    them between two reads, which would look like damage. So when ``check`` raises
+    :class:`StoreDamage` or its result is ``found`` damaged, and the root ``zarr.json``
+    changed since it began or a commit is in progress, it runs again (0.2 s later).
+    """
+    root = Path(path) / "zarr.json"
+
+    def moved(before: bytes) -> bool:
+        try:
+            return root.read_bytes() != before or extension_pending(path)
+        except OSError:
+            return True
+
+    try:
+        before = root.read_bytes()
+    except OSError:
+        return check()
+    try:
+        result = check()
+    except StoreDamage:
+        if not moved(before):
+            raise
+        time.sleep(0.2)
+        return check()
+    if found(result) and moved(before):
+        time.sleep(0.2)
+        return check()
+    return result
+
+
+def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, Any]:
     attrs = read_attrs(path)
     pending = extension_pending(path)
-    consolidated = read_root(path).get("consolidated_metadata") or {}
-    consolidated = consolidated.get("metadata") or {}
     # Each array's own zarr.json, not the consolidated copy in the root: that is what a
-    # write reads, so a damaged one must be found here.
+    # write reads, so a damaged one must be found here. Both are compared as zarr
+    # reads them (a newer zarr may spell the same metadata otherwise).
     group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
-    names = sorted(
-        entry.name
-        for entry in path.iterdir()
-        if entry.name != META_GROUP and (entry / "zarr.json").is_file()
-    )
+    copies = None
+    if has_consolidated_metadata(path) and not pending:
+        copies = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=True)
+    try:
+        names = sorted(
+            entry.name
+            for entry in path.iterdir()
+            if entry.name != META_GROUP and (entry / "zarr.json").is_file()
+        )
+    except OSError as exc:
+        raise InputError(f"{str(path)!r} cannot be read: {os_error_text(exc, path)}.") from None
     for name in VARIABLE_ATTRS:
         if name not in names and name not in ADDED_VARIABLES:  # those: an older store
             raise damaged(path, f"{name}/", "the variable is missing")
+    if copies is not None:
+        for name in sorted(set(copies.array_keys()) - set(names)):
+            raise damaged(path, f"{name}/zarr.json", "the array is missing")
     for name in names:
         try:
             array = group[name]
@@ -227,9 +277,9 @@ def check_store(path: str | Path, *, read_chunks: bool | tuple[str, ...] = True)
             raise damaged(path, f"{name}/zarr.json", exc) from None
         if not isinstance(array, zarr.Array):
             raise damaged(path, f"{name}/zarr.json", "a group where an array belongs")
-        if consolidated and not pending:
-            own = json.loads((path / name / "zarr.json").read_bytes())
-            if own != consolidated.get(name):
+        if copies is not None:
+            copy = copies[name] if name in copies else None
+            if copy is None or array.metadata.to_dict() != copy.metadata.to_dict():
                 raise damaged(
                     path, f"{name}/zarr.json", "it differs from its copy in the root zarr.json"
                 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -296,6 +297,7 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
         new = [v for v in sweep.grid[axis] if not axis_contains(layout.axis_values[axis], v)]
         if new:
             added[axis] = new
+            _check_fits_axis(path, axis, layout.axis_values[axis], new)
     requested = layout_for(sweep, rep_chunk=layout.rep_chunk, shards=None)
     what = "; ".join(f"{axis} = {values}" for axis, values in added.items())
     if requested.d > layout.d:
@@ -316,6 +318,28 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
         replicates_added=max(0, sweep.replicates - layout.replicates),
         cases_added={label: sweep.cases[label] for label in added.get(CASE_AXIS, [])},
     )
+
+
+def _check_fits_axis(path: Path, axis: str, stored: list[Any], new: list[Any]) -> None:
+    """Refuse new values that the axis's stored coordinate cannot hold: a value with a
+    fraction on an axis of integers (its coordinate is int64: 0.5 would be stored as 0).
+
+    Raises
+    ------
+    InputError
+        Naming the axis, its values and the value refused.
+    """
+    if coord_array(axis, stored).dtype != np.int64:
+        return
+    for value in new:
+        if not isinstance(value, int) and not (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        ):
+            raise InputError(
+                f"The store {str(path)!r} holds integers on its {axis!r} axis "
+                f"({stored}); {value!r} cannot be added to it. Use another --store path, "
+                f"or give that axis as floats from the start (e.g. {float(stored[0])!r})."
+            )
 
 
 def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layout:
@@ -374,12 +398,15 @@ def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, byt
             shape = tuple(sizes.get(dim, s) for dim, s in zip(dims, array.shape, strict=True))
             if shape != array.shape:
                 array.resize(shape)
-        for axis in layout.axes:
-            group[axis][:] = coord_array(axis, layout.axis_values[axis])
-        group["rep"][:] = np.arange(layout.replicates, dtype=np.int64)
-        group["truth"][...] = truth_array(merged, layout)
-        if "pseudo_truth" in group.array_keys():  # absent from stores older than it
-            group["pseudo_truth"][...] = truth_array(merged, layout, pseudo=True)
+        # Every chunk of the arrays the sweep determines has its file, even one that
+        # holds only the fill value: a missing file is damage (ldpsim.pipeline.integrity).
+        with zarr.config.set({"array.write_empty_chunks": True}):
+            for axis in layout.axes:
+                group[axis][:] = coord_array(axis, layout.axis_values[axis])
+            group["rep"][:] = np.arange(layout.replicates, dtype=np.int64)
+            group["truth"][...] = truth_array(merged, layout)
+            if "pseudo_truth" in group.array_keys():  # absent from stores older than it
+                group["pseudo_truth"][...] = truth_array(merged, layout, pseudo=True)
         group.attrs.update({"sweep": merged.to_json()})
         consolidate(scratch)
         files = {}
@@ -524,6 +551,9 @@ def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> bool:
             consolidated=False,
             zarr_format=3,
             encoding=encoding,
+            # The coordinates and truths are written now, every chunk of them (a
+            # missing file is damage); the replicates' arrays are only allocated.
+            write_empty_chunks=True,
         )
         zarr.open_group(str(tmp / META_GROUP), mode="w", zarr_format=3)
         consolidate(tmp)

@@ -16,11 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from conftest import edit_root_attrs, tree_hash
+from conftest import edit_root_attrs, one_error_line, tree_hash
 
 from ldpsim.pipeline.cli import EXIT_DAMAGED, main
 from ldpsim.pipeline.damage import find_damage
+from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.integrity import DIGEST_ATTR, TRUTH_RTOL
+from ldpsim.pipeline.reading import during_commits
+from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.sweep import load_sweep
 
 #: The arrays a store's sweep determines, and a file of each in the demo store.
 DETERMINED = ("truth", "pseudo_truth", "n", "tau", "rep", "method", "coord")
@@ -211,3 +215,101 @@ def test_a_store_without_digest_is_sealed_by_its_next_run(demo_store, local_clus
     assert main([*run, "--scheduler", local_cluster.scheduler_address]) == 0
     assert DIGEST_ATTR in json.loads((store / "zarr.json").read_text())["attributes"]
     assert main(["status", str(store)]) == 0  # the digest matches the content
+
+
+def test_a_deleted_truth_file_is_found_by_every_reader(demo_store, tmp_path, capsys):
+    # Zarr reads a missing chunk file as the fill value (NaN truths), checksum or not:
+    # every chunk of a determined array has its file, so a missing one is recomputed.
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    assert (store / "pseudo_truth" / "c").is_dir()  # all NaN, still written
+    for file in (store / "truth" / "c").rglob("*"):
+        if file.is_file():
+            file.unlink()
+    for verb in ("summarize", "plot", "report"):
+        _one_damage_line(capsys, main([verb, str(store)]), ["the stored values of truth"])
+
+
+def test_a_deleted_coordinate_is_damaged_metadata(demo_store, tmp_path, capsys):
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    shutil.rmtree(store / "tau")
+    before = tree_hash(store)
+    run = ["run", "demo", "--replicates", "2", "--set", "grid.n=[1000]", "--store", str(store)]
+    for argv in (["status", str(store)], run):
+        _one_damage_line(capsys, main(argv), ["tau/zarr.json", "the array is missing"])
+    assert tree_hash(store) == before
+
+
+def test_another_zarr_node_is_not_an_ldpsim_store(tmp_path, capsys):
+    path = tmp_path / "array.zarr"
+    zarr.create_array(str(path), shape=(3,), dtype="float64")
+    code = main(["status", str(path)])
+    captured = capsys.readouterr()
+    assert code == 2 and "not one made by ldpsim" in captured.err, captured
+
+
+def test_an_old_store_upgraded_without_new_replicates_stays_readable(
+    local_cluster, tmp_path, capsys
+):
+    # A store of ldpsim 0.2 lacks method_seconds; a run that adds it without resizing
+    # anything (here: one recomputing a lost shard) wrote a zarr.json that zarr spells
+    # otherwise than its consolidated copy. Compared as zarr reads them, they agree.
+    with tarfile.open(OLD_LAYOUT) as archive:
+        archive.extractall(tmp_path, filter="data")
+    store, sweep = tmp_path / "old.zarr", tmp_path / "old.toml"
+    shutil.rmtree(store / "method_seconds")  # as a store written before it had one
+    root = json.loads((store / "zarr.json").read_text())
+    del root["consolidated_metadata"]["metadata"]["method_seconds"]
+    (store / "zarr.json").write_text(json.dumps(root))
+    assert main(["status", str(store)]) == 0
+    next(p for p in (store / "lower" / "c").rglob("*") if p.is_file()).unlink()
+    assert main(["status", str(store)]) == EXIT_DAMAGED
+    run = [
+        "run",
+        str(sweep),
+        "--store",
+        str(store),
+        "--scheduler",
+        local_cluster.scheduler_address,
+    ]
+    assert main(run) == 0
+    assert (store / "method_seconds" / "zarr.json").is_file()
+    assert DIGEST_ATTR in json.loads((store / "zarr.json").read_text())["attributes"]
+    capsys.readouterr()
+    assert main(["status", str(store)]) == 0, capsys.readouterr()
+
+
+def test_a_fraction_on_an_integer_axis_is_refused(tmp_path, capsys):
+    # eps = [1, 2] is stored as int64: 0.5 would be written as 0, and read back so.
+    sweep_file = tmp_path / "int.toml"
+    sweep_file.write_text(
+        'replicates = 2\nseed = 1\n[spec]\nmodel = "quantile"\nn = 1000\n'
+        "[grid]\neps = [1, 2]\n[methods.bm]\n"
+    )
+    store = tmp_path / "int.zarr"
+    Store.open_or_create(store, load_sweep(sweep_file))
+    before = tree_hash(store)
+    code = main(["run", str(sweep_file), "--store", str(store), "--set", "grid.eps=[1, 2, 0.5]"])
+    one_error_line(capsys.readouterr(), code, ["holds integers on its 'eps' axis", "0.5"])
+    assert tree_hash(store) == before
+
+
+def test_a_check_that_meets_a_commit_is_made_again(demo_store, tmp_path):
+    # status (or a second run) reading while a run commits an extension sees old and
+    # new files mixed: the check runs again once the root zarr.json has changed.
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    calls = []
+
+    def check():
+        calls.append(1)
+        if len(calls) == 1:  # the commit's last rename, meanwhile
+            (store / "zarr.json").write_bytes((store / "zarr.json").read_bytes() + b"\n")
+            raise StoreDamage("mixed")
+        return "whole"
+
+    assert during_commits(store, check) == "whole" and len(calls) == 2
+
+    def damaged_store():
+        raise StoreDamage("really damaged")
+
+    with pytest.raises(StoreDamage, match="really"):  # no commit: the damage stands
+        during_commits(store, damaged_store)

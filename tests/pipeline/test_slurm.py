@@ -228,11 +228,13 @@ def _done_count(store: Path) -> int:
 
 
 def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_path):
-    # rep_chunk = 1 and 0.05 s per replicate after compilation: a few seconds of work
-    # after the first replicate lands, so the cancel falls in the middle of the run
-    sweep = _write_sweep(tmp_path, replicates=30, n=1_000_000)
+    # rep_chunk = 1 and about 0.06 s per replicate after compilation (n = 1e7 at 6 ns a
+    # step): seconds of work after the first replicate lands, so the cancel falls in the
+    # middle of the run. At n = 1e6 (6 ms a replicate) a fast machine finished the run
+    # before the cancel reached the jobs.
+    sweep = _write_sweep(tmp_path, replicates=40, n=10_000_000)
     store = tmp_path / "cancelled.zarr"
-    total = 2 * 30
+    total = 2 * 40
     log = (tmp_path / "driver.log").open("w")
     cmd = [*LDPSIM, "run", str(sweep), "--store", str(store), "--cluster", "slurm", "--jobs", "2"]
     # Results written as they come (not every 2 s): the first lands early in the run.

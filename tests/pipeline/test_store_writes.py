@@ -270,9 +270,13 @@ def test_a_run_record_killed_while_written_is_removed_by_the_next(store, local_c
     _killed("record", [*EXTEND_S, "--store", str(store), *scheduler(local_cluster)])
     runs = store / META_GROUP / "runs"
     assert len(list(runs.glob("*.json.partial"))) == 1
+    # A record that a run of another host is writing now: not ours to judge by its pid.
+    elsewhere = runs / "20260101T000000-1@another-host.json.partial"
+    elsewhere.write_text("{}")
     more = ["run", DEMO_ARGS[0], "--replicates", "4", *DEMO_ARGS[3:], "--store", str(store)]
     assert main([*more, *scheduler(local_cluster)]) == 0
-    assert not list(runs.glob("*.partial")) and len(list(runs.glob("*.json"))) >= 2
+    assert list(runs.glob("*.partial")) == [elsewhere]
+    assert len(list(runs.glob("*.json"))) >= 2
 
 
 def _rep_sizes(store: Path) -> set[int]:
