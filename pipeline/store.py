@@ -45,6 +45,7 @@ from ldpsim.pipeline.layout import (
     template,
     truth_array,
 )
+from ldpsim.pipeline.provenance import RUNS_FOLDER
 from ldpsim.pipeline.reading import (
     missing_variables,
     read_sweep,
@@ -586,10 +587,18 @@ def _remove_abandoned_creations(path: Path) -> None:
 
 
 def remove_partial_files(path: str | Path) -> int:
-    """Delete temp files a killed writer left behind (zarr's ``*.partial``, our ``*.tmp``)."""
+    """Delete temp files a killed writer left behind (zarr's ``*.partial``, our ``*.tmp``).
+
+    Called by a run holding the lock, so no other run writes the store's data. Run
+    records are written after a run releases the lock, by a run of any host: their
+    folder is left to :func:`ldpsim.pipeline.provenance.record_run`, which removes only
+    this host's abandoned ones.
+    """
+    records = Path(path) / META_GROUP / RUNS_FOLDER
     count = 0
     for pattern in ("*.partial", "*.tmp"):
         for f in Path(path).rglob(pattern):
-            f.unlink(missing_ok=True)
-            count += 1
+            if f.parent != records:
+                f.unlink(missing_ok=True)
+                count += 1
     return count
