@@ -7,8 +7,14 @@ Everything a notebook needs is here, and nothing else is promised to stay::
 
     client = Client(LocalCluster(n_workers=2))
     ds = run(load_sweep("demo", replicates=20), "demo.zarr", client=client)
+    bb = ds.ldpsim.sel(method="bb", tau=0.5)  # the same as ds.sel({"method": "bb", "tau": 0.5})
     summarize(ds)  # a tidy pandas DataFrame
     plot(ds, "coverage")  # a matplotlib Figure, shown inline
+
+Select a method with ``ds.ldpsim.sel`` (:class:`~ldpsim.pipeline.accessor.LdpsimAccessor`),
+``open_store(path, method="bb")`` or a dict, never ``ds.sel(method="bb")``: ``method`` is
+the fill-method keyword of xarray's ``sel``, so that returns every method (and, beside
+another label, raises "Invalid fill method").
 
 The ``ldpsim`` command line is a thin layer over these functions (:mod:`ldpsim.pipeline.cli`):
 ``ldpsim run`` is :func:`run`, ``ldpsim summarize`` formats :func:`summarize`'s Dataset,
@@ -24,10 +30,11 @@ from __future__ import annotations
 import numbers
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ldpsim.pipeline import accessor as _accessor  # noqa: F401 (registers ds.ldpsim)
 from ldpsim.pipeline.errors import InputError
 
 if TYPE_CHECKING:
@@ -36,7 +43,9 @@ if TYPE_CHECKING:
     from distributed import Client
     from matplotlib.figure import Figure
 
+    from ldpsim.pipeline.cell_statistics import Cell
     from ldpsim.pipeline.sweep import Sweep
+    from ldpsim.tasks.replicate import ReplicateResult
 
 __all__ = [
     "EXIT_FAILED",
@@ -51,6 +60,7 @@ __all__ = [
     "open_store",
     "outcome",
     "plot",
+    "replay",
     "run",
     "run_report",
     "summarize",
@@ -231,22 +241,35 @@ def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int
 
 
 def load_sweep(
-    name_or_path: str | os.PathLike[str],
+    name_or_path: str | os.PathLike[str] | Mapping[str, Any],
     /,
     *,
+    name: str | None = None,
     replicates: int | None = None,
     set: Sequence[str] = (),
     **overrides: Any,
 ) -> Sweep:
-    """Load a built-in sweep or a sweep file, apply overrides and validate it.
+    """Load a built-in sweep, a sweep file or a sweep's tables, apply overrides and
+    validate it.
 
-    The same as ``ldpsim run NAME --set KEY=VALUE ... --replicates R``.
+    The same as ``ldpsim run NAME --set KEY=VALUE ... --replicates R``. The sweep's
+    description keeps the file's words and, when the overrides change the sweep, notes
+    what they changed: ``(as run: replicates = 20, grid.n = [1000, 10000])``. See
+    :doc:`sweep-format` for the format.
 
     Parameters
     ----------
-    name_or_path : str or os.PathLike
-        A built-in sweep's name (``ldpsim list``: ``demo``, ``paper-table1``, ...) or the
-        path of a TOML sweep file.
+    name_or_path : str or os.PathLike or Mapping
+        A built-in sweep's name (``ldpsim list``: ``demo``, ``paper-table1``, ...), the
+        path of a TOML sweep file, or the sweep file's tables as a dict (what
+        :func:`tomllib.loads` gives for the file; tuples, numpy arrays and numpy numbers
+        stand for TOML's lists and numbers), validated as the file would be, with the
+        same messages.
+    name : str or None, default None
+        The sweep's name, which names its default store ``outputs/<name>.zarr`` and its
+        reports: a file name of 1 to 200 bytes, without ``/ \\ : * ? " < > |``, control
+        characters or a space at either end. Default: the built-in's name or the file's
+        name without ``.toml``; required for a dict.
     replicates : int or None, default None
         Replicates per grid point, in [1, 1e7], replacing the sweep's (``--replicates``).
     set : sequence of str, default ()
@@ -269,20 +292,53 @@ def load_sweep(
     InputError
         An unknown name, a missing or unreadable file, a TOML syntax error, an unknown
         key or an invalid value; the message names the key and what is allowed. A
-        ``name_or_path`` or ``set`` of a wrong type raises :class:`InputTypeError`.
+        ``name_or_path``, ``name`` or ``set`` of a wrong type, and a dict without
+        ``name``, raise :class:`InputTypeError`.
 
     Examples
     --------
     >>> sweep = load_sweep("demo", replicates=20, grid__n=[1000, 10000])
     >>> sweep.replicates, sweep.grid["n"]
     (20, [1000, 10000])
+    >>> sweep.description[sweep.description.index("(as run"):]
+    '(as run: replicates = 20, grid.n = [1000, 10000])'
+
+    A sweep as a dict, with a name of its own:
+
+    >>> mine = load_sweep(
+    ...     {
+    ...         "replicates": 50,
+    ...         "spec": {"model": "quantile", "tau": 0.5, "eps": 1.0},
+    ...         "grid": {"n": [1000, 10000]},
+    ...         "methods": {"bb": {}, "oracle": {}},
+    ...     },
+    ...     name="quantile-small",
+    ... )
+    >>> mine.name, mine.methods["bb"]
+    ('quantile-small', {'form': 't'})
+    >>> print(mine.to_toml().splitlines()[0])
+    # sweep 'quantile-small'
     """
+    from ldpsim.pipeline.sweep import check_sweep_name
     from ldpsim.pipeline.sweep import load_sweep as load
 
-    if not isinstance(name_or_path, str | os.PathLike):
+    if not isinstance(name_or_path, str | os.PathLike | Mapping):
         raise InputTypeError(
-            "The 'name_or_path' parameter of load_sweep must be a built-in sweep's name or a "
-            f"sweep file's path (str or os.PathLike). Got {_shown(name_or_path)}."
+            "The 'name_or_path' parameter of load_sweep must be a built-in sweep's name, a "
+            "sweep file's path (str or os.PathLike) or a sweep's tables (a dict). "
+            f"Got {_shown(name_or_path)}."
+        )
+    if name is not None:
+        try:
+            name = check_sweep_name(name)
+        except TypeError as exc:
+            raise InputTypeError(str(exc)) from None
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    elif isinstance(name_or_path, Mapping):
+        raise InputTypeError(
+            "load_sweep needs a 'name' for a sweep given as a dict, as a file has its file "
+            "name: it names the default store outputs/<name>.zarr."
         )
     if isinstance(set, str):  # one string would be applied character by character
         set = [set]
@@ -292,7 +348,8 @@ def load_sweep(
             f"--set takes them. Got {_shown(set)}."
         )
     items = [*set, *((key.replace("__", "."), value) for key, value in overrides.items())]
-    return load(os.fspath(name_or_path), items, replicates)
+    source = name_or_path if isinstance(name_or_path, Mapping) else os.fspath(name_or_path)
+    return load(source, items, replicates, name=name)
 
 
 def run(
@@ -338,8 +395,13 @@ def run(
         Worker processes of the local cluster ldpsim starts, >= 1 (default: the cores).
     progress : bool or "auto", default True
         True: a ``tqdm.auto`` bar (a widget in Jupyter, updated while the cell runs) and
-        the run's messages on stdout; False: nothing but the theory warnings; "auto": the
-        command line's display (a bar on a terminal, else a line every 10 s).
+        the run's messages on stdout; False: nothing but the theory warnings and the
+        notes on stderr; "auto": the command line's display (a bar on a terminal, else a
+        line every 10 s). A new store gets a note on stderr for each method given a
+        default that an earlier release set otherwise, e.g. ``note: bb: no form given,
+        so the t form (ldpsim >= 0.2; before: basic). Set methods.bb.form = "basic" for
+        the old intervals.`` (:func:`ldpsim.pipeline.identity.moved_default_lines`); a
+        resumed store keeps the methods it recorded and gets none.
     scheduler : str or None, default None
         Address of a running Dask scheduler to attach to (``--scheduler``).
     cluster : str or os.PathLike or None, default None
@@ -373,15 +435,20 @@ def run(
     Returns
     -------
     xarray.Dataset
-        The store, opened lazily (:func:`open_store`), with the run's report in
-        ``ds.attrs["run_report"]`` (:data:`REPORT_ATTR`), a dict of the sweep's
-        replicates after the run: ``store`` (its path), ``total``, ``done``, ``failed``
-        (replicates that raised), ``missing`` (neither), ``method_failures`` (interval
-        method label -> replicates in which it failed), ``computed`` and ``already_done``
-        (this run's work), ``seconds`` (wall time of this run), ``exit_code`` (what
-        ``ldpsim run`` would exit with: 0, 1 or 3, see :func:`outcome`) and ``status``
-        (``"complete"``, ``"failed"`` or ``"incomplete"``). Failures are recorded in the
-        store, not raised: see them with ``ldpsim errors STORE``.
+        The sweep's part of the store, opened lazily (:func:`open_store`): its grid
+        values and methods, in its order, and its first ``sweep.replicates`` replicates
+        (every dimension kept), with the run's report in ``ds.attrs["run_report"]``
+        (:data:`REPORT_ATTR`), a dict of the sweep's replicates after the run: ``store``
+        (its path), ``total``, ``done``, ``failed`` (replicates that raised), ``missing``
+        (neither), ``method_failures`` (interval method label -> replicates in which it
+        failed), ``computed`` and ``already_done`` (this run's work), ``seconds`` (wall
+        time of this run), ``exit_code`` (what ``ldpsim run`` would exit with: 0, 1 or
+        3, see :func:`outcome`), ``status`` (``"complete"``, ``"failed"`` or
+        ``"incomplete"``) and ``store_holds``: None when the store holds just this
+        sweep, else what it holds (``replicates`` per grid point, ``methods``, ``grid``
+        axis -> values; a line with ``progress`` says so too), all of which
+        :func:`open_store` gives. Failures are recorded in the store, not raised: see
+        them with ``ldpsim errors STORE``.
 
     Raises
     ------
@@ -389,8 +456,10 @@ def run(
         Bad arguments, a bad store path, a store of another specification, a damaged
         store, a store held by another run, a cluster or client without workers, a
         plugin's callback that does not compile or reuses its random state
-        (:func:`check_plugin_callbacks`); the store is then unchanged (and none is
-        created).
+        (:func:`check_plugin_callbacks`), two method labels that make the same method
+        in a new store (``bb = {}`` beside ``bb_t = {method = "bb", form = "t"}``;
+        :func:`ldpsim.pipeline.identity.check_distinct_methods`); the store is then
+        unchanged (and none is created).
     InputTypeError
         An argument of a wrong type (an :class:`InputError` and a TypeError), before
         anything is started.
@@ -412,6 +481,10 @@ def run(
     >>> ds.attrs["run_report"]["status"]  # doctest: +SKIP
     'complete'
     """
+    from ldpsim.pipeline.accessor import store_holds_text, sweep_part
+
+    if isinstance(sweep, str | os.PathLike):
+        sweep = load_sweep(sweep)  # loaded here: the sweep's part of the store is returned
     report = run_report(
         sweep,
         store,
@@ -428,7 +501,10 @@ def run(
         max_failures=max_failures,
         task_timeout=task_timeout,
     )
-    ds = open_store(report["store"])
+    ds, holds = sweep_part(open_store(report["store"]), sweep)
+    report["store_holds"] = holds
+    if holds is not None:
+        (print if progress else _quiet)(store_holds_text(holds, sweep, report["store"]))
     ds.attrs[REPORT_ATTR] = report
     return ds
 
@@ -454,9 +530,10 @@ def run_report(
 
     ``ldpsim run`` calls this: a command that only needs the exit code does not pay for
     opening the store. The parameters, the exceptions and the report (a dict, with the
-    store's path under ``store``) are :func:`run`'s.
+    store's path under ``store``) are :func:`run`'s, but for the report's ``store_holds``.
     """
     from ldpsim.pipeline.clusters import check_options, load_cluster_config
+    from ldpsim.pipeline.identity import new_store_notes
     from ldpsim.pipeline.runner import run_sweep
     from ldpsim.pipeline.sweep import Sweep
 
@@ -508,6 +585,8 @@ def run_report(
     if task_timeout is not None:
         task_timeout = check_seconds(task_timeout, "task_timeout")
     allow_long = _check_bool(allow_long, "allow_long", "run")
+    # A new store: two labels of one method refused; the defaults that moved, to print.
+    notes = new_store_notes(sweep, path)
     check_run_length(sweep, confirmed=allow_long)
     if client is not None:
         given = {
@@ -548,6 +627,12 @@ def run_report(
     check_plugin_callbacks(sweep)
     for message in sweep.check_theory():
         print(f"warning: {message}", file=sys.stderr)
+    if notes:  # said once the store's path is known to be usable: bad input is one line
+        from ldpsim.pipeline.store_path import check_store_path
+
+        check_store_path(Path(path))
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr)
     report = run_sweep(
         sweep,
         path,
@@ -608,14 +693,18 @@ def check_plugin_callbacks(sweep: Sweep) -> None:
     ------
     InputError
         A callback does not compile (one line naming the plugin, the file and line), or
-        it draws random numbers but hands back the state it was given.
+        it draws random numbers but hands back the state it was given; or the plugin's
+        Python code raised (its ``params()``: one line naming the plugin, the function,
+        the file and line, :func:`ldpsim.tasks.plugins.plugin_code_errors`).
     """
     from ldpsim.tasks.callback_check import CallbackError
     from ldpsim.tasks.callback_check import check_plugin_callbacks as check
+    from ldpsim.tasks.plugins import PluginCodeError, plugin_code_errors
 
     try:
-        check(point.normalized for point in sweep.points())
-    except CallbackError as exc:
+        with plugin_code_errors():
+            check(point.normalized for point in sweep.points())
+    except (CallbackError, PluginCodeError) as exc:
         raise InputError(str(exc)) from None
 
 
@@ -653,8 +742,14 @@ def check_run_length(sweep: Sweep, *, confirmed: bool) -> None:
     print(f"warning: the {what}; finished replicates are kept if you stop it.", file=sys.stderr)
 
 
-def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Dataset:
-    """Open a sweep's store as an xarray Dataset.
+def open_store(
+    path: str | os.PathLike[str],
+    *,
+    load: bool = False,
+    method: str | Sequence[str] | None = None,
+    **selection: Any,
+) -> xr.Dataset:
+    """Open a sweep's store as an xarray Dataset, all of it or some methods and grid values.
 
     Parameters
     ----------
@@ -663,6 +758,15 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
     load : bool, default False
         Read every array into memory (numpy) at once; otherwise the Dataset is lazy
         (dask arrays, read when used).
+    method : str or sequence of str or None, default None
+        The method label, or labels, to keep (``ds.ldpsim.sel(method=...)``); None:
+        every method.
+    **selection
+        Grid axis -> the value, or values, to keep (``tau=0.5``, ``n=[1000, 10000]``);
+        a slice of values keeps a range. Checked as by ``ds.ldpsim.sel``
+        (:class:`~ldpsim.pipeline.accessor.LdpsimAccessor`), but every dimension is
+        kept: a single value keeps a dimension of length 1, so :func:`summarize` and
+        :func:`plot` take the result as they take a whole store.
 
     Returns
     -------
@@ -671,19 +775,31 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
         variables ``estimate``, ``last``, ``lower``, ``upper``, ``truth``,
         ``pseudo_truth``, ``done``, ``failed``, ``method_failed``, ``seconds``,
         ``job_id``; the sweep and the library versions in its attributes. Select a
-        method with ``ds.sel({"method": "bb"})`` (``method`` is also a keyword of
-        ``.sel``).
+        method with ``ds.ldpsim.sel(method="bb")`` or ``ds.sel({"method": "bb"})``, not
+        ``ds.sel(method="bb")`` (``method`` is the fill-method keyword of ``.sel``).
 
     Raises
     ------
     InputError
-        ``path`` is not a path (:class:`InputTypeError`) or not an ldpsim store.
+        ``path`` is not a path (:class:`InputTypeError`) or not an ldpsim store; a
+        selection on a dimension other than ``method`` and the grid axes, or of a label
+        the store lacks (one line listing what there is).
     StoreDamage
         The store is damaged (:class:`ldpsim.pipeline.errors.StoreDamage`, a subclass
         of InputError; the CLI exits with :data:`EXIT_DAMAGED`), naming the damaged
         file: a ``zarr.json`` (restore a copy), a missing variable, an error record,
         coordinates or truths that differ from the sweep's or, with ``load``, a chunk or
         a missing data file of finished replicates (``ldpsim run`` recomputes them).
+
+    Examples
+    --------
+    >>> ds = open_store("outputs/demo.zarr", method="bb", tau=0.5)  # doctest: +SKIP
+    >>> dict(ds.sizes)  # doctest: +SKIP
+    {'tau': 1, 'n': 3, 'rep': 500, 'coord': 1, 'method': 1}
+    >>> open_store("outputs/demo.zarr", method="BB")  # doctest: +SKIP
+    Traceback (most recent call last):
+    ...
+    ldpsim.pipeline.errors.InputError: Cannot select method = 'BB' (open_store): no such label; ...
     """
     from ldpsim.pipeline.reading import check_store, load_dataset, open_dataset
 
@@ -694,12 +810,29 @@ def open_store(path: str | os.PathLike[str], *, load: bool = False) -> xr.Datase
         )
     load = _check_bool(load, "load", "open_store")
     check_store(path, read_chunks=False)
+    ds = open_dataset(path)
+    if method is not None:
+        selection = {"method": method, **selection}
+    if selection:  # checked before anything is loaded
+        from ldpsim.pipeline.accessor import check_labels
+        from ldpsim.pipeline.summary import grid_axes
+
+        selectable = ["method", *grid_axes(ds)]
+        selection = check_labels(
+            ds,
+            selection,
+            "open_store",
+            dims=selectable,
+            dims_text="it selects on the method and the grid axes only",
+            keep_dims=True,
+        )
     if not load:
-        return open_dataset(path)
+        return ds.sel(selection) if selection else ds
     from ldpsim.pipeline.damage import refuse_damage
 
     refuse_damage(path)  # Zarr would read a missing file's values as NaN, silently
-    return load_dataset(path)
+    ds = load_dataset(path)
+    return ds.sel(selection) if selection else ds
 
 
 def _check_dataset(ds: object, function: str) -> None:
@@ -734,6 +867,7 @@ def summarize(
     coords: SummaryCoords = "all",
     as_dataset: bool = False,
     target_se: float | None = None,
+    statistics: Mapping[str, Callable[[Cell], Any]] | None = None,
 ) -> pd.DataFrame | xr.Dataset:
     """Coverage, length and diagnostics of a store, as a tidy table.
 
@@ -756,6 +890,21 @@ def summarize(
     target_se : float, optional
         The coverage standard error that the ``replicates_needed`` column plans for, in
         (0, 1) (default: :data:`ldpsim.pipeline.summary.TARGET_SE`, 0.005).
+    statistics : mapping of str to callable, optional
+        Your own statistics beside coverage: name -> ``fn(cell)``, where ``cell`` is a
+        read-only :class:`~ldpsim.pipeline.cell_statistics.Cell` of one grid point, one
+        method, [one checkpoint,] one coordinate, holding numpy arrays ``lower``,
+        ``upper``, ``estimate`` and ``truth`` of the replicates that the cell's
+        coverage counts (``n_done``: done, with this method's bounds), and ``level``.
+        ``fn`` returns one value per replicate (an array of shape (R,)) whose mean is
+        the statistic, with Monte-Carlo standard error sd / sqrt(R); or one number,
+        whose standard error is then the sd over 1000 bootstrap resamples of the cell's
+        replicates (fixed seed). Each becomes the columns ``NAME``, ``NAME_se`` and
+        ``NAME_se_method`` (``sd / sqrt(R)`` or ``bootstrap, B = 1000``) with
+        ``coords="all"`` (they are per coordinate, so ``coords="mean"`` leaves them out),
+        and the variables ``NAME`` and ``NAME_se`` of the Dataset. ``ldpsim summarize
+        --statistic NAME`` takes the ones installed packages declare (entry-point group
+        ``ldpsim.statistics``).
 
     Returns
     -------
@@ -765,33 +914,55 @@ def summarize(
         ``coverage``, ``coverage_se``, ``length``, ``length_se``, ``n_done``, the
         diagnostics (``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each
         with ``_se``) and the mean squared errors (``mse``, ``mse_last``, with ``_se``
-        and ``_n_done``). Statistics without replicates are NaN.
+        and ``_n_done``), then your ``statistics``. Statistics without replicates are NaN.
 
     Raises
     ------
     InputError
         A path that is not a store, or a damaged store; an unknown ``coords``, a
-        ``target_se`` outside (0, 1); an argument of a wrong type (:class:`InputTypeError`,
-        also a TypeError).
+        ``target_se`` outside (0, 1); a statistic's name that is not an identifier or
+        is the summary's own, a statistic that raises or returns neither a number nor R
+        numbers (one message naming it and the cell); an argument of a wrong type
+        (:class:`InputTypeError`, also a TypeError).
+
+    Examples
+    --------
+    One-sided coverage, a mean of per-replicate values (se sd / sqrt(R)), and the median
+    length, one number per cell (a bootstrap se):
+
+    >>> import numpy as np
+    >>> table = summarize(  # doctest: +SKIP
+    ...     "demo.zarr",
+    ...     statistics={
+    ...         "upper_cover": lambda c: c.upper >= c.truth,
+    ...         "median_length": lambda c: np.median(c.upper - c.lower),
+    ...     },
+    ... )
+    >>> table[["method", "upper_cover", "median_length_se_method"]]  # doctest: +SKIP
     """
     import numpy as np
     import pandas as pd
 
+    from ldpsim.pipeline.cell_statistics import check_statistics
     from ldpsim.pipeline.summary import TARGET_SE
     from ldpsim.pipeline.summary import summarize as summary_of
-    from ldpsim.pipeline.tables import coord_mean_records, records
+    from ldpsim.pipeline.tables import summary_records
 
     _check_dataset(ds, "summarize")
+    try:  # the names again against the store's axes, in summary_of
+        statistics = check_statistics(statistics)
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from None
     if not isinstance(coords, str) or coords not in ("all", "mean"):
         raise InputError(
             f"The 'coords' parameter of summarize must be 'all' or 'mean'. Got {_shown(coords)}."
         )
     as_dataset = _check_bool(as_dataset, "as_dataset", "summarize")
     target_se = TARGET_SE if target_se is None else _check_target_se(target_se)
-    summary = summary_of(_loaded(ds), target_se)
+    summary = summary_of(_loaded(ds), target_se, statistics=statistics)
     if as_dataset:
         return summary
-    rows = records(summary) if coords == "all" else coord_mean_records(summary)
+    rows = summary_records(summary, coord_means=coords == "mean")
     frame = pd.DataFrame.from_records(rows)
     for column in frame.columns:  # the records' None (NaN in JSON) back to NaN
         if frame[column].dtype == object and frame[column].map(_is_number_or_none).all():
@@ -850,3 +1021,87 @@ def plot(
             f"This store has no data for the {kind!r} figure; its figures are: {available}."
         )
     return figures[kind]
+
+
+def replay(
+    store: str | os.PathLike[str],
+    *,
+    rep: int,
+    point: Mapping[str, Any] | None = None,
+    pdb: bool = False,
+) -> ReplicateResult:
+    """Rerun one replicate of a store in this process, to see or debug its failure.
+
+    ``ldpsim replay STORE --rep R [--point AXIS=VALUE ...] [--pdb]``. The replicate is
+    computed from its failure record's spec and seed (``STORE/ldpsim/errors/``) as its
+    task computed it, so a recorded failure happens again: a failed replicate raises its
+    exception (a non-finite run's ``NonFiniteRun``, a plugin's bug), a failed interval
+    method raises the method's own. A line saying which record is replayed, and one
+    saying whether the failure happened again, are printed. A replicate that did not
+    fail is rerun the same way from the stored sweep and returns its values,
+    bit-identical to the stored ones.
+
+    Parameters
+    ----------
+    store : str or os.PathLike
+        A store written by :func:`run` or ``ldpsim run``.
+    rep : int
+        The replicate, in [0, R) for R replicates per grid point.
+    point : mapping of str to object, or None, default None
+        The grid point: axis -> value, a value or its text as the tables write it
+        (``{"tau": 0.5, "n": "1e4"}``). Axes left out may take any value as long as
+        one grid point is left, or one with a recorded failure (of ``rep``, else of
+        any replicate); so a store with one failed grid point needs none.
+    pdb : bool, default False
+        On a failure, print the traceback and enter pdb's post-mortem debugger where
+        it was raised (``--pdb``), then raise it.
+
+    Returns
+    -------
+    ldpsim.tasks.replicate.ReplicateResult
+        The replicate's values (``estimate``, ``lower`` and ``upper`` per method, ...),
+        when it runs without failing.
+
+    Raises
+    ------
+    InputError
+        Not a store, a ``rep`` out of range, an axis or value the store lacks, or
+        several grid points to choose from (the message lists them); a damaged store
+        (:class:`ldpsim.pipeline.errors.StoreDamage`); arguments of a wrong type
+        (:class:`InputTypeError`).
+    Exception
+        The failure replayed: the replicate's or the interval method's own exception.
+
+    Examples
+    --------
+    >>> replay("outputs/demo.zarr", rep=3, point={"tau": 0.9, "n": "1e4"})  # doctest: +SKIP
+    Replaying outputs/demo.zarr/ldpsim/errors/1_0__3.json (replicate failure of rep 3 at
+    tau = 0.9, n = 1e4, seed 7, ...): NonFiniteRun: non-finite theta_bar: ...
+    The replicate failed again, with the recorded error.
+    Traceback (most recent call last):
+    ...
+    NonFiniteRun: non-finite theta_bar: ...
+    >>> good = replay("outputs/demo.zarr", rep=0, point={"tau": 0.5, "n": "1e4"})  # doctest: +SKIP
+    >>> good.estimate  # doctest: +SKIP
+    array([0.01174905])
+    """
+    from ldpsim.pipeline.replay import find_target
+    from ldpsim.pipeline.replay import replay as rerun
+
+    path = _optional_path(store, "store", "replay")
+    if path is None:
+        raise InputTypeError("The 'store' parameter of replay must be a store's path. Got None.")
+    message = f"The 'rep' parameter of replay must be an int >= 0. Got {_shown(rep)}."
+    if isinstance(rep, bool) or not isinstance(rep, numbers.Integral):
+        raise InputTypeError(message)
+    if rep < 0:
+        raise InputError(message)
+    if point is not None and (
+        not isinstance(point, Mapping) or not all(isinstance(axis, str) for axis in point)
+    ):
+        raise InputTypeError(
+            "The 'point' parameter of replay must be a mapping of grid axes to values, or "
+            f"None. Got {_shown(point)}."
+        )
+    pdb = _check_bool(pdb, "pdb", "replay")
+    return rerun(find_target(path, int(rep), point), pdb=pdb)

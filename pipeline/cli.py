@@ -1,4 +1,4 @@
-"""The `ldpsim` command line: run, status, errors, summarize, plot, report, list."""
+"""The `ldpsim` command line: run, status, errors, replay, summarize, plot, report, list."""
 
 from __future__ import annotations
 
@@ -205,6 +205,25 @@ def build_parser() -> argparse.ArgumentParser:
         "count, grid points, replicates and seed",
     )
     errors.add_argument("store", type=_path)
+    replay = sub.add_parser(
+        "replay",
+        help="rerun one replicate in this process with its recorded spec and seed: its "
+        "failure is raised again with its traceback (exit 1), or its values are printed "
+        "(exit 0)",
+    )
+    replay.add_argument("store", type=_path)
+    replay.add_argument("--rep", type=int, required=True, help="the replicate (from 0)")
+    replay.add_argument(
+        "--point",
+        action="append",
+        default=[],
+        metavar="AXIS=VALUE",
+        help="the grid point, one option per axis (e.g. --point tau=0.5 --point n=1e4); "
+        "not needed where one grid point (of those given) has a recorded failure",
+    )
+    replay.add_argument(
+        "--pdb", action="store_true", help="enter pdb's post-mortem debugger at the failure"
+    )
     summarize = sub.add_parser("summarize", help="coverage and length table")
     summarize.add_argument("store", type=_path)
     summarize.add_argument("--format", choices=FORMATS, default="text")
@@ -250,6 +269,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when any cell is partial (computed on fewer than all the replicates "
         "of its grid point: a failure, or replicates not computed yet; such cells are "
         "marked in the table)",
+    )
+    summarize.add_argument(
+        "--statistic",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="add your own statistic, with its Monte-Carlo standard error, beside coverage "
+        "(a row per method; csv and json: NAME, NAME_se, NAME_se_method); NAME is an "
+        "entry point of the group ldpsim.statistics of an installed package (see "
+        "docs/extending.md); repeatable",
     )
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
     plot.add_argument("store", type=_path)
@@ -348,27 +377,56 @@ def cmd_status(args) -> int:
 
 
 def cmd_errors(args) -> int:
-    from ldpsim.pipeline.failures import format_group, group_failures
+    from ldpsim.pipeline.failures import GridNames, format_group, group_failures
     from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
 
     check_store(args.store, read_chunks=False)
     ds = load_dataset(args.store, OUTCOME_VARIABLES)
     groups = group_failures(iter_errors(args.store))
+    names = GridNames.of_dataset(ds)  # grid points by their axis values, not task keys
     for group in groups:
-        print(format_group(group))
+        print(format_group(group, names.name_of_key))
     if not groups:
         print(f"No failures recorded in {args.store}.")
+    else:
+        print(
+            f"Rerun one here: ldpsim replay {args.store} --rep R [--point AXIS=VALUE ...] [--pdb]"
+        )
     return store_outcome(ds)
+
+
+def cmd_replay(args) -> int:
+    import traceback
+
+    from ldpsim.pipeline.api import replay
+    from ldpsim.pipeline.replay import format_result, parse_point
+
+    point = parse_point(args.point)
+    try:
+        result = replay(args.store, rep=args.rep, point=point, pdb=args.pdb)
+    except InputError:
+        raise
+    except Exception:  # the replicate's failure, reproduced: the point of the command
+        sys.stdout.flush()
+        if not args.pdb:  # --pdb printed it before the debugger
+            traceback.print_exc()
+        return EXIT_FAILED
+    print(format_result(args.rep, result))
+    return EXIT_OK
 
 
 def cmd_summarize(args) -> int:
     from ldpsim.pipeline.api import open_store, summarize
+    from ldpsim.pipeline.cell_statistics import load_statistics
     from ldpsim.pipeline.partial_cells import any_partial
     from ldpsim.pipeline.summary import TARGET_SE
     from ldpsim.pipeline.summary import summarize as summary_of
     from ldpsim.pipeline.tables import format_table
     from ldpsim.pipeline.timings import timing_line
 
+    if args.statistic and args.compare is not None:
+        raise InputError("--statistic adds rows to the summary table; leave out --compare.")
+    statistics = load_statistics(args.statistic)  # an unknown name before any reading
     ds = open_store(args.store, load=True)
     if args.compare is not None:
         from ldpsim.pipeline.compare import compare_methods, format_comparison, parse_pair
@@ -384,7 +442,7 @@ def cmd_summarize(args) -> int:
     target_se = TARGET_SE if args.target_se is None else args.target_se
     # The diagnostics only where they are shown (csv and json hold every statistic).
     diagnostics = args.diagnostics or args.format in ("csv", "json")
-    summary = summary_of(ds, target_se, diagnostics=diagnostics)
+    summary = summary_of(ds, target_se, diagnostics=diagnostics, statistics=statistics)
     table = format_table(
         summary,
         args.format,
@@ -436,6 +494,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
+    from ldpsim.pipeline.cell_statistics import statistic_plugins, statistic_problems
     from ldpsim.pipeline.clusters import available_clusters
     from ldpsim.pipeline.sweep import builtin_sweeps
     from ldpsim.pipeline.units import KIND_HEADINGS, unit_lines
@@ -454,9 +513,14 @@ def cmd_list(args) -> int:
         for line in (line for line in lines if line.kind == kind):
             where = "" if line.package is None else f" [plugin: {line.package}]"
             print(f"  {line.name:<{width}}  {line.summary}{where}")
-    if not plugins():
+    statistics = statistic_plugins()
+    if any(p.function is not None for p in statistics):
+        print("Statistics (summarize --statistic NAME):")
+        for p in (p for p in statistics if p.function is not None):
+            print(f"  {p.name:<{width}}  {p.description} [plugin: {p.distribution}]")
+    if not plugins() and not statistics:
         print("Plugins: none installed (see docs/extending.md)")
-    for line in plugin_problems():
+    for line in [*plugin_problems(), *statistic_problems()]:
         print(f"warning: {line}", file=sys.stderr)
     return EXIT_OK
 
@@ -465,6 +529,7 @@ COMMANDS = {
     "run": cmd_run,
     "status": cmd_status,
     "errors": cmd_errors,
+    "replay": cmd_replay,
     "summarize": cmd_summarize,
     "plot": cmd_plot,
     "report": cmd_report,

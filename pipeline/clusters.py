@@ -7,6 +7,7 @@ import gc
 import inspect
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -319,7 +320,54 @@ def build_cluster(config: dict[str, Any], overrides: dict[str, Any] | None = Non
     try:
         return BACKENDS[kind](options)
     except Exception as exc:  # a bad value, an interface, a worker that failed to start
-        raise InputError(f"The {kind} cluster could not start: {_root_cause(exc)}") from None
+        raise InputError(
+            f"The {kind} cluster could not start: {_root_cause(exc)}{_start_hint(kind)}"
+        ) from None
+
+
+#: An ``if __name__ == "__main__":`` line (either order of the comparison).
+MAIN_GUARD = re.compile(
+    r"""^\s*if\s+(__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""",
+    re.MULTILINE,
+)
+
+
+def unguarded_main_script() -> str | None:
+    """The path of the main module if each spawned process runs it again, unguarded.
+
+    With the 'spawn' or 'forkserver' start method (Dask's default for its workers), a
+    new process imports the main module again (as ``__mp_main__``); a script that calls
+    ldpsim at its top level, not under ``if __name__ == "__main__":``, then starts a
+    cluster inside each worker's start-up, which fails ("Nanny failed to start worker
+    process"). None for an interactive session, a notebook, ``python -m package``, a
+    script with the guard, or the 'fork' method.
+    """
+    import dask
+
+    method = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    path = getattr(main, "__file__", None)
+    # multiprocessing does not run a package's __main__ again (spawn._fixup_main_from_name).
+    if method == "fork" or not path or name == "__main__" or name.endswith(".__main__"):
+        return None
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    return None if MAIN_GUARD.search(text) else str(path)
+
+
+def _start_hint(kind: str) -> str:
+    """What to add to the one line of a local cluster that could not start: the usual
+    cause when the main module is a script without a ``__main__`` guard."""
+    script = unguarded_main_script() if kind == "local" else None
+    if script is None:
+        return ""
+    return (
+        f'; if this is a script, put the call under `if __name__ == "__main__":` (each '
+        f"worker process runs {script} again, as Python's 'spawn' start method does)"
+    )
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -489,7 +537,10 @@ def connect(
             except InputError:
                 raise
             except Exception as exc:  # anything else that stops the start: one line too
-                raise InputError(f"The {where} could not start: {_root_cause(exc)}") from None
+                hint = _start_hint("local") if where == "local cluster" else ""
+                raise InputError(
+                    f"The {where} could not start: {_root_cause(exc)}{hint}"
+                ) from None
         log(f"Dask {where}; dashboard: {client.dashboard_link}")
         yield client
     finally:

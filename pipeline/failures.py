@@ -2,16 +2,23 @@
 
 A failure that repeats (a plugin's bug, a method that cannot handle a case) fails many
 replicates with the same traceback. Printed one by one they bury everything else; grouped,
-each distinct failure is one block: the count, where it happened (grid points and
-replicates, with the seed that replays them) and its traceback once.
+each distinct failure is one block: the count, where it happened (grid points by their
+axis values, and replicates, with the seed that replays them) and its traceback once.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ldpsim.pipeline.formatting import axis_labels
+
+#: A task chunk's key (:func:`ldpsim.pipeline.runner.plan_layout`): the store's token, the
+#: grid point's position along each axis, the chunk.
+CHUNK_KEY = re.compile(r"ldpsim-[0-9a-f]+-(?P<index>\d+(?:-\d+)*)-c\d+")
 
 
 @dataclass
@@ -96,12 +103,76 @@ def rep_ranges(reps: Iterable[int]) -> str:
     return ", ".join(parts)
 
 
-def format_group(group: FailureGroup) -> str:
+@dataclass(frozen=True)
+class GridNames:
+    """Names of a store's grid points by their axis values: ``tau = 0.5, n = 1e4``.
+
+    Attributes
+    ----------
+    labels : dict of str to list of str
+        Each grid axis, in the store's order, and its values as the tables write them
+        (:func:`ldpsim.pipeline.formatting.axis_labels`).
+    """
+
+    labels: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, axes: Mapping[str, Sequence[Any]]) -> GridNames:
+        """The names of the grid of ``axes`` (axis -> its values, in the store's order)."""
+        return cls({axis: axis_labels(list(values), "text") for axis, values in axes.items()})
+
+    @classmethod
+    def of_dataset(cls, ds: Any) -> GridNames:
+        """The names of the grid of a store's Dataset (the dimensions of ``done`` but
+        ``rep``)."""
+        axes = [dim for dim in ds["done"].dims if dim != "rep"]
+        return cls.of({axis: ds[axis].values.tolist() for axis in axes})
+
+    def name(self, index: Sequence[int]) -> str:
+        """The grid point at ``index`` (a position along each axis).
+
+        Raises
+        ------
+        IndexError
+            ``index`` is not a position in the grid.
+        """
+        if len(index) != len(self.labels):
+            raise IndexError(f"{tuple(index)} is not a position in a grid of {len(self.labels)}")
+        if not self.labels:
+            return "the grid point"  # a sweep without grid axes has one
+        return ", ".join(
+            f"{axis} = {labels[i]}"
+            for (axis, labels), i in zip(self.labels.items(), index, strict=True)
+        )
+
+    def name_of_key(self, key: str) -> str:
+        """The grid point of a failure record's ``key`` (a task chunk's), or the key itself
+        when it names no position in this grid."""
+        match = CHUNK_KEY.fullmatch(key)
+        if match is None:
+            return key
+        index = [int(i) for i in match["index"].split("-")]
+        if not self.labels and index == [0]:
+            index = []  # the chunk key of a grid without axes says "0"
+        try:
+            return self.name(index)
+        except IndexError:
+            return key
+
+
+def format_group(group: FailureGroup, names: Callable[[str], str] | None = None) -> str:
     """One block: a header with the count, the grid points and replicates, the seed, the
-    parameters of the first failure and the traceback."""
+    parameters of the first failure and the traceback.
+
+    ``names`` gives a record key's grid point (:meth:`GridNames.name_of_key`); the chunks
+    of one grid point are then listed together. Without it the keys are shown.
+    """
     noun = "failure" if group.count == 1 else "failures"
     seeds = ", ".join(str(s) for s in sorted(group.seeds, key=str))
-    places = "; ".join(f"{key}: rep {rep_ranges(reps)}" for key, reps in group.where.items())
+    where: dict[str, list[int]] = {}
+    for key, reps in group.where.items():
+        where.setdefault(key if names is None else names(key), []).extend(reps)
+    places = "; ".join(f"{name}: rep {rep_ranges(reps)}" for name, reps in where.items())
     lines = [
         f"--- {group.count} {group.kind} {noun} with this traceback (seed {seeds})",
         f"where: {places}",

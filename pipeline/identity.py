@@ -20,7 +20,12 @@ from ldpsim.pipeline.sweep import Sweep, adopt_recorded_choices
 from ldpsim.tasks.intervals.batch_means import BatchMeans
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
 from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since, streams_fingerprint
-from ldpsim.tasks.spec import build_unit, find_unit
+from ldpsim.tasks.spec import build_methods, build_unit, find_unit
+
+#: The release from which a new store records the choices of
+#: :func:`~ldpsim.pipeline.sweep.recommended_choices` (issue 24); before it, a method
+#: that named no choice got its class's default (bb: the basic form, the sup-t band).
+CHOICES_RECORDED_SINCE = "0.2"
 
 
 def adopt_store_choices(sweep: Sweep, path: str | Path) -> Sweep:
@@ -42,6 +47,121 @@ def adopt_store_choices(sweep: Sweep, path: str | Path) -> Sweep:
     except (InputError, OSError, ValueError, KeyError):  # e.g. a name too long
         return sweep
     return adopt_recorded_choices(sweep, stored)
+
+
+def new_store_notes(sweep: Sweep, path: str | Path) -> list[str]:
+    """Check ``sweep`` for a new store at ``path``, and say which defaults it applies.
+
+    For a new store (nothing at ``path`` holds a ``zarr.json``): two method labels that
+    make the same method are refused (:func:`check_distinct_methods`), and the lines of
+    :func:`moved_default_lines` are returned, for the run to print. An existing store
+    keeps the methods it recorded (:func:`adopt_store_choices`): nothing is checked or
+    said; the checks of the store follow.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        A validated sweep (:func:`ldpsim.pipeline.sweep.load_sweep`).
+    path : str or pathlib.Path
+        The store the run writes.
+
+    Returns
+    -------
+    list of str
+        One line per method label given a default that an earlier release set otherwise.
+
+    Raises
+    ------
+    InputError
+        Two labels of one method (one line naming them).
+
+    Examples
+    --------
+    >>> from ldpsim.pipeline.sweep import load_sweep
+    >>> sweep = load_sweep("demo", [("methods", {"bb": {}, "sn": {}})], None)
+    >>> new_store_notes(sweep, "never-made.zarr")  # doctest: +NORMALIZE_WHITESPACE
+    ['bb: no form given, so the t form (ldpsim >= 0.2; before: basic). Set
+      methods.bb.form = "basic" for the old intervals.']
+    """
+    try:
+        if (Path(path) / "zarr.json").exists():
+            return []
+    except OSError:  # e.g. a name too long: the store's own checks say so
+        return []
+    check_distinct_methods(sweep)
+    return moved_default_lines(sweep)
+
+
+def moved_default_lines(sweep: Sweep) -> list[str]:
+    """A line for each choice that ``sweep`` filled in and an earlier release did not.
+
+    A method that names no ``form`` (or, simultaneous, no ``band``) gets the recommended
+    one in a new store (:func:`~ldpsim.pipeline.sweep.recommended_choices`); before
+    ldpsim :data:`CHOICES_RECORDED_SINCE` it got its class's default. Where the two
+    differ, the line names the label and how to get the old behaviour.
+
+    Returns
+    -------
+    list of str
+        E.g. ``bb: no form given, so the t form (ldpsim >= 0.2; before: basic). Set
+        methods.bb.form = "basic" for the old intervals.``; none for a sweep read from a
+        store (its ``defaulted`` is empty).
+    """
+    lines = []
+    for label, filled in sweep.defaulted.items():
+        params = sweep.methods[label]
+        unit = find_unit("method", params.get("method", label))
+        defaults = {f.name: f.default for f in dataclasses.fields(unit)}
+        for param in filled:
+            before, now = defaults.get(param, dataclasses.MISSING), params[param]
+            if before is dataclasses.MISSING or before == now:
+                continue
+            lines.append(
+                f"{label}: no {param} given, so the {now} {param} (ldpsim >= "
+                f"{CHOICES_RECORDED_SINCE}; before: {before}). Set methods.{label}.{param} = "
+                f"{json.dumps(before)} for the old intervals."
+            )
+    return lines
+
+
+def check_distinct_methods(sweep: Sweep) -> None:
+    """Refuse two method labels that make the same method.
+
+    Labels are compared once each is resolved: its kind (``method``, else the label),
+    the parameters it names, the choices filled in for it and its class's defaults
+    (``bb = {}`` is ``bb_t = {method = "bb", form = "t"}`` in a new sweep). Such labels
+    compute the same intervals on other random streams, and a comparison of them
+    measures noise.
+
+    Raises
+    ------
+    InputError
+        One line naming every such group of labels and the method they make.
+    """
+    methods = build_methods(sweep.methods)
+    groups: list[list[str]] = []
+    for label, method in methods.items():
+        same = next((g for g in groups if methods[g[0]] == method), None)
+        if same is None:
+            groups.append([label])
+        else:
+            same.append(label)
+    clashes = [g for g in groups if len(g) > 1]
+    if not clashes:
+        return
+    parts = []
+    for group in clashes:
+        named = sorted({k for label in group for k in sweep.methods[label] if k != "method"})
+        method = methods[group[0]]
+        setting = ", ".join(f"{k} = {json.dumps(getattr(method, k), default=str)}" for k in named)
+        what = f"{method.name} with {setting}" if setting else f"{method.name} with its defaults"
+        labels = ", ".join(repr(label) for label in group[:-1]) + f" and {group[-1]!r}"
+        parts.append(f"the method labels {labels} resolve to the same method ({what})")
+    text = "; ".join(parts)
+    raise InputError(
+        f"{text[0].upper()}{text[1:]}: they would compute the same intervals on other "
+        "random streams. Keep one label, or make them differ."
+    )
 
 
 def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import jinja2
 import numpy as np
-import tomli_w
 import xarray as xr
 
 from ldpsim.pipeline.errors import InputError, os_error_text
@@ -25,6 +24,7 @@ from ldpsim.pipeline.plots import store_figures
 from ldpsim.pipeline.provenance import environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.summary import TARGET_SE, grid_axes, summarize, sweep_info
+from ldpsim.pipeline.sweep import sweep_toml
 from ldpsim.pipeline.table_layouts import blank_repeats
 from ldpsim.pipeline.tables import (
     TABLE_COORD_MEANS,
@@ -57,24 +57,6 @@ MAX_DIAGNOSTIC_COORDS = 10
 def default_report_path(store: str | Path) -> Path:
     """Where ``ldpsim report`` writes without ``--out``: ``<store>-report.html`` beside it."""
     return Path(str(Path(store)).removesuffix(".zarr") + "-report.html")
-
-
-def sweep_toml(sweep: dict[str, Any]) -> str:
-    """The stored sweep specification as a sweep file (TOML); ``name`` as a comment.
-
-    None values (``rep_chunk`` when not set) are left out: TOML has no null.
-    """
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if v is not None}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
-
-    body = clean({k: v for k, v in sweep.items() if k != "name"})
-    head = f"# sweep {sweep['name']!r}, as stored\n" if "name" in sweep else ""
-    return head + tomli_w.dumps(body)
 
 
 def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str, Any]:
@@ -336,7 +318,7 @@ def build_context(store: str | Path, target_se: float = TARGET_SE) -> dict[str, 
         "d": int(ds.sizes["coord"]),
         "done": int(ds["done"].values.sum()),
         "total": int(ds["done"].size),
-        "sweep_toml": sweep_toml(sweep),
+        "sweep_toml": sweep_toml(sweep, note="as stored"),
         "tables": result_tables(summary),
         "figures": figure_images(ds, summary),
         "failures": failure_groups(ds, records),

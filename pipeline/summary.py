@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
 from scipy.special import ndtri  # the normal quantile, without importing scipy.stats
 
+from ldpsim.pipeline import cell_statistics
+from ldpsim.pipeline.cell_statistics import Statistic, check_statistics
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
 
 #: Store dimensions that are not grid axes.
@@ -209,6 +212,13 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
 }
 
 
+def reserved_names() -> set[str]:
+    """Names a statistic given to :func:`summarize` may not take: the summary's own
+    variables, its dimensions and the fields its records add (grid axes are added per
+    store)."""
+    return {*SUMMARY_ATTRS, *NON_GRID_DIMS, "n_replicates", "coverage_diff"}
+
+
 def grid_axes(ds: xr.Dataset) -> list[str]:
     """The grid axes of a store or summary, in sweep order (possibly none)."""
     # A store has theta*, a summary coverage, a comparison (compare.py) its difference.
@@ -403,7 +413,11 @@ def check_target_se(target_se: float) -> float:
 
 
 def summarize(
-    ds: xr.Dataset, target_se: float = TARGET_SE, *, diagnostics: bool = True
+    ds: xr.Dataset,
+    target_se: float = TARGET_SE,
+    *,
+    diagnostics: bool = True,
+    statistics: Mapping[str, Statistic] | None = None,
 ) -> xr.Dataset:
     """Summarize the replicates of a store (SPEC section 7).
 
@@ -428,6 +442,18 @@ def summarize(
         ``predicted_coverage``, ``coverage_gap`` and their standard errors; default
         True). False leaves them out: a table that does not show them is made in a
         quarter less time.
+    statistics : mapping of str to callable, optional
+        Your own statistics, name -> function of a
+        :class:`~ldpsim.pipeline.cell_statistics.Cell`: the replicates that one cell
+        counts (those of its ``coverage``, ``n_done``) as numpy arrays ``lower``,
+        ``upper``, ``estimate`` (the method's own) and ``truth``, with ``level`` and
+        ``labels``. A function returns one value per replicate (shape (R,)), whose mean
+        is the statistic and whose standard error is sd / sqrt(R), or one number, whose
+        standard error is the sd over
+        :data:`~ldpsim.pipeline.cell_statistics.BOOTSTRAP_RESAMPLES` (1000) bootstrap
+        resamples of the cell's replicates (fixed seed, so the same store gives the same
+        numbers). See :func:`ldpsim.pipeline.cell_statistics.compute`. A name must be
+        an identifier the summary does not use.
 
     Returns
     -------
@@ -471,10 +497,41 @@ def summarize(
         replicates that would give the coverage (its coordinate mean) a standard error
         of ``target_se`` (:func:`replicates_needed`).
         Per grid point and coord: ``coord_exists``, false for the coordinates beyond a
-        grid point's d (tables and figures leave them out).
-        Attributes ``level`` and ``sweep`` are kept, and ``target_se`` added.
+        grid point's d (tables and figures leave them out). With ``statistics``, per
+        grid point, method, [checkpoint,] coord: ``NAME`` and ``NAME_se`` for each (the
+        ``se_method`` attribute of ``NAME_se`` says ``mean`` or ``bootstrap``).
+        Attributes ``level`` and ``sweep`` are kept, and ``target_se`` added (and
+        ``statistics``, a JSON list of the names, with ``statistics``).
+
+    Raises
+    ------
+    TypeError
+        ``statistics`` is not a mapping of str to callables, or ``target_se`` not a real.
+    ValueError
+        ``target_se`` outside (0, 1).
+    ldpsim.pipeline.errors.InputError
+        A statistic's name is not an identifier or is taken; a statistic raised or
+        returned something else than a number or R numbers (one line naming it and the
+        cell).
+
+    Examples
+    --------
+    One-sided coverage (the upper bound above theta*) and the median length:
+
+    >>> import numpy as np
+    >>> summary = summarize(  # doctest: +SKIP
+    ...     ds,
+    ...     statistics={
+    ...         "upper_cover": lambda c: c.upper >= c.truth,
+    ...         "median_length": lambda c: np.median(c.upper - c.lower),
+    ...     },
+    ... )
+    >>> summary["upper_cover_se"].attrs["se_method"]  # doctest: +SKIP
+    'mean'
     """
     target_se = check_target_se(target_se)
+    reserved = reserved_names() | {str(d) for d in ds.dims} | {str(c) for c in ds.coords}
+    statistics = check_statistics(statistics, reserved)
     truth = ds["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
     done = ds["done"].astype(bool)
@@ -607,6 +664,9 @@ def summarize(
         }
     )
     out["coord_exists"] = valid
+    if statistics:
+        own = cell_statistics.compute(statistics, lower, upper, method_estimate, truth, ok, level)
+        out = out.assign(own.data_vars)
     out["replicates_needed"] = replicates_needed(out["coverage_se"], n_done, target_se, level)
     out["coord_mean_replicates_needed"] = replicates_needed(
         out["coord_mean_coverage_se"], out["coord_mean_n_done"], target_se, level
@@ -622,6 +682,8 @@ def summarize(
     out.attrs = {k: ds.attrs[k] for k in ("title", "level", "sweep") if k in ds.attrs}
     out.attrs["target_se"] = target_se
     out.attrs["replicates"] = int(ds.sizes["rep"])
+    if statistics:
+        out.attrs[cell_statistics.STATISTICS_ATTR] = json.dumps(list(statistics))
     return out.compute()
 
 

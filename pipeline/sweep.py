@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import tomli_w
+
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind
 
 # ldpsim.tasks (models, mechanisms, numba, scipy) is imported by the functions that
@@ -109,6 +111,68 @@ class Sweep:
         # Not sort_keys: the order of the grid axes is the order of the store's dimensions.
         return json.dumps(self.to_dict(), default=_json_default)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], name: str) -> Sweep:
+        """Validate a sweep given as the tables of a sweep file.
+
+        Parameters
+        ----------
+        data : Mapping
+            What :func:`tomllib.loads` gives for a sweep file (the keys of
+            :data:`SWEEP_KEYS`, with the ``spec``, ``grid``, ``cases`` and ``methods``
+            tables as mappings). Tuples, numpy arrays and numpy scalars are taken as the
+            TOML lists and numbers they hold.
+        name : str
+            The sweep's name, a file name (:func:`check_sweep_name`): it names the
+            default store ``outputs/<name>.zarr``.
+
+        Returns
+        -------
+        Sweep
+            The sweep that a file ``<name>.toml`` of these tables loads to.
+
+        Raises
+        ------
+        InputError
+            A bad name, or the error, with the same message, that the same tables in
+            the file ``<name>.toml`` raise.
+        """
+        return load_sweep(data, name=name)
+
+    def to_toml(self) -> str:
+        """The sweep as a sweep file: TOML text that loads back to an equal Sweep.
+
+        The name is a comment on the first line (a sweep file's name is its file name:
+        load the text with ``name=`` to keep it). The bb parameters that
+        :func:`recommended_choices` filled in are left out, as the sweep's file left them
+        out, so the text loads to the same sweep, one that resumes a store recorded
+        under other choices alike (:func:`adopt_recorded_choices`).
+
+        Returns
+        -------
+        str
+            The sweep file's text.
+
+        Examples
+        --------
+        >>> import tomllib
+        >>> from ldpsim.pipeline.api import load_sweep
+        >>> sweep = load_sweep("demo", replicates=20)
+        >>> text = sweep.to_toml()
+        >>> print(text.splitlines()[0])
+        # sweep 'demo'
+        >>> tomllib.loads(text)["replicates"]
+        20
+        >>> load_sweep(tomllib.loads(text), name="demo") == sweep
+        True
+        """
+        data = self.to_dict()
+        data["methods"] = {
+            label: {k: v for k, v in params.items() if k not in self.defaulted.get(label, ())}
+            for label, params in self.methods.items()
+        }
+        return sweep_toml(data)
+
     def points(self) -> list[GridPoint]:
         """Every grid point, validated (raises InputError naming the point).
 
@@ -123,6 +187,7 @@ class Sweep:
 
     def _make_points(self) -> list[GridPoint]:
         from ldpsim.tasks import normalize_spec
+        from ldpsim.tasks.plugins import plugin_code_errors
 
         axes = list(self.grid)
         out = []
@@ -139,7 +204,9 @@ class Sweep:
                 "seed": self.seed,
             }
             try:
-                with warnings.catch_warnings(record=True) as caught:
+                # A plugin's own bug (constructor, sensitivity, params): one line naming
+                # its function, file and line (PluginCodeError, a ValueError).
+                with warnings.catch_warnings(record=True) as caught, plugin_code_errors():
                     warnings.simplefilter("always")
                     normalized = normalize_spec(spec)
                 theory.extend(str(w.message) for w in caught if str(w.message) not in theory)
@@ -258,6 +325,184 @@ def _json_default(obj: object) -> object:
     raise TypeError(f"not JSON serializable: {obj!r}")
 
 
+def sweep_toml(data: Mapping[str, Any], note: str = "") -> str:
+    """A sweep's tables as a sweep file (TOML), its name as a comment on the first line.
+
+    Parameters
+    ----------
+    data : Mapping
+        :meth:`Sweep.to_dict`, or a store's record of it (the ``sweep`` attribute).
+        None values (``rep_chunk`` when unset) are left out: TOML has no null.
+    note : str, default ""
+        Words for the comment after the name (``"as stored"``).
+
+    Returns
+    -------
+    str
+        The text, which :func:`load_sweep` reads back to the same tables.
+    """
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: clean(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    body = clean({k: v for k, v in data.items() if k != "name"})
+    head = ""
+    if "name" in data:
+        head = f"# sweep {data['name']!r}{', ' + note if note else ''}\n"
+    return head + tomli_w.dumps(body)
+
+
+#: Characters a sweep's name may not hold: the path separators, and the ones Windows
+#: refuses in a file name (a store is often copied to a laptop).
+NAME_FORBIDDEN = '/\\:*?"<>|'
+#: UTF-8 bytes of a sweep's name at most: ``<name>.zarr`` and ``<name>-report.html``
+#: stay below the 255 bytes that file systems allow a file name.
+MAX_NAME_BYTES = 200
+
+
+def check_sweep_name(name: object) -> str:
+    """A sweep's name, checked to be usable as a file name (``outputs/<name>.zarr``).
+
+    Parameters
+    ----------
+    name : object
+        A str of 1 to :data:`MAX_NAME_BYTES` UTF-8 bytes, printable, without the
+        characters of :data:`NAME_FORBIDDEN` or a space at either end, not ``.`` or
+        ``..``.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    TypeError
+        Not a str.
+    ValueError
+        A str that is not such a name.
+    """
+    message = (
+        "The sweep's 'name' must be a file name for its store outputs/<name>.zarr: 1 to "
+        f"{MAX_NAME_BYTES} bytes of printable characters, none of {' '.join(NAME_FORBIDDEN)}, "
+        f"no space at either end, not '.' or '..'. Got {name!r}."
+    )
+    if not isinstance(name, str):
+        raise TypeError(message)
+    if (
+        name in ("", ".", "..")
+        or not name.isprintable()
+        or name != name.strip()
+        or any(c in NAME_FORBIDDEN for c in name)
+        or len(name.encode()) > MAX_NAME_BYTES
+    ):
+        raise ValueError(message)
+    return name
+
+
+def _toml_data(value: Any, where: str = "") -> Any:
+    """A Python value as the TOML value that it stands for.
+
+    Mappings become dicts, tuples and numpy arrays lists, numpy scalars and other
+    numbers Python's int or float: a sweep given as Python values then validates, is
+    stored (JSON) and is written back (TOML) as the same sweep from a file would be.
+    Other values are left as they are, for the sweep's validation to judge.
+
+    Raises
+    ------
+    InputError
+        A mapping with a key that is not a str (TOML keys are strings).
+    """
+    if hasattr(value, "tolist") and hasattr(value, "ndim"):  # numpy arrays and scalars
+        value = value.tolist()
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InputError(
+                    f"The key {key!r} in {f'{where!r}' if where else 'the sweep'} is not a "
+                    "string; the keys of a sweep's tables are strings, as in TOML."
+                )
+            out[key] = _toml_data(item, f"{where}.{key}" if where else key)
+        return out
+    if isinstance(value, list | tuple):
+        return [_toml_data(v, where) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+def note_overrides(before: Mapping[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """``after``, a sweep's tables with overrides applied, with its description noting
+    what they changed from ``before``.
+
+    The description is a sweep file's own words ("..., 500 replicates"), which the
+    overrides do not rewrite; so that it does not describe a sweep that is not run, it
+    gets the note ``(as run: KEY = VALUE, ...)``, one ``KEY = VALUE`` per value that
+    differs from ``before`` and ``without KEY`` per value that is gone, with KEY and
+    VALUE as ``--set`` takes them (``replicates = 30``, ``eps = 2.0``,
+    ``grid.n = [1000, 10000]``, ``methods.bb.B = 100``). Nothing is noted when the
+    overrides change nothing, when they set the description themselves, or when there
+    is no description.
+    """
+    description = after.get("description")
+    if not description or not isinstance(description, str):
+        return after
+    if description != before.get("description"):
+        return after
+    old, new = _entries(before), _entries(after)
+    changes = [f"{k} = {_inline(v)}" for k, v in new.items() if k not in old or old[k] != v]
+    changes += [f"without {k}" for k in old if k not in new]
+    if not changes:
+        return after
+    return {**after, "description": f"{description} (as run: {', '.join(changes)})"}
+
+
+def _entries(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep's tables as ``--set`` KEY -> value (spec keys bare), description aside."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "description":
+            continue
+        if key == "spec" and isinstance(value, Mapping):
+            out.update({str(k): v for k, v in value.items()})
+        elif key == "grid" and isinstance(value, Mapping):
+            out.update({f"grid.{k}": v for k, v in value.items()})
+        elif key in ("cases", "methods") and isinstance(value, Mapping):
+            for label, table in value.items():
+                if isinstance(table, Mapping) and table:
+                    out.update({f"{key}.{label}.{k}": v for k, v in table.items()})
+                else:  # a method without parameters
+                    out[f"{key}.{label}"] = table or {}
+        else:
+            out[str(key)] = value
+    return out
+
+
+def _inline(value: Any) -> str:
+    """A value as TOML writes it inline (as ``--set`` takes it)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, list | tuple):
+        return f"[{', '.join(map(_inline, value))}]"
+    if isinstance(value, Mapping):
+        return f"{{{', '.join(f'{k} = {_inline(v)}' for k, v in value.items())}}}"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def _parse_value(text: str) -> Any:
     try:
         return tomllib.loads(f"v = {text}")["v"]
@@ -282,7 +527,8 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict
     ``cases.LABEL.KEY`` (``cases.gdp1.mu=2``), ``methods.LABEL`` (a table) or
     ``methods.LABEL.PARAM`` (``methods.bb.B=100``), or a top-level key
     (``replicates=20``, ``seed=3``). An override given as a (key, value) pair carries its
-    value as a Python object and is applied the same way; messages name it
+    value as a Python object (taken as the TOML value it stands for: a tuple as a list,
+    a numpy number as a Python number) and is applied the same way; messages name it
     "override 'key=value'" instead of "--set 'key=value'". Overrides apply in order.
 
     Raises
@@ -300,7 +546,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict
             key, text = (s.strip() for s in item.split("=", 1))
             value = _parse_value(text)
         else:
-            key, value = override[0], copy.deepcopy(override[1])
+            key, value = override[0], _toml_data(copy.deepcopy(override[1]))
             item, option = f"{key}={value!r}", "override"
         parts = key.split(".")
         section = parts[0]
@@ -370,35 +616,71 @@ def read_sweep_text(path: Path) -> str:
 
 
 def load_sweep(
-    source: str | Path,
+    source: str | Path | Mapping[str, Any],
     overrides: Sequence[Override] | None = None,
     replicates: int | None = None,
+    name: str | None = None,
 ) -> Sweep:
-    """Load a sweep by built-in name or TOML path, apply overrides and validate it.
+    """Load a sweep by built-in name, TOML path or tables, apply overrides and validate it.
+
+    Parameters
+    ----------
+    source : str or Path or Mapping
+        A built-in sweep's name, a sweep file's path, or the tables of a sweep file as
+        :func:`tomllib.loads` gives them (:func:`_toml_data` takes Python values as TOML's).
+    overrides : sequence of Override or None, default None
+        Applied in order (:func:`apply_overrides`).
+    replicates : int or None, default None
+        Replicates per grid point, replacing the sweep's (after the overrides).
+    name : str or None, default None
+        The sweep's name (:func:`check_sweep_name`); default the built-in's name or the
+        file's stem. Required for tables.
+
+    Returns
+    -------
+    Sweep
+        Its description notes what the overrides changed (:func:`note_overrides`).
 
     Raises
     ------
     InputError
-        Missing or unreadable file, not UTF-8, TOML syntax error, unknown key, or any
-        invalid value (the message names the key and what is allowed).
+        A bad or missing name, a missing or unreadable file, not UTF-8, a TOML syntax
+        error, an unknown key, or any invalid value (the message names the key and what
+        is allowed); tables fail with the message of the same tables in a file.
     """
-    source = str(source)
-    if source in builtin_sweeps():
-        text = (
-            resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR, f"{source}.toml").read_text()
-        )
-        name = source
+    if name is not None:
+        try:
+            name = check_sweep_name(name)
+        except (TypeError, ValueError) as exc:
+            raise InputError(str(exc)) from None
+    if isinstance(source, Mapping):
+        if name is None:
+            raise InputError(
+                "A sweep given as tables needs a name (name=...), as a file has its file "
+                "name: it names the default store outputs/<name>.zarr."
+            )
+        data = _toml_data(source)
     else:
-        text = read_sweep_text(Path(source))
-        name = Path(source).stem
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"Sweep file {source!r} is not valid TOML: {exc}.") from None
-    data = apply_overrides(data, overrides or [])
+        source = str(source)
+        if source in builtin_sweeps():
+            text = (
+                resources.files("ldpsim.pipeline")
+                .joinpath(BUILTIN_DIR, f"{source}.toml")
+                .read_text()
+            )
+            default = source
+        else:
+            text = read_sweep_text(Path(source))
+            default = Path(source).stem
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"Sweep file {source!r} is not valid TOML: {exc}.") from None
+        name = default if name is None else name
+    changed = apply_overrides(data, overrides or [])
     if replicates is not None:
-        data["replicates"] = replicates
-    return validate_sweep(data, name)
+        changed["replicates"] = replicates
+    return validate_sweep(note_overrides(data, changed), name)
 
 
 def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import xarray as xr
 
+from ldpsim.pipeline.cell_statistics import (
+    BOOTSTRAP_RESAMPLES,
+    SE_RULE_TEXT,
+    se_rule,
+    statistic_names,
+)
 from ldpsim.pipeline.formatting import (
     axis_labels,
     cell_text,
@@ -14,6 +20,7 @@ from ldpsim.pipeline.formatting import (
     fmt_name,
     format_level,
     format_number,
+    latex_escape,
 )
 from ldpsim.pipeline.partial_cells import COUNTS, MARKERS, footnote, partial
 from ldpsim.pipeline.records import (
@@ -22,7 +29,8 @@ from ldpsim.pipeline.records import (
     RECORD_FIELDS,
     coord_mean_records,
     records,
-    records_table,
+    records_over,
+    render_records,
 )
 from ldpsim.pipeline.summary import grid_axes, sweep_info
 from ldpsim.pipeline.table_layouts import latex_table, markdown_table, text_table
@@ -42,6 +50,7 @@ __all__ = [
     "format_table",
     "records",
     "shown_coords",
+    "summary_records",
     "table_rows",
 ]
 
@@ -79,6 +88,59 @@ TABLE_ERRORS = {"mse average": "mse", "mse last": "mse_last"}
 COUNT_STATS = ("replicates_needed", "coord_mean_replicates_needed")
 #: Statistics shown with three significant digits (the others with three decimals).
 SIGNIFICANT_STATS = ("length", "coord_mean_length", "mse", "mse_last")
+
+
+def summary_records(summary: xr.Dataset, coord_means: bool = False) -> list[dict[str, Any]]:
+    """The csv and json records of a summary, with its own statistics.
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        The output of :func:`ldpsim.pipeline.summary.summarize`.
+    coord_means : bool
+        The records of the coordinate means (:func:`coord_mean_records`) instead of one
+        per coordinate (:func:`records`). The statistics given to ``summarize`` are per
+        coordinate, so they are in the records per coordinate only.
+
+    Returns
+    -------
+    list of dict
+        The records of :func:`records` (or :func:`coord_mean_records`); per coordinate,
+        each statistic ``NAME`` given to ``summarize`` adds ``NAME``, ``NAME_se`` and
+        ``NAME_se_method`` (how its standard error was computed: ``sd / sqrt(R)`` or
+        ``bootstrap, B = 1000``) before ``n_replicates``.
+
+    Examples
+    --------
+    >>> recs = summary_records(summary)  # doctest: +SKIP
+    >>> recs[0]["upper_cover"], recs[0]["upper_cover_se_method"]  # doctest: +SKIP
+    (0.95, 'sd / sqrt(R)')
+    """
+    names = [] if coord_means else statistic_names(summary)
+    if not names:
+        return coord_mean_records(summary) if coord_means else records(summary)
+    checkpoint = ["checkpoint"] if "checkpoint" in summary.dims else []
+    dims = [*grid_axes(summary), "method", *checkpoint, "coord"]
+    own = records_over(summary, dims, [f for n in names for f in (n, f"{n}_se")])
+    rules = {name: SE_RULE_TEXT[se_rule(summary, name)] for name in names}
+    out = []
+    for rec, extra in zip(records(summary), own, strict=True):
+        total = rec.pop("n_replicates")  # stays the last field
+        for name in names:
+            rec.update({name: extra[name], f"{name}_se": extra[f"{name}_se"]})
+            rec[f"{name}_se_method"] = rules[name]
+        out.append({**rec, "n_replicates": total})
+    return out
+
+
+def record_fields(summary: xr.Dataset, coord_means: bool = False) -> list[str]:
+    """The fields of :func:`summary_records`, the csv header when there is no record."""
+    if coord_means:
+        return [*COORD_MEAN_RECORD_FIELDS, "n_replicates"]
+    own = [
+        f"{n}{suffix}" for n in statistic_names(summary) for suffix in ("", "_se", "_se_method")
+    ]
+    return [*RECORD_FIELDS, *own, "n_replicates"]
 
 
 def shown_coords(summary: xr.Dataset, coords: CoordsMode) -> Literal["all", "mean"]:
@@ -133,6 +195,26 @@ def summary_caption(summary: xr.Dataset, diagnostics: bool) -> str:
         f"{caption_head(summary)}; {shown} (Monte-Carlo standard errors in brackets); "
         f"{replicates_per_cell(summary, 'n_done')}"
     )
+
+
+def statistics_caption(summary: xr.Dataset, shown: Literal["all", "mean"]) -> str:
+    """What the caption says of the statistics given to summarize ('' for none): how
+    each standard error was computed, or, with the coordinate means, that they are left
+    out."""
+    names = statistic_names(summary)
+    if not names:
+        return ""
+    listed = ", ".join(names)
+    if shown == "mean":
+        return f"; {listed}: per coordinate, left out here (--coords all shows them)"
+    words = {
+        "mean": "the mean of per-replicate values, standard error sd / sqrt(R)",
+        "bootstrap": (
+            f"standard error from {BOOTSTRAP_RESAMPLES} bootstrap resamples of the replicates"
+        ),
+        "none": "no replicate",
+    }
+    return "".join(f"; {name}: {words[se_rule(summary, name)]}" for name in names)
 
 
 def coord_mean_caption(summary: xr.Dataset, diagnostics: bool) -> str:
@@ -209,7 +291,10 @@ def table_rows(
     index_labels = [axis_labels(v, fmt) for v in index_values]
     # Positional selection: exact float labels or NaN never miss; a size-1 coord goes too.
     base = summary.isel(coord=0) if summary.sizes["coord"] == 1 else summary
-    marks = {var: partial(base, var) for var in stats.values() if var in COUNTS}
+    # A statistic given to summarize counts the replicates of the coverage.
+    own = statistic_names(summary)
+    counted = {var: var for var in COUNTS} | dict.fromkeys(own, "coverage")
+    marks = {var: partial(base, counted[var]) for var in stats.values() if var in counted}
     marker = MARKERS.get(fmt, "*")
     skip_missing = "coord" in row_dims and "coord_exists" in summary
     for idx in np.ndindex(*(len(v) for v in index_values)):
@@ -228,7 +313,7 @@ def table_rows(
             else:
                 ses = np.atleast_1d(cell[f"{var}_se"].values)
                 cells = [
-                    cell_text(float(v), float(s), var in SIGNIFICANT_STATS)
+                    cell_text(float(v), float(s), var in SIGNIFICANT_STATS or var in own)
                     for v, s in zip(values, ses, strict=True)
                 ]
             if var in marks:
@@ -303,7 +388,8 @@ def format_table(
     shown = shown_coords(summary, coords)
     if fmt in ("json", "csv"):
         # Machines get every coordinate unless the means are asked for by name.
-        return records_table(summary, fmt, coord_means=coords == "mean")
+        means = coords == "mean"
+        return render_records(summary_records(summary, means), fmt, record_fields(summary, means))
     render = {"markdown": markdown_table, "latex": latex_table}.get(fmt, text_table)
     target = summary.attrs.get("target_se")
     needed_row = f"R for se {format_number(target)}" if target is not None else "R needed"
@@ -315,9 +401,13 @@ def format_table(
         rows = table_rows(summary, fmt, stats, per_coord=False)
     else:
         stats = dict(TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS)
+        stats.update(
+            {latex_escape(n) if fmt == "latex" else n: n for n in statistic_names(summary)}
+        )
         if replicates_needed:
             stats[needed_row] = "replicates_needed"
         caption, rows = summary_caption(summary, diagnostics), table_rows(summary, fmt, stats)
+    caption += statistics_caption(summary, shown)
     if replicates_needed:
         caption += (
             f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "

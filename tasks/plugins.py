@@ -13,13 +13,18 @@ entry point's name is the unit's ``name``. A unit is a class like the built-in o
 or :class:`~ldpsim.tasks.intervals.base.IntervalMethod`. Plugins are loaded and checked
 once per process. A plugin that cannot be imported or breaks a rule is left out, with
 one line saying why (:func:`plugin_problems`); the built-in units and the other plugins
-keep working, and a sweep that names it is refused with that line.
+keep working, and a sweep that names it is refused with that line. A loaded plugin whose
+own code raises while a grid point is set up is reported in one line too, naming the
+plugin, its function, the file and the line (:func:`plugin_code_errors`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
@@ -168,3 +173,126 @@ def problem_of(kind: str, name: object) -> str | None:
         if p.kind == kind and p.name == name and p.problem is not None:
             return _left_out(p)
     return None
+
+
+class PluginCodeError(ValueError):
+    """A plugin's own code raised while ldpsim set a grid point up; the message is one line.
+
+    Raised by :func:`plugin_code_errors` in place of the plugin's exception (its cause):
+    a ValueError, so that the sweep's checks report it like bad input, before anything
+    is computed or written.
+    """
+
+
+def _is_ldpsim(module: str) -> bool:
+    return module == "ldpsim" or module.startswith("ldpsim.")
+
+
+def _defines(unit: type, code: types.CodeType) -> bool:
+    """Whether ``code`` is the code of a function that ``unit`` or a base defines."""
+    for cls in unit.__mro__:
+        for attribute in vars(cls).values():
+            for function in (attribute, getattr(attribute, "fget", None)):
+                function = getattr(function, "__func__", function)  # class/static methods
+                function = getattr(function, "func", function)  # functools.cached_property
+                if getattr(function, "__code__", None) is code:
+                    return True
+    return False
+
+
+def _owner(frames: list[types.FrameType]) -> Plugin | None:
+    """The usable plugin whose code the ``frames`` run (outermost first).
+
+    The unit whose instance (``self``) or class (``cls``) a frame runs on, else a unit
+    that defines one of their functions, else the unit whose package holds their
+    module.
+    """
+    usable = [p for p in plugins() if p.unit is not None]
+    for frame in frames:
+        bound = frame.f_locals.get("self", frame.f_locals.get("cls"))
+        unit = bound if isinstance(bound, type) else type(bound)
+        for plugin in usable:
+            if plugin.unit is unit:
+                return plugin
+    for frame in frames:
+        for plugin in usable:
+            if _defines(plugin.unit, frame.f_code):
+                return plugin
+    for frame in frames:
+        package = str(frame.f_globals.get("__name__", "")).partition(".")[0]
+        for plugin in usable:
+            if plugin.unit.__module__.partition(".")[0] == package:
+                return plugin
+    return None
+
+
+def plugin_code_error(exc: BaseException) -> PluginCodeError | None:
+    """The one-line error for ``exc`` if a plugin's own code raised it, else None.
+
+    A plugin's frames are those of a usable plugin's modules (:func:`plugins`); ldpsim's
+    own modules, numpy's and the other libraries' are not. TypeError and ValueError are
+    left alone (None): they are how a unit refuses its parameters (``__post_init__``,
+    ``check``), whose message is already meant for the user.
+
+    Returns
+    -------
+    PluginCodeError or None
+        "The model plugin 'x' (package.module:Class, from package 1.0): Class.params
+        raised AttributeError at /path/module.py, line 12: ..."; the function named is
+        the first of the plugin's that ldpsim called, the file and line the last of the
+        plugin's frames (the one that raised, or called the library that did).
+    """
+    if isinstance(exc, TypeError | ValueError) or not isinstance(exc, Exception):
+        return None
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        module = str(frame.f_globals.get("__name__", ""))
+        # Code made by exec (a dataclass's __init__) has no file to point at.
+        if not _is_ldpsim(module) and not frame.f_code.co_filename.startswith("<"):
+            frames.append((frame, tb.tb_lineno))
+        tb = tb.tb_next
+    plugin = _owner([frame for frame, _ in frames]) if frames else None
+    if plugin is None:
+        return None
+    package = plugin.unit.__module__.partition(".")[0]
+    own = [
+        (frame, line)
+        for frame, line in frames
+        if str(frame.f_globals.get("__name__", "")).partition(".")[0] == package
+        or _defines(plugin.unit, frame.f_code)
+    ] or frames
+    entry, (last, line) = own[0][0].f_code.co_qualname, own[-1]
+    inner = last.f_code.co_qualname
+    where = f"{entry}" if inner == entry else f"{entry} (in {inner})"
+    text = str(exc).strip().splitlines()
+    reason = f": {text[0].rstrip('.')}" if text else ""
+    return PluginCodeError(
+        f"The {plugin.kind} plugin {plugin.name!r} ({plugin.target}, from "
+        f"{plugin.distribution}): {where} raised {type(exc).__name__} at "
+        f"{last.f_code.co_filename}, line {line}{reason}."
+    )
+
+
+@contextlib.contextmanager
+def plugin_code_errors() -> Iterator[None]:
+    """Report an exception of a plugin's own code as one line (:class:`PluginCodeError`).
+
+    Wraps the calls that set a grid point up on the client (constructors, ``params``,
+    the sensitivities), before anything is submitted. An exception that no plugin's
+    code raised, and any TypeError or ValueError, passes unchanged: the built-in units
+    keep their behaviour (:func:`plugin_code_error`).
+
+    Raises
+    ------
+    PluginCodeError
+        A plugin's code raised; the original exception is its ``__cause__``.
+    """
+    try:
+        yield
+    except Exception as exc:
+        error = plugin_code_error(exc)
+        if error is None:
+            raise
+        raise error from exc

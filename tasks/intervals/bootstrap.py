@@ -82,7 +82,13 @@ class BlockBootstrap(IntervalMethod):
     multiplier : {'uniform', 'rademacher', 'gaussian', 'mammen'}
         Law of the multipliers; uniform is Uniform(-sqrt 3, sqrt 3).
     form : {'basic', 'percentile', 't'}
-        'basic' (pivotal, the default of the paper's method):
+        Default: 't' in a sweep, 'basic' for this class. A sweep's bb that names no
+        ``form`` gets 't', written into a new store (so resuming it never changes it;
+        ``ldpsim run`` prints a note saying so, and ``form = "basic"`` gives the
+        intervals of ldpsim < 0.2); the class itself keeps 'basic', what a store that
+        recorded no form was computed with and what
+        :func:`ldpsim.tasks.run_replicate` gives a spec naming none.
+        'basic' (pivotal, the paper's method):
         [theta_bar - q_{1-a/2}, theta_bar - q_{a/2}];
         'percentile' (as printed in the paper): [theta_bar + q_{a/2}, theta_bar + q_{1-a/2}];
         't': theta_bar_j +- sqrt(m / (m - 1)) t_{m-1}((1 + level) / 2) sd_j, with sd_j
@@ -102,7 +108,9 @@ class BlockBootstrap(IntervalMethod):
         A coordinate whose bootstrap sd is 0 makes the band fail (NaN, recorded).
     band : {'sup-t', 'sidak'}
         The simultaneous band's critical value (only with ``simultaneous = true``).
-        'sup-t' (default): from the bootstrap draws, as above. 'sidak': theta_bar_j +-
+        Default: 'sidak' in a sweep, 'sup-t' for this class (as for ``form``: a new
+        store records the sweep's; ``band = "sup-t"`` gives the band of ldpsim < 0.2).
+        'sup-t': from the bootstrap draws, as above. 'sidak': theta_bar_j +-
         c sd_j with sd_j the bootstrap's exact conditional sd, sqrt(sum_k (S_kj -
         l theta_bar_j)^2) / (m l) (the multipliers have variance 1; no draws are
         needed), and c = sqrt(m / (m - 1)) t_{m-1}((1 + level^(1/d)) / 2): the

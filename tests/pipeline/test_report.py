@@ -106,7 +106,7 @@ def test_sweep_toml_round_trips():
     import tomllib
 
     sweep = json.loads(syn.sweep_attr({"eps": [1.0, float("inf")]}, {"n": 100}, ["bb"]))
-    text = sweep_toml(sweep)
+    text = sweep_toml(sweep, note="as stored")
     assert text.startswith("# sweep 'synthetic', as stored\n")
     back = tomllib.loads(text)
     assert back["grid"]["eps"] == [1.0, float("inf")]

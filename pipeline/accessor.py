@@ -1,0 +1,452 @@
+"""The ``ldpsim`` xarray accessor: select by label on any dimension of a store, ``method`` too."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import numbers
+import sys
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ldpsim.pipeline.errors import InputError
+
+if TYPE_CHECKING:  # xarray is imported when it is first used (see _RegisterOnImport)
+    import importlib.machinery
+    import types
+
+    import pandas as pd
+    import xarray as xr
+
+    from ldpsim.pipeline.sweep import Sweep
+
+#: The attribute under which :class:`LdpsimAccessor` is registered: ``ds.ldpsim``.
+ACCESSOR_NAME = "ldpsim"
+#: Labels a message lists in full; longer axes show their first and last few.
+SHOWN_LABELS = 12
+
+T = TypeVar("T", "xr.Dataset", "xr.DataArray")
+
+
+class LdpsimAccessor(Generic[T]):
+    """``ds.ldpsim``: select by label or position on any dimension, ``method`` included.
+
+    ``method`` is the fill-method keyword of xarray's ``sel``: ``ds.sel(method="bb")``
+    returns every method, and ``ds.sel(method="bb", tau=0.5)`` raises "Invalid fill
+    method". ``ds.ldpsim.sel(method="bb", tau=0.5)`` is ``ds.sel({"method": "bb",
+    "tau": 0.5})``, with every dimension and label checked first. Registered on
+    ``xarray.Dataset`` and ``xarray.DataArray`` once :mod:`ldpsim.pipeline.api` (or this
+    module) is imported.
+
+    Parameters
+    ----------
+    obj : xarray.Dataset or xarray.DataArray
+        The object the accessor belongs to (xarray passes it).
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> import ldpsim.pipeline.api
+    >>> ds = xr.Dataset(
+    ...     {"lower": (("tau", "method"), [[1.0, 2.0], [3.0, 4.0]])},
+    ...     coords={"tau": [0.5, 0.9], "method": ["bb", "sn"]},
+    ... )
+    >>> float(ds.ldpsim.sel(method="sn", tau=0.9)["lower"])
+    4.0
+    """
+
+    def __init__(self, obj: T) -> None:
+        self._obj = obj
+
+    def _where(self, verb: str) -> str:
+        import xarray as xr
+
+        return f"{'ds' if isinstance(self._obj, xr.Dataset) else 'da'}.ldpsim.{verb}"
+
+    def sel(self, indexers: Mapping[Hashable, Any] | None = None, /, **labels: Any) -> T:
+        """Select by label on any dimension: xarray's ``sel`` with a dict, checked first.
+
+        Parameters
+        ----------
+        indexers : mapping of str to object, optional
+            Dimension -> label(s), as xarray's ``sel`` takes them (positional only).
+        **labels
+            Dimension -> label(s): a label (the dimension is dropped, as by xarray), a
+            list or array of labels (kept, in that order) or a slice of labels (not
+            checked). ``method="bb"`` selects the method ``bb``.
+
+        Returns
+        -------
+        xarray.Dataset or xarray.DataArray
+            ``obj.sel({**indexers, **labels})``.
+
+        Raises
+        ------
+        InputError
+            An unknown dimension, or a label not on its dimension; one line naming
+            what there is. A dimension given twice, or ``indexers`` that is not a
+            mapping (:class:`~ldpsim.pipeline.api.InputTypeError`).
+
+        Examples
+        --------
+        >>> import xarray as xr
+        >>> import ldpsim.pipeline.api
+        >>> ds = xr.Dataset(coords={"tau": [0.5, 0.9], "method": ["bb", "sn"]})
+        >>> ds.ldpsim.sel(method=["sn"], tau=0.5)["method"].values.tolist()
+        ['sn']
+        >>> ds.ldpsim.sel(method="oracle")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ldpsim.pipeline.errors.InputError: Cannot select method = 'oracle' (ds.ldpsim.sel): ...
+        """
+        where = self._where("sel")
+        return self._obj.sel(check_labels(self._obj, _merged(indexers, labels, where), where))
+
+    def isel(self, indexers: Mapping[Hashable, Any] | None = None, /, **positions: Any) -> T:
+        """Select by position on any dimension: xarray's ``isel``, checked first.
+
+        Parameters
+        ----------
+        indexers : mapping of str to object, optional
+            Dimension -> position(s), as xarray's ``isel`` takes them (positional only).
+        **positions
+            Dimension -> an int (the dimension is dropped), a list of ints or a slice,
+            positions in [-size, size).
+
+        Returns
+        -------
+        xarray.Dataset or xarray.DataArray
+            ``obj.isel({**indexers, **positions})``.
+
+        Raises
+        ------
+        InputError
+            An unknown dimension, or a position outside the dimension; one line naming
+            what there is. A position that is not an int or a slice, a dimension given
+            twice, or ``indexers`` that is not a mapping
+            (:class:`~ldpsim.pipeline.api.InputTypeError`).
+
+        Examples
+        --------
+        >>> import xarray as xr
+        >>> import ldpsim.pipeline.api
+        >>> ds = xr.Dataset(coords={"tau": [0.5, 0.9], "method": ["bb", "sn"]})
+        >>> ds.ldpsim.isel(method=-1)["method"].item()
+        'sn'
+        """
+        where = self._where("isel")
+        return self._obj.isel(
+            check_positions(self._obj, _merged(indexers, positions, where), where)
+        )
+
+
+def check_labels(
+    obj: xr.Dataset | xr.DataArray,
+    indexers: Mapping[Hashable, Any],
+    where: str,
+    *,
+    dims: Sequence[str] | None = None,
+    dims_text: str = "no such dimension; the dimensions are",
+    keep_dims: bool = False,
+) -> dict[Hashable, Any]:
+    """``indexers`` for ``obj.sel``, each dimension and label checked.
+
+    Parameters
+    ----------
+    obj : xarray.Dataset or xarray.DataArray
+        What is selected from.
+    indexers : mapping of str to object
+        Dimension -> a label, a list or array of labels, or a slice (not checked).
+    where : str
+        The function selecting, for the messages (``ds.ldpsim.sel``, ``open_store``).
+    dims : sequence of str, optional
+        The dimensions that may be selected on (default: all of ``obj``'s).
+    dims_text : str, default "no such dimension; the dimensions are"
+        Introduces ``dims`` in the message refusing another dimension.
+    keep_dims : bool, default False
+        Turn a single label into a list of one, so that no dimension is dropped.
+
+    Returns
+    -------
+    dict
+        The indexers to pass to ``obj.sel``.
+
+    Raises
+    ------
+    InputError
+        A dimension not in ``dims``, or a label not on its dimension.
+    """
+    allowed = [str(d) for d in obj.dims] if dims is None else list(dims)
+    out: dict[Hashable, Any] = {}
+    for dim, value in indexers.items():
+        if dim not in allowed:
+            raise InputError(
+                f"Cannot select on {dim!r} ({where}): {dims_text}: {', '.join(allowed)}."
+            )
+        labels = _labels(value)
+        index = obj.indexes.get(dim)
+        if labels is not None and index is not None:
+            for label in labels:
+                if not _has_label(index, label):
+                    raise InputError(
+                        f"Cannot select {dim} = {_shown_label(label)} ({where}): no such "
+                        f"label; the labels of {dim} are: {_labels_text(index)}."
+                    )
+        out[dim] = labels if keep_dims and labels is not None and _is_scalar(value) else value
+    return out
+
+
+def check_positions(
+    obj: xr.Dataset | xr.DataArray, indexers: Mapping[Hashable, Any], where: str
+) -> dict[Hashable, Any]:
+    """``indexers`` for ``obj.isel``, each dimension and position checked.
+
+    Raises
+    ------
+    InputError
+        A dimension ``obj`` does not have, or a position outside [-size, size).
+    ldpsim.pipeline.api.InputTypeError
+        A position that is not an int (bools refused), a sequence of ints or a slice.
+    """
+    from ldpsim.pipeline.api import InputTypeError
+
+    dims = [str(d) for d in obj.dims]
+    for dim, value in indexers.items():
+        if dim not in dims:
+            raise InputError(
+                f"Cannot select on {dim!r} ({where}): no such dimension; the dimensions "
+                f"are: {', '.join(dims)}."
+            )
+        if isinstance(value, slice):
+            continue
+        positions = [value] if _is_scalar(value) else _labels(value)
+        if positions is None or not all(_is_int(p) for p in positions):
+            raise InputTypeError(
+                f"The positions of {dim!r} given to {where} must be an int, a list of ints or "
+                f"a slice. Got {_shown_label(value)}."
+            )
+        size = obj.sizes[dim]
+        for position in positions:
+            if not -size <= position < size:
+                raise InputError(
+                    f"Cannot select position {int(position)} of {dim} ({where}): {dim} has "
+                    f"{size} positions, 0 to {size - 1} (or -{size} to -1 from the end)."
+                )
+    return dict(indexers)
+
+
+def _merged(
+    indexers: Mapping[Hashable, Any] | None, keywords: Mapping[str, Any], where: str
+) -> dict[Hashable, Any]:
+    """One mapping of the positional ``indexers`` and the keyword ones; a dimension twice
+    is refused (xarray refuses both forms at once)."""
+    from ldpsim.pipeline.api import InputTypeError, _shown
+
+    if indexers is None:
+        return dict(keywords)
+    if not isinstance(indexers, Mapping):
+        raise InputTypeError(
+            f"The 'indexers' parameter of {where} must be a mapping of dimension names to "
+            f"labels, or None. Got {_shown(indexers)}."
+        )
+    twice = [str(dim) for dim in keywords if dim in indexers]
+    if twice:
+        raise InputError(
+            f"Cannot select on {', '.join(map(repr, twice))} ({where}): given both in the "
+            "mapping and as a keyword."
+        )
+    return {**indexers, **keywords}
+
+
+def _is_scalar(value: Any) -> bool:
+    import numpy as np
+
+    return isinstance(value, str | bytes) or np.ndim(value) == 0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _labels(value: Any) -> list[Any] | None:
+    """The labels ``value`` selects (a list), or None for a slice."""
+    import numpy as np
+
+    if isinstance(value, slice):
+        return None
+    if _is_scalar(value):
+        return [value.item() if isinstance(value, np.generic | np.ndarray) else value]
+    values = getattr(value, "values", value)  # a DataArray, a pandas Index or Series
+    return np.asarray(values, dtype=object).ravel().tolist()
+
+
+def _has_label(index: pd.Index, label: Any) -> bool:
+    try:
+        return bool(label in index)
+    except (TypeError, ValueError):  # an unhashable label, or one pandas cannot compare
+        return False
+
+
+def _shown_label(value: Any) -> str:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    text = repr(value)
+    return text if len(text) <= 40 and "\n" not in text else f"a {type(value).__name__}"
+
+
+def _labels_text(index: pd.Index) -> str:
+    """An axis's labels for a message: all of them, or the first and last few."""
+    values = [str(v) for v in index.tolist()]
+    if len(values) <= SHOWN_LABELS:
+        return ", ".join(values)
+    return f"{', '.join(values[:5])}, ..., {', '.join(values[-2:])} ({len(values)} labels)"
+
+
+def sweep_part(ds: xr.Dataset, sweep: Sweep) -> tuple[xr.Dataset, dict[str, Any] | None]:
+    """The part of a store's Dataset that ``sweep`` asks for, and what else the store holds.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store's Dataset (:func:`ldpsim.pipeline.api.open_store`); the store holds
+        ``sweep``'s grid points, methods and replicates (a run of ``sweep`` made it so).
+    sweep : Sweep
+        The sweep run.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds`` at the sweep's grid values and method labels, in the sweep's order, and
+        its first ``sweep.replicates`` replicates; every dimension is kept.
+    dict or None
+        None when that is the whole store; else what the store holds: ``replicates``
+        (per grid point), ``methods`` (labels) and ``grid`` (axis -> values).
+
+    Raises
+    ------
+    KeyError
+        A grid value or method label of ``sweep`` that the store lacks.
+    """
+    from ldpsim.pipeline.layout import axis_position
+
+    grid = {axis: ds.indexes[axis].tolist() for axis in sweep.grid}
+    methods = ds.indexes["method"].tolist()
+    positions: dict[Hashable, Any] = {
+        axis: [axis_position(grid[axis], value) for value in values]
+        for axis, values in sweep.grid.items()
+    }
+    positions["method"] = [axis_position(methods, label) for label in sweep.methods]
+    positions["rep"] = list(range(min(sweep.replicates, ds.sizes["rep"])))
+    # Only the dimensions that change are indexed: a lazy Dataset stays as it was opened.
+    changed = {dim: p for dim, p in positions.items() if p != list(range(ds.sizes[dim]))}
+    if "rep" in changed:
+        changed["rep"] = slice(0, sweep.replicates)
+    part = ds.isel(changed) if changed else ds
+    if part.sizes == ds.sizes:
+        return part, None
+    return part, {"replicates": ds.sizes["rep"], "methods": methods, "grid": grid}
+
+
+def store_holds_text(holds: Mapping[str, Any], sweep: Sweep, store: str) -> str:
+    """One line saying what a store holds beyond ``sweep`` (``holds`` from
+    :func:`sweep_part`), for :func:`ldpsim.pipeline.api.run`'s log."""
+    extra = []
+    if holds["replicates"] > sweep.replicates:
+        extra.append(
+            f"{holds['replicates']} replicates per grid point (returned: the first "
+            f"{sweep.replicates})"
+        )
+    for axis, values in holds["grid"].items():
+        asked = sweep.grid[axis]
+        more = [str(v) for v in values if not any(_same_label(v, a) for a in asked)]
+        if more:
+            extra.append(f"{axis} = {', '.join(more)}")
+    more = [label for label in holds["methods"] if label not in sweep.methods]
+    if more:
+        extra.append(f"method{'s' if len(more) > 1 else ''} {', '.join(more)}")
+    return (
+        f"The store holds more than this sweep: {'; '.join(extra)}. The Dataset returned "
+        f"holds the sweep's part; open_store({store!r}) gives all of it."
+    )
+
+
+def _same_label(a: Any, b: Any) -> bool:
+    from ldpsim.pipeline.layout import axis_contains
+
+    return axis_contains([a], b)
+
+
+def register() -> None:
+    """Register :class:`LdpsimAccessor` as ``ds.ldpsim`` and ``da.ldpsim`` (once).
+
+    Importing this module calls it at once if xarray is imported, else right after
+    xarray's import completes; nobody needs to call it.
+    """
+    import xarray as xr
+
+    for cls, register_on in (
+        (xr.Dataset, xr.register_dataset_accessor),
+        (xr.DataArray, xr.register_dataarray_accessor),
+    ):
+        if ACCESSOR_NAME not in vars(cls):  # a second registration would warn
+            register_on(ACCESSOR_NAME)(LdpsimAccessor)
+
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder):
+    """Calls :func:`register` once xarray's import completes, so that importing ldpsim's
+    API neither imports xarray (half a second) nor leaves ``ds.ldpsim`` undefined.
+
+    It finds nothing itself: for ``xarray`` it asks the other finders and wraps the
+    loader's ``exec_module`` (on that loader instance, which only loads xarray; the
+    module's ``__loader__`` stays the loader's own). It leaves ``sys.meta_path`` once
+    xarray is loaded.
+    """
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "xarray":
+            return None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is not None and callable(getattr(loader, "exec_module", None)):
+            wrapped = self._registering(loader, loader.exec_module)
+            with contextlib.suppress(AttributeError):  # a loader with slots: not hooked
+                loader.exec_module = wrapped  # type: ignore[method-assign]
+        return spec
+
+    def _registering(
+        self, loader: importlib.abc.Loader, exec_module: Callable[[types.ModuleType], None]
+    ) -> Callable[[types.ModuleType], None]:
+        def exec_and_register(module: types.ModuleType) -> None:
+            if module.__name__ != "xarray":  # a loader that loads more than one module
+                exec_module(module)
+                return
+            try:
+                exec_module(module)
+            finally:
+                vars(loader).pop("exec_module", None)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            register()
+
+        return exec_and_register
+
+
+if "xarray" in sys.modules:
+    register()
+elif not any(isinstance(finder, _RegisterOnImport) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _RegisterOnImport())

@@ -1,0 +1,511 @@
+"""Your own statistics of a summary's cells (``summarize(..., statistics={name: fn})``).
+
+A statistic is a function of one :class:`Cell`: the replicates that one cell of the
+summary counts (one grid point, one method, [one checkpoint,] one coordinate), as numpy
+arrays. It returns either one value per replicate, whose mean is the statistic (its
+Monte-Carlo standard error is then sd / sqrt(R)), or one number (its standard error is
+then a bootstrap over the cell's replicates, :data:`BOOTSTRAP_RESAMPLES` resamples drawn
+with the fixed seed :data:`BOOTSTRAP_SEED`). Installed packages offer statistics to
+``ldpsim summarize --statistic NAME`` through the entry-point group
+:data:`STATISTICS_GROUP`, loaded and checked as the unit plugins are
+(:mod:`ldpsim.tasks.plugins`): lazily, once per process, a broken one left out with one
+line saying why.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import keyword
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from ldpsim.pipeline.errors import InputError
+
+#: Entry-point group of the statistics that ``ldpsim summarize --statistic NAME`` finds.
+STATISTICS_GROUP = "ldpsim.statistics"
+#: Bootstrap resamples of a cell's replicates for the standard error of a statistic that
+#: returns one number (not a mean of per-replicate values).
+BOOTSTRAP_RESAMPLES = 1000
+#: Seed of those resamples. Every cell draws from a generator of its own with this seed,
+#: so a cell's standard error depends on nothing but its replicates.
+BOOTSTRAP_SEED = 34
+#: How a statistic's standard error is computed: ``mean`` (sd / sqrt(R) of its
+#: per-replicate values) or ``bootstrap``; ``none`` when no cell had a replicate.
+SeRule = Literal["mean", "bootstrap", "none"]
+#: Each rule in words: the ``NAME_se_method`` field of the csv and json records.
+SE_RULE_TEXT: dict[str, str] = {
+    "mean": "sd / sqrt(R)",
+    "bootstrap": f"bootstrap, B = {BOOTSTRAP_RESAMPLES}",
+    "none": "n/a",
+}
+#: The summary attribute listing the statistics (a JSON list of names).
+STATISTICS_ATTR = "statistics"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The replicates that one summary cell counts, as read-only numpy arrays.
+
+    A cell is one grid point, one method, [one checkpoint,] one coordinate j. Its
+    replicates are those the cell's ``coverage`` counts (``n_done``, R): done, with
+    finite bounds of this method at this cell; a replicate that failed, or in which
+    the method failed here, is not among them. All arrays have shape (R,), in replicate
+    order.
+
+    Attributes
+    ----------
+    lower, upper : numpy.ndarray
+        The interval's bounds.
+    estimate : numpy.ndarray
+        The method's own estimate of theta*_j: theta_bar_n for bb, bm, sn and the
+        oracle, a competitor's own (SPEC 10).
+    truth : numpy.ndarray
+        theta*_j, the same value repeated R times (so that ``c.upper >= c.truth`` reads
+        per replicate).
+    level : float
+        The nominal level 1 - alpha of the intervals.
+    labels : mapping of str to object
+        Where the cell is: its grid values, ``method``, [``checkpoint``,] ``coord``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> c = Cell(
+    ...     lower=np.array([0.1, 0.4]),
+    ...     upper=np.array([0.6, 0.9]),
+    ...     estimate=np.array([0.35, 0.65]),
+    ...     truth=np.array([0.5, 0.5]),
+    ...     level=0.9,
+    ...     labels={"method": "bb", "coord": 0},
+    ... )
+    >>> c.replicates, float(np.mean(c.upper >= c.truth))
+    (2, 1.0)
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    estimate: np.ndarray
+    truth: np.ndarray
+    level: float
+    labels: Mapping[str, Any]
+
+    @property
+    def replicates(self) -> int:
+        """R, the replicates of the cell."""
+        return len(self.lower)
+
+
+#: A statistic: a function of a :class:`Cell` returning one number, or one number per
+#: replicate (shape (R,)) whose mean is the statistic.
+Statistic = Callable[[Cell], Any]
+
+
+def check_statistics(
+    statistics: Mapping[str, Statistic] | None, reserved: Collection[str] = ()
+) -> dict[str, Statistic]:
+    """The ``statistics`` parameter of summarize, checked: name -> function.
+
+    A name becomes a summary variable, with ``NAME_se`` (and a ``NAME_se_method``
+    field in csv and json), so it must be a Python identifier that names none of the
+    summary's own statistics or dimensions (``reserved``).
+
+    Parameters
+    ----------
+    statistics : mapping of str to callable, or None
+        None is no statistic.
+    reserved : collection of str
+        Names taken by the summary.
+
+    Returns
+    -------
+    dict
+        The statistics, in the order given.
+
+    Raises
+    ------
+    TypeError
+        Not a mapping, a name that is not a str, a value that is not callable.
+    InputError
+        A name that is not an identifier, or taken by the summary.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> list(check_statistics({"upper_cover": lambda c: c.upper >= c.truth}))
+    ['upper_cover']
+    """
+    if statistics is None:
+        return {}
+    example = "e.g. {'upper_cover': lambda c: c.upper >= c.truth}"
+    if not isinstance(statistics, Mapping):
+        raise TypeError(
+            "The 'statistics' parameter of summarize must be a mapping of names to "
+            f"functions of a Cell, {example}. Got {_shown(statistics)}."
+        )
+    out: dict[str, Statistic] = {}
+    taken = set(reserved)  # and the variables of the statistics before
+    for name, fn in statistics.items():
+        if not isinstance(name, str):
+            raise TypeError(
+                f"The names in the 'statistics' parameter of summarize must be str. Got {name!r}."
+            )
+        if not callable(fn):
+            raise TypeError(
+                f"The statistic {name!r} must be a function of a Cell ({example}). "
+                f"Got {_shown(fn)}."
+            )
+        problem = name_problem(name, taken)
+        if problem is not None:
+            raise InputError(f"The statistic {name!r} {problem}.")
+        out[name] = fn
+        taken.update((name, f"{name}_se", f"{name}_se_method"))
+    return out
+
+
+def name_problem(name: str, reserved: Collection[str]) -> str | None:
+    """Why ``name`` cannot name a statistic (words after "The statistic NAME"); None if
+    it can."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return (
+            "is not a valid name: it becomes a column of the tables, so use letters, "
+            "digits and underscores, not starting with a digit"
+        )
+    clash = [n for n in (name, f"{name}_se", f"{name}_se_method") if n in reserved]
+    if clash:
+        return f"would replace the summary's {clash[0]!r}; give it another name"
+    return None
+
+
+def statistic_names(summary: xr.Dataset) -> list[str]:
+    """The names of the statistics a summary was given ([] for none)."""
+    raw = summary.attrs.get(STATISTICS_ATTR)
+    return list(json.loads(raw)) if raw else []
+
+
+def se_rule(summary: xr.Dataset, name: str) -> SeRule:
+    """How the standard error of the statistic ``name`` was computed."""
+    return summary[f"{name}_se"].attrs.get("se_method", "none")
+
+
+def compute(
+    statistics: Mapping[str, Statistic],
+    lower: xr.DataArray,
+    upper: xr.DataArray,
+    estimate: xr.DataArray,
+    truth: xr.DataArray,
+    use: xr.DataArray,
+    level: xr.DataArray,
+) -> xr.Dataset:
+    """Each statistic and its Monte-Carlo standard error in every cell.
+
+    Parameters
+    ----------
+    statistics : mapping of str to callable
+        Checked by :func:`check_statistics`.
+    lower, upper, estimate, truth : xarray.DataArray
+        The store's bounds, the methods' own estimates and theta*; broadcast to ``use``.
+    use : xarray.DataArray
+        bool, with a ``rep`` dim: the replicates each cell counts.
+    level : xarray.DataArray
+        The nominal level (0-d, or along a ``level`` grid axis).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``NAME`` and ``NAME_se`` for each statistic, with the dims of ``use`` but
+        ``rep``; NaN where a cell has no replicate, NaN standard errors where it has
+        one. A statistic of per-replicate values is their mean, with standard error
+        sd / sqrt(R) (ddof 1); one of one number gets the sd of its values on
+        :data:`BOOTSTRAP_RESAMPLES` resamples (with replacement, R of R) of the
+        cell's replicates. The ``NAME_se`` attribute ``se_method`` says which.
+
+    Raises
+    ------
+    InputError
+        A statistic raised, returned something that is not a number or an array of R
+        numbers, or returned one number in one cell and per-replicate values in
+        another; the message names it and the cell.
+    """
+    # Grid axes first, as the summary orders its dims (and a cell's labels read).
+    inner = ("rep", "method", "checkpoint", "coord")
+    cell_dims = [str(d) for d in use.dims if d not in inner]
+    cell_dims += [d for d in inner[1:] if d in use.dims]
+    order = [*cell_dims, "rep"]
+    mask = use.transpose(*order).values
+    columns = [a.broadcast_like(use).transpose(*order).values for a in (lower, upper, estimate)]
+    truths = truth.broadcast_like(use).transpose(*order).values
+    shape = mask.shape[:-1]
+    plane = use.isel(rep=0, drop=True)
+    levels = level.broadcast_like(plane).transpose(*cell_dims).values
+    axis_values = [[_native(v) for v in use[d].values] for d in cell_dims]
+    values = {name: np.full(shape, np.nan) for name in statistics}
+    ses = {name: np.full(shape, np.nan) for name in statistics}
+    rules: dict[str, SeRule] = dict.fromkeys(statistics, "none")
+    for idx in np.ndindex(*shape):
+        keep = mask[idx]
+        count = int(keep.sum())
+        if count == 0:
+            continue
+        labels = {d: v[i] for d, v, i in zip(cell_dims, axis_values, idx, strict=True)}
+        lo, hi, est = (_read_only(col[idx][keep]) for col in columns)
+        cell = Cell(
+            lower=lo,
+            upper=hi,
+            estimate=est,
+            truth=_read_only(truths[idx][keep]),
+            level=float(levels[idx]),
+            labels=MappingProxyType(labels),
+        )
+        for name, fn in statistics.items():
+            value, se, rule = _evaluate(name, fn, cell)
+            if rules[name] not in ("none", rule):
+                raise InputError(
+                    f"The statistic {name!r} returned {_rule_words(rule)} at {_where(cell)} "
+                    f"but {_rule_words(rules[name])} elsewhere; return one kind in every "
+                    "cell."
+                )
+            rules[name] = rule
+            values[name][idx], ses[name][idx] = value, se
+    out = xr.Dataset(coords={d: use[d] for d in cell_dims if d in use.coords})
+    for name in statistics:
+        out[name] = (cell_dims, values[name], _value_attrs(name))
+        out[f"{name}_se"] = (cell_dims, ses[name], _se_attrs(name, rules[name]))
+    return out
+
+
+def _evaluate(name: str, fn: Statistic, cell: Cell) -> tuple[float, float, SeRule]:
+    """The statistic in ``cell``, its standard error and how that was computed."""
+    result = _call(name, fn, cell)
+    count = cell.replicates
+    if result.ndim == 0:
+        return float(result), _bootstrap_se(name, fn, cell), "bootstrap"
+    if result.shape == (count,):
+        se = float(np.std(result, ddof=1) / math.sqrt(count)) if count > 1 else math.nan
+        return float(np.mean(result)), se, "mean"
+    raise InputError(
+        f"The statistic {name!r} returned an array of shape {result.shape} at "
+        f"{_where(cell)}; return one number, or one value per replicate (shape "
+        f"({count},)) whose mean is the statistic."
+    )
+
+
+def _bootstrap_se(name: str, fn: Statistic, cell: Cell) -> float:
+    """The sd of the statistic over :data:`BOOTSTRAP_RESAMPLES` resamples of the cell's
+    replicates (NaN for fewer than 2 replicates)."""
+    count = cell.replicates
+    if count < 2:
+        return math.nan
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = np.empty(BOOTSTRAP_RESAMPLES)
+    for b in range(BOOTSTRAP_RESAMPLES):
+        rows = rng.integers(0, count, size=count)
+        resample = Cell(
+            lower=_read_only(cell.lower[rows]),
+            upper=_read_only(cell.upper[rows]),
+            estimate=_read_only(cell.estimate[rows]),
+            truth=_read_only(cell.truth[rows]),
+            level=cell.level,
+            labels=cell.labels,
+        )
+        value = _call(name, fn, resample)
+        if value.ndim != 0:
+            raise InputError(
+                f"The statistic {name!r} returned one number at {_where(cell)} but an "
+                f"array of shape {value.shape} on a bootstrap resample of it; return one "
+                "kind."
+            )
+        draws[b] = value
+    return float(np.std(draws, ddof=1))
+
+
+def _call(name: str, fn: Statistic, cell: Cell) -> np.ndarray:
+    """``fn(cell)`` as a float array; any exception of it as one InputError line."""
+    try:
+        result = fn(cell)
+    except Exception as exc:  # the user's code: any error is reported the same way
+        text = " ".join(str(exc).split())
+        # The statistic's own frame: where it raised, or called what raised.
+        own = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        line = (
+            f" ({own.tb_frame.f_code.co_filename}, line {own.tb_lineno})"
+            if own is not None
+            else ""
+        )
+        raise InputError(
+            f"The statistic {name!r} raised {type(exc).__name__}"
+            f"{': ' + text if text else ''}{line} at {_where(cell)}."
+        ) from exc
+    try:
+        return np.asarray(result, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"The statistic {name!r} returned {_shown(result)} at {_where(cell)}, not a "
+            "number or an array of numbers."
+        ) from None
+
+
+def _value_attrs(name: str) -> dict[str, str]:
+    return {
+        "long_name": f"the statistic {name!r} given to summarize",
+        "description": (
+            "over the replicates the cell's coverage counts (n_done): the mean of its "
+            "per-replicate values, or the one number it returns"
+        ),
+    }
+
+
+def _se_attrs(name: str, rule: SeRule) -> dict[str, Any]:
+    if rule == "bootstrap":
+        how = (
+            f"sd of {name} over {BOOTSTRAP_RESAMPLES} bootstrap resamples (with "
+            f"replacement) of the cell's replicates, seed {BOOTSTRAP_SEED}"
+        )
+        extra: dict[str, Any] = {
+            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+            "bootstrap_seed": BOOTSTRAP_SEED,
+        }
+    elif rule == "mean":
+        how = f"sd of the per-replicate values of {name} / sqrt(R)"
+        extra = {}
+    else:
+        how = "none: no cell had a replicate"
+        extra = {}
+    return {
+        "long_name": f"Monte-Carlo standard error of {name}: {how}",
+        "se_method": rule,
+        **extra,
+    }
+
+
+def _rule_words(rule: SeRule) -> str:
+    return "one number" if rule == "bootstrap" else "one value per replicate"
+
+
+def _where(cell: Cell) -> str:
+    """'the cell tau = 0.5, n = 10000, method = bb, coord = 0'."""
+    return "the cell " + ", ".join(f"{k} = {v}" for k, v in cell.labels.items())
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    values.flags.writeable = False
+    return values
+
+
+def _native(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 and "\n" not in text else f"a {type(value).__name__}"
+
+
+# -- plugins ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StatisticPlugin:
+    """One entry point of :data:`STATISTICS_GROUP`, loaded and checked.
+
+    Attributes
+    ----------
+    name : str
+        The entry point's name: the statistic's name (``--statistic NAME``).
+    target : str
+        What the entry point names, ``module:attribute``.
+    distribution : str
+        The installed package that declares it (e.g. ``my-stats 0.1.0``).
+    function : callable or None
+        The statistic, when it loaded and passed the checks.
+    problem : str or None
+        Why it was left out, one line; None when it is usable.
+    """
+
+    name: str
+    target: str
+    distribution: str
+    function: Statistic | None
+    problem: str | None
+
+    @property
+    def description(self) -> str:
+        """The first line of the statistic's docstring ('' without one)."""
+        doc = getattr(self.function, "__doc__", None) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    def left_out(self) -> str:
+        """The line saying why the plugin is left out."""
+        return (
+            f"The statistic plugin {self.name!r} ({self.target}, from {self.distribution}) "
+            f"{self.problem}; it is left out."
+        )
+
+
+@functools.cache
+def statistic_plugins() -> tuple[StatisticPlugin, ...]:
+    """Every installed statistic plugin, loaded and checked once per process."""
+    from ldpsim.pipeline.summary import reserved_names  # summary imports this module
+
+    reserved = reserved_names()
+    found = []
+    for entry_point in sorted(entry_points(group=STATISTICS_GROUP), key=lambda e: e.name):
+        function = None
+        try:
+            loaded = entry_point.load()
+        except Exception as exc:  # a plugin's own error must not stop ldpsim
+            problem: str | None = f"cannot be imported ({type(exc).__name__}: {exc})"
+        else:
+            problem = (
+                f"is {_shown(loaded)}, not a function of a Cell"
+                if not callable(loaded)
+                else name_problem(entry_point.name, reserved)
+            )
+            function = loaded if problem is None else None
+        dist = entry_point.dist
+        found.append(
+            StatisticPlugin(
+                name=entry_point.name,
+                target=entry_point.value,
+                distribution=f"{dist.name} {dist.version}" if dist else "an unknown package",
+                function=function,
+                problem=problem,
+            )
+        )
+    return tuple(found)
+
+
+def load_statistics(names: Sequence[str]) -> dict[str, Statistic]:
+    """The installed statistics ``names`` (``ldpsim summarize --statistic NAME``).
+
+    Raises
+    ------
+    InputError
+        A name no installed package declares (the message lists those installed), or a
+        plugin left out (the line saying why).
+    """
+    plugins = {p.name: p for p in statistic_plugins()}
+    out: dict[str, Statistic] = {}
+    for name in names:
+        plugin = plugins.get(name)
+        if plugin is None:
+            usable = [p.name for p in plugins.values() if p.function is not None]
+            installed = ", ".join(usable) if usable else "none is installed"
+            raise InputError(
+                f"Unknown statistic {name!r} for --statistic; the installed ones (entry "
+                f"points of {STATISTICS_GROUP}, docs/extending.md): {installed}."
+            )
+        if plugin.function is None:
+            raise InputError(plugin.left_out())
+        out[name] = plugin.function
+    return out
+
+
+def statistic_problems() -> list[str]:
+    """One line per statistic plugin left out, saying why."""
+    return [p.left_out() for p in statistic_plugins() if p.problem is not None]

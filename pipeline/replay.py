@@ -1,0 +1,420 @@
+"""One replicate of a store rerun in this process: its recorded failure again, or its values."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import numbers
+import traceback
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.failures import GridNames, record_failures
+from ldpsim.pipeline.integrity import damaged
+from ldpsim.pipeline.layout import META_GROUP
+
+if TYPE_CHECKING:
+    from ldpsim.tasks.grid_point import GridPointSetup
+    from ldpsim.tasks.replicate import ReplicateResult
+
+#: Grid points listed in the message that asks for ``--point``, at most.
+CHOICES_SHOWN = 8
+
+
+@dataclass(frozen=True)
+class ReplayTarget:
+    """One replicate of a store, and the failure record it has, if any.
+
+    Attributes
+    ----------
+    store : Path
+        The store.
+    index : tuple of int
+        The grid point's position along each axis of the store.
+    name : str
+        The grid point by its axis values, ``tau = 0.5, n = 1e4``.
+    rep : int
+        The replicate.
+    spec : dict
+        The grid point's spec, as its task got it (the record's, or the stored sweep's).
+    record_path : Path or None
+        The failure record replayed (``STORE/ldpsim/errors/...``); None when the
+        replicate has none (it did not fail).
+    record : dict or None
+        That record.
+    """
+
+    store: Path
+    index: tuple[int, ...]
+    name: str
+    rep: int
+    spec: dict[str, Any]
+    record_path: Path | None
+    record: dict[str, Any] | None
+
+    @property
+    def failed_methods(self) -> list[str]:
+        """The labels of the interval methods the record says failed (a method record)."""
+        if self.record is None or self.record.get("kind") != "method":
+            return []
+        return [str(label) for label in self.record.get("methods") or {}]
+
+    def describe(self) -> str:
+        """The line saying what is replayed: the record and its error, or the replicate."""
+        seed = self.spec.get("seed")
+        if self.record is None or self.record_path is None:
+            return (
+                f"Replaying rep {self.rep} of {self.name} (seed {seed}): no failure is "
+                f"recorded for it."
+            )
+        failures = record_failures(self.record)
+        kinds = ", ".join(kind for kind, _ in failures)
+        error = self.record.get("error")
+        when = " ".join(
+            f"{word} {self.record[key]}"
+            for word, key in (("on", "host"), ("at", "time"))
+            if self.record.get(key)
+        )
+        return (
+            f"Replaying {self.record_path} ({kinds} failure of rep {self.rep} at {self.name}, "
+            f"seed {seed}{', recorded ' + when if when else ''}): {error}"
+        )
+
+
+def parse_point(items: Sequence[str]) -> dict[str, str]:
+    """``--point AXIS=VALUE`` options as a mapping axis -> value text.
+
+    Raises
+    ------
+    InputError
+        An item without ``=``, or an axis given twice.
+    """
+    point: dict[str, str] = {}
+    for item in items:
+        axis, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not axis or not value:
+            raise InputError(f"--point expects AXIS=VALUE, e.g. --point tau=0.5. Got {item!r}.")
+        if axis in point:
+            raise InputError(f"--point gives the axis {axis!r} twice; give each axis once.")
+        point[axis] = value
+    return point
+
+
+def _same(stored: Any, label: str, given: Any) -> bool:
+    """Whether ``given`` (a value, or the text of one) is the axis value ``stored``,
+    which the tables write as ``label``."""
+    if isinstance(given, str):
+        if given in (label, str(stored)):
+            return True
+        if isinstance(stored, str):
+            return False
+        try:
+            return float(given) == float(stored)
+        except ValueError:
+            return False
+    if isinstance(stored, str) or isinstance(given, bool):
+        return False
+    if isinstance(given, numbers.Real) and isinstance(stored, numbers.Real):
+        return float(given) == float(stored) or (
+            math.isnan(float(given)) and math.isnan(float(stored))
+        )
+    return False
+
+
+def _positions(
+    axes: Mapping[str, list[Any]], names: GridNames, point: Mapping[str, Any]
+) -> list[list[int]]:
+    """The positions along each axis that ``point`` allows (all of an axis it leaves out).
+
+    Raises
+    ------
+    InputError
+        An axis the store does not have, or a value its axis does not hold.
+    """
+    for axis in point:
+        if axis not in axes:
+            listed = ", ".join(axes) if axes else "none (a sweep without a grid)"
+            raise InputError(f"The store has no grid axis {axis!r}; its axes are: {listed}.")
+    out = []
+    for axis, values in axes.items():
+        labels = names.labels[axis]
+        if axis not in point:
+            out.append(list(range(len(values))))
+            continue
+        given = point[axis]
+        found = [
+            i for i, (v, t) in enumerate(zip(values, labels, strict=True)) if _same(v, t, given)
+        ]
+        if not found:
+            raise InputError(
+                f"The grid axis {axis!r} has no value {given!r}; its values are: "
+                f"{', '.join(labels)}."
+            )
+        out.append(found)
+    return out
+
+
+def recorded_failures(store: Path) -> dict[tuple[int, ...], set[int]]:
+    """Grid position -> the replicates with a failure record, from the records' file names
+    (``I_J__REP.json``, :func:`ldpsim.pipeline.store._error_name`)."""
+    folder = store / META_GROUP / "errors"
+    out: dict[tuple[int, ...], set[int]] = {}
+    if not folder.is_dir():
+        return out
+    for file in folder.glob("*.json"):
+        where, _, rep = file.stem.rpartition("__")
+        try:
+            index = tuple(int(i) for i in where.split("_"))
+            out.setdefault(index, set()).add(int(rep))
+        except ValueError:  # not a record's name
+            continue
+    return out
+
+
+def _record_path(store: Path, index: tuple[int, ...], rep: int) -> Path:
+    from ldpsim.pipeline.store import _error_name  # the records' naming, in one place
+
+    return store / META_GROUP / "errors" / _error_name(index, rep)
+
+
+def find_target(
+    store: str | Path, rep: int, point: Mapping[str, Any] | None = None
+) -> ReplayTarget:
+    """The replicate ``rep`` of the grid point of ``store`` that ``point`` names.
+
+    Parameters
+    ----------
+    store : str or Path
+        A store written by ``ldpsim run``.
+    rep : int
+        The replicate, in [0, R) (R replicates per grid point).
+    point : mapping of str to object, optional
+        Axis -> value (a value, or its text as the tables write it: ``n="1e4"``) for the
+        axes that tell the grid point. An axis left out may take any value, as long as
+        that leaves one grid point, or one with a recorded failure (of ``rep``, else of
+        any replicate).
+
+    Returns
+    -------
+    ReplayTarget
+
+    Raises
+    ------
+    InputError
+        Not a store, a ``rep`` out of range, an axis or value the store does not have,
+        or several grid points to choose from (the message lists them); StoreDamage
+        (an InputError) for a damaged store or record.
+    """
+    from ldpsim.pipeline.reading import check_store, read_sweep, stored_layout
+
+    path = Path(store)
+    check_store(path, read_chunks=False)
+    layout = stored_layout(path)
+    if not 0 <= rep < layout.replicates:
+        raise InputError(
+            f"The 'rep' parameter of replay must be an int in [0, {layout.replicates - 1}] "
+            f"(the store has {layout.replicates} replicates per grid point). Got {rep}."
+        )
+    axes = {axis: list(layout.axis_values[axis]) for axis in layout.axes}
+    names = GridNames.of(axes)
+    candidates = list(itertools.product(*_positions(axes, names, point or {})))
+    failed = recorded_failures(path)
+    if len(candidates) > 1:
+        for narrowed in (
+            [c for c in candidates if rep in failed.get(c, ())],
+            [c for c in candidates if c in failed],
+        ):
+            if narrowed:
+                candidates = narrowed
+                break
+    if len(candidates) > 1:
+        shown = [
+            " ".join(
+                f"--point {axis}={labels[i]}"
+                for (axis, labels), i in zip(names.labels.items(), c, strict=True)
+            )
+            for c in candidates[:CHOICES_SHOWN]
+        ]
+        more = len(candidates) - len(shown)
+        which = "with a recorded failure " if all(c in failed for c in candidates) else ""
+        raise InputError(
+            f"{len(candidates)} grid points {which}match; choose one: {' | '.join(shown)}"
+            f"{f' (and {more} more)' if more else ''}."
+        )
+    (index,) = candidates
+    record_path = _record_path(path, index, rep)
+    record = None
+    if record_path.is_file():
+        try:
+            record = json.loads(record_path.read_bytes())
+        except (ValueError, OSError) as exc:
+            raise damaged(path, f"error record {record_path.relative_to(path)}", exc) from None
+    spec = record.get("spec") if isinstance(record, dict) else None
+    if not isinstance(spec, dict):  # no record (the replicate did not fail), or an old one
+        record = record if isinstance(record, dict) else None
+        spec = _stored_spec(read_sweep(path), layout, index)
+    return ReplayTarget(
+        path, index, names.name(index), rep, spec, record_path if record else None, record
+    )
+
+
+def _stored_spec(sweep: Any, layout: Any, index: tuple[int, ...]) -> dict[str, Any]:
+    """The spec the tasks of the grid point at ``index`` get (the stored sweep's)."""
+    from ldpsim.pipeline.layout import store_index
+
+    for point in sweep.points():
+        if store_index(layout, point) == index:
+            return dict(point.spec)
+    raise InputError(f"The store's sweep has no grid point at {index}.")  # not reached
+
+
+def _method_error(setup: GridPointSetup, rep: int, label: str) -> tuple[Exception, str] | None:
+    """Compute method ``label``'s interval of replicate ``rep`` as the replicate does
+    (:func:`ldpsim.tasks.replicate.replicate_from_state`), unguarded: its exception and
+    the text the record has for it, or None if it does not fail."""
+    from ldpsim.tasks.l1_projection import intersect_with_ball
+    from ldpsim.tasks.replicate import checkpoint_stream
+    from ldpsim.tasks.users import Users
+
+    rs = setup.spec
+    method = rs.methods[label]
+    state = setup.data_state(rep)
+    users = Users.of(rs, tuple(np.uint64(w) for w in state)) if method.own_estimate else None
+    stats = setup.stats(setup.run_kernel(setup.cuts, state))
+    stream = setup.method_streams(rep).get(label)
+    for point in rs.checkpoints or (rs.n,):
+        sub = stats if point == rs.n else stats.prefix(point)
+        if not np.isfinite(sub.theta_bar).all():
+            return None  # the replicate itself fails: no method runs
+        rng = stream if stream is None or point == rs.n else checkpoint_stream(stream, point)
+        try:
+            with np.errstate(all="raise"):
+                if method.own_estimate:
+                    _, lo, hi = method.estimate_interval(users, rs.level, rng)
+                else:
+                    lo, hi = method.interval(sub, rs.level, rng)
+                if method.intersect_constraint:
+                    lo, hi = intersect_with_ball(lo, hi, setup.radius)
+                if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+                    raise FloatingPointError("non-finite interval bound")
+        except Exception as exc:
+            where = f" at n = {point}" if rs.checkpoints else ""
+            return exc, f"{type(exc).__name__}{where}: {exc}"
+    return None
+
+
+def replay(
+    target: ReplayTarget, *, pdb: bool = False, log: Callable[[str], Any] = print
+) -> ReplicateResult:
+    """Rerun ``target`` in this process; raise its failure again, or return its values.
+
+    A replicate is rerun by :func:`ldpsim.tasks.run_replicate` on the recorded spec
+    (its seed included), as its task ran it; a method failure by that method's
+    interval on the replicate's statistics and stream, outside the guard that records
+    it, so that the exception and its traceback are the method's own. Warnings are
+    ignored, as on a worker. ``log`` gets the line naming the record
+    (:meth:`ReplayTarget.describe`), then one saying how the rerun went.
+
+    Parameters
+    ----------
+    target : ReplayTarget
+        From :func:`find_target`.
+    pdb : bool, default False
+        On a failure, print its traceback and enter pdb's post-mortem debugger in the
+        frame that raised, then raise it.
+    log : callable, default print
+        Takes each line said.
+
+    Returns
+    -------
+    ReplicateResult
+        The replicate's values, when nothing fails (a replicate that did not fail, or a
+        recorded failure that does not happen again).
+
+    Raises
+    ------
+    Exception
+        The replicate's or the method's own exception, when it fails.
+    """
+    log(target.describe())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcome = _rerun(target)
+    if not isinstance(outcome, tuple):
+        if target.record is not None:
+            log("The recorded failure did not happen again: the replicate ran without failing.")
+        return outcome
+    what, exc, text = outcome
+    _log_again(log, what, text, _recorded_error(target, what))
+    if pdb:
+        _post_mortem(exc)
+    raise exc
+
+
+def _rerun(target: ReplayTarget) -> ReplicateResult | tuple[str, Exception, str]:
+    """The replicate's values, or (what failed, its exception, the record's text for it)."""
+    from ldpsim.tasks import run_replicate
+    from ldpsim.tasks.grid_point import GridPointSetup
+
+    try:
+        setup = GridPointSetup.of(target.spec)
+        for label in target.failed_methods:
+            found = _method_error(setup, target.rep, label)
+            if found is not None:
+                return (f"method {label}", *found)
+        return run_replicate(setup, target.rep)
+    except Exception as exc:  # the replicate's own failure, raised again by replay
+        return "replicate", exc, f"{type(exc).__name__}: {exc}"
+
+
+def _recorded_error(target: ReplayTarget, what: str) -> str | None:
+    """The error text the record has for ``what`` ("replicate" or "method LABEL")."""
+    record = target.record
+    if record is None:
+        return None
+    if what.startswith("method "):
+        return str((record.get("methods") or {}).get(what.removeprefix("method ")))
+    return None if record.get("kind") == "method" else str(record.get("error"))
+
+
+def _log_again(log: Callable[[str], Any], what: str, text: str, recorded: str | None) -> None:
+    if recorded is None:
+        log(f"The {what} failed (no such failure was recorded): {text}")
+    elif text == recorded:
+        log(f"The {what} failed again, with the recorded error.")
+    else:
+        log(f"The {what} failed with another error than the recorded one ({recorded}): {text}")
+
+
+def _post_mortem(exc: BaseException) -> None:
+    import pdb
+
+    traceback.print_exception(exc)
+    pdb.post_mortem(exc.__traceback__)
+
+
+def format_result(rep: int, result: ReplicateResult) -> str:
+    """What replicate ``rep`` gave when it ran: its estimate and each method's interval
+    (at n, the last checkpoint), a failed method's reason beside it."""
+
+    def at_n(values: np.ndarray) -> str:
+        values = np.asarray(values)
+        row = values[-1] if result.checkpoints else values
+        return np.array2string(row, precision=6, threshold=8)
+
+    lines = [f"rep {rep}: done in {result.seconds:.3g} s"]
+    width = max(len("estimate"), *(len(label) for label in result.lower))
+    lines.append(f"  {'estimate':<{width}}  {at_n(result.estimate)}")
+    for label in result.lower:
+        failure = result.failures.get(label)
+        reason = f" (failed: {failure})" if failure else ""
+        bounds = f"{at_n(result.lower[label])} to {at_n(result.upper[label])}"
+        lines.append(f"  {label:<{width}}  {bounds}{reason}")
+    return "\n".join(lines)

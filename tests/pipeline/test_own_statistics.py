@@ -1,0 +1,256 @@
+"""Your own statistics (issue 34, item 9): ``summarize(..., statistics={name: fn})`` and
+``ldpsim summarize --statistic NAME`` from the entry-point group ``ldpsim.statistics``.
+
+The store is :func:`synthetic.grid_store` with its bounds moved by a fixed random amount,
+so that both one-sided coverages vary between replicates; bb failed in one replicate and
+one grid point has no done replicate, so the cells count different replicates.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+import synthetic as syn
+import xarray as xr
+from conftest import one_error_line
+
+from ldpsim.pipeline import api, cell_statistics
+from ldpsim.pipeline.cell_statistics import BOOTSTRAP_RESAMPLES, Cell
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.tables import format_table
+
+
+def lower_cover(c: Cell) -> np.ndarray:
+    """One-sided coverage: the lower bound at or below theta*."""
+    return c.lower <= c.truth
+
+
+def median_length(c: Cell) -> float:
+    """The median interval length (one number: a bootstrap standard error)."""
+    return float(np.median(c.upper - c.lower))
+
+
+@pytest.fixture(scope="module")
+def store() -> xr.Dataset:
+    ds = syn.grid_store()
+    shift = np.random.default_rng(5).normal(0.0, 0.1, ds["lower"].shape)
+    return ds.assign(lower=ds["lower"] + shift, upper=ds["upper"] + shift)
+
+
+@pytest.fixture(scope="module")
+def summary(store) -> xr.Dataset:
+    own = {"lower_cover": lower_cover, "median_length": median_length}
+    return api.summarize(store, as_dataset=True, statistics=own)
+
+
+def counted(store: xr.Dataset, cell: dict) -> dict[str, np.ndarray]:
+    """The stored arrays of a cell at the replicates its coverage counts, by numpy."""
+    c = store.sel(cell)
+    lower, upper = c["lower"].values, c["upper"].values
+    use = c["done"].values & np.isfinite(lower) & np.isfinite(upper)
+    truth = float(c["truth"])
+    return {"lower": lower[use], "upper": upper[use], "truth": truth}
+
+
+CELLS = [
+    {"tau": tau, "n": n, "method": m, "coord": j}
+    for tau in syn.TAUS
+    for n in syn.NS
+    for m in syn.METHODS
+    for j in range(syn.D)
+    if {"tau": tau, "n": n} != syn.EMPTY_CELL
+]
+
+
+def test_one_sided_coverage_is_numpy_on_the_stored_arrays_with_se_sd_over_root_r(store, summary):
+    for cell in CELLS:
+        arrays = counted(store, cell)
+        hits = (arrays["lower"] <= arrays["truth"]).astype(float)
+        count = len(hits)
+        assert count == int(summary["n_done"].sel(cell))  # the coverage's replicates
+        got = summary.sel(cell)
+        np.testing.assert_allclose(float(got["lower_cover"]), hits.mean(), rtol=1e-12)
+        se = hits.std(ddof=1) / np.sqrt(count)
+        np.testing.assert_allclose(float(got["lower_cover_se"]), se, rtol=1e-12)
+    # It varies (the test could fail), and bb counts 35 replicates where the oracle has 36.
+    values = summary["lower_cover"].sel({"tau": 0.5, "n": 100, "method": "bb"}).values
+    assert 0.0 < values.min() and values.max() < 1.0
+    assert summary["lower_cover_se"].attrs["se_method"] == "mean"
+    empty = summary.sel(syn.EMPTY_CELL)
+    assert np.isnan(empty["lower_cover"]).all() and np.isnan(empty["lower_cover_se"]).all()
+
+
+def test_the_median_length_gets_a_bootstrap_se_close_to_a_reference(store, summary):
+    for cell in CELLS:
+        arrays = counted(store, cell)
+        lengths = arrays["upper"] - arrays["lower"]
+        got = summary.sel(cell)
+        assert float(got["median_length"]) == np.median(lengths)
+        if cell["method"] == "oracle":  # one length in all replicates: no spread
+            assert np.ptp(lengths) < 1e-12 and float(got["median_length_se"]) < 1e-12
+            continue
+        # An independent bootstrap, 4 times longer, in the test.
+        rng = np.random.default_rng(2024)
+        draws = np.array(
+            [np.median(rng.choice(lengths, len(lengths))) for _ in range(4 * BOOTSTRAP_RESAMPLES)]
+        )
+        reference = draws.std(ddof=1)
+        # Monte-Carlo error of an sd from B draws: sd^2 (kurtosis - 1) / (4 B).
+        centred = draws - draws.mean()
+        kurtosis = np.mean(centred**4) / np.mean(centred**2) ** 2
+        per_draw = reference**2 * (kurtosis - 1) / 4
+        tolerance = 4 * np.sqrt(per_draw / BOOTSTRAP_RESAMPLES + per_draw / draws.size)
+        se = float(got["median_length_se"])
+        assert np.isfinite(se) and se > 0
+        assert abs(se - reference) < tolerance, (cell, se, reference, tolerance)
+    assert summary["median_length_se"].attrs["se_method"] == "bootstrap"
+    assert summary["median_length_se"].attrs["bootstrap_resamples"] == BOOTSTRAP_RESAMPLES
+
+
+def test_a_fixed_seed_gives_the_same_bootstrap_se_every_time(store, summary):
+    again = api.summarize(store, as_dataset=True, statistics={"median_length": median_length})
+    np.testing.assert_array_equal(again["median_length_se"], summary["median_length_se"])
+
+
+def test_the_tables_show_them_and_say_which_se(summary):
+    text = format_table(summary, "text")
+    assert "lower_cover: the mean of per-replicate values, standard error sd / sqrt(R)" in text
+    assert f"median_length: standard error from {BOOTSTRAP_RESAMPLES} bootstrap" in text
+    rows = [line for line in text.splitlines() if "lower_cover " in line]
+    assert len(rows) == len(syn.TAUS) * syn.D * len(syn.METHODS)  # per tau, coord, method
+    recs = json.loads(format_table(summary, "json"))
+    first = summary.sel(CELLS[0])
+    rec = next(
+        r for r in recs if all(r[k] == (v if k != "n" else int(v)) for k, v in CELLS[0].items())
+    )
+    assert rec["lower_cover"] == float(first["lower_cover"])
+    assert rec["lower_cover_se"] == float(first["lower_cover_se"])
+    assert rec["lower_cover_se_method"] == "sd / sqrt(R)"
+    assert rec["median_length_se_method"] == f"bootstrap, B = {BOOTSTRAP_RESAMPLES}"
+    assert list(rec)[-1] == "n_replicates"
+    header = next(csv.reader(io.StringIO(format_table(summary, "csv"))))
+    assert {"lower_cover", "lower_cover_se", "median_length_se_method"} <= set(header)
+    assert " & lower\\_cover & " in format_table(summary, "latex")  # a row label, escaped
+    # The coordinate means leave them out, and say so.
+    assert "left out here" in format_table(summary, "text", coords="mean")
+
+
+def test_the_data_frame_has_their_columns(store, summary):
+    frame = api.summarize(store, statistics={"lower_cover": lower_cover})
+    row = frame[(frame["tau"] == 0.5) & (frame["n"] == 100) & (frame["method"] == "bb")]
+    np.testing.assert_allclose(
+        row["lower_cover"].to_numpy(),
+        summary["lower_cover"].sel({"tau": 0.5, "n": 100, "method": "bb"}),
+    )
+    assert frame["lower_cover"].dtype == np.float64
+    assert set(frame["lower_cover_se_method"]) == {"sd / sqrt(R)"}
+
+
+def test_a_statistic_that_raises_is_one_input_error_naming_it(store):
+    def exploding(c: Cell) -> float:
+        raise ZeroDivisionError("no replicates\nat all")
+
+    with pytest.raises(InputError) as info:
+        api.summarize(store, statistics={"lower_cover": lower_cover, "exploding": exploding})
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("The statistic 'exploding' raised ZeroDivisionError: no ")
+    assert "test_own_statistics.py, line" in message and "method = bb" in message
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+@pytest.mark.parametrize(
+    ("statistics", "error", "words"),
+    [
+        ({"x": lambda c: "many"}, InputError, "not a number"),
+        ({"x": lambda c: np.zeros((2, 2))}, InputError, "shape (2, 2)"),
+        ({"coverage": lower_cover}, InputError, "the summary's 'coverage'"),
+        ({"tau": lower_cover}, InputError, "the summary's 'tau'"),
+        ({"a": lower_cover, "a_se": lower_cover}, InputError, "the summary's 'a_se'"),
+        ({"2x": lower_cover}, InputError, "not a valid name"),
+        ({"x": 1.0}, api.InputTypeError, "must be a function of a Cell"),
+        ([lower_cover], api.InputTypeError, "must be a mapping"),
+    ],
+)
+def test_bad_statistics_are_refused_in_one_line(store, statistics, error, words):
+    with pytest.raises(error) as info:
+        api.summarize(store, statistics=statistics)
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_cells_are_read_only(store):
+    def writes(c: Cell) -> float:
+        c.lower[0] = 0.0
+        return 0.0
+
+    with pytest.raises(InputError, match="'writes' raised ValueError: assignment destination"):
+        api.summarize(store, statistics={"writes": writes})
+
+
+STATISTICS_MODULE = '''
+import numpy as np
+
+
+def upper_cover(c):
+    """One-sided coverage: the upper bound at or above theta*."""
+    return c.upper >= c.truth
+
+
+def exploding(c):
+    raise RuntimeError("boom")
+'''
+
+
+@pytest.fixture
+def statistics_site(tmp_path, monkeypatch):
+    """An installed package declaring statistics in the group ldpsim.statistics."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "my_statistics.py").write_text(STATISTICS_MODULE)
+    info = site / "my_statistics-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-statistics\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[ldpsim.statistics]\n"
+        "upper_cover = my_statistics:upper_cover\n"
+        "exploding = my_statistics:exploding\n"
+        "missing = my_statistics:not_there\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    cell_statistics.statistic_plugins.cache_clear()
+    yield site
+    cell_statistics.statistic_plugins.cache_clear()
+
+
+def test_the_cli_takes_an_installed_statistic(statistics_site, store, tmp_path, capsys):
+    path = tmp_path / "S.zarr"
+    store.to_zarr(path, zarr_format=3, consolidated=False)
+    assert main(["summarize", str(path), "--statistic", "upper_cover", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    expected = api.summarize(store, statistics={"upper_cover": lambda c: c.upper >= c.truth})
+    got = [float(r["upper_cover"]) if r["upper_cover"] else np.nan for r in rows]
+    np.testing.assert_allclose(got, expected["upper_cover"].to_numpy(), rtol=1e-12)
+    assert {r["upper_cover_se_method"] for r in rows} == {"sd / sqrt(R)"}
+
+    assert main(["summarize", str(path), "--statistic", "upper_cover"]) == 0
+    assert "upper_cover: the mean of per-replicate values" in capsys.readouterr().out
+
+    code = main(["summarize", str(path), "--statistic", "exploding"])
+    one_error_line(capsys.readouterr(), code, ["'exploding' raised RuntimeError: boom"])
+    code = main(["summarize", str(path), "--statistic", "nope"])
+    one_error_line(capsys.readouterr(), code, ["Unknown statistic 'nope'", "upper_cover"])
+    code = main(["summarize", str(path), "--statistic", "missing"])
+    one_error_line(capsys.readouterr(), code, ["'missing'", "cannot be imported", "left out"])
+
+
+def test_list_shows_installed_statistics(statistics_site, capsys):
+    assert main(["list"]) == 0
+    captured = capsys.readouterr()
+    assert "Statistics (summarize --statistic NAME):" in captured.out
+    assert "upper_cover" in captured.out and "my-statistics 1.0" in captured.out
+    assert "The statistic plugin 'missing'" in captured.err

@@ -1,0 +1,126 @@
+"""Selecting methods and grid values: the ``ds.ldpsim`` accessor, ``open_store``'s
+selection, and :func:`ldpsim.pipeline.api.run` returning the sweep's part of its store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import write_sweep
+
+from ldpsim.pipeline import api
+from ldpsim.pipeline.errors import InputError
+
+#: The demo store's (conftest's `demo_store`) method labels, in store order.
+DEMO_METHODS = ["bb", "bm", "sn", "oracle"]
+
+
+@pytest.fixture(scope="module")
+def demo(demo_store) -> xr.Dataset:
+    return api.open_store(demo_store, load=True)
+
+
+def test_importing_the_api_registers_the_accessor_without_importing_xarray():
+    code = (
+        "import sys, ldpsim.pipeline.api; loaded = 'xarray' in sys.modules; "
+        "import xarray; print(loaded, hasattr(xarray.Dataset, 'ldpsim'), "
+        "hasattr(xarray.DataArray, 'ldpsim'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "True"], out
+
+
+def test_accessor_selects_a_method_and_a_grid_value_as_the_dict_form_does(demo):
+    assert demo["method"].values.tolist() == DEMO_METHODS
+    got = demo.ldpsim.sel(method="bm", tau=0.9)
+    xr.testing.assert_identical(got, demo.sel({"method": "bm", "tau": 0.9}))
+    assert "method" not in got.dims and got["method"].item() == "bm"
+    want = demo["lower"].values[1, :, 1]  # dims (tau, n, method, rep, coord)
+    np.testing.assert_array_equal(got["lower"].values, want)
+    # The trap the accessor avoids: xarray reads method= as its fill method.
+    assert demo.sel(method="bm").sizes["method"] == len(DEMO_METHODS)
+    # A list keeps the dimension, in the order given; a DataArray has the accessor too.
+    kept = demo.ldpsim.sel({"method": ["oracle", "bb"]}, tau=[0.5])
+    assert kept["method"].values.tolist() == ["oracle", "bb"] and kept.sizes["tau"] == 1
+    xr.testing.assert_identical(
+        demo["upper"].ldpsim.sel(method="sn"), demo["upper"].sel({"method": "sn"})
+    )
+    xr.testing.assert_identical(demo.ldpsim.isel(method=-1), demo.sel({"method": "oracle"}))
+
+
+@pytest.mark.parametrize(
+    ("selection", "words"),
+    [
+        ({"method": "bx"}, ["method = 'bx'", "labels of method are: bb, bm, sn, oracle."]),
+        ({"method": ["bb", "nope"]}, ["method = 'nope'", "bb, bm, sn, oracle"]),
+        ({"tau": 0.7, "method": "bb"}, ["tau = 0.7", "labels of tau are: 0.5, 0.9."]),
+        ({"n": 10_000}, ["n = 10000", "labels of n are: 1000."]),
+        ({"eps": 1.0}, ["on 'eps'", "the dimensions are: ", "method", "tau", "rep", "coord"]),
+    ],
+)
+def test_unknown_label_or_dimension_is_refused_with_what_is_allowed(demo, selection, words):
+    with pytest.raises(InputError) as refused:
+        demo.ldpsim.sel(**selection)
+    message = str(refused.value)
+    assert "\n" not in message and "(ds.ldpsim.sel)" in message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_isel_refuses_a_position_past_the_end_and_a_non_integer(demo):
+    with pytest.raises(InputError, match=r"method has 4 positions, 0 to 3"):
+        demo.ldpsim.isel(method=4)
+    with pytest.raises(api.InputTypeError, match=r"must be an int"):
+        demo.ldpsim.isel(method="bb")
+
+
+def test_open_store_subsets_by_method_and_grid_value(demo_store, demo):
+    lazy = api.open_store(demo_store, method="bb")
+    assert lazy["lower"].chunks is not None  # still lazy
+    assert dict(lazy.sizes) == {**demo.sizes, "method": 1}  # every dimension kept
+    xr.testing.assert_identical(lazy.compute(), demo.sel({"method": ["bb"]}))
+    loaded = api.open_store(demo_store, load=True, method=["sn", "bb"], tau=0.9)
+    assert loaded["method"].values.tolist() == ["sn", "bb"] and loaded.sizes["tau"] == 1
+    xr.testing.assert_identical(loaded, demo.sel({"method": ["sn", "bb"], "tau": [0.9]}))
+    assert len(api.summarize(loaded)) == 2  # a store's Dataset still: one row per method
+    with pytest.raises(InputError, match=r"'rep' \(open_store\).*grid axes only: method, tau, n"):
+        api.open_store(demo_store, rep=0)
+    with pytest.raises(InputError, match=r"method = 'BB' \(open_store\)"):
+        api.open_store(demo_store, method="BB")
+
+
+def test_run_returns_the_sweep_asked_for_and_says_what_else_the_store_holds(
+    tmp_path, local_cluster, capsys
+):
+    store = tmp_path / "S.zarr"
+    grid = {"tau": [0.5], "n": [2000, 5000]}
+    big = write_sweep(tmp_path / "big.toml", replicates=4, grid=grid)
+    first = api.run(big, store, scheduler=local_cluster.scheduler_address, progress=False)
+    assert first.attrs[api.REPORT_ATTR]["store_holds"] is None
+    assert (first.sizes["rep"], first.sizes["n"]) == (4, 2)
+
+    small = write_sweep(tmp_path / "small.toml", replicates=2, grid={"tau": [0.5], "n": [2000]})
+    capsys.readouterr()
+    ds = api.run(small, store, scheduler=local_cluster.scheduler_address, progress=True)
+    report = ds.attrs[api.REPORT_ATTR]
+    assert (report["computed"], report["done"], report["total"]) == (0, 2, 2)
+    assert ds["rep"].values.tolist() == [0, 1] and ds["n"].values.tolist() == [2000]
+    assert ds["method"].values.tolist() == ["bb", "bm", "oracle"]
+    whole = api.open_store(store)  # open_store still gives everything
+    assert (whole.sizes["rep"], whole["n"].values.tolist()) == (4, [2000, 5000])
+    xr.testing.assert_identical(
+        ds.drop_attrs().compute(),
+        whole.isel(rep=slice(0, 2)).sel(n=[2000]).drop_attrs().compute(),
+    )
+    assert report["store_holds"] == {
+        "replicates": 4,
+        "methods": ["bb", "bm", "oracle"],
+        "grid": {"tau": [0.5], "n": [2000, 5000]},
+    }
+    lines = [line for line in capsys.readouterr().out.splitlines() if "holds more" in line]
+    assert len(lines) == 1, lines
+    assert "4 replicates per grid point (returned: the first 2); n = 5000" in lines[0]
+    assert f"open_store({str(store)!r})" in lines[0]
