@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib.abc
 import numbers
 import sys
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ldpsim.pipeline.errors import InputError
 
 if TYPE_CHECKING:  # xarray is imported when it is first used (see _RegisterOnImport)
-    import importlib.machinery
-    import types
-
     import pandas as pd
     import xarray as xr
 
@@ -288,12 +283,10 @@ def _has_label(index: pd.Index, label: Any) -> bool:
 
 
 def _shown_label(value: Any) -> str:
-    import numpy as np
+    """A label as messages quote values (:func:`ldpsim.pipeline.errors.shown_value`)."""
+    from ldpsim.pipeline.errors import shown_value
 
-    if isinstance(value, np.generic):
-        value = value.item()
-    text = repr(value)
-    return text if len(text) <= 40 and "\n" not in text else f"a {type(value).__name__}"
+    return shown_value(value)
 
 
 def _labels_text(index: pd.Index) -> str:
@@ -319,7 +312,8 @@ def sweep_part(ds: xr.Dataset, sweep: Sweep) -> tuple[xr.Dataset, dict[str, Any]
     -------
     xarray.Dataset
         ``ds`` at the sweep's grid values and method labels, in the sweep's order, and
-        its first ``sweep.replicates`` replicates; every dimension is kept.
+        its first ``sweep.replicates`` replicates; every dimension is kept. A part has
+        the ``sweep`` attribute of ``sweep``.
     dict or None
         None when that is the whole store; else what the store holds: ``replicates``
         (per grid point), ``methods`` (labels) and ``grid`` (axis -> values).
@@ -346,6 +340,10 @@ def sweep_part(ds: xr.Dataset, sweep: Sweep) -> tuple[xr.Dataset, dict[str, Any]
     part = ds.isel(changed) if changed else ds
     if part.sizes == ds.sizes:
         return part, None
+    # The part's own description: its tables' captions ("R of N replicates") and its
+    # cell marks read the sweep attribute, which must be the part's, not the store's.
+    part = part.copy()
+    part.attrs["sweep"] = sweep.to_json()
     return part, {"replicates": ds.sizes["rep"], "methods": methods, "grid": grid}
 
 
@@ -381,8 +379,11 @@ def _same_label(a: Any, b: Any) -> bool:
 def register() -> None:
     """Register :class:`LdpsimAccessor` as ``ds.ldpsim`` and ``da.ldpsim`` (once).
 
-    Importing this module calls it at once if xarray is imported, else right after
-    xarray's import completes; nobody needs to call it.
+    Called when this module is imported if xarray is imported already, and whenever
+    ldpsim opens a store (:func:`ldpsim.pipeline.reading.open_dataset`, ``open_store``,
+    ``run``) or takes a Dataset (``summarize``, ``plot``): importing ldpsim's API does
+    not import xarray (half a second for every command). A Dataset that xarray opened
+    before ldpsim did anything gets ``.ldpsim`` once this is called.
     """
     import xarray as xr
 
@@ -394,59 +395,5 @@ def register() -> None:
             register_on(ACCESSOR_NAME)(LdpsimAccessor)
 
 
-class _RegisterOnImport(importlib.abc.MetaPathFinder):
-    """Calls :func:`register` once xarray's import completes, so that importing ldpsim's
-    API neither imports xarray (half a second) nor leaves ``ds.ldpsim`` undefined.
-
-    It finds nothing itself: for ``xarray`` it asks the other finders and wraps the
-    loader's ``exec_module`` (on that loader instance, which only loads xarray; the
-    module's ``__loader__`` stays the loader's own). It leaves ``sys.meta_path`` once
-    xarray is loaded.
-    """
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None = None,
-        target: types.ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "xarray":
-            return None
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is not None and callable(getattr(loader, "exec_module", None)):
-            wrapped = self._registering(loader, loader.exec_module)
-            with contextlib.suppress(AttributeError):  # a loader with slots: not hooked
-                loader.exec_module = wrapped  # type: ignore[method-assign]
-        return spec
-
-    def _registering(
-        self, loader: importlib.abc.Loader, exec_module: Callable[[types.ModuleType], None]
-    ) -> Callable[[types.ModuleType], None]:
-        def exec_and_register(module: types.ModuleType) -> None:
-            if module.__name__ != "xarray":  # a loader that loads more than one module
-                exec_module(module)
-                return
-            try:
-                exec_module(module)
-            finally:
-                vars(loader).pop("exec_module", None)
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            register()
-
-        return exec_and_register
-
-
-if "xarray" in sys.modules:
+if "xarray" in sys.modules:  # otherwise when ldpsim first opens a store (reading.py)
     register()
-elif not any(isinstance(finder, _RegisterOnImport) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _RegisterOnImport())

@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ldpsim.pipeline import accessor as _accessor  # noqa: F401 (registers ds.ldpsim)
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline import accessor as _accessor  # ds.ldpsim (registered if xarray is in)
+from ldpsim.pipeline.errors import InputError, shown_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,6 +56,7 @@ __all__ = [
     "InputTypeError",
     "check_adapt",
     "check_seconds",
+    "compare",
     "load_sweep",
     "open_store",
     "outcome",
@@ -89,10 +90,7 @@ class InputTypeError(InputError, TypeError):
     that is also a TypeError, as scikit-learn's ``InvalidParameterError`` is both."""
 
 
-def _shown(value: object) -> str:
-    """A value as a message shows it: its repr on one line, or its type for a longer one."""
-    text = repr(value)
-    return text if len(text) <= 80 and "\n" not in text else f"a {type(value).__name__}"
+_shown = shown_value  # the name this module's messages (and accessor.py) use
 
 
 def _optional_path(value: object, name: str, function: str) -> str | None:
@@ -772,9 +770,10 @@ def open_store(
     -------
     xarray.Dataset
         Dimensions: the grid axes, ``method``, ``rep``, ``coord`` (and ``checkpoint``);
-        variables ``estimate``, ``last``, ``lower``, ``upper``, ``truth``,
-        ``pseudo_truth``, ``done``, ``failed``, ``method_failed``, ``seconds``,
-        ``job_id``; the sweep and the library versions in its attributes. Select a
+        variables ``estimate``, ``last``, ``projected``, ``lower``, ``upper``,
+        ``method_estimate``, ``truth``, ``pseudo_truth``, ``done``, ``failed``,
+        ``method_failed``, ``seconds``, ``method_seconds``, ``job_id`` (each with its
+        ``long_name``); the sweep and the library versions in its attributes. Select a
         method with ``ds.ldpsim.sel(method="bb")`` or ``ds.sel({"method": "bb"})``, not
         ``ds.sel(method="bb")`` (``method`` is the fill-method keyword of ``.sel``).
 
@@ -845,6 +844,7 @@ def _check_dataset(ds: object, function: str) -> None:
     """
     import xarray as xr
 
+    _accessor.register()  # xarray is imported now: ds.ldpsim for what the caller holds
     if not isinstance(ds, xr.Dataset | str | os.PathLike):
         raise InputTypeError(
             f"The 'ds' parameter of {function} must be a store's xarray Dataset (from run or "
@@ -897,14 +897,15 @@ def summarize(
         ``upper``, ``estimate`` and ``truth`` of the replicates that the cell's
         coverage counts (``n_done``: done, with this method's bounds), and ``level``.
         ``fn`` returns one value per replicate (an array of shape (R,)) whose mean is
-        the statistic, with Monte-Carlo standard error sd / sqrt(R); or one number,
-        whose standard error is then the sd over 1000 bootstrap resamples of the cell's
-        replicates (fixed seed). Each becomes the columns ``NAME``, ``NAME_se`` and
-        ``NAME_se_method`` (``sd / sqrt(R)`` or ``bootstrap, B = 1000``) with
-        ``coords="all"`` (they are per coordinate, so ``coords="mean"`` leaves them out),
-        and the variables ``NAME`` and ``NAME_se`` of the Dataset. ``ldpsim summarize
-        --statistic NAME`` takes the ones installed packages declare (entry-point group
-        ``ldpsim.statistics``).
+        the statistic, with coverage's Monte-Carlo standard error sd / sqrt(R) (sd of
+        ddof 0); or one number (shape () or (1,)), whose standard error is then the sd
+        over 1000 bootstrap resamples of the cell's replicates (seeded per cell). Each
+        becomes the columns ``NAME``, ``NAME_se`` and ``NAME_se_method`` (``sd /
+        sqrt(R)`` or ``bootstrap, B = 1000``), and the variables ``NAME`` and
+        ``NAME_se`` of the Dataset. They are per coordinate: with ``coords="mean"``
+        (and not ``as_dataset``) they are refused before anything is computed.
+        ``ldpsim summarize --statistic NAME`` takes the ones installed packages declare
+        (entry-point group ``ldpsim.statistics``).
 
     Returns
     -------
@@ -922,7 +923,8 @@ def summarize(
         A path that is not a store, or a damaged store; an unknown ``coords``, a
         ``target_se`` outside (0, 1); a statistic's name that is not an identifier or
         is the summary's own, a statistic that raises or returns neither a number nor R
-        numbers (one message naming it and the cell); an argument of a wrong type
+        numbers (one message naming it and the cell), statistics with ``coords="mean"``;
+        an argument of a wrong type
         (:class:`InputTypeError`, also a TypeError).
 
     Examples
@@ -946,7 +948,7 @@ def summarize(
     from ldpsim.pipeline.cell_statistics import check_statistics
     from ldpsim.pipeline.summary import TARGET_SE
     from ldpsim.pipeline.summary import summarize as summary_of
-    from ldpsim.pipeline.tables import summary_records
+    from ldpsim.pipeline.tables import check_statistics_shown, summary_records
 
     _check_dataset(ds, "summarize")
     try:  # the names again against the store's axes, in summary_of
@@ -958,6 +960,8 @@ def summarize(
             f"The 'coords' parameter of summarize must be 'all' or 'mean'. Got {_shown(coords)}."
         )
     as_dataset = _check_bool(as_dataset, "as_dataset", "summarize")
+    if not as_dataset:  # statistics the table would leave out, before computing them
+        check_statistics_shown(statistics, coords, coords)
     target_se = TARGET_SE if target_se is None else _check_target_se(target_se)
     summary = summary_of(_loaded(ds), target_se, statistics=statistics)
     if as_dataset:
@@ -972,6 +976,72 @@ def summarize(
 
 def _is_number_or_none(value: Any) -> bool:
     return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def compare(
+    ds: xr.Dataset | str | os.PathLike[str],
+    a: str,
+    b: str,
+    *,
+    as_dataset: bool = False,
+) -> pd.DataFrame | xr.Dataset:
+    """Paired comparison of two methods: coverage difference and length ratio.
+
+    The Python side of ``ldpsim summarize STORE --compare A,B``. Both methods are
+    computed on the same replicates, so the standard errors are those of the
+    per-replicate differences (:func:`ldpsim.pipeline.compare.compare_methods`), smaller
+    than the two binomial errors combined. Only replicates that are done and where both
+    methods have finite bounds count (``n_paired``).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or str or os.PathLike
+        A store's Dataset (:func:`open_store`, :func:`run`) or its path.
+    a, b : str
+        Two different method labels of the store: ``coverage_diff`` is a's coverage
+        minus b's, ``length_ratio`` a's mean length over b's.
+    as_dataset : bool, default False
+        Return the xarray Dataset (per grid point, [checkpoint,] coordinate, with the
+        means over the coordinates prefixed ``coord_mean_``) instead of a DataFrame of
+        one row per grid point, [checkpoint and] coordinate.
+
+    Returns
+    -------
+    pandas.DataFrame or xarray.Dataset
+        ``coverage_diff``, ``coverage_diff_se``, ``length_ratio``, ``length_ratio_se``
+        and ``n_paired``.
+
+    Raises
+    ------
+    InputError
+        ``a`` or ``b`` is not a method of the store, or they are the same; ``ds`` is
+        not a Dataset or a path (:class:`InputTypeError`), or not a readable store.
+
+    Examples
+    --------
+    >>> table = compare("outputs/demo.zarr", "bb", "sn")  # doctest: +SKIP
+    >>> table[["tau", "n", "coverage_diff", "coverage_diff_se"]].head(2)  # doctest: +SKIP
+    """
+    from ldpsim.pipeline.compare import check_pair, compare_methods
+
+    _check_dataset(ds, "compare")
+    as_dataset = _check_bool(as_dataset, "as_dataset", "compare")
+    for name, label in (("a", a), ("b", b)):
+        if not isinstance(label, str):
+            raise InputTypeError(
+                f"The {name!r} parameter of compare must be a method label (str). "
+                f"Got {_shown(label)}."
+            )
+    ds = _loaded(ds)
+    try:
+        a, b = check_pair(a, b, [str(m) for m in ds["method"].values], "compare")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    comparison = compare_methods(ds, a, b)
+    if as_dataset:
+        return comparison
+    per_coord = [name for name in comparison.data_vars if not name.startswith("coord_mean_")]
+    return comparison[per_coord].to_dataframe().reset_index()
 
 
 def plot(
@@ -1066,8 +1136,9 @@ def replay(
     ------
     InputError
         Not a store, a ``rep`` out of range, an axis or value the store lacks, or
-        several grid points to choose from (the message lists them); a damaged store
-        (:class:`ldpsim.pipeline.errors.StoreDamage`); arguments of a wrong type
+        several grid points to choose from (the message lists them); a recorded spec
+        that no longer validates (a plugin uninstalled, a parameter renamed); a damaged
+        store (:class:`ldpsim.pipeline.errors.StoreDamage`); arguments of a wrong type
         (:class:`InputTypeError`).
     Exception
         The failure replayed: the replicate's or the interval method's own exception.

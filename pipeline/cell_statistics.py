@@ -3,9 +3,11 @@
 A statistic is a function of one :class:`Cell`: the replicates that one cell of the
 summary counts (one grid point, one method, [one checkpoint,] one coordinate), as numpy
 arrays. It returns either one value per replicate, whose mean is the statistic (its
-Monte-Carlo standard error is then sd / sqrt(R)), or one number (its standard error is
-then a bootstrap over the cell's replicates, :data:`BOOTSTRAP_RESAMPLES` resamples drawn
-with the fixed seed :data:`BOOTSTRAP_SEED`). Installed packages offer statistics to
+Monte-Carlo standard error is then sd / sqrt(R), the sd with ddof 0 as in coverage's
+sqrt(p (1 - p) / R)), or one number (its standard error is then a bootstrap over the
+cell's replicates, :data:`BOOTSTRAP_RESAMPLES` resamples drawn from a generator seeded by
+:data:`BOOTSTRAP_SEED` and the cell's labels). Statistics are per coordinate: a summary
+shown as means over the coordinates refuses them. Installed packages offer statistics to
 ``ldpsim summarize --statistic NAME`` through the entry-point group
 :data:`STATISTICS_GROUP`, loaded and checked as the unit plugins are
 (:mod:`ldpsim.tasks.plugins`): lazily, once per process, a broken one left out with one
@@ -27,18 +29,22 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, shown_value
 
 #: Entry-point group of the statistics that ``ldpsim summarize --statistic NAME`` finds.
 STATISTICS_GROUP = "ldpsim.statistics"
 #: Bootstrap resamples of a cell's replicates for the standard error of a statistic that
 #: returns one number (not a mean of per-replicate values).
 BOOTSTRAP_RESAMPLES = 1000
-#: Seed of those resamples. Every cell draws from a generator of its own with this seed,
-#: so a cell's standard error depends on nothing but its replicates.
+#: Seed of those resamples. Every cell draws from a generator of its own, seeded with this
+#: number and a SHA-256 of the cell's labels (its grid values, method, [checkpoint,]
+#: coord; :func:`ldpsim.tasks.seeding.stable_hash`): a cell's standard error depends on
+#: nothing but its replicates and labels, so the same store gives the same numbers, and
+#: the cells draw different resample indices (their bootstrap errors are independent).
 BOOTSTRAP_SEED = 34
 #: How a statistic's standard error is computed: ``mean`` (sd / sqrt(R) of its
-#: per-replicate values) or ``bootstrap``; ``none`` when no cell had a replicate.
+#: per-replicate values, sd with ddof 0) or ``bootstrap``; ``none`` when no cell had a
+#: replicate.
 SeRule = Literal["mean", "bootstrap", "none"]
 #: Each rule in words: the ``NAME_se_method`` field of the csv and json records.
 SE_RULE_TEXT: dict[str, str] = {
@@ -103,8 +109,9 @@ class Cell:
         return len(self.lower)
 
 
-#: A statistic: a function of a :class:`Cell` returning one number, or one number per
-#: replicate (shape (R,)) whose mean is the statistic.
+#: A statistic: a function of a :class:`Cell` returning one number (shape () or (1,)), or
+#: one number per replicate (shape (R,)) whose mean is the statistic. Where R = 1 the two
+#: read alike; such a cell is read as the statistic's other cells are.
 Statistic = Callable[[Cell], Any]
 
 
@@ -148,7 +155,7 @@ def check_statistics(
     if not isinstance(statistics, Mapping):
         raise TypeError(
             "The 'statistics' parameter of summarize must be a mapping of names to "
-            f"functions of a Cell, {example}. Got {_shown(statistics)}."
+            f"functions of a Cell, {example}. Got {shown_value(statistics)}."
         )
     out: dict[str, Statistic] = {}
     taken = set(reserved)  # and the variables of the statistics before
@@ -160,7 +167,7 @@ def check_statistics(
         if not callable(fn):
             raise TypeError(
                 f"The statistic {name!r} must be a function of a Cell ({example}). "
-                f"Got {_shown(fn)}."
+                f"Got {shown_value(fn)}."
             )
         problem = name_problem(name, taken)
         if problem is not None:
@@ -221,19 +228,27 @@ def compute(
     -------
     xarray.Dataset
         ``NAME`` and ``NAME_se`` for each statistic, with the dims of ``use`` but
-        ``rep``; NaN where a cell has no replicate, NaN standard errors where it has
-        one. A statistic of per-replicate values is their mean, with standard error
-        sd / sqrt(R) (ddof 1); one of one number gets the sd of its values on
-        :data:`BOOTSTRAP_RESAMPLES` resamples (with replacement, R of R) of the
-        cell's replicates. The ``NAME_se`` attribute ``se_method`` says which.
+        ``rep``; NaN where a cell has no replicate. A statistic of per-replicate values
+        (shape (R,)) is their mean, with the standard error of coverage's rule: sd /
+        sqrt(R) with the sd of ddof 0, so that the coverage indicators give exactly
+        ``coverage_se`` = sqrt(p (1 - p) / R) (0 for R = 1, as there). A statistic of
+        one number (shape () or (1,)) gets the sd (ddof 1) of its values on
+        :data:`BOOTSTRAP_RESAMPLES` resamples (with replacement, R of R) of the cell's
+        replicates, from a generator of the cell's own (:data:`BOOTSTRAP_SEED`); NaN
+        for R = 1. A cell of one replicate whose statistic returns shape (1,) is read
+        as the statistic's other cells are (per-replicate where none says otherwise).
+        The ``NAME_se`` attribute ``se_method`` says which rule.
 
     Raises
     ------
     InputError
         A statistic raised, returned something that is not a number or an array of R
         numbers, or returned one number in one cell and per-replicate values in
-        another; the message names it and the cell.
+        another; the message names it and the cell (its values as the tables write
+        them).
     """
+    from ldpsim.pipeline.formatting import axis_labels  # it imports summary, which imports us
+
     # Grid axes first, as the summary orders its dims (and a cell's labels read).
     inner = ("rep", "method", "checkpoint", "coord")
     cell_dims = [str(d) for d in use.dims if d not in inner]
@@ -246,15 +261,22 @@ def compute(
     plane = use.isel(rep=0, drop=True)
     levels = level.broadcast_like(plane).transpose(*cell_dims).values
     axis_values = [[_native(v) for v in use[d].values] for d in cell_dims]
+    # The messages name a cell as the tables write its values (n = 1e4).
+    axis_texts = [axis_labels(values, "text") for values in axis_values]
     values = {name: np.full(shape, np.nan) for name in statistics}
     ses = {name: np.full(shape, np.nan) for name in statistics}
     rules: dict[str, SeRule] = dict.fromkeys(statistics, "none")
+    # Cells of one replicate where the statistic returned shape (1,): either kind.
+    undecided: dict[str, list[tuple[int, ...]]] = {name: [] for name in statistics}
     for idx in np.ndindex(*shape):
         keep = mask[idx]
         count = int(keep.sum())
         if count == 0:
             continue
         labels = {d: v[i] for d, v, i in zip(cell_dims, axis_values, idx, strict=True)}
+        where = "the cell " + ", ".join(
+            f"{d} = {texts[i]}" for d, texts, i in zip(cell_dims, axis_texts, idx, strict=True)
+        )
         lo, hi, est = (_read_only(col[idx][keep]) for col in columns)
         cell = Cell(
             lower=lo,
@@ -265,15 +287,24 @@ def compute(
             labels=MappingProxyType(labels),
         )
         for name, fn in statistics.items():
-            value, se, rule = _evaluate(name, fn, cell)
+            value, se, rule = _evaluate(name, fn, cell, where)
+            values[name][idx] = value
+            if rule is None:
+                undecided[name].append(idx)
+                continue
             if rules[name] not in ("none", rule):
                 raise InputError(
-                    f"The statistic {name!r} returned {_rule_words(rule)} at {_where(cell)} "
+                    f"The statistic {name!r} returned {_rule_words(rule)} at {where} "
                     f"but {_rule_words(rules[name])} elsewhere; return one kind in every "
                     "cell."
                 )
             rules[name] = rule
-            values[name][idx], ses[name][idx] = value, se
+            ses[name][idx] = se
+    for name, cells in undecided.items():
+        if cells and rules[name] == "none":
+            rules[name] = "mean"
+        for idx in cells:  # R = 1: the mean rule's sd / sqrt(1) is 0, a bootstrap's NaN
+            ses[name][idx] = 0.0 if rules[name] == "mean" else math.nan
     out = xr.Dataset(coords={d: use[d] for d in cell_dims if d in use.coords})
     for name in statistics:
         out[name] = (cell_dims, values[name], _value_attrs(name))
@@ -281,29 +312,34 @@ def compute(
     return out
 
 
-def _evaluate(name: str, fn: Statistic, cell: Cell) -> tuple[float, float, SeRule]:
-    """The statistic in ``cell``, its standard error and how that was computed."""
-    result = _call(name, fn, cell)
+def _evaluate(
+    name: str, fn: Statistic, cell: Cell, where: str
+) -> tuple[float, float, SeRule | None]:
+    """The statistic in ``cell``, its standard error and how that was computed (None:
+    R = 1 and shape (1,), which reads as either kind; the caller decides)."""
+    result = _call(name, fn, cell, where)
     count = cell.replicates
-    if result.ndim == 0:
-        return float(result), _bootstrap_se(name, fn, cell), "bootstrap"
+    if result.shape == (1,) and count == 1:
+        return float(result[0]), math.nan, None
+    if result.shape in ((), (1,)):
+        return float(result.reshape(())), _bootstrap_se(name, fn, cell, where), "bootstrap"
     if result.shape == (count,):
-        se = float(np.std(result, ddof=1) / math.sqrt(count)) if count > 1 else math.nan
-        return float(np.mean(result)), se, "mean"
+        # Coverage's rule: the sd with ddof 0 (sqrt(p (1 - p)) for indicators).
+        return float(np.mean(result)), float(np.std(result) / math.sqrt(count)), "mean"
     raise InputError(
-        f"The statistic {name!r} returned an array of shape {result.shape} at "
-        f"{_where(cell)}; return one number, or one value per replicate (shape "
+        f"The statistic {name!r} returned an array of shape {result.shape} at {where}; "
+        f"return one number (shape () or (1,)), or one value per replicate (shape "
         f"({count},)) whose mean is the statistic."
     )
 
 
-def _bootstrap_se(name: str, fn: Statistic, cell: Cell) -> float:
+def _bootstrap_se(name: str, fn: Statistic, cell: Cell, where: str) -> float:
     """The sd of the statistic over :data:`BOOTSTRAP_RESAMPLES` resamples of the cell's
-    replicates (NaN for fewer than 2 replicates)."""
+    replicates (NaN for fewer than 2 replicates), from the cell's own generator."""
     count = cell.replicates
     if count < 2:
         return math.nan
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    rng = bootstrap_generator(cell.labels)
     draws = np.empty(BOOTSTRAP_RESAMPLES)
     for b in range(BOOTSTRAP_RESAMPLES):
         rows = rng.integers(0, count, size=count)
@@ -315,18 +351,37 @@ def _bootstrap_se(name: str, fn: Statistic, cell: Cell) -> float:
             level=cell.level,
             labels=cell.labels,
         )
-        value = _call(name, fn, resample)
-        if value.ndim != 0:
+        value = _call(name, fn, resample, where)
+        if value.shape not in ((), (1,)):
             raise InputError(
-                f"The statistic {name!r} returned one number at {_where(cell)} but an "
-                f"array of shape {value.shape} on a bootstrap resample of it; return one "
-                "kind."
+                f"The statistic {name!r} returned one number at {where} but an array of "
+                f"shape {value.shape} on a bootstrap resample of it; return one kind."
             )
-        draws[b] = value
+        draws[b] = value.reshape(())
     return float(np.std(draws, ddof=1))
 
 
-def _call(name: str, fn: Statistic, cell: Cell) -> np.ndarray:
+def bootstrap_generator(labels: Mapping[str, Any]) -> np.random.Generator:
+    """The generator of a cell's bootstrap resamples: seeded with :data:`BOOTSTRAP_SEED`
+    and the SHA-256 of the cell's labels (grid values, method, [checkpoint,] coord).
+
+    Examples
+    --------
+    >>> a = bootstrap_generator({"tau": 0.5, "method": "bb", "coord": 0})
+    >>> b = bootstrap_generator({"tau": 0.5, "method": "bb", "coord": 1})
+    >>> bool(a.integers(0, 2**31) != b.integers(0, 2**31))
+    True
+    """
+    # Imported here: the tasks' seeding module loads numba, which a summary without a
+    # bootstrap does not need.
+    from ldpsim.tasks.seeding import stable_hash
+
+    # Grid values are numbers and strings; anything else is hashed by its text.
+    plain = {k: v if isinstance(v, str | int | float) else str(v) for k, v in labels.items()}
+    return np.random.default_rng([BOOTSTRAP_SEED, *stable_hash(plain)])
+
+
+def _call(name: str, fn: Statistic, cell: Cell, where: str) -> np.ndarray:
     """``fn(cell)`` as a float array; any exception of it as one InputError line."""
     try:
         result = fn(cell)
@@ -341,13 +396,13 @@ def _call(name: str, fn: Statistic, cell: Cell) -> np.ndarray:
         )
         raise InputError(
             f"The statistic {name!r} raised {type(exc).__name__}"
-            f"{': ' + text if text else ''}{line} at {_where(cell)}."
+            f"{': ' + text if text else ''}{line} at {where}."
         ) from exc
     try:
         return np.asarray(result, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError(
-            f"The statistic {name!r} returned {_shown(result)} at {_where(cell)}, not a "
+            f"The statistic {name!r} returned {shown_value(result)} at {where}, not a "
             "number or an array of numbers."
         ) from None
 
@@ -366,14 +421,15 @@ def _se_attrs(name: str, rule: SeRule) -> dict[str, Any]:
     if rule == "bootstrap":
         how = (
             f"sd of {name} over {BOOTSTRAP_RESAMPLES} bootstrap resamples (with "
-            f"replacement) of the cell's replicates, seed {BOOTSTRAP_SEED}"
+            f"replacement) of the cell's replicates, seeded with {BOOTSTRAP_SEED} and the "
+            "cell's labels"
         )
         extra: dict[str, Any] = {
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
             "bootstrap_seed": BOOTSTRAP_SEED,
         }
     elif rule == "mean":
-        how = f"sd of the per-replicate values of {name} / sqrt(R)"
+        how = f"sd (ddof 0, as coverage_se) of the per-replicate values of {name} / sqrt(R)"
         extra = {}
     else:
         how = "none: no cell had a replicate"
@@ -389,11 +445,6 @@ def _rule_words(rule: SeRule) -> str:
     return "one number" if rule == "bootstrap" else "one value per replicate"
 
 
-def _where(cell: Cell) -> str:
-    """'the cell tau = 0.5, n = 10000, method = bb, coord = 0'."""
-    return "the cell " + ", ".join(f"{k} = {v}" for k, v in cell.labels.items())
-
-
 def _read_only(values: np.ndarray) -> np.ndarray:
     values.flags.writeable = False
     return values
@@ -401,11 +452,6 @@ def _read_only(values: np.ndarray) -> np.ndarray:
 
 def _native(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 and "\n" not in text else f"a {type(value).__name__}"
 
 
 # -- plugins ------------------------------------------------------------------------------
@@ -462,7 +508,7 @@ def statistic_plugins() -> tuple[StatisticPlugin, ...]:
             problem: str | None = f"cannot be imported ({type(exc).__name__}: {exc})"
         else:
             problem = (
-                f"is {_shown(loaded)}, not a function of a Cell"
+                f"is {shown_value(loaded)}, not a function of a Cell"
                 if not callable(loaded)
                 else name_problem(entry_point.name, reserved)
             )

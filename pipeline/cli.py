@@ -421,13 +421,16 @@ def cmd_summarize(args) -> int:
     from ldpsim.pipeline.partial_cells import any_partial
     from ldpsim.pipeline.summary import TARGET_SE
     from ldpsim.pipeline.summary import summarize as summary_of
-    from ldpsim.pipeline.tables import format_table
+    from ldpsim.pipeline.tables import check_statistics_shown, format_table, table_coords
     from ldpsim.pipeline.timings import timing_line
 
     if args.statistic and args.compare is not None:
         raise InputError("--statistic adds rows to the summary table; leave out --compare.")
     statistics = load_statistics(args.statistic)  # an unknown name before any reading
     ds = open_store(args.store, load=True)
+    # Statistics that a table of coordinate means would leave out: refused before they
+    # are computed (a bootstrap per cell).
+    check_statistics_shown(statistics, table_coords(ds, args.format, args.coords), args.coords)
     if args.compare is not None:
         from ldpsim.pipeline.compare import compare_methods, format_comparison, parse_pair
 

@@ -176,15 +176,26 @@ def parse_pair(text: str, labels: list[str]) -> tuple[str, str]:
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != 2 or not all(parts):
         raise ValueError(f"--compare takes two methods as A,B (e.g. bb,sn). Got {text!r}.")
-    unknown = [p for p in parts if p not in labels]
+    return check_pair(parts[0], parts[1], labels, "--compare")
+
+
+def check_pair(a: str, b: str, labels: list[str], where: str) -> tuple[str, str]:
+    """``a`` and ``b``, two different method labels of ``labels``.
+
+    Raises
+    ------
+    ValueError
+        A label the store lacks, or the same one twice (``where`` names the caller).
+    """
+    unknown = [label for label in (a, b) if label not in labels]
     if unknown:
         raise ValueError(
-            f"--compare: {', '.join(map(repr, unknown))} is not a method of the store; "
+            f"{where}: {', '.join(map(repr, unknown))} is not a method of the store; "
             f"its methods are {', '.join(labels)}."
         )
-    if parts[0] == parts[1]:
-        raise ValueError(f"--compare needs two different methods. Got {text!r}.")
-    return parts[0], parts[1]
+    if a == b:
+        raise ValueError(f"{where} needs two different methods. Got {a!r} twice.")
+    return a, b
 
 
 def format_comparison(

@@ -1,10 +1,11 @@
-"""The exceptions the CLI turns into one line on stderr (exit code 2, or 4), and path wording."""
+"""Exceptions the CLI turns into one line on stderr (exit 2, or 4); paths and values in words."""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
+import sys
 from pathlib import Path
 
 
@@ -90,3 +91,22 @@ def unwritable_reason(folder: str | Path) -> str | None:
     except OSError:
         pass
     return "no write permission"
+
+
+def shown_value(value: object) -> str:
+    """A value as a message shows it: its repr on one line of at most 80 characters, or
+    its type for a longer one.
+
+    A numpy scalar is shown as the Python value it holds (``0.5``, not
+    ``np.float64(0.5)``). Every message of ldpsim that quotes a user's value uses this.
+
+    Examples
+    --------
+    >>> shown_value("tau"), shown_value([1, 2]), shown_value("x" * 100)
+    ("'tau'", '[1, 2]', 'a str')
+    """
+    numpy = sys.modules.get("numpy")  # a numpy scalar exists only once numpy is imported
+    if numpy is not None and isinstance(value, numpy.generic):
+        value = value.item()
+    text = repr(value)
+    return text if len(text) <= 80 and "\n" not in text else f"a {type(value).__name__}"

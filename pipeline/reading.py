@@ -367,6 +367,9 @@ def load_dataset(path: str | Path, variables: list[str] | None = None) -> xr.Dat
 def _open(path: str | Path, chunks: str | None) -> xr.Dataset:
     import xarray as xr
 
+    from ldpsim.pipeline.accessor import register
+
+    register()  # ds.ldpsim on the Datasets ldpsim gives, now that xarray is imported
     read_attrs(path)
     consolidated = has_consolidated_metadata(Path(path))
     try:

@@ -21,8 +21,8 @@ from ldpsim.pipeline.integrity import damaged
 from ldpsim.pipeline.layout import META_GROUP
 
 if TYPE_CHECKING:
-    from ldpsim.tasks.grid_point import GridPointSetup
     from ldpsim.tasks.replicate import ReplicateResult
+    from ldpsim.tasks.spec import ReplicateSpec
 
 #: Grid points listed in the message that asks for ``--point``, at most.
 CHOICES_SHOWN = 8
@@ -58,6 +58,13 @@ class ReplayTarget:
     spec: dict[str, Any]
     record_path: Path | None
     record: dict[str, Any] | None
+
+    @property
+    def worker_failure(self) -> bool:
+        """Whether the record is of the worker's failure (a ``task`` record: the worker
+        was killed, e.g. out of memory or restarted past the task timeout), not of the
+        computation's."""
+        return self.record is not None and self.record.get("kind") == "task"
 
     @property
     def failed_methods(self) -> list[str]:
@@ -275,52 +282,19 @@ def _stored_spec(sweep: Any, layout: Any, index: tuple[int, ...]) -> dict[str, A
     raise InputError(f"The store's sweep has no grid point at {index}.")  # not reached
 
 
-def _method_error(setup: GridPointSetup, rep: int, label: str) -> tuple[Exception, str] | None:
-    """Compute method ``label``'s interval of replicate ``rep`` as the replicate does
-    (:func:`ldpsim.tasks.replicate.replicate_from_state`), unguarded: its exception and
-    the text the record has for it, or None if it does not fail."""
-    from ldpsim.tasks.l1_projection import intersect_with_ball
-    from ldpsim.tasks.replicate import checkpoint_stream
-    from ldpsim.tasks.users import Users
-
-    rs = setup.spec
-    method = rs.methods[label]
-    state = setup.data_state(rep)
-    users = Users.of(rs, tuple(np.uint64(w) for w in state)) if method.own_estimate else None
-    stats = setup.stats(setup.run_kernel(setup.cuts, state))
-    stream = setup.method_streams(rep).get(label)
-    for point in rs.checkpoints or (rs.n,):
-        sub = stats if point == rs.n else stats.prefix(point)
-        if not np.isfinite(sub.theta_bar).all():
-            return None  # the replicate itself fails: no method runs
-        rng = stream if stream is None or point == rs.n else checkpoint_stream(stream, point)
-        try:
-            with np.errstate(all="raise"):
-                if method.own_estimate:
-                    _, lo, hi = method.estimate_interval(users, rs.level, rng)
-                else:
-                    lo, hi = method.interval(sub, rs.level, rng)
-                if method.intersect_constraint:
-                    lo, hi = intersect_with_ball(lo, hi, setup.radius)
-                if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-                    raise FloatingPointError("non-finite interval bound")
-        except Exception as exc:
-            where = f" at n = {point}" if rs.checkpoints else ""
-            return exc, f"{type(exc).__name__}{where}: {exc}"
-    return None
-
-
 def replay(
     target: ReplayTarget, *, pdb: bool = False, log: Callable[[str], Any] = print
 ) -> ReplicateResult:
     """Rerun ``target`` in this process; raise its failure again, or return its values.
 
     A replicate is rerun by :func:`ldpsim.tasks.run_replicate` on the recorded spec
-    (its seed included), as its task ran it; a method failure by that method's
-    interval on the replicate's statistics and stream, outside the guard that records
-    it, so that the exception and its traceback are the method's own. Warnings are
-    ignored, as on a worker. ``log`` gets the line naming the record
-    (:meth:`ReplayTarget.describe`), then one saying how the rerun went.
+    (its seed included), as its task ran it; a method failure by the same code
+    (:func:`ldpsim.tasks.replicate.replicate_from_state`), for that method only and
+    raising its exception instead of recording it, so that the exception and its
+    traceback are the method's own. Warnings are ignored, as on a worker. ``log`` gets
+    the line naming the record (:meth:`ReplayTarget.describe`); for a worker's failure
+    (killed or timed out) one saying that the rerun has none of the worker's limits;
+    then one saying how the rerun went.
 
     Parameters
     ----------
@@ -340,35 +314,83 @@ def replay(
 
     Raises
     ------
+    InputError
+        The recorded spec no longer validates (a plugin uninstalled, a parameter
+        renamed), in one line.
     Exception
         The replicate's or the method's own exception, when it fails.
     """
     log(target.describe())
+    if target.worker_failure:
+        log(
+            "The recorded failure is the worker's (killed or timed out), not an error of "
+            "the computation: replay runs the computation in this process, without the "
+            "worker's memory and time limits."
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        outcome = _rerun(target)
+        outcome = _rerun(target, _recorded_spec(target))
     if not isinstance(outcome, tuple):
-        if target.record is not None:
+        if target.worker_failure:
+            log(
+                f"The computation ran to the end here ({outcome.seconds:.3g} s), without "
+                "the worker's limits: the worker's failure came from its memory or time "
+                "limit (or its machine), not from an error in the computation."
+            )
+        elif target.record is not None:
             log("The recorded failure did not happen again: the replicate ran without failing.")
         return outcome
     what, exc, text = outcome
-    _log_again(log, what, text, _recorded_error(target, what))
+    if target.worker_failure:
+        log(f"The {what} failed here, without the worker's limits: {text}")
+    else:
+        _log_again(log, what, text, _recorded_error(target, what))
     if pdb:
         _post_mortem(exc)
     raise exc
 
 
-def _rerun(target: ReplayTarget) -> ReplicateResult | tuple[str, Exception, str]:
+def _recorded_spec(target: ReplayTarget) -> ReplicateSpec:
+    """The recorded spec, normalized as when it ran.
+
+    Raises
+    ------
+    InputError
+        It no longer validates (a plugin uninstalled, a parameter renamed), or a
+        plugin's code raised on it (:func:`ldpsim.tasks.plugins.plugin_code_errors`).
+    """
+    from ldpsim.tasks import normalize_spec
+    from ldpsim.tasks.plugins import PluginCodeError, plugin_code_errors
+
+    which = f"The recorded spec of rep {target.rep} at {target.name}"
+    try:
+        with plugin_code_errors():
+            return normalize_spec(target.spec)
+    except PluginCodeError as exc:
+        raise InputError(f"{which} cannot be set up: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"{which} no longer validates: {str(exc).rstrip('.')}. Was a plugin "
+            "uninstalled, or a parameter renamed, since it ran?"
+        ) from None
+
+
+def _rerun(
+    target: ReplayTarget, spec: ReplicateSpec
+) -> ReplicateResult | tuple[str, BaseException, str]:
     """The replicate's values, or (what failed, its exception, the record's text for it)."""
     from ldpsim.tasks import run_replicate
     from ldpsim.tasks.grid_point import GridPointSetup
+    from ldpsim.tasks.replicate import MethodFailure, replicate_from_state
 
     try:
-        setup = GridPointSetup.of(target.spec)
-        for label in target.failed_methods:
-            found = _method_error(setup, target.rep, label)
-            if found is not None:
-                return (f"method {label}", *found)
+        setup = GridPointSetup.of(spec)
+        for label in (label for label in target.failed_methods if label in spec.methods):
+            state, streams = setup.data_state(target.rep), setup.method_streams(target.rep)
+            try:
+                replicate_from_state(setup, state, streams, methods=(label,), raise_failures=True)
+            except MethodFailure as failure:  # the method's own exception is the cause
+                return f"method {label}", failure.__cause__ or failure, failure.reason
         return run_replicate(setup, target.rep)
     except Exception as exc:  # the replicate's own failure, raised again by replay
         return "replicate", exc, f"{type(exc).__name__}: {exc}"

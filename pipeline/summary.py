@@ -448,12 +448,16 @@ def summarize(
         counts (those of its ``coverage``, ``n_done``) as numpy arrays ``lower``,
         ``upper``, ``estimate`` (the method's own) and ``truth``, with ``level`` and
         ``labels``. A function returns one value per replicate (shape (R,)), whose mean
-        is the statistic and whose standard error is sd / sqrt(R), or one number, whose
-        standard error is the sd over
+        is the statistic and whose standard error is coverage's rule, sd / sqrt(R) with
+        the sd of ddof 0 (the coverage indicators give exactly ``coverage_se``), or one
+        number (shape () or (1,)), whose standard error is the sd over
         :data:`~ldpsim.pipeline.cell_statistics.BOOTSTRAP_RESAMPLES` (1000) bootstrap
-        resamples of the cell's replicates (fixed seed, so the same store gives the same
-        numbers). See :func:`ldpsim.pipeline.cell_statistics.compute`. A name must be
-        an identifier the summary does not use.
+        resamples of the cell's replicates (a generator per cell, seeded from the cell's
+        labels, so the same store gives the same numbers). A bootstrap costs 1000 calls
+        per cell: give statistics only where they are shown, per coordinate
+        (:func:`ldpsim.pipeline.tables.check_statistics_shown`). See
+        :func:`ldpsim.pipeline.cell_statistics.compute`. A name must be an identifier
+        the summary does not use.
 
     Returns
     -------

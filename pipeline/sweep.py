@@ -112,7 +112,7 @@ class Sweep:
         return json.dumps(self.to_dict(), default=_json_default)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], name: str) -> Sweep:
+    def from_dict(cls, data: Mapping[str, Any], name: str | None = None) -> Sweep:
         """Validate a sweep given as the tables of a sweep file.
 
         Parameters
@@ -121,10 +121,12 @@ class Sweep:
             What :func:`tomllib.loads` gives for a sweep file (the keys of
             :data:`SWEEP_KEYS`, with the ``spec``, ``grid``, ``cases`` and ``methods``
             tables as mappings). Tuples, numpy arrays and numpy scalars are taken as the
-            TOML lists and numbers they hold.
-        name : str
+            TOML lists and numbers they hold. :meth:`to_dict`'s output is taken too:
+            its ``name`` is the default of ``name``, and a ``rep_chunk`` of None means
+            none given.
+        name : str, optional
             The sweep's name, a file name (:func:`check_sweep_name`): it names the
-            default store ``outputs/<name>.zarr``.
+            default store ``outputs/<name>.zarr``. Required unless ``data`` has one.
 
         Returns
         -------
@@ -137,7 +139,16 @@ class Sweep:
             A bad name, or the error, with the same message, that the same tables in
             the file ``<name>.toml`` raise.
         """
-        return load_sweep(data, name=name)
+        tables = dict(data)
+        recorded = tables.pop("name", None)
+        if tables.get("rep_chunk", 0) is None:  # to_dict's "none given"
+            del tables["rep_chunk"]
+        if name is None and recorded is None:
+            raise InputError(
+                "Sweep.from_dict needs the sweep's name: pass name='...' (it names the "
+                "default store outputs/<name>.zarr), or give the tables a 'name' key."
+            )
+        return load_sweep(tables, name=recorded if name is None else name)
 
     def to_toml(self) -> str:
         """The sweep as a sweep file: TOML text that loads back to an equal Sweep.
@@ -461,7 +472,10 @@ def note_overrides(before: Mapping[str, Any], after: dict[str, Any]) -> dict[str
         return after
     old, new = _entries(before), _entries(after)
     changes = [f"{k} = {_inline(v)}" for k, v in new.items() if k not in old or old[k] != v]
-    changes += [f"without {k}" for k in old if k not in new]
+    # A label whose table gained parameters ([methods.bb] with bb.B set) is not gone.
+    changes += [
+        f"without {k}" for k in old if k not in new and not any(n.startswith(f"{k}.") for n in new)
+    ]
     if not changes:
         return after
     return {**after, "description": f"{description} (as run: {', '.join(changes)})"}

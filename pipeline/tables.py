@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -13,6 +14,7 @@ from ldpsim.pipeline.cell_statistics import (
     se_rule,
     statistic_names,
 )
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.formatting import (
     axis_labels,
     cell_text,
@@ -44,6 +46,7 @@ __all__ = [
     "RECORD_FIELDS",
     "TABLE_FORMATS",
     "axis_labels",
+    "check_statistics_shown",
     "coord_mean_records",
     "format_level",
     "format_number",
@@ -51,6 +54,7 @@ __all__ = [
     "records",
     "shown_coords",
     "summary_records",
+    "table_coords",
     "table_rows",
 ]
 
@@ -100,7 +104,7 @@ def summary_records(summary: xr.Dataset, coord_means: bool = False) -> list[dict
     coord_means : bool
         The records of the coordinate means (:func:`coord_mean_records`) instead of one
         per coordinate (:func:`records`). The statistics given to ``summarize`` are per
-        coordinate, so they are in the records per coordinate only.
+        coordinate: a summary with them is refused (:func:`check_statistics_shown`).
 
     Returns
     -------
@@ -110,13 +114,19 @@ def summary_records(summary: xr.Dataset, coord_means: bool = False) -> list[dict
         ``NAME_se_method`` (how its standard error was computed: ``sd / sqrt(R)`` or
         ``bootstrap, B = 1000``) before ``n_replicates``.
 
+    Raises
+    ------
+    ldpsim.pipeline.errors.InputError
+        ``coord_means`` for a summary with statistics of its own.
+
     Examples
     --------
     >>> recs = summary_records(summary)  # doctest: +SKIP
     >>> recs[0]["upper_cover"], recs[0]["upper_cover_se_method"]  # doctest: +SKIP
     (0.95, 'sd / sqrt(R)')
     """
-    names = [] if coord_means else statistic_names(summary)
+    names = statistic_names(summary)
+    check_statistics_shown(names, "mean" if coord_means else "all", "mean")
     if not names:
         return coord_mean_records(summary) if coord_means else records(summary)
     checkpoint = ["checkpoint"] if "checkpoint" in summary.dims else []
@@ -162,6 +172,59 @@ def shown_coords(summary: xr.Dataset, coords: CoordsMode) -> Literal["all", "mea
     return coords
 
 
+def table_coords(ds: xr.Dataset, fmt: str, coords: CoordsMode) -> Literal["all", "mean"]:
+    """What the table of :func:`format_table` in format ``fmt`` shows: ``csv`` and
+    ``json`` every coordinate's record unless ``coords`` is ``mean``, the other formats
+    :func:`shown_coords`. ``ds`` is a summary or its store (only its coord count is read).
+
+    Raises
+    ------
+    ValueError
+        ``coords`` is not one of :data:`COORDS_MODES`.
+    """
+    shown = shown_coords(ds, coords)
+    return ("mean" if coords == "mean" else "all") if fmt in ("csv", "json") else shown
+
+
+def check_statistics_shown(
+    statistics: Collection[str], shown: Literal["all", "mean"], coords: str
+) -> None:
+    """Refuse statistics given to summarize that a table would leave out.
+
+    They are per coordinate; the means over the coordinates have no place for them, and
+    averaging a bootstrapped number over coordinates has no standard error without a
+    bootstrap of the whole replicates. Called before they are computed (they cost
+    :data:`~ldpsim.pipeline.cell_statistics.BOOTSTRAP_RESAMPLES` calls per cell), and
+    again by the tables.
+
+    Parameters
+    ----------
+    statistics : collection of str
+        The names of the statistics (none: nothing to check).
+    shown : {'all', 'mean'}
+        What the table shows (:func:`table_coords`).
+    coords : str
+        The ``coords`` asked for, named in the message.
+
+    Raises
+    ------
+    ldpsim.pipeline.errors.InputError
+        Statistics, and a table of the means over the coordinates.
+    """
+    if not statistics or shown != "mean":
+        return
+    why = (
+        f"coords='auto' shows the means over the coordinates for more than "
+        f"{AUTO_MAX_COORDS} of them"
+        if coords == "auto"
+        else "coords='mean' shows the means over the coordinates"
+    )
+    raise InputError(
+        f"The statistics given to summarize ({', '.join(statistics)}) are per coordinate, "
+        f"and {why} without them; use coords='all' (--coords all), a row per coordinate."
+    )
+
+
 # -- tables -------------------------------------------------------------------------------
 def caption_head(summary: xr.Dataset) -> str:
     """'name: 90% intervals', the start of a table's caption."""
@@ -175,7 +238,9 @@ def replicates_per_cell(summary: xr.Dataset, count: str) -> str:
     """'replicates per cell: 35-36 of 40' from the count variable ``count``."""
     counts = summary[count].values
     lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
-    reps = sweep_info(summary).get("replicates")
+    # The Dataset's own replicates (a part of a store has fewer than its sweep), else the
+    # sweep's (a comparison does not record them).
+    reps = summary.attrs.get("replicates", sweep_info(summary).get("replicates"))
     done = f"{lo}" if lo == hi else f"{lo}-{hi}"
     if reps is not None:
         done += f" of {reps}"
@@ -197,16 +262,10 @@ def summary_caption(summary: xr.Dataset, diagnostics: bool) -> str:
     )
 
 
-def statistics_caption(summary: xr.Dataset, shown: Literal["all", "mean"]) -> str:
+def statistics_caption(summary: xr.Dataset) -> str:
     """What the caption says of the statistics given to summarize ('' for none): how
-    each standard error was computed, or, with the coordinate means, that they are left
-    out."""
+    each standard error was computed."""
     names = statistic_names(summary)
-    if not names:
-        return ""
-    listed = ", ".join(names)
-    if shown == "mean":
-        return f"; {listed}: per coordinate, left out here (--coords all shows them)"
     words = {
         "mean": "the mean of per-replicate values, standard error sd / sqrt(R)",
         "bootstrap": (
@@ -363,7 +422,8 @@ def format_table(
         records of :func:`coord_mean_records`. ``auto``: ``all`` for a summary of at
         most :data:`AUTO_MAX_COORDS` coordinates; otherwise ``mean`` in the ``text``,
         ``markdown`` and ``latex`` tables, while ``csv`` and ``json`` keep every
-        coordinate's record.
+        coordinate's record. A summary with statistics of its own (``summarize``'s
+        ``statistics``) is refused where the means are shown: they are per coordinate.
     replicates_needed : bool
         Add a row per method (``text``, ``markdown`` and ``latex``): the replicates that
         would give the coverage the summary's ``target_se`` (``replicates_needed``, or
@@ -379,13 +439,17 @@ def format_table(
     ------
     ValueError
         ``fmt`` or ``coords`` is not one of the values above.
+    ldpsim.pipeline.errors.InputError
+        Statistics of the summary's own and a table of the coordinate means
+        (:func:`check_statistics_shown`).
     """
     if fmt not in TABLE_FORMATS:
         raise ValueError(
             f"The 'fmt' parameter of format_table must be one of {', '.join(TABLE_FORMATS)}. "
             f"Got {fmt!r}."
         )
-    shown = shown_coords(summary, coords)
+    shown = table_coords(summary, fmt, coords)
+    check_statistics_shown(statistic_names(summary), shown, coords)
     if fmt in ("json", "csv"):
         # Machines get every coordinate unless the means are asked for by name.
         means = coords == "mean"
@@ -407,7 +471,7 @@ def format_table(
         if replicates_needed:
             stats[needed_row] = "replicates_needed"
         caption, rows = summary_caption(summary, diagnostics), table_rows(summary, fmt, stats)
-    caption += statistics_caption(summary, shown)
+    caption += statistics_caption(summary)
     if replicates_needed:
         caption += (
             f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "

@@ -226,13 +226,46 @@ def _owner(frames: list[types.FrameType]) -> Plugin | None:
     return None
 
 
+#: The module of ldpsim's ``check_*`` helpers, whose errors are refusals wherever called.
+VALIDATION_MODULE = "ldpsim.tasks.validation"
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is a unit's deliberate refusal of its parameters.
+
+    That is a TypeError or ValueError raised by validation, judged by the frame that
+    raised it (the innermost of its traceback): a unit's ``__post_init__``, a function
+    or method called ``check`` or ``check_*`` (``check_model``, ``_check_scale``; not
+    ``checkpoint``), or one of ldpsim's helpers in :mod:`ldpsim.tasks.validation`.
+    Raised anywhere else (a plugin's ``params()`` adding ``None + 1``, numpy refusing
+    a shape), it is a bug, not a refusal.
+    """
+    if not isinstance(exc, TypeError | ValueError):
+        return False
+    tb = exc.__traceback__
+    if tb is None:  # never raised: nothing says where it comes from
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    function = frame.f_code.co_name.lstrip("_")
+    return (
+        frame.f_globals.get("__name__") == VALIDATION_MODULE
+        or function == "post_init__"
+        or function == "check"
+        or function.startswith("check_")
+    )
+
+
 def plugin_code_error(exc: BaseException) -> PluginCodeError | None:
     """The one-line error for ``exc`` if a plugin's own code raised it, else None.
 
     A plugin's frames are those of a usable plugin's modules (:func:`plugins`); ldpsim's
-    own modules, numpy's and the other libraries' are not. TypeError and ValueError are
-    left alone (None): they are how a unit refuses its parameters (``__post_init__``,
-    ``check``), whose message is already meant for the user.
+    own modules, numpy's and the other libraries' are not. A TypeError or ValueError
+    that a unit's validation raised is left alone (None): it is how a unit refuses its
+    parameters, and its message is already meant for the user (:func:`is_refusal`).
+    Any other TypeError or ValueError of a plugin's code (``None + 1``, a numpy shape
+    mismatch) is a bug like any other exception.
 
     Returns
     -------
@@ -242,7 +275,7 @@ def plugin_code_error(exc: BaseException) -> PluginCodeError | None:
         the first of the plugin's that ldpsim called, the file and line the last of the
         plugin's frames (the one that raised, or called the library that did).
     """
-    if isinstance(exc, TypeError | ValueError) or not isinstance(exc, Exception):
+    if not isinstance(exc, Exception) or isinstance(exc, PluginCodeError) or is_refusal(exc):
         return None
     frames = []
     tb = exc.__traceback__
@@ -281,8 +314,9 @@ def plugin_code_errors() -> Iterator[None]:
 
     Wraps the calls that set a grid point up on the client (constructors, ``params``,
     the sensitivities), before anything is submitted. An exception that no plugin's
-    code raised, and any TypeError or ValueError, passes unchanged: the built-in units
-    keep their behaviour (:func:`plugin_code_error`).
+    code raised, and a unit's deliberate refusal (a TypeError or ValueError of its
+    validation, :func:`is_refusal`), passes unchanged: the built-in units keep their
+    behaviour, and a plugin's refusal its own message (:func:`plugin_code_error`).
 
     Raises
     ------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,30 @@ class ReplicateResult:
     method_seconds: dict[str, np.ndarray] = field(default_factory=dict)
     projected: np.ndarray | None = None
     method_tracebacks: dict[str, str] = field(default_factory=dict)
+
+
+class MethodFailure(Exception):
+    """An interval method's exception, raised instead of recorded.
+
+    Raised by :func:`replicate_from_state` with ``raise_failures=True`` (``ldpsim
+    replay``, which reruns a recorded method failure); the method's own exception, with
+    its traceback, is the ``__cause__``.
+
+    Attributes
+    ----------
+    label : str
+        The method's label in the spec.
+    reason : str
+        The text a :class:`ReplicateResult` records for it in ``failures``
+        (``"ValueError at n = 3: bb needs at least 2 blocks; n = 3 gives 1."``).
+    """
+
+    def __init__(self, label: str, reason: str) -> None:
+        super().__init__(label, reason)
+        self.label, self.reason = label, reason
+
+    def __str__(self) -> str:
+        return f"method {self.label}: {self.reason}"
 
 
 def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
@@ -181,8 +205,15 @@ def replicate_from_state(
     setup: GridPointSetup,
     state: np.ndarray,
     method_rngs: Mapping[str, np.random.Generator],
+    *,
+    methods: Collection[str] | None = None,
+    raise_failures: bool = False,
 ) -> ReplicateResult:
     """The replicate of ``setup`` whose data stream starts at the PCG64 ``state``.
+
+    This is the one place a replicate is computed: ``ldpsim replay`` reruns a recorded
+    method failure through it too (``methods``, ``raise_failures``), so that it
+    computes what the task computed.
 
     Parameters
     ----------
@@ -193,14 +224,40 @@ def replicate_from_state(
         advanced in place by the run.
     method_rngs : mapping label -> Generator
         One stream per method that draws random numbers (``uses_rng``).
+    methods : collection of str, optional
+        Labels of the spec's methods to compute; the result holds these only, in the
+        spec's order. Default: every method. A method's values do not depend on which
+        others run (each has its own stream).
+    raise_failures : bool, default False
+        Raise a method's exception, as :class:`MethodFailure`, instead of recording it
+        in the result.
+
+    Raises
+    ------
+    NonFiniteRun
+        The run's theta_bar is not finite (:func:`run_replicate`).
+    MethodFailure
+        A method raised, with ``raise_failures``; the first, in the order checkpoint,
+        then method.
+    ValueError
+        ``methods`` names a label the spec does not have.
     """
     start = time.perf_counter()
     rs = setup.spec
+    chosen = dict(rs.methods)
+    if methods is not None:
+        unknown = sorted(set(methods) - set(chosen))
+        if unknown:
+            raise ValueError(
+                f"The 'methods' parameter names labels the spec does not have: "
+                f"{', '.join(map(repr, unknown))}; its methods are {', '.join(chosen)}."
+            )
+        chosen = {label: method for label, method in chosen.items() if label in methods}
     users = Users.of(rs, tuple(np.uint64(w) for w in state)) if setup.own_estimate else None
     start_state = state.copy()  # the kernel advances state in place; a diagnosis replays
     stats = setup.stats(setup.run_kernel(setup.cuts, state))
     points = rs.checkpoints or (rs.n,)
-    labels = list(rs.methods)
+    labels = list(chosen)
     d, n_points, n_methods = rs.model.dim, len(points), len(labels)
     estimate = np.empty((n_points, d))
     last = np.empty((n_points, d))
@@ -230,7 +287,7 @@ def replicate_from_state(
         if projected is not None:
             projected[k] = project_l1_ball(estimate[k], radius)
         with np.errstate(all="raise"):
-            for i, (label, method) in enumerate(rs.methods.items()):
+            for i, (label, method) in enumerate(chosen.items()):
                 rng = method_rngs.get(label)
                 if rng is not None and point != rs.n:
                     rng = checkpoint_stream(rng, point)
@@ -246,8 +303,11 @@ def replicate_from_state(
                     if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
                         raise FloatingPointError("non-finite interval bound")
                 except Exception as exc:  # any type: only this method's bounds are lost
-                    if label not in failures:
-                        failures[label] = f"{type(exc).__name__}{where}: {exc}"
+                    if raise_failures or label not in failures:
+                        reason = f"{type(exc).__name__}{where}: {exc}"
+                        if raise_failures:
+                            raise MethodFailure(label, reason) from exc
+                        failures[label] = reason
                         tracebacks[label] = traceback.format_exc()
                     method_failed[i, k] = True
                     continue

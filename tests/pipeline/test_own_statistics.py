@@ -21,8 +21,8 @@ from conftest import one_error_line
 from ldpsim.pipeline import api, cell_statistics
 from ldpsim.pipeline.cell_statistics import BOOTSTRAP_RESAMPLES, Cell
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.tables import format_table
+from ldpsim.pipeline.errors import InputError, shown_value
+from ldpsim.pipeline.tables import AUTO_MAX_COORDS, format_table
 
 
 def lower_cover(c: Cell) -> np.ndarray:
@@ -68,6 +68,7 @@ CELLS = [
 
 
 def test_one_sided_coverage_is_numpy_on_the_stored_arrays_with_se_sd_over_root_r(store, summary):
+    # sd of ddof 0, coverage's rule (sqrt(p (1 - p) / R) for indicators).
     for cell in CELLS:
         arrays = counted(store, cell)
         hits = (arrays["lower"] <= arrays["truth"]).astype(float)
@@ -75,7 +76,7 @@ def test_one_sided_coverage_is_numpy_on_the_stored_arrays_with_se_sd_over_root_r
         assert count == int(summary["n_done"].sel(cell))  # the coverage's replicates
         got = summary.sel(cell)
         np.testing.assert_allclose(float(got["lower_cover"]), hits.mean(), rtol=1e-12)
-        se = hits.std(ddof=1) / np.sqrt(count)
+        se = hits.std(ddof=0) / np.sqrt(count)
         np.testing.assert_allclose(float(got["lower_cover_se"]), se, rtol=1e-12)
     # It varies (the test could fail), and bb counts 35 replicates where the oracle has 36.
     values = summary["lower_cover"].sel({"tau": 0.5, "n": 100, "method": "bb"}).values
@@ -136,8 +137,6 @@ def test_the_tables_show_them_and_say_which_se(summary):
     header = next(csv.reader(io.StringIO(format_table(summary, "csv"))))
     assert {"lower_cover", "lower_cover_se", "median_length_se_method"} <= set(header)
     assert " & lower\\_cover & " in format_table(summary, "latex")  # a row label, escaped
-    # The coordinate means leave them out, and say so.
-    assert "left out here" in format_table(summary, "text", coords="mean")
 
 
 def test_the_data_frame_has_their_columns(store, summary):
@@ -240,6 +239,10 @@ def test_the_cli_takes_an_installed_statistic(statistics_site, store, tmp_path, 
     assert main(["summarize", str(path), "--statistic", "upper_cover"]) == 0
     assert "upper_cover: the mean of per-replicate values" in capsys.readouterr().out
 
+    # The statistics are per coordinate: the coordinate means refuse them in one line.
+    code = main(["summarize", str(path), "--statistic", "upper_cover", "--coords", "mean"])
+    one_error_line(capsys.readouterr(), code, ["(upper_cover)", "coords='all' (--coords all)"])
+
     code = main(["summarize", str(path), "--statistic", "exploding"])
     one_error_line(capsys.readouterr(), code, ["'exploding' raised RuntimeError: boom"])
     code = main(["summarize", str(path), "--statistic", "nope"])
@@ -254,3 +257,130 @@ def test_list_shows_installed_statistics(statistics_site, capsys):
     assert "Statistics (summarize --statistic NAME):" in captured.out
     assert "upper_cover" in captured.out and "my-statistics 1.0" in captured.out
     assert "The statistic plugin 'missing'" in captured.err
+
+
+# -- the review of the statistics ---------------------------------------------------------
+def covered(c: Cell) -> np.ndarray:
+    """The two-sided coverage indicators: the statistic that is coverage."""
+    return (c.lower <= c.truth) & (c.truth <= c.upper)
+
+
+@pytest.mark.parametrize("reps", [slice(None), [0]], ids=["36 replicates", "one replicate"])
+def test_the_coverage_indicators_give_coverage_and_its_se_cell_for_cell(store, reps):
+    summary = api.summarize(store.isel(rep=reps), as_dataset=True, statistics={"cov": covered})
+    np.testing.assert_array_equal(summary["cov"], summary["coverage"])  # NaN where R = 0
+    # The same rule, sqrt(p (1 - p) / R), to rounding: ddof 1 would be sqrt(R / (R - 1))
+    # times larger (1.4% for R = 36), and NaN rather than 0 for R = 1.
+    np.testing.assert_allclose(summary["cov_se"], summary["coverage_se"], rtol=1e-12, atol=0)
+    assert summary["cov_se"].attrs["se_method"] == "mean"
+    se = summary["coverage_se"].values
+    assert (se[np.isfinite(se)] > 0).any() if reps == slice(None) else np.nanmax(se) == 0
+
+
+def test_shape_one_is_one_number_and_a_cell_of_one_replicate_reads_as_the_others(store):
+    part = store.copy(deep=True)
+    single = {"tau": 0.5, "n": 100}  # keeps replicate 0 only: its cells have R = 1
+    part["done"].loc[single] = np.arange(syn.REPS) == 0
+    own = {
+        "q90": lambda c: np.quantile(c.upper - c.lower, [0.9]),
+        "q90_number": lambda c: float(np.quantile(c.upper - c.lower, 0.9)),
+        "lower_cover": lower_cover,
+    }
+    summary = api.summarize(part, as_dataset=True, statistics=own)
+    assert (summary["n_done"].sel(single) == 1).all()
+    # shape (1,) is one number everywhere, the R = 1 cells included: a bootstrap se, the
+    # same draws as the float's (the generator is the cell's, whatever the statistic).
+    assert summary["q90_se"].attrs["se_method"] == "bootstrap"
+    np.testing.assert_array_equal(summary["q90"], summary["q90_number"])
+    np.testing.assert_array_equal(summary["q90_se"], summary["q90_number_se"])
+    assert np.isnan(summary["q90_se"].sel(single)).all()  # no bootstrap of one replicate
+    assert (summary["q90_se"].sel({"tau": 0.9, "n": 100, "method": "bb"}) > 0).all()
+    # A per-replicate statistic returns shape (1,) there too: sd / sqrt(1) = 0, as coverage.
+    assert summary["lower_cover_se"].attrs["se_method"] == "mean"
+    assert (summary["lower_cover_se"].sel(single) == 0).all()
+    np.testing.assert_array_equal(summary["coverage_se"].sel(single), 0.0)
+
+
+def test_each_cell_draws_its_own_resamples_from_a_seed_of_its_labels(store):
+    twin = store.copy(deep=True)
+    for name in ("lower", "upper"):  # coordinate 1 gets coordinate 0's intervals
+        twin[name].loc[{"coord": 1}] = twin[name].sel(coord=0).values
+    statistics = {"median_length": median_length}
+    summary = api.summarize(twin, as_dataset=True, statistics=statistics)
+    cell = {"tau": 0.5, "n": 100, "method": "bb"}
+    se = summary["median_length_se"].sel(cell)
+    assert float(se.sel(coord=0)) != float(se.sel(coord=1))  # the same replicates, other draws
+    for j in range(syn.D):  # each the sd of resamples from the generator of its labels
+        arrays = counted(twin, {**cell, "coord": j})
+        lengths = arrays["upper"] - arrays["lower"]
+        rng = cell_statistics.bootstrap_generator({**cell, "coord": j})
+        draws = [
+            np.median(lengths[rng.integers(0, len(lengths), size=len(lengths))])
+            for _ in range(BOOTSTRAP_RESAMPLES)
+        ]
+        assert float(se.sel(coord=j)) == np.std(draws, ddof=1)
+    # A part of the store gives its cells the same numbers.
+    part = api.summarize(twin.sel(tau=[0.5]), as_dataset=True, statistics=statistics)
+    np.testing.assert_array_equal(part["median_length_se"].sel(cell), se)
+
+
+def test_messages_name_a_cell_and_quote_values_as_the_tables_and_the_api_do(store, summary):
+    def picky(c: Cell) -> float:
+        if c.labels["n"] == 10_000:
+            raise ValueError("too many")
+        return 0.0
+
+    with pytest.raises(InputError) as info:
+        api.summarize(store, statistics={"picky": picky})
+    assert str(info.value).endswith(" at the cell tau = 0.5, n = 1e4, method = bb, coord = 0.")
+    assert "n = 1e4" in format_table(summary, "text")  # the table's column
+    # One wording of a value (errors.shown_value) in the API, the accessor and here.
+    assert api._shown is shown_value
+    assert shown_value(np.float64(0.5)) == "0.5" and shown_value("x" * 81) == "a str"
+    with pytest.raises(InputError, match=r"returned 'many' at the cell tau = 0.5, n = 1e2"):
+        api.summarize(store, statistics={"x": lambda c: np.str_("many")})
+    label = "m" * 60  # the accessor named labels over 40 characters by their type
+    with pytest.raises(InputError, match=f"Cannot select method = {label!r}"):
+        store.ldpsim.sel(method=label)
+
+
+def test_statistics_are_refused_with_the_coordinate_means_before_they_are_computed(store):
+    calls = []
+
+    def counting(c: Cell) -> np.ndarray:
+        calls.append(c.labels)
+        return lower_cover(c)
+
+    with pytest.raises(InputError) as info:
+        api.summarize(store, coords="mean", statistics={"counting": counting})
+    message = str(info.value)
+    assert "\n" not in message and "(counting)" in message and "coords='all'" in message
+    assert calls == []
+    # The Dataset keeps them per coordinate: coords does not shape it.
+    got = api.summarize(store, coords="mean", as_dataset=True, statistics={"counting": counting})
+    assert got["counting"].sizes["coord"] == syn.D and len(calls) > 0
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "csv", "json"])
+def test_no_table_of_the_coordinate_means_drops_them(summary, fmt):
+    with pytest.raises(InputError, match="coords='mean' shows the means over the coordinates"):
+        format_table(summary, fmt, coords="mean")
+
+
+def test_auto_with_many_coordinates_refuses_them_in_text_and_keeps_them_in_csv(store):
+    copies = AUTO_MAX_COORDS // syn.D + 1  # more coordinates than auto lists one by one
+    wide = xr.concat([store] * copies, "coord", data_vars="minimal", coords="minimal")
+    wide = wide.assign_coords(coord=np.arange(copies * syn.D))
+    summary = api.summarize(wide, as_dataset=True, statistics={"lower_cover": lower_cover})
+    with pytest.raises(InputError, match="coords='auto' shows the means over the coordinates"):
+        format_table(summary, "text")
+    rows = list(csv.DictReader(io.StringIO(format_table(summary, "csv"))))
+    assert len(rows) == summary["lower_cover"].size and "lower_cover_se" in rows[0]
+    assert "lower_cover" in format_table(summary, "text", coords="all")
+
+
+def test_the_caption_counts_the_replicates_of_the_dataset_it_summarizes(store):
+    part = store.isel(rep=slice(0, 20))
+    assert json.loads(part.attrs["sweep"])["replicates"] == syn.REPS  # the whole store's
+    caption = format_table(api.summarize(part, as_dataset=True), "text").splitlines()[0]
+    assert "replicates per cell: 0-20 of 20" in caption, caption

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,7 +25,8 @@ from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
 from ldpsim.pipeline.clusters import unguarded_main_script
 from ldpsim.pipeline.failures import GridNames
-from ldpsim.tasks import plugins
+from ldpsim.tasks import plugins, replicate
+from ldpsim.tasks.grid_point import GridPointSetup
 
 #: Two grid points: c = 1 runs, c = 1e308 overflows at the first step.
 DIVERGING = {"grid": {"c": [1.0, 1e308]}, "spec": {"n": "1000"}}
@@ -132,6 +134,117 @@ def test_replay_of_a_method_failure_raises_the_methods_own_error(early, capsys):
     assert captured.err.strip().splitlines()[-1] == "ValueError: " + recorded.split(": ", 1)[1]
 
 
+def test_replay_reruns_a_method_through_the_replicates_own_code(early, capsys, monkeypatch):
+    calls = []
+    own = replicate.replicate_from_state
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return own(*args, **kwargs)
+
+    monkeypatch.setattr(replicate, "replicate_from_state", spy)
+    with pytest.raises(ValueError, match="bb needs at least 2 blocks") as raised:
+        api.replay(early, rep=1, point={"tau": "0.9"})
+    assert calls == [{"methods": ("bb",), "raise_failures": True}]
+    # The method's own exception, raised where bb raised it, not a wrapper of it.
+    tb = raised.value.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_filename.endswith("bootstrap.py"), tb.tb_frame.f_code
+    assert "The method bb failed again, with the recorded error." in capsys.readouterr().out
+
+
+def test_one_method_of_a_replicate_is_bit_identical_to_the_whole(early):
+    record = _record(early, "1__1.json")
+    setup = GridPointSetup.of(record["spec"])
+    whole = replicate.run_replicate(setup, 1)
+    assert whole.failures["bb"] == record["methods"]["bb"]
+    for label in ("bb", "bm", "oracle"):
+        one = replicate.replicate_from_state(
+            setup, setup.data_state(1), setup.method_streams(1), methods=(label,)
+        )
+        assert list(one.lower) == [label]
+        np.testing.assert_array_equal(one.estimate, whole.estimate, strict=True)
+        for field in ("lower", "upper", "method_estimate", "method_failed"):
+            np.testing.assert_array_equal(
+                getattr(one, field)[label], getattr(whole, field)[label], strict=True
+            )
+    # Raised instead of recorded: the record's text, the method's exception as cause.
+    with pytest.raises(replicate.MethodFailure) as raised:
+        replicate.replicate_from_state(
+            setup, setup.data_state(1), setup.method_streams(1), raise_failures=True
+        )
+    assert (raised.value.label, raised.value.reason) == ("bb", record["methods"]["bb"])
+    assert isinstance(raised.value.__cause__, ValueError)
+    with pytest.raises(ValueError, match="labels the spec does not have: 'nope'"):
+        replicate.replicate_from_state(
+            setup, setup.data_state(1), setup.method_streams(1), methods=("nope",)
+        )
+
+
+@pytest.fixture
+def diverging_copy(diverging, tmp_path) -> Path:
+    """A copy of the diverging store, whose records a test may change."""
+    return Path(shutil.copytree(diverging, tmp_path / "diverging.zarr"))
+
+
+def _write_record(store: Path, name: str, record: dict) -> None:
+    (store / "ldpsim" / "errors" / name).write_text(json.dumps(record))
+
+
+def test_replay_of_a_spec_that_no_longer_validates_is_bad_input(diverging_copy, capsys):
+    record = _record(diverging_copy, "1__1.json")
+    renamed = {("epsilon" if key == "eps" else key): v for key, v in record["spec"].items()}
+    for spec, words in (
+        ({**record["spec"], "model": "gone_model"}, ("'gone_model'",)),  # plugin uninstalled
+        (renamed, ("Unknown key 'epsilon'",)),  # a parameter renamed
+    ):
+        _write_record(diverging_copy, "1__1.json", {**record, "spec": spec})
+        code = main(["replay", str(diverging_copy), "--rep", "1"])
+        one_error_line(
+            capsys.readouterr(),
+            code,
+            ("The recorded spec of rep 1 at c = 1e+308 no longer validates: ", *words),
+            EXIT_BAD_INPUT,
+        )
+
+
+def test_replay_of_a_workers_failure_runs_without_the_workers_limits(diverging_copy, capsys):
+    failed = _record(diverging_copy, "1__0.json")
+    killed = {
+        **failed,
+        "kind": "task",
+        "error": "KilledWorker: Attempted to run task 'x' on 4 different workers -- the "
+        "worker running this task died repeatedly (e.g. out of memory); the replicates "
+        "were recorded as failed",
+        "traceback": "",
+    }
+    worker_line = (
+        "The recorded failure is the worker's (killed or timed out), not an error of the "
+        "computation: replay runs the computation in this process, without the worker's "
+        "memory and time limits."
+    )
+    # The good grid point c = 1, as if its worker had been killed: it runs here.
+    _write_record(diverging_copy, "0__0.json", {**killed, "spec": {**failed["spec"], "c": 1.0}})
+    result = api.replay(diverging_copy, rep=0, point={"c": "1"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"Replaying {diverging_copy}/ldpsim/errors/0__0.json (task failure")
+    assert lines[1] == worker_line
+    assert lines[2].startswith("The computation ran to the end here (")
+    assert "not from an error in the computation" in lines[2]
+    assert len(lines) == 3 and "did not happen again" not in "\n".join(lines)
+    stored = xr.open_zarr(diverging_copy, consolidated=False).sel(c=1.0, rep=0)
+    np.testing.assert_array_equal(result.estimate, stored["estimate"].values, strict=True)
+    # One that fails here too says so, without comparing with the worker's error.
+    _write_record(diverging_copy, "1__0.json", killed)
+    assert main(["replay", str(diverging_copy), "--rep", "0", "--point", "c=1e308"]) == EXIT_FAILED
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == worker_line
+    assert lines[2].startswith(
+        "The replicate failed here, without the worker's limits: NonFiniteRun: non-finite"
+    )
+
+
 PLUGIN = """
 from dataclasses import dataclass
 
@@ -139,6 +252,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.validation import check_float
 
 
 @njit(inline="always")
@@ -179,6 +293,34 @@ class Shaky(Typo):
 
 def _check(model):
     return 1 / 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoneParams(Typo):
+    name = "none_params"
+
+    def params(self):
+        return np.zeros(1) + (None + 1)  # the None bug
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeParams(Typo):
+    name = "shape_params"
+
+    def params(self):
+        return np.zeros(2) + np.zeros(3)  # the shape bug
+
+
+@dataclass(frozen=True, kw_only=True)
+class Picky(Typo):
+    name = "picky_width"
+    width: float = 1.0
+    spread: float = 1.0
+
+    def __post_init__(self):
+        if not self.width > 0:
+            raise ValueError(f"The 'width' of picky_width must be > 0. Got {self.width}.")
+        check_float(self.spread, "spread", owner="picky_width", low=0)
 """
 
 
@@ -193,8 +335,12 @@ def typo_site(tmp_path, monkeypatch) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: replay-units\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         "[ldpsim.models]\ntypo_params = replay_units:Typo\nshaky_init = replay_units:Shaky\n"
+        "none_params = replay_units:NoneParams\nshape_params = replay_units:ShapeParams\n"
+        "picky_width = replay_units:Picky\n"
     )
     monkeypatch.syspath_prepend(str(site))
+    # Imported afresh from this site: a module of another test's site has another file.
+    monkeypatch.delitem(sys.modules, "replay_units", raising=False)
     plugins.plugins.cache_clear()
     yield site
     plugins.plugins.cache_clear()
@@ -237,6 +383,58 @@ def test_a_plugins_bug_is_one_line_naming_its_file_and_line(typo_site, tmp_path,
         _ = 1 / 0
     except ZeroDivisionError as exc:
         assert plugins.plugin_code_error(exc) is None
+
+
+def _line_of(marker: str) -> int:
+    return next(i for i, text in enumerate(PLUGIN.splitlines(), 1) if marker in text)
+
+
+def _run_model(tmp_path: Path, model: str, **params: str) -> tuple[int, Path]:
+    sweep = write_sweep(
+        tmp_path / f"{model}.toml",
+        grid={"n": [1000]},
+        spec={"model": f'"{model}"', "eps": "inf", "mechanism": '"none"', **params},
+    )
+    store = tmp_path / f"{model}.zarr"
+    return main(["run", str(sweep), "--store", str(store)]), store
+
+
+def test_a_plugins_type_or_value_error_is_its_bug_unless_its_validation_raised(
+    typo_site, tmp_path, capsys
+):
+    where = typo_site / "replay_units.py"
+    # The most common bugs raise TypeError or ValueError: still the plugin's one line.
+    for model, unit, error, marker, reason in (
+        (
+            "none_params",
+            "NoneParams",
+            "TypeError",
+            "# the None bug",
+            "unsupported operand type(s) for +: 'NoneType' and 'int'",
+        ),
+        ("shape_params", "ShapeParams", "ValueError", "# the shape bug", "operands could not"),
+    ):
+        code, store = _run_model(tmp_path, model)
+        one_error_line(
+            capsys.readouterr(),
+            code,
+            (
+                f"The model plugin {model!r} (replay_units:{unit}, from replay-units 1.0): "
+                f"{unit}.params raised {error} at {where}, line {_line_of(marker)}: {reason}",
+            ),
+            EXIT_BAD_INPUT,
+        )
+        assert not store.exists()
+    # A refusal by the unit's __post_init__, or by ldpsim's check_* helper it calls,
+    # keeps its own message.
+    for params, message in (
+        ({"width": "-1.0"}, "The 'width' of picky_width must be > 0. Got -1.0, at the grid"),
+        ({"spread": "-1.0"}, "The 'spread' parameter of picky_width must be a float in (0,"),
+    ):
+        code, store = _run_model(tmp_path, "picky_width", **params)
+        line = one_error_line(capsys.readouterr(), code, (message,), EXIT_BAD_INPUT)
+        assert "plugin" not in line and "raised" not in line
+        assert not store.exists()
 
 
 SCRIPT = """

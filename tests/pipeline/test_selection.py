@@ -3,6 +3,7 @@ selection, and :func:`ldpsim.pipeline.api.run` returning the sweep's part of its
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from conftest import write_sweep
 
 from ldpsim.pipeline import api
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.tables import replicates_per_cell
 
 #: The demo store's (conftest's `demo_store`) method labels, in store order.
 DEMO_METHODS = ["bb", "bm", "sn", "oracle"]
@@ -23,14 +25,18 @@ def demo(demo_store) -> xr.Dataset:
     return api.open_store(demo_store, load=True)
 
 
-def test_importing_the_api_registers_the_accessor_without_importing_xarray():
+def test_the_accessor_is_there_once_ldpsim_opens_a_store_and_the_api_stays_light(demo_store):
+    # Importing the API does not import xarray (half a second for every command); the
+    # first store ldpsim opens registers ds.ldpsim, on that Dataset and every other.
     code = (
-        "import sys, ldpsim.pipeline.api; loaded = 'xarray' in sys.modules; "
-        "import xarray; print(loaded, hasattr(xarray.Dataset, 'ldpsim'), "
-        "hasattr(xarray.DataArray, 'ldpsim'))"
+        "import sys, ldpsim.pipeline.api as api; light = 'xarray' not in sys.modules; "
+        f"ds = api.open_store({str(demo_store)!r}); import xarray as xr; "
+        "other = xr.Dataset({'x': ('method', [1, 2])}, coords={'method': ['a', 'b']}); "
+        "print(light, list(ds.ldpsim.sel(method='bb')['method'].values.shape), "
+        "int(other.ldpsim.sel(method='b')['x']))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "True", "True"], out
+    assert out.stdout.split() == ["True", "[]", "2"], out
 
 
 def test_accessor_selects_a_method_and_a_grid_value_as_the_dict_form_does(demo):
@@ -124,3 +130,17 @@ def test_run_returns_the_sweep_asked_for_and_says_what_else_the_store_holds(
     assert len(lines) == 1, lines
     assert "4 replicates per grid point (returned: the first 2); n = 5000" in lines[0]
     assert f"open_store({str(store)!r})" in lines[0]
+    # Its tables describe the part: 2 of 2 replicates in every cell, none marked partial.
+    assert json.loads(ds.attrs["sweep"])["replicates"] == 2
+    summary = api.summarize(ds, as_dataset=True)
+    assert replicates_per_cell(summary, "replicates_done") == "replicates per cell: 2 of 2"
+
+
+def test_compare_is_the_python_side_of_summarize_compare(demo_store, capsys):
+    table = api.compare(demo_store, "bb", "sn")
+    dataset = api.compare(demo_store, "bb", "sn", as_dataset=True)
+    assert len(table) == dataset.sizes["tau"] * dataset.sizes["n"] * dataset.sizes["coord"]
+    assert table["coverage_diff"].tolist() == dataset["coverage_diff"].values.ravel().tolist()
+    for a, b, words in (("bb", "bb", "two different"), ("bb", "nope", "'nope' is not")):
+        with pytest.raises(InputError, match=words):
+            api.compare(demo_store, a, b)

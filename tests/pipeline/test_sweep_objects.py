@@ -171,3 +171,21 @@ def test_to_toml_round_trips_cases_and_overrides(tmp_path):
 
 def test_the_report_writes_the_stored_sweep_with_the_same_function():
     assert report.sweep_toml is sweep_module.sweep_toml
+
+
+def test_to_dict_loads_back_through_from_dict():
+    # to_dict holds the name (and rep_chunk None): from_dict takes it as it is.
+    sweep = api.load_sweep("demo", replicates=20, grid__n=[1000, 10000])
+    assert Sweep.from_dict(sweep.to_dict()) == sweep
+    assert Sweep.from_dict(sweep.to_dict(), name="other").name == "other"
+    with pytest.raises(InputError, match="needs the sweep's name"):
+        Sweep.from_dict({k: v for k, v in sweep.to_dict().items() if k != "name"})
+
+
+def test_a_parameter_set_on_a_method_without_parameters_is_noted_as_set():
+    # [methods.bb] without parameters, then methods.bb.B = 100: bb is not "without".
+    data = {"replicates": 2, "seed": 1, "description": "quantile"}
+    data |= {"spec": {"model": "quantile", "n": 1000}}
+    data |= {"grid": {"eps": [1.0]}, "methods": {"bb": {}}}
+    sweep = api.load_sweep(data, name="plain", methods__bb__B=100)
+    assert sweep.description == "quantile (as run: methods.bb.B = 100)"
