@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -264,8 +265,27 @@ class Mechanism:
 
     def variance(self, model: Model) -> np.ndarray:
         """Closed-form covariance the mechanism adds to the gradient at theta*, (d, d);
-        averaged over the budget law when ``budget_range`` is given."""
+        averaged over the budget law when ``budget_range`` is given. This default is for
+        noise drawn independently for each coordinate: :meth:`noise_variance` times the
+        identity."""
+        return self.noise_variance(model) * np.eye(model.dim)
+
+    def noise_variance(self, model: Model) -> float:
+        """The variance of the noise added to each coordinate, averaged over the budget
+        law when ``budget_range`` is given (a mechanism of independent noise per
+        coordinate: Laplace, Gaussian, GDP)."""
         raise NotImplementedError
+
+    def noise_constants(
+        self, model: Model, scale: str, scale_of: Callable[[], object], variance: str
+    ) -> Constants:
+        """:meth:`constants` of a mechanism of independent noise per coordinate: its noise
+        scale (named ``scale``, computed by ``scale_of``) and :meth:`noise_variance`
+        (named ``variance``); with ``budget_range``, the averaged variance alone."""
+        if self.budget_range is not None:
+            name = f"the noise variance averaged over the users' {self.budget_param}"
+            return {name: lambda: self.noise_variance(model)}
+        return {scale: scale_of, variance: lambda: self.noise_variance(model)}
 
     def key(self) -> dict[str, object]:
         """The parameters given (None left out), as they key the data stream.

@@ -175,20 +175,13 @@ class Gaussian(Mechanism):
         numerator = self.sensitivity(model) * self.noise_factor()
         return numerator**2 * self.mean_inverse_square_budget()
 
-    def variance(self, model: Model) -> np.ndarray:
-        return self.noise_variance(model) * np.eye(model.dim)
-
     def constants(self, model: Model) -> Constants:
-        if self.budget_range is not None:
-            return {
-                "the noise variance averaged over the users' eps": lambda: self.noise_variance(
-                    model
-                )
-            }
-        return {
-            "the noise sd Delta2 sqrt(2 ln(1.25 / delta)) / eps": lambda: self.sd(model),
-            "the noise variance": lambda: self.noise_variance(model),
-        }
+        return self.noise_constants(
+            model,
+            "the noise sd Delta2 sqrt(2 ln(1.25 / delta)) / eps",
+            lambda: self.sd(model),
+            "the noise variance",
+        )
 
     def outside_theory(self) -> list[str]:
         if self.budget_range is None:
@@ -277,17 +270,10 @@ class GaussianDP(Mechanism):
         when ``budget_range`` is given (Delta2^2 / (low high))."""
         return self.sensitivity(model) ** 2 * self.mean_inverse_square_budget()
 
-    def variance(self, model: Model) -> np.ndarray:
-        return self.noise_variance(model) * np.eye(model.dim)
-
     def constants(self, model: Model) -> Constants:
-        if self.budget_range is not None:
-            return {
-                "the noise variance averaged over the users' mu": lambda: self.noise_variance(
-                    model
-                )
-            }
-        return {
-            "the noise sd Delta2 / mu": lambda: self.sd(model),
-            "the noise variance (Delta2 / mu)^2": lambda: self.noise_variance(model),
-        }
+        return self.noise_constants(
+            model,
+            "the noise sd Delta2 / mu",
+            lambda: self.sd(model),
+            "the noise variance (Delta2 / mu)^2",
+        )

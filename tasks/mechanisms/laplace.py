@@ -122,17 +122,10 @@ class Laplace(Mechanism):
             return 2.0 * self.scale(model) ** 2
         return 2.0 * self.sensitivity(model) ** 2 * self.mean_inverse_square_budget()
 
-    def variance(self, model: Model) -> np.ndarray:
-        return self.noise_variance(model) * np.eye(model.dim)
-
     def constants(self, model: Model) -> Constants:
-        if self.budget_range is not None:
-            return {
-                "the noise variance averaged over the users' eps": lambda: self.noise_variance(
-                    model
-                )
-            }
-        return {
-            "the noise scale Delta1 / eps": lambda: self.scale(model),
-            "the noise variance 2 (Delta1 / eps)^2": lambda: self.noise_variance(model),
-        }
+        return self.noise_constants(
+            model,
+            "the noise scale Delta1 / eps",
+            lambda: self.scale(model),
+            "the noise variance 2 (Delta1 / eps)^2",
+        )
