@@ -366,6 +366,7 @@ def run(
     allow_long: bool = False,
     max_failures: int | None = None,
     task_timeout: float | None = None,
+    accept_code_change: bool = False,
 ) -> xr.Dataset:
     """Compute every replicate of a sweep that its store does not hold yet.
 
@@ -429,6 +430,12 @@ def run(
         restarted, and the task run again (``--task-timeout``; inf: never); default from
         the cost model, max(120 s, 20 times the task's estimate). Tasks past 5 times
         their estimate (and 30 s) show in the progress line.
+    accept_code_change : bool, default False
+        Compute into a store one of whose units (model, mechanism, interval method)
+        changed its source since the store was written (``--accept-code-change``): the
+        change goes into the run record and the new replicates get a new
+        ``code_version``, so that summaries mark the cells that mix code versions.
+        Without it such a run is refused (:mod:`ldpsim.pipeline.code_identity`).
 
     Returns
     -------
@@ -498,6 +505,7 @@ def run(
         allow_long=allow_long,
         max_failures=max_failures,
         task_timeout=task_timeout,
+        accept_code_change=accept_code_change,
     )
     ds, holds = sweep_part(open_store(report["store"]), sweep)
     report["store_holds"] = holds
@@ -523,6 +531,7 @@ def run_report(
     allow_long: bool = False,
     max_failures: int | None = None,
     task_timeout: float | None = None,
+    accept_code_change: bool = False,
 ) -> dict[str, Any]:
     """Run a sweep as :func:`run` does and return its report, without opening the store.
 
@@ -583,6 +592,7 @@ def run_report(
     if task_timeout is not None:
         task_timeout = check_seconds(task_timeout, "task_timeout")
     allow_long = _check_bool(allow_long, "allow_long", "run")
+    accept_code_change = _check_bool(accept_code_change, "accept_code_change", "run")
     # A new store: two labels of one method refused; the defaults that moved, to print.
     notes = new_store_notes(sweep, path)
     check_run_length(sweep, confirmed=allow_long)
@@ -646,6 +656,7 @@ def run_report(
         progress="auto" if progress == "auto" else "bar" if progress else "none",
         task_timeout=task_timeout,
         log=print if progress else _quiet,
+        accept_code_change=accept_code_change,
     )
     code = outcome(
         replicates_failed=report.replicates_failed,
@@ -663,6 +674,7 @@ def run_report(
             failed=report.failed,
             cluster=where,
             command=list(sys.argv) if Path(sys.argv[0]).name == "ldpsim" else None,
+            code_changes=report.code_changes,
         )
     return {
         "store": str(path),

@@ -186,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="start a sweep estimated at more than a day of one core's work",
     )
     run.add_argument(
+        "--accept-code-change",
+        action="store_true",
+        help="compute into a store whose model, mechanism or interval method changed its "
+        "source since it was written; the change is recorded and the cells that mix code "
+        "versions are marked (default: refused, exit 2)",
+    )
+    run.add_argument(
         "--set",
         action="append",
         default=[],
@@ -326,6 +333,7 @@ def cmd_run(args) -> int:
         allow_long=args.yes,
         max_failures=args.max_failures,
         task_timeout=args.task_timeout,
+        accept_code_change=args.accept_code_change,
     )
     return report["exit_code"]
 

@@ -60,6 +60,11 @@ VARIABLE_ATTRS: dict[str, dict[str, str]] = {
         "units": "s",
     },
     "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
+    "code_version": {
+        "long_name": "generation of the 'units' attribute whose code computed the replicate "
+        "(-1: not recorded)",
+        "units": "1",
+    },
 }
 
 #: Variables that stores of older ldpsim versions lack, each with the variable whose
@@ -72,10 +77,14 @@ ADDED_VARIABLES: dict[str, str] = {
     "method_estimate": "lower",
     "method_seconds": "method_failed",
     "projected": "estimate",
+    "code_version": "done",
 }
 #: The added variables whose data type differs from the one they share the layout with:
 #: (zarr data type, fill value as zarr's metadata writes it).
-ADDED_DATA_TYPES: dict[str, tuple[str, object]] = {"method_seconds": ("float64", "NaN")}
+ADDED_DATA_TYPES: dict[str, tuple[str, object]] = {
+    "method_seconds": ("float64", "NaN"),
+    "code_version": ("int16", -1),
+}
 
 
 COORD_ATTRS = {
@@ -257,6 +266,7 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
     import xarray as xr
     from zarr.codecs import Crc32cCodec, ZstdCodec
 
+    from ldpsim.pipeline.code_identity import UNITS_ATTR, sweep_units
     from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
 
     g_dims, g_shape = tuple(layout.axes), layout.grid_shape
@@ -311,6 +321,7 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
         "failed": ((*g_dims, "rep"), (*g_shape, r), g, bool, False),
         "seconds": ((*g_dims, "rep"), (*g_shape, r), g, np.float64, np.nan),
         "job_id": ((*g_dims, "rep"), (*g_shape, r), g, np.int64, 0),
+        "code_version": ((*g_dims, "rep"), (*g_shape, r), g, np.int16, -1),
     }
     data: dict[str, Any] = {}
     encoding: dict[str, dict[str, Any]] = {}
@@ -369,6 +380,7 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
         versions=json.dumps(library_versions(), sort_keys=True),
         streams_version=STREAMS_VERSION,
         streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
+        **{UNITS_ATTR: json.dumps([sweep_units(sweep)], sort_keys=True)},
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )

@@ -8,6 +8,11 @@ cell is *marked* in the tables: a marker after its value and a footnote with the
 ``csv`` and ``json`` carry the counts of every cell (``n_done``, ``n_failed``,
 ``n_replicates``); ``ldpsim summarize --strict`` exits 1 when any cell is marked.
 
+A cell whose replicates were computed by more than one version of the code of its units
+(a plugin edited between two runs, accepted with ``--accept-code-change``; the summary's
+``code_versions``, :mod:`ldpsim.pipeline.code_identity`) is marked too, and the footnote
+says how many versions it mixes.
+
 A cell that no replicate can fill, though some are done and no method failed there (a
 statistic the store has no values for, e.g. the last iterate in a store older than
 ``last``), is ``n/a`` and not marked.
@@ -48,6 +53,28 @@ def replicates(summary: xr.Dataset) -> int | None:
 
 
 def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
+    """Where the cells of ``stat`` are marked: partial (:func:`fewer`) or mixing code
+    versions (the summary's ``code_versions`` above 1).
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        From :func:`ldpsim.pipeline.summary.summarize`.
+    stat : str
+        A key of :data:`COUNTS`.
+    """
+    mask = fewer(summary, stat)
+    return mask | mixed(summary, mask) if "code_versions" in summary else mask
+
+
+def mixed(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+    """Where the cells shaped ``like`` mix replicates of several code versions."""
+    if "code_versions" not in summary:
+        return xr.zeros_like(like, dtype=bool)
+    return (summary["code_versions"] > 1).broadcast_like(like).transpose(*like.dims)
+
+
+def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
     """Where the cells of ``stat`` are partial: True where they count fewer replicates than
     their grid point has, except where none counts by design (no method failed there and
     some replicate of the grid point is done: a statistic the store has no values for).
@@ -94,10 +121,16 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     lost: list[np.ndarray] = []
     done: list[np.ndarray] = []  # replicates of the grid point done, and failed
     failed: list[np.ndarray] = []
+    versions: list[np.ndarray] = []  # code versions of the cells that mix them
     for stat in stats:
         if stat not in COUNTS or stat not in summary:
             continue
-        mask = shown_partial(summary, stat)
+        shown = shown_partial(summary, stat)
+        mix = mixed(summary, shown) & shown
+        if mix.any():
+            cells = summary["code_versions"].broadcast_like(mix).transpose(*mix.dims)
+            versions.append(cells.values[mix.values])
+        mask = shown & fewer(summary, stat)
         count_name, failed_name = COUNTS[stat]
         names = (
             (used, count_name),
@@ -109,15 +142,20 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
             cells = summary[name].broadcast_like(mask).transpose(*mask.dims)
             values.append(cells.values[mask.values])
     counts = np.concatenate(used) if used else np.array([], dtype=int)
-    if total is None or counts.size == 0:
+    mixes = np.concatenate(versions) if versions else np.array([], dtype=int)
+    if total is None or counts.size + mixes.size == 0:
         return ""
+    mix_text = (
+        f"mixes replicates of {span(mixes)} code versions (a unit's source changed "
+        "between runs, accepted with --accept-code-change; ldpsim report STORE lists them)"
+        if mixes.size
+        else ""
+    )
+    if counts.size == 0:
+        return _marked(f"{mix_text}.", fmt)
     failures = np.concatenate(lost)
     # Neither done nor failed: not computed yet.
     missing = total - np.concatenate(done) - np.concatenate(failed)
-
-    def span(values: np.ndarray) -> str:
-        lo, hi = int(values.min()), int(values.max())
-        return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
     text = (
         f"computed on fewer than all {total} replicates of its grid point: "
@@ -126,6 +164,17 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
         "yet (ldpsim run resumes them); a selection by failure can bias the cell. "
         "--format csv gives each cell's n_done and n_failed."
     )
+    return _marked(f"{text} Or: {mix_text}." if mix_text else text, fmt)
+
+
+def span(values: np.ndarray) -> str:
+    """``3`` or ``2-5``: the range of integer ``values``."""
+    lo, hi = int(values.min()), int(values.max())
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def _marked(text: str, fmt: str) -> str:
+    """The footnote ``text`` after the marker of ``fmt``."""
     if fmt == "latex":
         return "\\textsuperscript{*} " + latex_escape(text).replace("--", "-{}-")
     return f"{MARKERS.get(fmt, '*')} {text}"

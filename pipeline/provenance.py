@@ -114,6 +114,7 @@ def record_run(
     failed: int,
     cluster: str,
     command: list[str] | None = None,
+    code_changes: list[dict[str, Any]] | None = None,
 ) -> Path | None:
     """Record a run that wrote to ``store``: its dates, wall time, cluster and software.
 
@@ -134,6 +135,10 @@ def record_run(
         Where it ran: a cluster kind (``local``, ``slurm``, ``pbs``) or a scheduler address.
     command : list of str, optional
         The command line.
+    code_changes : list of dict, optional
+        The unit changes the run accepted (``--accept-code-change``): ``unit``, the
+        ``old`` and ``new`` origin and ``code_version``, the generation of the store's
+        ``units`` its replicates got (:mod:`ldpsim.pipeline.code_identity`).
 
     Returns
     -------
@@ -151,6 +156,8 @@ def record_run(
         "command": command,
         **environment(),
     }
+    if code_changes:
+        record["code_changes"] = code_changes
     folder = Path(store) / META_GROUP / RUNS_FOLDER
     target = folder / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(end))}-{os.getpid()}.json"
     # The host in the temporary name: another host's record being written is not ours

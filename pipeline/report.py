@@ -259,7 +259,42 @@ def provenance(ds: xr.Dataset, store: Path) -> dict[str, Any]:
         "created_with": created_with,
         "streams_version": ds.attrs.get("streams_version", "not recorded (version 1)"),
         "runs": runs,
+        **unit_origins(ds.attrs),
     }
+
+
+def unit_origins(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The origin of every unit a store used, and each recorded change of their code.
+
+    Returns
+    -------
+    dict
+        ``units``: one row per unit of the latest generation (kind, name, origin as
+        :func:`~ldpsim.pipeline.code_identity.describe` writes it); ``code_changes``: one
+        row per unit whose source differs from the generation before (the code version,
+        the unit, old and new origin); ``units_recorded``: whether the store has them.
+    """
+    from ldpsim.pipeline.code_identity import changed_units, describe, read_generations
+
+    try:
+        generations = read_generations(attrs) or []
+    except InputError:
+        generations = []
+    units = [
+        {"kind": key.partition(":")[0], "name": key.partition(":")[2], "origin": describe(o)}
+        for key, o in (generations[-1] if generations else {}).items()
+    ]
+    changes = [
+        {
+            "code_version": index,
+            "unit": change["unit"].replace(":", " "),
+            "old": describe(change["old"]),
+            "new": describe(change["new"]),
+        }
+        for index in range(1, len(generations))
+        for change in changed_units(generations[index - 1], generations[index])
+    ]
+    return {"units": units, "code_changes": changes, "units_recorded": bool(generations)}
 
 
 def _before(created: object, started: object, slack_seconds: float = 60.0) -> bool:

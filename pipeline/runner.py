@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ldpsim.pipeline.code_identity import plan_units
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.damage import find_damage, repair
 from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS, Layout, layout_for, store_index
 from ldpsim.pipeline.lock import RunLock
-from ldpsim.pipeline.reading import extension_pending
+from ldpsim.pipeline.reading import extension_pending, read_attrs
 from ldpsim.pipeline.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.signals import check as check_signals
 from ldpsim.pipeline.store import (
@@ -111,6 +112,8 @@ class RunReport:
     missing: int = 0
     changes: Changes = field(default_factory=Changes)
     seconds: float = 0.0
+    #: The unit changes this run accepted (``--accept-code-change``): unit, old, new origin.
+    code_changes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,8 @@ class Progress:
         self.first: tuple[float, float] | None = None  # (time, cost) of the first task
         self.late = ""  # tasks running far past their estimate (watchdog.Watchdog)
         self.bar = None
-        if mode == "bar" or (mode == "auto" and sys.stderr.isatty()):
+        # No bar for nothing to do: a notebook would keep it at 0% in its saved output.
+        if reps and (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
             if mode == "bar":
                 from tqdm.auto import tqdm
             else:
@@ -287,7 +291,12 @@ class Progress:
 
     def close(self) -> None:
         if self.bar is not None:
+            if self.reps_done == self.reps:  # all done: the bar shows 100%, whatever the
+                self.bar.n = self.bar.total  # rounding of the costs added up
+                self.bar.set_postfix_str(self._postfix(), refresh=False)
+                self.bar.refresh()
             self.bar.close()
+            self.bar = None  # closed once (a stopped run closes it, then its finally)
 
 
 def run_sweep(
@@ -307,6 +316,7 @@ def run_sweep(
     progress: ProgressMode = "auto",
     task_timeout: float | None = None,
     log: Callable[[str], Any] = print,
+    accept_code_change: bool = False,
 ) -> RunReport:
     """Compute every replicate of ``sweep`` not yet done in the store; resume-safe.
 
@@ -336,6 +346,10 @@ def run_sweep(
         the cost model, max(120 s, 20 times the task's estimate).
     log : callable
         Receives each message line (default :func:`print`).
+    accept_code_change : bool, default False
+        Compute into a store one of whose units' source changed since it was written,
+        recording the change (:func:`ldpsim.pipeline.code_identity.plan_units`); else
+        such a run is refused.
 
     Raises
     ------
@@ -361,6 +375,8 @@ def run_sweep(
             log(f"Nothing to do: all {already} replicates of {sweep.name!r} are done in {path}.")
             _log_failures(report, log)
             return report
+    if path.exists():  # refused before the lock and the cluster; checked again under the lock
+        plan_units(path, read_attrs(path), sweep, accept_code_change)
     lock = RunLock(path / META_GROUP) if path.exists() else None
 
     def take_lock(_: Path) -> None:
@@ -389,7 +405,9 @@ def run_sweep(
                 # signal raises inside, however slow the file system): what the tasks
                 # finished meanwhile has no store to go to.
                 with interruptible():
-                    store, changes = Store.open_or_create(path, sweep, before_write=take_lock)
+                    store, changes = Store.open_or_create(
+                        path, sweep, before_write=take_lock, accept_code_change=accept_code_change
+                    )
             except BaseException:
                 if early is not None:
                     with contextlib.suppress(Exception):  # the original error is the one to show
@@ -399,7 +417,9 @@ def run_sweep(
                 early.cancel(connected)  # another run created the store meanwhile
                 early = None
             how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
-            return _execute(sweep, store, changes, undamaged, connected, start, early, *how, log)
+            report = _execute(sweep, store, changes, undamaged, connected, start, early, *how, log)
+            report.code_changes = store.code_changes
+            return report
     finally:
         if lock is not None:
             lock.release()
@@ -498,7 +518,8 @@ def _execute(
     total = len(sweep.points()) * sweep.replicates
     report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
     todo = sum(len(w.reps) for w in work)
-    log(f"{todo} of {total} replicates to compute ({already} already done) in {len(tasks)} tasks.")
+    count = f"{len(tasks)} task" + ("" if len(tasks) == 1 else "s")
+    log(f"{todo} of {total} replicates to compute ({already} already done) in {count}.")
     methods = list(store.layout.methods)
     d = store.layout.d
     progress = Progress(todo, sum(task.cost for task in tasks), log, progress_mode)

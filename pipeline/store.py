@@ -28,6 +28,7 @@ import numpy as np
 import psutil
 import zarr
 
+from ldpsim.pipeline.code_identity import UNITS_ATTR, plan_units
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import check_streams, identity_diff
 from ldpsim.pipeline.integrity import is_sealed, seal
@@ -48,6 +49,7 @@ from ldpsim.pipeline.layout import (
 from ldpsim.pipeline.provenance import RUNS_FOLDER
 from ldpsim.pipeline.reading import (
     missing_variables,
+    read_attrs,
     read_sweep,
     stored_layout,
 )
@@ -69,24 +71,37 @@ class Store:
         # A store of an older ldpsim lacks the ADDED_VARIABLES until a run adds them.
         present = set(self.group.array_keys())
         self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS if name in present}
+        #: The ``code_version`` the replicates written now get, and the unit changes
+        #: this run accepted (:func:`ldpsim.pipeline.code_identity.plan_units`).
+        self.code_version = 0
+        self.code_changes: list[dict[str, Any]] = []
 
     # -- creation and extension ------------------------------------------------------
     @classmethod
     def open_or_create(
-        cls, path: str | Path, sweep: Sweep, before_write: Callable[[Path], None] | None = None
+        cls,
+        path: str | Path,
+        sweep: Sweep,
+        before_write: Callable[[Path], None] | None = None,
+        *,
+        accept_code_change: bool = False,
     ) -> tuple[Store, Changes]:
         """Open the store for ``sweep``, creating or extending it; report what changed.
 
         ``before_write(path)`` (taking the run lock) is called once the store exists and
         matches ``sweep``, before anything in it is changed other than its creation. A
         store created meanwhile by another run is opened like any existing store.
+        ``accept_code_change``: a unit whose source changed since the store was written
+        is recorded as a new generation of its ``units`` (the commit of the extension)
+        instead of refused (:func:`ldpsim.pipeline.code_identity.plan_units`).
 
         Raises
         ------
         InputError
             The path is not a directory, not writable, not an ldpsim store, or was made
-            from a different specification (the message shows the difference); the
-            extension would change array shapes; a write failed (the store is unchanged).
+            from a different specification (the message shows the difference); a unit's
+            source changed (without ``accept_code_change``); the extension would change
+            array shapes; a write failed (the store is unchanged).
         """
         path = Path(path)
         changes = inspect_store(path, sweep)
@@ -110,18 +125,22 @@ class Store:
             finish_extension(path)
             # Under the lock: another run may have grown the store since the check above.
             changes = inspect_store(path, sweep)
+            units = plan_units(path, read_attrs(path), sweep, accept_code_change)
             stored = read_sweep(path)
             layout = stored_layout(path)
             if changes:
-                layout = _extend(path, stored, layout, changes)
-            elif missing_variables(path) or not is_sealed(path):  # a store of older ldpsim
-                _commit(path, _extension_files(path, layout, stored))
+                layout = _extend(path, stored, layout, changes, units.attr)
+            elif missing_variables(path) or not is_sealed(path) or units.write:
+                # A store of an older ldpsim, or units new to the store or changed.
+                _commit(path, _extension_files(path, layout, stored, units.attr))
         except OSError as exc:
             raise InputError(
                 f"Cannot extend the store {str(path)!r}: {_describe(exc)}; the store is "
                 "unchanged. Free some space or make it writable, then run again."
             ) from None
-        return cls(path, layout), changes
+        store = cls(path, layout)
+        store.code_version, store.code_changes = units.code_version, units.changes
+        return store, changes
 
     # -- chunk writes ---------------------------------------------------------------------
     def index_of(self, point: GridPoint) -> tuple[int, ...]:
@@ -221,6 +240,8 @@ class Store:
 
             write("method_seconds", 1, method_seconds)
         write("job_id", 0, lambda r: r["job_id"])
+        if "code_version" in a:  # absent from a store of an older ldpsim opened without a run
+            write("code_version", 0, lambda r: self.code_version)
         write("failed", 0, lambda r: r["failed"])
         # The records of replicates that failed before and are done now are removed;
         # the folder is listed once, not probed once per replicate.
@@ -343,7 +364,9 @@ def _check_fits_axis(path: Path, axis: str, stored: list[Any], new: list[Any]) -
             )
 
 
-def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layout:
+def _extend(
+    path: Path, stored: Sweep, layout: Layout, changes: Changes, units: str | None = None
+) -> Layout:
     """Grow the store along its grid axes and 'rep' (all or nothing); the new layout."""
     values = {a: layout.axis_values[a] + changes.added.get(a, []) for a in layout.axes}
     grown = Layout(
@@ -369,16 +392,20 @@ def _extend(path: Path, stored: Sweep, layout: Layout, changes: Changes) -> Layo
         rep_chunk=stored.rep_chunk,
         cases={**stored.cases, **changes.cases_added},
     )
-    _commit(path, _extension_files(path, grown, merged))
+    _commit(path, _extension_files(path, grown, merged, units))
     return grown
 
 
-def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, bytes]:
+def _extension_files(
+    path: Path, layout: Layout, merged: Sweep, units: str | None = None
+) -> dict[str, bytes]:
     """The files (relative path -> content) of ``path`` that the extension changes.
 
     Zarr does the work on a scratch copy of the store's metadata: variables of
     :data:`ADDED_VARIABLES` that the store lacks added, arrays resized, new coordinates
-    and truth written, the sweep attribute updated, metadata consolidated.
+    and truth written, the sweep attribute (and ``units``, the JSON of
+    :func:`ldpsim.pipeline.code_identity.plan_units`, where given) updated, metadata
+    consolidated.
     Growing an array writes only its ``zarr.json``: the new region is read as the fill
     value, never from the store's existing chunks.
     """
@@ -408,7 +435,7 @@ def _extension_files(path: Path, layout: Layout, merged: Sweep) -> dict[str, byt
             group["truth"][...] = truth_array(merged, layout)
             if "pseudo_truth" in group.array_keys():  # absent from stores older than it
                 group["pseudo_truth"][...] = truth_array(merged, layout, pseudo=True)
-        group.attrs.update({"sweep": merged.to_json()})
+        group.attrs.update({"sweep": merged.to_json(), **({UNITS_ATTR: units} if units else {})})
         consolidate(scratch)
         files = {}
         for f in sorted(scratch.rglob("*")):

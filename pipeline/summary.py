@@ -12,6 +12,7 @@ from scipy.special import ndtri  # the normal quantile, without importing scipy.
 
 from ldpsim.pipeline import cell_statistics
 from ldpsim.pipeline.cell_statistics import Statistic, check_statistics
+from ldpsim.pipeline.code_identity import code_versions
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
 
 #: Store dimensions that are not grid axes.
@@ -54,6 +55,11 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "units": "1",
     },
     "replicates_done": {"long_name": "replicates of the grid point done", "units": "1"},
+    "code_versions": {
+        "long_name": "code versions of the units that computed the grid point's done "
+        "replicates (more than 1: its cells are marked)",
+        "units": "1",
+    },
     "replicates_failed": {"long_name": "replicates of the grid point failed", "units": "1"},
     "joint_coverage": {
         "long_name": "empirical coverage of all coordinates of theta* simultaneously",
@@ -668,6 +674,9 @@ def summarize(
         }
     )
     out["coord_exists"] = valid
+    versions = code_versions(ds)
+    if versions is not None:  # a store of an older ldpsim opened without a run lacks it
+        out["code_versions"] = versions
     if statistics:
         own = cell_statistics.compute(statistics, lower, upper, method_estimate, truth, ok, level)
         out = out.assign(own.data_vars)

@@ -90,3 +90,17 @@ def test_progress_lines_report_the_share_of_work(monkeypatch):
     progress.close()
     assert lines[0].startswith("progress: 1/3 replicates, 25.0% of the work, ETA ")
     assert lines[1] == "progress: 3/3 replicates, 100.0% of the work, ETA 0 s"
+
+
+def test_a_bar_ends_full_and_nothing_to_do_draws_none(capsys):
+    # A notebook keeps a bar's last state in its saved output: 100% when all is done,
+    # and no bar at all for a run with nothing to compute (it stayed at 0%).
+    assert Progress(reps=0, cost=0.0, log=print, mode="bar").bar is None
+    progress = Progress(reps=2, cost=0.3, log=print, mode="bar")
+    progress.update(1, 0.1)
+    progress.update(1, 0.1)  # the costs add up to less than the estimate's total
+    bar = progress.bar
+    progress.close()
+    assert bar.n == bar.total and progress.bar is None
+    progress.close()  # a stopped run closes it twice: harmless
+    assert "100%" in capsys.readouterr().err

@@ -1,0 +1,227 @@
+"""Which code computed a store's replicates: the origin and source hash of every unit.
+
+A store's ``units`` root attribute (JSON) is a list of *generations*: each maps every
+unit the store uses (``"method:bb"``, ``"model:quantile"``, ...) to its origin, built-in
+(``{"origin": "ldpsim", "version": ..., "source_sha256": ...}``) or plugin
+(``{"origin": "plugin", "distribution": ..., "version": ..., "source_sha256": ...}``).
+The per-replicate variable ``code_version`` holds the index of the generation whose code
+computed the replicate (-1: computed before ldpsim recorded it). A run whose units' source
+differs from the latest generation is refused, unless it accepts the change, which adds a
+generation (:func:`plan_units`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.sweep import Sweep
+
+if TYPE_CHECKING:  # a run needs no xarray here
+    import xarray as xr
+
+#: Root attribute: the generations of unit origins (a JSON list).
+UNITS_ATTR = "units"
+#: Per-replicate variable: the index into :data:`UNITS_ATTR` of the code that computed it.
+CODE_VERSION = "code_version"
+#: ``code_version`` of a replicate computed before the store recorded its units.
+UNRECORDED = -1
+#: How a message names each kind of unit.
+KIND_WORDS = {"model": "model", "mechanism": "mechanism", "method": "interval method"}
+
+
+def _source_sha256(cls: type) -> str | None:
+    """SHA-256 (hex) of the file holding ``cls``'s module; None where there is none."""
+    try:
+        file = inspect.getsourcefile(cls)
+        return hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else None
+    except (TypeError, OSError):  # a class made in an interpreter, a file gone
+        return None
+
+
+def unit_origin(cls: type) -> dict[str, Any]:
+    """Where the unit class ``cls`` comes from, and the hash of its module's source.
+
+    Parameters
+    ----------
+    cls : type
+        A model, mechanism or interval method class (a registry's value).
+
+    Returns
+    -------
+    dict
+        ``{"origin": "ldpsim", "version": ..., "source_sha256": ...}`` for a built-in
+        unit; ``{"origin": "plugin", "distribution": ..., "version": ...,
+        "source_sha256": ...}`` for a plugin (distribution and version None where no
+        installed package declares it).
+    """
+    from ldpsim.tasks.plugins import plugins
+
+    sha = _source_sha256(cls)
+    if cls.__module__ == "ldpsim" or cls.__module__.startswith("ldpsim."):
+        try:
+            ours = version("ldpsim")
+        except PackageNotFoundError:
+            ours = None
+        return {"origin": "ldpsim", "version": ours, "source_sha256": sha}
+    declared = next((p.distribution for p in plugins() if p.unit is cls), None)
+    name, _, release = (declared or "").rpartition(" ")
+    return {
+        "origin": "plugin",
+        "distribution": name or None,
+        "version": release or None,
+        "source_sha256": sha,
+    }
+
+
+def sweep_units(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """The origin of every unit ``sweep`` uses, keyed ``"kind:name"`` (sorted)."""
+    classes: dict[str, type] = {}
+    for point in sweep.points():
+        spec = point.normalized
+        classes[f"model:{spec.model.name}"] = type(spec.model)
+        classes[f"mechanism:{spec.mechanism.name}"] = type(spec.mechanism)
+        for method in spec.methods.values():
+            classes[f"method:{method.name}"] = type(method)
+    return {key: unit_origin(classes[key]) for key in sorted(classes)}
+
+
+def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] | None:
+    """The generations recorded in a store's root ``attrs``; None for a store without."""
+    raw = attrs.get(UNITS_ATTR)
+    if raw is None:
+        return None
+    try:
+        out = json.loads(raw)
+        if not isinstance(out, list) or not all(isinstance(g, dict) for g in out) or not out:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InputError(
+            f"The store's {UNITS_ATTR!r} attribute {raw!r} is not a JSON list of unit "
+            "origins; refusing to change it."
+        ) from None
+    return out
+
+
+def describe(origin: dict[str, Any]) -> str:
+    """``plugin mypkg 0.1, source 1a2b3c4d`` or ``ldpsim 0.2, source 9f8e7d6c``."""
+    sha = (origin.get("source_sha256") or "unknown")[:8]
+    if origin.get("origin") == "plugin":
+        where = f"plugin {origin.get('distribution') or '(no package)'} {origin.get('version')}"
+    else:
+        where = f"ldpsim {origin.get('version')}"
+    return f"{where}, source {sha}"
+
+
+@dataclass(frozen=True)
+class UnitsPlan:
+    """What a run writes about its units: the attribute, its code version, the changes."""
+
+    #: The new ``units`` attribute (JSON).
+    attr: str
+    #: Whether it differs from the store's (a commit is needed).
+    write: bool
+    #: The generation index of the replicates this run computes.
+    code_version: int
+    #: ``{"unit": key, "old": origin, "new": origin, "code_version": index}`` per
+    #: accepted change.
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def changed_units(
+    old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The units of both ``old`` and ``new`` whose known source hashes differ."""
+    out = []
+    for key in sorted(set(old) & set(new)):
+        a, b = old[key].get("source_sha256"), new[key].get("source_sha256")
+        if a and b and a != b:
+            out.append({"unit": key, "old": old[key], "new": new[key]})
+    return out
+
+
+def plan_units(
+    path: str | Path, attrs: dict[str, Any] | None, sweep: Sweep, accept_code_change: bool
+) -> UnitsPlan:
+    """Check the units of ``sweep`` against the store's, and plan its ``units`` attribute.
+
+    Units new to the store join its latest generation; a store without the attribute
+    (an older ldpsim) gets its first generation, unrefused.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store (for the message).
+    attrs : dict or None
+        The store's root attributes; None for a new store.
+    sweep : Sweep
+        The sweep the run computes.
+    accept_code_change : bool
+        Record a changed unit as a new generation instead of refusing the run.
+
+    Raises
+    ------
+    InputError
+        A unit's source changed and ``accept_code_change`` is false: one line naming
+        each such unit with both origins.
+    """
+    current = sweep_units(sweep)
+    generations = None if attrs is None else read_generations(attrs)
+    if generations is None:
+        attr = json.dumps([current], sort_keys=True)
+        return UnitsPlan(attr=attr, write=True, code_version=0)
+    latest = generations[-1]
+    changes = changed_units(latest, current)
+    if changes and not accept_code_change:
+        parts = [
+            f"the {KIND_WORDS.get(c['unit'].partition(':')[0], 'unit')} "
+            f"{c['unit'].partition(':')[2]!r} changed since the store {str(path)!r} was "
+            f"written ({describe(c['old'])} -> {describe(c['new'])})"
+            for c in changes
+        ]
+        text = "; ".join(parts)
+        raise InputError(
+            f"{text[0].upper()}{text[1:]}; its new replicates would not be comparable. Use "
+            "another --store path, or run with --accept-code-change to record the change."
+        )
+    merged = {**latest, **current}
+    if changes:
+        generations = [*generations, merged]
+    else:
+        generations = [*generations[:-1], merged]
+    attr, index = json.dumps(generations, sort_keys=True), len(generations) - 1
+    return UnitsPlan(
+        attr=attr,
+        write=attr != attrs.get(UNITS_ATTR),
+        code_version=index,
+        changes=[{**change, "code_version": index} for change in changes],
+    )
+
+
+def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
+    """Per grid point, how many code versions computed its done replicates.
+
+    Versions recorded in the store's ``code_version`` only (a replicate computed before
+    the store recorded its units counts for none); None for a store without the variable.
+    """
+    import xarray as xr
+
+    if "code_version" not in ds:
+        return None
+    try:
+        count = len(read_generations(ds.attrs) or [])
+    except InputError:  # the checks of a run say so; a reader counts what it can
+        count = 0
+    done = ds["done"].astype(bool)
+    versions = xr.zeros_like(done.isel(rep=0, drop=True), dtype=np.int64)
+    for index in range(count):
+        versions = versions + ((ds["code_version"] == index) & done).any("rep")
+    return versions
