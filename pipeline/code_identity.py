@@ -28,6 +28,8 @@ from ldpsim.pipeline.sweep import Sweep
 if TYPE_CHECKING:  # a run needs no xarray here
     import xarray as xr
 
+    from ldpsim.tasks.spec import ReplicateSpec
+
 #: Root attribute: the generations of unit origins (a JSON list).
 UNITS_ATTR = "units"
 #: Per-replicate variable: the index into :data:`UNITS_ATTR` of the code that computed it.
@@ -82,16 +84,60 @@ def unit_origin(cls: type) -> dict[str, Any]:
     }
 
 
+def spec_units(spec: ReplicateSpec) -> dict[str, type]:
+    """The unit classes of one normalized grid point, keyed ``"kind:name"``."""
+    classes = {
+        f"model:{spec.model.name}": type(spec.model),
+        f"mechanism:{spec.mechanism.name}": type(spec.mechanism),
+    }
+    classes.update({f"method:{method.name}": type(method) for method in spec.methods.values()})
+    return classes
+
+
 def sweep_units(sweep: Sweep) -> dict[str, dict[str, Any]]:
     """The origin of every unit ``sweep`` uses, keyed ``"kind:name"`` (sorted)."""
     classes: dict[str, type] = {}
     for point in sweep.points():
-        spec = point.normalized
-        classes[f"model:{spec.model.name}"] = type(spec.model)
-        classes[f"mechanism:{spec.mechanism.name}"] = type(spec.mechanism)
-        for method in spec.methods.values():
-            classes[f"method:{method.name}"] = type(method)
+        classes.update(spec_units(point.normalized))
     return {key: unit_origin(classes[key]) for key in sorted(classes)}
+
+
+#: The source hash of each unit class as this process first read it. A worker runs the
+#: code it imported: a file that changed since is not what it computes with.
+_FIRST_READ: dict[type, str | None] = {}
+
+
+def running_source_sha256(cls: type) -> str | None:
+    """The SHA-256 of ``cls``'s module as this process first read it (then kept)."""
+    if cls not in _FIRST_READ:
+        _FIRST_READ[cls] = _source_sha256(cls)
+    return _FIRST_READ[cls]
+
+
+def check_running_units(spec: ReplicateSpec, expected: dict[str, str | None]) -> None:
+    """Refuse to compute with a unit whose code in this process is not the store's.
+
+    Called by a worker for each grid point of a task. ``expected`` is the source hash
+    of every unit as the client read it (:func:`sweep_units`), which the store records;
+    a worker that imported a unit before its file changed (a cluster kept up across an
+    edit) would compute with the old code under the new code's version.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the unit and both hashes, and the remedy (restart the workers); the
+        task's replicates are then recorded as failed, and none is stored as done.
+    """
+    for key, cls in spec_units(spec).items():
+        want, have = expected.get(key), running_source_sha256(cls)
+        if want and have and want != have:
+            kind, _, name = key.partition(":")
+            raise RuntimeError(
+                f"This worker runs another copy of the {KIND_WORDS.get(kind, kind)} "
+                f"{name!r} (source {have[:8]}) than the one on disk (source {want[:8]}): it "
+                "imported the unit before its file changed. Restart the workers "
+                "(client.restart(), or a new cluster) and run again."
+            )
 
 
 def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ldpsim.pipeline.code_identity import plan_units
+from ldpsim.pipeline.code_identity import plan_units, sweep_units
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.damage import find_damage, repair
 from ldpsim.pipeline.errors import InputError, RunStopped
@@ -470,6 +470,8 @@ def submit(
     from ldpsim.pipeline.worker import run_task  # imports ldpsim.tasks
 
     methods, d = list(layout.methods), layout.d
+    # The units' code as on disk now: a worker that imported another version refuses.
+    units = {key: origin["source_sha256"] for key, origin in sweep_units(sweep).items()}
     futures = {
         client.submit(
             run_task,
@@ -477,6 +479,7 @@ def submit(
             methods,
             d,
             task.key,
+            units,
             key=task.key,
         ): task
         for task in tasks

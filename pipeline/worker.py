@@ -23,25 +23,37 @@ def batch_job_id() -> int:
 
 
 def run_task(
-    chunks: list[tuple[dict[str, Any], list[int], str]], methods: list[str], d: int, key: str
+    chunks: list[tuple[dict[str, Any], list[int], str]],
+    methods: list[str],
+    d: int,
+    key: str,
+    units: dict[str, str | None] | None = None,
 ) -> list[dict[str, Any] | Exception]:
     """Run several chunks, each (grid point spec, replicates, chunk key): one Dask task
     (its key ``key``).
 
     A chunk whose grid point cannot be set up gives its exception in its place (the
-    runner records its replicates as failed); the others are computed.
+    runner records its replicates as failed); the others are computed. ``units``: the
+    source hash of every unit as the client read it ("kind:name" -> SHA-256); a chunk
+    whose units this process imported in another version fails
+    (:func:`ldpsim.pipeline.code_identity.check_running_units`).
     """
     out: list[dict[str, Any] | Exception] = []
     for spec, reps, chunk_key in chunks:
         try:
-            out.append(run_chunk(spec, reps, methods, d, chunk_key))
+            out.append(run_chunk(spec, reps, methods, d, chunk_key, units))
         except Exception as exc:
             out.append(exc)
     return out
 
 
 def run_chunk(
-    spec: dict[str, Any], reps: list[int], methods: list[str], d: int, key: str
+    spec: dict[str, Any],
+    reps: list[int],
+    methods: list[str],
+    d: int,
+    key: str,
+    units: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
 
@@ -56,6 +68,10 @@ def run_chunk(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         setup = setup_of(spec)  # once per grid point and process, not per replicate
+    if units:
+        from ldpsim.pipeline.code_identity import check_running_units
+
+        check_running_units(setup.spec, units)
     rs = setup.spec
     extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
     n_reps, n_methods = len(reps), len(methods)

@@ -50,9 +50,9 @@ class ComputeLogAndFaults(WorkerPlugin):
         compute_log, faults = self.compute_log, self.faults
         current = {"key": ""}  # the chunk being computed (a task runs several)
 
-        def run_chunk(spec, reps, methods, d, key):
+        def run_chunk(spec, reps, methods, d, key, *more):
             current["key"] = key
-            return run_chunk_original(spec, reps, methods, d, key)
+            return run_chunk_original(spec, reps, methods, d, key, *more)
 
         def run_replicate(spec, rep):
             key = current["key"]

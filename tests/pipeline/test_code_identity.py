@@ -28,6 +28,7 @@ from ldpsim.pipeline.code_identity import (
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.partial_cells import footnote, partial
 from ldpsim.pipeline.provenance import read_runs
+from ldpsim.pipeline.reading import iter_errors
 from ldpsim.pipeline.report import unit_origins
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
@@ -201,3 +202,29 @@ def test_a_store_without_units_records_them_and_new_units_join_the_latest():
     plan = plan_units("S.zarr", {"units": json.dumps([stale])}, sweep, True)
     assert plan.code_version == 1 and [c["unit"] for c in plan.changes] == ["method:bb"]
     assert UNRECORDED == -1 and plugins.registry("method")["bb"].__module__.startswith("ldpsim")
+
+
+def test_a_worker_that_kept_the_old_code_refuses_to_compute(
+    tmp_path, plugin_site, local_cluster, capsys
+):
+    # A cluster kept up across the edit: its workers imported the old plugin. The store
+    # would record the new code for replicates computed with the old one; they fail
+    # instead, saying to restart the workers, and nothing is stored as done.
+    site, use = plugin_site
+    sweep, store = _sweep_file(tmp_path), tmp_path / "S.zarr"
+    run = ["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]
+    assert main(run) == 0  # the workers import the plugin, version 0.1
+    _install(site, "0.1", "0.2")
+    _use_site(str(site))  # this process reads the new file; the workers keep the old code
+    more = [*run, "--replicates", "6", "--accept-code-change"]
+    assert main(more) == 1
+    errors = [record["error"] for record in iter_errors(store)]
+    assert len(errors) == 2 and all("Restart the workers" in error for error in errors)
+    assert all("interval method 'half_width'" in error for error in errors)
+    assert int(xr.open_zarr(store)["done"].sum()) == 4
+    use()  # the workers restarted, in effect: they import the new file
+    assert main(more) == 0
+    ds = xr.open_zarr(store)
+    np.testing.assert_array_equal(ds["code_version"].values.reshape(-1, 6), [[0] * 4 + [1] * 2])
+    half = (ds["upper"] - ds["lower"]).sel({"method": "hw"}).values.reshape(6, -1) / 2
+    np.testing.assert_allclose(half[4:], 0.1)
