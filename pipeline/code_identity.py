@@ -134,9 +134,10 @@ def check_running_units(spec: ReplicateSpec, expected: dict[str, str | None]) ->
             kind, _, name = key.partition(":")
             raise RuntimeError(
                 f"This worker runs another copy of the {KIND_WORDS.get(kind, kind)} "
-                f"{name!r} (source {have[:8]}) than the one on disk (source {want[:8]}): it "
-                "imported the unit before its file changed. Restart the workers "
-                "(client.restart(), or a new cluster) and run again."
+                f"{name!r} (source {have[:8]}) than the client read (source {want[:8]}): "
+                "it imported the unit before its file changed, or it has another "
+                "installation of it. Restart the workers (client.restart(), or a new "
+                "cluster), or install the same code on them, and run again."
             )
 
 
@@ -252,22 +253,64 @@ def plan_units(
     )
 
 
-def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
-    """Per grid point, how many code versions computed its done replicates.
+def _cell_units(
+    sweep: dict[str, Any], values: dict[str, Any], label: str, known: set[str]
+) -> list[str]:
+    """The units (``"kind:name"``) a summary cell uses: its grid point's model and
+    mechanism (from the sweep's spec, case and grid values; every mechanism of the store
+    where the spec leaves it to the model's default) and its method's kind."""
+    spec = dict(sweep.get("spec", {}))
+    if "case" in values:
+        spec.update(sweep.get("cases", {}).get(str(values["case"]), {}))
+    spec.update({axis: value for axis, value in values.items() if axis != "case"})
+    params = sweep.get("methods", {}).get(label) or {}
+    units = [f"model:{spec.get('model')}", f"method:{params.get('method', label)}"]
+    if spec.get("mechanism") is not None:
+        units.append(f"mechanism:{spec['mechanism']}")
+    else:
+        units += sorted(key for key in known if key.startswith("mechanism:"))
+    return units
 
-    Versions recorded in the store's ``code_version`` only (a replicate computed before
-    the store recorded its units counts for none); None for a store without the variable.
+
+def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
+    """Per grid point and method, how many versions of its own code computed its done
+    replicates.
+
+    A replicate's ``code_version`` is the store's generation when it was computed; two
+    generations count as one version for a cell whose units (its model, mechanism and
+    method, :func:`_cell_units`) have the same source hashes in both: a change of
+    another unit does not make the cell mixed. A replicate computed before the store
+    recorded its units counts for none; None for a store without the variable.
     """
     import xarray as xr
 
-    if "code_version" not in ds:
+    if CODE_VERSION not in ds:
         return None
     try:
-        count = len(read_generations(ds.attrs) or [])
+        generations = read_generations(ds.attrs) or []
     except InputError:  # the checks of a run say so; a reader counts what it can
-        count = 0
-    done = ds["done"].astype(bool)
-    versions = xr.zeros_like(done.isel(rep=0, drop=True), dtype=np.int64)
-    for index in range(count):
-        versions = versions + ((ds["code_version"] == index) & done).any("rep")
-    return versions
+        generations = []
+    sweep = json.loads(ds.attrs.get("sweep") or "{}")
+    known = {key for generation in generations for key in generation}
+    grid = [dim for dim in ds["done"].dims if dim != "rep"]
+    methods = [str(label) for label in ds["method"].values]
+    done = np.asarray(ds["done"].values, dtype=bool)
+    version = np.asarray(ds[CODE_VERSION].values)
+    out = np.zeros((*done.shape[:-1], len(methods)), dtype=np.int64)
+    for index in np.ndindex(*done.shape[:-1]):
+        present = sorted(
+            v for v in set(version[index][done[index]].tolist()) if 0 <= v < len(generations)
+        )
+        if len(present) < 2:
+            out[index] = len(present)
+            continue
+        values = {dim: ds[dim].values[i].item() for dim, i in zip(grid, index, strict=True)}
+        for m, label in enumerate(methods):
+            units = _cell_units(sweep, values, label, known)
+            codes = {
+                tuple(generations[v].get(unit, {}).get("source_sha256") for unit in units)
+                for v in present
+            }
+            out[(*index, m)] = len(codes)
+    coords = {dim: ds[dim] for dim in grid}
+    return xr.DataArray(out, dims=(*grid, "method"), coords={**coords, "method": ds["method"]})

@@ -71,7 +71,16 @@ def mixed(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
     """Where the cells shaped ``like`` mix replicates of several code versions."""
     if "code_versions" not in summary:
         return xr.zeros_like(like, dtype=bool)
-    return (summary["code_versions"] > 1).broadcast_like(like).transpose(*like.dims)
+    return (_versions_like(summary, like) > 1).transpose(*like.dims)
+
+
+def _versions_like(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+    """The cells' code versions shaped ``like`` (a statistic without a method axis: the
+    most versions of any method of its grid point)."""
+    versions = summary["code_versions"]
+    if "method" in versions.dims and "method" not in like.dims:
+        versions = versions.max("method")
+    return versions.broadcast_like(like)
 
 
 def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
@@ -128,7 +137,7 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
         shown = shown_partial(summary, stat)
         mix = mixed(summary, shown) & shown
         if mix.any():
-            cells = summary["code_versions"].broadcast_like(mix).transpose(*mix.dims)
+            cells = _versions_like(summary, mix).transpose(*mix.dims)
             versions.append(cells.values[mix.values])
         mask = shown & fewer(summary, stat)
         count_name, failed_name = COUNTS[stat]

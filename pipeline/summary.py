@@ -56,8 +56,8 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
     },
     "replicates_done": {"long_name": "replicates of the grid point done", "units": "1"},
     "code_versions": {
-        "long_name": "code versions of the units that computed the grid point's done "
-        "replicates (more than 1: its cells are marked)",
+        "long_name": "versions of the cell's own units (model, mechanism, method) that "
+        "computed its grid point's done replicates (more than 1: the cell is marked)",
         "units": "1",
     },
     "replicates_failed": {"long_name": "replicates of the grid point failed", "units": "1"},

@@ -21,6 +21,7 @@ from conftest import one_error_line, scheduler, tree_hash, write_sweep
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.code_identity import (
     UNRECORDED,
+    code_versions,
     plan_units,
     read_generations,
     sweep_units,
@@ -163,7 +164,9 @@ def test_a_changed_plugin_is_refused_then_accepted_and_marked(
 
     summary = summarize(ds)
     assert int(summary["code_versions"].max()) == 2
-    assert bool(partial(summary, "coverage").all())
+    marked = partial(summary, "coverage").any(["tau", "n", "coord"])
+    assert marked.sel({"method": "hw"}).item()  # only the changed method's cells
+    assert not marked.sel({"method": ["bb", "bm", "oracle"]}).any().item()
     note = footnote(summary, ["coverage"], "text")
     assert note.startswith("* mixes replicates of 2 code versions")
     capsys.readouterr()
@@ -228,3 +231,28 @@ def test_a_worker_that_kept_the_old_code_refuses_to_compute(
     np.testing.assert_array_equal(ds["code_version"].values.reshape(-1, 6), [[0] * 4 + [1] * 2])
     half = (ds["upper"] - ds["lower"]).sel({"method": "hw"}).values.reshape(6, -1) / 2
     np.testing.assert_allclose(half[4:], 0.1)
+
+
+def test_a_change_marks_only_the_cells_whose_units_changed():
+    # Generation 1 changed the method hw only: bb's cells of the same grid point, whose
+    # model, mechanism and method kept their code, are not mixed.
+    unit = {"origin": "ldpsim", "version": "0.2", "source_sha256": "a" * 64}
+    first = {k: unit for k in ("model:quantile", "mechanism:laplace", "method:bb")}
+    first["method:half_width"] = {**unit, "origin": "plugin", "source_sha256": "b" * 64}
+    second = {
+        **first,
+        "method:half_width": {**first["method:half_width"], "source_sha256": "c" * 64},
+    }
+    sweep = {"spec": {"model": "quantile", "mechanism": "laplace"}, "grid": {"n": [500]}}
+    sweep["methods"] = {"bb": {}, "hw": {"method": "half_width"}}
+    ds = xr.Dataset(
+        {
+            "done": (("n", "rep"), np.ones((1, 4), dtype=bool)),
+            "code_version": (("n", "rep"), np.array([[0, 0, 1, 1]], dtype=np.int16)),
+        },
+        coords={"n": [500], "method": ["bb", "hw"], "rep": np.arange(4)},
+        attrs={"sweep": json.dumps(sweep), "units": json.dumps([first, second])},
+    )
+    versions = code_versions(ds)
+    assert versions.sel({"method": "bb"}).item() == 1
+    assert versions.sel({"method": "hw"}).item() == 2
