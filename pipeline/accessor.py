@@ -30,8 +30,8 @@ class LdpsimAccessor(Generic[T]):
     returns every method, and ``ds.sel(method="bb", tau=0.5)`` raises "Invalid fill
     method". ``ds.ldpsim.sel(method="bb", tau=0.5)`` is ``ds.sel({"method": "bb",
     "tau": 0.5})``, with every dimension and label checked first. Registered on
-    ``xarray.Dataset`` and ``xarray.DataArray`` once :mod:`ldpsim.pipeline.api` (or this
-    module) is imported.
+    ``xarray.Dataset`` and ``xarray.DataArray`` by :func:`register`: when ldpsim opens a
+    store or takes a Dataset, or when its API is imported after xarray.
 
     Parameters
     ----------
@@ -41,7 +41,8 @@ class LdpsimAccessor(Generic[T]):
     Examples
     --------
     >>> import xarray as xr
-    >>> import ldpsim.pipeline.api
+    >>> from ldpsim.pipeline.accessor import register
+    >>> register()  # done by open_store, run, summarize, ...
     >>> ds = xr.Dataset(
     ...     {"lower": (("tau", "method"), [[1.0, 2.0], [3.0, 4.0]])},
     ...     coords={"tau": [0.5, 0.9], "method": ["bb", "sn"]},
@@ -85,7 +86,8 @@ class LdpsimAccessor(Generic[T]):
         Examples
         --------
         >>> import xarray as xr
-        >>> import ldpsim.pipeline.api
+        >>> from ldpsim.pipeline.accessor import register
+        >>> register()
         >>> ds = xr.Dataset(coords={"tau": [0.5, 0.9], "method": ["bb", "sn"]})
         >>> ds.ldpsim.sel(method=["sn"], tau=0.5)["method"].values.tolist()
         ['sn']
@@ -124,7 +126,8 @@ class LdpsimAccessor(Generic[T]):
         Examples
         --------
         >>> import xarray as xr
-        >>> import ldpsim.pipeline.api
+        >>> from ldpsim.pipeline.accessor import register
+        >>> register()
         >>> ds = xr.Dataset(coords={"tau": [0.5, 0.9], "method": ["bb", "sn"]})
         >>> ds.ldpsim.isel(method=-1)["method"].item()
         'sn'

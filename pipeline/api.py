@@ -159,6 +159,15 @@ def check_adapt(value: object) -> tuple[int, int]:
         Not a pair of ints.
     InputError
         Out of order, or a maximum of 0.
+
+    Examples
+    --------
+    >>> check_adapt((0, 4))
+    (0, 4)
+    >>> check_adapt((5, 2))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ldpsim.pipeline.errors.InputError: The 'adapt' parameter of run must be a pair ...
     """
     message = (
         "The 'adapt' parameter of run must be a pair (minimum, maximum) of job counts with "
@@ -194,6 +203,13 @@ def check_seconds(value: object, name: str) -> float:
     ------
     InputError
         Not a number (bools are refused), or not positive.
+
+    Examples
+    --------
+    >>> check_seconds(30, "start_timeout")
+    30.0
+    >>> check_seconds(float("inf"), "task_timeout")  # never restart a task's worker
+    inf
     """
     from ldpsim.pipeline.clusters import check_start_timeout
 
@@ -230,6 +246,15 @@ def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int
     int
         :data:`EXIT_FAILED` if anything failed, else :data:`EXIT_INCOMPLETE` if anything is
         missing, else :data:`EXIT_OK`.
+
+    Examples
+    --------
+    >>> outcome(replicates_failed=0, methods_failed=0, missing=0)
+    0
+    >>> outcome(replicates_failed=0, methods_failed=0, missing=12)  # resume it
+    3
+    >>> outcome(replicates_failed=0, methods_failed=2, missing=12)  # see `ldpsim errors`
+    1
     """
     if replicates_failed or methods_failed:
         return EXIT_FAILED
@@ -538,6 +563,12 @@ def run_report(
     ``ldpsim run`` calls this: a command that only needs the exit code does not pay for
     opening the store. The parameters, the exceptions and the report (a dict, with the
     store's path under ``store``) are :func:`run`'s, but for the report's ``store_holds``.
+
+    Examples
+    --------
+    >>> report = run_report("demo", "demo.zarr", workers=2)  # doctest: +SKIP
+    >>> report["exit_code"], report["status"]  # doctest: +SKIP
+    (0, 'complete')
     """
     from ldpsim.pipeline.clusters import check_options, load_cluster_config
     from ldpsim.pipeline.identity import new_store_notes
@@ -1085,6 +1116,11 @@ def plot(
         An unknown kind, a kind the store has no data for (e.g. ``errors`` without
         checkpoints), a ``ds`` that is neither a Dataset nor a path
         (:class:`InputTypeError`), a path that is not a store, or a damaged store.
+
+    Examples
+    --------
+    >>> fig = plot("outputs/demo.zarr", "coverage")  # doctest: +SKIP
+    >>> fig.savefig("coverage.png", dpi=150)  # doctest: +SKIP
     """
     from ldpsim.pipeline.plots import FIGURE_KINDS, store_figures
 
