@@ -196,7 +196,11 @@ def changed_units(
 
 
 def plan_units(
-    path: str | Path, attrs: dict[str, Any] | None, sweep: Sweep, accept_code_change: bool
+    path: str | Path,
+    attrs: dict[str, Any] | None,
+    sweep: Sweep,
+    accept_code_change: bool,
+    current: dict[str, dict[str, Any]] | None = None,
 ) -> UnitsPlan:
     """Check the units of ``sweep`` against the store's, and plan its ``units`` attribute.
 
@@ -213,6 +217,9 @@ def plan_units(
         The sweep the run computes.
     accept_code_change : bool
         Record a changed unit as a new generation instead of refusing the run.
+    current : dict, optional
+        :func:`sweep_units` of ``sweep`` as the run read it once (read here if None):
+        the refusal, the store's record and the workers' check then agree.
 
     Raises
     ------
@@ -220,7 +227,7 @@ def plan_units(
         A unit's source changed and ``accept_code_change`` is false: one line naming
         each such unit with both origins.
     """
-    current = sweep_units(sweep)
+    current = sweep_units(sweep) if current is None else current
     generations = None if attrs is None else read_generations(attrs)
     if generations is None:
         attr = json.dumps([current], sort_keys=True)

@@ -259,9 +259,13 @@ def coord_array(name: str, values: list[Any]) -> np.ndarray:
     return np.array(values, dtype=np.float64)
 
 
-def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[str, Any]]]:
+def template(
+    sweep: Sweep, layout: Layout, units: dict[str, dict[str, Any]] | None = None
+) -> tuple[xr.Dataset, dict[str, dict[str, Any]]]:
     """The lazily allocated Dataset of the SPEC section 7 layout (no data computed), and
-    the encoding (chunks, shards) of its variables for ``to_zarr``."""
+    the encoding (chunks, shards) of its variables for ``to_zarr``. ``units``: the
+    sweep's unit origins as the run read them (:func:`ldpsim.pipeline.code_identity.
+    sweep_units`; read here if None)."""
     import dask.array as da
     import xarray as xr
     from zarr.codecs import Crc32cCodec, ZstdCodec
@@ -380,7 +384,7 @@ def template(sweep: Sweep, layout: Layout) -> tuple[xr.Dataset, dict[str, dict[s
         versions=json.dumps(library_versions(), sort_keys=True),
         streams_version=STREAMS_VERSION,
         streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
-        **{UNITS_ATTR: json.dumps([sweep_units(sweep)], sort_keys=True)},
+        **{UNITS_ATTR: json.dumps([units or sweep_units(sweep)], sort_keys=True)},
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )

@@ -64,7 +64,7 @@ def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
         A key of :data:`COUNTS`.
     """
     mask = fewer(summary, stat)
-    return mask | mixed(summary, mask) if "code_versions" in summary else mask
+    return mask | mixed(summary, mask)
 
 
 def mixed(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:

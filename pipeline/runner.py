@@ -375,8 +375,11 @@ def run_sweep(
             log(f"Nothing to do: all {already} replicates of {sweep.name!r} are done in {path}.")
             _log_failures(report, log)
             return report
+    # The units' code read once for the run: its refusal, the store's record and the
+    # workers' check (submit) agree even if a file changes meanwhile.
+    units = sweep_units(sweep)
     if path.exists():  # refused before the lock and the cluster; checked again under the lock
-        plan_units(path, read_attrs(path), sweep, accept_code_change)
+        plan_units(path, read_attrs(path), sweep, accept_code_change, units)
     lock = RunLock(path / META_GROUP) if path.exists() else None
 
     def take_lock(_: Path) -> None:
@@ -399,14 +402,18 @@ def run_sweep(
             early = None
             if not path.exists():
                 check_signals()  # a signal that came while the cluster started stops here
-                early = submit(connected, sweep, layout_for(sweep), path, None, shuffle)
+                early = submit(connected, sweep, layout_for(sweep), path, None, shuffle, units)
             try:
                 # Creating a store is atomic and cleans up after an interruption (a
                 # signal raises inside, however slow the file system): what the tasks
                 # finished meanwhile has no store to go to.
                 with interruptible():
                     store, changes = Store.open_or_create(
-                        path, sweep, before_write=take_lock, accept_code_change=accept_code_change
+                        path,
+                        sweep,
+                        before_write=take_lock,
+                        accept_code_change=accept_code_change,
+                        units=units,
                     )
             except BaseException:
                 if early is not None:
@@ -417,7 +424,9 @@ def run_sweep(
                 early.cancel(connected)  # another run created the store meanwhile
                 early = None
             how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
-            report = _execute(sweep, store, changes, undamaged, connected, start, early, *how, log)
+            report = _execute(
+                sweep, store, changes, undamaged, connected, start, early, units, *how, log
+            )
             report.code_changes = store.code_changes
             return report
     finally:
@@ -456,10 +465,13 @@ def submit(
     path: Path,
     done: np.ndarray | None,
     shuffle: int | None,
+    units: dict[str, dict[str, Any]],
 ) -> Submitted:
     """Plan the replicates not ``done`` (:func:`plan_layout`), group them into tasks
     and submit those (in a random order with the seed ``shuffle``: tests of order
-    independence)."""
+    independence). Each task carries the source hash of every unit of ``units``
+    (:func:`ldpsim.pipeline.code_identity.sweep_units`, as the run read them), which
+    its worker checks against the code it runs."""
     work, already = plan_layout(sweep, layout, path, done)
     if shuffle is not None:
         import random
@@ -470,8 +482,8 @@ def submit(
     from ldpsim.pipeline.worker import run_task  # imports ldpsim.tasks
 
     methods, d = list(layout.methods), layout.d
-    # The units' code as on disk now: a worker that imported another version refuses.
-    units = {key: origin["source_sha256"] for key, origin in sweep_units(sweep).items()}
+    # The units' code as the run read it: a worker that imported another version refuses.
+    hashes = {key: origin["source_sha256"] for key, origin in units.items()}
     futures = {
         client.submit(
             run_task,
@@ -479,7 +491,7 @@ def submit(
             methods,
             d,
             task.key,
-            units,
+            hashes,
             key=task.key,
         ): task
         for task in tasks
@@ -495,6 +507,7 @@ def _execute(
     client: Client,
     start: float,
     early: Submitted | None,
+    units: dict[str, dict[str, Any]],
     shuffle: int | None,
     every: float,
     limit: FailureLimit,
@@ -511,7 +524,9 @@ def _execute(
         if damage:  # their replicates are made not done, and computed below
             log(f"The store is {damage.describe('recomputing them')}.")
             repair(store.path, damage)
-        submitted = submit(client, sweep, store.layout, store.path, store.done_mask(), shuffle)
+        submitted = submit(
+            client, sweep, store.layout, store.path, store.done_mask(), shuffle, units
+        )
     work, already, tasks, futures = (
         submitted.work,
         submitted.already,

@@ -85,6 +85,7 @@ class Store:
         before_write: Callable[[Path], None] | None = None,
         *,
         accept_code_change: bool = False,
+        units: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[Store, Changes]:
         """Open the store for ``sweep``, creating or extending it; report what changed.
 
@@ -94,6 +95,7 @@ class Store:
         ``accept_code_change``: a unit whose source changed since the store was written
         is recorded as a new generation of its ``units`` (the commit of the extension)
         instead of refused (:func:`ldpsim.pipeline.code_identity.plan_units`).
+        ``units``: the sweep's unit origins as the run read them (read here if None).
 
         Raises
         ------
@@ -109,7 +111,7 @@ class Store:
         if changes.created:
             layout = layout_for(sweep)
             try:
-                created = _create_atomically(path, sweep, layout)
+                created = _create_atomically(path, sweep, layout, units)
             except OSError as exc:  # e.g. /proc, a full or read-only file system
                 raise InputError(
                     f"Cannot create the store {str(path)!r}: {_describe(exc)}. Choose a "
@@ -125,21 +127,21 @@ class Store:
             finish_extension(path)
             # Under the lock: another run may have grown the store since the check above.
             changes = inspect_store(path, sweep)
-            units = plan_units(path, read_attrs(path), sweep, accept_code_change)
+            plan = plan_units(path, read_attrs(path), sweep, accept_code_change, units)
             stored = read_sweep(path)
             layout = stored_layout(path)
             if changes:
-                layout = _extend(path, stored, layout, changes, units.attr)
-            elif missing_variables(path) or not is_sealed(path) or units.write:
+                layout = _extend(path, stored, layout, changes, plan.attr)
+            elif missing_variables(path) or not is_sealed(path) or plan.write:
                 # A store of an older ldpsim, or units new to the store or changed.
-                _commit(path, _extension_files(path, layout, stored, units.attr))
+                _commit(path, _extension_files(path, layout, stored, plan.attr))
         except OSError as exc:
             raise InputError(
                 f"Cannot extend the store {str(path)!r}: {_describe(exc)}; the store is "
                 "unchanged. Free some space or make it writable, then run again."
             ) from None
         store = cls(path, layout)
-        store.code_version, store.code_changes = units.code_version, units.changes
+        store.code_version, store.code_changes = plan.code_version, plan.changes
         return store, changes
 
     # -- chunk writes ---------------------------------------------------------------------
@@ -559,7 +561,9 @@ def _describe(exc: OSError) -> str:
     return f"{exc.strerror or exc}{where}"
 
 
-def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> bool:
+def _create_atomically(
+    path: Path, sweep: Sweep, layout: Layout, units: dict[str, dict[str, Any]] | None = None
+) -> bool:
     """Write the template in a hidden folder beside ``path``, then rename it into place.
 
     Returns False if another run created ``path`` meanwhile (its store is kept). A run
@@ -571,7 +575,7 @@ def _create_atomically(path: Path, sweep: Sweep, layout: Layout) -> bool:
     tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        dataset, encoding = template(sweep, layout)
+        dataset, encoding = template(sweep, layout, units)
         dataset.to_zarr(
             str(tmp),
             compute=False,
