@@ -497,6 +497,7 @@ class StatisticPlugin:
 def statistic_plugins() -> tuple[StatisticPlugin, ...]:
     """Every installed statistic plugin, loaded and checked once per process."""
     from ldpsim.pipeline.summary import reserved_names  # summary imports this module
+    from ldpsim.tasks.plugins import distribution_of
 
     reserved = reserved_names()
     found = []
@@ -513,12 +514,11 @@ def statistic_plugins() -> tuple[StatisticPlugin, ...]:
                 else name_problem(entry_point.name, reserved)
             )
             function = loaded if problem is None else None
-        dist = entry_point.dist
         found.append(
             StatisticPlugin(
                 name=entry_point.name,
                 target=entry_point.value,
-                distribution=f"{dist.name} {dist.version}" if dist else "an unknown package",
+                distribution=distribution_of(entry_point),
                 function=function,
                 problem=problem,
             )

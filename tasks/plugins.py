@@ -26,7 +26,7 @@ import functools
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 
 from ldpsim.tasks import intervals, mechanisms, models
 
@@ -75,7 +75,9 @@ class Plugin:
     problem: str | None
 
 
-def _distribution(entry_point) -> str:
+def distribution_of(entry_point: EntryPoint) -> str:
+    """``NAME VERSION`` of the installed package that declares ``entry_point`` (every
+    plugin group's, statistics included); "an unknown package" where none does."""
     dist = entry_point.dist
     return f"{dist.name} {dist.version}" if dist is not None else "an unknown package"
 
@@ -141,7 +143,7 @@ def plugins() -> tuple[Plugin, ...]:
                     kind=kind,
                     name=entry_point.name,
                     target=entry_point.value,
-                    distribution=_distribution(entry_point),
+                    distribution=distribution_of(entry_point),
                     unit=unit,
                     problem=problem,
                 )
