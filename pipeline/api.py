@@ -392,6 +392,7 @@ def run(
     max_failures: int | None = None,
     task_timeout: float | None = None,
     accept_code_change: bool = False,
+    backend: Literal["cpu", "gpu"] | None = None,
 ) -> xr.Dataset:
     """Compute every replicate of a sweep that its store does not hold yet.
 
@@ -461,6 +462,12 @@ def run(
         change goes into the run record and the new replicates get a new
         ``code_version``, so that summaries mark the cells that mix code versions.
         Without it such a run is refused (:mod:`ldpsim.pipeline.code_identity`).
+    backend : {"cpu", "gpu"} or None, default None
+        Where the SGD chains run (``--backend``): None keeps the sweep's own (its
+        ``backend`` key, else "cpu"); "gpu" runs each chunk of a grid point's replicates
+        as one CUDA launch on a worker that holds a GPU (the Dask worker resource
+        "GPU": ``cluster="local-gpu"`` or ``"slurm-gpu"``) and the interval methods on
+        any worker. A store holds one backend: its streams differ from the CPU's.
 
     Returns
     -------
@@ -515,6 +522,8 @@ def run(
 
     if isinstance(sweep, str | os.PathLike):
         sweep = load_sweep(sweep)  # loaded here: the sweep's part of the store is returned
+    if backend is not None and isinstance(sweep, Sweep):
+        sweep = _on_backend(sweep, backend, "run")
     report = run_report(
         sweep,
         store,
@@ -557,6 +566,7 @@ def run_report(
     max_failures: int | None = None,
     task_timeout: float | None = None,
     accept_code_change: bool = False,
+    backend: Literal["cpu", "gpu"] | None = None,
 ) -> dict[str, Any]:
     """Run a sweep as :func:`run` does and return its report, without opening the store.
 
@@ -582,6 +592,8 @@ def run_report(
             "The 'sweep' parameter of run must be a Sweep (from load_sweep), a sweep name or "
             f"a sweep file. Got {_shown(sweep)}."
         )
+    if backend is not None:
+        sweep = _on_backend(sweep, backend, "run_report")
     # Every argument is checked before anything is estimated, started or written.
     store = _optional_path(store, "store", "run")
     if store == "":
@@ -650,7 +662,7 @@ def run_report(
     kind = load_cluster_config(cluster)["kind"] if cluster else None
     if client is None and scheduler is None and kind is None:
         kind = "local"
-    if (jobs or adapt) and kind in (None, "local"):
+    if (jobs or adapt) and kind in (None, "local", "local-gpu"):
         raise InputError(
             "--jobs and --adapt scale the jobs of a batch cluster (--cluster slurm or pbs, "
             "or a file of that kind); a local cluster takes --workers N, and --scheduler "
@@ -1224,3 +1236,15 @@ def replay(
         )
     pdb = _check_bool(pdb, "pdb", "replay")
     return rerun(find_target(path, int(rep), point), pdb=pdb)
+
+
+def _on_backend(sweep: Sweep, backend: object, function: str) -> Sweep:
+    """``sweep`` on ``backend`` (the ``backend`` parameter of ``function``), checked."""
+    if backend not in ("cpu", "gpu"):
+        raise InputTypeError(
+            f"The 'backend' parameter of {function} must be 'cpu', 'gpu' or None. Got "
+            f"{_shown(backend)}."
+        )
+    from ldpsim.pipeline.sweep import with_backend
+
+    return with_backend(sweep, backend)

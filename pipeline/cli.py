@@ -174,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(
+        "--backend",
+        choices=("cpu", "gpu"),
+        help="where the SGD chains run (default: the sweep's backend, else cpu); gpu runs "
+        "a grid point's replicates as one CUDA launch on a worker holding a GPU "
+        "(--cluster local-gpu or slurm-gpu); a store keeps one backend",
+    )
+    run.add_argument(
         "--max-failures",
         type=_positive_int,
         metavar="K",
@@ -334,6 +341,7 @@ def cmd_run(args) -> int:
         max_failures=args.max_failures,
         task_timeout=args.task_timeout,
         accept_code_change=args.accept_code_change,
+        backend=args.backend,
     )
     return report["exit_code"]
 

@@ -28,7 +28,7 @@ CONFIG_KEYS = ("kind", "options", "scale", "adapt", "start_timeout")
 #: Default seconds from the start of a cluster until its first worker has connected
 #: (cluster-file key ``start_timeout``, option ``--start-timeout``). Local workers start
 #: in seconds, even on a loaded machine; batch jobs may wait in the queue first.
-START_TIMEOUT = {"local": 120.0, "slurm": 600.0, "pbs": 600.0}
+START_TIMEOUT = {"local": 120.0, "local-gpu": 120.0, "slurm": 600.0, "pbs": 600.0}
 #: The same for ``--scheduler``: reaching the scheduler and finding a worker there.
 SCHEDULER_START_TIMEOUT = 120.0
 #: Seconds to reach a running scheduler (distributed's default connect timeout).
@@ -51,6 +51,86 @@ def _local(options: dict[str, Any]):
     from distributed import LocalCluster
 
     return LocalCluster(**options)
+
+
+#: The options of a ``local-gpu`` cluster (cluster/local-gpu.yaml).
+LOCAL_GPU_OPTIONS = frozenset(
+    {
+        "gpu_workers",
+        "cpu_workers",
+        "threads_per_worker",
+        "host",
+        "dashboard_address",
+        "silence_logs",
+        "memory_limit",
+    }
+)
+
+
+def visible_gpus() -> int:
+    """How many CUDA devices this process sees (``CUDA_VISIBLE_DEVICES``, else the
+    driver's count; numba's simulator counts one); 0 without a CUDA driver."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        from numba import cuda
+
+        return len(cuda.gpus)
+    except Exception:  # no driver, no library: no GPU
+        return 0
+
+
+def _local_gpu(options: dict[str, Any]):
+    """One worker per visible GPU (resource "GPU": 1, ``CUDA_VISIBLE_DEVICES`` its own
+    device) and CPU workers for the interval methods, on this machine."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    options = dict(options)
+    gpus = options.get("gpu_workers")
+    gpus = visible_gpus() if gpus is None else gpus
+    if gpus < 1:
+        raise InputError(
+            "The local-gpu cluster found no GPU (CUDA_VISIBLE_DEVICES and the CUDA driver "
+            "list none); run with --backend cpu on a local cluster, or on a machine with "
+            "a GPU."
+        )
+    cpus = options.get("cpu_workers")
+    cpus = max(0, (os.cpu_count() or 1) - gpus) if cpus is None else cpus
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = [d.strip() for d in listed.split(",")] if listed else [str(i) for i in range(gpus)]
+    silence = options.get("silence_logs", "CRITICAL")
+    host = options.get("host", "127.0.0.1")
+    base = {
+        "host": host,
+        "nthreads": options.get("threads_per_worker") or 1,
+        "preload": [LOCAL_WORKER_PRELOAD],
+        "silence_logs": silence,
+        "dashboard": False,
+        **({"memory_limit": options["memory_limit"]} if "memory_limit" in options else {}),
+    }
+    workers = {
+        f"gpu-{i}": {
+            "cls": Nanny,
+            "options": {
+                **base,
+                "resources": {"GPU": 1},
+                "env": {"CUDA_VISIBLE_DEVICES": devices[i % len(devices)]},
+            },
+        }
+        for i in range(gpus)
+    }
+    workers.update({f"cpu-{j}": {"cls": Nanny, "options": dict(base)} for j in range(cpus)})
+    dashboard = options.get("dashboard_address")
+    scheduler = {
+        "cls": Scheduler,
+        "options": {
+            "host": host,
+            "dashboard": dashboard is not None,
+            "dashboard_address": dashboard,
+        },
+    }
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=silence)
 
 
 def _batch_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +159,7 @@ def _pbs(options: dict[str, Any]):
 
 
 #: Backends by name (the ``kind`` of a cluster file).
-BACKENDS = {"local": _local, "slurm": _slurm, "pbs": _pbs}
+BACKENDS = {"local": _local, "local-gpu": _local_gpu, "slurm": _slurm, "pbs": _pbs}
 
 
 def available_clusters() -> list[str]:
@@ -164,7 +244,7 @@ def check_scaling(config: dict[str, Any], source: str) -> None:
             f"{key}: int >= {low} ({meaning})" for key, (low, meaning) in keys.items()
         )
         expected = f"'{section}' of {source} must be a mapping {{{form}}}"
-        if config["kind"] == "local":
+        if config["kind"] in ("local", "local-gpu"):
             raise InputError(
                 f"The '{section}' key of {source} applies to batch clusters (slurm, pbs) "
                 "only; a local cluster's size is set by --workers or options.n_workers."
@@ -220,6 +300,8 @@ def allowed_options(kind: str) -> set[str]:
     """Option names a cluster kind accepts: its class's and its workers' keywords."""
     from distributed import LocalCluster, Nanny, Worker
 
+    if kind == "local-gpu":
+        return set(LOCAL_GPU_OPTIONS)
     if kind == "local":
         # LocalCluster passes the keywords it does not know on to its Nanny and Worker.
         inits = (LocalCluster.__init__, Nanny.__init__, Worker.__init__)
@@ -257,7 +339,7 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
                 f"Unknown option {key!r} for a {kind} cluster ({source}). Allowed options "
                 f"are: {', '.join(sorted(allowed))}."
             )
-    if kind == "local":
+    if kind in ("local", "local-gpu"):
         _check_local_values(options, source)
 
 
@@ -271,14 +353,15 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
     from distributed.utils import clean_dashboard_address
     from distributed.worker_memory import parse_memory_limit
 
-    for key in ("n_workers", "threads_per_worker"):
+    for key in ("n_workers", "threads_per_worker", "gpu_workers", "cpu_workers"):
         value = options.get(key)
+        low = 0 if key == "cpu_workers" else 1
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
+            isinstance(value, bool) or not isinstance(value, int) or value < low
         ):
             raise InputError(
                 f"The {key!r} option of the local cluster ({source}) must be an integer "
-                f">= 1, or null for the default. Got {value!r}."
+                f">= {low}, or null for the default. Got {value!r}."
             )
     if options.get("memory_limit") is not None:
         value = options["memory_limit"]
@@ -319,6 +402,8 @@ def build_cluster(config: dict[str, Any], overrides: dict[str, Any] | None = Non
     options = {**config["options"], **(overrides or {})}
     try:
         return BACKENDS[kind](options)
+    except InputError:
+        raise
     except Exception as exc:  # a bad value, an interface, a worker that failed to start
         raise InputError(
             f"The {kind} cluster could not start: {_root_cause(exc)}{_start_hint(kind)}"
@@ -361,7 +446,7 @@ def unguarded_main_script() -> str | None:
 def _start_hint(kind: str) -> str:
     """What to add to the one line of a local cluster that could not start: the usual
     cause when the main module is a script without a ``__main__`` guard."""
-    script = unguarded_main_script() if kind == "local" else None
+    script = unguarded_main_script() if kind in ("local", "local-gpu") else None
     if script is None:
         return ""
     return (
@@ -531,7 +616,7 @@ def connect(
                     from distributed import Client
 
                     client = Client(dask_cluster, set_as_default=False)
-                    if kind != "local":
+                    if kind not in ("local", "local-gpu"):
                         _scale(dask_cluster, config, jobs, adapt)
                 wait_for_first_worker(client, started + timeout, problems, where)
             except InputError:

@@ -182,6 +182,7 @@ def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None
     compute changes no number and checks it only when it computes.
     """
     attrs = read_attrs(path)
+    check_gpu_streams(path, attrs, sweep)
     raw = attrs.get("streams_version", 1)
     if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= STREAMS_VERSION:
         raise InputError(
@@ -214,6 +215,29 @@ def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None
         )
     if fingerprint:
         _check_fingerprint(path, attrs, sweep)
+
+
+def check_gpu_streams(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
+    """Refuse a GPU store whose Philox streams are of another version than this ldpsim's.
+
+    Raises
+    ------
+    InputError
+        The store's ``gpu_streams`` differs from
+        :data:`ldpsim.tasks.philox.STREAMS_VERSION` (new replicates would not come from
+        the streams of the stored ones).
+    """
+    if sweep.backend != "gpu":
+        return
+    from ldpsim.tasks.philox import STREAMS_VERSION as GPU_STREAMS
+
+    recorded = attrs.get("gpu_streams")
+    if recorded != GPU_STREAMS:
+        raise InputError(
+            f"The store {str(path)!r} was written with the GPU streams {recorded!r}, and this "
+            f"ldpsim draws {GPU_STREAMS!r}; refusing to compute into it. Use another --store "
+            "path, or the ldpsim release that wrote it."
+        )
 
 
 def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:

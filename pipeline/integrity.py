@@ -49,6 +49,7 @@ KNOWN_ATTRS = frozenset(
         "versions",
         "streams_version",
         "streams_fingerprint",
+        "gpu_streams",
         "units",
         "created",
         "conventions",

@@ -117,11 +117,14 @@ SHARD_BYTES = 2 * 2**20
 
 def default_rep_chunk(sweep: Sweep) -> int:
     """Replicates per chunk (= per task): about :data:`TASK_SECONDS` of the sweep's most
-    expensive grid point, in [1, :data:`MAX_REP_CHUNK`] and at most the replicates."""
+    expensive grid point, in [1, :data:`MAX_REP_CHUNK`] and at most the replicates; on the
+    GPU backend as many as allowed (a chunk is one kernel launch)."""
     from ldpsim.pipeline.cost import replicate_seconds
 
     if sweep.rep_chunk is not None:
         return sweep.rep_chunk
+    if sweep.backend == "gpu":  # one launch holds a chunk: as many threads as can be
+        return min(MAX_REP_CHUNK, sweep.replicates)
     seconds = max(replicate_seconds(p.normalized) for p in sweep.points())
     return int(min(MAX_REP_CHUNK, sweep.replicates, max(1, TASK_SECONDS // seconds)))
 
@@ -384,11 +387,22 @@ def template(
         versions=json.dumps(library_versions(), sort_keys=True),
         streams_version=STREAMS_VERSION,
         streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
+        **gpu_streams_attr(sweep),
         **{UNITS_ATTR: json.dumps([units or sweep_units(sweep)], sort_keys=True)},
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )
     return ds, encoding
+
+
+def gpu_streams_attr(sweep: Sweep) -> dict[str, str]:
+    """The ``gpu_streams`` root attribute of a GPU sweep's store: the version of its
+    Philox streams (:data:`ldpsim.tasks.philox.STREAMS_VERSION`); none for the CPU."""
+    if sweep.backend != "gpu":
+        return {}
+    from ldpsim.tasks.philox import STREAMS_VERSION as GPU_STREAMS
+
+    return {"gpu_streams": GPU_STREAMS}
 
 
 def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.ndarray:

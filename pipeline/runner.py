@@ -397,6 +397,7 @@ def run_sweep(
         from ldpsim.pipeline.clusters import connect
 
         with connect(**where, log=log) as connected:
+            check_gpu_workers(connected, sweep)
             # A new store's tasks are all of its replicates: the workers start on them
             # while the client creates the store (seconds for a large grid).
             early = None
@@ -479,24 +480,48 @@ def submit(
         random.Random(shuffle).shuffle(work)
     # A sweep that sets rep_chunk asks for tasks of that many replicates.
     tasks = group_tasks(work, TASK_SECONDS if sweep.rep_chunk is None else 0.0)
-    from ldpsim.pipeline.worker import run_task  # imports ldpsim.tasks
+    from ldpsim.pipeline.worker import launch_gpu, run_task  # imports ldpsim.tasks
 
     methods, d = list(layout.methods), layout.d
     # The units' code as the run read it: a worker that imported another version refuses.
     hashes = {key: origin["source_sha256"] for key, origin in units.items()}
-    futures = {
-        client.submit(
-            run_task,
-            [(w.point.spec, w.reps, w.key) for w in task.works],
-            methods,
-            d,
-            task.key,
-            hashes,
-            key=task.key,
-        ): task
-        for task in tasks
-    }
+    futures = {}
+    for task in tasks:
+        chunks = [(w.point.spec, w.reps, w.key) for w in task.works]
+        launched = ()
+        if sweep.backend == "gpu":
+            # The chains on a worker that holds a GPU (distributed's worker resources);
+            # the methods on any worker, while the GPU runs the next launch.
+            launched = (
+                client.submit(
+                    launch_gpu, chunks, hashes, key=f"{task.key}-gpu", resources={"GPU": 1}
+                ),
+            )
+        args = (chunks, methods, d, task.key, hashes, *launched)
+        futures[client.submit(run_task, *args, key=task.key)] = task
     return Submitted(layout, work, already, tasks, futures)
+
+
+def check_gpu_workers(client: Client, sweep: Sweep) -> None:
+    """Refuse a GPU sweep on a cluster whose connected workers hold no GPU.
+
+    Raises
+    ------
+    InputError
+        ``sweep`` runs on the GPU backend and no connected worker declares the
+        resource "GPU" (its tasks would wait for ever). Checked before the store is
+        created.
+    """
+    if sweep.backend != "gpu":
+        return
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    if not any(info.get("resources", {}).get("GPU", 0) >= 1 for info in workers):
+        raise InputError(
+            f"The sweep {sweep.name!r} runs on the GPU backend and no worker of this "
+            "cluster holds a GPU (the Dask worker resource 'GPU'). Run it with --cluster "
+            "local-gpu or slurm-gpu, start your workers with `--resources GPU=1`, or set "
+            "backend = cpu."
+        )
 
 
 def _execute(

@@ -307,6 +307,13 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
     if not path.exists():
         return Changes(created=True)
     stored = read_sweep(path)
+    if stored.backend != sweep.backend:
+        raise InputError(
+            f"The store {str(path)!r} holds replicates of the {stored.backend} backend and "
+            f"this run asks for the {sweep.backend} backend; one store never mixes them "
+            f"(their random streams differ). Run with backend = {stored.backend}, or into "
+            "another --store path."
+        )
     diff = identity_diff(stored, sweep)
     if diff:
         raise InputError(

@@ -35,6 +35,7 @@ SWEEP_KEYS = (
     "cases",
     "methods",
     "rep_chunk",
+    "backend",
 )
 #: The grid axis whose values are the labels of the sweep's [cases.LABEL] tables.
 CASE_AXIS = "case"
@@ -79,6 +80,11 @@ class Sweep:
     #: sweep file left them out (a sweep read back from a store has none: its methods
     #: are as recorded). Not part of the store; see :func:`adopt_recorded_choices`.
     defaulted: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+    @property
+    def backend(self) -> str:
+        """Where the chains run: 'cpu' or 'gpu' (the spec's ``backend``, one per store)."""
+        return self.base.get("backend", "cpu")
 
     def identity(self) -> dict[str, Any]:
         """What must match for a store to be extended by this sweep (all but the sizes).
@@ -299,8 +305,9 @@ def adopt_recorded_choices(requested: Sweep, stored: Sweep) -> Sweep:
 def _check_cases(raw: object, grid: Mapping[str, Any], allowed: set[str]) -> dict[str, dict]:
     """The ``[cases.LABEL]`` tables: spec values that vary together, by label.
 
-    A case may set any spec key but ``methods``, ``seed`` and ``checkpoints`` (every grid
-    point shares those), and no grid axis (it would be set twice); it overrides [spec].
+    A case may set any spec key but ``methods``, ``seed``, ``checkpoints`` and
+    ``backend`` (every grid point shares those), and no grid axis (it would be set
+    twice); it overrides [spec].
 
     Raises
     ------
@@ -313,7 +320,7 @@ def _check_cases(raw: object, grid: Mapping[str, Any], allowed: set[str]) -> dic
         raise InputError(
             f"The 'cases' section must hold tables [cases.LABEL] of spec values. Got {raw!r}."
         )
-    forbidden = {"methods", "seed", "checkpoints"}
+    forbidden = set(NOT_AXES)
     for label, values in raw.items():
         if not values:
             raise InputError(f"The case {label!r} sets nothing; give it spec values or drop it.")
@@ -716,7 +723,7 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
             rep_chunk = check_int(rep_chunk, "rep_chunk", low=1, high=10**5)
     except (TypeError, ValueError) as exc:
         raise InputError(str(exc)) from None
-    base = data.get("spec", {})
+    base = _with_backend(data.get("spec", {}), data.get("backend"))
     grid = data.get("grid", {})
     methods = data.get("methods", {"bb": {}, "bm": {}, "sn": {}, "oracle": {}})
     for section, value in (("spec", base), ("grid", grid), ("methods", methods)):
@@ -745,10 +752,10 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
                     f"The grid axis {CASE_AXIS!r} lists the labels of [cases.LABEL] tables, "
                     "and the sweep has none; add them or remove the axis."
                 )
-        elif axis not in allowed or axis in ("methods", "seed", "checkpoints"):
+        elif axis not in allowed or axis in NOT_AXES:
             raise InputError(
                 f"Unknown grid axis {axis!r}. Axes can be {CASE_AXIS!r} or any spec key: "
-                f"{', '.join(sorted(allowed - {'methods', 'seed', 'checkpoints'}))}."
+                f"{', '.join(sorted(allowed - set(NOT_AXES)))}."
             )
         if axis in base:
             raise InputError(f"The key {axis!r} is both in [spec] and in [grid]; keep one.")
@@ -803,6 +810,49 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
     )
     _check_checkpoints(sweep.points())  # validates every grid point eagerly
     return sweep
+
+
+#: Spec keys that are the same at every grid point of a store: never a grid axis. A
+#: store holds one backend: the GPU's replicates come from other streams.
+NOT_AXES = ("methods", "seed", "checkpoints", "backend")
+
+
+def _with_backend(base: Any, backend: Any) -> Any:
+    """The [spec] table with the sweep's top-level ``backend`` in it.
+
+    The backend is a spec key (it keys the GPU's streams); the sweep file gives it at
+    the top level or in [spec], not both. 'cpu', the default, is left out, so that a
+    CPU sweep's identity is what it was before backends existed.
+    """
+    if not isinstance(base, Mapping):
+        return base  # refused below, as any other bad [spec]
+    if backend is not None and "backend" in base:
+        raise InputError("The 'backend' key is both at the top level and in [spec]; keep one.")
+    value = base.get("backend", backend)
+    if value is None:
+        return base
+    from ldpsim.tasks.spec import BACKENDS
+
+    if value not in BACKENDS:
+        raise InputError(
+            f"The 'backend' key must be one of {', '.join(map(repr, BACKENDS))}. Got {value!r}."
+        )
+    rest = {key: v for key, v in base.items() if key != "backend"}
+    return rest if value == "cpu" else {**rest, "backend": value}
+
+
+def with_backend(sweep: Sweep, backend: str) -> Sweep:
+    """``sweep`` run on ``backend`` ('cpu' or 'gpu'): ``--backend`` and ``run(backend=)``.
+
+    Raises
+    ------
+    InputError
+        Another backend name, or a grid point that has no GPU form (naming it).
+    """
+    base = _with_backend({k: v for k, v in sweep.base.items() if k != "backend"}, backend)
+    moved = dataclasses.replace(sweep, base=base)
+    moved.points()  # validated now, as a loaded sweep is
+    return moved
 
 
 def _check_checkpoints(points: list[GridPoint]) -> None:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks import run_replicate
-from ldpsim.tasks.grid_point import setup_of
+from ldpsim.tasks import ReplicateResult, run_replicate
+from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, setup_of
+from ldpsim.tasks.replicate import replicate_from_state
 
 
 def batch_job_id() -> int:
@@ -28,6 +31,7 @@ def run_task(
     d: int,
     key: str,
     units: dict[str, str | None] | None = None,
+    launched: list[Launch | Exception] | None = None,
 ) -> list[dict[str, Any] | Exception]:
     """Run several chunks, each (grid point spec, replicates, chunk key): one Dask task
     (its key ``key``).
@@ -36,15 +40,62 @@ def run_task(
     runner records its replicates as failed); the others are computed. ``units``: the
     source hash of every unit as the client read it ("kind:name" -> SHA-256); a chunk
     whose units this process imported in another version fails
-    (:func:`ldpsim.pipeline.code_identity.check_running_units`).
+    (:func:`ldpsim.pipeline.code_identity.check_running_units`). ``launched``: on the
+    GPU backend, each chunk's kernel outputs (:func:`launch_gpu`, run on a GPU worker),
+    on which this task runs the interval methods.
     """
     out: list[dict[str, Any] | Exception] = []
-    for spec, reps, chunk_key in chunks:
+    for i, (spec, reps, chunk_key) in enumerate(chunks):
         try:
-            out.append(run_chunk(spec, reps, methods, d, chunk_key, units))
+            if launched is None:
+                out.append(run_chunk(spec, reps, methods, d, chunk_key, units))
+            else:
+                out.append(run_chunk(spec, reps, methods, d, chunk_key, units, launched[i]))
         except Exception as exc:
             out.append(exc)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One chunk's GPU launch: the kernel's stacked outputs and the launch's seconds
+    (:meth:`ldpsim.tasks.grid_point.GridPointSetup.run_gpu`)."""
+
+    outputs: tuple[np.ndarray, ...]
+    seconds: float
+
+
+def launch_gpu(
+    chunks: list[tuple[dict[str, Any], list[int], str]],
+    units: dict[str, str | None] | None = None,
+) -> list[Launch | Exception]:
+    """The GPU backend's half of a task, on a worker that holds a GPU (resource "GPU"):
+    each chunk's replicates in one kernel launch.
+
+    A chunk whose launch fails gives its exception in its place; :func:`run_task` then
+    records its replicates as failed, with that error.
+    """
+    out: list[Launch | Exception] = []
+    for spec, reps, _ in chunks:
+        try:
+            setup = _checked_setup(spec, units)
+            start = time.perf_counter()
+            outputs = setup.run_gpu(list(reps))
+            out.append(Launch(outputs, time.perf_counter() - start))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+def _checked_setup(spec: dict[str, Any], units: dict[str, str | None] | None) -> GridPointSetup:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        setup = setup_of(spec)  # once per grid point and process, not per replicate
+    if units:
+        from ldpsim.pipeline.code_identity import check_running_units
+
+        check_running_units(setup.spec, units)
+    return setup
 
 
 def run_chunk(
@@ -54,8 +105,12 @@ def run_chunk(
     d: int,
     key: str,
     units: dict[str, str | None] | None = None,
+    launched: Launch | Exception | None = None,
 ) -> dict[str, Any]:
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
+
+    ``launched``: the GPU backend's launch of these replicates (:func:`launch_gpu`), or
+    its error; the methods run on its outputs.
 
     Returns arrays shaped for the store: estimate, last and projected (R, [K,] d; the
     last NaN for a model without an l1 ball), lower, upper and method_estimate
@@ -65,13 +120,7 @@ def run_chunk(
     (R,), and an error record per failed replicate (traceback, parameters, seed) or per
     replicate with failed methods (each method's reason and traceback).
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        setup = setup_of(spec)  # once per grid point and process, not per replicate
-    if units:
-        from ldpsim.pipeline.code_identity import check_running_units
-
-        check_running_units(setup.spec, units)
+    setup = _checked_setup(spec, units)
     rs = setup.spec
     extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
     n_reps, n_methods = len(reps), len(methods)
@@ -111,11 +160,12 @@ def run_chunk(
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
 
+    replicate = replicates_of(setup, reps, launched)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for i, rep in enumerate(reps):
             try:
-                result = run_replicate(setup, rep)
+                result = replicate(i, rep)
             except Exception as exc:
                 out["failed"][i] = True
                 error = f"{type(exc).__name__}: {exc}"
@@ -144,3 +194,39 @@ def run_chunk(
                     tracebacks=result.method_tracebacks,
                 )
     return out
+
+
+def replicates_of(
+    setup: GridPointSetup, reps: list[int], launched: Launch | Exception | None = None
+) -> Callable[[int, int], ReplicateResult]:
+    """How the chunk computes its i-th replicate ``rep``: ``replicate(i, rep)``.
+
+    On the CPU backend, :func:`ldpsim.tasks.run_replicate`. On the GPU backend the
+    chains of all ``reps`` ran in one launch (``launched``, or here when None), and
+    each replicate's methods run on its row of the output; each replicate's
+    ``seconds`` holds its share of the launch. A launch that failed fails every
+    replicate, with its error.
+    """
+    if setup.spec.backend == "cpu":
+        return lambda i, rep: run_replicate(setup, rep)
+    if launched is None:  # the kernel and the methods in one task
+        start = time.perf_counter()
+        try:
+            launched = Launch(setup.run_gpu(list(reps)), time.perf_counter() - start)
+        except Exception as exc:
+            launched = exc
+    if isinstance(launched, Exception):
+        failure = launched
+
+        def failed(i: int, rep: int) -> ReplicateResult:
+            raise failure
+
+        return failed
+    share = launched.seconds / max(len(reps), 1)
+
+    def replicate(i: int, rep: int) -> ReplicateResult:
+        raw = gpu_row(launched.outputs, i)
+        result = replicate_from_state(setup, None, setup.method_streams(rep), raw=raw)
+        return dataclasses.replace(result, seconds=result.seconds + share)
+
+    return replicate

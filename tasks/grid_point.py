@@ -82,7 +82,8 @@ class GridPointSetup:
         mech_params = np.ascontiguousarray(mechanism.params(model), dtype=np.float64)
         theta0 = np.ascontiguousarray(rs.theta0, dtype=np.float64)
         cuts = np.ascontiguousarray(replicate_cuts(rs), dtype=np.int64)
-        kernel = compile_kernel(*kernel_key(rs))
+        # The GPU backend's kernel is compiled at its first launch (run_gpu).
+        kernel = compile_kernel(*kernel_key(rs)) if rs.backend == "cpu" else None
         return cls(
             spec=rs,
             cuts=cuts,
@@ -103,6 +104,30 @@ class GridPointSetup:
     def run_kernel(self, cuts: np.ndarray, state: np.ndarray) -> tuple:
         """The compiled kernel on ``cuts`` from the PCG64 ``state`` (advanced in place)."""
         return self.kernel(*self.kernel_args, int(self.spec.batch), cuts, state)
+
+    def run_gpu(self, reps: list[int]) -> tuple[np.ndarray, ...]:
+        """Replicates ``reps`` on the GPU, in one launch (:mod:`ldpsim.tasks.gpu_kernel`).
+
+        Returns the kernel's outputs stacked along a first axis of replicates: row i of
+        each array is what :meth:`run_kernel` returns for ``reps[i]``
+        (:func:`gpu_row`). Each replicate draws from its own Philox stream, keyed from
+        its seed sequence (:func:`ldpsim.tasks.philox.replicate_keys` of
+        :meth:`data_state`).
+        """
+        from ldpsim.tasks.gpu_kernel import run_gpu_replicates
+        from ldpsim.tasks.philox import replicate_keys
+
+        rs = self.spec
+        states = np.array([self.data_state(rep) for rep in reps], dtype=np.uint64)
+        return run_gpu_replicates(
+            rs.model.name,
+            rs.mechanism.name,
+            *self.kernel_args,
+            int(rs.batch),
+            self.cuts,
+            replicate_keys(states.reshape(len(reps), 4)),
+            needs_full_matrix(rs),
+        )
 
     def stats(self, raw: tuple) -> StreamingStats:
         """The streaming statistics of the kernel's output ``raw`` (:meth:`run_kernel`)."""
@@ -175,6 +200,11 @@ class GridPointSetup:
             state = pcg64_state(assembled_entropy(entropy, spawn_key))
             generator_at(generators[label].bit_generator, state)
         return generators
+
+
+def gpu_row(outputs: tuple[np.ndarray, ...], i: int) -> tuple[np.ndarray, ...]:
+    """Replicate i's kernel output from :meth:`GridPointSetup.run_gpu`'s stacked arrays."""
+    return tuple(output[i] for output in outputs)
 
 
 def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:

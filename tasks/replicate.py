@@ -208,6 +208,7 @@ def replicate_from_state(
     *,
     methods: Collection[str] | None = None,
     raise_failures: bool = False,
+    raw: tuple | None = None,
 ) -> ReplicateResult:
     """The replicate of ``setup`` whose data stream starts at the PCG64 ``state``.
 
@@ -219,9 +220,9 @@ def replicate_from_state(
     ----------
     setup : GridPointSetup
         The grid point's set-up.
-    state : ndarray of uint64, shape (4,)
+    state : ndarray of uint64, shape (4,), or None
         The data-and-noise stream's state (:func:`ldpsim.tasks.rng.state_of`);
-        advanced in place by the run.
+        advanced in place by the run. None with ``raw``.
     method_rngs : mapping label -> Generator
         One stream per method that draws random numbers (``uses_rng``).
     methods : collection of str, optional
@@ -231,6 +232,10 @@ def replicate_from_state(
     raise_failures : bool, default False
         Raise a method's exception, as :class:`MethodFailure`, instead of recording it
         in the result.
+    raw : tuple, optional
+        The kernel's output for this replicate, computed already (the GPU backend's
+        launch, :meth:`ldpsim.tasks.grid_point.GridPointSetup.run_gpu`): the kernel is
+        not run and ``state`` is not used (None).
 
     Raises
     ------
@@ -254,8 +259,11 @@ def replicate_from_state(
             )
         chosen = {label: method for label, method in chosen.items() if label in methods}
     users = Users.of(rs, tuple(np.uint64(w) for w in state)) if setup.own_estimate else None
-    start_state = state.copy()  # the kernel advances state in place; a diagnosis replays
-    stats = setup.stats(setup.run_kernel(setup.cuts, state))
+    # The kernel advances state in place; a diagnosis replays from its start.
+    start_state = None if state is None else state.copy()
+    if raw is None:
+        raw = setup.run_kernel(setup.cuts, state)
+    stats = setup.stats(raw)
     points = rs.checkpoints or (rs.n,)
     labels = list(chosen)
     d, n_points, n_methods = rs.model.dim, len(points), len(labels)
@@ -279,6 +287,11 @@ def replicate_from_state(
             # Imported here: the diagnosis compiles a checked loop, needed on failure only.
             from ldpsim.tasks.diagnose import NonFiniteRun, diagnose_nonfinite
 
+            if start_state is None:  # the GPU's run: its replay on the CPU has other streams
+                raise NonFiniteRun(
+                    f"non-finite theta_bar{where} on the GPU backend (the step where it "
+                    "appeared is found on the CPU: run the grid point with backend = cpu)"
+                )
             try:
                 diagnosis = diagnose_nonfinite(setup, start_state)
             except Exception as exc:  # the replay itself failed: say so, keep the failure

@@ -16,6 +16,7 @@ from ldpsim.tasks.intervals.batch_means import follow_bootstrap
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.validation import (
+    check_choice,
     check_distinct,
     check_float,
     check_int,
@@ -37,7 +38,11 @@ SPEC_KEYS = (
     "level",
     "seed",
     "checkpoints",
+    "backend",
 )
+#: Where the replicates' chains run (``backend``): numba on CPU cores, or one CUDA thread
+#: per replicate (:mod:`ldpsim.tasks.gpu_kernel`), with streams of its own.
+BACKENDS = ("cpu", "gpu")
 #: Defaults of the keys left out; ``theta0`` defaults to the model's
 #: :meth:`~ldpsim.tasks.models.base.Model.default_theta0` (0 but for a scale).
 DEFAULTS: dict[str, Any] = {
@@ -46,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "batch": 1,
     "level": 0.9,
     "seed": 0,
+    "backend": "cpu",
     "methods": {"bb": {}, "bm": {}, "sn": {}, "oracle": {}},
 }
 #: Largest n accepted. Step counters are int64 (at most 9.2e18), and bm's batch boundaries
@@ -166,9 +172,19 @@ class ReplicateSpec:
     level: float
     seed: int
     checkpoints: tuple[int, ...] | None
+    backend: str = "cpu"
 
     def path_key(self) -> dict[str, Any]:
-        """The values that shape the SGD path; they key the data stream."""
+        """The values that shape the SGD path; they key the data stream.
+
+        The GPU backend's streams are keyed by the backend and its streams' version too;
+        the CPU's key is the same as before the backend existed.
+        """
+        gpu = {}
+        if self.backend == "gpu":
+            from ldpsim.tasks.philox import STREAMS_VERSION
+
+            gpu = {"backend": "gpu", "streams": STREAMS_VERSION}
         return {
             "model": self.model.name,
             **dataclasses.asdict(self.model),
@@ -179,6 +195,7 @@ class ReplicateSpec:
             "gamma": self.gamma,
             "theta0": list(self.theta0),
             "batch": self.batch,
+            **gpu,
         }
 
     def method_key(self, label: str) -> dict[str, Any]:
@@ -247,7 +264,9 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         ``n_batches`` or ``beta`` takes the beta of the bb methods, which must agree, see
         :func:`ldpsim.tasks.intervals.batch_means.follow_bootstrap`); ``level`` in
         (0, 1) (0.9); ``seed`` int >= 0 (0); ``checkpoints`` optional list of ints in
-        [1, n], each listed once, at which every interval is also computed.
+        [1, n], each listed once, at which every interval is also computed; ``backend``
+        'cpu' (the default) or 'gpu' (the model, mechanism and methods must have a GPU
+        form: :func:`ldpsim.tasks.gpu_units.gpu_refusal`).
 
     Raises
     ------
@@ -324,6 +343,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     batch = check_int(values["batch"], "batch", low=1, high=10**6)
     level = check_float(values["level"], "level", low=0, high=1)
     seed = check_int(values["seed"], "seed", low=0, high=2**63 - 1)
+    backend = check_choice(values["backend"], "backend", BACKENDS)
 
     raw_methods = values["methods"]
     if not isinstance(raw_methods, Mapping) or not raw_methods:
@@ -357,6 +377,13 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
                 "Run it in a sweep without checkpoints."
             )
 
+    if backend == "gpu":
+        from ldpsim.tasks.gpu_units import gpu_refusal
+
+        refusal = gpu_refusal(model, mechanism, methods)
+        if refusal is not None:
+            raise ValueError(refusal)
+
     return ReplicateSpec(
         model=model,
         mechanism=mechanism,
@@ -369,4 +396,5 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         level=level,
         seed=seed,
         checkpoints=checkpoints,
+        backend=backend,
     )

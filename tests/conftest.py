@@ -11,6 +11,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+# The GPU backend's kernel runs in numba's CUDA simulator in the tests (no GPU needed,
+# the device code itself runs, as Python): set before numba is imported, and inherited
+# by every process a test starts (Dask workers, the CLI).
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+if "numba" in sys.modules:  # a pytest plugin imported numba first: read the variable again
+    from numba.core import config as numba_config
+
+    numba_config.reload_config()
+
 import numpy as np
 import pytest
 from worker_hooks import ComputeLogAndFaults

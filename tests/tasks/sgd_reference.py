@@ -325,23 +325,28 @@ FASTEST_PRIVATIZERS = {**PRIVATIZERS, "laplace": numpy_laplace}
 
 
 def reference_path(
-    rs: ReplicateSpec, rng: np.random.Generator, privatizers=PRIVATIZERS
+    rs: ReplicateSpec,
+    rng: np.random.Generator,
+    privatizers=PRIVATIZERS,
+    gradients=GRADIENTS,
+    eta: list[float] | None = None,
 ) -> np.ndarray:
     """All iterates theta_1..theta_n of LDP-SGD (SPEC 2) as an (n, d) array.
 
     theta_i = P(theta_{i-1} - eta_i ghat_i) with eta_i from
-    :func:`ldpsim.tasks.step_sizes.eta_schedule`, ghat_i the mean of ``rs.batch``
-    privatized gradients at theta_{i-1} and P the model's projection (if any).
+    :func:`ldpsim.tasks.step_sizes.eta_schedule` (or ``eta``, the list eta_1..eta_n),
+    ghat_i the mean of ``rs.batch`` privatized gradients at theta_{i-1} and P the
+    model's projection (if any).
     """
     model, mechanism = rs.model, rs.mechanism
-    sample = GRADIENTS[model.name]
+    sample = gradients[model.name]
     project = PROJECTIONS.get(model.name)
     per_user = ":per_user" if mechanism.budget_range is not None else ""
     privatize = privatizers[mechanism.name + per_user]
     model_params = [float(v) for v in model.params()]
     mech_params = [float(v) for v in mechanism.params(model)]
     d = model.dim
-    eta = eta_schedule(rs.n, rs.c, rs.gamma).tolist()
+    eta = eta_schedule(rs.n, rs.c, rs.gamma).tolist() if eta is None else eta
     theta = [float(v) for v in rs.theta0]
     path = np.empty((rs.n, d))
     g = [0.0] * d

@@ -1,0 +1,145 @@
+"""The GPU backend's models and mechanisms: their callbacks as CUDA device functions.
+
+The GPU kernel (:mod:`ldpsim.tasks.gpu_kernel`) calls a model's gradient and a
+mechanism's privatization as the CPU kernel does, with the same signatures
+(``sample_gradient(d, theta, params, s, g) -> s``, ``privatize(d, g, params, s) -> s``)
+and the same parameter vectors (``Model.params``, ``Mechanism.params``), but drawing
+from the replicate's Philox stream (:mod:`ldpsim.tasks.philox`) instead of PCG64. Each
+function below is its CPU callback's arithmetic, line for line, with the draws
+replaced.
+
+Only the units listed here run on the GPU: :func:`gpu_refusal` names the first part of
+a spec that does not. A new model or mechanism gets its GPU callback here, next to the
+others, and its name in :data:`GPU_MODELS` or :data:`GPU_MECHANISMS`.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from ldpsim.tasks import philox
+
+
+@cuda.jit(device=True, inline=True)
+def quantile_gradient(d, theta, params, s, g):
+    """:class:`ldpsim.tasks.models.quantile.Quantile`: g = 1{X <= theta} - tau, X ~ N(loc, 1)."""
+    z, s = philox.standard_normal(s)
+    x = params[1] + z
+    g[0] = params[3] if x <= theta[0] else params[2]
+    return s
+
+
+@cuda.jit(device=True, inline=True)
+def mean_gradient(d, theta, params, s, g):
+    """:class:`ldpsim.tasks.models.mean.Mean`: g = theta - X, X_j ~ N(loc, 1) truncated."""
+    for j in range(d):
+        z, s = philox.standard_normal(s)
+        x = params[0] + z
+        while x < params[1] or x > params[2]:
+            z, s = philox.standard_normal(s)
+            x = params[0] + z
+        g[j] = theta[j] - x
+    return s
+
+
+@cuda.jit(device=True, inline=True)
+def quantile_regression_gradient(d, theta, params, s, g):
+    """:class:`ldpsim.tasks.models.quantile_regression.QuantileRegression`."""
+    tau = params[0]
+    resid = 0.0
+    g[0] = 1.0
+    for j in range(1, d):
+        z, s = philox.standard_normal(s)
+        while abs(z) > 1.0:
+            z, s = philox.standard_normal(s)
+        g[j] = z
+    xi, s = philox.standard_normal(s)
+    e = xi - params[1]
+    for j in range(d):
+        resid += g[j] * (params[2 + j] - theta[j])
+    resid += e
+    w = (1.0 if resid <= 0.0 else 0.0) - tau
+    for j in range(d):
+        g[j] *= w
+    return s
+
+
+@cuda.jit(device=True, inline=True)
+def randomized_response(d, g, params, s):
+    """:class:`ldpsim.tasks.mechanisms.randomized_response.RandomizedResponse`."""
+    u, s = philox.random(s)
+    flip = u < params[0]
+    bit = g[0] > 0.5 * (params[1] + params[2])
+    g[0] = params[5] if bit != flip else params[4]
+    return s
+
+
+@cuda.jit(device=True, inline=True)
+def laplace(d, g, params, s):
+    """:class:`ldpsim.tasks.mechanisms.laplace.Laplace`: iid Laplace(0, params[0])."""
+    scale = params[0]
+    if scale > 0.0:
+        for j in range(d):
+            noise, s = philox.laplace(s, scale)
+            g[j] += noise
+    return s
+
+
+@cuda.jit(device=True, inline=True)
+def gaussian(d, g, params, s):
+    """:class:`ldpsim.tasks.mechanisms.gaussian.Gaussian` and ``GaussianDP``: iid N(0, sd^2)."""
+    sd = params[0]
+    if sd > 0.0:
+        for j in range(d):
+            z, s = philox.standard_normal(s)
+            g[j] += sd * z
+    return s
+
+
+#: Model name -> its GPU gradient callback.
+GPU_MODELS = {
+    "quantile": quantile_gradient,
+    "quantile_regression": quantile_regression_gradient,
+    "mean": mean_gradient,
+}
+#: Mechanism name -> its GPU privatization callback (fixed budgets only).
+GPU_MECHANISMS = {
+    "randomized_response": randomized_response,
+    "laplace": laplace,
+    "gaussian": gaussian,
+    "gdp": gaussian,
+}
+
+
+def gpu_refusal(model, mechanism, methods) -> str | None:
+    """Why a grid point cannot run on the GPU backend, or None when it can.
+
+    Parameters
+    ----------
+    model, mechanism : Model, Mechanism
+        The grid point's units (built-in units only: a plugin of the same name is
+        another unit).
+    methods : mapping label -> IntervalMethod
+        Its interval methods: those that replay the users (``own_estimate``) need the
+        CPU's streams.
+    """
+    if GPU_MODELS.get(model.name) is None or not _builtin(model):
+        return f"model {model.name} has no GPU kernel; run it with backend = cpu"
+    if GPU_MECHANISMS.get(mechanism.name) is None or not _builtin(mechanism):
+        return f"mechanism {mechanism.name} has no GPU kernel; run it with backend = cpu"
+    if mechanism.budget_range is not None:
+        return (
+            f"mechanism {mechanism.name} with a budget_range (per-user budgets) has no GPU "
+            "kernel; run it with backend = cpu"
+        )
+    for label, method in methods.items():
+        if method.own_estimate:
+            return (
+                f"method {label} ({method.name}) replays the users from the CPU's streams "
+                "and has no GPU form; run it with backend = cpu"
+            )
+    return None
+
+
+def _builtin(unit: object) -> bool:
+    return type(unit).__module__.startswith("ldpsim.tasks.")

@@ -1,0 +1,150 @@
+"""The GPU backend end to end, its kernel in numba's CUDA simulator (tests/conftest.py).
+
+A `local-gpu` cluster (one worker holding the resource GPU, one CPU worker), real Zarr
+stores: a GPU sweep is bit-identical on a rerun, after a kill and resume, and after an
+extension; it is refused in one line on a cluster without a GPU, in a store of the
+other backend, and for a model that has no GPU kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import assert_same_values, one_error_line, tree_hash
+
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
+from ldpsim.pipeline.reading import open_dataset, read_attrs
+from ldpsim.tasks.philox import STREAMS_VERSION
+
+FIELDS = ("estimate", "last", "lower", "upper", "method_estimate", "done", "failed")
+
+SWEEP = """
+description = "GPU backend test"
+replicates = {replicates}
+seed = 5
+rep_chunk = 3
+backend = "gpu"
+[spec]
+model = "quantile"
+n = 400
+[grid]
+tau = [0.5, 0.8]
+[methods.bb]
+B = 40
+form = "t"
+[methods.bm]
+[methods.sn]
+[methods.oracle]
+"""
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster():
+    """The shipped local-gpu cluster with one CPU worker (the simulator counts 1 GPU)."""
+    cluster = build_cluster(load_cluster_config("local-gpu"), {"cpu_workers": 1})
+    with cluster:
+        yield cluster
+
+
+def sweep_file(tmp_path: Path, replicates: int) -> Path:
+    path = tmp_path / f"gpu{replicates}.toml"
+    path.write_text(SWEEP.format(replicates=replicates))
+    return path
+
+
+def run(args: list[str]) -> int:
+    return main(["run", *args])
+
+
+def test_a_gpu_sweep_is_bit_identical_on_rerun_kill_resume_and_extension(tmp_path, gpu_cluster):
+    address = ["--scheduler", gpu_cluster.scheduler_address]
+    baseline = tmp_path / "baseline.zarr"
+    assert run([str(sweep_file(tmp_path, 12)), "--store", str(baseline), *address]) == 0
+    attrs = read_attrs(baseline)
+    assert attrs["gpu_streams"] == STREAMS_VERSION
+    base = open_dataset(baseline).load()
+    assert bool(base["done"].all())
+    # Rerun into a new store: the same numbers.
+    again = tmp_path / "again.zarr"
+    assert run([str(sweep_file(tmp_path, 12)), "--store", str(again), *address]) == 0
+    for name in FIELDS:
+        assert_same_values(open_dataset(again)[name].values, base[name].values, name)
+    # Extension: 6 replicates, then 12.
+    grown = tmp_path / "grown.zarr"
+    assert run([str(sweep_file(tmp_path, 6)), "--store", str(grown), *address]) == 0
+    assert run([str(sweep_file(tmp_path, 12)), "--store", str(grown), *address]) == 0
+    for name in FIELDS:
+        assert_same_values(open_dataset(grown)[name].values, base[name].values, name)
+    # Kill the run (SIGKILL to its process group) once some replicates are written; resume.
+    killed = tmp_path / "killed.zarr"
+    command = [sys.executable, "-m", "ldpsim.pipeline", "run", str(sweep_file(tmp_path, 12))]
+    command += ["--store", str(killed), *address]
+    env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}
+    proc = subprocess.Popen(
+        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+    )
+    deadline = time.monotonic() + 120
+    done = 0
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            done = int(open_dataset(killed)["done"].sum())
+        except Exception:  # not created yet
+            done = 0
+        if done >= 3:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before the kill"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert done < 24
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    for name in FIELDS:
+        assert_same_values(open_dataset(killed)[name].values, base[name].values, name)
+
+
+def test_a_gpu_sweep_is_refused_where_it_cannot_run(tmp_path, local_cluster, capfd):
+    sweep = sweep_file(tmp_path, 4)
+    store = tmp_path / "refused.zarr"
+    # A cluster whose workers hold no GPU: refused before the store exists.
+    code = run([str(sweep), "--store", str(store), "--scheduler", local_cluster.scheduler_address])
+    one_error_line(capfd.readouterr(), code, ["no worker of this cluster holds a GPU"])
+    assert not store.exists()
+    # A model or mechanism without a GPU kernel: refused before anything starts.
+    huber = tmp_path / "huber.toml"
+    huber.write_text('replicates = 2\n[spec]\nmodel = "huber_regression"\nn = 1000\n')
+    code = run([str(huber), "--store", str(store), "--backend", "gpu"])
+    one_error_line(capfd.readouterr(), code, ["model huber_regression has no GPU kernel"])
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text(sweep.read_text().replace("n = 400\n", "n = 400\nbudget_range = [1, 2]\n"))
+    code = run([str(budgets), "--store", str(store)])
+    one_error_line(capfd.readouterr(), code, ["no GPU kernel", "backend = cpu", "tau = 0.5"])
+    assert not store.exists()
+
+
+def test_one_store_never_mixes_backends(tmp_path, local_cluster, gpu_cluster, capfd):
+    cpu_store = tmp_path / "cpu.zarr"
+    cpu_sweep = tmp_path / "cpu.toml"
+    cpu_sweep.write_text(SWEEP.format(replicates=3).replace('backend = "gpu"\n', ""))
+    cpu = ["--scheduler", local_cluster.scheduler_address]
+    gpu = ["--scheduler", gpu_cluster.scheduler_address]
+    assert run([str(cpu_sweep), "--store", str(cpu_store), *cpu]) == 0
+    capfd.readouterr()
+    before = tree_hash(cpu_store)
+    code = run([str(cpu_sweep), "--store", str(cpu_store), "--backend", "gpu", *gpu])
+    one_error_line(capfd.readouterr(), code, ["cpu backend", "gpu backend", "never mixes"])
+    assert tree_hash(cpu_store) == before
+    gpu_store = tmp_path / "gpu.zarr"
+    assert run([str(cpu_sweep), "--store", str(gpu_store), "--backend", "gpu", *gpu]) == 0
+    capfd.readouterr()
+    before = tree_hash(gpu_store)
+    code = run([str(cpu_sweep), "--store", str(gpu_store), "--replicates", "5", *cpu])
+    one_error_line(capfd.readouterr(), code, ["gpu backend", "cpu backend"])
+    assert tree_hash(gpu_store) == before
