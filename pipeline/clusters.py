@@ -39,10 +39,19 @@ SCHEDULER_CONNECT_TIMEOUT = 30.0
 LOCAL_WORKER_PRELOAD = "ldpsim.pipeline.worker_setup"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or a batch
+    job may restrict below the machine's count), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity on this platform (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def _local(options: dict[str, Any]):
     options = dict(options)
     if options.get("n_workers") is None:
-        options["n_workers"] = os.cpu_count() or 1
+        options["n_workers"] = usable_cores()
     # The workers are in the driver's process group (a terminal's Ctrl-C reaches them):
     # distributed's preload runs ldpsim's set-up in each, also in one a nanny restarts.
     preload = options.get("preload") or []
@@ -58,6 +67,7 @@ LOCAL_GPU_OPTIONS = frozenset(
     {
         "gpu_workers",
         "cpu_workers",
+        "launches_per_gpu",
         "threads_per_worker",
         "host",
         "dashboard_address",
@@ -81,9 +91,19 @@ def visible_gpus() -> int:
         return 0
 
 
+#: Environment of a GPU worker: each of its threads launches on a CUDA stream of its
+#: own, so that the launches of several tasks run side by side on the device.
+GPU_WORKER_ENV = {"NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM": "1"}
+
+
 def _local_gpu(options: dict[str, Any]):
-    """One worker per visible GPU (resource "GPU": 1, ``CUDA_VISIBLE_DEVICES`` its own
-    device) and CPU workers for the interval methods, on this machine."""
+    """One worker per visible GPU and CPU workers for the interval methods, on this machine.
+
+    A GPU worker sees its own device only (``CUDA_VISIBLE_DEVICES``) and declares the
+    resource "GPU" = ``launches_per_gpu`` (default 4), each launch taking 1: so many
+    launches (tasks of other grid points) run side by side on the device, each on its
+    thread's CUDA stream (:data:`GPU_WORKER_ENV`).
+    """
     from distributed import Nanny, Scheduler, SpecCluster
 
     options = dict(options)
@@ -96,7 +116,7 @@ def _local_gpu(options: dict[str, Any]):
             "a GPU."
         )
     cpus = options.get("cpu_workers")
-    cpus = max(0, (os.cpu_count() or 1) - gpus) if cpus is None else cpus
+    cpus = max(0, usable_cores() - gpus) if cpus is None else cpus
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     devices = [d.strip() for d in listed.split(",")] if listed else [str(i) for i in range(gpus)]
     silence = options.get("silence_logs", "CRITICAL")
@@ -109,13 +129,15 @@ def _local_gpu(options: dict[str, Any]):
         "dashboard": False,
         **({"memory_limit": options["memory_limit"]} if "memory_limit" in options else {}),
     }
+    launches = options.get("launches_per_gpu") or 4
     workers = {
         f"gpu-{i}": {
             "cls": Nanny,
             "options": {
                 **base,
-                "resources": {"GPU": 1},
-                "env": {"CUDA_VISIBLE_DEVICES": devices[i % len(devices)]},
+                "nthreads": max(base["nthreads"], launches),
+                "resources": {"GPU": launches},
+                "env": {**GPU_WORKER_ENV, "CUDA_VISIBLE_DEVICES": devices[i % len(devices)]},
             },
         }
         for i in range(gpus)
@@ -353,7 +375,13 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
     from distributed.utils import clean_dashboard_address
     from distributed.worker_memory import parse_memory_limit
 
-    for key in ("n_workers", "threads_per_worker", "gpu_workers", "cpu_workers"):
+    for key in (
+        "n_workers",
+        "threads_per_worker",
+        "gpu_workers",
+        "cpu_workers",
+        "launches_per_gpu",
+    ):
         value = options.get(key)
         low = 0 if key == "cpu_workers" else 1
         if value is not None and (

@@ -19,16 +19,33 @@ SPEC section 4 (the recentring).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import threading
 
 import numpy as np
 from numba import cuda, float64
 
 from ldpsim.tasks.gpu_units import GPU_MECHANISMS, GPU_MODELS
+from ldpsim.tasks.philox import start_state
 
-#: Threads per block of a launch. A replicate's numbers do not depend on it.
+#: Threads per block of a launch (fewer for a launch of fewer replicates). A
+#: replicate's numbers do not depend on it.
 THREADS_PER_BLOCK = 128
+#: numba's CUDA simulator swaps the ``cuda`` module of a kernel's globals while the
+#: kernel runs: two launches from two threads of one process would see each other's
+#: swap. There, launches are taken one at a time (on a GPU they run side by side).
+_SIMULATOR_LOCK = threading.Lock()
+#: numba's first CUDA call in a process initializes the driver; a second thread that
+#: calls meanwhile gets CUDA_ERROR_NOT_INITIALIZED (seen on an H100 with 4 launches
+#: side by side). Each thread's first call is taken under this lock.
+_CONTEXT_LOCK = threading.Lock()
+_thread_state = threading.local()
+#: Step sizes a block computes at a time, into shared memory: eta_i = c i^-gamma is the
+#: same for every replicate, so a thread computes a pow every ETA_BATCH / (block size)
+#: steps instead of every step.
+ETA_BATCH = 256
 
 
 @functools.cache
@@ -51,9 +68,13 @@ def compile_gpu_kernel(
         model_in, mech_in, theta0, c, gamma, batch, cuts, streams,
         theta_out, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta,
     ):  # fmt: skip
+        # Every thread of a block runs the loop (the step sizes are shared, computed
+        # between barriers); one past the last replicate repeats it and writes nothing.
+        n_reps = streams.shape[0]
         r = cuda.grid(1)
-        if r >= streams.shape[0]:
-            return
+        active = r < n_reps
+        row = r if active else n_reps - 1
+        eta_table = cuda.shared.array(ETA_BATCH, float64)
         model_params = cuda.local.array(n_model, float64)
         mech_params = cuda.local.array(n_mech, float64)
         for j in range(n_model):
@@ -76,18 +97,26 @@ def compile_gpu_kernel(
             bvec[j] = 0.0
             for m in range(a_cols):
                 amat[j, m] = 0.0
-        s = (streams[r, 0], streams[r, 1], streams[r, 2], streams[r, 3], streams[r, 4])
+        s = start_state(streams[row, 0], streams[row, 1], streams[row, 2], streams[row, 3])
         i = 0
         fi = 0.0
         for k in range(cuts.shape[0]):
             end = cuts[k]
             for j in range(d):
-                seg_shift[r, k, j] = shift[j]
+                if active:
+                    seg_shift[r, k, j] = shift[j]
                 t_start[j] = t[j]
             while i < end:
+                if i % ETA_BATCH == 0:  # eta of steps i + 1 .. i + ETA_BATCH
+                    cuda.syncthreads()
+                    m = cuda.threadIdx.x
+                    while m < ETA_BATCH:
+                        eta_table[m] = c * math.pow(float(i + 1 + m), -gamma)
+                        m += cuda.blockDim.x
+                    cuda.syncthreads()
+                eta = eta_table[i % ETA_BATCH]
                 i += 1
                 fi += 1.0
-                eta = c * math.pow(fi, -gamma)
                 for b in range(batch):
                     s = sample_gradient(d, theta, model_params, s, g)
                     s = privatize(d, g, mech_params, s)
@@ -105,6 +134,8 @@ def compile_gpu_kernel(
                         for m in range(j + 1):
                             amat[j, m] += t[j] * t[m]
             for j in range(d):
+                if not active:
+                    break
                 seg_dev[r, k, j] = t[j] - t_start[j]
                 snap_t[r, k, j] = t[j]
                 snap_b[r, k, j] = bvec[j]
@@ -138,7 +169,8 @@ def compile_gpu_kernel(
                 bvec[j] -= c_s * delta[j]
                 t[j] -= sf * delta[j]
         for j in range(d):
-            theta_out[r, j] = theta[j]
+            if active:
+                theta_out[r, j] = theta[j]
 
     return kernel
 
@@ -172,7 +204,7 @@ def run_gpu_replicates(
         Mini-batch size, >= 1.
     cuts : ndarray of int64 (K,)
         Strictly increasing segment ends, the last one n.
-    streams : ndarray of uint64 (R, 5)
+    streams : ndarray of uint64 (R, 4)
         Each replicate's stream (:func:`ldpsim.tasks.philox.replicate_keys`).
     full_matrix : bool
         Keep all of A, or its diagonal only.
@@ -184,6 +216,23 @@ def run_gpu_replicates(
         ``snap_a`` (R, K, d, d or 1) and ``snap_theta`` (R, K, d): row r is what
         :func:`ldpsim.tasks.sgd.ldp_sgd` returns for a replicate.
     """
+    from numba.core import config
+
+    if not getattr(_thread_state, "context", False):
+        with _CONTEXT_LOCK:
+            cuda.current_context()  # the driver, and this thread's context
+        _thread_state.context = True
+    with _SIMULATOR_LOCK if config.ENABLE_CUDASIM else contextlib.nullcontext():
+        return _launch(
+            model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts,
+            streams, full_matrix,
+        )  # fmt: skip
+
+
+def _launch(
+    model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts, streams,
+    full_matrix,
+) -> tuple[np.ndarray, ...]:  # fmt: skip
     model_params = np.ascontiguousarray(model_params, dtype=np.float64)
     mech_params = np.ascontiguousarray(mech_params, dtype=np.float64)
     theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
@@ -204,8 +253,9 @@ def run_gpu_replicates(
         "snap_theta": (n_reps, n_cuts, d),
     }
     outputs = {name: cuda.device_array(shape, dtype=np.float64) for name, shape in shapes.items()}
-    blocks = (n_reps + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-    kernel[blocks, THREADS_PER_BLOCK](
+    threads = max(1, min(THREADS_PER_BLOCK, n_reps))
+    blocks = (n_reps + threads - 1) // threads
+    kernel[blocks, threads](
         cuda.to_device(model_params),
         cuda.to_device(mech_params),
         cuda.to_device(theta0),

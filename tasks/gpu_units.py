@@ -20,7 +20,7 @@ from numba import cuda
 from ldpsim.tasks import philox
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def quantile_gradient(d, theta, params, s, g):
     """:class:`ldpsim.tasks.models.quantile.Quantile`: g = 1{X <= theta} - tau, X ~ N(loc, 1)."""
     z, s = philox.standard_normal(s)
@@ -29,7 +29,7 @@ def quantile_gradient(d, theta, params, s, g):
     return s
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def mean_gradient(d, theta, params, s, g):
     """:class:`ldpsim.tasks.models.mean.Mean`: g = theta - X, X_j ~ N(loc, 1) truncated."""
     for j in range(d):
@@ -42,7 +42,7 @@ def mean_gradient(d, theta, params, s, g):
     return s
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def quantile_regression_gradient(d, theta, params, s, g):
     """:class:`ldpsim.tasks.models.quantile_regression.QuantileRegression`."""
     tau = params[0]
@@ -64,7 +64,7 @@ def quantile_regression_gradient(d, theta, params, s, g):
     return s
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def randomized_response(d, g, params, s):
     """:class:`ldpsim.tasks.mechanisms.randomized_response.RandomizedResponse`."""
     u, s = philox.random(s)
@@ -74,7 +74,7 @@ def randomized_response(d, g, params, s):
     return s
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def laplace(d, g, params, s):
     """:class:`ldpsim.tasks.mechanisms.laplace.Laplace`: iid Laplace(0, params[0])."""
     scale = params[0]
@@ -85,7 +85,7 @@ def laplace(d, g, params, s):
     return s
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def gaussian(d, g, params, s):
     """:class:`ldpsim.tasks.mechanisms.gaussian.Gaussian` and ``GaussianDP``: iid N(0, sd^2)."""
     sd = params[0]

@@ -35,35 +35,42 @@ KNOWN_ANSWERS = [
 
 
 class PhiloxStream:
-    """A replicate's GPU stream in numpy: one Philox block per draw (tasks/philox.py)."""
+    """A replicate's GPU stream in numpy (tasks/philox.py): a block gives two uniforms,
+    or a Box-Muller pair; the second is kept for the next draw of its kind."""
 
     def __init__(self, row: np.ndarray) -> None:
         self.key = (int(row[0]), int(row[1]))
         self.high = (int(row[2]), int(row[3]))
-        self.draws = int(row[4])
+        self.blocks = 0
+        self.normals: list[float] = []
+        self.uniforms: list[float] = []
 
     def block(self) -> list[int]:
-        counter = (self.draws & 0xFFFFFFFF, self.draws >> 32, *self.high)
-        self.draws += 1
+        counter = (self.blocks & 0xFFFFFFFF, self.blocks >> 32, *self.high)
+        self.blocks += 1
         return [int(w) for w in philox_blocks(counter, self.key)]
 
     @staticmethod
     def unit(a: int, b: int) -> float:
-        return ((a >> 5) * 2.0**26 + (b >> 6)) * 2.0**-53
+        return ((a >> 5) * 2.0**26 + (b >> 6) + 0.5) * 2.0**-53
 
     def random(self) -> float:
-        w = self.block()
-        return self.unit(w[0], w[1])
+        if not self.uniforms:
+            w = self.block()
+            self.uniforms = [self.unit(w[2], w[3]), self.unit(w[0], w[1])]
+        return self.uniforms.pop()
 
     def standard_normal(self) -> float:
-        w = self.block()
-        u1, u2 = 1.0 - self.unit(w[0], w[1]), self.unit(w[2], w[3])
-        return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+        if not self.normals:
+            w = self.block()
+            radius = math.sqrt(-2.0 * math.log(self.unit(w[0], w[1])))
+            angle = 2.0 * math.pi * self.unit(w[2], w[3])
+            self.normals = [radius * math.sin(angle), radius * math.cos(angle)]
+        return self.normals.pop()
 
     def laplace(self, scale: float) -> float:
-        w = self.block()
-        e = -math.log(1.0 - self.unit(w[0], w[1]))
-        return -scale * e if w[2] >> 31 else scale * e
+        u = self.random()
+        return scale * math.log(2.0 * u) if u < 0.5 else -scale * math.log(2.0 - 2.0 * u)
 
 
 def philox_laplace(g, params, rng):
@@ -194,19 +201,34 @@ def test_the_draws_have_their_laws():
     counters = np.zeros((m, 4), dtype=np.uint64)
     counters[:, 0] = np.arange(m)
     w = philox_blocks(counters, (0x12345678, 0x9ABCDEF0))
-    u1 = ((w[:, 0] >> 5) * 2.0**26 + (w[:, 1] >> 6)) * 2.0**-53
-    u2 = ((w[:, 2] >> 5) * 2.0**26 + (w[:, 3] >> 6)) * 2.0**-53
-    normal = np.sqrt(-2.0 * np.log(1.0 - u1)) * np.cos(2.0 * np.pi * u2)
-    exponential = -np.log(1.0 - u1)
-    signed = np.where(w[:, 2] >> 31, -exponential, exponential)
+    u1 = ((w[:, 0] >> 5) * 2.0**26 + (w[:, 1] >> 6) + 0.5) * 2.0**-53
+    u2 = ((w[:, 2] >> 5) * 2.0**26 + (w[:, 3] >> 6) + 0.5) * 2.0**-53
+    radius, angle = np.sqrt(-2.0 * np.log(u1)), 2.0 * np.pi * u2
+    normals = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])
+    uniforms = np.concatenate([u1, u2])
+    laplace = np.where(uniforms < 0.5, np.log(2.0 * uniforms), -np.log(2.0 - 2.0 * uniforms))
     # Kolmogorov-Smirnov at level 1e-4 (one fixed key: the outcome is fixed too).
-    assert stats.kstest(u1, "uniform").pvalue > 1e-4
-    assert stats.kstest(normal, "norm").pvalue > 1e-4
-    assert stats.kstest(signed, "laplace").pvalue > 1e-4
+    assert stats.kstest(uniforms, "uniform").pvalue > 1e-4
+    assert stats.kstest(normals, "norm").pvalue > 1e-4
+    assert stats.kstest(laplace, "laplace").pvalue > 1e-4
+    # The two normals of a pair are independent: their correlation is within 4 se.
+    assert abs(np.corrcoef(radius * np.cos(angle), radius * np.sin(angle))[0, 1]) < 4 / m**0.5
     # The words' bits are fair: each of the 128 bits of a block is set half the time
     # (se 0.0011 per bit; 5 se).
     bits = ((w[:, :, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
     assert np.abs(bits - 0.5).max() < 5 * 0.5 / math.sqrt(m)
+
+
+def test_randomized_responses_flip_probability_is_exact_to_the_uniforms_grid():
+    # u = (k + 1/2) 2^-53 for k = 0 .. 2^53 - 1, each with probability 2^-53: the flip
+    # probability P(u < q) is the count of such k times 2^-53, within 2^-53 of q, so the
+    # likelihood ratio (1 - P) / P of the reports is e^eps to 2^-53 / (q (1 - q)).
+    for eps in (0.1, 1.0, 4.0, 10.0):
+        q = math.exp(-eps) / (1.0 + math.exp(-eps))
+        flip = math.ceil(q * 2.0**53 - 0.5) * 2.0**-53  # k with k + 1/2 < q 2^53
+        assert abs(flip - q) <= 2.0**-53
+        ratio = (1.0 - flip) / flip
+        assert abs(ratio / math.exp(eps) - 1.0) <= 1.01 * 2.0**-53 / (q * (1.0 - q))
 
 
 @pytest.mark.parametrize(
