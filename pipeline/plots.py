@@ -16,6 +16,7 @@ import xarray as xr
 # touches a display or matplotlib's global figure registry.
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter, NullLocator
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
@@ -49,9 +50,9 @@ METHOD_COLORS = {
     "cdp_blb_pct": "#F0E442",  # yellow
 }
 #: Further labels (a second bb variant, a plugin's method) in the order of the store's
-#: methods: Paul Tol's muted scheme, also colour-blind safe, then gray.
+#: methods: Paul Tol's muted scheme, also colour-blind safe, then gray. Its indigo comes
+#: last: next to bb's blue (a bb variant, bb_t, is the usual first spare) it looked alike.
 SPARE_COLORS = (
-    "#332288",
     "#CC6677",
     "#117733",
     "#882255",
@@ -59,9 +60,27 @@ SPARE_COLORS = (
     "#999933",
     "#AA4499",
     "#88CCEE",
+    "#332288",
 )
-#: Width of the bars of one grid point in the bar figures, in inches.
-BAR_INCHES_PER_POINT = 0.5
+#: Markers and line styles, one each per method in the store's order, so that methods
+#: differ in a greyscale print too (colour alone does not tell bb from bb_t there). No
+#: dotted line: dotted is the nominal level and the reference lines.
+METHOD_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+METHOD_LINESTYLES: tuple[Any, ...] = (
+    "-",
+    (0, (5, 2)),
+    (0, (6, 2, 1, 2)),
+    (0, (10, 3)),
+    (0, (6, 2, 1, 2, 1, 2)),
+    (0, (3, 2)),
+)
+#: Written in a panel that has no done replicate (a partial store), so that an empty
+#: panel is not read as a method drawing nothing.
+NO_DATA_TEXT = "no replicate done yet"
+#: Height of one grid point's row in the dot figures (no n axis), in inches.
+DOT_ROW_INCHES = 0.32
+#: The part of a row the methods' markers are spread over.
+DOT_DODGE = 0.6
 #: Panel titles longer than this many characters are wrapped onto further lines.
 PANEL_TITLE_CHARS = 40
 #: Characters of a figure title per inch of figure width before it is wrapped.
@@ -79,8 +98,14 @@ MAX_TICKS = 8
 #: interval (no bias; the width the spread of the estimate needs).
 DIAGNOSTIC_PANELS = (("bias_over_sd", "bias / sd", 0.0), ("variance_ratio", "variance ratio", 1.0))
 #: Grid points side by side in the coverage, length, diagnostics, errors and privacy
-#: figures; more continue on further rows (the undercoverage sweep has 18).
-MAX_PANEL_COLUMNS = 6
+#: figures; more continue on further rows (the undercoverage sweep has 18). Three panels
+#: and the legend make a figure of 12.8 in: at 96 px per inch (a browser's) it fits a
+#: 1,280 px page at 0.9 of its size or more, so that its smallest text (the legend's
+#: 8.3 pt = 11.1 px) stays at 10 px or more (the report's browser test measures it).
+MAX_PANEL_COLUMNS = 3
+#: The widest figure in inches (panels and legend), for the bar figures, whose width
+#: grows with the grid points: as wide as MAX_PANEL_COLUMNS panels and the legend.
+MAX_FIGURE_INCHES = 12.8
 #: The errors figure's series: summary variable (with its ``_se``) and legend label.
 ERROR_SERIES = (("mse", "average theta_bar_n"), ("mse_last", "last iterate theta_n"))
 ERROR_COLORS = {"mse": "#0072B2", "mse_last": "#D55E00"}
@@ -90,6 +115,33 @@ def _colors(methods: list[str]) -> dict[str, str]:
     """Each method's colour: its own for a built-in label, else the next spare one."""
     spare = iter(SPARE_COLORS)
     return {m: METHOD_COLORS.get(m) or next(spare, "gray") for m in methods}
+
+
+def method_styles(methods: list[str]) -> dict[str, dict[str, Any]]:
+    """Each method's colour, marker and line style (matplotlib keyword arguments).
+
+    The colour is :func:`_colors`'s; marker and line style follow the store's method
+    order (:data:`METHOD_MARKERS`, :data:`METHOD_LINESTYLES`), so that every method of a
+    figure differs from the others in all three.
+    """
+    colors = _colors(methods)
+    return {
+        m: {
+            "color": colors[m],
+            "marker": METHOD_MARKERS[i % len(METHOD_MARKERS)],
+            "linestyle": METHOD_LINESTYLES[i % len(METHOD_LINESTYLES)],
+        }
+        for i, m in enumerate(methods)
+    }
+
+
+def _no_data(ax: Axes) -> None:
+    """Say in an empty panel that nothing is done there yet."""
+    ax.text(0.5, 0.5, NO_DATA_TEXT, transform=ax.transAxes, ha="center", va="center", color="0.35")
+
+
+def _has_values(*arrays: Any) -> bool:
+    return any(np.isfinite(np.asarray(a, dtype=np.float64)).any() for a in arrays)
 
 
 def _label(name: str, value: Any) -> str:
@@ -322,19 +374,20 @@ def _errorbar(
     y: xr.DataArray,
     se: xr.DataArray,
     slot: tuple[int, int],
-    color: str,
+    style: dict[str, Any] | str,
     label: str,
 ) -> None:
-    """Values with +-2 SE error bars, dodged to ``slot`` = (i, count) beside the others."""
+    """Values with +-2 SE error bars, dodged to ``slot`` = (i, count) beside the others;
+    ``style`` is a method's :func:`method_styles` entry (or a colour alone)."""
+    style = {"color": style, "marker": "o"} if isinstance(style, str) else style
     ax.errorbar(
         _dodge(x, *slot, bool(np.all(x > 0))),
         y.values,
         yerr=2 * se.values,
-        marker="o",
         markersize=4,
         capsize=2,
-        color=color,
         label=label,
+        **style,
     )
 
 
@@ -376,8 +429,7 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     combos = _combos(summary, others)
     coords = _shown_coords(summary)
     methods = [str(m) for m in summary["method"].values]
-    colors = _colors(methods)
-    oracle = oracle_label(summary)
+    styles = method_styles(methods)
     x = summary[x_dim].values.astype(np.float64)
     level = summary.attrs.get("level")
     ticks = axis_labels(summary[x_dim].values, "text")
@@ -400,19 +452,15 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
             _errorbar(
-                cax, x, m["coverage"], m["coverage_se"], (i, len(methods)), colors[method], method
+                cax, x, m["coverage"], m["coverage_se"], (i, len(methods)), styles[method], method
             )
-            lax.plot(
-                x,
-                m["length"].values,
-                marker="o",
-                markersize=4,
-                color=colors[method],
-                linestyle="--" if method == oracle else "-",
-                label=method,
-            )
+            lax.plot(x, m["length"].values, markersize=4, label=method, **styles[method])
         if level is not None:
             cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
+        if not _has_values(cell["coverage"].values):
+            _no_data(cax)
+        if not _has_values(cell["length"].values):
+            _no_data(lax)
         for ax in (cax, lax):
             _n_axis(ax, x, x_dim, ticks)
             _panel_title(ax, combo, coord if coord_in_title else None)
@@ -462,7 +510,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
         if _coord_exists(summary, combo, coord)
     ]
     methods = [str(m) for m in summary["method"].values]
-    colors = _colors(methods)
+    styles = method_styles(methods)
     x = summary[x_dim].values.astype(np.float64)
     ticks = axis_labels(summary[x_dim].values, "text")
     title = _title(summary, "bias / sd and variance ratio of the intervals")
@@ -473,8 +521,10 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
             ax = cell_axes[offset]
             for i, method in enumerate(methods):
                 m = cell.sel({"method": method})
-                _errorbar(ax, x, m[var], m[f"{var}_se"], (i, len(methods)), colors[method], method)
+                _errorbar(ax, x, m[var], m[f"{var}_se"], (i, len(methods)), styles[method], method)
             ax.axhline(reference, color="gray", linestyle=":")
+            if not _has_values(cell[var].values):
+                _no_data(ax)
             _n_axis(ax, x, x_dim, ticks)
             if offset < len(DIAGNOSTIC_PANELS) - 1:
                 ax.set_xlabel("")  # the panel below shares the axis and names it
@@ -510,6 +560,8 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
         values = np.concatenate([cell[var].values.ravel() for var, _ in shown])
         if np.any(np.isfinite(values) & (values > 0)):
             ax.set_yscale("log")
+        else:
+            _no_data(ax)
         _n_axis(ax, x, "checkpoint", ticks)
         ax.set_ylabel("mean of ||theta - theta*||^2")
         _panel_title(ax, combo, None)
@@ -519,55 +571,105 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
     return fig
 
 
+def _dot_panels(summary: xr.Dataset) -> tuple[list[tuple[str, int | None, str]], ...]:
+    """The panels of the dot figures: (summary variable, coord or None, title) each, for
+    coverage and for length. Up to MAX_COORD_ROWS coordinates one panel each; more, the
+    mean over the coordinates and (coverage) the joint coverage, never one coordinate
+    standing for all."""
+    coords = [int(c) for c in summary["coord"].values]
+    if len(coords) <= MAX_COORD_ROWS:
+        titled = len(coords) > 1
+        cov = [("coverage", c, f"coord {c}" if titled else "") for c in coords]
+        length = [("length", c, f"coord {c}" if titled else "") for c in coords]
+        return cov, length
+    cov = [
+        ("coord_mean_coverage", None, f"mean over the {len(coords)} coords"),
+        ("joint_coverage", None, f"joint: all {len(coords)} coords at once"),
+    ]
+    return cov, [("coord_mean_length", None, f"mean over the {len(coords)} coords")]
+
+
 def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
-    """Coverage and mean length as bars per method (no ``n`` axis, no checkpoints)."""
+    """Coverage and mean length per grid point and method (no ``n`` axis, no checkpoints).
+
+    A dot plot: one row per grid point (its label on the y axis, upright however many
+    there are), one marker per method with +-2 SE error bars for coverage; the length
+    axis is logarithmic where the lengths span more than a decade. One panel per
+    coordinate up to MAX_COORD_ROWS, else the means over the coordinates and the joint
+    coverage (:func:`_dot_panels`); at most MAX_PANEL_COLUMNS panels side by side.
+    """
     axes_names = grid_axes(summary)
     combos = _combos(summary, axes_names)
-    coords = _shown_coords(summary)
     methods = [str(m) for m in summary["method"].values]
-    colors = _colors(methods)
+    styles = method_styles(methods)
     level = summary.attrs.get("level")
-    coord_in_title = len(summary["coord"]) > 1
-    width = 0.8 / len(methods)
-    positions = np.arange(len(combos))
+    positions = np.arange(len(combos))[::-1].astype(np.float64)  # the first on top
     tick_labels = [", ".join(_label(k, v) for k, v in c.items()) or "all" for c in combos]
-    # Many grid points (the sparse sweep's 24 cases): wider panels, labels upright.
-    columns = max(1.0, len(combos) * BAR_INCHES_PER_POINT / PANEL_SIZE[0])
-    upright = len(combos) > 3
+    height = max(PANEL_SIZE[1], DOT_ROW_INCHES * len(combos) + 1.2)
+    figures = []
+    for what, panels in zip(("coverage", "mean length"), _dot_panels(summary), strict=True):
+        n_cols = min(len(panels), MAX_PANEL_COLUMNS)
+        n_rows = -(-len(panels) // n_cols)
+        fig = SweepFigure(
+            figsize=(min(PANEL_SIZE[0] * n_cols + 3.0, MAX_FIGURE_INCHES), height * n_rows + 0.6),
+            layout="constrained",
+        )
+        axes = fig.subplots(n_rows, n_cols, squeeze=False, sharey=True)
+        fig.suptitle(_wrap(_title(summary, what), int(TITLE_CHARS_PER_INCH * fig.get_figwidth())))
+        for ax in axes.flat[len(panels) :]:
+            ax.set_visible(False)
+        for ax, (var, coord, title) in zip(axes.flat, panels, strict=False):
+            at_coord = summary if coord is None else summary.sel(coord=coord)
+            values_all = []
+            for i, method in enumerate(methods):
+                sel = at_coord.sel({"method": method})
+                values = np.array([float(sel.sel(c)[var]) for c in combos])
+                values_all.append(values)
+                at = positions + (i - (len(methods) - 1) / 2) * DOT_DODGE / max(len(methods), 1)
+                style = {k: v for k, v in styles[method].items() if k != "linestyle"}
+                if var.endswith("coverage"):
+                    se = np.array([float(sel.sel(c)[f"{var}_se"]) for c in combos])
+                    ax.errorbar(
+                        values,
+                        at,
+                        xerr=2 * se,
+                        linestyle="none",
+                        markersize=4,
+                        capsize=2,
+                        label=method,
+                        **style,
+                    )
+                else:
+                    ax.plot(values, at, linestyle="none", markersize=4, label=method, **style)
+            finite = np.concatenate(values_all)
+            finite = finite[np.isfinite(finite)]
+            if var.endswith("coverage"):
+                ax.set_xlim(-0.05, 1.05)
+                if level is not None:
+                    ax.axvline(float(level), color="gray", linestyle=":", label="nominal")
+                ax.set_xlabel(title.split(":")[0] if var == "joint_coverage" else "coverage")
+            else:
+                if finite.size and finite.min() > 0 and finite.max() > 10 * finite.min():
+                    ax.set_xscale("log")  # the sparse sweep's lengths span three decades
+                    _readable_log_x(ax)
+                ax.set_xlabel("mean length")
+            if not finite.size:
+                _no_data(ax)
+            ax.set_yticks(positions, tick_labels)
+            ax.set_ylim(positions.min() - 0.6, positions.max() + 0.6)
+            ax.grid(axis="y", color="0.92")
+            if title:
+                ax.set_title(title, fontsize="medium")
+        axes[0, 0].set_ylabel(", ".join(axes_names))
+        _legend(fig, axes)
+        figures.append(fig)
+    return figures[0], figures[1]
 
-    cov_fig, cov_axes = _panel_grid(len(coords), 1, _title(summary, "coverage"), columns)
-    len_fig, len_axes = _panel_grid(len(coords), 1, _title(summary, "mean length"), columns)
-    for row, coord in enumerate(coords):
-        cax, lax = cov_axes[row, 0], len_axes[row, 0]
-        for i, method in enumerate(methods):
-            sel = summary.sel({"coord": coord, "method": method})
-            cov = [float(sel.sel(c)["coverage"]) for c in combos]
-            se = [float(sel.sel(c)["coverage_se"]) for c in combos]
-            length = [float(sel.sel(c)["length"]) for c in combos]
-            at = positions + (i - (len(methods) - 1) / 2) * width
-            cax.bar(
-                at,
-                cov,
-                width,
-                yerr=2 * np.asarray(se),
-                capsize=3,
-                color=colors[method],
-                label=method,
-            )
-            lax.bar(at, length, width, color=colors[method], label=method)
-        if level is not None:
-            cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
-        for ax in (cax, lax):
-            ax.set_xticks(positions, tick_labels, rotation=90 if upright else 0)
-            ax.set_xlabel(", ".join(axes_names))
-            if coord_in_title:
-                ax.set_title(f"coord {coord}", fontsize="medium")
-        cax.set_ylim(0, 1.05)
-        cax.set_ylabel("coverage")
-        lax.set_ylabel("mean length")
-    _legend(cov_fig, cov_axes)
-    _legend(len_fig, len_axes)
-    return cov_fig, len_fig
+
+def _readable_log_x(ax: Axes) -> None:
+    """Powers of ten labelled on a log x axis, nothing between (no crowded minor labels)."""
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation())
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 #: The method label the price-of-privacy figures divide the other lengths by (SPEC 10).
@@ -589,6 +691,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
     if "checkpoint" in summary.dims:
         summary = summary.isel(checkpoint=-1)
     colors = _colors(methods)
+    styles = method_styles(methods)
     others = [m for m in methods if m != FLOOR_METHOD]
     eps = summary["eps"].values.astype(np.float64)
     floor = summary["length"].sel({"method": FLOOR_METHOD}, drop=True)
@@ -602,7 +705,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         ratio = cell["length"] / floor.sel(combo)
         for method in others:
             values = ratio.sel({"method": method}).values
-            ax.plot(eps, values, marker="o", markersize=4, color=colors[method], label=method)
+            ax.plot(eps, values, markersize=4, label=method, **styles[method])
         ax.axhline(1.0, color=colors[FLOOR_METHOD], linestyle=":", label=FLOOR_METHOD)
         ax.set_xscale("log")
         ax.set_xticks(eps, axis_labels(summary["eps"].values, "text"))
@@ -632,7 +735,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
                 m["coverage"][order],
                 m["coverage_se"][order],
                 (i, len(methods)),
-                colors[method],
+                styles[method],
                 method,
             )
         if level is not None:
@@ -686,7 +789,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     dims = sorted({int(v["d"]) for v in cases.values()})
     families = list(dict.fromkeys(family(v) for v in cases.values()))
     methods = [str(m) for m in summary["method"].values]
-    colors = _colors(methods)
+    styles = method_styles(methods)
     level = summary.attrs.get("level")
     fig, axes = _panel_grid(len(dims), len(SPARSITY_PANELS), _title(summary, "sparse gradients"))
     for row, d in enumerate(dims):
@@ -715,9 +818,9 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                             x,
                             series[var].values,
                             yerr=2 * at["joint_coverage_se"].values,
-                            color=colors[method],
+                            color=styles[method]["color"],
                             linestyle=style,
-                            marker="o",
+                            marker=styles[method]["marker"],
                             markersize=3,
                             capsize=2,
                             label=label,
@@ -726,9 +829,9 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                         ax.plot(
                             x,
                             series[var].values,
-                            color=colors[method],
+                            color=styles[method]["color"],
                             linestyle=style,
-                            marker="o",
+                            marker=styles[method]["marker"],
                             markersize=3,
                             label=label,
                         )
@@ -754,7 +857,33 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
         for ax in axes[:, 0]:
             ax.set_ylim(lengths.min() / 1.5, lengths.max() * 1.5)
     _readable_log_axes(axes)
-    _legend(fig, axes)
+    # Two short legends, not one entry per method and noise (19 in the sparse sweep):
+    # the methods by colour and marker, the noise by line style.
+    method_handles = [
+        Line2D([], [], color=styles[m]["color"], marker=styles[m]["marker"], markersize=4)
+        for m in methods
+    ]
+    family_handles = [
+        Line2D([], [], color="black", linestyle=SPARSITY_LINESTYLES[f % len(SPARSITY_LINESTYLES)])
+        for f in range(len(families))
+    ]
+    nominal = [Line2D([], [], color="gray", linestyle=":")] if level is not None else []
+    fig.legend(
+        method_handles + nominal,
+        methods + (["nominal"] if nominal else []),
+        loc="outside right upper",
+        fontsize="small",
+        title="method",
+        title_fontsize="small",
+    )
+    fig.legend(
+        family_handles,
+        [_wrap(name, 24) for name in families],
+        loc="outside right lower",
+        fontsize="small",
+        title="noise",
+        title_fontsize="small",
+    )
     return fig
 
 
@@ -911,7 +1040,7 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         error bars and the nominal level; one panel per combination of the other grid
         axes, one panel row per coordinate when d <= 4, else coordinate 0; at most
         MAX_PANEL_COLUMNS combinations side by side, more on further rows),
-        ``length.{png,pdf}`` (mean length against n, log-log, the oracle dashed) and,
+        ``length.{png,pdf}`` (mean length against n, log-log) and,
         for a store with checkpoints, ``running.{png,pdf}`` (the running estimate and
         interval bounds of the first done replicate against n, in two panels split at
         n = 0.2 max checkpoint, as in the paper's Figure 1). The x axis is the ``n``

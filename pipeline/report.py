@@ -16,23 +16,27 @@ from typing import Any
 import jinja2
 import numpy as np
 import xarray as xr
+from matplotlib.figure import Figure
 
 from ldpsim.pipeline.errors import InputError, os_error_text
 from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
 from ldpsim.pipeline.partial_cells import footnote
-from ldpsim.pipeline.plots import store_figures
+from ldpsim.pipeline.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.provenance import environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.summary import TARGET_SE, grid_axes, summarize, sweep_info
 from ldpsim.pipeline.sweep import sweep_toml
 from ldpsim.pipeline.table_layouts import blank_repeats
 from ldpsim.pipeline.tables import (
+    DEPARTURE_MARK,
+    DEPARTURE_Z,
     TABLE_COORD_MEANS,
     TABLE_ERRORS,
     TABLE_STATS,
     TABLE_STATS_DIAGNOSTICS,
     coord_mean_caption,
     error_caption,
+    format_table,
     shown_coords,
     summary_caption,
     table_rows,
@@ -43,8 +47,6 @@ from ldpsim.pipeline.timings import format_seconds, median_per_point, timing_sum
 TEMPLATE = "report.html.j2"
 #: Failures listed per method (the count is always complete); the rest are summed up.
 MAX_FAILURES_SHOWN = 20
-#: Resolution of the figures embedded as PNG (lower than plot's 150: a page, not print).
-FIGURE_DPI = 90
 #: Stores whose bounds take more memory are summarized lazily, chunk by chunk, with
 #: dask; smaller ones are read into memory at once. A store of 1e5 replicates, d = 1000
 #: and two methods holds 1.6 GB of float64 bounds, which an in-memory summary multiplies
@@ -59,24 +61,61 @@ def default_report_path(store: str | Path) -> Path:
     return Path(str(Path(store)).removesuffix(".zarr") + "-report.html")
 
 
+#: What the table footnotes advise on the command line, and what a reader of the page
+#: can do instead (the page has the summary CSV as a download link).
+HTML_ADVICE = {
+    "--format csv gives each cell's n_done and n_failed.": (
+        "The summary CSV (Download, at the top of Results) gives each cell's n_done and n_failed."
+    ),
+    "--coords all lists each coordinate": (
+        "ldpsim summarize --coords all STORE lists each coordinate"
+    ),
+}
+
+
+def _for_html(text: str) -> str:
+    """A caption or footnote with command-line advice replaced by what the page offers."""
+    for advice, instead in HTML_ADVICE.items():
+        text = text.replace(advice, instead)
+    return text
+
+
 def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str, Any]:
+    """A table for the template: one row group (``tbody``) per value of the first row
+    label, so that a printed page never splits a group; cells with a departure flag."""
     labels = blank_repeats(rows)
+    groups: list[list[dict[str, Any]]] = []
+    for i, (shown, (_, cells)) in enumerate(zip(labels, rows, strict=True)):
+        if i == 0 or bool(shown[0]):
+            groups.append([])
+        groups[-1].append(
+            {
+                "labels": shown,
+                "cells": [
+                    {"text": cell, "departs": cell.endswith(DEPARTURE_MARK)} for cell in cells
+                ],
+            }
+        )
     return {
-        "caption": caption,
-        "note": note,
-        "names": list(names),
+        "caption": _for_html(caption),
+        "note": _for_html(note),
+        # An empty header cell (the statistic's column) says what it holds.
+        "names": [name or "statistic" for name in names],
         "headers": list(headers),
-        "rows": [
-            {"labels": shown, "cells": cells, "first": bool(shown[0]) and i > 0}
-            for i, (shown, (_, cells)) in enumerate(zip(labels, rows, strict=True))
-        ],
+        "groups": groups,
     }
 
 
 def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     """Coverage and length (coordinate means above 10 coordinates) with the replicates
-    a target se needs, the diagnostics and the mean squared errors, ready for the template."""
+    a target se needs, the diagnostics and the mean squared errors, ready for the template.
+
+    Coverage cells more than :data:`~ldpsim.pipeline.tables.DEPARTURE_Z` standard errors
+    from the nominal level end in :data:`~ldpsim.pipeline.tables.DEPARTURE_MARK`; at 0
+    or 1 they show Wilson's interval (:func:`~ldpsim.pipeline.tables.coverage_cell`).
+    """
     target = summary.attrs.get("target_se", TARGET_SE)
+    level = summary.attrs.get("level")
     needed_row = f"R for se {format_number(target)}"
     planning = (
         f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "
@@ -86,7 +125,7 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     if shown_coords(summary, "auto") == "mean":
         stats = {**TABLE_COORD_MEANS, needed_row: "coord_mean_replicates_needed"}
         caption = coord_mean_caption(summary, False) + planning
-        rows = table_rows(summary, "text", stats, per_coord=False)
+        rows = table_rows(summary, "text", stats, per_coord=False, level=level)
         tables.append(
             _html_table(caption, *rows, note=footnote(summary, [*stats.values()], "text"))
         )
@@ -97,7 +136,7 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
         tables.append(
             _html_table(
                 summary_caption(summary, False) + planning,
-                *table_rows(summary, "text", stats),
+                *table_rows(summary, "text", stats, level=level),
                 note=footnote(summary, [*stats.values()], "text"),
             )
         )
@@ -105,7 +144,7 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     tables.append(
         _html_table(
             summary_caption(diagnostics, True) + where,
-            *table_rows(diagnostics, "text", TABLE_STATS_DIAGNOSTICS),
+            *table_rows(diagnostics, "text", TABLE_STATS_DIAGNOSTICS, level=level),
             note=footnote(diagnostics, [*TABLE_STATS_DIAGNOSTICS.values()], "text"),
         )
     )
@@ -116,14 +155,141 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     return tables
 
 
-def figure_images(ds: xr.Dataset, summary: xr.Dataset) -> list[dict[str, str]]:
-    """Every figure ``ldpsim plot`` draws, as PNG data URIs (no file, no network)."""
+def summary_csv(summary: xr.Dataset) -> dict[str, str]:
+    """The summary's records as a CSV download (a data: URL), with what they hold.
+
+    Every coordinate's record up to :data:`~ldpsim.pipeline.tables.AUTO_MAX_COORDS`
+    coordinates, else the coordinate means (with the joint coverage): a store of d =
+    1000 would otherwise put megabytes of records into the page.
+    """
+    means = shown_coords(summary, "auto") == "mean"
+    text = format_table(summary, "csv", coords="mean" if means else "all")
+    data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    return {
+        "uri": f"data:text/csv;base64,{data}",
+        "what": "the means over the coordinates" if means else "one row per coordinate",
+        "size": f"{len(text) / 1000:.0f} kB" if len(text) >= 1000 else f"{len(text)} bytes",
+    }
+
+
+#: Figures drawn in the report at CSS_PX_PER_INCH, as a browser shows an image of that
+#: many pixels per inch of the figure: at 100% zoom a 10 pt font is 13.3 px, and the
+#: smallest text of a figure (the legend, "small": 8.3 pt) 11.1 px.
+CSS_PX_PER_INCH = 96
+#: The PNG holds this many pixels per CSS pixel (sharp on high-density screens).
+PIXEL_RATIO = 2
+#: What every figure shows, with what its bars are (+-2 Monte-Carlo standard errors).
+FIGURE_CAPTIONS = {
+    "coverage": (
+        "Coverage of the intervals (the fraction of replicates whose interval holds the "
+        "truth) per method; the dotted line is the nominal level. Error bars: +-2 "
+        "Monte-Carlo standard errors, sqrt(p (1 - p) / R)."
+    ),
+    "length": (
+        "Mean interval length per method, on a log axis where the lengths are positive. No "
+        "error bars: the tables give the lengths' standard errors."
+    ),
+    "diagnostics": (
+        "Bias of the estimate over its standard deviation, and the variance ratio (mean "
+        "length / (2 z sd))^2, per method; the dotted lines are a correct interval's 0 "
+        "and 1. Error bars: +-2 Monte-Carlo standard errors."
+    ),
+    "privacy-length": (
+        "Mean length divided by the non-private bootstrap's (np_boot) against eps, log-log. "
+        "No error bars."
+    ),
+    "privacy-coverage": (
+        "Coverage against n eps per method; the dotted line is the nominal level. Error "
+        "bars: +-2 Monte-Carlo standard errors."
+    ),
+    "errors": (
+        "Mean squared error of the average and of the last iterate against n, log-log. "
+        "Error bars: +-2 Monte-Carlo standard errors."
+    ),
+    "sparsity": (
+        "Mean length, coverage averaged over the coordinates and joint coverage (all "
+        "coordinates at once) against the sparsity s, one row per d. Error bars (joint "
+        "coverage only): +-2 Monte-Carlo standard errors."
+    ),
+    "running": (
+        "The running estimate and interval bounds of one replicate against n. No error "
+        "bars: one replicate's path."
+    ),
+}
+#: Panel titles named in a figure's alt text before the rest are counted.
+ALT_TITLES = 8
+
+
+def smallest_text_points(fig: Figure) -> float:
+    """The smallest font size (points) of the visible, non-empty texts of ``fig``."""
+    from matplotlib.text import Text
+
+    sizes = [
+        t.get_fontsize()
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and _shown(t)
+    ]
+    return float(min(sizes)) if sizes else float("nan")
+
+
+def _shown(artist: Any) -> bool:
+    """Whether an artist's axes (if any) are visible: hidden spare panels do not count."""
+    ax = getattr(artist, "axes", None)
+    return ax is None or ax.get_visible()
+
+
+def figure_alt(stem: str, fig: Figure) -> str:
+    """Alt text of a figure: what it plots against what, its panels and its series."""
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+    ys = list(dict.fromkeys(ax.get_ylabel() for ax in panels if ax.get_ylabel()))
+    xs = list(dict.fromkeys(ax.get_xlabel() for ax in panels if ax.get_xlabel()))
+    logs = sorted(
+        {axis for ax in panels for axis in "xy" if getattr(ax, f"get_{axis}scale")() == "log"}
+    )
+    titles = [" ".join(ax.get_title().split()) for ax in panels if ax.get_title()]
+    titles = list(dict.fromkeys(titles))
+    series = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    head = " ".join(fig.get_suptitle().split()) if fig.get_suptitle() else stem
+    parts = [f"{head}."]
+    if ys:
+        against = f" against {' and '.join(xs)}" if xs else ""
+        log = f" (log {' and '.join(logs)} axis)" if logs else ""
+        parts.append(f"{' and '.join(ys).capitalize()}{against}{log}.")
+    shown = "; ".join(titles[:ALT_TITLES])
+    more = f"; and {len(titles) - ALT_TITLES} more" if len(titles) > ALT_TITLES else ""
+    count = f"{len(panels)} panel{'s' if len(panels) != 1 else ''}"
+    parts.append(f"{count}: {shown}{more}." if titles else f"{count}.")
+    if series:
+        parts.append(f"Lines: {', '.join(series)}.")
+    if any(t.get_text() == NO_DATA_TEXT for ax in panels for t in ax.texts):
+        parts.append("Some panels have no replicate done yet.")
+    return " ".join(parts)
+
+
+def figure_images(ds: xr.Dataset, summary: xr.Dataset) -> list[dict[str, Any]]:
+    """Every figure ``ldpsim plot`` draws, as PNG data URIs (no file, no network).
+
+    Each at :data:`PIXEL_RATIO` times its CSS size (``width`` and ``height``, at
+    :data:`CSS_PX_PER_INCH`), with a caption, alt text and ``min_text_px``: the size of
+    its smallest text in CSS pixels when it is shown at that size.
+    """
     out = []
     for stem, fig in store_figures(ds, summary=summary).items():
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=FIGURE_DPI)
+        fig.savefig(buffer, format="png", dpi=CSS_PX_PER_INCH * PIXEL_RATIO)
         data = base64.b64encode(buffer.getvalue()).decode("ascii")
-        out.append({"stem": stem, "uri": f"data:image/png;base64,{data}"})
+        width, height = fig.get_size_inches() * CSS_PX_PER_INCH
+        out.append(
+            {
+                "stem": stem,
+                "uri": f"data:image/png;base64,{data}",
+                "width": round(float(width)),
+                "height": round(float(height)),
+                "min_text_px": round(smallest_text_points(fig) * CSS_PX_PER_INCH / 72, 2),
+                "alt": figure_alt(stem, fig),
+                "caption": FIGURE_CAPTIONS.get(stem, ""),
+            }
+        )
     return out
 
 
@@ -319,6 +485,71 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def store_facts(ds: xr.Dataset) -> dict[str, str]:
+    """The header's n, d and replicates as the store holds them.
+
+    n: the ``n`` axis, else the checkpoints' largest, else every n the sweep's spec and
+    cases set (the stored sweep, with its ``--set`` changes); d: the coordinates each
+    grid point has (its finite truths), listed when they differ; replicates: the
+    store's ``rep`` axis (a run with ``--replicates`` grows it).
+    """
+    sweep = sweep_info(ds)
+    if "n" in grid_axes(ds):
+        n = ", ".join(axis_labels(ds["n"].values, "text")) + " (grid axis)"
+    elif "checkpoint" in ds.dims:
+        n = axis_labels(ds["checkpoint"].values, "text")[-1] + " (the last checkpoint)"
+    else:
+        values = [sweep.get("spec", {}).get("n")]
+        values += [case.get("n") for case in (sweep.get("cases") or {}).values()]
+        found = sorted({float(v) for v in values if v is not None})
+        n = ", ".join(axis_labels(found, "text")) if found else "not recorded"
+    truth = ds["truth"]
+    while "checkpoint" in truth.dims:  # truths do not change along the run
+        truth = truth.isel(checkpoint=0)
+    sizes = np.unique(np.asarray(truth.notnull().sum("coord").values).ravel())
+    d = ", ".join(str(int(v)) for v in sizes)
+    if sizes.size > 1:
+        d += " (by grid point)"
+    return {"n": n, "d": d, "replicates": f"{ds.sizes['rep']:,}"}
+
+
+def banner(ds: xr.Dataset, done: int, total: int, runs: list[dict[str, Any]]) -> list[str]:
+    """What the top of the page must say before any number: a partial store, failures.
+
+    Returns
+    -------
+    list of str
+        One sentence each (none for a complete store without failures).
+    """
+    lines = []
+    if done < total:
+        command = next((" ".join(r["command"]) for r in reversed(runs) if r.get("command")), None)
+        again = (
+            f"run the last command again ({command}): it resumes"
+            if command
+            else "run the sweep again with ldpsim run: it resumes"
+        )
+        lines.append(
+            f"Partial store: {done:,} of {total:,} replicates are done "
+            f"({100 * done / total:.0f}%). Cells computed on fewer replicates than their "
+            f"grid point asks for are marked *, panels without a done replicate say so, "
+            f"and every number may still change. To finish it, {again}."
+        )
+    failed = int(ds["failed"].values.sum())
+    flags = np.asarray(ds["method_failed"].values)
+    grid = len(grid_axes(ds))  # (grid, method, rep[, checkpoint]): one per method and rep
+    method = int(flags.reshape(*flags.shape[: grid + 2], -1).any(-1).sum())
+    if failed or method:
+        parts = [f"{failed:,} replicate{'s' if failed != 1 else ''} failed"] if failed else []
+        if method:
+            parts.append(f"interval methods failed {method:,} times")
+        lines.append(
+            f"Failures: {' and '.join(parts)}; the cells are computed without them, which "
+            "can bias them. The Failures section lists the errors and their seeds."
+        )
+    return lines
+
+
 def build_context(store: str | Path, target_se: float = TARGET_SE) -> dict[str, Any]:
     """Everything the report shows, read from the store (checked first).
 
@@ -341,25 +572,29 @@ def build_context(store: str | Path, target_se: float = TARGET_SE) -> dict[str, 
     summary = summarize(ds, target_se=target_se)
     sweep = sweep_info(ds)
     level = ds.attrs.get("level")
+    done, total = int(ds["done"].values.sum()), int(ds["done"].size)
+    prov = provenance(ds, store)
     return {
         "name": sweep.get("name", store.name),
         "description": sweep.get("description", ""),
         "store": str(store.resolve()),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "level": format_level(level) if level is not None else "n/a",
-        "replicates": sweep.get("replicates"),
+        "facts": store_facts(ds),
         "grid": {a: axis_labels(ds[a].values, "text") for a in grid_axes(ds)},
         "methods": [str(m) for m in ds["method"].values],
-        "d": int(ds.sizes["coord"]),
-        "done": int(ds["done"].values.sum()),
-        "total": int(ds["done"].size),
+        "done": done,
+        "total": total,
+        "banner": banner(ds, done, total, prov["runs"]),
+        "departure": {"z": format_number(DEPARTURE_Z), "mark": DEPARTURE_MARK},
         "sweep_toml": sweep_toml(sweep, note="as stored"),
         "tables": result_tables(summary),
+        "csv": summary_csv(summary),
         "figures": figure_images(ds, summary),
         "failures": failure_groups(ds, records),
         "max_failures": MAX_FAILURES_SHOWN,
         "timings": timing_tables(ds),
-        "provenance": provenance(ds, store),
+        "provenance": prov,
     }
 
 

@@ -92,6 +92,88 @@ TABLE_ERRORS = {"mse average": "mse", "mse last": "mse_last"}
 COUNT_STATS = ("replicates_needed", "coord_mean_replicates_needed")
 #: Statistics shown with three significant digits (the others with three decimals).
 SIGNIFICANT_STATS = ("length", "coord_mean_length", "mse", "mse_last")
+#: Coverage statistics -> the count of the replicates they are a fraction of: the cells
+#: that :func:`table_rows` flags against the nominal level when given one.
+COVERAGE_COUNTS = {
+    "coverage": "n_done",
+    "coord_mean_coverage": "coord_mean_n_done",
+    "joint_coverage": "joint_n_done",
+}
+#: A coverage this many Monte-Carlo standard errors from the nominal level is flagged
+#: (the figures' error bars are +-2 se too).
+DEPARTURE_Z = 2.0
+#: The mark of a flagged coverage cell.
+DEPARTURE_MARK = "\N{DAGGER}"
+
+
+def wilson_interval(fraction: float, count: float, z: float = DEPARTURE_Z) -> tuple[float, float]:
+    """Wilson's score interval of a binomial proportion.
+
+    Unlike the Wald interval ``p +- z sqrt(p (1 - p) / R)``, it does not collapse to a
+    point at 0 or 1: from R = 10 replicates that all covered it gives [0.714, 1] at
+    z = 2, where Wald gives a standard error of 0.
+
+    Parameters
+    ----------
+    fraction : float
+        The observed proportion, in [0, 1].
+    count : float
+        The number of trials R, > 0.
+    z : float
+        The normal quantile, > 0 (2: about 95%).
+
+    Returns
+    -------
+    tuple of float
+        The lower and upper bound, within [0, 1]; NaN for a NaN proportion or R <= 0.
+
+    References
+    ----------
+    Wilson, E. B. (1927). Probable inference, the law of succession, and statistical
+    inference. Journal of the American Statistical Association 22, 209-212.
+    """
+    if not (np.isfinite(fraction) and np.isfinite(count) and count > 0):
+        return float("nan"), float("nan")
+    z2 = z * z
+    centre = (fraction + z2 / (2 * count)) / (1 + z2 / count)
+    half = (
+        z
+        / (1 + z2 / count)
+        * np.sqrt(fraction * (1 - fraction) / count + z2 / (4 * count * count))
+    )
+    return max(0.0, float(centre - half)), min(1.0, float(centre + half))
+
+
+def coverage_cell(value: float, se: float, count: float, level: float) -> tuple[str, bool]:
+    """The text of a coverage cell and whether it departs from the nominal ``level``.
+
+    Inside (0, 1) the cell is ``0.902 (0.013)`` and departs when ``|value - level| >
+    DEPARTURE_Z se``. At 0 or 1, where the standard error ``sqrt(p (1 - p) / R)`` is 0,
+    the cell shows Wilson's interval instead, ``1.000 [0.714, 1.000]``, and departs when
+    the level lies outside it.
+
+    Parameters
+    ----------
+    value, se : float
+        The coverage and its Monte-Carlo standard error.
+    count : float
+        The replicates the coverage is a fraction of (R).
+    level : float
+        The nominal level, in (0, 1).
+
+    Returns
+    -------
+    tuple of (str, bool)
+        The cell's text (``n/a`` for NaN) and the departure flag.
+    """
+    if not np.isfinite(value):
+        return "n/a", False
+    if value in (0.0, 1.0) and not se > 0:
+        low, high = wilson_interval(value, count)
+        if not np.isfinite(low):
+            return cell_text(value, se, False), False
+        return f"{value:.3f} [{low:.3f}, {high:.3f}]", not low <= level <= high
+    return cell_text(value, se, False), bool(abs(value - level) > DEPARTURE_Z * se)
 
 
 def summary_records(summary: xr.Dataset, coord_means: bool = False) -> list[dict[str, Any]]:
@@ -313,13 +395,16 @@ def table_rows(
     stats: dict[str, str],
     per_method: bool = True,
     per_coord: bool = True,
+    level: float | None = None,
 ) -> tuple[list[str], list[str], list[tuple[list[str], list[str]]]]:
     """Column names, column headers and rows (labels, cells) of a table of ``stats``.
 
     Rows per grid point [and checkpoint], with ``per_coord`` per coord (for statistics
     with a coord dim) and with ``per_method`` per method. A partial cell (fewer than all
     its grid point's replicates, :mod:`ldpsim.pipeline.partial_cells`) ends in the
-    format's marker.
+    format's marker. With a nominal ``level`` (the HTML report), the coverage cells of
+    :data:`COVERAGE_COUNTS` are written by :func:`coverage_cell` (Wilson's interval at 0
+    and 1) and a departure from ``level`` ends in :data:`DEPARTURE_MARK`.
     """
     axes = grid_axes(summary)
     col_axis = "n" if "n" in axes else None
@@ -367,8 +452,18 @@ def table_rows(
         where = dict(zip(row_dims, idx, strict=True))
         for stat, var in stats.items():
             values = np.atleast_1d(cell[var].values)
+            departs = [False] * len(values)
             if var in COUNT_STATS:  # a count: no standard error
                 cells = [count_text(float(v)) for v in values]
+            elif level is not None and var in COVERAGE_COUNTS:
+                ses = np.atleast_1d(cell[f"{var}_se"].values)
+                counts = np.broadcast_to(cell[COVERAGE_COUNTS[var]].values, values.shape)
+                texts = [
+                    coverage_cell(float(v), float(s), float(k), float(level))
+                    for v, s, k in zip(values, ses, counts, strict=True)
+                ]
+                cells = [text for text, _ in texts]
+                departs = [flag for _, flag in texts]
             else:
                 ses = np.atleast_1d(cell[f"{var}_se"].values)
                 cells = [
@@ -379,6 +474,7 @@ def table_rows(
                 marked = marks[var].isel(where, missing_dims="ignore").values
                 marked = np.broadcast_to(marked, values.shape)
                 cells = [c + marker if m else c for c, m in zip(cells, marked, strict=True)]
+            cells = [c + DEPARTURE_MARK if d else c for c, d in zip(cells, departs, strict=True)]
             rows.append(([*labels, stat], cells))
     return names, col_headers, rows
 

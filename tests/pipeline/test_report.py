@@ -12,6 +12,7 @@ import pytest
 import synthetic as syn
 import xarray as xr
 import zarr
+from conftest import edit_root_attrs
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.provenance import read_runs, record_run
@@ -69,7 +70,7 @@ def test_report_of_a_store(tmp_path, capsys):
     (run,) = read_runs(store)
     assert f"{run['started']} to {run['finished']} 2 min 5 s 36 0 local" in text
     # Results with standard errors and the replicates a 0.005 se needs.
-    assert "tau coord method n = 1e2 n = 1e4" in text
+    assert "tau coord method statistic n = 1e2 n = 1e4" in text
     assert "cover 0.829 (0.064)*" in text and "R for se 0.005" in text
     # bb failed in one replicate and 4 are not computed: its cells are marked, and said so.
     assert "* computed on fewer than all 40 replicates of its grid point" in text
@@ -194,3 +195,124 @@ def test_a_large_store_is_summarized_lazily_with_the_same_page(tmp_path, monkeyp
     lazy = report.build_context(store)
     for key in ("tables", "failures", "timings", "sweep_toml"):
         assert lazy[key] == in_memory[key], key
+
+
+# -- issue 33: tables a reader (and a screen reader) can use, numbers explained ----------
+def test_wilson_interval_at_the_boundary_and_inside():
+    from ldpsim.pipeline.tables import wilson_interval
+
+    # All of R = 10 covered: Wilson's lower bound is R / (R + z^2) at z = 2.
+    assert wilson_interval(1.0, 10) == pytest.approx((10 / 14, 1.0))
+    assert wilson_interval(0.0, 10) == pytest.approx((0.0, 4 / 14))
+    # Inside (0, 1) and for many replicates it approaches Wald's p +- 2 se.
+    p, r = 0.9, 100_000
+    wald = 2 * np.sqrt(p * (1 - p) / r)
+    low, high = wilson_interval(p, r)
+    assert low == pytest.approx(p - wald, rel=1e-4) and high == pytest.approx(p + wald, rel=1e-4)
+    assert np.isnan(wilson_interval(float("nan"), 10)[0])
+
+
+def test_coverage_cells_flag_departures_and_use_wilson_at_0_and_1():
+    from ldpsim.pipeline.tables import DEPARTURE_MARK, coverage_cell
+
+    assert coverage_cell(0.9, 0.013, 500, 0.9) == ("0.900 (0.013)", False)
+    assert coverage_cell(0.86, 0.015, 500, 0.9) == ("0.860 (0.015)", True)  # 2.7 se off
+    assert coverage_cell(0.88, 0.015, 500, 0.9) == ("0.880 (0.015)", False)  # 1.3 se
+    # 10 of 10 covered: not "1.000 (0.000)"; 0.9 is inside [0.714, 1] and not flagged.
+    assert coverage_cell(1.0, 0.0, 10, 0.9) == ("1.000 [0.714, 1.000]", False)
+    # 400 of 400: Wilson's [0.990, 1] excludes 0.9, a real departure.
+    assert coverage_cell(1.0, 0.0, 400, 0.9) == ("1.000 [0.990, 1.000]", True)
+    assert coverage_cell(0.0, 0.0, 10, 0.9)[1]
+    assert DEPARTURE_MARK not in coverage_cell(float("nan"), float("nan"), 0, 0.9)[0]
+
+
+def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path):
+    from ldpsim.pipeline.report import write_report
+    from ldpsim.pipeline.tables import DEPARTURE_MARK
+
+    store = failing_store(tmp_path)
+    # At a nominal 99%, bb's 0.829 (0.064) and 0.857 (0.059) are more than 2 se short.
+    edit_root_attrs(store, level=0.99)
+    page = write_report(store, tmp_path / "r.html").read_text()
+    results = page[page.index('<section id="results">') : page.index('<section id="figures">')]
+    # Every table is in a scroll box, named by its <caption>; no caption in a <p>.
+    assert page.count("<table>") == page.count('<div class="scroll"') > 0
+    assert page.count("<table>") == page.count("<caption")
+    assert 'class="caption"' not in page
+    # Every header cell has a scope; none is empty.
+    assert re.findall(r"<th(?=[\s>])(?![^>]*scope=)[^>]*>", page) == []
+    assert '<th scope="col"></th>' not in page
+    # One row group per value of the first row label (tau: 0.5, 0.9), per table.
+    assert results.count("<tbody>") == 3 * 2
+    # Departures are marked and shaded, and the mark explained under the tables.
+    summary = build_context(store)["tables"][0]
+    flagged = [
+        cell
+        for group in summary["groups"]
+        for row in group
+        for cell in row["cells"]
+        if cell["departs"]
+    ]
+    assert flagged and all(cell["text"].endswith(DEPARTURE_MARK) for cell in flagged)
+    assert results.count('class="num departs"') >= len(flagged)
+    assert f"{DEPARTURE_MARK}: coverage more than 2 Monte-Carlo standard errors" in page_text(
+        results
+    )
+    # Advice a reader of the page can follow; the CSV is in the page.
+    assert "--format csv" not in page
+    assert re.search(
+        r'<a href="data:text/csv;base64,[^"]+" download="synthetic-summary.csv"', page
+    )
+    # A print style sheet: figures at full width, row groups and figures kept whole.
+    printed = page[page.index("@media print") :]
+    assert "figure img { width: 100%" in printed
+    assert re.search(r"figure, tbody[^{]*\{ break-inside: avoid", printed)
+
+
+def test_the_csv_download_holds_the_summary(tmp_path):
+    import base64
+    import csv
+    import io
+
+    from ldpsim.pipeline.report import summary_csv
+    from ldpsim.pipeline.summary import summarize
+
+    store = failing_store(tmp_path)
+    summary = summarize(xr.open_zarr(store, consolidated=False).load())
+    link = summary_csv(summary)
+    text = base64.b64decode(link["uri"].removeprefix("data:text/csv;base64,")).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    # One row per grid point, method and coordinate: 2 tau x 2 n x 2 methods x d = 2.
+    assert len(rows) == summary["coverage"].size == 16
+    assert {"coverage", "coverage_se", "n_done", "n_failed"} <= set(rows[0])
+
+
+def test_the_header_and_banner_come_from_the_store(tmp_path):
+    from ldpsim.pipeline.report import banner, store_facts
+
+    ds = syn.grid_store()
+    facts = store_facts(ds)
+    assert facts["n"] == "1e2, 1e4 (grid axis)"
+    assert facts["d"] == str(ds.sizes["coord"])
+    assert facts["replicates"] == str(ds.sizes["rep"])
+    # A run's command line is what the banner of a partial store tells to run again.
+    done, total = int(ds["done"].sum()), int(ds["done"].size)
+    lines = banner(ds, done, total, [{"command": ["ldpsim", "run", "x.toml"]}])
+    assert done < total and f"{done:,} of {total:,} replicates are done" in lines[0]
+    assert "(ldpsim run x.toml): it resumes" in lines[0]
+    complete = ds.assign(done=xr.ones_like(ds["done"]), method_failed=ds["method_failed"] & False)
+    assert banner(complete, total, total, []) == []
+
+
+def test_the_report_shows_the_runs_command_lines(tmp_path):
+    store = failing_store(tmp_path)
+    record_run(
+        store,
+        wall_seconds=1.0,
+        computed=1,
+        failed=0,
+        cluster="local",
+        command=["ldpsim", "run", "demo", "--set", "n=100000"],
+    )
+    text = page_text(render_report(build_context(store)))
+    assert "command: ldpsim run demo --set n=100000" in text
