@@ -486,6 +486,13 @@ def submit(
     # The units' code as the run read it: a worker that imported another version refuses.
     hashes = {key: origin["source_sha256"] for key, origin in units.items()}
     futures = {}
+    # The methods of a GPU sweep prefer the workers without a GPU: Dask would run them
+    # where the launch's output lies, on the GPU worker, whose threads launch.
+    cpu_workers = {}
+    if sweep.backend == "gpu":
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        cpu = [address for address, info in workers.items() if not info.get("resources", {})]
+        cpu_workers = {"workers": cpu, "allow_other_workers": True} if cpu else {}
     for task in tasks:
         chunks = [(w.point.spec, w.reps, w.key) for w in task.works]
         launched = ()
@@ -498,7 +505,7 @@ def submit(
                 ),
             )
         args = (chunks, methods, d, task.key, hashes, *launched)
-        futures[client.submit(run_task, *args, key=task.key)] = task
+        futures[client.submit(run_task, *args, key=task.key, **cpu_workers)] = task
     return Submitted(layout, work, already, tasks, futures)
 
 

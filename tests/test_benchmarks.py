@@ -27,7 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = REPO / "benchmarks"
 README = BENCHMARKS / "README.md"
-SCRIPTS = ("kernels.py", "pipeline.py", "competitors.py")
+SCRIPTS = ("kernels.py", "pipeline.py", "competitors.py", "gpu.py")
 #: pipeline.py's parts; its ``compile`` part (fresh processes compiling the kernel with
 #: empty caches: one busy core for 10 s or more) runs in a process of its own beside the
 #: others, so that both cores of a small machine are used.
@@ -36,6 +36,8 @@ PIPELINE_PARTS = ("scale", "overhead", "speedup", "rss", "compile")
 RUNS = {
     "kernels": ("kernels.py", []),
     "competitors": ("competitors.py", []),
+    # In numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, set by conftest.py and inherited).
+    "gpu": ("gpu.py", []),
     "pipeline": ("pipeline.py", ["--skip", "compile"]),
     "pipeline-compile": (
         "pipeline.py",
@@ -195,3 +197,13 @@ def test_competitors_output_has_the_documented_fields(outputs):
     assert list(report) == list(constants["MODELS"])
     for model, record in report.items():
         check_record(record, constants["JSON_FIELDS"], f"competitors.py {model}")
+
+
+def test_gpu_output_has_the_documented_fields(outputs):
+    constants = script_constants("gpu.py")
+    records = outputs["gpu"]
+    assert isinstance(records, list)
+    assert len(records) == len(constants["CASES"])
+    for record in records:
+        check_record(record, constants["JSON_FIELDS"], f"gpu.py {record['case']}")
+        assert record["kind"] == "kernel" and record["device"] == "simulator"

@@ -1,0 +1,215 @@
+"""GPU benchmark: the GPU backend's kernel against one CPU core, and whole GPU sweeps.
+
+Usage: ``python benchmarks/gpu.py [--json] [--quick] [--repeats R] [--sweep NAME ...]``.
+
+For each case of :data:`CASES` (a model, a mechanism, n and a number of replicates R),
+one launch of R replicates (:meth:`ldpsim.tasks.grid_point.GridPointSetup.run_gpu`,
+transfers to and from the device included) is timed ``--repeats`` times after a first
+launch that compiles; the record holds the median. Beside it, on the same machine, one
+CPU core runs the CPU kernel (:func:`ldpsim.tasks.replicate.run_stats`) for one
+replicate of the same spec, and the estimates of the launch give sd x sqrt(n) against
+the oracle's sqrt(Sigma_11).
+
+``--sweep NAME`` (repeatable) runs that built-in sweep end to end on the GPU backend
+(``ldpsim run NAME --backend gpu --cluster local-gpu``) into a temporary store and says
+where its time went: the wall time, the GPU launches' seconds (summed over launches)
+and the interval methods' core-seconds, read back from the store.
+
+``--quick`` runs each case with n = 200 and 8 replicates (in numba's CUDA simulator
+where there is no GPU: NUMBA_ENABLE_CUDASIM=1): a check that the benchmark works,
+whose figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.replicate import run_stats
+from ldpsim.tasks.spec import normalize_spec
+
+#: The cases: the issue's targets (quantile with randomized response at n = 1e5 and 1e5
+#: replicates: steps per second; n = 1e6 and 1,000 replicates: ns per step per thread)
+#: and the other models and mechanisms.
+CASES = [
+    {"model": "quantile", "eps": 1.0, "n": 100_000, "replicates": 100_000},
+    {"model": "quantile", "eps": 1.0, "n": 1_000_000, "replicates": 1_000},
+    {"model": "quantile", "eps": 1.0, "n": 1_000_000, "replicates": 16_896},
+    {
+        "model": "quantile_regression",
+        "mechanism": "gaussian",
+        "eps": 0.9,
+        "coef": [0.0, 0.0, 1.0, -1.0],
+        "n": 100_000,
+        "replicates": 10_000,
+    },
+    {"model": "mean", "mechanism": "laplace", "eps": 1.0, "n": 100_000, "replicates": 10_000},
+    {"model": "mean", "mechanism": "gdp", "mu": 1.0, "d": 4, "n": 100_000, "replicates": 10_000},
+]
+#: The interval methods of the specs (their cuts are the kernel's segment ends).
+METHODS = {"bb": {"B": 200}, "bm": {}, "sn": {}, "oracle": {}}
+#: JSON fields per record kind and their units (benchmarks/README.md lists the same).
+JSON_FIELDS = {
+    "kind": "name",
+    "case": "name",
+    "device": "name",
+    "d": "count",
+    "n": "count",
+    "replicates": "count",
+    "repeats": "count",
+    "compile_s": "s",
+    "launch_s": "s",
+    "steps_per_s": "1/s",
+    "ns_per_step_thread": "ns",
+    "cpu_ns_per_step": "ns",
+    "cpu_cores_matched": "ratio",
+    "sd_sqrt_n": "ratio",
+    "oracle_sd_sqrt_n": "ratio",
+}
+#: The fields of a ``--sweep`` record.
+SWEEP_FIELDS = {
+    "kind": "name",
+    "sweep": "name",
+    "device": "name",
+    "replicates": "count",
+    "wall_s": "s",
+    "launch_s": "s",
+    "methods_core_s": "s",
+}
+QUICK = {"n": 200, "replicates": 8, "repeats": 2, "cpu_n": 2_000}
+FULL = {"repeats": 3, "cpu_n": 1_000_000}
+
+
+def device_name() -> str:
+    """The CUDA device's name, "simulator" in numba's CUDA simulator, "none" without one."""
+    from numba import cuda
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM:
+        return "simulator"
+    try:
+        name = cuda.get_current_device().name
+    except Exception:  # no driver, no device
+        return "none"
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def case_name(case: dict[str, Any]) -> str:
+    mechanism = case.get("mechanism", "randomized_response")
+    return f"{case['model']}-{mechanism}-n{case['n']:.0e}-R{case['replicates']}"
+
+
+def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict[str, Any]:
+    """One record: the launch's median seconds, throughput and the CPU core beside it."""
+    spec = {k: v for k, v in case.items() if k != "replicates"}
+    setup = GridPointSetup.of(normalize_spec({**spec, "methods": METHODS, "backend": "gpu"}))
+    reps = list(range(case["replicates"]))
+    start = time.perf_counter()
+    setup.run_gpu(reps[:32])  # compiles (once per process and kernel)
+    compile_s = time.perf_counter() - start
+    times, outputs = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        outputs = setup.run_gpu(reps)
+        times.append(time.perf_counter() - start)
+    launch_s = statistics.median(times)
+    n, d = case["n"], setup.spec.model.dim
+    # theta_bar = shift + T_n / n at the last cut (StreamingStats.theta_bar), all at once.
+    estimates = outputs[2][:, -1, :] + outputs[3][:, -1, :] / n
+    sd_sqrt_n = float(np.std(estimates[:, 0], ddof=1) * math.sqrt(n))
+    oracle = float(math.sqrt(setup.asymptotic_cov[0, 0]))
+    cpu_setup = GridPointSetup.of(normalize_spec({**spec, "n": cpu_n, "methods": METHODS}))
+    run_stats(cpu_setup.spec, np.random.default_rng(0), cpu_setup)  # compiles
+    start = time.perf_counter()
+    run_stats(cpu_setup.spec, np.random.default_rng(1), cpu_setup)
+    cpu_ns = (time.perf_counter() - start) / cpu_n * 1e9
+    steps_per_s = n * len(reps) / launch_s
+    return {
+        "kind": "kernel",
+        "case": case_name(case),
+        "device": device,
+        "d": d,
+        "n": n,
+        "replicates": len(reps),
+        "repeats": repeats,
+        "compile_s": round(compile_s, 3),
+        "launch_s": round(launch_s, 4),
+        "steps_per_s": float(f"{steps_per_s:.4g}"),
+        "ns_per_step_thread": round(launch_s / n * 1e9, 2),
+        "cpu_ns_per_step": round(cpu_ns, 2),
+        "cpu_cores_matched": round(steps_per_s * cpu_ns * 1e-9, 1),
+        "sd_sqrt_n": round(sd_sqrt_n, 4),
+        "oracle_sd_sqrt_n": round(oracle, 4),
+    }
+
+
+def run_sweep_timed(name: str, device: str, replicates: int | None) -> dict[str, Any]:
+    """``ldpsim run NAME --backend gpu --cluster local-gpu``; where its time went."""
+    from ldpsim.pipeline import api
+
+    sweep = api.load_sweep(name, replicates=replicates)
+    with tempfile.TemporaryDirectory() as folder:
+        store = Path(folder) / f"{name}.zarr"
+        start = time.perf_counter()
+        report = api.run_report(sweep, store, cluster="local-gpu", backend="gpu", progress=False)
+        wall = time.perf_counter() - start
+        ds = api.open_store(store)
+        methods_s = float(np.nansum(ds["method_seconds"].values))
+        replicate_s = float(np.nansum(ds["seconds"].values))
+    return {
+        "kind": "sweep",
+        "sweep": name,
+        "device": device,
+        "replicates": int(report["total"]),
+        "wall_s": round(wall, 2),
+        "launch_s": round(max(replicate_s - methods_s, 0.0), 2),
+        "methods_core_s": round(methods_s, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark with the command-line arguments ``argv``; the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="JSON records on stdout")
+    parser.add_argument("--quick", action="store_true", help="tiny runs: a smoke test")
+    parser.add_argument("--repeats", type=int, help="timed launches per case (3)")
+    parser.add_argument("--sweep", action="append", default=[], help="a built-in sweep to run")
+    parser.add_argument("--sweep-replicates", type=int, help="override the sweeps' replicates")
+    parser.add_argument("--skip-kernels", action="store_true", help="only the --sweep runs")
+    parser.add_argument(
+        "--case", type=int, action="append", help="run only these CASES (indices, from 0)"
+    )
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    repeats = args.repeats or sizes["repeats"]
+    device = device_name()
+    records = []
+    chosen = [c for i, c in enumerate(CASES) if args.case is None or i in args.case]
+    for case in [] if args.skip_kernels else chosen:
+        if args.quick:
+            case = {**case, "n": QUICK["n"], "replicates": QUICK["replicates"]}
+        records.append(measure(case, repeats, sizes["cpu_n"], device))
+        if not args.json:
+            print(json.dumps(records[-1]), flush=True)
+    for name in args.sweep:
+        records.append(run_sweep_timed(name, device, args.sweep_replicates))
+        if not args.json:
+            print(json.dumps(records[-1]), flush=True)
+    if args.json:
+        json.dump(records, sys.stdout, indent=1)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
