@@ -381,14 +381,17 @@ def _rerun(
     """The replicate's values, or (what failed, its exception, the record's text for it)."""
     from ldpsim.tasks import run_replicate
     from ldpsim.tasks.grid_point import GridPointSetup
-    from ldpsim.tasks.replicate import MethodFailure, replicate_from_state
+    from ldpsim.tasks.replicate import MethodFailure, replicate_from_state, replicate_start
 
     try:
         setup = GridPointSetup.of(spec)
         for label in (label for label in target.failed_methods if label in spec.methods):
-            state, streams = setup.data_state(target.rep), setup.method_streams(target.rep)
+            state, raw = replicate_start(setup, target.rep)
+            streams = setup.method_streams(target.rep)
             try:
-                replicate_from_state(setup, state, streams, methods=(label,), raise_failures=True)
+                replicate_from_state(
+                    setup, state, streams, methods=(label,), raise_failures=True, raw=raw
+                )
             except MethodFailure as failure:  # the method's own exception is the cause
                 return f"method {label}", failure.__cause__ or failure, failure.reason
         return run_replicate(setup, target.rep)

@@ -19,7 +19,6 @@ SPEC section 4 (the recentring).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import threading
@@ -218,15 +217,15 @@ def run_gpu_replicates(
     """
     from numba.core import config
 
+    args = (model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts)
+    if config.ENABLE_CUDASIM:
+        with _SIMULATOR_LOCK:
+            return _launch(*args, streams, full_matrix)
     if not getattr(_thread_state, "context", False):
         with _CONTEXT_LOCK:
             cuda.current_context()  # the driver, and this thread's context
         _thread_state.context = True
-    with _SIMULATOR_LOCK if config.ENABLE_CUDASIM else contextlib.nullcontext():
-        return _launch(
-            model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts,
-            streams, full_matrix,
-        )  # fmt: skip
+    return _launch(*args, streams, full_matrix)
 
 
 def _launch(

@@ -160,7 +160,23 @@ def run_replicate(
     else:
         setup = setup_of(spec)
     rep = check_int(rep, "rep", low=0)
-    return replicate_from_state(setup, setup.data_state(rep), setup.method_streams(rep))
+    state, raw = replicate_start(setup, rep)
+    return replicate_from_state(setup, state, setup.method_streams(rep), raw=raw)
+
+
+def replicate_start(setup: GridPointSetup, rep: int) -> tuple[np.ndarray | None, tuple | None]:
+    """Where replicate ``rep`` of ``setup`` starts: ``(state, raw)`` for
+    :func:`replicate_from_state`.
+
+    On the CPU backend the PCG64 state of its data stream and None; on the GPU backend
+    None and its chain's output, from a launch of this replicate alone (its numbers do
+    not depend on the launch).
+    """
+    if setup.spec.backend == "gpu":
+        from ldpsim.tasks.grid_point import gpu_row
+
+        return None, gpu_row(setup.run_gpu([rep]), 0)
+    return setup.data_state(rep), None
 
 
 def checkpoint_stream(rng: np.random.Generator, point: int) -> np.random.Generator:

@@ -21,6 +21,8 @@ from conftest import assert_same_values, one_error_line, tree_hash
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
 from ldpsim.pipeline.reading import open_dataset, read_attrs
+from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.tasks import run_replicate
 from ldpsim.tasks.philox import STREAMS_VERSION
 
 FIELDS = ("estimate", "last", "lower", "upper", "method_estimate", "done", "failed")
@@ -71,6 +73,13 @@ def test_a_gpu_sweep_is_bit_identical_on_rerun_kill_resume_and_extension(tmp_pat
     assert attrs["gpu_streams"] == STREAMS_VERSION
     base = open_dataset(baseline).load()
     assert bool(base["done"].all())
+    # One replicate alone (ldpsim replay's path): the values the launches stored.
+    point = load_sweep(sweep_file(tmp_path, 12)).points()[1]
+    alone = run_replicate(point.spec, 7)
+    index = dict(zip(base["estimate"].dims, (1, 7, 0), strict=False))
+    assert alone.estimate[0] == base["estimate"].isel(tau=1, rep=7, coord=0).item(), index
+    bb = list(base["method"].values).index("bb")
+    assert alone.upper["bb"][0] == base["upper"].isel(tau=1, rep=7, coord=0, method=bb).item()
     # Rerun into a new store: the same numbers.
     again = tmp_path / "again.zarr"
     assert run([str(sweep_file(tmp_path, 12)), "--store", str(again), *address]) == 0
