@@ -27,7 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = REPO / "benchmarks"
 README = BENCHMARKS / "README.md"
-SCRIPTS = ("kernels.py", "pipeline.py", "competitors.py", "gpu.py")
+SCRIPTS = ("kernels.py", "pipeline.py", "competitors.py", "gpu.py", "scaling.py")
 #: pipeline.py's parts; its ``compile`` part (fresh processes compiling the kernel with
 #: empty caches: one busy core for 10 s or more) runs in a process of its own beside the
 #: others, so that both cores of a small machine are used.
@@ -38,6 +38,7 @@ RUNS = {
     "competitors": ("competitors.py", []),
     # In numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, set by conftest.py and inherited).
     "gpu": ("gpu.py", []),
+    "scaling": ("scaling.py", []),
     "pipeline": ("pipeline.py", ["--skip", "compile"]),
     "pipeline-compile": (
         "pipeline.py",
@@ -207,3 +208,12 @@ def test_gpu_output_has_the_documented_fields(outputs):
     for record in records:
         check_record(record, constants["JSON_FIELDS"], f"gpu.py {record['case']}")
         assert record["kind"] == "kernel" and record["device"] == "simulator"
+
+
+def test_scaling_output_has_the_documented_fields(outputs):
+    constants = script_constants("scaling.py")
+    records = outputs["scaling"]
+    assert isinstance(records, list) and records
+    assert records[0]["workers"] == 1 and records[0]["speedup"] == 1.0
+    for record in records:
+        check_record(record, constants["JSON_FIELDS"], f"scaling.py {record['workers']}")
