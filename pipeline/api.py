@@ -61,6 +61,7 @@ __all__ = [
     "open_store",
     "outcome",
     "plot",
+    "register",
     "replay",
     "run",
     "run_report",
@@ -478,7 +479,9 @@ def run(
         (:data:`REPORT_ATTR`), a dict of the sweep's replicates after the run: ``store``
         (its path), ``total``, ``done``, ``failed`` (replicates that raised), ``missing``
         (neither), ``method_failures`` (interval method label -> replicates in which it
-        failed), ``computed`` and ``already_done`` (this run's work), ``seconds`` (wall
+        failed), ``computed`` and ``already_done`` (this run's work),
+        ``methods_computed`` (finished replicates for which this run computed interval
+        methods added to the store, :func:`run`'s other work), ``seconds`` (wall
         time of this run), ``exit_code`` (what ``ldpsim run`` would exit with: 0, 1 or
         3, see :func:`outcome`), ``status`` (``"complete"``, ``"failed"`` or
         ``"incomplete"``) and ``store_holds``: None when the store holds just this
@@ -728,6 +731,7 @@ def run_report(
         "method_failures": dict(report.method_failures),
         "computed": report.computed,
         "already_done": report.already_done,
+        "methods_computed": report.methods_computed,
         "seconds": report.seconds,
         "exit_code": code,
         "status": STATUS[code],
@@ -1248,3 +1252,70 @@ def _on_backend(sweep: Sweep, backend: object, function: str) -> Sweep:
     from ldpsim.pipeline.sweep import with_backend
 
     return with_backend(sweep, backend)
+
+
+def register(unit: type) -> type:
+    """Make a model, mechanism or interval method class usable by sweeps, without a package.
+
+    For a unit written in a notebook or a script: it is checked as an installed plugin
+    is (``docs/extending.md``), known by its ``name`` in every sweep this process loads
+    afterwards, and sent to the Dask workers of every :func:`run` whose sweep uses it (a
+    worker plugin, so workers that join later get it too; ``client=`` and ``scheduler=``
+    clusters alike). Registering a class of the same name again (the cell edited and run
+    again) replaces it, without restarting the kernel. Its source is hashed (the class's
+    and its compiled callbacks'; in a notebook, where Python cannot read a class's
+    source, each of its functions' and its attributes'), and a store records the hash,
+    as it does a plugin's:
+    computing into a store written with another version of it is refused unless
+    ``accept_code_change``.
+
+    Parameters
+    ----------
+    unit : type
+        A frozen, keyword-only dataclass deriving from
+        :class:`~ldpsim.tasks.models.base.Model`,
+        :class:`~ldpsim.tasks.mechanisms.base.Mechanism` or
+        :class:`~ldpsim.tasks.intervals.base.IntervalMethod`, defined at the top level
+        of the notebook or script (the workers get it pickled by value).
+
+    Returns
+    -------
+    type
+        ``unit`` itself, so that ``@register`` decorates a class.
+
+    Raises
+    ------
+    InputTypeError
+        ``unit`` is not a subclass of one of the three bases.
+    InputError
+        It breaks a rule of its kind (no compiled callback, a parameter named like a
+        spec key, ...), has the name of a built-in unit or an installed plugin, or its
+        source cannot be read (a class made by ``exec`` of a string: a store could not
+        tell its versions apart); one line saying which.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> from scipy import stats
+    >>> from ldpsim.tasks.intervals.base import IntervalMethod
+    >>> @dataclass(frozen=True, kw_only=True)
+    ... class Wald(IntervalMethod):
+    ...     \"\"\"theta_bar +- z sd, the sd from the oracle's asymptotic covariance.\"\"\"
+    ...     name = "wald"
+    ...     def interval(self, stats_, level, rng):
+    ...         half = stats.norm.ppf(0.5 + level / 2) * stats_.oracle_sd()
+    ...         return stats_.theta_bar - half, stats_.theta_bar + half
+    >>> register(Wald)  # doctest: +SKIP
+    <class '__main__.Wald'>
+    >>> sweep = load_sweep({"replicates": 20, "spec": {"model": "quantile", "n": 1000},
+    ...                     "methods": {"wald": {}}}, name="mine")  # doctest: +SKIP
+    """
+    from ldpsim.tasks.plugins import register as register_unit
+
+    try:
+        register_unit(unit)
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return unit

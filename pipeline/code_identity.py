@@ -65,8 +65,16 @@ def unit_origin(cls: type) -> dict[str, Any]:
         "source_sha256": ...}`` for a plugin (distribution and version None where no
         installed package declares it).
     """
-    from ldpsim.tasks.plugins import plugins
+    from ldpsim.tasks.plugins import REGISTERED_ORIGIN, plugins
 
+    record = next((p for p in plugins() if p.unit is cls), None)
+    if record is not None and record.distribution == REGISTERED_ORIGIN:
+        return {
+            "origin": "registered",
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "version": None,
+            "source_sha256": record.source_sha256,
+        }
     sha = _source_sha256(cls)
     if cls.__module__ == "ldpsim" or cls.__module__.startswith("ldpsim."):
         try:
@@ -74,7 +82,7 @@ def unit_origin(cls: type) -> dict[str, Any]:
         except PackageNotFoundError:
             ours = None
         return {"origin": "ldpsim", "version": ours, "source_sha256": sha}
-    declared = next((p.distribution for p in plugins() if p.unit is cls), None)
+    declared = record.distribution if record is not None else None
     name, _, release = (declared or "").rpartition(" ")
     return {
         "origin": "plugin",
@@ -108,7 +116,13 @@ _FIRST_READ: dict[type, str | None] = {}
 
 
 def running_source_sha256(cls: type) -> str | None:
-    """The SHA-256 of ``cls``'s module as this process first read it (then kept)."""
+    """The SHA-256 of ``cls``'s module as this process first read it (then kept); for a
+    unit registered at run time, the hash its registration carries."""
+    from ldpsim.tasks.plugins import REGISTERED_ORIGIN, registered
+
+    for record in registered():
+        if record.unit is cls and record.distribution == REGISTERED_ORIGIN:
+            return record.source_sha256
     if cls not in _FIRST_READ:
         _FIRST_READ[cls] = _source_sha256(cls)
     return _FIRST_READ[cls]
@@ -161,6 +175,8 @@ def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] |
 def describe(origin: dict[str, Any]) -> str:
     """``plugin mypkg 0.1, source 1a2b3c4d`` or ``ldpsim 0.2, source 9f8e7d6c``."""
     sha = (origin.get("source_sha256") or "unknown")[:8]
+    if origin.get("origin") == "registered":
+        return f"registered at run time ({origin.get('class')}), source {sha}"
     if origin.get("origin") == "plugin":
         where = f"plugin {origin.get('distribution') or '(no package)'} {origin.get('version')}"
     else:

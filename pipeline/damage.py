@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from ldpsim.pipeline.added_methods import has_added, pending
 from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.integrity import DETERMINED_REMEDY, determined_damage, rewrite_determined
 from ldpsim.pipeline.layout import VARIABLE_ATTRS
@@ -206,11 +207,27 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
                 _verify(array, name, corrupt, grid)
     # (grid..., method, rep[, checkpoint]): some method has bounds at some checkpoint.
     bounded = ~method_failed.reshape(*method_failed.shape[: grid + 2], -1).all(axis=-1)
-    with_bounds = done & bounded.any(axis=grid)
+    # Per method: the finished replicates that hold its values; a method added to the
+    # store holds none until its method_seconds is written (ldpsim.pipeline.added_methods).
+    holding = np.repeat(np.expand_dims(done, grid), bounded.shape[grid], axis=grid)
+    if has_added(arrays):
+        first, waiting = pending(arrays, done)
+        holding[(slice(None),) * grid + (slice(first, None),)] &= ~waiting
+    holding &= bounded
+    with_bounds = holding.any(axis=grid)
     missing: dict[str, tuple[slice, ...]] = {}
     for name in (*ALWAYS_WRITTEN, *WRITTEN_WITH_BOUNDS):
-        held = done if name in ALWAYS_WRITTEN else with_bounds
-        missing.update(_missing_files(path, name, arrays[name], held, grid))
+        array = arrays[name]
+        dims = list(array.metadata.dimension_names or ())
+        if name in ALWAYS_WRITTEN or "method" not in dims:
+            held = done if name in ALWAYS_WRITTEN else with_bounds
+            missing.update(_missing_files(path, name, array, held, grid))
+            continue
+        # A file spans the methods the store was made with, or some added after.
+        step = _file_shape(array)[dims.index("method")]
+        for column, start in enumerate(range(0, holding.shape[grid], step)):
+            held = holding[(slice(None),) * grid + (slice(start, start + step),)].any(axis=grid)
+            missing.update(_missing_files(path, name, array, held, grid, column))
     replicates = np.zeros(done.shape, dtype=bool)
     for region in missing.values():
         replicates[region] |= done[region]
@@ -250,9 +267,15 @@ def refuse_damage(path: str | Path) -> None:
 
 
 def _missing_files(
-    path: Path, name: str, array: zarr.Array, held: np.ndarray, grid: int
+    path: Path,
+    name: str,
+    array: zarr.Array,
+    held: np.ndarray,
+    grid: int,
+    method_file: int | None = None,
 ) -> dict[str, tuple[slice, ...]]:
-    """The files of ``name`` that hold a replicate of ``held`` and do not exist."""
+    """The files of ``name`` that hold a replicate of ``held`` and do not exist
+    (``method_file``: only those at this position along the 'method' axis)."""
     if not held.any():
         return {}
     shape = _file_shape(array)
@@ -265,6 +288,10 @@ def _missing_files(
         needed = np.logical_or.reduceat(needed, np.arange(0, needed.shape[axis], step), axis)
     needed = np.argwhere(needed)
     spans = [range(math.ceil(s / c)) for s, c in zip(array.shape, shape, strict=True)]
+    if method_file is not None:
+        spans[list(array.metadata.dimension_names or ()).index("method")] = range(
+            method_file, method_file + 1
+        )
     stored = _stored_files(path, name)
     out = {}
     for row in needed.tolist():

@@ -285,7 +285,12 @@ def _fingerprint_label(part: str) -> str:
 
 
 def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
-    """Human-readable differences that forbid extending ``stored`` with ``requested``."""
+    """Human-readable differences that forbid extending ``stored`` with ``requested``.
+
+    A method label that ``stored`` lacks is no difference: the store grows along its
+    ``method`` axis (:func:`added_methods`). A stored label that ``requested`` lacks,
+    or names with other parameters, is one.
+    """
     a = json.loads(json.dumps(stored.identity(), sort_keys=True, default=str))
     b = json.loads(json.dumps(requested.identity(), sort_keys=True, default=str))
     out = []
@@ -295,7 +300,7 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
     for section in ("base", "methods"):
         for k in sorted(set(a[section]) | set(b[section])):
             va, vb = a[section].get(k, "<absent>"), b[section].get(k, "<absent>")
-            if section == "methods" and _same_method(k, va, vb):
+            if section == "methods" and (k not in a[section] or _same_method(k, va, vb)):
                 continue
             if not _same(va, vb):
                 label = "spec" if section == "base" else "methods"
@@ -307,6 +312,32 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
         if not _same(stored_cases[label], requested_cases[label]):
             out.append(f"cases.{label}: {stored_cases[label]!r} -> {requested_cases[label]!r}")
     return out
+
+
+def added_methods(stored: Sweep, requested: Sweep) -> dict[str, dict[str, Any]]:
+    """The method labels of ``requested`` that ``stored`` lacks, with their parameters,
+    in ``requested``'s order: the store's ``method`` axis grows by these.
+
+    Raises
+    ------
+    InputError
+        An added label makes the same method as another label of ``requested`` (it
+        would compute the same intervals on another random stream).
+    """
+    added = {label: p for label, p in requested.methods.items() if label not in stored.methods}
+    if not added:
+        return {}
+    methods = build_methods(requested.methods)
+    for label in added:
+        same = [other for other in methods if other != label and methods[other] == methods[label]]
+        if same:
+            raise InputError(
+                f"The added method label {label!r} makes the same method as "
+                f"{', '.join(map(repr, same))} ({methods[label].name}): it would compute the "
+                "same intervals on another random stream. Give it other parameters, or "
+                "leave it out."
+            )
+    return added
 
 
 def _same_method(label: str, a: Any, b: Any) -> bool:

@@ -114,6 +114,10 @@ class RunReport:
     seconds: float = 0.0
     #: The unit changes this run accepted (``--accept-code-change``): unit, old, new origin.
     code_changes: list[dict[str, Any]] = field(default_factory=list)
+    #: Finished replicates for which this run computed interval methods added to the
+    #: store (:mod:`ldpsim.pipeline.added_methods`); ``missing`` counts those still
+    #: lacking one.
+    methods_computed: int = 0
 
 
 @dataclass(frozen=True)
@@ -369,7 +373,9 @@ def run_sweep(
     if undamaged:
         store = Store(path, stored_layout(path), mode="r")
         work, already = plan(sweep, store)
-        if not work:
+        from ldpsim.pipeline.added_methods import pending_replicates
+
+        if not work and not pending_replicates(store, sweep):
             report = RunReport(store=path, total=already, already_done=already)
             _tally(sweep, store, report)
             log(f"Nothing to do: all {already} replicates of {sweep.name!r} are done in {path}.")
@@ -380,6 +386,10 @@ def run_sweep(
     units = sweep_units(sweep)
     if path.exists():  # refused before the lock and the cluster; checked again under the lock
         plan_units(path, read_attrs(path), sweep, accept_code_change, units)
+        from ldpsim.pipeline.added_methods import check_chain_code
+
+        # Methods added to finished replicates run their chains again: with their code.
+        check_chain_code(path, sweep, changes.methods_added, units)
     lock = RunLock(path / META_GROUP) if path.exists() else None
 
     def take_lock(_: Path) -> None:
@@ -396,8 +406,12 @@ def run_sweep(
         where.update(adapt=adapt, options=options, start_timeout=start_timeout, client=client)
         from ldpsim.pipeline.clusters import connect
 
-        with connect(**where, log=log) as connected:
+        with connect(**where, log=log) as connected, contextlib.ExitStack() as stack:
             check_gpu_workers(connected, sweep)
+            from ldpsim.pipeline.registration import shipped_units
+
+            # Units registered in a notebook or script: on the workers while the run lasts.
+            stack.enter_context(shipped_units(connected, sweep))
             # A new store's tasks are all of its replicates: the workers start on them
             # while the client creates the store (seconds for a large grid).
             early = None
@@ -559,30 +573,44 @@ def _execute(
         submitted = submit(
             client, sweep, store.layout, store.path, store.done_mask(), shuffle, units
         )
+    from ldpsim.pipeline.added_methods import describe, failed_methods_chunk, submit_methods
+
+    # The methods added to the store, for its finished replicates (their own tasks).
+    added = submit_methods(client, sweep, store, units)
     work, already, tasks, futures = (
         submitted.work,
         submitted.already,
         submitted.tasks,
-        submitted.futures,
+        {**submitted.futures, **added.futures},
     )
     total = len(sweep.points()) * sweep.replicates
     report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
     todo = sum(len(w.reps) for w in work)
     count = f"{len(tasks)} task" + ("" if len(tasks) == 1 else "s")
     log(f"{todo} of {total} replicates to compute ({already} already done) in {count}.")
+    if added.tasks:
+        log(describe(added))
+    method_keys = {task.key for task in added.tasks}
+    tasks = [*tasks, *added.tasks]
+    todo += added.replicates
     methods = list(store.layout.methods)
     d = store.layout.d
     progress = Progress(todo, sum(task.cost for task in tasks), log, progress_mode)
     pending: list[tuple[tuple[int, ...], int, dict]] = []
+    pending_methods: list[tuple[tuple[int, ...], int, dict]] = []  # added methods' results
     written = time.monotonic()
 
     def write() -> None:
-        nonlocal pending, written
+        nonlocal pending, pending_methods, written
         batch, pending = pending, []
+        method_batch, pending_methods = pending_methods, []
         written = time.monotonic()
-        if batch:
+        if batch or method_batch:
             try:
-                store.write_chunks(batch)
+                if batch:
+                    store.write_chunks(batch)
+                if method_batch:
+                    store.write_methods(method_batch, added.first)
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                     raise
@@ -590,14 +618,22 @@ def _execute(
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
+            for _, _, result in method_batch:
+                report.methods_computed += int((~result["failed"]).sum())
 
     def take(task: Task, results: list | BaseException) -> None:
         if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
             results = [results] * len(task.works)
         for w, result in zip(task.works, results, strict=True):
-            if isinstance(result, Exception):
-                result = _failed_chunk(w, methods, d, store, result)
-            pending.append((w.index, w.chunk, result))
+            if task.key in method_keys:
+                if isinstance(result, Exception):
+                    failed = _failed_chunk(w, added.labels, d, store, result)
+                    result = failed_methods_chunk(failed, added.labels)
+                pending_methods.append((w.index, w.chunk, result))
+            else:
+                if isinstance(result, Exception):
+                    result = _failed_chunk(w, methods, d, store, result)
+                pending.append((w.index, w.chunk, result))
             limit.add(w, result)
         progress.update(task.reps, task.cost)
 
@@ -641,8 +677,11 @@ def _execute(
         write()  # what finished before an error is kept
     report.seconds = time.monotonic() - start
     _tally(sweep, store, report)
+    methods_line = ""
+    if added.tasks:
+        methods_line = f", the added methods for {report.methods_computed} finished replicates"
     log(
-        f"Computed {report.computed} replicates, {report.failed} failed "
+        f"Computed {report.computed} replicates, {report.failed} failed{methods_line} "
         f"({report.seconds:.1f} s); store: {store.path}"
     )
     if limit.reached is not None:
@@ -723,6 +762,9 @@ def _tally(sweep: Sweep, store: Store, report: RunReport) -> None:
     method_failed = method_failed.reshape(*method_failed.shape[: grid + 2], -1).any(-1)
     report.missing = sum(int((~done[(*p, reps)] & ~failed[(*p, reps)]).sum()) for p in points)
     report.replicates_failed = sum(int(failed[(*p, reps)].sum()) for p in points)
+    from ldpsim.pipeline.added_methods import pending_replicates
+
+    report.missing += pending_replicates(store, sweep)  # finished, but for an added method
     per_method = sum(method_failed[(*p, slice(None), reps)].sum(axis=-1) for p in points)
     report.method_failures = {
         label: int(count)

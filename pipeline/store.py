@@ -30,7 +30,7 @@ import zarr
 
 from ldpsim.pipeline.code_identity import UNITS_ATTR, plan_units
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.identity import check_streams, identity_diff
+from ldpsim.pipeline.identity import added_methods, check_streams, identity_diff
 from ldpsim.pipeline.integrity import is_sealed, seal
 from ldpsim.pipeline.layout import (
     ADDED_DATA_TYPES,
@@ -144,6 +144,11 @@ class Store:
         store.code_version, store.code_changes = plan.code_version, plan.changes
         return store, changes
 
+    @property
+    def arrays(self) -> dict[str, zarr.Array]:
+        """The store's variables with a value per replicate or grid point, by name."""
+        return self._arrays
+
     # -- chunk writes ---------------------------------------------------------------------
     def index_of(self, point: GridPoint) -> tuple[int, ...]:
         return store_index(self.layout, point)
@@ -165,40 +170,9 @@ class Store:
         loses a finished result. Each variable is written for all shards before the
         next, ``done`` last, so ``done`` never vouches for a value not yet on disk.
         """
-        blocks: dict[tuple, list[tuple[tuple[int, ...], int, dict[str, Any]]]] = {}
-        g_block, rep_block = self.layout.write_block()
-        for index, chunk, result in results:
-            rep0 = self.layout.task_chunk_reps(chunk).start
-            key = (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
-            blocks.setdefault(key, []).append((index, chunk, result))
         a = self._arrays
         m = len(self.layout.methods)
-        grid_sizes = self.layout.grid_shape
-
-        rep_chunk = self.layout.zarr_chunk_reps
-        # Where each block's results go, worked out once for all the variables: the
-        # shard's grid points, the chunks along 'rep' that the results touch (zarr
-        # re-encodes those and keeps the shard's others as they are), and each result's
-        # grid offset and replicate positions inside that region.
-        placed = []
-        for key, members in blocks.items():
-            grid = tuple(
-                slice(k * b, min((k + 1) * b, size))
-                for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
-            )
-            touched = [r for _, _, result in members for r in result["reps"]]
-            first = min(touched) // rep_chunk * rep_chunk
-            last = (max(touched) // rep_chunk + 1) * rep_chunk
-            reps = slice(max(first, key[-1] * rep_block), min(last, a["done"].shape[-1]))
-            spots = [
-                (
-                    tuple(i - g.start for i, g in zip(index, grid, strict=True)),
-                    [r - reps.start for r in result["reps"]],
-                    result,
-                )
-                for index, _, result in members
-            ]
-            placed.append((grid, reps, spots))
+        placed = self._placed(results)
 
         def write(name, method_axis, value_of):
             """Merge every block's results into variable ``name`` (a read and a write each)."""
@@ -258,6 +232,157 @@ class Store:
                     self.clear_error(index, int(rep))
         write("done", 0, lambda r: ~r["failed"])
 
+    def _placed(
+        self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]
+    ) -> list[tuple[tuple[slice, ...], slice, list[tuple[tuple[int, ...], list[int], dict]]]]:
+        """Where each write block's results go, worked out once for all the variables.
+
+        Per block: the shard's grid points, the chunks along 'rep' that the results
+        touch (zarr re-encodes those and keeps the shard's others as they are), and each
+        result's grid offset and replicate positions inside that region.
+        """
+        blocks: dict[tuple, list[tuple[tuple[int, ...], int, dict[str, Any]]]] = {}
+        g_block, rep_block = self.layout.write_block()
+        for index, chunk, result in results:
+            rep0 = self.layout.task_chunk_reps(chunk).start
+            key = (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
+            blocks.setdefault(key, []).append((index, chunk, result))
+        grid_sizes = self.layout.grid_shape
+        rep_chunk = self.layout.zarr_chunk_reps
+        placed = []
+        for key, members in blocks.items():
+            grid = tuple(
+                slice(k * b, min((k + 1) * b, size))
+                for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
+            )
+            touched = [r for _, _, result in members for r in result["reps"]]
+            first = min(touched) // rep_chunk * rep_chunk
+            last = (max(touched) // rep_chunk + 1) * rep_chunk
+            end = self._arrays["done"].shape[-1]
+            reps = slice(max(first, key[-1] * rep_block), min(last, end))
+            spots = [
+                (
+                    tuple(i - g.start for i, g in zip(index, grid, strict=True)),
+                    [r - reps.start for r in result["reps"]],
+                    result,
+                )
+                for index, _, result in members
+            ]
+            placed.append((grid, reps, spots))
+        return placed
+
+    def write_methods(
+        self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]], first: int
+    ) -> None:
+        """Write the values of interval methods added to finished replicates.
+
+        ``results`` holds (grid index, chunk, result) as for :meth:`write_chunks`, with
+        the method arrays of the labels ``layout.methods[first:]`` only
+        (:func:`ldpsim.pipeline.added_methods.run_methods_chunk`). Only the region of
+        those methods is read and written: the files of the methods the store was made
+        with are never rewritten, and nothing else of the replicates is touched.
+        ``method_seconds`` is written last: a finite value says that the method's values
+        of that replicate are on disk (:func:`ldpsim.pipeline.added_methods.pending`).
+        Only the cells (method, replicate) still pending are written: a replicate whose
+        chain was run again for a method added later keeps the values of the methods it
+        already held, even where that run failed. The replicates' failure records keep
+        their other methods' entries.
+        """
+        a = self._arrays
+        added = slice(first, len(self.layout.methods))
+        placed = self._placed(results)
+        # Per result, (methods, reps): the cells already done, read before any write
+        # (``method_seconds`` is written last, so a finite one vouches for the rest).
+        held: dict[int, np.ndarray] = {}
+        for grid, reps, spots in placed:
+            seconds = np.asarray(a["method_seconds"][(*grid, added, reps)])
+            for offset, pos, result in spots:
+                cells = seconds[offset][:, pos]
+                held[id(result)] = ~np.isnan(cells.reshape(*cells.shape[:2], -1)).all(axis=-1)
+
+        def write(name, value_of):
+            for grid, reps, spots in placed:
+                where = (*grid, added, reps)
+                old = np.asarray(a[name][where])
+                for offset, pos, result in spots:
+                    new, kept = value_of(result), held[id(result)]
+                    kept = kept.reshape(kept.shape + (1,) * (new.ndim - kept.ndim))
+                    old[offset][:, pos] = np.where(kept, old[offset][:, pos], new)
+                a[name][where] = old
+
+        write("lower", lambda r: r["lower"])
+        write("upper", lambda r: r["upper"])
+        write("method_estimate", lambda r: r["method_estimate"])
+        per_checkpoint = "checkpoint" in (a["method_failed"].metadata.dimension_names or ())
+        total = "checkpoint" not in (a["method_seconds"].metadata.dimension_names or ())
+
+        def collapsed(values, reduce):  # a store whose method arrays lack 'checkpoint'
+            return reduce(values.reshape(*values.shape[:2], -1), axis=2)
+
+        write(
+            "method_failed",
+            lambda r: (
+                r["method_failed"] if per_checkpoint else collapsed(r["method_failed"], np.any)
+            ),
+        )
+        labels = self.layout.methods[first:]
+        for index, _, result in results:
+            for i, rep in enumerate(result["reps"]):
+                todo = [
+                    label
+                    for label, done in zip(labels, held[id(result)][:, i], strict=True)
+                    if not done
+                ]
+                if not todo:
+                    continue
+                record = result["errors"].get(rep)
+                if record is not None:
+                    record = {
+                        **record,
+                        "methods": {k: v for k, v in record["methods"].items() if k in todo},
+                        "tracebacks": {
+                            k: v for k, v in (record.get("tracebacks") or {}).items() if k in todo
+                        },
+                    }
+                    record = record if record["methods"] else None
+                self._merge_method_record(index, int(rep), todo, record)
+        write(
+            "method_seconds",
+            lambda r: collapsed(r["method_seconds"], np.sum) if total else r["method_seconds"],
+        )
+
+    def _merge_method_record(
+        self, index: tuple[int, ...], rep: int, labels: list[str], new: dict[str, Any] | None
+    ) -> None:
+        """Update a replicate's failure record for the methods ``labels``: their entries
+        replaced by ``new``'s (a method record; None: they did not fail), the others kept."""
+        target = self.path / META_GROUP / "errors" / _error_name(index, rep)
+        old = None
+        if target.is_file():
+            try:
+                old = json.loads(target.read_bytes())
+            except (ValueError, OSError):
+                old = None  # unreadable: replaced by what this run knows
+        if new is None and not set(labels) & set((old or {}).get("methods") or {}):
+            return  # nothing recorded for these methods, nothing to record
+        record = dict(new or old)
+        methods = {k: v for k, v in ((old or {}).get("methods") or {}).items() if k not in labels}
+        tracebacks = {
+            k: v for k, v in ((old or {}).get("tracebacks") or {}).items() if k not in labels
+        }
+        methods.update((new or {}).get("methods") or {})
+        tracebacks.update((new or {}).get("tracebacks") or {})
+        if not methods:
+            self.clear_error(index, rep)
+            return
+        record.update(
+            kind="method",
+            methods=methods,
+            tracebacks=tracebacks,
+            error="; ".join(f"{k}: {v}" for k, v in methods.items()),
+        )
+        self.write_error(index, rep, record)
+
     def write_error(self, index: tuple[int, ...], rep: int, record: dict[str, Any]) -> None:
         """Record a failure (atomically: temp file, then rename)."""
         folder = self.path / META_GROUP / "errors"
@@ -283,9 +408,18 @@ class Changes:
     replicates_added: int = 0
     #: The definitions of the case labels in ``added["case"]``.
     cases_added: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Interval methods new to the store (label -> parameters), appended to its
+    #: ``method`` axis; computed for its finished replicates by
+    #: :mod:`ldpsim.pipeline.added_methods`.
+    methods_added: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return self.created or bool(self.added) or self.replicates_added > 0
+        return (
+            self.created
+            or bool(self.added)
+            or self.replicates_added > 0
+            or bool(self.methods_added)
+        )
 
 
 def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -> Changes:
@@ -299,8 +433,9 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
     ------
     InputError
         The path cannot hold a store, is not an ldpsim store, holds another
-        specification or other random streams, or ``sweep`` would change the shape of
-        its arrays other than by adding grid values and replicates.
+        specification (a stored method left out or with other parameters included) or
+        other random streams, or ``sweep`` would change the shape of its arrays other
+        than by adding grid values, replicates and interval methods.
     """
     path = Path(path)
     check_store_path(path)
@@ -318,9 +453,11 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
     if diff:
         raise InputError(
             f"The store {str(path)!r} was made from a different specification; refusing "
-            f"to change it. Differences (store -> requested): {'; '.join(diff)}. Use "
-            f"another --store path, or the original specification."
+            f"to change it. Differences (store -> requested): {'; '.join(diff)}. A store "
+            "takes new grid values, replicates and interval methods, and keeps the methods "
+            "it holds as they are: use another store path, or the original specification."
         )
+    methods_added = added_methods(stored, sweep)
     check_streams(path, sweep, fingerprint=fingerprint)
     layout = stored_layout(path)
     added: dict[str, list[Any]] = {}
@@ -348,6 +485,7 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
         added=added,
         replicates_added=max(0, sweep.replicates - layout.replicates),
         cases_added={label: sweep.cases[label] for label in added.get(CASE_AXIS, [])},
+        methods_added=methods_added,
     )
 
 
@@ -376,12 +514,14 @@ def _check_fits_axis(path: Path, axis: str, stored: list[Any], new: list[Any]) -
 def _extend(
     path: Path, stored: Sweep, layout: Layout, changes: Changes, units: str | None = None
 ) -> Layout:
-    """Grow the store along its grid axes and 'rep' (all or nothing); the new layout."""
+    """Grow the store along its grid axes, 'method' and 'rep' (all or nothing); the new
+    layout. Added methods are appended to the 'method' axis: the stored methods' files
+    are never rewritten (their shards span the methods the store was made with)."""
     values = {a: layout.axis_values[a] + changes.added.get(a, []) for a in layout.axes}
     grown = Layout(
         axes=layout.axes,
         axis_values=values,
-        methods=layout.methods,
+        methods=[*layout.methods, *changes.methods_added],
         replicates=layout.replicates + changes.replicates_added,
         d=layout.d,
         checkpoints=layout.checkpoints,
@@ -397,7 +537,7 @@ def _extend(
         seed=stored.seed,
         base=stored.base,
         grid=values,
-        methods=stored.methods,
+        methods={**stored.methods, **changes.methods_added},
         rep_chunk=stored.rep_chunk,
         cases={**stored.cases, **changes.cases_added},
     )
@@ -420,6 +560,7 @@ def _extension_files(
     """
     sizes = {axis: len(values) for axis, values in layout.axis_values.items()}
     sizes["rep"] = layout.replicates
+    sizes["method"] = len(layout.methods)
     source = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
     with tempfile.TemporaryDirectory(prefix="ldpsim-extend-") as folder:
         scratch = Path(folder)
@@ -441,6 +582,11 @@ def _extension_files(
             for axis in layout.axes:
                 group[axis][:] = coord_array(axis, layout.axis_values[axis])
             group["rep"][:] = np.arange(layout.replicates, dtype=np.int64)
+            if group["method"].shape[0] != source["method"].shape[0]:  # methods added
+                group["method"][:] = np.array(layout.methods, dtype=object)
+                group.attrs["identity"] = json.dumps(
+                    merged.identity(), sort_keys=True, default=str
+                )
             group["truth"][...] = truth_array(merged, layout)
             if "pseudo_truth" in group.array_keys():  # absent from stores older than it
                 group["pseudo_truth"][...] = truth_array(merged, layout, pseudo=True)

@@ -78,7 +78,7 @@ def launch_gpu(
     out: list[Launch | Exception] = []
     for spec, reps, _ in chunks:
         try:
-            setup = _checked_setup(spec, units)
+            setup = checked_setup(spec, units)
             start = time.perf_counter()
             outputs = setup.run_gpu(list(reps))
             out.append(Launch(outputs, time.perf_counter() - start))
@@ -87,7 +87,9 @@ def launch_gpu(
     return out
 
 
-def _checked_setup(spec: dict[str, Any], units: dict[str, str | None] | None) -> GridPointSetup:
+def checked_setup(spec: dict[str, Any], units: dict[str, str | None] | None) -> GridPointSetup:
+    """The grid point ``spec`` set up (once per process), its units checked against the
+    client's (:func:`ldpsim.pipeline.code_identity.check_running_units`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         setup = setup_of(spec)  # once per grid point and process, not per replicate
@@ -120,7 +122,7 @@ def run_chunk(
     (R,), and an error record per failed replicate (traceback, parameters, seed) or per
     replicate with failed methods (each method's reason and traceback).
     """
-    setup = _checked_setup(spec, units)
+    setup = checked_setup(spec, units)
     rs = setup.spec
     extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
     n_reps, n_methods = len(reps), len(methods)

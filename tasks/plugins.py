@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
+import threading
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +67,10 @@ class Plugin:
         The class, when it loaded and passed the checks.
     problem : str or None
         Why it was left out, one line; None when it is usable.
+    source_sha256 : str or None
+        A unit registered at run time (:func:`register`): the SHA-256 of its source (its
+        class's and its callbacks'), as the registering process read it; None for an
+        entry point (its module's file is hashed, ``ldpsim.pipeline.code_identity``).
     """
 
     kind: str
@@ -73,6 +79,7 @@ class Plugin:
     distribution: str
     unit: type | None
     problem: str | None
+    source_sha256: str | None = None
 
 
 def distribution_of(entry_point: EntryPoint) -> str:
@@ -113,9 +120,9 @@ def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) ->
     return None
 
 
-@functools.cache
-def plugins() -> tuple[Plugin, ...]:
-    """Every installed ldpsim plugin, loaded and checked once per process."""
+def _reserved() -> dict[str, set[str]]:
+    """The parameter names a model or mechanism plugin may not use (spec keys, and the
+    other kind's parameters)."""
     from ldpsim.tasks.spec import SPEC_KEYS, unit_params  # spec looks units up here
 
     def parameters(kind: str) -> set[str]:
@@ -123,10 +130,33 @@ def plugins() -> tuple[Plugin, ...]:
 
     # A model's parameters may not shadow a mechanism's, nor the other way round (a
     # mechanism plugin may take eps, like the built-in ones).
-    reserved = {
+    return {
         "model": set(SPEC_KEYS) | parameters("mechanism"),
         "mechanism": (set(SPEC_KEYS) | parameters("model")) - parameters("mechanism"),
     }
+
+
+#: The units registered in this process at run time (:func:`register`), by kind and name.
+#: Copy on write: :func:`register` assigns a new dict, never changes one, so a thread
+#: that iterates it (a Dask task looking a unit up) never sees it change meanwhile.
+_REGISTERED: dict[str, dict[str, Plugin]] = {kind: {} for kind in GROUPS}
+#: Serializes the writers of :data:`_REGISTERED` (a worker plugin's setup, the client).
+_REGISTERING = threading.Lock()
+#: How :attr:`Plugin.distribution` names a unit registered at run time.
+REGISTERED_ORIGIN = "registered at run time"
+
+
+def plugins() -> tuple[Plugin, ...]:
+    """Every ldpsim plugin: the installed ones (entry points, loaded and checked once per
+    process), then the units registered at run time (:func:`register`)."""
+    registered = tuple(p for units in _REGISTERED.values() for p in units.values())
+    return (*_installed(), *registered)
+
+
+@functools.cache
+def _installed() -> tuple[Plugin, ...]:
+    """Every installed ldpsim plugin, loaded and checked once per process."""
+    reserved = _reserved()
     found = []
     for kind, group in GROUPS.items():
         for entry_point in sorted(entry_points(group=group), key=lambda e: e.name):
@@ -149,6 +179,203 @@ def plugins() -> tuple[Plugin, ...]:
                 )
             )
     return tuple(found)
+
+
+plugins.cache_clear = _installed.cache_clear  # type: ignore[attr-defined]  # tests reload
+
+
+def unit_kind(unit: object) -> str | None:
+    """The kind ("model", "mechanism", "method") whose base class ``unit`` derives from."""
+    if isinstance(unit, type):
+        for kind, base in BASES.items():
+            if issubclass(unit, base):
+                return kind
+    return None
+
+
+#: The methods a dataclass writes itself, from its fields (no source of their own).
+_DATACLASS_MADE = frozenset(
+    {"__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__lt__"}
+    | {"__le__", "__gt__", "__ge__", "__getstate__", "__setstate__", "__replace__"}
+)
+#: Modules whose classes in a unit's bases are not the unit's own code.
+_NOT_OWN = ("builtins", "abc", "typing")
+
+
+def _functions_of(value: object) -> list[object]:
+    """The Python functions an attribute of a class holds: a method, a static or class
+    method's function, a property's accessors, a numba callback's ``py_func``."""
+    value = getattr(value, "__func__", value)  # staticmethod, classmethod
+    if isinstance(value, property):
+        return [f for f in (value.fget, value.fset, value.fdel) if f is not None]
+    if isinstance(value, functools.cached_property):
+        value = value.func
+    value = getattr(value, "py_func", value)  # a numba dispatcher: its Python function
+    return [value] if isinstance(value, types.FunctionType) else []
+
+
+def _stable_repr(value: object) -> str:
+    """``repr(value)`` without memory addresses, which differ from process to process."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
+
+
+def _member_sources(unit: type) -> tuple[list[str], str | None]:
+    """What a class whose own source cannot be read is made of: the source of each of
+    its functions (and of its own bases'), its other attributes and its dataclass fields
+    by their repr; and the first function whose source cannot be read either (or None)."""
+    import inspect
+
+    parts = []
+    for cls in unit.__mro__:
+        if cls is object or _is_ldpsim(cls.__module__) or cls.__module__ in _NOT_OWN:
+            continue  # ldpsim's bases are hashed as ldpsim's code, not as the unit's
+        bases = ", ".join(f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__)
+        parts.append(f"class {cls.__qualname__}({bases})")
+        made = _DATACLASS_MADE if dataclasses.is_dataclass(cls) else frozenset()
+        for name, value in vars(cls).items():
+            functions = _functions_of(value)
+            for function in functions:
+                try:
+                    parts.append(inspect.getsource(function))
+                except (OSError, TypeError):
+                    if name not in made:
+                        return parts, f"{cls.__qualname__}.{name}"
+            if not functions and (not name.startswith("__") or name == "__doc__"):
+                parts.append(f"{name} = {_stable_repr(value)}")
+        if dataclasses.is_dataclass(cls):
+            parts.append(_stable_repr(vars(cls).get("__dataclass_params__")))
+    if dataclasses.is_dataclass(unit):
+        for f in dataclasses.fields(unit):
+            factory = f.default_factory
+            if factory is not dataclasses.MISSING and _functions_of(factory):
+                try:
+                    factory = inspect.getsource(factory)
+                except (OSError, TypeError):
+                    factory = _stable_repr(factory)
+            default = _stable_repr(f.default)
+            parts.append(f"field {f.name}: {f.type!r} = {default} / {_stable_repr(factory)}")
+    return parts, None
+
+
+def unit_source_sha256(unit: type) -> str | None:
+    """SHA-256 of a unit class's source and of its compiled callbacks' sources.
+
+    What a unit registered at run time is known by (it may have no file of its own: a
+    notebook's cell). Where ``inspect`` cannot read the class's source (a class of a
+    notebook: its module ``__main__`` has no file; a class made by ``type()``), the
+    source of each of its functions (which a notebook keeps: numba callbacks by their
+    ``py_func``), of its own bases' functions, and the repr of its other attributes and
+    of its dataclass fields' defaults are hashed instead, so that an edited method,
+    callback or default still changes the hash. None where a function's source cannot
+    be read either (a class made by ``exec`` of a string): :func:`register` refuses it.
+    """
+    return _source_sha256_or_missing(unit)[0]
+
+
+def _source_sha256_or_missing(unit: type) -> tuple[str | None, str | None]:
+    """:func:`unit_source_sha256`, and what could not be read when it is None."""
+    import hashlib
+    import inspect
+
+    try:
+        parts = [inspect.getsource(unit)]
+    except (OSError, TypeError):
+        parts, missing = _member_sources(unit)
+        if missing is not None:
+            return None, missing
+    for attribute in ("sample_gradient", "privatize", "privatize_per_user"):
+        function = getattr(getattr(unit, attribute, None), "py_func", None)
+        if function is not None:
+            try:
+                parts.append(inspect.getsource(function))
+            except (OSError, TypeError):
+                return None, f"{unit.__qualname__}.{attribute}"
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest(), None
+
+
+def register(unit: type, source_sha256: str | None = None) -> Plugin:
+    """Make ``unit`` available to sweeps in this process, as an installed plugin is.
+
+    A unit defined in a notebook or script (a class like the built-in ones, see
+    ``docs/extending.md``) is checked as an entry point's is; its name is its ``name``.
+    Registering a unit of the same kind and name again replaces it (an edited class
+    re-run in a notebook), and the grid points set up with the old one are forgotten.
+
+    Parameters
+    ----------
+    unit : type
+        A subclass of :class:`~ldpsim.tasks.models.base.Model`,
+        :class:`~ldpsim.tasks.mechanisms.base.Mechanism` or
+        :class:`~ldpsim.tasks.intervals.base.IntervalMethod`.
+    source_sha256 : str, optional
+        The hash of its source as the registering client read it (a Dask worker gets
+        the client's and uses it as it is); computed here by default
+        (:func:`unit_source_sha256`).
+
+    Returns
+    -------
+    Plugin
+        Its record (``distribution`` is :data:`REGISTERED_ORIGIN`).
+
+    Raises
+    ------
+    TypeError
+        ``unit`` is not a subclass of one of the three bases.
+    ValueError
+        It breaks a rule of its kind (one line saying which), has the name of a
+        built-in unit or of an installed plugin, or its source cannot be read (a store
+        could not tell its versions apart).
+    """
+    kind = unit_kind(unit)
+    if kind is None:
+        bases = ", ".join(f"{b.__module__}.{b.__qualname__}" for b in BASES.values())
+        raise TypeError(f"The unit to register must be a subclass of {bases}. Got {unit!r}.")
+    name = getattr(unit, "name", None)
+    what = f"The {kind} {getattr(unit, '__qualname__', unit)!r}"
+    if not isinstance(name, str) or not name:
+        raise ValueError(f'{what} cannot be registered: it sets no name (name = "...").')
+    installed = next((p for p in _installed() if p.kind == kind and p.name == name), None)
+    if installed is not None:
+        raise ValueError(
+            f"{what} cannot be registered: {name!r} is the name of the installed {kind} "
+            f"plugin from {installed.distribution}. Give it another name."
+        )
+    problem = _check(kind, name, unit, _reserved())
+    if problem is not None:
+        raise ValueError(f"{what} cannot be registered: it {problem}.")
+    if source_sha256 is None:
+        source_sha256, missing = _source_sha256_or_missing(unit)
+        if source_sha256 is None:
+            raise ValueError(
+                f"{what} cannot be registered: the source of {missing} cannot be read (a "
+                "class made by exec of a string?), so a store could not tell its versions "
+                "apart. Define it in a notebook cell, a script or a module, or install it "
+                "as a plugin package."
+            )
+    plugin = Plugin(
+        kind=kind,
+        name=name,
+        target=f"{unit.__module__}:{unit.__qualname__}",
+        distribution=REGISTERED_ORIGIN,
+        unit=unit,
+        problem=None,
+        source_sha256=source_sha256,
+    )
+    global _REGISTERED
+    with _REGISTERING:
+        replaced = _REGISTERED[kind].get(name)
+        _REGISTERED = {**_REGISTERED, kind: {**_REGISTERED[kind], name: plugin}}
+    if replaced is not None and replaced.unit is not unit:
+        from ldpsim.tasks.grid_point import _setup_of_token
+
+        _setup_of_token.cache_clear()  # set up with the replaced class
+    return plugin
+
+
+def registered(kind: str | None = None) -> list[Plugin]:
+    """The units registered at run time (of ``kind``, or of every kind)."""
+    now = _REGISTERED  # one version of the registry, whatever registers meanwhile
+    return [p for k, units in now.items() if kind in (None, k) for p in units.values()]
 
 
 def registry(kind: str) -> dict[str, type]:

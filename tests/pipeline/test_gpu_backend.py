@@ -157,3 +157,26 @@ def test_one_store_never_mixes_backends(tmp_path, local_cluster, gpu_cluster, ca
     code = run([str(cpu_sweep), "--store", str(gpu_store), "--replicates", "5", *cpu])
     one_error_line(capfd.readouterr(), code, ["gpu backend", "cpu backend"])
     assert tree_hash(gpu_store) == before
+
+
+def test_a_method_added_to_a_finished_gpu_store_equals_a_fresh_gpu_sweep(tmp_path, gpu_cluster):
+    """Issue 34 item 6 on the GPU backend: the chains of the stored replicates run again in
+    one launch per chunk, and the added methods' values are a fresh sweep's (few
+    replicates: the simulator is slow)."""
+    address = ["--scheduler", gpu_cluster.scheduler_address]
+    text = SWEEP.format(replicates=3).replace("[methods.bm]\n[methods.sn]\n", "")
+    stored, every = tmp_path / "stored.toml", tmp_path / "every.toml"
+    stored.write_text(text)
+    every.write_text(text + "[methods.bm]\n[methods.sn]\n")
+    store, fresh = tmp_path / "S.zarr", tmp_path / "fresh.zarr"
+    assert run([str(stored), "--store", str(store), *address]) == 0
+    before = tree_hash(store)
+    assert run([str(every), "--store", str(store), *address]) == 0
+    assert run([str(every), "--store", str(fresh), *address]) == 0
+    got, want = open_dataset(store).load(), open_dataset(fresh).load()
+    assert list(got["method"].values) == ["bb", "oracle", "bm", "sn"]
+    for name in FIELDS:
+        assert_same_values(got[name].values, want[name].values, name)
+    # The stored methods' files were never rewritten.
+    kept = {k: v for k, v in before.items() if k.startswith(("lower/c/", "upper/c/"))}
+    assert kept and all(tree_hash(store)[k] == v for k, v in kept.items())

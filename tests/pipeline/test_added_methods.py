@@ -1,0 +1,278 @@
+"""Interval methods added to a finished store (issue 34 item 6): only their intervals are
+computed, the stored methods' files stay as they were, and the values equal a fresh
+sweep's that had every method from the start (SPEC 6)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import assert_same_values, edit_root_attrs, one_error_line, scheduler, tree_hash
+
+from ldpsim.pipeline import api
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.damage import find_damage
+from ldpsim.pipeline.reading import (
+    iter_errors,
+    open_dataset,
+    read_attrs,
+    read_sweep,
+    stored_layout,
+)
+
+#: The stored methods: a random one (bb draws multipliers) and a deterministic one.
+STORED = "[methods.bb]\nB = 50\n[methods.oracle]\n"
+#: Two added: a random one on its own stream, and sn (it needs all of A: another kernel
+#: variant than the stored methods ran).
+ADDED = '[methods.bb_basic]\nmethod = "bb"\nform = "basic"\nB = 50\n[methods.sn]\n'
+#: Per replicate and method, as a fresh store holds them (not the timings).
+COMPARED = ("lower", "upper", "method_estimate", "method_failed", "estimate", "done", "failed")
+
+
+def sweep_text(methods: str, replicates: int = 4) -> str:
+    return (
+        f'replicates = {replicates}\nseed = 11\nrep_chunk = 2\n[spec]\nmodel = "quantile"\n'
+        f"eps = 1.0\n[grid]\ntau = [0.5, 0.8]\nn = [1000]\n{methods}"
+    )
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, local_cluster):
+    """A finished store of STORED, and a fresh store of STORED + ADDED (both 4 reps)."""
+    folder = tmp_path_factory.mktemp("added")
+    made = {}
+    for name, methods in (("stored", STORED), ("fresh", STORED + ADDED)):
+        sweep = write(folder / f"{name}.toml", sweep_text(methods))
+        store = folder / f"{name}.zarr"
+        start = time.perf_counter()
+        assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+        made[name] = (store, time.perf_counter() - start)
+    return folder, made
+
+
+def data_files(store: Path) -> dict[str, str]:
+    """The hashes of the replicates' data files (shards), not of any metadata."""
+    return {
+        k: v for k, v in tree_hash(store).items() if "/c/" in k and k.split("/")[0] != "method"
+    }
+
+
+def test_a_method_added_to_a_finished_store_equals_a_fresh_sweep(
+    stores, local_cluster, tmp_path, capsys
+):
+    _, made = stores
+    store = tmp_path / "S.zarr"
+    shutil.copytree(made["stored"][0], store)
+    before = data_files(store)
+    sweep = write(tmp_path / "more.toml", sweep_text(STORED + ADDED))
+    capsys.readouterr()
+    start = time.perf_counter()
+    code = main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)])
+    seconds = time.perf_counter() - start
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "0 of 8 replicates to compute (8 already done)" in out
+    assert "Added methods bb_basic, sn: computing them for 8 finished replicates" in out
+    # The stored methods' files (and estimate, done, seconds, ...) were never rewritten.
+    after = data_files(store)
+    assert {k: after[k] for k in before} == before
+    assert any(k.startswith("lower/") for k in set(after) - set(before))  # their own shards
+    ds, fresh = open_dataset(store).load(), open_dataset(made["fresh"][0]).load()
+    assert list(ds["method"].values) == ["bb", "oracle", "bb_basic", "sn"]
+    for name in COMPARED:
+        for label in ["bb", "oracle", "bb_basic", "sn"] if "method" in ds[name].dims else [0]:
+            pick = {"method": label} if label != 0 else {}
+            assert_same_values(
+                ds[name].sel(pick).values, fresh[name].sel(pick).values, name, label
+            )
+    assert bool(np.isfinite(ds["method_seconds"]).all())
+    assert read_sweep(store).methods == read_sweep(made["fresh"][0]).methods
+    assert not find_damage(store)
+    # Nothing left: a second run computes nothing.
+    assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+    assert "Nothing to do" in capsys.readouterr().out
+    print(
+        f"\nadding 2 methods: {seconds:.2f} s; the fresh sweep with all 4: "
+        f"{made['fresh'][1]:.2f} s; the stored 2: {made['stored'][1]:.2f} s"
+    )
+
+
+def test_added_methods_resume_and_go_with_new_replicates(stores, local_cluster, tmp_path):
+    """Through the API: a store whose added method is half computed (a run stopped) and
+    that gets new replicates too computes what is missing, and equals a fresh sweep."""
+    _, made = stores
+    store = tmp_path / "S.zarr"
+    shutil.copytree(made["stored"][0], store)
+    sweep = api.load_sweep({**_tables(STORED + ADDED), "replicates": 4}, name="more")
+    with _client(local_cluster) as c:
+        api.run(sweep, store, client=c, progress=False)
+        # As a run stopped half-way leaves it: one replicate's added methods not written.
+        import zarr
+
+        group = zarr.open_group(str(store), mode="r+", zarr_format=3, use_consolidated=False)
+        for name in ("lower", "upper", "method_seconds"):
+            group[name][1, 0, 2:, 3] = np.nan
+        assert not find_damage(store)  # pending, not damage
+        six = api.load_sweep({**_tables(STORED + ADDED), "replicates": 6}, name="more")
+        ds = api.run(six, store, client=c, progress=False)
+        assert ds.attrs["run_report"]["computed"] == 4 and ds.attrs["run_report"]["missing"] == 0
+        fresh = tmp_path / "F.zarr"
+        want = api.run(six, fresh, client=c, progress=False).load()
+    got = ds.load()
+    for name in COMPARED:
+        assert_same_values(got[name].values, want[name].values, name)
+
+
+def test_removing_or_changing_a_stored_method_is_refused(stores, tmp_path, capsys):
+    _, made = stores
+    store = made["stored"][0]
+    before = tree_hash(store)
+    cases = {
+        "removed": ("[methods.bb]\nB = 50\n" + ADDED, "methods.oracle: {} -> '<absent>'"),
+        "changed": ("[methods.bb]\nB = 60\n[methods.oracle]\n", "-> {'B': 60"),
+    }
+    for name, (methods, words) in cases.items():
+        sweep = write(tmp_path / f"{name}.toml", sweep_text(methods))
+        code = main(["run", str(sweep), "--store", str(store), "--workers", "1"])
+        line = one_error_line(capsys.readouterr(), code, ["different specification", words])
+        assert "interval methods" in line
+    # The same through the API: no command-line wording in the message.
+    with pytest.raises(api.InputError) as raised:
+        api.run(str(tmp_path / "changed.toml"), store, workers=1, progress=False)
+    assert "--store" not in str(raised.value) and "another store path" in str(raised.value)
+    assert tree_hash(store) == before
+
+
+def test_an_added_method_that_repeats_a_stored_one_is_refused(stores, tmp_path, capsys):
+    _, made = stores
+    store = made["stored"][0]
+    before = tree_hash(store)
+    again = '[methods.bb_again]\nmethod = "bb"\nB = 50\nform = "t"\n'
+    stored = json.loads(xr.open_zarr(store).attrs["sweep"])["methods"]["bb"]
+    assert stored.get("form") == "t"  # the recorded choice the copy repeats
+    sweep = write(tmp_path / "again.toml", sweep_text(STORED + again))
+    code = main(["run", str(sweep), "--store", str(store), "--workers", "1"])
+    one_error_line(capsys.readouterr(), code, ["'bb_again'", "'bb'", "same method"])
+    assert tree_hash(store) == before
+
+
+def test_added_methods_are_refused_on_replicates_of_another_model_code(stores, tmp_path, capsys):
+    """Replicates computed before a change of their model (accepted since) would get
+    their chains run again with the new code: refused, the store unchanged."""
+    from ldpsim.pipeline.added_methods import check_chain_code
+    from ldpsim.pipeline.code_identity import sweep_units
+    from ldpsim.pipeline.sweep import load_sweep
+
+    _, made = stores
+    sweep = write(tmp_path / "more.toml", sweep_text(STORED + ADDED))
+    units = sweep_units(load_sweep(str(sweep), [], None))
+    (generation,) = json.loads(read_attrs(made["stored"][0])["units"])
+
+    def as_if_changed(key: str) -> Path:
+        """A copy whose replicates (code version 0) had another ``key``, and whose
+        latest code version (1) is this run's: a change accepted, then nothing run."""
+        store = tmp_path / f"{key.replace(':', '-')}.zarr"
+        shutil.copytree(made["stored"][0], store)
+        old = {**generation, key: {**generation[key], "source_sha256": "0" * 64}}
+        edit_root_attrs(store, units=json.dumps([old, generation], sort_keys=True))
+        return store
+
+    store = as_if_changed("model:quantile")
+    before = tree_hash(store)
+    code = main(["run", str(sweep), "--store", str(store), "--workers", "1"])
+    words = ["interval methods 'bb_basic', 'sn'", "model 'quantile' at tau = 0.5", "new store"]
+    line = one_error_line(capsys.readouterr(), code, [*words, "source 00000000 ->"])
+    assert "tau = 0.8" in line
+    assert tree_hash(store) == before
+    # A stored method's change does not touch the chains: the methods may be added.
+    store = as_if_changed("method:bb")
+    check_chain_code(store, load_sweep(str(sweep), [], None), ["bb_basic", "sn"], units)
+
+
+def test_a_failed_recompute_keeps_the_added_methods_already_stored(
+    stores, local_cluster, tmp_path
+):
+    """The chains run again for added methods fail (their tasks were lost): each
+    replicate keeps the added methods it held; those it lacked are recorded as failed,
+    and stay pending."""
+    from ldpsim.pipeline.added_methods import failed_methods_chunk, plan_methods
+    from ldpsim.pipeline.runner import _failed_chunk
+    from ldpsim.pipeline.store import Store
+
+    _, made = stores
+    path = tmp_path / "S.zarr"
+    shutil.copytree(made["stored"][0], path)
+    sweep = api.load_sweep({**_tables(STORED + ADDED), "replicates": 4}, name="more")
+    with _client(local_cluster) as c:
+        api.run(sweep, path, client=c, progress=False)
+    import zarr
+
+    # As runs stopped half-way leave them: bb_basic of (tau 0.5, rep 0) and sn of
+    # (tau 0.8, rep 3) not written; each replicate's chain is run again for both.
+    pending = {(0, 2, 0), (1, 3, 3)}  # (tau, method, rep)
+    group = zarr.open_group(str(path), mode="r+", zarr_format=3, use_consolidated=False)
+    for name in ("lower", "upper", "method_seconds"):
+        for tau, method, rep in pending:
+            group[name][tau, 0, method, rep] = np.nan
+    before = open_dataset(path).load()
+    store = Store(path, stored_layout(path))
+    first, work = plan_methods(sweep, store)
+    assert first == 2 and [(w.index, w.reps) for w in work] == [((0, 0), [0]), ((1, 0), [3])]
+    labels = list(store.layout.methods[first:])
+    results = []
+    for w in work:
+        lost = _failed_chunk(w, labels, store.layout.d, store, RuntimeError("lost"))
+        results.append((w.index, w.chunk, failed_methods_chunk(lost, labels)))
+    store.write_methods(results, first)
+    after = open_dataset(path).load()
+    for tau, method, rep in np.ndindex(2, 4, 4):
+        cell = {"tau": tau, "n": 0, "method": method, "rep": rep}
+        for name in ("lower", "upper", "method_estimate", "method_failed", "method_seconds"):
+            got, want = after[name].isel(cell).values, before[name].isel(cell).values
+            if (tau, method, rep) not in pending:
+                assert_same_values(got, want, name, str(cell))  # kept
+        if (tau, method, rep) in pending:
+            assert bool(after["method_failed"].isel(cell).all())
+            assert bool(np.isnan(after["method_seconds"].isel(cell)).all())  # tried again
+    records = {(r["spec"]["tau"], r["rep"]): r["methods"] for r in iter_errors(path)}
+    assert {k: set(v) for k, v in records.items()} == {(0.5, 0): {"bb_basic"}, (0.8, 3): {"sn"}}
+
+
+def _tables(methods: str) -> dict:
+    import tomllib
+
+    return tomllib.loads(sweep_text(methods))
+
+
+def _client(cluster):
+    from distributed import Client
+
+    return Client(cluster)
+
+
+def test_a_chain_that_fails_when_run_again_is_recorded_in_one_line(monkeypatch):
+    from ldpsim.pipeline import added_methods
+
+    def failing(setup, reps, labels):
+        def compute(i, rep):
+            raise FloatingPointError("overflow in the chain\nat step 12 of 1000")
+
+        return compute
+
+    monkeypatch.setattr(added_methods, "_replicates", failing)
+    point = api.load_sweep(_tables(STORED + ADDED), name="more").points()[0]
+    out = added_methods.run_methods_chunk(point.spec, [0, 1], ["bb_basic", "sn"], 1, "key")
+    assert out["failed"].all() and out["method_failed"].all()
+    assert np.isnan(out["method_seconds"]).all()  # pending: a later run tries again
+    reason = out["errors"][1]["methods"]["sn"]
+    assert reason == "FloatingPointError: overflow in the chain (in the chain run again)"
