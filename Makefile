@@ -23,9 +23,12 @@ run: $(STAMP)
 # pytest process of their own; their output (-s: the job ids over time) is shown after the
 # others'. The tests of tasks/ (one replicate: compiling and statistics) run alongside the
 # pipeline's (clusters, stores, subprocesses: much waiting) in a third process, so that
-# both cores stay busy. The exit code is non-zero if a test of any process fails.
+# both cores stay busy; the notebooks' and the benchmarks' tests (subprocesses, about a
+# minute) run in that third process too, which would finish two minutes before the
+# pipeline's otherwise. The exit code is non-zero if a test of any process fails.
 # The report's browser test needs Debian's chromium: tests/install-chromium.sh installs it
 # when missing (root or passwordless sudo, apt reachable).
+ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -34,12 +37,13 @@ test: $(STAMP)
 	@log=$$(mktemp); tasks_log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -ra -s -m slurm -p no:cacheprovider >$$log 2>&1 & slurm=$$!; \
 	$(BIN)/python -m pytest -q -ra -m "not slurm" -p no:cacheprovider tests/tasks \
-		>$$tasks_log 2>&1 & tasks=$$!; \
+		$(ALONGSIDE) >$$tasks_log 2>&1 & tasks=$$!; \
 	trap 'kill $$slurm $$tasks 2>/dev/null; rm -f $$log $$tasks_log' INT TERM; \
-	echo "pytest -m 'not slurm' --ignore=tests/tasks (tests/tasks and -m slurm run alongside, output below)"; \
-	$(BIN)/python -m pytest -q -ra -m "not slurm" --ignore=tests/tasks; rc=$$?; \
+	echo "pytest -m 'not slurm' --ignore=tests/tasks (tests/tasks $(ALONGSIDE) and -m slurm run alongside, output below)"; \
+	$(BIN)/python -m pytest -q -ra -m "not slurm" --ignore=tests/tasks \
+		$(ALONGSIDE:%=--ignore=%); rc=$$?; \
 	wait $$tasks; tasks_rc=$$?; \
-	echo "==== pytest tests/tasks (ran alongside; exit code $$tasks_rc) ===="; \
+	echo "==== pytest tests/tasks $(ALONGSIDE) (ran alongside; exit code $$tasks_rc) ===="; \
 	cat $$tasks_log; rm -f $$tasks_log; \
 	wait $$slurm; slurm_rc=$$?; \
 	echo "==== pytest -m slurm (ran alongside; exit code $$slurm_rc) ===="; \
