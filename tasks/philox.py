@@ -17,7 +17,7 @@ the next draw of that kind (:data:`STREAMS_VERSION` names this layout):
 * :func:`standard_normal`: Box-Muller, ``sqrt(-2 log u1) (cos, then sin)(2 pi u2)``
   with u1 and u2 the block's two uniforms;
 * :func:`laplace`: ``scale * log(2u)`` for u < 1/2, ``-scale * log(2 - 2u)`` else, u
-  from :func:`random` (the inverse of the Laplace CDF; |x| < 37.4 scale, the bound that
+  from :func:`random` (the inverse of the Laplace CDF; |x| <= 36.8 scale, the bound that
   53-bit uniforms put on any floating-point sampler, Mironov 2012).
 
 The functions are numba CUDA device functions; words travel as uint64 holding 32 bits,
