@@ -38,6 +38,7 @@ COUNTS: dict[str, tuple[str, str]] = {
     "coord_mean_length": ("coord_mean_n_done", "coord_mean_n_failed"),
     "coord_mean_replicates_needed": ("coord_mean_n_done", "coord_mean_n_failed"),
     "joint_coverage": ("joint_n_done", "coord_mean_n_failed"),
+    "joint_replicates_needed": ("joint_n_done", "coord_mean_n_failed"),
     "mse": ("mse_n_done", "replicates_failed"),
     "mse_last": ("mse_last_n_done", "replicates_failed"),
 }

@@ -23,6 +23,7 @@ from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwrita
 from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
 from ldpsim.pipeline.reading import load_dataset
 from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
+from ldpsim.pipeline.tables import COVERAGE_COUNTS, DEPARTURE_Z, wilson_interval
 
 #: The figures of :func:`store_figures`, in drawing order (also their file names).
 FIGURE_KINDS = (
@@ -368,6 +369,27 @@ def _n_axis(ax: Axes, x: np.ndarray, x_dim: str, ticks: list[str]) -> None:
     ax.set_xlabel("n")
 
 
+def coverage_error(
+    coverage: np.ndarray | xr.DataArray, se: np.ndarray | xr.DataArray, count: Any
+) -> np.ndarray:
+    """Error bars of coverages, shape (2, N) (below, above): +-2 Monte-Carlo standard
+    errors, and at a coverage of 0 or 1, where that standard error is 0, the distance
+    to Wilson's interval at z = 2 instead, as the tables show it
+    (:func:`ldpsim.pipeline.tables.wilson_interval`; from R = 10 replicates that all
+    covered, [0.714, 1]). ``count`` is the replicates R of each coverage (broadcast)."""
+    p = np.atleast_1d(np.asarray(coverage, dtype=np.float64))
+    half = 2 * np.atleast_1d(np.asarray(se, dtype=np.float64))
+    half = np.broadcast_to(half, p.shape)
+    counts = np.broadcast_to(np.asarray(count, dtype=np.float64), p.shape)
+    out = np.stack([half, half]).astype(np.float64)
+    for i in np.flatnonzero((p == 0.0) | (p == 1.0)):
+        low, high = wilson_interval(float(p[i]), float(counts[i]), DEPARTURE_Z)
+        if np.isfinite(low):
+            # Not below 0: Wilson's bound at p = 1 may round to just under 1.
+            out[:, i] = max(p[i] - low, 0.0), max(high - p[i], 0.0)
+    return out
+
+
 def _errorbar(
     ax: Axes,
     x: np.ndarray,
@@ -376,14 +398,18 @@ def _errorbar(
     slot: tuple[int, int],
     style: dict[str, Any] | str,
     label: str,
+    count: Any = None,
 ) -> None:
     """Values with +-2 SE error bars, dodged to ``slot`` = (i, count) beside the others;
-    ``style`` is a method's :func:`method_styles` entry (or a colour alone)."""
+    ``style`` is a method's :func:`method_styles` entry (or a colour alone). With the
+    replicates ``count`` of coverages, their :func:`coverage_error` bars (Wilson's
+    interval at 0 and 1)."""
     style = {"color": style, "marker": "o"} if isinstance(style, str) else style
+    yerr = 2 * se.values if count is None else coverage_error(y.values, se.values, count)
     ax.errorbar(
         _dodge(x, *slot, bool(np.all(x > 0))),
         y.values,
-        yerr=2 * se.values,
+        yerr=yerr,
         markersize=4,
         capsize=2,
         label=label,
@@ -422,7 +448,8 @@ def _x_span(x: np.ndarray) -> tuple[float, float]:
 
 
 def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
-    """Coverage (+-2 SE, nominal line) and log-log mean length against ``x_dim``."""
+    """Coverage (+-2 SE or :func:`coverage_error`, nominal line) and log-log mean length
+    against ``x_dim``."""
     if x_dim != "checkpoint" and "checkpoint" in summary.dims:
         summary = summary.isel(checkpoint=-1)  # the interval at the end of the run
     others = [a for a in grid_axes(summary) if a != x_dim]
@@ -452,7 +479,14 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
             _errorbar(
-                cax, x, m["coverage"], m["coverage_se"], (i, len(methods)), styles[method], method
+                cax,
+                x,
+                m["coverage"],
+                m["coverage_se"],
+                (i, len(methods)),
+                styles[method],
+                method,
+                count=m["n_done"].values,
             )
             lax.plot(x, m["length"].values, markersize=4, label=method, **styles[method])
         if level is not None:
@@ -593,7 +627,8 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
     """Coverage and mean length per grid point and method (no ``n`` axis, no checkpoints).
 
     A dot plot: one row per grid point (its label on the y axis, upright however many
-    there are), one marker per method with +-2 SE error bars for coverage; the length
+    there are), one marker per method with +-2 SE error bars for coverage (Wilson's
+    interval at 0 and 1, :func:`coverage_error`); the length
     axis is logarithmic where the lengths span more than a decade. One panel per
     coordinate up to MAX_COORD_ROWS, else the means over the coordinates and the joint
     coverage (:func:`_dot_panels`); at most MAX_PANEL_COLUMNS panels side by side.
@@ -629,10 +664,11 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
                 style = {k: v for k, v in styles[method].items() if k != "linestyle"}
                 if var.endswith("coverage"):
                     se = np.array([float(sel.sel(c)[f"{var}_se"]) for c in combos])
+                    count = [float(sel.sel(c)[COVERAGE_COUNTS[var]]) for c in combos]
                     ax.errorbar(
                         values,
                         at,
-                        xerr=2 * se,
+                        xerr=coverage_error(values, se, count),
                         linestyle="none",
                         markersize=4,
                         capsize=2,
@@ -737,6 +773,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
                 (i, len(methods)),
                 styles[method],
                 method,
+                count=m["n_done"].values[order],
             )
         if level is not None:
             ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
@@ -775,8 +812,9 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     One line per method (color) and per calibration of the noise (line style: the
     case's values other than d and s, e.g. mechanism and calibration); the length
     axis is log-log and shared by the rows, so the rows show the effect of d. Joint
-    coverage has +-2 SE error bars and the nominal level, the target of a simultaneous
-    band. None for a store that is not such a sweep (:func:`_sparsity_cases`).
+    coverage has +-2 SE error bars (Wilson's interval at 0 and 1) and the nominal
+    level, the target of a simultaneous band. None for a store that is not such a
+    sweep (:func:`_sparsity_cases`).
     """
     cases = _sparsity_cases(summary)
     if cases is None:
@@ -817,7 +855,11 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                         ax.errorbar(
                             x,
                             series[var].values,
-                            yerr=2 * at["joint_coverage_se"].values,
+                            yerr=coverage_error(
+                                series[var].values,
+                                at["joint_coverage_se"].values,
+                                at["joint_n_done"].values,
+                            ),
                             color=styles[method]["color"],
                             linestyle=style,
                             marker=styles[method]["marker"],
@@ -1037,7 +1079,8 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
     -------
     list of pathlib.Path
         The files written: ``coverage.{png,pdf}`` (coverage against n with +-2 SE
-        error bars and the nominal level; one panel per combination of the other grid
+        error bars, Wilson's interval at a coverage of 0 or 1 (:func:`coverage_error`),
+        and the nominal level; one panel per combination of the other grid
         axes, one panel row per coordinate when d <= 4, else coordinate 0; at most
         MAX_PANEL_COLUMNS combinations side by side, more on further rows),
         ``length.{png,pdf}`` (mean length against n, log-log) and,

@@ -24,7 +24,7 @@ from ldpsim.pipeline.partial_cells import footnote
 from ldpsim.pipeline.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.provenance import environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
-from ldpsim.pipeline.summary import TARGET_SE, grid_axes, summarize, sweep_info
+from ldpsim.pipeline.summary import TARGET_SE, band_labels, grid_axes, summarize, sweep_info
 from ldpsim.pipeline.sweep import sweep_toml
 from ldpsim.pipeline.table_layouts import blank_repeats
 from ldpsim.pipeline.tables import (
@@ -106,6 +106,18 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
     }
 
 
+def _planned_rows(rows, needed_row: str, joint_row: str, bands: list[str]):
+    """The rows with one "R for se" row per method: ``joint_row`` (planned from the
+    joint coverage) for the simultaneous ``bands``, ``needed_row`` for the others."""
+    kept = []
+    for labels, cells in rows:
+        method, stat = labels[-2], labels[-1]
+        if stat == (needed_row if method in bands else joint_row):
+            continue
+        kept.append((labels, cells))
+    return kept
+
+
 def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     """Coverage and length (coordinate means above 10 coordinates) with the replicates
     a target se needs, the diagnostics and the mean squared errors, ready for the template.
@@ -113,30 +125,49 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     Coverage cells more than :data:`~ldpsim.pipeline.tables.DEPARTURE_Z` standard errors
     from the nominal level end in :data:`~ldpsim.pipeline.tables.DEPARTURE_MARK`; at 0
     or 1 they show Wilson's interval (:func:`~ldpsim.pipeline.tables.coverage_cell`).
+    The replicates a target se needs are planned from the coverage shown (the
+    coordinate mean above 10 coordinates) for a marginal method, and from the joint
+    coverage for a simultaneous band (:func:`~ldpsim.pipeline.summary.band_labels`),
+    in a row of its own label.
     """
     target = summary.attrs.get("target_se", TARGET_SE)
     level = summary.attrs.get("level")
     needed_row = f"R for se {format_number(target)}"
+    joint_row = f"{needed_row}, joint"
+    bands = band_labels(summary)
     planning = (
         f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "
         f"standard error of {format_number(target)}"
     )
+    if bands:
+        planning += (
+            f"; {joint_row}: the same for the joint coverage (all coordinates at once), "
+            f"what a simultaneous band ({', '.join(bands)}) is for"
+        )
+    joint = {joint_row: "joint_replicates_needed"} if bands else {}
     tables = []
     if shown_coords(summary, "auto") == "mean":
-        stats = {**TABLE_COORD_MEANS, needed_row: "coord_mean_replicates_needed"}
+        stats = {**TABLE_COORD_MEANS, needed_row: "coord_mean_replicates_needed", **joint}
         caption = coord_mean_caption(summary, False) + planning
-        rows = table_rows(summary, "text", stats, per_coord=False, level=level)
+        names, headers, rows = table_rows(summary, "text", stats, per_coord=False, level=level)
+        rows = _planned_rows(rows, needed_row, joint_row, bands)
         tables.append(
-            _html_table(caption, *rows, note=footnote(summary, [*stats.values()], "text"))
+            _html_table(
+                caption, names, headers, rows, note=footnote(summary, [*stats.values()], "text")
+            )
         )
         diagnostics = summary.isel(coord=[0])
         where = "; coordinate 0 of " + str(summary.sizes["coord"])
     else:
-        stats = {**TABLE_STATS, needed_row: "replicates_needed"}
+        stats = {**TABLE_STATS, needed_row: "replicates_needed", **joint}
+        names, headers, rows = table_rows(summary, "text", stats, level=level)
+        rows = _planned_rows(rows, needed_row, joint_row, bands)
         tables.append(
             _html_table(
                 summary_caption(summary, False) + planning,
-                *table_rows(summary, "text", stats, level=level),
+                names,
+                headers,
+                rows,
                 note=footnote(summary, [*stats.values()], "text"),
             )
         )
@@ -178,12 +209,17 @@ def summary_csv(summary: xr.Dataset) -> dict[str, str]:
 CSS_PX_PER_INCH = 96
 #: The PNG holds this many pixels per CSS pixel (sharp on high-density screens).
 PIXEL_RATIO = 2
+#: How a coverage's error bar is drawn where its standard error is 0.
+WILSON_BARS = (
+    "; at a coverage of exactly 0 or 1, where that is 0, Wilson's interval at z = 2 "
+    "instead, as in the tables"
+)
 #: What every figure shows, with what its bars are (+-2 Monte-Carlo standard errors).
 FIGURE_CAPTIONS = {
     "coverage": (
         "Coverage of the intervals (the fraction of replicates whose interval holds the "
         "truth) per method; the dotted line is the nominal level. Error bars: +-2 "
-        "Monte-Carlo standard errors, sqrt(p (1 - p) / R)."
+        f"Monte-Carlo standard errors, sqrt(p (1 - p) / R){WILSON_BARS}."
     ),
     "length": (
         "Mean interval length per method, on a log axis where the lengths are positive. No "
@@ -200,7 +236,7 @@ FIGURE_CAPTIONS = {
     ),
     "privacy-coverage": (
         "Coverage against n eps per method; the dotted line is the nominal level. Error "
-        "bars: +-2 Monte-Carlo standard errors."
+        f"bars: +-2 Monte-Carlo standard errors{WILSON_BARS}."
     ),
     "errors": (
         "Mean squared error of the average and of the last iterate against n, log-log. "
@@ -209,7 +245,7 @@ FIGURE_CAPTIONS = {
     "sparsity": (
         "Mean length, coverage averaged over the coordinates and joint coverage (all "
         "coordinates at once) against the sparsity s, one row per d. Error bars (joint "
-        "coverage only): +-2 Monte-Carlo standard errors."
+        f"coverage only): +-2 Monte-Carlo standard errors{WILSON_BARS}."
     ),
     "running": (
         "The running estimate and interval bounds of one replicate against n. No error "

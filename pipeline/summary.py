@@ -214,6 +214,15 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "description": "R (coord_mean_coverage_se / target_se)^2, rounded up",
         "units": "1",
     },
+    "joint_replicates_needed": {
+        "long_name": "replicates that would give joint_coverage a standard error of target_se",
+        "description": (
+            "joint_n_done (joint_coverage_se / target_se)^2, rounded up; what a "
+            "simultaneous band (bb with simultaneous = true) plans for, since its joint "
+            "coverage is what it is for"
+        ),
+        "units": "1",
+    },
     **DIAGNOSTIC_ATTRS,
 }
 
@@ -253,6 +262,15 @@ def oracle_label(ds: xr.Dataset) -> str | None:
         if (methods.get(label) or {}).get("method") == ORACLE:
             return label
     return None
+
+
+def band_labels(ds: xr.Dataset) -> list[str]:
+    """The method labels of simultaneous bands (``simultaneous = true`` in the sweep
+    specification, e.g. ``band_sidak``), in the store's order; their target is the joint
+    coverage, not the coverage of each coordinate."""
+    methods = sweep_info(ds).get("methods", {})
+    labels = [str(m) for m in ds["method"].values]
+    return [label for label in labels if (methods.get(label) or {}).get("simultaneous") is True]
 
 
 def sample_size(ds: xr.Dataset) -> xr.DataArray | None:
@@ -503,9 +521,11 @@ def summarize(
         and for stores older than it), each with its standard error (``*_se``,
         sd / sqrt(R)) and count R (``*_n_done``; see :func:`squared_error`).
         ``replicates_needed`` (per grid point, method, [checkpoint,] coord) and
-        ``coord_mean_replicates_needed`` (per grid point, method, [checkpoint]): the
-        replicates that would give the coverage (its coordinate mean) a standard error
-        of ``target_se`` (:func:`replicates_needed`).
+        ``coord_mean_replicates_needed`` and ``joint_replicates_needed`` (per grid
+        point, method, [checkpoint]): the replicates that would give the coverage (its
+        coordinate mean, the joint coverage) a standard error of ``target_se``
+        (:func:`replicates_needed`); a simultaneous band (:func:`band_labels`) plans
+        with the joint one.
         Per grid point and coord: ``coord_exists``, false for the coordinates beyond a
         grid point's d (tables and figures leave them out). With ``statistics``, per
         grid point, method, [checkpoint,] coord: ``NAME`` and ``NAME_se`` for each (the
@@ -683,6 +703,9 @@ def summarize(
     out["replicates_needed"] = replicates_needed(out["coverage_se"], n_done, target_se, level)
     out["coord_mean_replicates_needed"] = replicates_needed(
         out["coord_mean_coverage_se"], out["coord_mean_n_done"], target_se, level
+    )
+    out["joint_replicates_needed"] = replicates_needed(
+        out["joint_coverage_se"], out["joint_n_done"], target_se, level
     )
     order = [*grid_axes(ds), "method", "checkpoint", "coord"]
     out = out.transpose(*[d for d in order if d in out.dims])

@@ -89,7 +89,7 @@ TABLE_COORD_MEANS = {
 #: point [and checkpoint], for all methods and coordinates.
 TABLE_ERRORS = {"mse average": "mse", "mse last": "mse_last"}
 #: Statistics that are counts, shown as whole numbers without a standard error.
-COUNT_STATS = ("replicates_needed", "coord_mean_replicates_needed")
+COUNT_STATS = ("replicates_needed", "coord_mean_replicates_needed", "joint_replicates_needed")
 #: Statistics shown with three significant digits (the others with three decimals).
 SIGNIFICANT_STATS = ("length", "coord_mean_length", "mse", "mse_last")
 #: Coverage statistics -> the count of the replicates they are a fraction of: the cells

@@ -187,3 +187,27 @@ def test_sparsity_figure(tmp_path):
     assert np.array_equal(axes[0, 0].lines[0].get_xdata(), [1, 2])  # d = 2: s <= d
     # Not drawn for a store of another shape.
     assert _sparsity_figure(summarize(syn.grid_store())) is None
+
+
+def test_coverage_error_bars_use_wilson_at_0_and_1():
+    from ldpsim.pipeline.plots import _line_figures, coverage_error
+
+    # +-2 se inside (0, 1); Wilson's interval at z = 2 at 0 and 1 (R = 10: [0.714, 1]).
+    bars = coverage_error(np.array([1.0, 0.0, 0.9]), np.array([0.0, 0.0, 0.03]), 10)
+    np.testing.assert_allclose(bars, [[1 - 10 / 14, 0.0, 0.06], [0.0, 4 / 14, 0.06]])
+    summary = summarize(syn.grid_store(), diagnostics=False)
+    cell = {"tau": 0.5, "n": 100, "method": "oracle", "coord": 0}
+    summary["coverage"].loc[cell] = 1.0  # all covered: Wald's se is 0
+    summary["coverage_se"].loc[cell] = 0.0
+    r = int(summary["n_done"].loc[cell])
+    cov_fig, _ = _line_figures(summary, "n")
+    spans = [
+        (float(seg[:, 1].min()), float(seg[:, 1].max()))
+        for ax in cov_fig.axes
+        for container in ax.containers
+        if container.get_label() == "oracle"
+        for seg in container.lines[2][0].get_segments()
+        if len(seg)  # a cell without replicates (NaN) draws no bar
+    ]
+    low = r / (r + 4)  # Wilson's lower bound at 1 with z = 2
+    assert any(np.allclose(span, (low, 1.0)) for span in spans), spans

@@ -316,3 +316,66 @@ def test_the_report_shows_the_runs_command_lines(tmp_path):
     )
     text = page_text(render_report(build_context(store)))
     assert "command: ldpsim run demo --set n=100000" in text
+
+
+def band_store(d: int, reps: int = 40) -> xr.Dataset:
+    """One grid point of d coordinates, a marginal bb and a simultaneous band_sidak:
+    bb misses one coordinate in 4 replicates (joint 0.9), the band in 12 (joint 0.7)."""
+    lower = np.full((2, reps, d), -1.0)
+    for m, misses in enumerate((4, 12)):
+        for r in range(misses):
+            lower[m, r, r % d] = 0.5  # above theta* = 0: coordinate r % d not covered
+    ds = xr.Dataset(
+        {
+            "estimate": (("rep", "coord"), np.zeros((reps, d))),
+            "lower": (("method", "rep", "coord"), lower),
+            "upper": (("method", "rep", "coord"), np.ones((2, reps, d))),
+            "truth": (("coord",), np.zeros(d)),
+            "done": (("rep",), np.ones(reps, dtype=bool)),
+        },
+        coords={
+            "method": np.array(["bb", "band_sidak"], dtype=object),
+            "rep": np.arange(reps),
+            "coord": np.arange(d),
+        },
+    )
+    sweep = json.loads(syn.sweep_attr({}, {"n": 1000, "d": d}, ["bb"], reps))
+    sweep["methods"]["band_sidak"] = {"method": "bb", "simultaneous": True, "band": "sidak"}
+    ds.attrs.update(level=syn.LEVEL, sweep=json.dumps(sweep))
+    return ds
+
+
+@pytest.mark.parametrize("d", [3, 12])  # one row per coordinate; coordinate means
+def test_r_for_se_plans_a_band_with_its_joint_coverage(d):
+    from ldpsim.pipeline.formatting import count_text
+    from ldpsim.pipeline.report import result_tables
+    from ldpsim.pipeline.summary import summarize
+
+    summary = summarize(band_store(d))
+    assert float(summary["joint_coverage"].sel({"method": "band_sidak"})) == pytest.approx(0.7)
+    table = result_tables(summary)[0]
+    planned: dict[tuple[str, str], list[str]] = {}
+    previous: list[str] = []
+    for group in table["groups"]:
+        for row in group:
+            # Fill in the labels left blank where they repeat the row above.
+            above = previous or row["labels"]
+            labels = [shown or old for shown, old in zip(row["labels"], above, strict=True)]
+            previous = labels
+            if labels[-1].startswith("R for se"):
+                planned.setdefault((labels[-2], labels[-1]), []).extend(
+                    cell["text"] for cell in row["cells"]
+                )
+    # The band: 0.7 x 0.3 / 0.005^2 = 8400 from its joint coverage, in a row that says so,
+    # where its coverage per coordinate (0.9 at d = 3) would give 3600.
+    assert set(planned) == {("bb", "R for se 0.005"), ("band_sidak", "R for se 0.005, joint")}
+    assert set(planned["band_sidak", "R for se 0.005, joint"]) == {"8,400"}
+    assert (
+        "joint coverage (all coordinates at once), what a simultaneous band (band_sidak)"
+        in (table["caption"])
+    )
+    # The marginal bb keeps the coverage shown: per coordinate, or their mean.
+    var = "replicates_needed" if d <= 10 else "coord_mean_replicates_needed"
+    want = [count_text(float(v)) for v in np.ravel(summary[var].sel({"method": "bb"}).values)]
+    assert planned["bb", "R for se 0.005"] == want
+    assert "8,400" not in want
