@@ -301,13 +301,11 @@ def run_methods_task(
     """The added methods ``labels`` for several chunks, each (grid point spec,
     replicates, chunk key): one Dask task, on a worker. A chunk that cannot be set up
     gives its exception in its place (:func:`run_methods_chunk`)."""
-    out: list[dict[str, Any] | Exception] = []
-    for spec, reps, key in chunks:
-        try:
-            out.append(run_methods_chunk(spec, reps, labels, d, key, units))
-        except Exception as exc:
-            out.append(exc)
-    return out
+    from ldpsim.pipeline.worker import each_chunk
+
+    return each_chunk(
+        chunks, lambda i, spec, reps, key: run_methods_chunk(spec, reps, labels, d, key, units)
+    )
 
 
 def run_methods_chunk(

@@ -44,13 +44,22 @@ def run_task(
     GPU backend, each chunk's kernel outputs (:func:`launch_gpu`, run on a GPU worker),
     on which this task runs the interval methods.
     """
-    out: list[dict[str, Any] | Exception] = []
-    for i, (spec, reps, chunk_key) in enumerate(chunks):
+
+    def compute(i: int, spec: dict[str, Any], reps: list[int], key: str) -> dict[str, Any]:
+        launch = None if launched is None else launched[i]
+        return run_chunk(spec, reps, methods, d, key, units, launch)
+
+    return each_chunk(chunks, compute)
+
+
+def each_chunk(chunks: list[tuple[dict[str, Any], list[int], str]], compute: Callable) -> list:
+    """``compute(i, spec, reps, key)`` of each chunk (grid point spec, replicates, chunk
+    key) of a task, in order; a chunk whose computation raises gives its exception in its
+    place (the runner records that chunk's replicates as failed), the others are kept."""
+    out: list = []
+    for i, (spec, reps, key) in enumerate(chunks):
         try:
-            if launched is None:
-                out.append(run_chunk(spec, reps, methods, d, chunk_key, units))
-            else:
-                out.append(run_chunk(spec, reps, methods, d, chunk_key, units, launched[i]))
+            out.append(compute(i, spec, reps, key))
         except Exception as exc:
             out.append(exc)
     return out
@@ -75,16 +84,14 @@ def launch_gpu(
     A chunk whose launch fails gives its exception in its place; :func:`run_task` then
     records its replicates as failed, with that error.
     """
-    out: list[Launch | Exception] = []
-    for spec, reps, _ in chunks:
-        try:
-            setup = checked_setup(spec, units)
-            start = time.perf_counter()
-            outputs = setup.run_gpu(list(reps))
-            out.append(Launch(outputs, time.perf_counter() - start))
-        except Exception as exc:
-            out.append(exc)
-    return out
+
+    def launch(i: int, spec: dict[str, Any], reps: list[int], key: str) -> Launch:
+        setup = checked_setup(spec, units)
+        start = time.perf_counter()
+        outputs = setup.run_gpu(list(reps))
+        return Launch(outputs, time.perf_counter() - start)
+
+    return each_chunk(chunks, launch)
 
 
 def checked_setup(spec: dict[str, Any], units: dict[str, str | None] | None) -> GridPointSetup:
