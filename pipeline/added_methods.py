@@ -330,11 +330,13 @@ def run_methods_chunk(
         ``method_failed`` and ``method_seconds`` (M, R, [K]) for the M labels, as
         :func:`ldpsim.pipeline.worker.run_chunk` shapes them; ``failed`` (R,): the
         replicate's chain raised this time (its methods are then recorded as failed and
-        their ``method_seconds`` left NaN: pending, a later run tries again); ``errors``:
-        a method record per replicate whose added methods failed.
+        their ``method_seconds`` left NaN: pending, a later run tries again);
+        ``warm_up_seconds`` (as :func:`ldpsim.pipeline.worker.run_chunk` counts it);
+        ``errors``: a method record per replicate whose added methods failed.
     """
     from ldpsim.pipeline.worker import checked_setup
 
+    setup_start = time.perf_counter()
     setup = checked_setup(spec, units)
     rs = setup.spec
     extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
@@ -347,6 +349,7 @@ def run_methods_chunk(
         "method_seconds": np.full((n_methods, n_reps, *extra[:-1]), np.nan),
         "method_failed": np.zeros((n_methods, n_reps, *extra[:-1]), dtype=bool),
         "failed": np.zeros(n_reps, dtype=bool),
+        "warm_up_seconds": time.perf_counter() - setup_start,
         "errors": {},
     }
     host = socket.gethostname()
@@ -382,6 +385,7 @@ def run_methods_chunk(
                 out["method_estimate"][m, i, ..., :dim] = result.method_estimate[label]
                 out["method_failed"][m, i] = result.method_failed[label]
                 out["method_seconds"][m, i] = result.method_seconds[label]
+            out["warm_up_seconds"] += result.warm_up_seconds
             if result.failures:
                 out["errors"][rep] = record(rep, result.failures, result.method_tracebacks)
     return out

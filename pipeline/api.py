@@ -721,6 +721,7 @@ def run_report(
             cluster=where,
             command=list(sys.argv) if Path(sys.argv[0]).name == "ldpsim" else None,
             code_changes=report.code_changes,
+            warm_up_seconds=report.warm_up_seconds,
         )
     return {
         "store": str(path),
@@ -1104,7 +1105,11 @@ def compare(
 
 
 def plot(
-    ds: xr.Dataset | str | os.PathLike[str], kind: str = "coverage"
+    ds: xr.Dataset | str | os.PathLike[str],
+    kind: str = "coverage",
+    *,
+    zip_plots: bool = False,
+    zip_coord: int = 0,
 ) -> Figure | dict[str, Figure]:
     """Draw one of a store's figures (those ``ldpsim plot`` saves), or all of them.
 
@@ -1118,6 +1123,15 @@ def plot(
         variance ratio), ``privacy-length``, ``privacy-coverage``, ``errors`` (mean
         squared errors at the checkpoints), ``sparsity``, ``running`` (the running
         interval of one replicate); or ``"all"`` for every figure the store has data for.
+    zip_plots : bool, default False
+        With ``kind="all"`` (``ldpsim plot --zip``), add a zip plot per grid point
+        (Morris, White & Crowther 2019, section 5.2): every replicate's interval as a
+        horizontal line ranked by the centile of |z|, coloured by whether it covers,
+        one panel per method (:func:`ldpsim.pipeline.zip_plot.store_zip_plots`). Their
+        keys are their file stems, ``zip-<grid point>`` (``zip`` without grid axes); a
+        grid point without a done replicate has none.
+    zip_coord : int, default 0
+        The coordinate the zip plots draw, in [0, d).
 
     Returns
     -------
@@ -1131,7 +1145,9 @@ def plot(
     InputError
         An unknown kind, a kind the store has no data for (e.g. ``errors`` without
         checkpoints), a ``ds`` that is neither a Dataset nor a path
-        (:class:`InputTypeError`), a path that is not a store, or a damaged store.
+        (:class:`InputTypeError`), a path that is not a store, or a damaged store;
+        ``zip_plots`` with a kind other than ``"all"``, or a ``zip_coord`` that is not
+        one of the store's coordinates.
 
     Examples
     --------
@@ -1145,9 +1161,20 @@ def plot(
         raise InputError(
             f"Unknown figure kind {_shown(kind)}. Kinds are: all, {', '.join(FIGURE_KINDS)}."
         )
+    zip_plots = _check_bool(zip_plots, "zip_plots", "plot")
+    if zip_plots and kind != "all":
+        raise InputError(
+            "zip_plots adds the zip plots to every figure: give kind='all' with it. "
+            f"Got kind={kind!r}."
+        )
     data = _loaded(ds)
     figures = store_figures(data, None if kind == "all" else [kind])
     if kind == "all":
+        if zip_plots:
+            from ldpsim.pipeline.zip_plot import store_zip_plots
+
+            drawn = store_zip_plots(data, coord=zip_coord)
+            figures.update({p.stem: p.figure for p in drawn.plots})
         return figures
     if kind not in figures:
         available = ", ".join(store_figures(data))

@@ -115,6 +115,7 @@ def record_run(
     cluster: str,
     command: list[str] | None = None,
     code_changes: list[dict[str, Any]] | None = None,
+    warm_up_seconds: float | None = None,
 ) -> Path | None:
     """Record a run that wrote to ``store``: its dates, wall time, cluster and software.
 
@@ -139,6 +140,10 @@ def record_run(
         The unit changes the run accepted (``--accept-code-change``): ``unit``, the
         ``old`` and ``new`` origin and ``code_version``, the generation of the store's
         ``units`` its replicates got (:mod:`ldpsim.pipeline.code_identity`).
+    warm_up_seconds : float, optional
+        The workers' seconds, >= 0, spent setting up grid points and on the methods'
+        first calls (compiling or loading kernels), counted in no replicate's time
+        (:mod:`ldpsim.tasks.warm_up`).
 
     Returns
     -------
@@ -156,6 +161,8 @@ def record_run(
         "command": command,
         **environment(),
     }
+    if warm_up_seconds is not None:
+        record["warm_up_seconds"] = round(float(warm_up_seconds), 3)
     if code_changes:
         record["code_changes"] = code_changes
     folder = Path(store) / META_GROUP / RUNS_FOLDER

@@ -309,24 +309,57 @@ def figure_images(ds: xr.Dataset, summary: xr.Dataset) -> list[dict[str, Any]]:
     :data:`CSS_PX_PER_INCH`), with a caption, alt text and ``min_text_px``: the size of
     its smallest text in CSS pixels when it is shown at that size.
     """
-    out = []
-    for stem, fig in store_figures(ds, summary=summary).items():
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=CSS_PX_PER_INCH * PIXEL_RATIO)
-        data = base64.b64encode(buffer.getvalue()).decode("ascii")
-        width, height = fig.get_size_inches() * CSS_PX_PER_INCH
-        out.append(
-            {
-                "stem": stem,
-                "uri": f"data:image/png;base64,{data}",
-                "width": round(float(width)),
-                "height": round(float(height)),
-                "min_text_px": round(smallest_text_points(fig) * CSS_PX_PER_INCH / 72, 2),
-                "alt": figure_alt(stem, fig),
-                "caption": FIGURE_CAPTIONS.get(stem, ""),
-            }
-        )
-    return out
+    return [
+        figure_image(stem, fig, FIGURE_CAPTIONS.get(stem, ""))
+        for stem, fig in store_figures(ds, summary=summary).items()
+    ]
+
+
+def figure_image(stem: str, fig: Figure, caption: str) -> dict[str, Any]:
+    """One figure for the template: a PNG data URI, its CSS size, alt text and caption.
+
+    The PNG is :data:`PIXEL_RATIO` times its CSS size (``width`` and ``height``, at
+    :data:`CSS_PX_PER_INCH`); ``min_text_px`` is the size of its smallest text in CSS
+    pixels when it is shown at that size.
+    """
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=CSS_PX_PER_INCH * PIXEL_RATIO)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    width, height = fig.get_size_inches() * CSS_PX_PER_INCH
+    return {
+        "stem": stem,
+        "uri": f"data:image/png;base64,{data}",
+        "width": round(float(width)),
+        "height": round(float(height)),
+        "min_text_px": round(smallest_text_points(fig) * CSS_PX_PER_INCH / 72, 2),
+        "alt": figure_alt(stem, fig),
+        "caption": caption,
+    }
+
+
+def zip_images(ds: xr.Dataset, coord: int = 0) -> dict[str, Any]:
+    """The zip plots of every grid point (``ldpsim report --zip``) for the template.
+
+    Returns
+    -------
+    dict
+        ``figures``: one :func:`figure_image` per grid point with a done replicate, its
+        caption :func:`ldpsim.pipeline.zip_plot.zip_figure`'s; ``notes``: one sentence per
+        grid point left out; ``coord``: the coordinate drawn.
+
+    Raises
+    ------
+    InputError
+        ``coord`` is not one of the store's coordinates.
+    """
+    from ldpsim.pipeline.zip_plot import store_zip_plots
+
+    drawn = store_zip_plots(ds, coord=coord)
+    return {
+        "figures": [figure_image(p.stem, p.figure, p.caption) for p in drawn.plots],
+        "notes": drawn.notes,
+        "coord": coord,
+    }
 
 
 #: How the store's ``created`` attribute and the run records write dates.
@@ -398,9 +431,19 @@ def failure_groups(ds: xr.Dataset, records: Iterable[dict[str, Any]]) -> list[di
     return sorted(groups.values(), key=lambda g: g["label"])
 
 
-def timing_tables(ds: xr.Dataset) -> dict[str, Any]:
-    """Median and total compute seconds, per grid point and per method."""
+def timing_tables(ds: xr.Dataset, runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Median and total compute seconds, per grid point and per method, and the runs'
+    warm-up apart from them.
+
+    ``runs``: the store's run records (:func:`ldpsim.pipeline.provenance.read_runs`).
+    ``warm_up`` sums their ``warm_up_seconds`` (the workers' grid-point set-up and the
+    methods' first calls, compiling or loading kernels: :mod:`ldpsim.tasks.warm_up`),
+    which no replicate's seconds include; ``warm_up_runs`` counts the runs that recorded
+    it and ``runs_without_warm_up`` those made before it was recorded (their replicates'
+    first calls are in their seconds).
+    """
     timing = timing_summary(ds)
+    recorded = [run for run in runs or () if "warm_up_seconds" in run]
     axes = grid_axes(ds)
     medians = median_per_point(ds)
     seconds = ds["seconds"].where(ds["done"].astype(bool)).values
@@ -431,6 +474,11 @@ def timing_tables(ds: xr.Dataset) -> dict[str, Any]:
         "replicates": timing["replicates"],
         "median": format_seconds(timing["median"]),
         "total": format_seconds(timing["total"]),
+        "warm_up": format_seconds(sum(float(run["warm_up_seconds"]) for run in recorded)),
+        "warm_up_runs": len(recorded),
+        "runs_without_warm_up": sum(
+            1 for run in runs or () if "warm_up_seconds" not in run and "unreadable" not in run
+        ),
     }
 
 
@@ -453,6 +501,7 @@ def provenance(ds: xr.Dataset, store: Path) -> dict[str, Any]:
     runs = read_runs(store)
     for run in runs:
         run["wall"] = _duration(float(run.get("wall_seconds", float("nan"))))
+        run["warm_up"] = format_seconds(float(run.get("warm_up_seconds", float("nan"))))
     created = ds.attrs.get("created", "not recorded")
     return {
         "now": environment(),
@@ -586,14 +635,24 @@ def banner(ds: xr.Dataset, done: int, total: int, runs: list[dict[str, Any]]) ->
     return lines
 
 
-def build_context(store: str | Path, target_se: float = TARGET_SE) -> dict[str, Any]:
+def build_context(
+    store: str | Path,
+    target_se: float = TARGET_SE,
+    *,
+    zip_plots: bool = False,
+    zip_coord: int = 0,
+) -> dict[str, Any]:
     """Everything the report shows, read from the store (checked first).
+
+    With ``zip_plots``, ``zip`` holds the zip plots of coordinate ``zip_coord``
+    (:func:`zip_images`); without, it is None and the page has no zip plot.
 
     Raises
     ------
     InputError
         Not an ldpsim store, or a damaged one (see
-        :func:`ldpsim.pipeline.reading.check_store`).
+        :func:`ldpsim.pipeline.reading.check_store`); a ``zip_coord`` that is not one of
+        the store's coordinates.
     """
     from ldpsim.pipeline.damage import refuse_damage
 
@@ -627,9 +686,10 @@ def build_context(store: str | Path, target_se: float = TARGET_SE) -> dict[str, 
         "tables": result_tables(summary),
         "csv": summary_csv(summary),
         "figures": figure_images(ds, summary),
+        "zip": zip_images(ds, zip_coord) if zip_plots else None,
         "failures": failure_groups(ds, records),
         "max_failures": MAX_FAILURES_SHOWN,
-        "timings": timing_tables(ds),
+        "timings": timing_tables(ds, prov["runs"]),
         "provenance": prov,
     }
 
@@ -639,20 +699,44 @@ def render_report(context: dict[str, Any]) -> str:
     return _environment().get_template(TEMPLATE).render(**context)
 
 
-def write_report(store: str | Path, out: str | Path, target_se: float = TARGET_SE) -> Path:
+def write_report(
+    store: str | Path,
+    out: str | Path,
+    target_se: float = TARGET_SE,
+    *,
+    zip_plots: bool = False,
+    zip_coord: int = 0,
+) -> Path:
     """Write the HTML report of ``store`` to ``out`` (replaced if it exists).
 
     The page is self-contained: styles inline, figures as PNG data URIs, no script and
     no reference to anything outside the file, so it opens from a mail attachment
     without a network.
 
+    Parameters
+    ----------
+    store : str or pathlib.Path
+        The store.
+    out : str or pathlib.Path
+        The HTML file.
+    target_se : float, default TARGET_SE
+        The coverage standard error the "R for se" rows plan for, in (0, 1).
+    zip_plots : bool, default False
+        Add a "Zip plots" subsection to the figures: a zip plot per grid point
+        (:func:`ldpsim.pipeline.zip_plot.store_zip_plots`; Morris, White & Crowther
+        2019), each with its caption and alt text; a grid point without a done replicate
+        gets a note instead.
+    zip_coord : int, default 0
+        The coordinate the zip plots draw, in [0, d).
+
     Raises
     ------
     InputError
-        A store that is not one or is damaged (nothing is written), or an ``out`` that
-        cannot be written.
+        A store that is not one or is damaged (nothing is written), a ``zip_coord``
+        that is not one of its coordinates, or an ``out`` that cannot be written.
     """
-    html = render_report(build_context(store, target_se))
+    context = build_context(store, target_se, zip_plots=zip_plots, zip_coord=zip_coord)
+    html = render_report(context)
     out = Path(out)
     try:
         out.write_text(html, encoding="utf-8")

@@ -114,6 +114,10 @@ class RunReport:
     seconds: float = 0.0
     #: The unit changes this run accepted (``--accept-code-change``): unit, old, new origin.
     code_changes: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds the workers spent setting up grid points and on the methods' first calls
+    #: (compiling or loading kernels: :mod:`ldpsim.tasks.warm_up`), in no replicate's
+    #: ``seconds``.
+    warm_up_seconds: float = 0.0
     #: Finished replicates for which this run computed interval methods added to the
     #: store (:mod:`ldpsim.pipeline.added_methods`); ``missing`` counts those still
     #: lacking one.
@@ -618,8 +622,10 @@ def _execute(
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
                 report.failed += int(result["failed"].sum())
+                report.warm_up_seconds += result.get("warm_up_seconds", 0.0)
             for _, _, result in method_batch:
                 report.methods_computed += int((~result["failed"]).sum())
+                report.warm_up_seconds += result.get("warm_up_seconds", 0.0)
 
     def take(task: Task, results: list | BaseException) -> None:
         if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task

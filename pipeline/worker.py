@@ -125,11 +125,15 @@ def run_chunk(
     last NaN for a model without an l1 ball), lower, upper and method_estimate
     (M, R, [K,] d), method_failed and method_seconds (M, R, [K]) (per checkpoint: a
     method that fails at an early checkpoint still counts at the later ones), failed
-    (R,), seconds (R,), job_id
-    (R,), and an error record per failed replicate (traceback, parameters, seed) or per
-    replicate with failed methods (each method's reason and traceback).
+    (R,), seconds (R,), job_id (R,), ``warm_up_seconds`` (the grid point's set-up and
+    the methods' first calls in this process, in no replicate's seconds:
+    :mod:`ldpsim.tasks.warm_up`), and an error record per failed replicate (traceback,
+    parameters, seed) or per replicate with failed methods (each method's reason and
+    traceback).
     """
-    setup = checked_setup(spec, units)
+    setup_start = time.perf_counter()
+    setup = checked_setup(spec, units)  # compiles or loads the kernel in a new process
+    setup_seconds = time.perf_counter() - setup_start
     rs = setup.spec
     extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
     n_reps, n_methods = len(reps), len(methods)
@@ -146,6 +150,7 @@ def run_chunk(
         "failed": np.zeros(n_reps, dtype=bool),
         "seconds": np.full(n_reps, np.nan),
         "job_id": np.full(n_reps, batch_job_id(), dtype=np.int64),
+        "warm_up_seconds": setup_seconds,
         "errors": {},
     }
     host = socket.gethostname()
@@ -193,6 +198,7 @@ def run_chunk(
                 method_estimate[m, i] = result.method_estimate[label]
                 method_seconds[m, i] = result.method_seconds[label]
             out["seconds"][i] = result.seconds
+            out["warm_up_seconds"] += result.warm_up_seconds
             if result.failures:
                 error = "; ".join(f"{k}: {v}" for k, v in result.failures.items())
                 out["errors"][rep] = record(

@@ -22,6 +22,7 @@ from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StreamingStats
 from ldpsim.tasks.users import Users
 from ldpsim.tasks.validation import check_int
+from ldpsim.tasks.warm_up import warm_up_methods
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ class ReplicateResult:
     for bb, bm, sn and the oracle; a competitor's own, SPEC 10) and ``method_seconds``
     the compute time of each method (shape (), or (n_checkpoints,)): its interval from
     the statistics, or for a competitor all its work (replaying the users included);
-    ``seconds`` is the whole replicate's.
+    ``seconds`` is the whole replicate's. ``warm_up_seconds``: the first calls of the
+    methods in this process, made before the timed pass and counted in neither
+    (:mod:`ldpsim.tasks.warm_up`); 0 but for a process's first replicate of a grid point.
     A method that failed (any exception from it, of any type) has NaN bounds where it
     failed, True in ``method_failed`` there (shape (), or (n_checkpoints,)), its first
     reason in ``failures`` and that exception's traceback in ``method_tracebacks``; the
@@ -58,6 +61,7 @@ class ReplicateResult:
     method_seconds: dict[str, np.ndarray] = field(default_factory=dict)
     projected: np.ndarray | None = None
     method_tracebacks: dict[str, str] = field(default_factory=dict)
+    warm_up_seconds: float = 0.0
 
 
 class MethodFailure(Exception):
@@ -294,6 +298,9 @@ def replicate_from_state(
     tracebacks: dict[str, str] = {}
     radius = setup.radius
     projected = None if radius is None else np.full((n_points, d), np.nan)
+    warm_up = 0.0
+    if np.isfinite(stats.theta_bar).all():  # a failed run (below) runs no method
+        warm_up = warm_up_methods(setup.warmed, chosen, rs.level, stats, users, method_rngs)
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
@@ -344,7 +351,7 @@ def replicate_from_state(
                     method_seconds[i, k] = time.perf_counter() - method_start
                 lower[i, k], upper[i, k] = lo, hi
                 method_estimate[i, k] = centre
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start - warm_up
     first = 0 if rs.checkpoints is None else slice(None)  # no checkpoint axis without them
     if rs.checkpoints is None:
         estimate, last = estimate[0], last[0]
@@ -363,4 +370,5 @@ def replicate_from_state(
         method_seconds=dict(zip(labels, method_seconds[:, first], strict=True)),
         projected=projected,
         method_tracebacks=tracebacks,
+        warm_up_seconds=warm_up,
     )

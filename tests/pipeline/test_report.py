@@ -68,7 +68,7 @@ def test_report_of_a_store(tmp_path, capsys):
     text = page_text(page)
     # A run that wrote to the store is listed with its dates, wall time and cluster.
     (run,) = read_runs(store)
-    assert f"{run['started']} to {run['finished']} 2 min 5 s 36 0 local" in text
+    assert f"{run['started']} to {run['finished']} 2 min 5 s n/a 36 0 local" in text
     # Results with standard errors and the replicates a 0.005 se needs.
     assert "tau coord method statistic n = 1e2 n = 1e4" in text
     assert "cover 0.829 (0.064)*" in text and "R for se 0.005" in text
@@ -313,9 +313,14 @@ def test_the_report_shows_the_runs_command_lines(tmp_path):
         failed=0,
         cluster="local",
         command=["ldpsim", "run", "demo", "--set", "n=100000"],
+        warm_up_seconds=2.5,
     )
     text = page_text(render_report(build_context(store)))
     assert "command: ldpsim run demo --set n=100000" in text
+    # The run's warm-up (compiling or loading kernels) is its own column, not compute time.
+    (run,) = read_runs(store)
+    assert f"{run['started']} to {run['finished']} 1.0 s 2.5 1 0 local" in text
+    assert "It leaves out the workers' warm-up, 2.5 s in the 1 run that recorded it" in text
 
 
 def band_store(d: int, reps: int = 40) -> xr.Dataset:

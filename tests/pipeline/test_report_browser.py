@@ -118,7 +118,7 @@ def test_report_in_a_browser_without_network(tmp_path):
         "cover 0.829 (0.064)",
         "method bb: 3 replicates",
         "Runs that wrote to the store",
-        "3.5 s 108 0 local",
+        "3.5 s n/a 108 0 local",
     ):
         assert words in text, words
     pixels = imread(screenshot)

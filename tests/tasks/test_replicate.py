@@ -13,7 +13,7 @@ import pytest
 from sgd_reference import reference_path
 
 from ldpsim.tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate
-from ldpsim.tasks.grid_point import replicate_cuts
+from ldpsim.tasks.grid_point import GridPointSetup, replicate_cuts
 
 
 def streams(rs, seed=11):
@@ -43,6 +43,22 @@ def test_result_contract():
     assert result.seconds > 0
     again = pickle.loads(pickle.dumps(result))
     assert np.array_equal(again.estimate, result.estimate)
+
+
+def test_the_methods_first_calls_are_timed_apart_and_change_nothing():
+    # The first replicate of a grid point calls each method once before its timed pass,
+    # on copies of the methods' streams (bb's multipliers, fang's users and draws): its
+    # values are those of a replicate whose methods had run before.
+    rs = normalize_spec({"model": "quantile", "n": 3000, "methods": {"bb": {}, "fang": {"B": 3}}})
+    setup = GridPointSetup.of(rs)
+    first = compute_replicate(rs, *streams(rs), setup=setup)
+    assert first.warm_up_seconds > 0 and setup.warmed == {"bb", "fang"}
+    again = compute_replicate(rs, *streams(rs), setup=setup)
+    assert again.warm_up_seconds == 0.0
+    for label in ("bb", "fang"):
+        assert np.array_equal(first.lower[label], again.lower[label])
+        assert np.array_equal(first.upper[label], again.upper[label])
+        assert np.array_equal(first.method_estimate[label], again.method_estimate[label])
 
 
 def test_checkpoints_shapes_and_failures():
