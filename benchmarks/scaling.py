@@ -8,12 +8,18 @@ the count itself), on a fresh local cluster of that many one-thread worker proce
 (ldpsim's `local` cluster file):
 
 - ``ready_s``: from the cluster's start until every worker is connected;
+  ``first_task_s``: until every worker has run a first task that imports ldpsim's task
+  modules (what a spawned worker imports before it can compute; a worker forked from
+  ldpsim's forkserver has them: :mod:`ldpsim.pipeline.worker_start`);
 - the built-in ``scale`` sweep (quantile, n = 500 and 1,000, bb / bm / sn / oracle) with
   ``--replicates`` per grid point (default 50,000: 200,000 in all) into a new store, after
   each worker compiled the kernel: its wall time, the replicates' summed compute time (the
   store's ``seconds``), and the speed-up over the first (smallest) worker count;
 - a compute-bound probe, 64 replicates of n = 2e7 with the oracle only, one replicate a
   task: its wall time against its compute divided by the workers plus ``ready_s``.
+
+Each worker count is measured in a process of its own, as ``ldpsim run`` starts one: the
+forkserver's own start is in every count's ``ready_s``.
 
 ``--quick`` runs 1 worker and the usable cores, 500 replicates per grid point and a probe
 of 8 replicates at n = 2e5: a check that the benchmark works, whose figures mean nothing.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +51,7 @@ JSON_FIELDS = {
     "machine": "name",  # the CPU's model name
     "replicates": "count",
     "ready_s": "s",
+    "first_task_s": "s",
     "wall_s": "s",
     "compute_s": "s",
     "replicates_per_s": "1/s",
@@ -94,6 +102,11 @@ def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int]:
     return wall, float(np.nansum(seconds)), int(np.isfinite(seconds).sum())
 
 
+def import_task_modules() -> None:
+    """What a worker imports for its first task of a sweep."""
+    import ldpsim.pipeline.worker  # noqa: F401
+
+
 def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
     """One record: a fresh cluster of ``workers``, its start, the sweep, the probe."""
     from distributed import Client
@@ -108,6 +121,8 @@ def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
     with cluster, Client(cluster, set_as_default=False) as client:
         client.wait_for_workers(workers)
         ready = time.perf_counter() - start
+        client.run(import_task_modules)
+        first_task = time.perf_counter() - start
         spec = {"model": "quantile", "n": 1000, "methods": {"bb": {}, "bm": {}, "sn": {}}}
         client.run(run_replicate, spec, 0)  # every worker compiles (or loads) its kernel
         scale = load_sweep("scale", replicates=sizes["replicates"])
@@ -124,6 +139,7 @@ def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
         "machine": cpu_model(),
         "replicates": done,
         "ready_s": round(ready, 3),
+        "first_task_s": round(first_task, 3),
         "wall_s": round(wall, 3),
         "compute_s": round(compute, 3),
         "replicates_per_s": round(done / wall, 1),
@@ -133,6 +149,16 @@ def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
         "probe_compute_s": round(probe_compute, 3),
         "probe_over_bound": round(probe_wall / (probe_compute / workers + ready), 3),
     }
+
+
+def measured_apart(workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The record of ``workers``, measured by this script in a process of its own."""
+    command = [sys.executable, __file__, "--json", "--workers", str(workers)]
+    command += ["--quick"] if args.quick else []
+    command += ["--replicates", str(args.replicates)] if args.replicates else []
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    (record,) = json.loads(out)
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,12 +180,16 @@ def main(argv: list[str] | None = None) -> int:
         else worker_counts(usable_cores(), args.quick)
     )
     records = []
-    with tempfile.TemporaryDirectory(prefix="ldpsim-scaling-") as name:
-        for workers in counts:
-            records.append(measure(workers, Path(name), sizes))
-            records[-1]["speedup"] = round(records[0]["wall_s"] / records[-1]["wall_s"], 3)
-            if not args.json:
-                print(json.dumps(records[-1]), flush=True)
+    for workers in counts:
+        if len(counts) == 1:
+            with tempfile.TemporaryDirectory(prefix="ldpsim-scaling-") as name:
+                record = measure(workers, Path(name), sizes)
+        else:  # each count in a new process, as a run starts its cluster
+            record = measured_apart(workers, args)
+        records.append(record)
+        records[-1]["speedup"] = round(records[0]["wall_s"] / records[-1]["wall_s"], 3)
+        if not args.json:
+            print(json.dumps(records[-1]), flush=True)
     if args.json:
         json.dump(records, sys.stdout, indent=1)
         print()

@@ -18,6 +18,7 @@ import yaml
 
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.signals import check as check_signals
+from ldpsim.pipeline.worker_start import forked_workers, worker_environment
 
 if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
     from distributed import Client
@@ -59,7 +60,10 @@ def _local(options: dict[str, Any]):
     options["preload"] = [*preload, LOCAL_WORKER_PRELOAD]
     from distributed import LocalCluster
 
-    return LocalCluster(**options)
+    with forked_workers() as forked:  # the workers fork from one that imported ldpsim
+        if forked:
+            options["env"] = {**worker_environment(), **(options.get("env") or {})}
+        return LocalCluster(**options)
 
 
 #: The options of a ``local-gpu`` cluster (cluster/local-gpu.yaml).

@@ -7,6 +7,7 @@ start must leave S byte for byte as it was and create nothing.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -147,6 +148,28 @@ def test_many_workers_shut_down_quietly(tmp_path, capfd):
     assert code == 0, captured
     assert "Computed 1 replicates, 0 failed" in captured.out
     assert captured.err == "", captured.err
+
+
+def test_local_workers_fork_with_ldpsim_imported(monkeypatch):
+    """A local cluster's workers fork from a server that imported ldpsim's task modules
+    (ldpsim.pipeline.worker_start): they hold them before their first task, and they see
+    the driver's LDPSIM_* variables of the cluster's start, not the server's older ones."""
+    from distributed import Client
+
+    from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
+
+    monkeypatch.setenv("LDPSIM_START_MARK", str(time.time()))
+
+    def worker_state():
+        import os
+        import sys
+
+        return "ldpsim.tasks.grid_point" in sys.modules, os.environ.get("LDPSIM_START_MARK")
+
+    cluster = build_cluster(load_cluster_config("local"), {"n_workers": 2})
+    with cluster, Client(cluster, set_as_default=False) as client:
+        states = set(client.run(worker_state).values())
+    assert states == {(True, os.environ["LDPSIM_START_MARK"])}
 
 
 def _slurm_running() -> bool:
