@@ -90,6 +90,41 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _coordinate(text: str) -> int:
+    """A coordinate: an int >= 0 (the store's d bounds it, checked once it is read)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a coordinate >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a coordinate >= 0, got {text!r}")
+    return value
+
+
+#: Help of ``--zip`` and ``--zip-coord`` (plot and report).
+ZIP_HELP = (
+    "also draw a zip plot per grid point (Morris, White & Crowther 2019): every "
+    "replicate's interval as a line, ranked by the centile of |z|, coloured by whether it "
+    "covers the truth, with the nominal level and the coverage's Monte-Carlo band; one "
+    "panel per method"
+)
+ZIP_COORD_HELP = "the coordinate the zip plots draw (default 0), with --zip"
+
+
+def _add_zip_options(parser: argparse.ArgumentParser, where: str) -> None:
+    parser.add_argument("--zip", action="store_true", help=f"{ZIP_HELP}; {where}")
+    parser.add_argument(
+        "--zip-coord", type=_coordinate, default=None, metavar="J", help=ZIP_COORD_HELP
+    )
+
+
+def _zip_coord(args) -> int:
+    """``--zip-coord``, default 0; refused without ``--zip`` (it would do nothing)."""
+    if args.zip_coord is not None and not args.zip:
+        raise InputError(f"{args.verb}: --zip-coord chooses the zip plots' coordinate; add --zip.")
+    return 0 if args.zip_coord is None else args.zip_coord
+
+
 def _number(text: str) -> float:
     """A float option's text as a float; NaN (refused by every check) if it is not one."""
     try:
@@ -299,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--out", type=_path, help="output folder (default: <store>-figures next to the store)"
     )
+    _add_zip_options(plot, "files zip-<grid point>.png and .pdf")
     report = sub.add_parser(
         "report", help="one self-contained HTML page: tables, figures, failures, provenance"
     )
@@ -313,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SE",
         help="the coverage standard error the replicates-needed column plans for (default 0.005)",
     )
+    _add_zip_options(report, "in a Zip plots part of the figures")
     sub.add_parser(
         "list",
         help="built-in sweeps, cluster configurations, models, mechanisms and interval methods",
@@ -492,12 +529,26 @@ def cmd_plot(args) -> int:
     from ldpsim.pipeline.api import open_store, plot
     from ldpsim.pipeline.plots import default_out_dir, prepare_out_dir, save_figure
 
+    zip_coord = _zip_coord(args)
     ds = open_store(args.store, load=True)
+    if args.zip:
+        from ldpsim.pipeline.zip_plot import check_coord
+
+        check_coord(ds, zip_coord)  # before any file is written
     out = Path(args.out) if args.out is not None else default_out_dir(args.store)
     prepare_out_dir(out)
     for kind, figure in plot(ds, "all").items():
         for path in save_figure(figure, out, kind):
             print(path)
+    if args.zip:
+        from ldpsim.pipeline.zip_plot import store_zip_plots
+
+        drawn = store_zip_plots(ds, coord=zip_coord)
+        for zip_plot in drawn.plots:
+            for path in save_figure(zip_plot.figure, out, zip_plot.stem):
+                print(path)
+        for note in drawn.notes:
+            print(f"ldpsim: note: {note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -505,9 +556,12 @@ def cmd_report(args) -> int:
     from ldpsim.pipeline.report import default_report_path, write_report
     from ldpsim.pipeline.summary import TARGET_SE
 
+    zip_coord = _zip_coord(args)
     out = Path(args.out) if args.out is not None else default_report_path(args.store)
     target_se = TARGET_SE if args.target_se is None else args.target_se
-    path = write_report(args.store, out, target_se=target_se)
+    path = write_report(
+        args.store, out, target_se=target_se, zip_plots=args.zip, zip_coord=zip_coord
+    )
     print(path)
     return EXIT_OK
 

@@ -299,8 +299,10 @@ def many_coordinate_store(reps: int = 10) -> xr.Dataset:
 
 
 def test_the_demo_report_lays_out_on_a_phone_and_a_desktop(demo_store, tmp_path):
-    page = write_report(demo_store, tmp_path / "demo.html")
+    # With its zip plots (--zip, a second of drawing): they pass the same checks.
+    page = write_report(demo_store, tmp_path / "demo.html", zip_plots=True)
     check_layout(page, tmp_path, partial=False)
+    assert page.read_text().count("<figcaption>Zip plot (Morris, White") == 2  # 2 grid points
 
 
 def test_a_many_panel_partial_report_lays_out_with_its_banner(tmp_path):

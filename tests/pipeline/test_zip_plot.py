@@ -1,0 +1,314 @@
+"""Zip plots (Morris, White & Crowther 2019): the ranking, the counts, the cap, the CLI."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import pytest
+import synthetic as syn
+import xarray as xr
+import zarr
+from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba
+from test_plot_text import mixed_store
+
+from ldpsim.pipeline.api import plot
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.plots import MAX_FIGURE_INCHES
+from ldpsim.pipeline.report import CSS_PX_PER_INCH, smallest_text_points
+from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.zip_plot import (
+    COVER_COLOR,
+    MISS_COLOR,
+    ZIP_MAX_LINES,
+    store_zip_plots,
+    zip_distance,
+    zip_figure,
+    zip_panel,
+)
+
+#: The smallest figure text a reader gets at 100% zoom, in CSS px (the report's rule).
+MIN_TEXT_PX = 10.0
+#: The grid point of grid_store drawn in most tests.
+POINT = {"tau": 0.5, "n": 100}
+
+
+def drawn_lines(ax) -> dict[str, np.ndarray]:
+    """The interval lines of a panel by colour: 'cover' and 'miss' -> (k, 3) arrays of
+    (lower, upper, centile)."""
+    out = {"cover": np.empty((0, 3)), "miss": np.empty((0, 3))}
+    for collection in ax.collections:
+        if not isinstance(collection, LineCollection):
+            continue
+        color = tuple(collection.get_colors()[0])
+        name = {to_rgba(COVER_COLOR): "cover", to_rgba(MISS_COLOR): "miss"}[color]
+        segments = collection.get_segments()
+        out[name] = np.array([(s[0][0], s[1][0], s[0][1]) for s in segments])
+    return out
+
+
+def test_the_intervals_that_miss_are_ranked_on_top():
+    ds = syn.grid_store()
+    point = ds.sel(POINT)
+    missed = 0
+    for method in syn.METHODS:
+        for coord in range(syn.D):
+            panel = zip_panel(point, method, coord)
+            at = point.sel({"method": method, "coord": coord})
+            lower, upper = at["lower"].values, at["upper"].values
+            truth = float(at["truth"])
+            # The replicates of the summary: done, with bounds (bb failed in one; the
+            # not-done replicate with values is left out).
+            expected = [r for r in range(syn.DONE) if np.isfinite(lower[r])]
+            assert sorted(panel.rep.tolist()) == expected
+            assert syn.GARBAGE_REP not in panel.rep
+            assert (method == "bb") == (syn.BB_FAILED_REP not in panel.rep)
+            # Ranked by |midpoint - truth| / half-length (the store has no method_estimate).
+            rank = np.abs((lower + upper) / 2 - truth) / ((upper - lower) / 2)
+            np.testing.assert_allclose(panel.distance, rank[panel.rep])
+            assert np.all(np.diff(panel.distance) >= 0)
+            # The misses are exactly the top of the ranking.
+            misses = panel.count - panel.covering
+            missed += misses
+            assert not panel.covers[panel.count - misses :].any()
+            assert panel.covers[: panel.count - misses].all()
+            covers = (lower <= truth) & (truth <= upper)
+            np.testing.assert_array_equal(panel.covers, covers[panel.rep])
+            assert panel.centred
+    assert missed > 0  # the check saw misses (the oracle covers coordinate 1 always)
+
+
+def test_the_covering_count_is_the_summary_s():
+    for ds in (syn.grid_store(), syn.checkpoint_store(reps=3), syn.early_failure_store()):
+        summary = summarize(ds, diagnostics=False)
+        if "checkpoint" in summary.dims:
+            summary = summary.isel(checkpoint=-1)  # what the zip plot draws
+        drawn = store_zip_plots(ds)
+        assert drawn.plots
+        for zip_plot in drawn.plots:
+            cell = summary.sel(zip_plot.point) if zip_plot.point else summary
+            for panel in zip_plot.panels:
+                counts = cell.sel({"method": panel.method, "coord": panel.coord})
+                assert panel.count == int(counts["n_done"])
+                assert panel.covering == round(float(counts["coverage"]) * panel.count)
+                assert panel.coverage == pytest.approx(float(counts["coverage"]))
+
+
+def test_the_figure_draws_every_interval_at_its_centile():
+    ds = syn.grid_store()
+    zip_plot = zip_figure(ds, POINT, coord=0)
+    fig = zip_plot.figure
+    assert zip_plot.stem == "zip-tau=0.5_n=100"
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == len(syn.METHODS)
+    for ax, panel in zip(panels, zip_plot.panels, strict=True):
+        lines = drawn_lines(ax)
+        assert len(lines["cover"]) == panel.covering
+        assert len(lines["miss"]) == panel.count - panel.covering
+        # Every cover below every miss, at the centiles 100 (rank - 1/2) / R.
+        assert lines["cover"][:, 2].max() < lines["miss"][:, 2].min()
+        centiles = np.sort(np.concatenate([lines["cover"][:, 2], lines["miss"][:, 2]]))
+        np.testing.assert_allclose(centiles, 100 * (np.arange(panel.count) + 0.5) / panel.count)
+        # The panel names the method, the coordinate and its coverage.
+        title = " ".join(ax.get_title().split())
+        assert title == (
+            f"{panel.method}, coord 0: coverage {panel.coverage:.3f} "
+            f"({panel.covering}/{panel.count})"
+        )
+        assert ax.get_ylim() == (0, 100)
+        assert ax.get_xlabel() == "theta, coord 0"
+    # The truth, the nominal level and the band are in the legend.
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == [
+        "covers theta*",
+        "misses theta*",
+        "theta*",
+        "nominal 90%",
+        "coverage ± 2 MC se",
+    ]
+    # Readable at 100% zoom in the report: not wider than the other figures, and its
+    # smallest text at 10 px or more at 96 px per inch.
+    assert fig.get_figwidth() <= MAX_FIGURE_INCHES
+    assert smallest_text_points(fig) * CSS_PX_PER_INCH / 72 >= MIN_TEXT_PX
+    caption = zip_plot.caption
+    assert "Morris, White & Crowther 2019" in caption
+    assert "bb 35 of 36, oracle 36 of 36" in caption
+    assert "nominal level at centile 90" in caption
+
+
+def test_at_most_max_lines_per_panel():
+    ds = syn.wide_store(1, reps=ZIP_MAX_LINES + 500)
+    zip_plot = zip_figure(ds, {"n": 100})
+    for ax, panel in zip(zip_plot.figure.axes, zip_plot.panels, strict=True):
+        lines = drawn_lines(ax)
+        drawn = np.concatenate([lines["cover"][:, 2], lines["miss"][:, 2]])
+        assert panel.count > ZIP_MAX_LINES and len(drawn) == ZIP_MAX_LINES
+        # Evenly over the ranking: the lowest and the highest centile are drawn.
+        assert drawn.min() == pytest.approx(panel.centile[0])
+        assert drawn.max() == pytest.approx(panel.centile[-1])
+        # A miss drawn for about every miss in R / cap.
+        share = len(lines["miss"]) / ZIP_MAX_LINES
+        assert share == pytest.approx(1 - panel.coverage, abs=2 / ZIP_MAX_LINES)
+    assert f"At most {ZIP_MAX_LINES:,} lines per panel (bb, oracle)" in zip_plot.caption
+    # A smaller cap; and a cell of fewer replicates is drawn whole, without the sentence.
+    small = zip_figure(syn.grid_store(), POINT, max_lines=10)
+    assert all(
+        len(np.concatenate(list(drawn_lines(ax).values()))) == 10 for ax in small.figure.axes
+    )
+    whole = zip_figure(syn.grid_store(), POINT)
+    assert "At most" not in whole.caption
+
+
+def test_asymmetric_intervals_are_ranked_by_the_half_length_toward_the_truth():
+    ds = syn.point_store()
+    # An estimate off the midpoint: a percentile interval.
+    estimate = ((ds["lower"] + 3 * ds["upper"]) / 4).transpose("method", "rep", "coord")
+    ds["method_estimate"] = estimate
+    panel = zip_panel(ds, "bb", 0)
+    at = ds.sel({"method": "bb", "coord": 0})
+    c, truth = at["method_estimate"].values, float(at["truth"])
+    side = np.where(truth < c, c - at["lower"].values, at["upper"].values - c)
+    np.testing.assert_allclose(panel.distance, (np.abs(c - truth) / side)[panel.rep])
+    # Measured on the truth's side, every miss ranks above every interval that covers.
+    assert not panel.covers.all() and panel.covers.any()
+    assert panel.distance[~panel.covers].min() > 1 >= panel.distance[panel.covers].max()
+    assert np.all(panel.covers[: panel.covers.sum()])
+    assert not panel.centred
+    assert (
+        "The intervals of bb, oracle are not centred at the estimate" in zip_figure(ds, {}).caption
+    )
+
+
+def test_zip_distance_at_the_edges():
+    lower = np.array([1.0, 1.0, 0.0, -np.inf, 2.0])
+    upper = np.array([1.0, 1.0, 4.0, np.inf, 3.0])
+    got = zip_distance(lower, upper, 1.0)
+    # A point at the truth, a point elsewhere (h = 0), |2 - 1| / 2, unbounded, a miss.
+    np.testing.assert_array_equal(got[[0, 2, 3]], [0.0, 0.5, 0.0])
+    assert got[4] == 3.0
+    assert zip_distance(np.array([2.0]), np.array([2.0]), 1.0)[0] == np.inf
+
+
+def test_grid_points_without_a_replicate_or_the_coordinate_get_a_note():
+    drawn = store_zip_plots(syn.grid_store())
+    assert [p.stem for p in drawn.plots] == [
+        "zip-tau=0.5_n=100",
+        "zip-tau=0.5_n=10000",
+        "zip-tau=0.9_n=100",
+    ]
+    assert drawn.notes == ["No zip plot for tau=0.9, n=10000: no replicate is done there yet."]
+    # Cases of d = 1 and 2: coordinate 1 is drawn where a case has it.
+    ds = mixed_store({"mean": 1, "pair": 2}, reps=4).isel(n=[0])
+    drawn = store_zip_plots(ds, coord=1)
+    assert [p.stem for p in drawn.plots] == ["zip-case=pair_n=10000"]
+    assert drawn.notes == [
+        "No zip plot for mean, n=10000: it has no coordinate 1 (its d is smaller)."
+    ]
+    with pytest.raises(InputError, match=r"must be an int in \[0, 2\).* Got 2\."):
+        store_zip_plots(ds, coord=2)
+
+
+def test_a_checkpoint_store_is_drawn_at_its_last_checkpoint():
+    zip_plot = store_zip_plots(syn.checkpoint_store(reps=3)).plots[0]
+    assert zip_plot.stem == "zip"
+    assert "n=1,000,000 (last checkpoint)" in zip_plot.figure.get_suptitle()
+    assert "at the last checkpoint (n = 1,000,000)" in zip_plot.caption
+
+
+def test_plot_api_adds_the_zip_plots():
+    figures = plot(syn.grid_store(), "all", zip_plots=True)
+    assert [k for k in figures if k.startswith("zip")] == [
+        "zip-tau=0.5_n=100",
+        "zip-tau=0.5_n=10000",
+        "zip-tau=0.9_n=100",
+    ]
+    assert not any(k.startswith("zip") for k in plot(syn.grid_store(), "all"))
+    with pytest.raises(InputError, match="give kind='all'"):
+        plot(syn.grid_store(), "coverage", zip_plots=True)
+
+
+@pytest.fixture
+def grid_store_path(tmp_path):
+    store = tmp_path / "s.zarr"
+    syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    return store
+
+
+def test_plot_zip_writes_a_file_per_grid_point(grid_store_path, tmp_path, capsys, monkeypatch):
+    # The other figures are test_plots.py's: not drawn here, to keep the test fast.
+    monkeypatch.setattr("ldpsim.pipeline.plots.store_figures", lambda *args, **kwargs: {})
+    out = tmp_path / "figures"
+    assert main(["plot", str(grid_store_path), "--out", str(out), "--zip"]) == 0
+    captured = capsys.readouterr()
+    stems = ["zip-tau=0.5_n=100", "zip-tau=0.5_n=10000", "zip-tau=0.9_n=100"]
+    written = {p.name for p in out.iterdir()}
+    assert {f"{stem}.{ext}" for stem in stems for ext in ("png", "pdf")} <= written
+    for stem in stems:
+        assert str(out / f"{stem}.png") in captured.out.splitlines()
+    # The empty grid point: a note, not a crash.
+    assert captured.err.strip() == (
+        "ldpsim: note: No zip plot for tau=0.9, n=10000: no replicate is done there yet."
+    )
+    # Without --zip, no zip plot; a coordinate the store lacks is one line, exit 2.
+    plain = tmp_path / "plain"
+    assert main(["plot", str(grid_store_path), "--out", str(plain)]) == 0
+    assert not [p for p in plain.iterdir() if p.name.startswith("zip")]
+    capsys.readouterr()
+    assert main(["plot", str(grid_store_path), "--zip", "--zip-coord", "2"]) == 2
+    assert "--zip-coord" in capsys.readouterr().err
+
+
+def test_report_zip_has_its_section_with_captions_and_alt_text(
+    grid_store_path, tmp_path, monkeypatch
+):
+    # The other figures are test_report.py's: not drawn here, to keep the test fast.
+    monkeypatch.setattr("ldpsim.pipeline.report.store_figures", lambda *args, **kwargs: {})
+    page = tmp_path / "zip.html"
+    assert main(["report", str(grid_store_path), "--out", str(page), "--zip"]) == 0
+    text = page.read_text()
+    start = text.index('<h3 id="zip-plots">Zip plots</h3>')
+    section = text[start : text.index("</section>", start)]
+    assert '<a href="#zip-plots">Zip plots</a>' in text
+    images = re.findall(r'<img src="data:image/png;base64,[^"]+"([^>]*)>', section)
+    assert len(images) == 3
+    for attributes in images:
+        alt = html.unescape(re.search(r'alt="([^"]*)"', attributes).group(1))
+        assert alt.startswith("synthetic: zip plot, tau=")
+        assert "Fractional centile of |z| against theta, coord 0." in alt
+        assert "Lines: covers theta*, misses theta*, theta*, nominal 90%" in alt
+        min_text = float(re.search(r'data-min-text-px="([^"]+)"', attributes).group(1))
+        assert min_text >= MIN_TEXT_PX
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", section, re.S)
+    assert len(captions) == 3
+    for caption in captions:
+        caption = html.unescape(caption)
+        assert "Blue lines hold the true value theta*" in caption
+        assert (
+            "The shaded band is the observed coverage +-2 Monte-Carlo standard errors" in caption
+        )
+        assert "ldpsim plot --zip" in caption
+    assert "No zip plot for tau=0.9, n=10000: no replicate is done there yet." in section
+    # Without --zip, the page has no zip section.
+    plain = tmp_path / "plain.html"
+    assert main(["report", str(grid_store_path), "--out", str(plain)]) == 0
+    assert "zip-plots" not in plain.read_text() and "Zip plots" not in plain.read_text()
+
+
+def test_zip_coord_needs_zip(grid_store_path, capsys):
+    assert main(["report", str(grid_store_path), "--zip-coord", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "ldpsim: error: report: --zip-coord chooses the zip plots' coordinate; add --zip."
+    )
+
+
+def test_a_store_without_a_done_replicate_gives_notes_only():
+    ds = syn.grid_store()
+    ds["done"] = xr.zeros_like(ds["done"])
+    drawn = store_zip_plots(ds)
+    assert drawn.plots == [] and len(drawn.notes) == 4
