@@ -18,7 +18,12 @@ import yaml
 
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.signals import check as check_signals
-from ldpsim.pipeline.worker_start import forked_workers, worker_environment
+from ldpsim.pipeline.worker_start import (
+    WORKER_START_OPTION,
+    WORKER_STARTS,
+    forked_workers,
+    worker_environment,
+)
 
 if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
     from distributed import Client
@@ -60,7 +65,8 @@ def _local(options: dict[str, Any]):
     options["preload"] = [*preload, LOCAL_WORKER_PRELOAD]
     from distributed import LocalCluster
 
-    with forked_workers() as forked:  # the workers fork from one that imported ldpsim
+    start = options.pop(WORKER_START_OPTION, None) or "forkserver"
+    with forked_workers(start == "forkserver") as forked:  # from one that imported ldpsim
         if forked:
             options["env"] = {**worker_environment(), **(options.get("env") or {})}
         return LocalCluster(**options)
@@ -329,9 +335,11 @@ def allowed_options(kind: str) -> set[str]:
     if kind == "local-gpu":
         return set(LOCAL_GPU_OPTIONS)
     if kind == "local":
-        # LocalCluster passes the keywords it does not know on to its Nanny and Worker.
+        # LocalCluster passes the keywords it does not know on to its Nanny and Worker;
+        # worker_start is ldpsim's (ldpsim.pipeline.worker_start).
         inits = (LocalCluster.__init__, Nanny.__init__, Worker.__init__)
         exclude = {"self", "loop", "asynchronous", "start", "worker_class", "scheduler_ip"}
+        return _parameters(inits) - exclude | {WORKER_START_OPTION}
     else:
         from dask_jobqueue import PBSCluster, SLURMCluster
         from dask_jobqueue.core import Job, JobQueueCluster
@@ -339,12 +347,17 @@ def allowed_options(kind: str) -> set[str]:
         cls = {"slurm": SLURMCluster, "pbs": PBSCluster}[kind]
         inits = (cls.__init__, JobQueueCluster.__init__, cls.job_cls.__init__, Job.__init__)
         exclude = {"self", "scheduler", "job_cls", "job_kwargs", "base_class_kwargs"}
+    return _parameters(inits) - exclude
+
+
+def _parameters(inits: tuple[Callable, ...]) -> set[str]:
+    """The keyword parameter names of ``inits``."""
     names: set[str] = set()
     for init in inits:
         for p in inspect.signature(init).parameters.values():
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
                 names.add(p.name)
-    return names - exclude
+    return names
 
 
 def check_options(kind: str, options: dict[str, Any], source: str) -> None:
@@ -395,6 +408,13 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
                 f"The {key!r} option of the local cluster ({source}) must be an integer "
                 f">= {low}, or null for the default. Got {value!r}."
             )
+    start = options.get(WORKER_START_OPTION)
+    if start is not None and start not in WORKER_STARTS:
+        raise InputError(
+            f"The {WORKER_START_OPTION!r} option of the local cluster ({source}) must be "
+            f"{' or '.join(repr(w) for w in WORKER_STARTS)}, or null for the default. "
+            f"Got {start!r}."
+        )
     if options.get("memory_limit") is not None:
         value = options["memory_limit"]
         try:

@@ -4,18 +4,21 @@ ldpsim's worker modules once.
 Dask starts a local worker with Python's 'spawn' method by default: a new interpreter that
 imports distributed, numpy, numba and ldpsim's task modules before it can take a task,
 about 1.5 CPU-seconds each. Sixteen workers import side by side, and the machine's cores
-and disk are shared by all of them: on a 2-core machine, 16 workers took 14-19 s until each
-had run a first task. With the 'forkserver' method, one server process imports those
-modules once and forks every worker from itself: the same 16 workers took 3-6 s
-(benchmarks/scaling.py measures ``ready_s`` on the machine at hand).
+and disk are shared by all of them: on the 2-core development machine (under a load of
+about 4), 16 workers took 7.4-14.1 s until each had run a first task, 18.4 CPU-seconds.
+With the 'forkserver' method, one server process imports those modules once and forks
+every worker from itself: the same 16 workers took 2.0-2.9 s (benchmarks/scaling.py
+measures ``first_task_s`` on the machine at hand).
 
 :func:`forked_workers` switches a local cluster's start to the forkserver, where the
 platform has one and Dask's ``distributed.worker.multiprocessing-method`` is at its
-default ('spawn'; a user's other choice is kept). The server is started once per driver
-process, by its first cluster, and serves later ones. Its workers therefore see the
-environment of that moment: numba reads its ``NUMBA_*`` variables as the server imports
-it, and :func:`worker_environment` passes the ``LDPSIM_*`` variables of each cluster's
-start to its workers. A worker a nanny restarts later is spawned, as before.
+default ('spawn'; a user's other choice is kept). The local cluster's option
+``worker_start: spawn`` (``--cluster-option worker_start=spawn``) keeps Dask's start.
+The server is started once per driver process, by its first cluster, and serves later
+ones. Its workers therefore see the environment of that moment: numba reads its
+``NUMBA_*`` variables as the server imports it, and :func:`worker_environment` passes the
+``LDPSIM_*`` variables of each cluster's start to its workers. A worker a nanny restarts
+later is spawned, as before.
 """
 
 from __future__ import annotations
@@ -38,17 +41,26 @@ WORKER_MODULES = (
 )
 #: Prefix of the environment variables passed to each cluster's workers as they start.
 PASSED_PREFIX = "LDPSIM_"
+#: The local cluster's option (cluster/local.yaml, ``--cluster-option``) that chooses how
+#: its workers start, and its values: the forkserver (default) or Dask's own method.
+WORKER_START_OPTION = "worker_start"
+WORKER_STARTS = ("forkserver", "spawn")
 
 
 @contextlib.contextmanager
-def forked_workers() -> Iterator[bool]:
+def forked_workers(wanted: bool = True) -> Iterator[bool]:
     """Within the block, Dask starts worker processes from a forkserver that imported
-    :data:`WORKER_MODULES`; yields whether it does (False: Dask's start method is kept).
+    :data:`WORKER_MODULES`; yields whether it does (False: not ``wanted``, or Dask's
+    start method is kept).
     """
     import dask
 
     method = dask.config.get(START_METHOD_KEY, "spawn")
-    if method != "spawn" or "forkserver" not in multiprocessing.get_all_start_methods():
+    if (
+        not wanted
+        or method != "spawn"
+        or "forkserver" not in multiprocessing.get_all_start_methods()
+    ):
         yield False
         return
     with dask.config.set({START_METHOD_KEY: "forkserver"}):

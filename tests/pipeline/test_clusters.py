@@ -70,6 +70,12 @@ START_FAILURES = [
         ["--cluster", "local", "--cluster-option", "n_workers=-1"],
         ["n_workers", "integer >= 1", "-1"],
     ),
+    (
+        "unknown-worker-start",
+        None,
+        ["--cluster", "local", "--cluster-option", "worker_start=fork"],
+        ["worker_start", "'forkserver' or 'spawn'", "'fork'"],
+    ),
     ("jobs-on-local", None, ["--cluster", "local", "--jobs", "2"], ["--jobs", "--workers"]),
     ("adapt-on-local", None, ["--cluster", "local", "--adapt", "1:2"], ["--adapt", "batch"]),
 ]
@@ -170,6 +176,12 @@ def test_local_workers_fork_with_ldpsim_imported(monkeypatch):
     with cluster, Client(cluster, set_as_default=False) as client:
         states = set(client.run(worker_state).values())
     assert states == {(True, os.environ["LDPSIM_START_MARK"])}
+    # worker_start: spawn keeps Dask's start: a new interpreter imports only the preload.
+    options = {"n_workers": 1, "worker_start": "spawn"}
+    cluster = build_cluster(load_cluster_config("local"), options)
+    with cluster, Client(cluster, set_as_default=False) as client:
+        states = set(client.run(worker_state).values())
+    assert states == {(False, os.environ["LDPSIM_START_MARK"])}
 
 
 def _slurm_running() -> bool:
