@@ -1126,7 +1126,7 @@ def plot(
     zip_plots : bool, default False
         With ``kind="all"`` (``ldpsim plot --zip``), add a zip plot per grid point
         (Morris, White & Crowther 2019, section 5.2): every replicate's interval as a
-        horizontal line ranked by the centile of |z|, coloured by whether it covers,
+        horizontal line ranked by the centile of ``|z|``, coloured by whether it covers,
         one panel per method (:func:`ldpsim.pipeline.zip_plot.store_zip_plots`). Their
         keys are their file stems, ``zip-<grid point>`` (``zip`` without grid axes); a
         grid point without a done replicate has none.

@@ -104,9 +104,9 @@ def _coordinate(text: str) -> int:
 #: Help of ``--zip`` and ``--zip-coord`` (plot and report).
 ZIP_HELP = (
     "also draw a zip plot per grid point (Morris, White & Crowther 2019): every "
-    "replicate's interval as a line, ranked by the centile of |z|, coloured by whether it "
-    "covers the truth, with the nominal level and the coverage's Monte-Carlo band; one "
-    "panel per method"
+    "replicate's interval as a line, ranked by the centile of its absolute z-score, "
+    "coloured by whether it covers the truth, with the nominal level and the coverage's "
+    "Monte-Carlo band; one panel per method"
 )
 ZIP_COORD_HELP = "the coordinate the zip plots draw (default 0), with --zip"
 

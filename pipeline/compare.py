@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ldpsim.pipeline.records import records_over, render_records
+from ldpsim.pipeline.records import records_over, render_records, with_case_parameters
 from ldpsim.pipeline.summary import grid_axes
 from ldpsim.pipeline.table_layouts import latex_table, markdown_table, text_table
 from ldpsim.pipeline.tables import (
@@ -209,7 +209,8 @@ def format_comparison(
         The output of :func:`compare_methods`.
     fmt : {'text', 'markdown', 'latex', 'csv', 'json'}
         ``csv`` and ``json`` hold one record per grid point, [checkpoint,] coord (with
-        ``coords='mean'``: per grid point [and checkpoint], the coordinate means).
+        ``coords='mean'``: per grid point [and checkpoint], the coordinate means); a
+        case's parameters follow ``case`` (:func:`~ldpsim.pipeline.records.with_case_parameters`).
     coords : {'auto', 'all', 'mean'}
         As in ``format_table``: ``auto`` shows the coordinate means above 10 coordinates.
 
@@ -225,7 +226,7 @@ def format_comparison(
     if fmt in ("csv", "json"):
         checkpoint = ["checkpoint"] if "checkpoint" in comparison.dims else []
         dims = [*grid_axes(comparison), *checkpoint, *(["coord"] if not prefix else [])]
-        recs = records_over(comparison, dims, fields)
+        recs = with_case_parameters(comparison, records_over(comparison, dims, fields))
         for rec in recs:
             rec.update(a=a, b=b)
         return render_records(recs, fmt, [*dims, *fields, "a", "b"])

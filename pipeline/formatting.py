@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.pipeline.case_parameters import MISSING_TEXT
 from ldpsim.pipeline.records import native_value
 
 
@@ -85,6 +86,39 @@ def axis_labels(values: Sequence[Any], fmt: str) -> list[str]:
                 text = latex_escape(text)
         out.append(text)
     return out
+
+
+def parameter_text(value: Any, fmt: str) -> str:
+    """A spec value as a table cell: ``-`` for None (unset, :data:`MISSING_TEXT`),
+    numbers as :func:`format_number` writes them (ints in full: d = 1000, not 1e3),
+    ``true`` and ``false``, strings as they are, lists in brackets; LaTeX-escaped for
+    ``latex``.
+
+    Parameters
+    ----------
+    value : Any
+        A value of :func:`~ldpsim.pipeline.case_parameters.case_parameters`.
+    fmt : str
+        The table's format (``latex`` escapes; any other does not).
+
+    Returns
+    -------
+    str
+        The cell's text.
+    """
+    if value is None:
+        return MISSING_TEXT
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isinf(value):
+        return (r"$\infty$" if fmt == "latex" else "inf") if value > 0 else "-inf"
+    if isinstance(value, float):
+        return format_number(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(parameter_text(v, fmt) for v in value) + "]"
+    return latex_escape(str(value)) if fmt == "latex" else str(value)
 
 
 _LATEX_NAMES = {

@@ -19,10 +19,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter, NullLocator
 
+from ldpsim.pipeline.case_parameters import case_parameters
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
-from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
+from ldpsim.pipeline.formatting import axis_labels, format_level, format_number, parameter_text
 from ldpsim.pipeline.reading import load_dataset
 from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
+from ldpsim.pipeline.sweep import CASE_AXIS
 from ldpsim.pipeline.tables import COVERAGE_COUNTS, DEPARTURE_Z, wilson_interval
 
 #: The figures of :func:`store_figures`, in drawing order (also their file names).
@@ -145,15 +147,58 @@ def _has_values(*arrays: Any) -> bool:
     return any(np.isfinite(np.asarray(a, dtype=np.float64)).any() for a in arrays)
 
 
-def _label(name: str, value: Any) -> str:
+def value_label(name: str, value: Any) -> str:
     """A grid value, compact: ``tau=0.9`` for numbers, the value alone for labels
-    (``huber_regression``, ``laplace-eps1``: a model or case name says what it is)."""
+    (``huber_regression``, ``laplace``: a model or mechanism name says what it is)."""
     value = value.item() if isinstance(value, np.generic) else value
     if isinstance(value, str):
         return value
     if isinstance(value, float):
         return f"{name}={format_number(value)}"
+    if isinstance(value, list | tuple):
+        return f"{name}={parameter_text(value, 'text')}"
     return f"{name}={value}"
+
+
+def _case_parts(ds: xr.Dataset) -> dict[str, list[str]]:
+    """Each case's label in the figures: the parameters that vary across the cases
+    (:func:`~ldpsim.pipeline.case_parameters.case_parameters`) as :func:`value_label` writes
+    them, ``["d=1000", "sparsity=16", "laplace", "dense"]``, those a case leaves unset
+    left out. The case label is added where two cases would read the same, and stands
+    alone for a case that sets none of them. Empty when nothing varies (the labels show)."""
+    parameters = case_parameters(ds)
+    if not parameters:
+        return {}
+    labels = [str(label) for label in ds[CASE_AXIS].values]
+    parts = [
+        [
+            value_label(name, values[i])
+            for name, values in parameters.items()
+            if values[i] is not None
+        ]
+        for i in range(len(labels))
+    ]
+    if len({tuple(p) for p in parts}) < len(parts):
+        parts = [[*p, label] for p, label in zip(parts, labels, strict=True)]
+    return {label: p or [label] for label, p in zip(labels, parts, strict=True)}
+
+
+def _point_parts(combo: dict[str, Any], cases: dict[str, list[str]]) -> list[str]:
+    """A grid point as :func:`value_label` parts, a case as its parameters
+    (:func:`_case_parts`)."""
+    parts = []
+    for name, value in combo.items():
+        if name == CASE_AXIS and str(value) in cases:
+            parts += cases[str(value)]
+        else:
+            parts.append(value_label(name, value))
+    return parts
+
+
+def point_title(ds: xr.Dataset, point: dict[str, Any]) -> str:
+    """A grid point as the figures name it, ``tau=0.5, n=100``, a case by the parameters
+    its sweep's cases vary (:func:`_case_parts`); empty for a point without axes."""
+    return ", ".join(_point_parts(point, _case_parts(ds)))
 
 
 def _wrap(text: str, width: int) -> str:
@@ -282,9 +327,12 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
         fig.legend(list(seen.values()), list(seen), loc="outside right upper", fontsize="small")
 
 
-def _panel_title(ax: Axes, combo: dict[str, Any], coord: int | None) -> None:
-    """The grid point in one compact line (wrapped only where it would not fit)."""
-    parts = [_label(k, v) for k, v in combo.items()]
+def _panel_title(
+    ax: Axes, combo: dict[str, Any], coord: int | None, cases: dict[str, list[str]]
+) -> None:
+    """The grid point in one compact line (wrapped only where it would not fit); a case
+    as its parameters (``cases``, :func:`_case_parts`)."""
+    parts = _point_parts(combo, cases)
     if coord is not None:
         parts.append(f"coord {coord}")
     if parts:
@@ -462,6 +510,7 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     ticks = axis_labels(summary[x_dim].values, "text")
     coord_in_title = len(summary["coord"]) > 1
     cells = _panel_cells(summary, combos, coords)
+    cases = _case_parts(summary)
 
     cov_fig, cov_axes, cov_cells = _wrapped_panels(
         len(cells), len(cells[0]), _title(summary, "coverage"), sharex=True, sharey=True
@@ -497,7 +546,7 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
             _no_data(lax)
         for ax in (cax, lax):
             _n_axis(ax, x, x_dim, ticks)
-            _panel_title(ax, combo, coord if coord_in_title else None)
+            _panel_title(ax, combo, coord if coord_in_title else None, cases)
         if np.any(np.isfinite(cell["length"].values) & (cell["length"].values > 0)):
             lax.set_yscale("log")
         cax.set_ylabel("coverage")
@@ -545,6 +594,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
     ]
     methods = [str(m) for m in summary["method"].values]
     styles = method_styles(methods)
+    cases = _case_parts(summary)
     x = summary[x_dim].values.astype(np.float64)
     ticks = axis_labels(summary[x_dim].values, "text")
     title = _title(summary, "bias / sd and variance ratio of the intervals")
@@ -563,7 +613,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
             if offset < len(DIAGNOSTIC_PANELS) - 1:
                 ax.set_xlabel("")  # the panel below shares the axis and names it
             ax.set_ylabel(label)
-            _panel_title(ax, combo, coord if coord_in_title else None)
+            _panel_title(ax, combo, coord if coord_in_title else None, cases)
     axes[0, 0].set_xlim(*_x_span(x))
     _tick_labels_everywhere(axes)
     _legend(fig, axes)
@@ -581,6 +631,7 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
     if not shown:
         return None
     combos = _combos(summary, grid_axes(summary))
+    cases = _case_parts(summary)
     x = summary["checkpoint"].values.astype(np.float64)
     ticks = axis_labels(summary["checkpoint"].values, "text")
     title = _title(summary, "mean squared error", with_level=False)
@@ -598,7 +649,7 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
             _no_data(ax)
         _n_axis(ax, x, "checkpoint", ticks)
         ax.set_ylabel("mean of ||theta - theta*||^2")
-        _panel_title(ax, combo, None)
+        _panel_title(ax, combo, None, cases)
     axes[0, 0].set_xlim(*_x_span(x))
     _tick_labels_everywhere(axes)
     _legend(fig, axes)
@@ -639,7 +690,8 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
     styles = method_styles(methods)
     level = summary.attrs.get("level")
     positions = np.arange(len(combos))[::-1].astype(np.float64)  # the first on top
-    tick_labels = [", ".join(_label(k, v) for k, v in c.items()) or "all" for c in combos]
+    cases = _case_parts(summary)
+    tick_labels = [", ".join(_point_parts(c, cases)) or "all" for c in combos]
     height = max(PANEL_SIZE[1], DOT_ROW_INCHES * len(combos) + 1.2)
     figures = []
     for what, panels in zip(("coverage", "mean length"), _dot_panels(summary), strict=True):
@@ -731,6 +783,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
     others = [m for m in methods if m != FLOOR_METHOD]
     eps = summary["eps"].values.astype(np.float64)
     floor = summary["length"].sel({"method": FLOOR_METHOD}, drop=True)
+    cases = _case_parts(summary)
 
     length_combos = _combos(summary, [a for a in axes_present if a != "eps"])
     len_fig, len_grid, len_cells = _wrapped_panels(
@@ -750,7 +803,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
             ax.set_yscale("log")
         ax.set_xlabel("eps")
         ax.set_ylabel(f"length / {FLOOR_METHOD}")
-        _panel_title(ax, combo, None)
+        _panel_title(ax, combo, None, cases)
     _readable_log_axes(len_grid)
     _legend(len_fig, len_grid)
 
@@ -780,7 +833,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         ax.set_xscale("log")
         ax.set_xlabel("n eps")
         ax.set_ylabel("coverage")
-        _panel_title(ax, combo, None)
+        _panel_title(ax, combo, None, cases)
     _legend(cov_fig, cov_grid)
     return len_fig, cov_fig
 
@@ -810,7 +863,8 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     """Length, marginal and joint coverage against the sparsity s, one row per d.
 
     One line per method (color) and per calibration of the noise (line style: the
-    case's values other than d and s, e.g. mechanism and calibration); the length
+    parameters other than d and s that vary across the cases, e.g. mechanism and
+    calibration, :func:`~ldpsim.pipeline.case_parameters.case_parameters`); the length
     axis is log-log and shared by the rows, so the rows show the effect of d. Joint
     coverage has +-2 SE error bars (Wilson's interval at 0 and 1) and the nominal
     level, the target of a simultaneous band. None for a store that is not such a
@@ -820,12 +874,18 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     if cases is None:
         return None
 
-    def family(values: dict[str, Any]) -> str:
-        rest = {k: v for k, v in values.items() if k not in ("d", "sparsity")}
-        return ", ".join(f"{k} = {v}" for k, v in sorted(rest.items())) or "all"
+    # The noise of a case: the parameters that vary but d and s ("laplace, dense").
+    rest = {k: v for k, v in case_parameters(summary).items() if k not in ("d", "sparsity")}
+    family = {
+        str(label): ", ".join(
+            value_label(name, values[i]) for name, values in rest.items() if values[i] is not None
+        )
+        or "all"
+        for i, label in enumerate(summary[CASE_AXIS].values)
+    }
 
     dims = sorted({int(v["d"]) for v in cases.values()})
-    families = list(dict.fromkeys(family(v) for v in cases.values()))
+    families = list(dict.fromkeys(family[label] for label in cases))
     methods = [str(m) for m in summary["method"].values]
     styles = method_styles(methods)
     level = summary.attrs.get("level")
@@ -833,7 +893,11 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     for row, d in enumerate(dims):
         for f, name in enumerate(families):
             labels = sorted(
-                (label for label, v in cases.items() if int(v["d"]) == d and family(v) == name),
+                (
+                    label
+                    for label, v in cases.items()
+                    if int(v["d"]) == d and family[label] == name
+                ),
                 key=lambda label: int(cases[label]["sparsity"]),
             )
             if not labels:
@@ -961,6 +1025,7 @@ def _running_figure(ds: xr.Dataset) -> Figure | None:
     oracle = oracle_label(ds)
     methods = [str(m) for m in ds["method"].values if str(m) != oracle]
     colors = _colors(methods)
+    cases = _case_parts(ds)
     fig, axes = _panel_grid(len(combos), len(parts), _title(ds, "running estimate and bounds"))
     drawn = False
     for row, combo in enumerate(combos):
@@ -994,7 +1059,7 @@ def _running_figure(ds: xr.Dataset) -> Figure | None:
                 ax.set_xscale("log")
             ax.set_xlabel("n")
             ax.set_ylabel("theta (coord 0)")
-            where = [_label(k, v) for k, v in combo.items()]
+            where = _point_parts(combo, cases)
             if len(parts) > 1:
                 where.append(f"n {'<=' if col == 0 else '>='} {split:g}")
             ax.set_title(", ".join([*where, f"replicate {rep}"]), fontsize="medium")

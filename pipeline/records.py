@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ldpsim.pipeline.case_parameters import COORD_PREFIX, case_parameters
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.summary import grid_axes
+from ldpsim.pipeline.sweep import CASE_AXIS
 
 #: Statistics of a grid point [and checkpoint], the same for all its methods and coords.
 ERROR_FIELDS = ("mse", "mse_se", "mse_n_done", "mse_last", "mse_last_se", "mse_last_n_done")
@@ -66,10 +68,12 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
     Returns
     -------
     list of dict
-        Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
-        store has checkpoints), ``coord``, then ``coverage``, ``coverage_se``,
-        ``length``, ``length_se``, ``n_done``, ``n_failed`` (replicates lost to a
-        failure; see :mod:`ldpsim.pipeline.partial_cells`) and the diagnostics
+        Keys: one per grid axis (its value; after ``case``, the parameters that vary
+        across the cases, :func:`with_case_parameters`), ``method``, ``checkpoint``
+        (only when the store has checkpoints), ``coord``, then ``coverage``,
+        ``coverage_se``, ``length``, ``length_se``, ``n_done``, ``n_failed``
+        (replicates lost to a failure; see :mod:`ldpsim.pipeline.partial_cells`) and
+        the diagnostics
         ``predicted_coverage``, ``bias_over_sd``, ``variance_ratio``, each followed by
         its ``_se``, and the mean squared errors of the average and the last iterate
         (:data:`ERROR_FIELDS`: ``mse``, ``mse_se``, ``mse_n_done``, ``mse_last``,
@@ -79,7 +83,8 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
         types; NaN statistics are None (null in JSON).
     """
     dims = [*_method_dims(summary), "coord"]
-    return with_replicates(summary, records_over(summary, dims, RECORD_FIELDS))
+    recs = with_case_parameters(summary, records_over(summary, dims, RECORD_FIELDS))
+    return with_replicates(summary, recs)
 
 
 def coord_mean_records(summary: xr.Dataset) -> list[dict[str, Any]]:
@@ -93,17 +98,47 @@ def coord_mean_records(summary: xr.Dataset) -> list[dict[str, Any]]:
     Returns
     -------
     list of dict
-        Keys: one per grid axis (its value), ``method``, ``checkpoint`` (only when the
-        store has checkpoints), then ``coord_mean_coverage``, ``coord_mean_coverage_se``,
-        ``coord_mean_length``, ``coord_mean_length_se``, ``coord_mean_n_done`` (see
-        :func:`ldpsim.pipeline.summary.coordinate_means`), ``coord_mean_n_failed``, the
+        Keys: one per grid axis (its value; after ``case``, the parameters that vary
+        across the cases, :func:`with_case_parameters`), ``method``, ``checkpoint``
+        (only when the store has checkpoints), then ``coord_mean_coverage``,
+        ``coord_mean_coverage_se``, ``coord_mean_length``, ``coord_mean_length_se``,
+        ``coord_mean_n_done`` (see :func:`ldpsim.pipeline.summary.coordinate_means`),
+        ``coord_mean_n_failed``, the
         joint coverage and the mean squared errors (:data:`ERROR_FIELDS`), which are per
         grid point [and checkpoint] and so repeat in the records of its methods; last
         ``n_replicates``. Values are plain Python types; NaN statistics are None (null
         in JSON).
     """
     recs = records_over(summary, _method_dims(summary), COORD_MEAN_RECORD_FIELDS)
-    return with_replicates(summary, recs)
+    return with_replicates(summary, with_case_parameters(summary, recs))
+
+
+def with_case_parameters(summary: xr.Dataset, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records with the parameters that vary across the cases right after ``case``.
+
+    One field per parameter of :func:`~ldpsim.pipeline.case_parameters.case_parameters`,
+    named as the summary's coordinate (``case_d``, ``case_mechanism``), its value the
+    record's case's; None (an empty CSV cell, JSON null) where the case and the sweep's
+    ``[spec]`` leave it unset. ``case`` stays, so a record joins back to the sweep.
+    Records without a case axis are returned as they are.
+    """
+    parameters = case_parameters(summary)
+    if not parameters:
+        return recs
+    labels = [str(label) for label in summary[CASE_AXIS].values]
+    fields = {
+        label: {f"{COORD_PREFIX}{name}": values[i] for name, values in parameters.items()}
+        for i, label in enumerate(labels)
+    }
+    out = []
+    for rec in recs:
+        grown: dict[str, Any] = {}
+        for key, value in rec.items():
+            grown[key] = value
+            if key == CASE_AXIS:
+                grown.update(fields[str(value)])
+        out.append(grown)
+    return out
 
 
 def with_replicates(summary: xr.Dataset, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:

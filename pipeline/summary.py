@@ -11,6 +11,7 @@ import xarray as xr
 from scipy.special import ndtri  # the normal quantile, without importing scipy.stats
 
 from ldpsim.pipeline import cell_statistics
+from ldpsim.pipeline.case_parameters import case_coords
 from ldpsim.pipeline.cell_statistics import Statistic, check_statistics
 from ldpsim.pipeline.code_identity import code_versions
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
@@ -530,6 +531,9 @@ def summarize(
         grid point's d (tables and figures leave them out). With ``statistics``, per
         grid point, method, [checkpoint,] coord: ``NAME`` and ``NAME_se`` for each (the
         ``se_method`` attribute of ``NAME_se`` says ``mean`` or ``bootstrap``).
+        With a ``case`` axis, the spec parameters that vary across its cases as
+        coordinates along ``case``, ``case_NAME`` (``case_d``, ``case_mechanism``; see
+        :func:`ldpsim.pipeline.case_parameters.case_coords`).
         Attributes ``level`` and ``sweep`` are kept, and ``target_se`` added (and
         ``statistics``, a JSON list of the names, with ``statistics``).
 
@@ -561,6 +565,7 @@ def summarize(
     """
     target_se = check_target_se(target_se)
     reserved = reserved_names() | {str(d) for d in ds.dims} | {str(c) for c in ds.coords}
+    reserved |= set(case_coords(ds))
     statistics = check_statistics(statistics, reserved)
     truth = ds["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
@@ -718,6 +723,7 @@ def summarize(
     out.attrs = {k: ds.attrs[k] for k in ("title", "level", "sweep") if k in ds.attrs}
     out.attrs["target_se"] = target_se
     out.attrs["replicates"] = int(ds.sizes["rep"])
+    out = out.assign_coords(case_coords(out))
     if statistics:
         out.attrs[cell_statistics.STATISTICS_ATTR] = json.dumps(list(statistics))
     return out.compute()

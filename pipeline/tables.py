@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import xarray as xr
 
+from ldpsim.pipeline.case_parameters import case_parameters
 from ldpsim.pipeline.cell_statistics import (
     BOOTSTRAP_RESAMPLES,
     SE_RULE_TEXT,
@@ -23,6 +24,7 @@ from ldpsim.pipeline.formatting import (
     format_level,
     format_number,
     latex_escape,
+    parameter_text,
 )
 from ldpsim.pipeline.partial_cells import COUNTS, MARKERS, footnote, partial
 from ldpsim.pipeline.records import (
@@ -35,6 +37,7 @@ from ldpsim.pipeline.records import (
     render_records,
 )
 from ldpsim.pipeline.summary import grid_axes, sweep_info
+from ldpsim.pipeline.sweep import CASE_AXIS
 from ldpsim.pipeline.table_layouts import latex_table, markdown_table, text_table
 
 #: Names that moved to records.py, formatting.py and table_layouts.py, importable from
@@ -46,6 +49,7 @@ __all__ = [
     "RECORD_FIELDS",
     "TABLE_FORMATS",
     "axis_labels",
+    "case_columns",
     "check_statistics_shown",
     "coord_mean_records",
     "format_level",
@@ -389,6 +393,43 @@ def error_caption(summary: xr.Dataset) -> str:
     )
 
 
+def case_columns(summary: xr.Dataset, fmt: str) -> tuple[list[str], list[list[str]]]:
+    """The columns a table shows for the ``case`` axis: the parameters that vary across
+    the cases (:func:`~ldpsim.pipeline.case_parameters.case_parameters`), one each.
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        A summary (or store) with a ``case`` axis.
+    fmt : str
+        The table's format: names and values are LaTeX for ``latex``
+        (:func:`~ldpsim.pipeline.formatting.fmt_name`,
+        :func:`~ldpsim.pipeline.formatting.parameter_text`).
+
+    Returns
+    -------
+    tuple of (list of str, list of list of str)
+        The column names (the spec keys: ``d``, ``sparsity``, ``mechanism``) and, per
+        case in the order of the ``case`` coordinate, its cells (``-`` where a case
+        leaves the parameter unset). The case label is a last column where two cases
+        show the same cells. Both empty when no parameter varies (the table shows the
+        ``case`` column as for any axis).
+    """
+    parameters = case_parameters(summary)
+    if not parameters:
+        return [], []
+    names = [fmt_name(name, fmt) for name in parameters]
+    cells = [
+        [parameter_text(values[i], fmt) for values in parameters.values()]
+        for i in range(summary.sizes[CASE_AXIS])
+    ]
+    if len({tuple(row) for row in cells}) < len(cells):
+        labels = axis_labels(summary[CASE_AXIS].values, fmt)
+        names.append(fmt_name(CASE_AXIS, fmt))
+        cells = [[*row, label] for row, label in zip(cells, labels, strict=True)]
+    return names, cells
+
+
 def table_rows(
     summary: xr.Dataset,
     fmt: str,
@@ -400,7 +441,9 @@ def table_rows(
     """Column names, column headers and rows (labels, cells) of a table of ``stats``.
 
     Rows per grid point [and checkpoint], with ``per_coord`` per coord (for statistics
-    with a coord dim) and with ``per_method`` per method. A partial cell (fewer than all
+    with a coord dim) and with ``per_method`` per method, in the order of the summary's
+    coordinates (the sweep's); a ``case`` axis shows as the parameters that vary across
+    its cases, a column each (:func:`case_columns`). A partial cell (fewer than all
     its grid point's replicates, :mod:`ldpsim.pipeline.partial_cells`) ends in the
     format's marker. With a nominal ``level`` (the HTML report), the coverage cells of
     :data:`COVERAGE_COUNTS` are written by :func:`coverage_cell` (Wilson's interval at 0
@@ -428,7 +471,18 @@ def table_rows(
         ]
     else:
         col_headers = ["value"]
-    names = [("coord" if d == "coord" else fmt_name(d, fmt)) for d in row_dims] + [""]
+    # A case shows as the parameters that tell it apart (d, sparsity, mechanism), not as
+    # its label: one column each in place of the case column.
+    case_names, case_labels = case_columns(summary, fmt) if CASE_AXIS in row_dims else ([], [])
+    names = [
+        name
+        for d in row_dims
+        for name in (
+            case_names
+            if d == CASE_AXIS and case_names
+            else ["coord" if d == "coord" else fmt_name(d, fmt)]
+        )
+    ] + [""]
 
     rows: list[tuple[list[str], list[str]]] = []
     index_values = [summary[d].values for d in row_dims]
@@ -445,10 +499,12 @@ def table_rows(
         cell = base.isel(dict(zip(row_dims, idx, strict=True)))
         if skip_missing and not bool(cell["coord_exists"].any()):
             continue  # a coordinate this grid point does not have (a case of smaller d)
-        labels = [
-            (f"coord {int(v[i])}" if d == "coord" else lab[i])
-            for d, v, lab, i in zip(row_dims, index_values, index_labels, idx, strict=True)
-        ]
+        labels = []
+        for d, v, lab, i in zip(row_dims, index_values, index_labels, idx, strict=True):
+            if d == CASE_AXIS and case_names:
+                labels += case_labels[i]
+            else:
+                labels.append(f"coord {int(v[i])}" if d == "coord" else lab[i])
         where = dict(zip(row_dims, idx, strict=True))
         for stat, var in stats.items():
             values = np.atleast_1d(cell[var].values)
@@ -496,11 +552,14 @@ def format_table(
     fmt : {'text', 'markdown', 'latex', 'csv', 'json'}
         ``text``, ``markdown`` and ``latex`` follow the paper's layout: columns are the
         values of the ``n`` axis (a single column without one), rows the other grid
-        axes x [checkpoint x] [coord x] method x {cover, length}, each cell a value with
-        its Monte-Carlo standard error in brackets, e.g. ``0.902 (0.013)``, under a
-        caption naming the level and the number of replicates. ``csv`` and ``json``
-        hold one row / object per record of :func:`records` (every statistic, the
-        diagnostics included), or with ``coords='mean'`` of :func:`coord_mean_records`.
+        axes x [checkpoint x] [coord x] method x {cover, length} (a ``case`` axis as
+        the parameters that vary across its cases, :func:`case_columns`), each cell a
+        value with its Monte-Carlo standard error in brackets, e.g. ``0.902 (0.013)``,
+        under a caption naming the level and the number of replicates. ``csv`` and
+        ``json`` hold one row / object per record of :func:`records` (every statistic,
+        the diagnostics included), or with ``coords='mean'`` of
+        :func:`coord_mean_records`; both keep ``case`` beside its parameters
+        (``case_d``, ``case_mechanism``).
     diagnostics : bool
         Add the rows pred cover, bias/sd and var ratio per method (``text``,
         ``markdown`` and ``latex``); see :mod:`ldpsim.pipeline.diagnostics`. They are

@@ -1,4 +1,5 @@
-"""Zip plots of a store: every replicate's interval, ranked by |z| (Morris, White & Crowther)."""
+"""Zip plots of a store: every replicate's interval, ranked by its absolute z-score
+(Morris, White & Crowther 2019)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from ldpsim.pipeline.plots import (
     PANEL_TITLE_CHARS,
     TITLE_CHARS_PER_INCH,
     SweepFigure,
-    _label,
     coverage_error,
+    point_title,
+    value_label,
 )
 from ldpsim.pipeline.summary import grid_axes, sweep_info
 
@@ -255,11 +257,6 @@ class ZipPlots:
     notes: list[str]
 
 
-def point_label(point: dict[str, Any]) -> str:
-    """A grid point as the figures name it: ``tau=0.5, n=100`` (empty without axes)."""
-    return ", ".join(_label(k, v) for k, v in point.items())
-
-
 def zip_stem(point: dict[str, Any]) -> str:
     """The file stem of a grid point's zip plot: ``zip-tau=0.5_n=100``; ``zip`` for a
     store without grid axes. Characters other than letters, digits and ``._=+-`` become
@@ -270,7 +267,7 @@ def zip_stem(point: dict[str, Any]) -> str:
     for axis, value in point.items():
         value = value.item() if isinstance(value, np.generic) else value
         # The figures write a label alone (a case name): a file name names its axis.
-        parts.append(f"{axis}={value}" if isinstance(value, str) else _label(axis, value))
+        parts.append(f"{axis}={value}" if isinstance(value, str) else value_label(axis, value))
     return f"{ZIP_STEM}-{re.sub(r'[^A-Za-z0-9._=+-]', '-', '_'.join(parts))}"
 
 
@@ -408,7 +405,7 @@ def _figure_title(
     name = sweep_info(ds).get("name", "")
     parts = [f"{name}: zip plot" if name else "zip plot"]
     if point:
-        parts.append(point_label(point))
+        parts.append(point_title(ds, point))
     if checkpoint:
         parts.append(f"n={checkpoint} (last checkpoint)")
     if np.isfinite(level):
@@ -616,7 +613,7 @@ def store_zip_plots(ds: xr.Dataset, *, coord: int = 0, max_lines: int = ZIP_MAX_
     max_lines = check_max_lines(max_lines)
     plots, notes = [], []
     for point in _points(ds):
-        where = point_label(point) or "the store"
+        where = point_title(ds, point) or "the store"
         data = ds.sel(point) if point else ds
         if not bool(np.asarray(data["done"].values).any()):
             notes.append(f"No zip plot for {where}: no replicate is done there yet.")

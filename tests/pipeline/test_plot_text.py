@@ -210,13 +210,14 @@ def test_every_panel_has_data_and_x_tick_labels(store, figures):
 def test_mixed_d_draws_a_panel_per_coordinate_a_case_has(figures):
     coverage = figures["cases of d = 1 and d = 4"]["coverage"]
     titles = sorted(ax.get_title() for ax in coverage.axes if ax.get_visible())
-    expected = ["quantile-tau0.5, coord 0", *(f"qr-d4, coord {j}" for j in range(4))]
+    # A case is titled by the parameter its cases vary (d), not by its label.
+    expected = ["d=1, coord 0", *(f"d=4, coord {j}" for j in range(4))]
     assert titles == sorted(expected)
     # And the table has no rows for them.
     summary = summarize(mixed_store({"quantile-tau0.5": 1, "qr-d4": 4}))
     table = format_table(summary)
     assert "n/a" not in table
-    assert table.count("coord 1") == 1  # only under qr-d4
+    assert table.count("coord 1") == 1  # only under qr-d4 (d = 4)
 
 
 def test_one_colour_per_method_in_every_figure(figures):

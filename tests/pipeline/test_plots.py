@@ -165,7 +165,8 @@ def sparse_store() -> xr.Dataset:
 
 def test_sparsity_figure(tmp_path):
     # One row per d, columns length / marginal / joint coverage against s; a line per
-    # method and calibration, with the values of the summary.
+    # method and calibration (the case parameter that varies besides d and s), with the
+    # values of the summary.
     store = sparse_store()
     files = plot_store(store, tmp_path)
     check_files(files, tmp_path, ["coverage", "length", "sparsity"])
@@ -175,15 +176,15 @@ def test_sparsity_figure(tmp_path):
     length_ax, marginal_ax, joint_ax = axes[1]  # d = 4
     assert length_ax.get_title() == "d = 4" and length_ax.get_yscale() == "log"
     lines = {line.get_label(): line for line in length_ax.get_lines()}
-    dense = lines["oracle, calibration = dense"]
+    dense = lines["oracle, dense"]
     np.testing.assert_array_equal(dense.get_xdata(), [1, 2, 4])
     np.testing.assert_allclose(dense.get_ydata(), [0.4, 0.4, 0.4])  # 2 * 0.05 d
-    np.testing.assert_allclose(lines["oracle, calibration = sparse"].get_ydata(), [0.1, 0.2, 0.4])
+    np.testing.assert_allclose(lines["oracle, sparse"].get_ydata(), [0.1, 0.2, 0.4])
     marginal = {line.get_label(): line for line in marginal_ax.get_lines()}
-    np.testing.assert_allclose(marginal["band, calibration = sparse"].get_ydata(), 1 - 0.4 / 4)
+    np.testing.assert_allclose(marginal["band, sparse"].get_ydata(), 1 - 0.4 / 4)
     joint = {bars.get_label(): bars.lines[0] for bars in joint_ax.containers}
-    np.testing.assert_allclose(joint["band, calibration = sparse"].get_ydata(), 0.6)
-    np.testing.assert_allclose(joint["oracle, calibration = dense"].get_ydata(), 1.0)
+    np.testing.assert_allclose(joint["band, sparse"].get_ydata(), 0.6)
+    np.testing.assert_allclose(joint["oracle, dense"].get_ydata(), 1.0)
     assert np.array_equal(axes[0, 0].lines[0].get_xdata(), [1, 2])  # d = 2: s <= d
     # Not drawn for a store of another shape.
     assert _sparsity_figure(summarize(syn.grid_store())) is None

@@ -205,8 +205,9 @@ def test_grid_points_without_a_replicate_or_the_coordinate_get_a_note():
     ds = mixed_store({"mean": 1, "pair": 2}, reps=4).isel(n=[0])
     drawn = store_zip_plots(ds, coord=1)
     assert [p.stem for p in drawn.plots] == ["zip-case=pair_n=10000"]
+    # The case is named by the parameter its sweep's cases vary (d), as in the figures.
     assert drawn.notes == [
-        "No zip plot for mean, n=10000: it has no coordinate 1 (its d is smaller)."
+        "No zip plot for d=1, n=10000: it has no coordinate 1 (its d is smaller)."
     ]
     with pytest.raises(InputError, match=r"must be an int in \[0, 2\).* Got 2\."):
         store_zip_plots(ds, coord=2)
