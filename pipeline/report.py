@@ -18,14 +18,15 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
+from ldpsim.pipeline.case_parameters import case_parameters
 from ldpsim.pipeline.errors import InputError, os_error_text
-from ldpsim.pipeline.formatting import axis_labels, format_level, format_number
+from ldpsim.pipeline.formatting import axis_labels, format_level, format_number, parameter_text
 from ldpsim.pipeline.partial_cells import footnote
 from ldpsim.pipeline.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.provenance import environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.summary import TARGET_SE, band_labels, grid_axes, summarize, sweep_info
-from ldpsim.pipeline.sweep import sweep_toml
+from ldpsim.pipeline.sweep import CASE_AXIS, sweep_toml
 from ldpsim.pipeline.table_layouts import blank_repeats
 from ldpsim.pipeline.tables import (
     DEPARTURE_MARK,
@@ -34,6 +35,7 @@ from ldpsim.pipeline.tables import (
     TABLE_ERRORS,
     TABLE_STATS,
     TABLE_STATS_DIAGNOSTICS,
+    case_columns,
     coord_mean_caption,
     error_caption,
     format_table,
@@ -444,16 +446,24 @@ def timing_tables(ds: xr.Dataset, runs: list[dict[str, Any]] | None = None) -> d
     """
     timing = timing_summary(ds)
     recorded = [run for run in runs or () if "warm_up_seconds" in run]
-    axes = grid_axes(ds)
     medians = median_per_point(ds)
     seconds = ds["seconds"].where(ds["done"].astype(bool)).values
-    labels = [axis_labels(ds[a].values, "text") for a in axes]
+    # Each axis's cells per value; a case's are the parameters the cases vary.
+    columns, cells = [], []
+    for axis in grid_axes(ds):
+        names, rows = case_columns(ds, "text") if axis == CASE_AXIS else ([], [])
+        if names:
+            columns += names
+            cells.append(rows)
+        else:
+            columns.append(axis)
+            cells.append([[label] for label in axis_labels(ds[axis].values, "text")])
     points = []
     for index in np.ndindex(*medians.shape):
         done = int(np.asarray(ds["done"].values[index]).sum())
         points.append(
             {
-                "labels": [lab[i] for lab, i in zip(labels, index, strict=True)],
+                "labels": [cell for rows, i in zip(cells, index, strict=True) for cell in rows[i]],
                 "done": done,
                 "median": format_seconds(float(medians[index])),
                 "total": format_seconds(float(np.nansum(seconds[index]))),
@@ -468,7 +478,7 @@ def timing_tables(ds: xr.Dataset, runs: list[dict[str, Any]] | None = None) -> d
         for label, value in timing["per_method"].items()
     ]
     return {
-        "axes": axes,
+        "axes": columns,
         "points": points,
         "methods": methods,
         "replicates": timing["replicates"],
@@ -676,7 +686,7 @@ def build_context(
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "level": format_level(level) if level is not None else "n/a",
         "facts": store_facts(ds),
-        "grid": {a: axis_labels(ds[a].values, "text") for a in grid_axes(ds)},
+        "grid": grid_lines(ds),
         "methods": [str(m) for m in ds["method"].values],
         "done": done,
         "total": total,
@@ -692,6 +702,24 @@ def build_context(
         "timings": timing_tables(ds, prov["runs"]),
         "provenance": prov,
     }
+
+
+def grid_lines(ds: xr.Dataset) -> list[str]:
+    """The header's grid, an axis a line: ``n = 1e4, 1e5``; the ``case`` axis by the
+    values of the parameters its cases vary (``24 cases: d = 10, 100, 1000; sparsity =
+    1, 4, 16; ...``), or by its labels where none varies."""
+    lines = []
+    for axis in grid_axes(ds):
+        parameters = case_parameters(ds) if axis == CASE_AXIS else {}
+        if parameters:
+            values = [
+                f"{name} = {', '.join(dict.fromkeys(parameter_text(v, 'text') for v in vs))}"
+                for name, vs in parameters.items()
+            ]
+            lines.append(f"{ds.sizes[axis]} cases of {'; '.join(values)}")
+        else:
+            lines.append(f"{axis} = {', '.join(axis_labels(ds[axis].values, 'text'))}")
+    return lines
 
 
 def render_report(context: dict[str, Any]) -> str:

@@ -27,7 +27,13 @@ from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compare import compare_methods, format_comparison
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.plots import store_figures
-from ldpsim.pipeline.report import CSS_PX_PER_INCH, result_tables, smallest_text_points
+from ldpsim.pipeline.report import (
+    CSS_PX_PER_INCH,
+    grid_lines,
+    result_tables,
+    smallest_text_points,
+    timing_tables,
+)
 from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import Sweep
 from ldpsim.pipeline.tables import format_table, records, table_rows
@@ -215,6 +221,19 @@ def test_the_reports_tables_show_the_parameters(summary):
         assert table["names"][:5] == list(VARYING)
         first = table["groups"][0][0]["labels"]
         assert first[:5] == ["2", "laplace", "sparse", "1", "-"]
+
+
+def test_the_reports_header_and_timings_show_the_parameters(store):
+    # The header names the cases by what they vary, each value once, not by 3 labels.
+    assert grid_lines(store) == [
+        "3 cases of d = 2, 3; mechanism = laplace, gaussian; calibration = sparse, dense; "
+        "eps = 1, 2; delta = -, 1e-06"
+    ]
+    timings = timing_tables(store)
+    assert timings["axes"] == list(VARYING)
+    assert [p["labels"] for p in timings["points"]][2] == ["3", "gaussian", "sparse", "2", "1e-06"]
+    # Without cases, an axis is its values.
+    assert grid_lines(store.isel(case=0, drop=True)) == []
 
 
 def test_figure_titles_say_the_parameters(store, summary):
