@@ -1062,7 +1062,8 @@ def _running_figure(ds: xr.Dataset) -> Figure | None:
             where = _point_parts(combo, cases)
             if len(parts) > 1:
                 where.append(f"n {'<=' if col == 0 else '>='} {split:g}")
-            ax.set_title(", ".join([*where, f"replicate {rep}"]), fontsize="medium")
+            title = _join_lines([*where, f"replicate {rep}"], PANEL_TITLE_CHARS)
+            ax.set_title(title, fontsize="medium")
     if not drawn:
         return None
     _legend(fig, axes)

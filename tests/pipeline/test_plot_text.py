@@ -164,9 +164,21 @@ def test_no_two_texts_overlap(store, figures):
 
 
 #: The real stores behind figures in docs/figures, and the figures the docs show
-#: (``docs/figures/NAME-STEM.png``). ``ldpsim run NAME`` writes each store into outputs/
-#: in an hour or more on 2 cores, so a fresh clone has none and skips.
-DOCS_FIGURES = {"shi-coverage": ("coverage", "diagnostics"), "sparse": ("sparsity",)}
+#: (``docs/figures/NAME-STEM.png``; price-of-privacy's are ``docs/figures/STEM.png``).
+#: ``ldpsim run NAME`` writes each store into outputs/ (seconds to an hour or more on 2
+#: cores), so a fresh clone has none and skips.
+DOCS_FIGURES = {
+    "shi-coverage": ("coverage", "diagnostics"),
+    "sparse": ("sparsity",),
+    "shi-fig1-clipping": ("errors",),
+    "shi-fig2-budgets": ("errors",),
+    "shi-fig4-mechanisms": ("errors",),
+    "shi-fig5-steps": ("errors",),
+    "remedies": ("coverage",),
+    "remedies-nprr": ("coverage", "length"),
+    "undercoverage": ("coverage", "diagnostics"),
+    "price-of-privacy": ("privacy-coverage", "privacy-length"),
+}
 
 
 @pytest.mark.parametrize("name", DOCS_FIGURES)
