@@ -14,7 +14,9 @@ the count itself), on a fresh local cluster of that many one-thread worker proce
 - the built-in ``scale`` sweep (quantile, n = 500 and 1,000, bb / bm / sn / oracle) with
   ``--replicates`` per grid point (default 50,000: 200,000 in all) into a new store, after
   each worker compiled the kernel: its wall time, the replicates' summed compute time (the
-  store's ``seconds``), and the speed-up over the first (smallest) worker count;
+  store's ``seconds``), the speed-up over the first (smallest) worker count, and the
+  driver's CPU seconds (the client, the scheduler and the nannies: one process), whose
+  replicates per CPU-second are what one driver can take before it is the ceiling;
 - a compute-bound probe, 64 replicates of n = 2e7 with the oracle only, one replicate a
   task: its wall time against its compute divided by the workers plus ``ready_s``.
 
@@ -55,6 +57,8 @@ JSON_FIELDS = {
     "wall_s": "s",
     "compute_s": "s",
     "replicates_per_s": "1/s",
+    "driver_cpu_s": "s",
+    "driver_replicates_per_cpu_s": "1/s",
     "speedup": "ratio",
     "probe_replicates": "count",
     "probe_wall_s": "s",
@@ -88,18 +92,21 @@ def worker_counts(cores: int, quick: bool) -> list[int]:
     return [*counts, cores]
 
 
-def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int]:
-    """(wall s, summed compute s, replicates) of ``sweep`` into the new ``store``."""
+def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int, float]:
+    """(wall s, summed compute s, replicates, driver CPU s) of ``sweep`` into the new
+    ``store``. The driver's CPU seconds are this process's, all its threads: the client's
+    collect-and-write loop, and the local cluster's scheduler and nannies, which run in
+    it too."""
     from ldpsim.pipeline.reading import open_dataset
     from ldpsim.pipeline.runner import run_sweep
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     report = run_sweep(sweep, store, client=client, log=lambda *a: None, progress="none")
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     if report.failed:
         raise RuntimeError(f"{report.failed} replicates failed in {store}")
     seconds = np.asarray(open_dataset(store)["seconds"].values, dtype=float)
-    return wall, float(np.nansum(seconds)), int(np.isfinite(seconds).sum())
+    return wall, float(np.nansum(seconds)), int(np.isfinite(seconds).sum()), cpu
 
 
 def import_task_modules() -> None:
@@ -126,13 +133,13 @@ def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
         spec = {"model": "quantile", "n": 1000, "methods": {"bb": {}, "bm": {}, "sn": {}}}
         client.run(run_replicate, spec, 0)  # every worker compiles (or loads) its kernel
         scale = load_sweep("scale", replicates=sizes["replicates"])
-        wall, compute, done = timed_run(scale, tmp / f"scale-{workers}.zarr", client)
+        wall, compute, done, driver = timed_run(scale, tmp / f"scale-{workers}.zarr", client)
         probe_file = tmp / "probe.toml"
         probe_file.write_text(
             PROBE.format(replicates=sizes["probe_replicates"], n=sizes["probe_n"])
         )
         probe = load_sweep(str(probe_file))
-        probe_wall, probe_compute, _ = timed_run(probe, tmp / f"probe-{workers}.zarr", client)
+        probe_wall, probe_compute, _, _ = timed_run(probe, tmp / f"probe-{workers}.zarr", client)
     return {
         "workers": workers,
         "cores": usable_cores(),
@@ -143,6 +150,8 @@ def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
         "wall_s": round(wall, 3),
         "compute_s": round(compute, 3),
         "replicates_per_s": round(done / wall, 1),
+        "driver_cpu_s": round(driver, 3),
+        "driver_replicates_per_cpu_s": round(done / driver, 1),
         "speedup": 1.0,
         "probe_replicates": sizes["probe_replicates"],
         "probe_wall_s": round(probe_wall, 3),
