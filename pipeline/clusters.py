@@ -18,12 +18,7 @@ import yaml
 
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.signals import check as check_signals
-from ldpsim.pipeline.worker_start import (
-    WORKER_START_OPTION,
-    WORKER_STARTS,
-    forked_workers,
-    worker_environment,
-)
+from ldpsim.pipeline.worker_start import WORKER_START_OPTION, WORKER_STARTS, forked_workers
 
 if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
     from distributed import Client
@@ -66,9 +61,7 @@ def _local(options: dict[str, Any]):
     from distributed import LocalCluster
 
     start = options.pop(WORKER_START_OPTION, None) or "forkserver"
-    with forked_workers(start == "forkserver") as forked:  # from one that imported ldpsim
-        if forked:
-            options["env"] = {**worker_environment(), **(options.get("env") or {})}
+    with forked_workers(start == "forkserver"):  # from one that imported ldpsim
         return LocalCluster(**options)
 
 

@@ -7,9 +7,9 @@ start must leave S byte for byte as it was and create nothing.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -156,32 +156,49 @@ def test_many_workers_shut_down_quietly(tmp_path, capfd):
     assert captured.err == "", captured.err
 
 
-def test_local_workers_fork_with_ldpsim_imported(monkeypatch):
+#: A driver of its own: a forked local cluster, then one after the environment changed.
+FORK_SCRIPT = """
+import os, sys
+from distributed import Client
+from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
+
+def worker_state():
+    import os, sys
+    return ("ldpsim.tasks.grid_point" in sys.modules, os.environ.get("LDPSIM_START_MARK"),
+            os.environ.get("LDPSIM_GONE"))
+
+def states(**options):
+    cluster = build_cluster(load_cluster_config("local"), {"n_workers": 1, **options})
+    with cluster, Client(cluster, set_as_default=False) as client:
+        return sorted(set(client.run(worker_state).values()))
+
+if __name__ == "__main__":
+    os.environ.update(LDPSIM_START_MARK="first", LDPSIM_GONE="here")
+    print(states())
+    os.environ["LDPSIM_START_MARK"] = "second"
+    del os.environ["LDPSIM_GONE"]
+    print(states())
+    print(states(worker_start="spawn"))
+"""
+
+
+def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(tmp_path):
     """A local cluster's workers fork from a server that imported ldpsim's task modules
-    (ldpsim.pipeline.worker_start): they hold them before their first task, and they see
-    the driver's LDPSIM_* variables of the cluster's start, not the server's older ones."""
-    from distributed import Client
-
-    from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
-
-    monkeypatch.setenv("LDPSIM_START_MARK", str(time.time()))
-
-    def worker_state():
-        import os
-        import sys
-
-        return "ldpsim.tasks.grid_point" in sys.modules, os.environ.get("LDPSIM_START_MARK")
-
-    cluster = build_cluster(load_cluster_config("local"), {"n_workers": 2})
-    with cluster, Client(cluster, set_as_default=False) as client:
-        states = set(client.run(worker_state).values())
-    assert states == {(True, os.environ["LDPSIM_START_MARK"])}
-    # worker_start: spawn keeps Dask's start: a new interpreter imports only the preload.
-    options = {"n_workers": 1, "worker_start": "spawn"}
-    cluster = build_cluster(load_cluster_config("local"), options)
-    with cluster, Client(cluster, set_as_default=False) as client:
-        states = set(client.run(worker_state).values())
-    assert states == {(False, os.environ["LDPSIM_START_MARK"])}
+    (ldpsim.pipeline.worker_start): they hold them before their first task. A later
+    cluster of the same driver, after its environment changed, spawns its workers: they
+    see the new environment, not the server's (a variable removed stays removed).
+    worker_start: spawn always spawns."""
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[(True, 'first', 'here')]",
+        "[(False, 'second', None)]",
+        "[(False, 'second', None)]",
+    ]
 
 
 def _slurm_running() -> bool:
