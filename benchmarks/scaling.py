@@ -165,8 +165,11 @@ def measured_apart(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, __file__, "--json", "--workers", str(workers)]
     command += ["--quick"] if args.quick else []
     command += ["--replicates", str(args.replicates)] if args.replicates else []
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    (record,) = json.loads(out)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        sys.stderr.write(done.stderr)
+        raise RuntimeError(f"scaling.py --workers {workers} failed (exit {done.returncode})")
+    (record,) = json.loads(done.stdout)
     return record
 
 

@@ -482,7 +482,9 @@ def run(
         failed), ``computed`` and ``already_done`` (this run's work),
         ``methods_computed`` (finished replicates for which this run computed interval
         methods added to the store, :func:`run`'s other work), ``seconds`` (wall
-        time of this run), ``exit_code`` (what ``ldpsim run`` would exit with: 0, 1 or
+        time of this run), ``warm_up_seconds`` (the workers' set-up of grid points and
+        first method calls, in no replicate's time: :mod:`ldpsim.tasks.warm_up`),
+        ``exit_code`` (what ``ldpsim run`` would exit with: 0, 1 or
         3, see :func:`outcome`), ``status`` (``"complete"``, ``"failed"`` or
         ``"incomplete"``) and ``store_holds``: None when the store holds just this
         sweep, else what it holds (``replicates`` per grid point, ``methods``, ``grid``
@@ -734,6 +736,7 @@ def run_report(
         "already_done": report.already_done,
         "methods_computed": report.methods_computed,
         "seconds": report.seconds,
+        "warm_up_seconds": report.warm_up_seconds,
         "exit_code": code,
         "status": STATUS[code],
     }

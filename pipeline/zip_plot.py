@@ -139,8 +139,9 @@ class ZipPanel:
     replicates_done : int
         The grid point's done replicates (R plus those where the method failed).
     centred : bool
-        Every interval is centred at its estimate c (asymmetric intervals are not: they
-        are ranked by |c - theta*| / h all the same, so a miss may rank below a cover).
+        Every interval is centred at its estimate c (asymmetric intervals are not: h is
+        then their half-length on theta*'s side, and every miss still ranks above every
+        cover).
     """
 
     method: str

@@ -53,10 +53,6 @@ class GridPointSetup:
         :func:`ldpsim.tasks.seeding.stable_hash` of the spec's path key.
     method_words : dict label -> tuple of 4 ints
         The same of each random method's key (``uses_rng``).
-    warmed : set of str
-        Labels of the methods already called in this process on this grid point: the
-        first replicate calls the others once before its timed pass
-        (:mod:`ldpsim.tasks.warm_up`).
 
     The streams of a replicate are numpy's ``PCG64(SeedSequence(...))`` of SPEC section
     6, seeded by :func:`ldpsim.tasks.seed_sequence.pcg64_state` from the words computed
@@ -75,7 +71,6 @@ class GridPointSetup:
     radius: float | None
     own_estimate: bool
     generators: threading.local = field(default_factory=threading.local, repr=False)
-    warmed: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def of(cls, spec: Mapping[str, Any] | ReplicateSpec) -> GridPointSetup:

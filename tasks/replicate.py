@@ -40,7 +40,8 @@ class ReplicateResult:
     the statistics, or for a competitor all its work (replaying the users included);
     ``seconds`` is the whole replicate's. ``warm_up_seconds``: the first calls of the
     methods in this process, made before the timed pass and counted in neither
-    (:mod:`ldpsim.tasks.warm_up`); 0 but for a process's first replicate of a grid point.
+    (:mod:`ldpsim.tasks.warm_up`); 0 but for a process's first replicate of a method,
+    model and mechanism.
     A method that failed (any exception from it, of any type) has NaN bounds where it
     failed, True in ``method_failed`` there (shape (), or (n_checkpoints,)), its first
     reason in ``failures`` and that exception's traceback in ``method_tracebacks``; the
@@ -300,7 +301,9 @@ def replicate_from_state(
     projected = None if radius is None else np.full((n_points, d), np.nan)
     warm_up = 0.0
     if np.isfinite(stats.theta_bar).all():  # a failed run (below) runs no method
-        warm_up = warm_up_methods(setup.warmed, chosen, rs.level, stats, users, method_rngs)
+        warm_up = warm_up_methods(
+            chosen, rs.model.name, rs.mechanism.name, rs.level, stats, users, method_rngs
+        )
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar

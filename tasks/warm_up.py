@@ -1,14 +1,17 @@
-"""The warm-up of a process's first replicate: each method's first call, timed apart.
+"""The warm-up of a process: each interval method's first call, timed apart.
 
 The first call of an interval method in a process compiles or loads the compiled code
 it reaches (numba's, in the streaming statistics and the competitors' replays) and
 fills Python's and numpy's first-use caches: 0.005 s with warm kernel caches, 0.5 to
 3 s with empty ones, against 1e-4 s for a call after it (the demo's bb). Timed inside
 the replicate, that start-up would read as the method's compute time. So the first
-replicate of a grid point in a process calls each of its methods once before its timed
-pass, on the same statistics and on copies of the methods' streams, and reports those
-seconds as its warm-up instead (:attr:`ldpsim.tasks.ReplicateResult.warm_up_seconds`).
-The replicate's values do not change: the timed pass draws from the untouched streams.
+replicate that calls a method in a process, for a model and mechanism, calls it once
+before its timed pass, on the same statistics and on a copy of the method's stream, and
+reports those seconds as its warm-up instead
+(:attr:`ldpsim.tasks.ReplicateResult.warm_up_seconds`). The replicate's values do not
+change: the timed pass draws from the untouched stream. The extra call costs one
+replicate's work of that method once per process (for a competitor that replays its
+users, a replay), which the warm-up's seconds then include.
 """
 
 from __future__ import annotations
@@ -20,24 +23,30 @@ from typing import Any
 
 import numpy as np
 
+#: What each process has called once already: (method class, model, mechanism). The
+#: compiled code a method reaches depends on its class and, for a competitor's replay,
+#: on the model and mechanism; not on the grid point's other values.
+WARMED_UP: set[tuple[str, str, str]] = set()
+
 
 def warm_up_methods(
-    warmed: set[str],
     methods: Mapping[str, Any],
+    model: str,
+    mechanism: str,
     level: float,
     stats: Any,
     users: Any,
     method_rngs: Mapping[str, np.random.Generator],
 ) -> float:
-    """Call once each method of ``methods`` not in ``warmed``, and add it there.
+    """Call once each method of ``methods`` this process has not called for ``model``
+    and ``mechanism`` (:data:`WARMED_UP`), and record it there.
 
     Parameters
     ----------
-    warmed : set of str
-        Labels of the methods that already ran in this process for this grid point
-        (:attr:`ldpsim.tasks.grid_point.GridPointSetup.warmed`); updated in place.
     methods : mapping label -> IntervalMethod
         The methods the replicate computes.
+    model, mechanism : str
+        The names of the replicate's model and mechanism.
     level : float
         Nominal coverage, in (0, 1).
     stats : StreamingStats
@@ -53,11 +62,15 @@ def warm_up_methods(
     float
         The seconds the calls took, >= 0 (0 when every method had run).
     """
-    cold = [label for label in methods if label not in warmed]
+    cold = {
+        label: (f"{type(method).__module__}.{type(method).__qualname__}", model, mechanism)
+        for label, method in methods.items()
+    }
+    cold = {label: key for label, key in cold.items() if key not in WARMED_UP}
     if not cold:
         return 0.0
     start = time.perf_counter()
-    for label in cold:
+    for label, key in cold.items():
         method = methods[label]
         rng = method_rngs.get(label)
         rng = None if rng is None else copy.deepcopy(rng)
@@ -69,5 +82,5 @@ def warm_up_methods(
                     method.interval(stats, level, rng)
         except Exception:  # the timed pass records the failure; here only the start-up counts
             pass
-        warmed.add(label)
+        WARMED_UP.add(key)
     return time.perf_counter() - start
