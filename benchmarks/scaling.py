@@ -1,7 +1,7 @@
 """Scaling benchmark: the `scale` sweep and a compute-bound probe on 1, 2, 4, ... workers.
 
 Usage: ``python benchmarks/scaling.py [--json] [--quick] [--workers 1,2,4,8,16]
-[--replicates R]``.
+[--replicates R] [--worker-start forkserver|spawn]``.
 
 For each worker count (default: the powers of 2 up to this machine's usable cores, and
 the count itself), on a fresh local cluster of that many one-thread worker processes
@@ -114,7 +114,9 @@ def import_task_modules() -> None:
     import ldpsim.pipeline.worker  # noqa: F401
 
 
-def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
+def measure(
+    workers: int, tmp: Path, sizes: dict[str, int], worker_start: str = "forkserver"
+) -> dict[str, Any]:
     """One record: a fresh cluster of ``workers``, its start, the sweep, the probe."""
     from distributed import Client
 
@@ -124,7 +126,8 @@ def measure(workers: int, tmp: Path, sizes: dict[str, int]) -> dict[str, Any]:
     from ldpsim.tasks import run_replicate
 
     start = time.perf_counter()
-    cluster = build_cluster(load_cluster_config("local"), {"n_workers": workers})
+    options = {"n_workers": workers, "worker_start": worker_start}
+    cluster = build_cluster(load_cluster_config("local"), options)
     with cluster, Client(cluster, set_as_default=False) as client:
         client.wait_for_workers(workers)
         ready = time.perf_counter() - start
@@ -165,6 +168,7 @@ def measured_apart(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, __file__, "--json", "--workers", str(workers)]
     command += ["--quick"] if args.quick else []
     command += ["--replicates", str(args.replicates)] if args.replicates else []
+    command += ["--worker-start", args.worker_start]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         sys.stderr.write(done.stderr)
@@ -182,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny runs: a smoke test")
     parser.add_argument("--workers", help="comma-separated worker counts (default: 1, 2, 4, ...)")
     parser.add_argument("--replicates", type=int, help="replicates per grid point of scale")
+    parser.add_argument(
+        "--worker-start",
+        choices=("forkserver", "spawn"),
+        default="forkserver",
+        help="how the local workers start (the local cluster's worker_start option)",
+    )
     args = parser.parse_args(argv)
     sizes = dict(QUICK if args.quick else FULL)
     if args.replicates:
@@ -195,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     for workers in counts:
         if len(counts) == 1:
             with tempfile.TemporaryDirectory(prefix="ldpsim-scaling-") as name:
-                record = measure(workers, Path(name), sizes)
+                record = measure(workers, Path(name), sizes, args.worker_start)
         else:  # each count in a new process, as a run starts its cluster
             record = measured_apart(workers, args)
         records.append(record)
