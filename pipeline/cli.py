@@ -9,7 +9,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -80,25 +80,24 @@ def _path(text: str) -> str:
     return text
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _int_at_least(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an int >= ``low``, refused as ``expected WHAT, got 'TEXT'``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _coordinate(text: str) -> int:
-    """A coordinate: an int >= 0 (the store's d bounds it, checked once it is read)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a coordinate >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a coordinate >= 0, got {text!r}")
-    return value
+_positive_int = _int_at_least(1, "a positive integer")
+#: A coordinate: an int >= 0 (the store's d bounds it, checked once it is read).
+_coordinate = _int_at_least(0, "a coordinate >= 0")
 
 
 #: Help of ``--zip`` and ``--zip-coord`` (plot and report).
