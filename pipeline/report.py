@@ -39,6 +39,7 @@ from ldpsim.pipeline.tables import (
     coord_mean_caption,
     error_caption,
     format_table,
+    planned_rows,
     shown_coords,
     summary_caption,
     table_rows,
@@ -108,18 +109,6 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
     }
 
 
-def _planned_rows(rows, needed_row: str, joint_row: str, bands: list[str]):
-    """The rows with one "R for se" row per method: ``joint_row`` (planned from the
-    joint coverage) for the simultaneous ``bands``, ``needed_row`` for the others."""
-    kept = []
-    for labels, cells in rows:
-        method, stat = labels[-2], labels[-1]
-        if stat == (needed_row if method in bands else joint_row):
-            continue
-        kept.append((labels, cells))
-    return kept
-
-
 def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     """Coverage and length (coordinate means above 10 coordinates) with the replicates
     a target se needs, the diagnostics and the mean squared errors, ready for the template.
@@ -152,7 +141,7 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
         stats = {**TABLE_COORD_MEANS, needed_row: "coord_mean_replicates_needed", **joint}
         caption = coord_mean_caption(summary, False) + planning
         names, headers, rows = table_rows(summary, "text", stats, per_coord=False, level=level)
-        rows = _planned_rows(rows, needed_row, joint_row, bands)
+        rows = planned_rows(rows, needed_row, joint_row, bands)
         tables.append(
             _html_table(
                 caption, names, headers, rows, note=footnote(summary, [*stats.values()], "text")
@@ -163,7 +152,7 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     else:
         stats = {**TABLE_STATS, needed_row: "replicates_needed", **joint}
         names, headers, rows = table_rows(summary, "text", stats, level=level)
-        rows = _planned_rows(rows, needed_row, joint_row, bands)
+        rows = planned_rows(rows, needed_row, joint_row, bands)
         tables.append(
             _html_table(
                 summary_caption(summary, False) + planning,

@@ -36,7 +36,7 @@ from ldpsim.pipeline.records import (
     records_over,
     render_records,
 )
-from ldpsim.pipeline.summary import grid_axes, sweep_info
+from ldpsim.pipeline.summary import band_labels, grid_axes, sweep_info
 from ldpsim.pipeline.sweep import CASE_AXIS
 from ldpsim.pipeline.table_layouts import latex_table, markdown_table, text_table
 
@@ -535,6 +535,19 @@ def table_rows(
     return names, col_headers, rows
 
 
+def planned_rows(rows: list, needed_row: str, joint_row: str, bands: list[str]) -> list:
+    """The (labels, cells) ``rows`` of a table with one "R for se" row per method:
+    ``joint_row`` (planned from the joint coverage) for the simultaneous ``bands``
+    (:func:`~ldpsim.pipeline.summary.band_labels`), ``needed_row`` for the others."""
+    kept = []
+    for labels, cells in rows:
+        method, stat = labels[-2], labels[-1]
+        if stat == (needed_row if method in bands else joint_row):
+            continue
+        kept.append((labels, cells))
+    return kept
+
+
 def format_table(
     summary: xr.Dataset,
     fmt: TableFormat = "text",
@@ -612,27 +625,41 @@ def format_table(
     render = {"markdown": markdown_table, "latex": latex_table}.get(fmt, text_table)
     target = summary.attrs.get("target_se")
     needed_row = f"R for se {format_number(target)}" if target is not None else "R needed"
+    joint_row = f"{needed_row}, joint"
+    # A simultaneous band plans its replicates from its joint coverage, as the report.
+    bands = band_labels(summary) if replicates_needed else []
+    joint = {joint_row: "joint_replicates_needed"} if bands else {}
     if shown == "mean":
         caption = coord_mean_caption(summary, diagnostics)
         stats = dict(TABLE_COORD_MEANS)
         if replicates_needed:
-            stats[needed_row] = "coord_mean_replicates_needed"
-        rows = table_rows(summary, fmt, stats, per_coord=False)
+            stats.update({needed_row: "coord_mean_replicates_needed", **joint})
+        names, headers, body = table_rows(summary, fmt, stats, per_coord=False)
     else:
         stats = dict(TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS)
         stats.update(
             {latex_escape(n) if fmt == "latex" else n: n for n in statistic_names(summary)}
         )
         if replicates_needed:
-            stats[needed_row] = "replicates_needed"
-        caption, rows = summary_caption(summary, diagnostics), table_rows(summary, fmt, stats)
+            stats.update({needed_row: "replicates_needed", **joint})
+        caption = summary_caption(summary, diagnostics)
+        names, headers, body = table_rows(summary, fmt, stats)
+    if bands:
+        body = planned_rows(body, needed_row, joint_row, bands)
     caption += statistics_caption(summary)
     if replicates_needed:
         caption += (
             f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "
             "standard error of " + format_number(target if target is not None else float("nan"))
         )
-    table = render(caption, *rows, note=footnote(summary, list(stats.values()), fmt))
+    if bands:
+        caption += (
+            f"; {joint_row}: the same for the joint coverage (all coordinates at once), "
+            f"what a simultaneous band ({', '.join(bands)}) is for"
+        )
+    table = render(
+        caption, names, headers, body, note=footnote(summary, list(stats.values()), fmt)
+    )
     if errors:
         rows = table_rows(summary, fmt, TABLE_ERRORS, per_method=False, per_coord=False)
         note = footnote(summary, list(TABLE_ERRORS.values()), fmt)

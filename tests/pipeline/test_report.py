@@ -384,3 +384,13 @@ def test_r_for_se_plans_a_band_with_its_joint_coverage(d):
     want = [count_text(float(v)) for v in np.ravel(summary[var].sel({"method": "bb"}).values)]
     assert planned["bb", "R for se 0.005"] == want
     assert "8,400" not in want
+    # `ldpsim summarize --target-se` plans the same way in its text table.
+    from ldpsim.pipeline.tables import format_table
+
+    text = format_table(summary, replicates_needed=True)
+    caption, *lines = text.splitlines()
+    assert "what a simultaneous band (band_sidak) is for" in caption
+    joint = [line for line in lines if "R for se 0.005, joint" in line]
+    marginal = [line for line in lines if "R for se 0.005" in line and "joint" not in line]
+    assert [line.split()[-1] for line in joint] == ["8,400"] * (d if d <= 10 else 1)
+    assert [line.split()[-1] for line in marginal] == want  # bb's only
