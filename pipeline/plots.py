@@ -421,7 +421,8 @@ def coverage_error(
     coverage: np.ndarray | xr.DataArray, se: np.ndarray | xr.DataArray, count: Any
 ) -> np.ndarray:
     """Error bars of coverages, shape (2, N) (below, above): +-2 Monte-Carlo standard
-    errors, and at a coverage of 0 or 1, where that standard error is 0, the distance
+    errors, cut at coverages of 0 and 1 (no bar claims a coverage a fraction cannot
+    have), and at a coverage of 0 or 1, where that standard error is 0, the distance
     to Wilson's interval at z = 2 instead, as the tables show it
     (:func:`ldpsim.pipeline.tables.wilson_interval`; from R = 10 replicates that all
     covered, [0.714, 1]). ``count`` is the replicates R of each coverage (broadcast)."""
@@ -429,7 +430,8 @@ def coverage_error(
     half = 2 * np.atleast_1d(np.asarray(se, dtype=np.float64))
     half = np.broadcast_to(half, p.shape)
     counts = np.broadcast_to(np.asarray(count, dtype=np.float64), p.shape)
-    out = np.stack([half, half]).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # NaN coverages keep NaN bars
+        out = np.stack([np.fmin(half, p), np.fmin(half, 1.0 - p)]).astype(np.float64)
     for i in np.flatnonzero((p == 0.0) | (p == 1.0)):
         low, high = wilson_interval(float(p[i]), float(counts[i]), DEPARTURE_Z)
         if np.isfinite(low):
@@ -490,9 +492,15 @@ def _wrapped_panels(
     return fig, axes, cells[:n_cells]
 
 
-def _x_span(x: np.ndarray) -> tuple[float, float]:
-    # Shared x axis: a panel without data (no replicate done) keeps sensible ticks.
-    return (x.min() / 1.5, x.max() * 1.5) if np.all(x > 0) else (x.min() - 0.5, x.max() + 0.5)
+def _x_span(x: np.ndarray, count: int = 1) -> tuple[float, float]:
+    """The shared x axis's limits: every value with its error bars dodged for ``count``
+    series (:func:`_dodge`), with a margin; a panel without data keeps sensible ticks."""
+    log = bool(np.all(x > 0))
+    low, high = _dodge(x, 0, count, log).min(), _dodge(x, count - 1, count, log).max()
+    if log:
+        return min(x.min() / 1.5, low / 1.2), max(x.max() * 1.5, high * 1.2)
+    margin = 0.1 * (float(np.ptp(x)) if x.size > 1 else 1.0)
+    return min(x.min() - 0.5, low - margin), max(x.max() + 0.5, high + margin)
 
 
 def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
@@ -551,8 +559,8 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
             lax.set_yscale("log")
         cax.set_ylabel("coverage")
         lax.set_ylabel("mean length")
-    cov_axes[0, 0].set_xlim(*_x_span(x))
-    len_axes[0, 0].set_xlim(*_x_span(x))
+    cov_axes[0, 0].set_xlim(*_x_span(x, len(methods)))
+    len_axes[0, 0].set_xlim(*_x_span(x, len(methods)))
     _tick_labels_everywhere(cov_axes)
     _tick_labels_everywhere(len_axes)
     _legend(cov_fig, cov_axes)
@@ -614,7 +622,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
                 ax.set_xlabel("")  # the panel below shares the axis and names it
             ax.set_ylabel(label)
             _panel_title(ax, combo, coord if coord_in_title else None, cases)
-    axes[0, 0].set_xlim(*_x_span(x))
+    axes[0, 0].set_xlim(*_x_span(x, len(methods)))
     _tick_labels_everywhere(axes)
     _legend(fig, axes)
     return fig
@@ -650,7 +658,7 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
         _n_axis(ax, x, "checkpoint", ticks)
         ax.set_ylabel("mean of ||theta - theta*||^2")
         _panel_title(ax, combo, None, cases)
-    axes[0, 0].set_xlim(*_x_span(x))
+    axes[0, 0].set_xlim(*_x_span(x, len(shown)))
     _tick_labels_everywhere(axes)
     _legend(fig, axes)
     return fig
@@ -831,6 +839,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         if level is not None:
             ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
         ax.set_xscale("log")
+        ax.set_xlim(*_x_span(n_eps, len(methods)))
         ax.set_xlabel("n eps")
         ax.set_ylabel("coverage")
         _panel_title(ax, combo, None, cases)
