@@ -61,6 +61,9 @@ def _local(options: dict[str, Any]):
     from distributed import LocalCluster
 
     start = options.pop(WORKER_START_OPTION, None) or "forkserver"
+    if options.get("processes") is False and "protocol" not in options:
+        # Threads in this process: distributed would talk inproc://, which takes no host.
+        options["protocol"] = "tcp://"
     with forked_workers(start == "forkserver"):  # from one that imported ldpsim
         return LocalCluster(**options)
 

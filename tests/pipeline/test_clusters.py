@@ -156,6 +156,18 @@ def test_many_workers_shut_down_quietly(tmp_path, capfd):
     assert captured.err == "", captured.err
 
 
+def test_a_local_cluster_of_threads_runs(tmp_path, capfd):
+    """processes: false (workers as threads of the driver) with the shipped host: Dask
+    would talk inproc://, which takes no host, and refused to start."""
+    store = tmp_path / "threads.zarr"
+    one = ["--replicates", "1", "--set", "grid.n=[1000]", "--set", "grid.tau=[0.5]"]
+    options = ["--cluster", "local", "--cluster-option", "processes=false"]
+    code = main(["run", "demo", *one, "--store", str(store), *options])
+    captured = capfd.readouterr()
+    assert code == 0, captured
+    assert "Computed 1 replicates, 0 failed" in captured.out
+
+
 #: A driver of its own: a forked local cluster, then one after the environment changed.
 FORK_SCRIPT = """
 import os, sys
