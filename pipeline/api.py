@@ -1149,8 +1149,9 @@ def plot(
         An unknown kind, a kind the store has no data for (e.g. ``errors`` without
         checkpoints), a ``ds`` that is neither a Dataset nor a path
         (:class:`InputTypeError`), a path that is not a store, or a damaged store;
-        ``zip_plots`` with a kind other than ``"all"``, or a ``zip_coord`` that is not
-        one of the store's coordinates.
+        ``zip_plots`` with a kind other than ``"all"``, a ``zip_coord`` that is not
+        one of the store's coordinates, or one other than 0 without ``zip_plots`` (as
+        ``ldpsim plot`` refuses ``--zip-coord`` without ``--zip``).
 
     Examples
     --------
@@ -1169,6 +1170,11 @@ def plot(
         raise InputError(
             "zip_plots adds the zip plots to every figure: give kind='all' with it. "
             f"Got kind={kind!r}."
+        )
+    if not zip_plots and zip_coord != 0:
+        raise InputError(
+            f"zip_coord chooses the zip plots' coordinate: give zip_plots=True with it. "
+            f"Got zip_coord={_shown(zip_coord)} without it."
         )
     data = _loaded(ds)
     figures = store_figures(data, None if kind == "all" else [kind])

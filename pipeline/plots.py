@@ -153,6 +153,8 @@ def value_label(name: str, value: Any) -> str:
     value = value.item() if isinstance(value, np.generic) else value
     if isinstance(value, str):
         return value
+    if isinstance(value, bool):  # as the tables write it
+        return f"{name}={'true' if value else 'false'}"
     if isinstance(value, float):
         return f"{name}={format_number(value)}"
     if isinstance(value, list | tuple):

@@ -306,6 +306,11 @@ def test_zip_coord_needs_zip(grid_store_path, capsys):
     assert err.strip() == (
         "ldpsim: error: report: --zip-coord chooses the zip plots' coordinate; add --zip."
     )
+    # The same in Python.
+    from ldpsim.pipeline.api import plot
+
+    with pytest.raises(InputError, match=r"give zip_plots=True with it\. Got zip_coord=1"):
+        plot(syn.grid_store(), "all", zip_coord=1)
 
 
 def test_a_store_without_a_done_replicate_gives_notes_only():
