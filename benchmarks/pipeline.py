@@ -1,6 +1,7 @@
 """Pipeline benchmark: per-replicate overhead, 2-worker speed-up, peak memory.
 
-Usage: ``python benchmarks/pipeline.py [--json] [--quick] [--skip PART] [--speedup-n N]``.
+Usage: ``python benchmarks/pipeline.py [--json] [--quick] [--skip PART] [--speedup-n N]``;
+``python benchmarks/pipeline.py --scaling [...]`` is ``benchmarks/scaling.py [...]``.
 
 ``--quick`` runs every part through the same code with the sizes of :data:`QUICK`
 (hundreds of replicates, 1-worker clusters where the part is not about 2 workers, one
@@ -48,6 +49,7 @@ whose figures mean nothing. Without it the sizes are :data:`FULL`, those below.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -496,7 +498,19 @@ def store_reads(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark with the command-line arguments ``argv``; the exit status."""
+    """Run the benchmark with the command-line arguments ``argv``; the exit status.
+
+    ``--scaling [ARGS]`` runs ``benchmarks/scaling.py ARGS`` instead (issue 35's table:
+    the workers' scaling, see its docstring).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--scaling" in argv:
+        argv.remove("--scaling")
+        path = Path(__file__).resolve().with_name("scaling.py")
+        spec = importlib.util.spec_from_file_location("ldpsim_scaling_benchmark", path)
+        scaling = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(scaling)
+        return scaling.main(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="one JSON record on stdout")
     parser.add_argument(
