@@ -53,6 +53,9 @@ class GridPointSetup:
         :func:`ldpsim.tasks.seeding.stable_hash` of the spec's path key.
     method_words : dict label -> tuple of 4 ints
         The same of each random method's key (``uses_rng``).
+    cold_methods : set of str
+        Labels of the methods no replicate of this set-up has called yet: a replicate
+        warms those up first (:mod:`ldpsim.tasks.warm_up`); empty, it costs nothing.
 
     The streams of a replicate are numpy's ``PCG64(SeedSequence(...))`` of SPEC section
     6, seeded by :func:`ldpsim.tasks.seed_sequence.pcg64_state` from the words computed
@@ -71,6 +74,7 @@ class GridPointSetup:
     radius: float | None
     own_estimate: bool
     generators: threading.local = field(default_factory=threading.local, repr=False)
+    cold_methods: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def of(cls, spec: Mapping[str, Any] | ReplicateSpec) -> GridPointSetup:
@@ -99,6 +103,7 @@ class GridPointSetup:
             truth=model.truth(),
             radius=model.constraint_radius(),
             own_estimate=any(method.own_estimate for method in rs.methods.values()),
+            cold_methods=set(rs.methods),
         )
 
     def run_kernel(self, cuts: np.ndarray, state: np.ndarray) -> tuple:

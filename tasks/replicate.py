@@ -300,10 +300,14 @@ def replicate_from_state(
     radius = setup.radius
     projected = None if radius is None else np.full((n_points, d), np.nan)
     warm_up = 0.0
-    if np.isfinite(stats.theta_bar).all():  # a failed run (below) runs no method
+    cold = setup.cold_methods  # empty after a set-up's first replicates: nothing to do
+    if cold and not cold.isdisjoint(chosen) and np.isfinite(stats.theta_bar).all():
+        # (a failed run, below, runs no method)
+        first_calls = {label: method for label, method in chosen.items() if label in cold}
         warm_up = warm_up_methods(
-            chosen, rs.model.name, rs.mechanism.name, rs.level, stats, users, method_rngs
+            first_calls, rs.model.name, rs.mechanism.name, rs.level, stats, users, method_rngs
         )
+        cold.difference_update(first_calls)
     for k, point in enumerate(points):
         sub = stats if point == rs.n else stats.prefix(point)
         estimate[k] = sub.theta_bar
