@@ -334,22 +334,16 @@ def run_methods_chunk(
         ``warm_up_seconds`` (as :func:`ldpsim.pipeline.worker.run_chunk` counts it);
         ``errors``: a method record per replicate whose added methods failed.
     """
-    from ldpsim.pipeline.worker import checked_setup
+    from ldpsim.pipeline.worker import chunk_shape, method_arrays, timed_setup
 
-    setup_start = time.perf_counter()
-    setup = checked_setup(spec, units)
+    setup, setup_seconds = timed_setup(spec, units)
     rs = setup.spec
-    extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
-    n_reps, n_methods, dim = len(reps), len(labels), rs.model.dim
+    n_reps, dim = len(reps), rs.model.dim
     out: dict[str, Any] = {
         "reps": list(reps),
-        "lower": np.full((n_methods, n_reps, *extra), np.nan),
-        "upper": np.full((n_methods, n_reps, *extra), np.nan),
-        "method_estimate": np.full((n_methods, n_reps, *extra), np.nan),
-        "method_seconds": np.full((n_methods, n_reps, *extra[:-1]), np.nan),
-        "method_failed": np.zeros((n_methods, n_reps, *extra[:-1]), dtype=bool),
+        **method_arrays(len(labels), n_reps, chunk_shape(rs.checkpoints, d)),
         "failed": np.zeros(n_reps, dtype=bool),
-        "warm_up_seconds": time.perf_counter() - setup_start,
+        "warm_up_seconds": setup_seconds,
         "errors": {},
     }
     host = socket.gethostname()

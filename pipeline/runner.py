@@ -794,9 +794,10 @@ def _log_failures(report: RunReport, log: Callable[[str], Any]) -> None:
 
 
 def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Exception) -> dict:
+    from ldpsim.pipeline.worker import chunk_shape, method_arrays, replicate_arrays
+
     n_reps = len(w.reps)
-    checkpoints = store.layout.checkpoints
-    extra = (len(checkpoints), d) if checkpoints else (d,)
+    shape = chunk_shape(store.layout.checkpoints, d)
     reason = f"{type(exc).__name__}: {exc}"
     if type(exc).__name__ == "KilledWorker":
         reason += (
@@ -805,16 +806,9 @@ def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Except
         )
     return {
         "reps": w.reps,
-        "estimate": np.full((n_reps, *extra), np.nan),
-        "last": np.full((n_reps, *extra), np.nan),
-        "projected": np.full((n_reps, *extra), np.nan),
-        "lower": np.full((len(methods), n_reps, *extra), np.nan),
-        "upper": np.full((len(methods), n_reps, *extra), np.nan),
-        "method_estimate": np.full((len(methods), n_reps, *extra), np.nan),
-        "method_seconds": np.full((len(methods), n_reps, *extra[:-1]), np.nan),
-        "method_failed": np.zeros((len(methods), n_reps, *extra[:-1]), dtype=bool),
+        **replicate_arrays(n_reps, shape),
+        **method_arrays(len(methods), n_reps, shape),
         "failed": np.ones(n_reps, dtype=bool),
-        "seconds": np.full(n_reps, np.nan),
         "job_id": np.zeros(n_reps, dtype=np.int64),
         "errors": {
             rep: {

@@ -107,6 +107,46 @@ def checked_setup(spec: dict[str, Any], units: dict[str, str | None] | None) -> 
     return setup
 
 
+def chunk_shape(checkpoints: Any, d: int) -> tuple[int, ...]:
+    """A replicate's value shape in a chunk's arrays: (K, d) with K checkpoints, else (d,)."""
+    return (len(checkpoints), d) if checkpoints else (d,)
+
+
+def replicate_arrays(n_reps: int, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """A chunk's per-replicate arrays before any replicate is computed: ``estimate``,
+    ``last`` and ``projected`` (R, *shape) and ``seconds`` (R,) NaN, ``failed`` False."""
+    return {
+        "estimate": np.full((n_reps, *shape), np.nan),
+        "last": np.full((n_reps, *shape), np.nan),
+        "projected": np.full((n_reps, *shape), np.nan),
+        "failed": np.zeros(n_reps, dtype=bool),
+        "seconds": np.full(n_reps, np.nan),
+    }
+
+
+def method_arrays(n_methods: int, n_reps: int, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """A chunk's per-method arrays before any method is computed: ``lower``, ``upper``
+    and ``method_estimate`` (M, R, *shape) and ``method_seconds`` (M, R, *shape[:-1])
+    NaN, ``method_failed`` (M, R, *shape[:-1]) False."""
+    return {
+        "lower": np.full((n_methods, n_reps, *shape), np.nan),
+        "upper": np.full((n_methods, n_reps, *shape), np.nan),
+        "method_estimate": np.full((n_methods, n_reps, *shape), np.nan),
+        "method_seconds": np.full((n_methods, n_reps, *shape[:-1]), np.nan),
+        "method_failed": np.zeros((n_methods, n_reps, *shape[:-1]), dtype=bool),
+    }
+
+
+def timed_setup(
+    spec: dict[str, Any], units: dict[str, str | None] | None
+) -> tuple[GridPointSetup, float]:
+    """:func:`checked_setup` and its seconds (in a new process it compiles or loads the
+    kernel: part of the chunk's ``warm_up_seconds``)."""
+    start = time.perf_counter()
+    setup = checked_setup(spec, units)
+    return setup, time.perf_counter() - start
+
+
 def run_chunk(
     spec: dict[str, Any],
     reps: list[int],
@@ -131,24 +171,14 @@ def run_chunk(
     parameters, seed) or per replicate with failed methods (each method's reason and
     traceback).
     """
-    setup_start = time.perf_counter()
-    setup = checked_setup(spec, units)  # compiles or loads the kernel in a new process
-    setup_seconds = time.perf_counter() - setup_start
+    setup, setup_seconds = timed_setup(spec, units)
     rs = setup.spec
-    extra = (len(rs.checkpoints), d) if rs.checkpoints else (d,)
-    n_reps, n_methods = len(reps), len(methods)
+    shape = chunk_shape(rs.checkpoints, d)
+    n_reps = len(reps)
     out: dict[str, Any] = {
         "reps": list(reps),
-        "estimate": np.full((n_reps, *extra), np.nan),
-        "last": np.full((n_reps, *extra), np.nan),
-        "projected": np.full((n_reps, *extra), np.nan),
-        "lower": np.full((n_methods, n_reps, *extra), np.nan),
-        "upper": np.full((n_methods, n_reps, *extra), np.nan),
-        "method_estimate": np.full((n_methods, n_reps, *extra), np.nan),
-        "method_seconds": np.full((n_methods, n_reps, *extra[:-1]), np.nan),
-        "method_failed": np.zeros((n_methods, n_reps, *extra[:-1]), dtype=bool),
-        "failed": np.zeros(n_reps, dtype=bool),
-        "seconds": np.full(n_reps, np.nan),
+        **replicate_arrays(n_reps, shape),
+        **method_arrays(len(methods), n_reps, shape),
         "job_id": np.full(n_reps, batch_job_id(), dtype=np.int64),
         "warm_up_seconds": setup_seconds,
         "errors": {},
