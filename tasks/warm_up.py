@@ -62,11 +62,11 @@ def warm_up_methods(
     float
         The seconds the calls took, >= 0 (0 when every method had run).
     """
-    cold = {
+    keys = {
         label: (f"{type(method).__module__}.{type(method).__qualname__}", model, mechanism)
         for label, method in methods.items()
     }
-    cold = {label: key for label, key in cold.items() if key not in WARMED_UP}
+    cold = {label: key for label, key in keys.items() if key not in WARMED_UP}
     if not cold:
         return 0.0
     start = time.perf_counter()
