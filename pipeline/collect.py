@@ -58,6 +58,10 @@ class Collector(Generic[Label]):
         self.fetched: queue.Queue = queue.Queue()
         self.remaining = len(futures)
         self.taken: set[Future] = set()  # the futures whose results the thread fetched
+        # Held while the thread fetches a result; close() takes it so that no fetch is
+        # under way when the caller closes the client.
+        self.fetching = threading.Lock()
+        self.closed = False
         self.thread = threading.Thread(target=self._fetch, name="ldpsim-collect", daemon=True)
         self.thread.start()
 
@@ -65,15 +69,18 @@ class Collector(Generic[Label]):
         futures, client = self.futures, self.client
         try:
             for future in as_completed(list(futures), loop=client.loop):
-                try:
-                    result = future.result()
-                except Exception as exc:  # the task failed: the caller records it
-                    if client.status != "running":  # cancelled by closing the client
-                        raise
-                    result = exc
-                self.fetched.put((futures[future], result))
-                self.taken.add(future)  # after the put: drain finds it queued
-                future.release()
+                with self.fetching:
+                    if self.closed:
+                        return
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # the task failed: the caller records it
+                        if client.status != "running":  # cancelled by closing the client
+                            raise
+                        result = exc
+                    self.fetched.put((futures[future], result))
+                    self.taken.add(future)  # after the put: drain finds it queued
+                    future.release()
         except BaseException as exc:  # e.g. the client closed under this thread
             self.fetched.put(_Stop(exc))
 
@@ -90,11 +97,12 @@ class Collector(Generic[Label]):
             yield item
 
     def drain(self, grace: float = 0.0) -> list[tuple[Label, Any]]:
-        """The results fetched but not yet yielded (a run that stops writes them too).
+        """Stop fetching; the results fetched but not yet yielded (a run that stops
+        writes them too).
 
         With ``grace`` (seconds), first waits up to that long for the thread to fetch
         the results of the tasks finished by now (a run stopped by a signal that came
-        before it looked at the first results still keeps them).
+        before it looked at the first results still keeps them). Then :meth:`close`.
         """
         deadline = time.monotonic() + grace
         finished = [f for f in list(self.futures) if f.status == "finished"]
@@ -104,6 +112,7 @@ class Collector(Generic[Label]):
             and not all(f in self.taken for f in finished)
         ):
             time.sleep(0.02)
+        self.close()
         out = []
         while True:
             try:
@@ -113,6 +122,18 @@ class Collector(Generic[Label]):
             if not isinstance(item, _Stop):
                 self.remaining -= 1
                 out.append(item)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Fetch nothing more; return once no fetch is under way (at most ``timeout`` s).
+
+        A run that stops calls this before its client closes. Closing the client
+        releases the tasks and the workers drop their results, so a fetch still under
+        way found them gone: distributed logged "Couldn't gather 1 keys, rescheduling"
+        after the run's one line about the signal.
+        """
+        self.closed = True
+        if self.fetching.acquire(timeout=timeout):
+            self.fetching.release()
 
 
 def collect(

@@ -658,7 +658,7 @@ def _execute(
             if item is not None:
                 take(*item)
                 if limit.reached is not None:  # keep what finished, cancel the rest
-                    for finished in collector.drain():
+                    for finished in collector.drain():  # and stop fetching
                         take(*finished)
                     client.cancel([future for future in futures if not future.done()])
                     break
@@ -679,6 +679,7 @@ def _execute(
         stopped.kept = report.total - report.missing - report.replicates_failed
         raise stopped from None
     finally:
+        collector.close()
         progress.close()
         write()  # what finished before an error is kept
     report.seconds = time.monotonic() - start

@@ -46,9 +46,25 @@ def test_a_failed_task_gives_its_exception(local_cluster):
     assert isinstance(results[-3], ValueError) and "negative: -3" in str(results[-3])
 
 
+def test_a_drained_collection_fetches_nothing_more(local_cluster):
+    # A run that stops drains, then closes its client: a fetch after the drain found
+    # the results released and distributed logged "Couldn't gather 1 keys".
+    with Client(local_cluster, set_as_default=False) as client:
+        futures = {client.submit(time.sleep, 0.3, key=f"nap-{i}"): i for i in range(3)}
+        collector = collect(futures, client)
+        assert collector.drain() == []  # nothing finished yet
+        deadline = time.monotonic() + 30
+        while not all(future.done() for future in futures) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # time enough for the thread to fetch, were it still fetching
+        assert not collector.taken and collector.fetched.empty()
+        assert all(future.status == "finished" for future in futures)  # left on the cluster
+
+
 def test_a_closed_client_stops_the_collection(local_cluster):
     client = Client(local_cluster, set_as_default=False)
-    futures = {client.submit(time.sleep, 30, key="sleep-30"): "slow"}
+    # the session's cluster: a worker stays busy 3 s after the client is gone
+    futures = {client.submit(time.sleep, 3, key="sleep-3"): "slow"}
     results = collect(futures, client)
     client.close()
     with pytest.raises(Exception):  # noqa: B017 (whatever the closed client raises)
