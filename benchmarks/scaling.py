@@ -1,7 +1,8 @@
 """Scaling benchmark: the `scale` sweep and a compute-bound probe on 1, 2, 4, ... workers.
 
 Usage: ``python benchmarks/scaling.py [--json] [--quick] [--workers 1,2,4,8,16]
-[--replicates R] [--worker-start forkserver|spawn]``.
+[--replicates R] [--worker-start forkserver|spawn]``, then
+``python benchmarks/scaling.py --fit RECORDS.json [--json]`` on the records it printed.
 
 For each worker count (default: the powers of 2 up to this machine's usable cores, and
 the count itself), on a fresh local cluster of that many one-thread worker processes
@@ -26,6 +27,10 @@ forkserver's own start is in every count's ``ready_s``.
 ``--quick`` runs 1 worker and the usable cores, 500 replicates per grid point and a probe
 of 8 replicates at n = 2e5: a check that the benchmark works, whose figures mean nothing.
 This is issue 35's table: run it on the machine whose cluster you size.
+
+``--fit`` fits the cost model of a run to those records (:func:`fit`) and projects a
+sweep of 1e7 replicates at n = 1e3 and 1e6 onto 1, 10 and 100 nodes of 32 cores
+(:func:`projections`): the measured efficiency curve in place of linear scaling.
 """
 
 from __future__ import annotations
@@ -61,10 +66,34 @@ JSON_FIELDS = {
     "driver_replicates_per_cpu_s": "1/s",
     "speedup": "ratio",
     "probe_replicates": "count",
+    "probe_n": "count",
     "probe_wall_s": "s",
     "probe_compute_s": "s",
     "probe_over_bound": "ratio",
 }
+#: The fields of ``--fit``'s output and their units (benchmarks/README.md, its own table).
+FIT_FIELDS = {
+    "machine": "name",
+    "worker_counts": "[count]",
+    "core_s_per_replicate": "s",  # c1: a replicate's core time on one worker (n = 500, 1000)
+    "contention_per_worker": "ratio",  # s: c(w) = c1 (1 + s (w - 1))
+    "task_s_per_replicate": "s",  # u: a replicate's share of its task beyond its own time
+    "step_s": "s",  # an SGD step's core time on one worker (the probe)
+    "driver_replicates_per_s": "1/s",  # D: what one driver takes
+    "fixed_s": "s",  # f: a run's wall time beyond its computing
+    # the worker count from which the driver is the ceiling; null: never
+    "saturating_workers": "ratio",
+    "predicted_wall_s": "[s]",  # the model's wall time for each measured count
+    "measured_wall_s": "[s]",
+    "projections": "[record]",
+}
+#: The sweep the fit projects: replicates, its n, the nodes and their cores.
+PROJECTED_REPLICATES = 10_000_000
+PROJECTED_N = (1_000, 1_000_000)
+PROJECTED_NODES = (1, 10, 100)
+CORES_PER_NODE = 32
+#: The `scale` sweep's n (500 and 1,000, as many replicates each): its mean SGD steps.
+SCALE_MEAN_N = 750
 FULL = {"replicates": 50_000, "probe_replicates": 64, "probe_n": 20_000_000}
 QUICK = {"replicates": 500, "probe_replicates": 8, "probe_n": 200_000}
 
@@ -157,10 +186,153 @@ def measure(
         "driver_replicates_per_cpu_s": round(done / driver, 1),
         "speedup": 1.0,
         "probe_replicates": sizes["probe_replicates"],
+        "probe_n": sizes["probe_n"],
         "probe_wall_s": round(probe_wall, 3),
         "probe_compute_s": round(probe_compute, 3),
         "probe_over_bound": round(probe_wall / (probe_compute / workers + ready), 3),
     }
+
+
+def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cost model of a run, fitted to the records of one machine (1, 2, 4, ... workers).
+
+    A replicate of the `scale` sweep costs ``c(w) = c1 (1 + s (w - 1))`` core-seconds of
+    its own (the store's ``seconds``) on ``w`` workers: least squares of the records'
+    ``compute_s / replicates`` on ``w - 1``, where ``s`` is what each further worker
+    adds through the memory and the caches the cores share. Beyond that, its task costs
+    a worker ``u`` more (the task's loop, packing the results), and a run costs ``f``
+    once (the store's creation, the closing): least squares of what each wall time
+    leaves, ``wall - R c(w) / w = f + u R / w``, for ``R`` replicates. One driver takes
+    at most ``D`` replicates a second (the median of ``driver_replicates_per_cpu_s``:
+    the client, the scheduler and the nannies share one interpreter; its fixed CPU
+    counts too, so on small runs ``D`` is low). A run then takes
+
+        ``wall(w) = f + R max((c(w) + u) / w, 1 / D)``,
+
+    and the driver is the ceiling from ``w* = D (c1 (1 - s) + u) / (1 - D c1 s)``
+    workers on (None where ``D c1 s >= 1``: the workers' contention stops them first).
+    ``step_s`` is the probe's core time per SGD step on one worker (the oracle only),
+    which :func:`projections` adds for a larger n. ``s``, ``f`` and ``u`` are taken as
+    at least 0 (``s`` = 0: ``c1`` the mean).
+
+    Parameters
+    ----------
+    records : list of dict
+        ``scaling.py --json``'s output: one record per worker count, the same machine,
+        none of whose runs was bound by the driver (``wall(w)`` would not be linear).
+
+    Returns
+    -------
+    dict
+        :data:`FIT_FIELDS`, ``projections`` included.
+    """
+    workers = np.array([r["workers"] for r in records], dtype=float)
+    replicates = np.array([r["replicates"] for r in records], dtype=float)
+    walls = np.array([r["wall_s"] for r in records])
+    per_replicate = np.array([r["compute_s"] for r in records]) / replicates
+    distinct = len(set(workers)) > 1
+    slope, c1 = np.polyfit(workers - 1, per_replicate, 1) if distinct else (0.0, per_replicate[0])
+    if slope < 0:  # noise: more workers cannot make a replicate cheaper
+        slope, c1 = 0.0, per_replicate.mean()
+    contention = float(slope / c1)
+    own = c1 * (1 + contention * (workers - 1))
+    left = walls - replicates * own / workers
+    share, fixed = np.polyfit(replicates / workers, left, 1) if distinct else (0.0, left[0])
+    share, fixed = max(float(share), 0.0), max(float(fixed), 0.0)
+    driver = float(np.median([r["driver_replicates_per_cpu_s"] for r in records]))
+    one = min(records, key=lambda r: r["workers"])
+    step = one["probe_compute_s"] / (one["probe_replicates"] * one.get("probe_n", FULL["probe_n"]))
+    predicted = fixed + replicates * np.maximum((own + share) / workers, 1 / driver)
+    limit = driver * c1 * contention
+    # None (JSON null): the workers' contention stops them before the driver does.
+    saturating = (
+        float(driver * (c1 * (1 - contention) + share) / (1 - limit)) if limit < 1 else None
+    )
+    model = {
+        "machine": one["machine"],
+        "worker_counts": [int(w) for w in workers],
+        "core_s_per_replicate": float(c1),
+        "contention_per_worker": contention,
+        "task_s_per_replicate": share,
+        "step_s": float(step),
+        "driver_replicates_per_s": driver,
+        "fixed_s": fixed,
+        "saturating_workers": saturating,
+        "predicted_wall_s": [round(float(w), 3) for w in predicted],
+        "measured_wall_s": [float(w) for w in walls],
+    }
+    model["projections"] = projections(model)
+    return model
+
+
+def projections(model: dict[str, Any]) -> list[dict[str, Any]]:
+    """:data:`PROJECTED_REPLICATES` replicates at each n of :data:`PROJECTED_N` on each
+    count of :data:`PROJECTED_NODES` nodes of :data:`CORES_PER_NODE` cores, one driver.
+
+    A replicate at ``n`` costs ``(c1 + (n - 750) step) (1 + s (32 - 1)) + u`` core-seconds
+    (a node's cores contend with each other, not with other nodes': an extrapolation
+    beyond the largest count measured); the cluster computes ``32 N`` of them at once,
+    the driver takes at most ``D`` a second, and ``f`` is paid once. The batch system's
+    start of the nodes is not in it (minutes, the site's).
+    """
+    c1, contention = model["core_s_per_replicate"], model["contention_per_worker"]
+    out = []
+    for n in PROJECTED_N:
+        own = (c1 + (n - SCALE_MEAN_N) * model["step_s"]) * (1 + contention * (CORES_PER_NODE - 1))
+        cost = own + model["task_s_per_replicate"]
+        for nodes in PROJECTED_NODES:
+            cores = nodes * CORES_PER_NODE
+            rate = min(cores / cost, model["driver_replicates_per_s"])
+            out.append(
+                {
+                    "replicates": PROJECTED_REPLICATES,
+                    "n": n,
+                    "nodes": nodes,
+                    "cores": cores,
+                    "core_s_per_replicate": round(cost, 9),
+                    "replicates_per_s": round(rate, 1),
+                    "driver_bound": bool(rate < cores / cost),
+                    "wall_s": round(model["fixed_s"] + PROJECTED_REPLICATES / rate, 1),
+                    "linear_wall_s": round(PROJECTED_REPLICATES * cost / cores, 1),
+                }
+            )
+    return out
+
+
+def fit_text(model: dict[str, Any]) -> str:
+    """:func:`fit`'s model and projections as lines for a person."""
+    lines = [
+        f"{model['machine']}: workers {model['worker_counts']}",
+        f"a replicate (n = 500, 1000): {model['core_s_per_replicate'] * 1e6:.1f} us of a core "
+        f"on 1 worker, +{model['contention_per_worker'] * 100:.2f}% per further worker, "
+        f"{model['task_s_per_replicate'] * 1e6:.1f} us more in its task",
+        f"an SGD step: {model['step_s'] * 1e9:.2f} ns; one driver: "
+        f"{model['driver_replicates_per_s']:,.0f} replicates/s, the ceiling "
+        + (
+            f"from {model['saturating_workers']:.1f} workers"
+            if model["saturating_workers"] is not None
+            else "never (the workers' contention stops them first)"
+        )
+        + f"; fixed cost {model['fixed_s']:.2f} s",
+        "wall, measured / predicted: "
+        + ", ".join(
+            f"{w}: {m:.2f} / {p:.2f} s"
+            for w, m, p in zip(
+                model["worker_counts"],
+                model["measured_wall_s"],
+                model["predicted_wall_s"],
+                strict=True,
+            )
+        ),
+    ]
+    for p in model["projections"]:
+        bound = ", driver-bound" if p["driver_bound"] else ""
+        lines.append(
+            f"1e7 replicates, n = {p['n']:.0e}".replace("+0", "")
+            + f", {p['nodes']} x {CORES_PER_NODE} cores: "
+            f"{p['wall_s']:,.1f} s{bound} (linear scaling: {p['linear_wall_s']:,.1f} s)"
+        )
+    return "\n".join(lines)
 
 
 def measured_apart(workers: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -179,13 +351,14 @@ def measured_apart(workers: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark with the command-line arguments ``argv``; the exit status."""
-    from ldpsim.pipeline.clusters import usable_cores
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="JSON records on stdout")
     parser.add_argument("--quick", action="store_true", help="tiny runs: a smoke test")
     parser.add_argument("--workers", help="comma-separated worker counts (default: 1, 2, 4, ...)")
     parser.add_argument("--replicates", type=int, help="replicates per grid point of scale")
+    parser.add_argument(
+        "--fit", metavar="RECORDS", help="fit the cost model to a --json run's records"
+    )
     parser.add_argument(
         "--worker-start",
         choices=("forkserver", "spawn"),
@@ -193,6 +366,16 @@ def main(argv: list[str] | None = None) -> int:
         help="how the local workers start (the local cluster's worker_start option)",
     )
     args = parser.parse_args(argv)
+    if args.fit:
+        model = fit(json.loads(Path(args.fit).read_text()))
+        if args.json:
+            json.dump(model, sys.stdout, indent=1)
+            print()
+        else:
+            print(fit_text(model))
+        return 0
+    from ldpsim.pipeline.clusters import usable_cores
+
     sizes = dict(QUICK if args.quick else FULL)
     if args.replicates:
         sizes["replicates"] = args.replicates

@@ -218,3 +218,73 @@ def test_scaling_output_has_the_documented_fields(outputs):
     assert records[0]["workers"] == 1 and records[0]["speedup"] == 1.0
     for record in records:
         check_record(record, constants["JSON_FIELDS"], f"scaling.py {record['workers']}")
+
+
+#: A fresh process that must succeed, its output as text.
+RUN_OK: dict[str, Any] = {"capture_output": True, "text": True, "check": True, "timeout": 120}
+
+
+def fit_readme_fields() -> dict[str, str]:
+    """The field table of benchmarks/README.md's section on the fitted cost model."""
+    sections = re.split(r"^## ", README.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    [section] = [s for s in sections if s.startswith("The cost model fitted")]
+    return dict(re.findall(r"^\| `([^`]+)` \| ([^|]+?) \|", section, flags=re.MULTILINE))
+
+
+def test_the_fit_recovers_the_model_that_made_the_records():
+    # Records written by the model itself: c1 = 100 us, +2% a worker, u = 10 us in the
+    # task, D = 1e5 replicates/s, f = 1.5 s, a 5 ns step; up to 8 workers none is bound
+    # by the driver ((c(8) + u) / 8 = 15.5 us > 1 / D). The driver is the ceiling where
+    # w / (c(w) + u) = D: w = D (c1 (1 - s) + u) / (1 - D c1 s) = 10.8 / 0.8 = 13.5.
+    fit = script_constants("scaling.py")["fit"]
+    c1, s, u, driver, fixed, step, replicates = 1e-4, 0.02, 1e-5, 1e5, 1.5, 5e-9, 200_000
+    records = []
+    for w in (1, 2, 4, 8):
+        own = c1 * (1 + s * (w - 1))
+        records.append(
+            {
+                "workers": w,
+                "machine": "synthetic",
+                "replicates": replicates,
+                "compute_s": replicates * own,
+                "wall_s": fixed + replicates * (own + u) / w,
+                "driver_replicates_per_cpu_s": driver,
+                "probe_replicates": 64,
+                "probe_n": 20_000_000,
+                "probe_compute_s": 64 * 20_000_000 * step,
+            }
+        )
+    model = fit(records)
+    assert model["core_s_per_replicate"] == pytest.approx(c1, rel=1e-9)
+    assert model["contention_per_worker"] == pytest.approx(s, rel=1e-9)
+    assert model["task_s_per_replicate"] == pytest.approx(u, rel=1e-9)
+    assert model["driver_replicates_per_s"] == driver
+    assert model["fixed_s"] == pytest.approx(fixed, rel=1e-9)
+    assert model["step_s"] == pytest.approx(step, rel=1e-12)
+    assert model["saturating_workers"] == pytest.approx(13.5, rel=1e-9)
+    assert model["predicted_wall_s"] == pytest.approx(model["measured_wall_s"], abs=1e-3)
+    projected = {(p["n"], p["nodes"]): p for p in model["projections"]}
+    # n = 1e3 on one node: (100 us + 250 x 5 ns) x 1.62 + 10 us = 174 us a replicate;
+    # 32 cores make 184,000 a second, more than the driver takes: 1e7 / 1e5 + 1.5 s.
+    assert projected[1_000, 1]["driver_bound"]
+    assert projected[1_000, 1]["wall_s"] == pytest.approx(101.5)
+    assert projected[1_000, 100]["wall_s"] == pytest.approx(101.5)  # more nodes add nothing
+    # n = 1e6: 8.27 ms a replicate; 32 cores make 3,870 a second, 100 nodes the driver's 1e5.
+    cost = (c1 + (1_000_000 - 750) * step) * (1 + 31 * s) + u
+    assert not projected[1_000_000, 1]["driver_bound"]
+    assert projected[1_000_000, 1]["wall_s"] == pytest.approx(fixed + 1e7 * cost / 32, abs=0.1)
+    assert projected[1_000_000, 100]["driver_bound"]
+
+
+def test_the_fit_of_the_quick_run_has_the_documented_fields(outputs, tmp_path):
+    constants = script_constants("scaling.py")
+    assert fit_readme_fields() == constants["FIT_FIELDS"]
+    records = tmp_path / "scaling.json"
+    records.write_text(json.dumps(outputs["scaling"]))
+    command = [sys.executable, str(BENCHMARKS / "scaling.py"), "--fit", str(records)]
+    model = json.loads(subprocess.run([*command, "--json"], **RUN_OK).stdout)
+    assert set(model) == set(constants["FIT_FIELDS"])
+    assert model["worker_counts"] == [r["workers"] for r in outputs["scaling"]]
+    assert len(model["projections"]) == 6 and all(p["wall_s"] > 0 for p in model["projections"])
+    text = subprocess.run(command, **RUN_OK).stdout
+    assert "1e7 replicates, n = 1e6, 100 x 32 cores" in text
