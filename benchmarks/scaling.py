@@ -17,7 +17,8 @@ the count itself), on a fresh local cluster of that many one-thread worker proce
   each worker compiled the kernel: its wall time, the replicates' summed compute time (the
   store's ``seconds``), the speed-up over the first (smallest) worker count, and the
   driver's CPU seconds (the client, the scheduler and the nannies: one process), whose
-  replicates per CPU-second are what one driver can take before it is the ceiling;
+  replicates per CPU-second are what one driver can take before it is the ceiling, and
+  their split over its threads (main, distributed's event loop, zarr's writes; Linux);
 - a compute-bound probe, 64 replicates of n = 2e7 with the oracle only, one replicate a
   task: its wall time against its compute divided by the workers plus ``ready_s``.
 
@@ -37,9 +38,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -64,6 +67,9 @@ JSON_FIELDS = {
     "replicates_per_s": "1/s",
     "driver_cpu_s": "s",
     "driver_replicates_per_cpu_s": "1/s",
+    "driver_main_cpu_s": "s, difference",
+    "driver_loop_cpu_s": "s, difference",
+    "driver_store_io_cpu_s": "s, difference",
     "speedup": "ratio",
     "probe_replicates": "count",
     "probe_n": "count",
@@ -121,21 +127,59 @@ def worker_counts(cores: int, quick: bool) -> list[int]:
     return [*counts, cores]
 
 
-def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int, float]:
-    """(wall s, summed compute s, replicates, driver CPU s) of ``sweep`` into the new
-    ``store``. The driver's CPU seconds are this process's, all its threads: the client's
-    collect-and-write loop, and the local cluster's scheduler and nannies, which run in
-    it too."""
+def thread_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of this process, by native id (Linux's
+    /proc; in clock ticks, 10 ms on most systems)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def thread_group(name: str) -> str:
+    """The driver's part a thread of that name belongs to: main, loop, store_io, other."""
+    if name == "MainThread":
+        return "main"
+    if name == "IO loop":  # distributed's event loop: client, scheduler, nannies
+        return "loop"
+    if name == "zarr_io" or name.startswith("asyncio_"):  # zarr's loop and its pool
+        return "store_io"
+    return "other"
+
+
+def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int, dict[str, float]]:
+    """(wall s, summed compute s, replicates, driver CPU s by part) of ``sweep`` into the
+    new ``store``. The driver's CPU seconds are this process's, all its threads: the
+    client's collect-and-write loop, and the local cluster's scheduler and nannies, which
+    run in it too; ``total``, and the threads' by :func:`thread_group` (a thread that
+    ended during the run, the collector's or the lock's heartbeat, is in ``total`` only)."""
     from ldpsim.pipeline.reading import open_dataset
     from ldpsim.pipeline.runner import run_sweep
 
+    before = thread_cpu()
     start, cpu = time.perf_counter(), time.process_time()
     report = run_sweep(sweep, store, client=client, log=lambda *a: None, progress="none")
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    after = thread_cpu()
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    parts = dict.fromkeys(("main", "loop", "store_io", "other"), 0.0)
+    for tid, seconds in after.items():
+        parts[thread_group(names.get(tid, ""))] += seconds - before.get(tid, 0.0)
     if report.failed:
         raise RuntimeError(f"{report.failed} replicates failed in {store}")
     seconds = np.asarray(open_dataset(store)["seconds"].values, dtype=float)
-    return wall, float(np.nansum(seconds)), int(np.isfinite(seconds).sum()), cpu
+    return (
+        wall,
+        float(np.nansum(seconds)),
+        int(np.isfinite(seconds).sum()),
+        {"total": cpu, **parts},
+    )
 
 
 def import_task_modules() -> None:
@@ -165,7 +209,8 @@ def measure(
         spec = {"model": "quantile", "n": 1000, "methods": {"bb": {}, "bm": {}, "sn": {}}}
         client.run(run_replicate, spec, 0)  # every worker compiles (or loads) its kernel
         scale = load_sweep("scale", replicates=sizes["replicates"])
-        wall, compute, done, driver = timed_run(scale, tmp / f"scale-{workers}.zarr", client)
+        wall, compute, done, parts = timed_run(scale, tmp / f"scale-{workers}.zarr", client)
+        driver = parts["total"]
         probe_file = tmp / "probe.toml"
         probe_file.write_text(
             PROBE.format(replicates=sizes["probe_replicates"], n=sizes["probe_n"])
@@ -184,6 +229,9 @@ def measure(
         "replicates_per_s": round(done / wall, 1),
         "driver_cpu_s": round(driver, 3),
         "driver_replicates_per_cpu_s": round(done / driver, 1),
+        "driver_main_cpu_s": round(parts["main"], 3),
+        "driver_loop_cpu_s": round(parts["loop"], 3),
+        "driver_store_io_cpu_s": round(parts["store_io"], 3),
         "speedup": 1.0,
         "probe_replicates": sizes["probe_replicates"],
         "probe_n": sizes["probe_n"],
