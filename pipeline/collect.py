@@ -86,6 +86,8 @@ class Collector(Generic[Label]):
 
     def __iter__(self) -> Iterator[tuple[Label, Any] | None]:
         while self.remaining:
+            if self.closed and self.fetched.empty():  # nothing will come: never wait
+                raise RuntimeError("the collection was closed")
             try:
                 item = self.fetched.get(timeout=self.tick)
             except queue.Empty:
@@ -131,6 +133,8 @@ class Collector(Generic[Label]):
         way found them gone: distributed logged "Couldn't gather 1 keys, rescheduling"
         after the run's one line about the signal.
         """
+        if self.closed:  # a fetch it waited for in vain is not waited for again
+            return
         self.closed = True
         if self.fetching.acquire(timeout=timeout):
             self.fetching.release()

@@ -57,7 +57,9 @@ def test_a_drained_collection_fetches_nothing_more(local_cluster):
         while not all(future.done() for future in futures) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # time enough for the thread to fetch, were it still fetching
-        assert not collector.taken and collector.fetched.empty()
+        assert not collector.taken and collector.drain() == []
+        with pytest.raises(RuntimeError, match="closed"):  # iterating it raises, never waits
+            next(iter(collector))
         assert all(future.status == "finished" for future in futures)  # left on the cluster
 
 
