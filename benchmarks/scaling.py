@@ -31,7 +31,8 @@ This is issue 35's table: run it on the machine whose cluster you size.
 
 ``--fit`` fits the cost model of a run to those records (:func:`fit`) and projects a
 sweep of 1e7 replicates at n = 1e3 and 1e6 onto 1, 10 and 100 nodes of 32 cores
-(:func:`projections`): the measured efficiency curve in place of linear scaling.
+(:func:`projections`): an efficiency curve fitted to measurements in place of linear
+scaling.
 """
 
 from __future__ import annotations
@@ -83,10 +84,10 @@ FIT_FIELDS = {
     "worker_counts": "[count]",
     "core_s_per_replicate": "s",  # c1: a replicate's core time on one worker (n = 500, 1000)
     "contention_per_worker": "ratio",  # s: c(w) = c1 (1 + s (w - 1))
-    "task_s_per_replicate": "s",  # u: a replicate's share of its task beyond its own time
+    "task_s_per_replicate": "s, difference",  # u (>= 0): its task beyond its own time
     "step_s": "s",  # an SGD step's core time on one worker (the probe)
     "driver_replicates_per_s": "1/s",  # D: what one driver takes
-    "fixed_s": "s",  # f: a run's wall time beyond its computing
+    "fixed_s": "s, difference",  # f (>= 0): a run's wall time beyond its computing
     # the worker count from which the driver is the ceiling; null: never
     "saturating_workers": "ratio",
     "predicted_wall_s": "[s]",  # the model's wall time for each measured count
@@ -130,6 +131,8 @@ def worker_counts(cores: int, quick: bool) -> list[int]:
 def thread_cpu() -> dict[int, float]:
     """CPU seconds (user + system) of each thread of this process, by native id (Linux's
     /proc; in clock ticks, 10 ms on most systems)."""
+    if not os.path.isdir("/proc/self/task"):  # not Linux: the parts stay 0
+        return {}
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for tid in os.listdir("/proc/self/task"):
@@ -148,7 +151,7 @@ def thread_group(name: str) -> str:
         return "main"
     if name == "IO loop":  # distributed's event loop: client, scheduler, nannies
         return "loop"
-    if name == "zarr_io" or name.startswith("asyncio_"):  # zarr's loop and its pool
+    if name == "zarr_io" or name.startswith(("asyncio_", "zarr_pool")):  # zarr's loop, pools
         return "store_io"
     return "other"
 
@@ -252,8 +255,10 @@ def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     once (the store's creation, the closing): least squares of what each wall time
     leaves, ``wall - R c(w) / w = f + u R / w``, for ``R`` replicates. One driver takes
     at most ``D`` replicates a second (the median of ``driver_replicates_per_cpu_s``:
-    the client, the scheduler and the nannies share one interpreter; its fixed CPU
-    counts too, so on small runs ``D`` is low). A run then takes
+    the client, the scheduler and the nannies share one interpreter; its fixed CPU, the
+    store's creation above all, counts too, so ``D`` is low: on small runs very, on the
+    full table by about a quarter on 2 cores, and driver-bound projections are that
+    much too slow). A run then takes
 
         ``wall(w) = f + R max((c(w) + u) / w, 1 / D)``,
 
@@ -261,7 +266,7 @@ def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     workers on (None where ``D c1 s >= 1``: the workers' contention stops them first).
     ``step_s`` is the probe's core time per SGD step on one worker (the oracle only),
     which :func:`projections` adds for a larger n. ``s``, ``f`` and ``u`` are taken as
-    at least 0 (``s`` = 0: ``c1`` the mean).
+    at least 0, the other parameter of their line refitted without them.
 
     Parameters
     ----------
@@ -286,10 +291,17 @@ def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     own = c1 * (1 + contention * (workers - 1))
     left = walls - replicates * own / workers
     share, fixed = np.polyfit(replicates / workers, left, 1) if distinct else (0.0, left[0])
-    share, fixed = max(float(share), 0.0), max(float(fixed), 0.0)
+    if share < 0:  # noise: the other parameter refitted without it
+        share, fixed = 0.0, max(float(left.mean()), 0.0)
+    elif fixed < 0:
+        x = replicates / workers
+        share, fixed = max(float(x @ left / (x @ x)), 0.0), 0.0
+    share, fixed = float(share), float(fixed)
     driver = float(np.median([r["driver_replicates_per_cpu_s"] for r in records]))
     one = min(records, key=lambda r: r["workers"])
-    step = one["probe_compute_s"] / (one["probe_replicates"] * one.get("probe_n", FULL["probe_n"]))
+    if "probe_n" not in one:
+        raise ValueError("records without probe_n (scaling.py before 2026-11-27): run it again")
+    step = one["probe_compute_s"] / (one["probe_replicates"] * one["probe_n"])
     predicted = fixed + replicates * np.maximum((own + share) / workers, 1 / driver)
     limit = driver * c1 * contention
     # None (JSON null): the workers' contention stops them before the driver does.
