@@ -244,6 +244,20 @@ def measure(
     }
 
 
+def nonnegative_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept) of the least-squares line of ``y`` on ``x``, both >= 0: a
+    negative one (noise) is set to 0 and the other refitted without it; one distinct
+    ``x``: slope 0."""
+    if len(set(x)) < 2:
+        return 0.0, max(float(y.mean()), 0.0)
+    slope, intercept = (float(v) for v in np.polyfit(x, y, 1))
+    if slope < 0:
+        return 0.0, max(float(y.mean()), 0.0)
+    if intercept < 0:
+        return max(float(x @ y / (x @ x)), 0.0), 0.0
+    return slope, intercept
+
+
 def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The cost model of a run, fitted to the records of one machine (1, 2, 4, ... workers).
 
@@ -283,20 +297,10 @@ def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     replicates = np.array([r["replicates"] for r in records], dtype=float)
     walls = np.array([r["wall_s"] for r in records])
     per_replicate = np.array([r["compute_s"] for r in records]) / replicates
-    distinct = len(set(workers)) > 1
-    slope, c1 = np.polyfit(workers - 1, per_replicate, 1) if distinct else (0.0, per_replicate[0])
-    if slope < 0:  # noise: more workers cannot make a replicate cheaper
-        slope, c1 = 0.0, per_replicate.mean()
-    contention = float(slope / c1)
+    slope, c1 = nonnegative_line(workers - 1, per_replicate)
+    contention = slope / c1
     own = c1 * (1 + contention * (workers - 1))
-    left = walls - replicates * own / workers
-    share, fixed = np.polyfit(replicates / workers, left, 1) if distinct else (0.0, left[0])
-    if share < 0:  # noise: the other parameter refitted without it
-        share, fixed = 0.0, max(float(left.mean()), 0.0)
-    elif fixed < 0:
-        x = replicates / workers
-        share, fixed = max(float(x @ left / (x @ x)), 0.0), 0.0
-    share, fixed = float(share), float(fixed)
+    share, fixed = nonnegative_line(replicates / workers, walls - replicates * own / workers)
     driver = float(np.median([r["driver_replicates_per_cpu_s"] for r in records]))
     one = min(records, key=lambda r: r["workers"])
     if "probe_n" not in one:
@@ -359,6 +363,11 @@ def projections(model: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def powers(value: int) -> str:
+    """A power of 10 as 1e7."""
+    return f"{value:.0e}".replace("e+0", "e").replace("e+", "e")
+
+
 def fit_text(model: dict[str, Any]) -> str:
     """:func:`fit`'s model and projections as lines for a person."""
     lines = [
@@ -388,8 +397,8 @@ def fit_text(model: dict[str, Any]) -> str:
     for p in model["projections"]:
         bound = ", driver-bound" if p["driver_bound"] else ""
         lines.append(
-            f"1e7 replicates, n = {p['n']:.0e}".replace("+0", "")
-            + f", {p['nodes']} x {CORES_PER_NODE} cores: "
+            f"{powers(PROJECTED_REPLICATES)} replicates, n = {powers(p['n'])}, "
+            f"{p['nodes']} x {CORES_PER_NODE} cores: "
             f"{p['wall_s']:,.1f} s{bound} (linear scaling: {p['linear_wall_s']:,.1f} s)"
         )
     return "\n".join(lines)

@@ -102,10 +102,13 @@ def script_constants(script: str) -> dict[str, Any]:
     return runpy.run_path(str(BENCHMARKS / script), run_name=f"benchmark_{Path(script).stem}")
 
 
-def readme_fields(script: str) -> dict[str, str]:
-    """The field table of ``script``'s section of benchmarks/README.md: unit by field."""
+def readme_fields(script: str, heading: str | None = None) -> dict[str, str]:
+    """The field table of ``script``'s section of benchmarks/README.md (the section whose
+    heading starts with ``heading``, default the script's name in backticks): unit by
+    field."""
+    heading = f"`{script}`" if heading is None else heading
     sections = re.split(r"^## ", README.read_text(encoding="utf-8"), flags=re.MULTILINE)
-    [section] = [s for s in sections if s.startswith(f"`{script}`")]
+    [section] = [s for s in sections if s.startswith(heading)]
     rows = re.findall(r"^\| `([^`]+)` \| ([^|]+?) \|", section, flags=re.MULTILINE)
     assert len(rows) == len(dict(rows)), f"a field of {script} is listed twice"
     return dict(rows)
@@ -224,13 +227,6 @@ def test_scaling_output_has_the_documented_fields(outputs):
 RUN_OK: dict[str, Any] = {"capture_output": True, "text": True, "check": True, "timeout": 120}
 
 
-def fit_readme_fields() -> dict[str, str]:
-    """The field table of benchmarks/README.md's section on the fitted cost model."""
-    sections = re.split(r"^## ", README.read_text(encoding="utf-8"), flags=re.MULTILINE)
-    [section] = [s for s in sections if s.startswith("The cost model fitted")]
-    return dict(re.findall(r"^\| `([^`]+)` \| ([^|]+?) \|", section, flags=re.MULTILINE))
-
-
 def test_the_fit_recovers_the_model_that_made_the_records():
     # Records written by the model itself: c1 = 100 us, +2% a worker, u = 10 us in the
     # task, D = 1e5 replicates/s, f = 1.5 s, a 5 ns step; up to 8 workers none is bound
@@ -278,7 +274,7 @@ def test_the_fit_recovers_the_model_that_made_the_records():
 
 def test_the_fit_of_the_quick_run_has_the_documented_fields(outputs, tmp_path):
     constants = script_constants("scaling.py")
-    assert fit_readme_fields() == constants["FIT_FIELDS"]
+    assert readme_fields("scaling.py", "The cost model fitted") == constants["FIT_FIELDS"]
     records = tmp_path / "scaling.json"
     records.write_text(json.dumps(outputs["scaling"]))
     command = [sys.executable, str(BENCHMARKS / "scaling.py"), "--fit", str(records)]
