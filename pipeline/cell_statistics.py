@@ -535,6 +535,8 @@ def load_statistics(names: Sequence[str]) -> dict[str, Statistic]:
         A name no installed package declares (the message lists those installed), or a
         plugin left out (the line saying why).
     """
+    if not names:  # no plugin loaded (each imports ldpsim.tasks: half a second)
+        return {}
     plugins = {p.name: p for p in statistic_plugins()}
     out: dict[str, Statistic] = {}
     for name in names:

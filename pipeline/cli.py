@@ -53,13 +53,14 @@ COORDS_MODES = ("auto", "all", "mean")
 OUTCOME_VARIABLES = ["done", "failed", "method_failed"]
 
 
-def store_outcome(ds) -> int:
-    """:func:`outcome` of every replicate of a store's Dataset."""
+def store_outcome(ds, pending: dict[str, int] | None = None) -> int:
+    """:func:`outcome` of every replicate of a store's Dataset; ``pending``: the finished
+    replicates that each method added to the store still lacks (they count as missing)."""
     done, failed = ds["done"].values, ds["failed"].values
     return outcome(
         replicates_failed=int(failed.sum()),
         methods_failed=int(ds["method_failed"].values.sum()),
-        missing=int((~done & ~failed).sum()),
+        missing=int((~done & ~failed).sum()) + sum((pending or {}).values()),
     )
 
 
@@ -247,6 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
         "data files (exit code 4 if missing or corrupt)",
     )
     status.add_argument("store", type=_path)
+    status.add_argument(
+        "--verify",
+        action="store_true",
+        help="also compute the coordinates and truths again from the sweep and compare "
+        "(slower: imports the models); without it they are checked against their "
+        "recorded digests",
+    )
     errors = sub.add_parser(
         "errors",
         help="tracebacks of failed replicates and methods, each distinct one once with its "
@@ -383,6 +391,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
+    from ldpsim.pipeline.added_methods import pending_methods
     from ldpsim.pipeline.damage import find_damage
     from ldpsim.pipeline.reading import check_store, load_dataset
     from ldpsim.pipeline.timings import (
@@ -393,8 +402,9 @@ def cmd_status(args) -> int:
     )
 
     check_store(args.store, read_chunks=False)
-    # Every data file decoded (its checksum checked): 0.05-0.3 s for 72,000 replicates.
-    damage = find_damage(args.store)
+    # Every data file decoded (its chunks' checksums) and checked against the digest of
+    # its place; --verify computes the coordinates and truths again too.
+    damage = find_damage(args.store, recompute=args.verify)
     if damage:
         print(f"{args.store}: {damage.describe()}")
     try:
@@ -415,6 +425,12 @@ def cmd_status(args) -> int:
         count = int(method_failed[..., m, :].sum())
         if count:
             print(f"  interval method {label} failed in {count} replicate(s)")
+    pending = pending_methods(args.store) if not damage else {}
+    for label, count in pending.items():
+        print(
+            f"  interval method {label} (added to the store) not computed yet for {count} "
+            "finished replicate(s): `ldpsim run` computes them"
+        )
     print(f"  {timing_line(ds)}")
     if grid:
         medians = median_per_point(ds)
@@ -425,10 +441,11 @@ def cmd_status(args) -> int:
                 f"{int(failed[index].sum())} failed, median "
                 f"{format_seconds(medians[index])} s per replicate"
             )
-    return EXIT_DAMAGED if damage else store_outcome(ds)
+    return EXIT_DAMAGED if damage else store_outcome(ds, pending)
 
 
 def cmd_errors(args) -> int:
+    from ldpsim.pipeline.added_methods import pending_methods
     from ldpsim.pipeline.failures import GridNames, format_group, group_failures
     from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
 
@@ -444,7 +461,7 @@ def cmd_errors(args) -> int:
         print(
             f"Rerun one here: ldpsim replay {args.store} --rep R [--point AXIS=VALUE ...] [--pdb]"
         )
-    return store_outcome(ds)
+    return store_outcome(ds, pending_methods(args.store))
 
 
 def cmd_replay(args) -> int:

@@ -4,10 +4,10 @@ recomputation)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +16,18 @@ import numpy as np
 import zarr
 
 from ldpsim.pipeline.added_methods import has_added, pending
+from ldpsim.pipeline.digests import (
+    FileDamage,
+    Write,
+    array_files,
+    check_files,
+    determined_names,
+    file_shape,
+    forget,
+    has_digests,
+    write_determined,
+    writing,
+)
 from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.integrity import DETERMINED_REMEDY, determined_damage, rewrite_determined
 from ldpsim.pipeline.layout import VARIABLE_ATTRS
@@ -56,19 +68,28 @@ class Damage:
     corrupt: tuple[str, ...]
     replicates: np.ndarray
     #: Arrays that the sweep determines (coordinates, truths) whose stored values differ
-    #: from their recomputation, or cannot be decoded (:mod:`ldpsim.pipeline.integrity`).
+    #: from their recomputation, or cannot be decoded (:mod:`ldpsim.pipeline.integrity`),
+    #: or whose files are not the ones the store recorded (:mod:`ldpsim.pipeline.digests`).
     determined: tuple[str, ...] = ()
+    #: Manifests of digests that cannot be read (every file they vouched for is corrupt).
+    manifests: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.corrupt or self.determined)
+        return bool(self.missing or self.corrupt or self.determined or self.manifests)
 
     def describe(self, remedy: str = REMEDY) -> str:
         """One line: what is damaged, how many replicates it held, then ``remedy``."""
         parts = []
-        for files, what in ((self.missing, "missing"), (self.corrupt, "cannot be decoded")):
+        manifests = tuple(f"ldpsim/digests/{name}" for name in self.manifests)
+        for files, what in (
+            (self.missing, "missing"),
+            (self.corrupt, "corrupt or out of place"),
+            (manifests, "cannot be read"),
+        ):
             if files:
                 shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if files[3:] else "")
-                parts.append(f"{len(files)} data file(s) {what} ({shown})")
+                kind = "digest" if files is manifests else "data"
+                parts.append(f"{len(files)} {kind} file(s) {what} ({shown})")
         line = "damaged: "
         if self.determined:
             line += (
@@ -82,8 +103,8 @@ class Damage:
         return f"{line}{'; '.join(parts)}; they held {count} finished replicate(s): {remedy}"
 
 
-def replicate_arrays(path: str | Path) -> dict[str, zarr.Array]:
-    """The store's arrays with a value per replicate (a 'rep' axis beside the grid's).
+def open_arrays(path: str | Path) -> dict[str, zarr.Array]:
+    """Every array of the store, by name.
 
     Through the consolidated metadata where the store has them, as every reader: they
     are consistent while the arrays' own are briefly mixed, when a run is killed while
@@ -91,8 +112,16 @@ def replicate_arrays(path: str | Path) -> dict[str, zarr.Array]:
     """
     consolidated = has_consolidated_metadata(Path(path))
     group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=consolidated)
-    present = set(group.array_keys())
-    arrays = {name: group[name] for name in VARIABLE_ATTRS if name in present}
+    return {name: group[name] for name in group.array_keys()}
+
+
+def replicate_arrays(
+    path: str | Path, group: dict[str, zarr.Array] | None = None
+) -> dict[str, zarr.Array]:
+    """The store's arrays with a value per replicate (a 'rep' axis beside the grid's);
+    ``group``: :func:`open_arrays` of the store, where the caller has it."""
+    group = open_arrays(path) if group is None else group
+    arrays = {name: group[name] for name in VARIABLE_ATTRS if name in group}
     # truth and pseudo_truth have no replicate axis: no run rewrites them (reading.py
     # refuses a store whose copy of them cannot be read).
     return {
@@ -102,20 +131,15 @@ def replicate_arrays(path: str | Path) -> dict[str, zarr.Array]:
     }
 
 
-def _file_shape(array: zarr.Array) -> tuple[int, ...]:
-    """Elements of one file along each axis: a shard, or a chunk when unsharded."""
-    return tuple(array.shards or array.chunks)
-
-
 def _file_coords(array: zarr.Array) -> Iterator[tuple[int, ...]]:
-    counts = (math.ceil(s / c) for s, c in zip(array.shape, _file_shape(array), strict=True))
+    counts = (math.ceil(s / c) for s, c in zip(array.shape, file_shape(array), strict=True))
     return itertools.product(*(range(count) for count in counts))
 
 
 def _region(array: zarr.Array, coords: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(
         slice(i * c, min((i + 1) * c, s))
-        for i, c, s in zip(coords, _file_shape(array), array.shape, strict=True)
+        for i, c, s in zip(coords, file_shape(array), array.shape, strict=True)
     )
 
 
@@ -124,16 +148,6 @@ def _replicate_region(array: zarr.Array, coords: tuple[int, ...], grid: int) -> 
     dims = list(array.metadata.dimension_names or ())
     region = _region(array, coords)
     return (*region[:grid], region[dims.index("rep")])
-
-
-def _stored_files(path: Path, name: str) -> set[str]:
-    """The files under ``name/c`` (one listing of the variable's folder tree)."""
-    root = path / name
-    out = set()
-    for folder, _, files in os.walk(root / "c"):
-        rel = Path(folder).relative_to(root).as_posix()
-        out.update(f"{rel}/{f}" for f in files if not f.endswith((".partial", ".tmp")))
-    return out
 
 
 def _read(array: zarr.Array, name: str, corrupt: dict[str, tuple[slice, ...]], grid: int):
@@ -167,12 +181,16 @@ def _verify(array: zarr.Array, name: str, corrupt: dict[str, tuple[slice, ...]],
 def find_damage(path: str | Path, *, verify: bool = True, recompute: bool = True) -> Damage:
     """The store's damaged data files and the finished replicates they held.
 
-    Reads ``done`` and ``method_failed`` (decoded) and lists the data files of the
-    variables that every finished replicate writes (:data:`ALWAYS_WRITTEN`,
-    :data:`WRITTEN_WITH_BOUNDS`): a file that should hold a finished replicate and does
-    not exist is missing (Zarr would read the fill value, silently). With ``verify``,
-    every variable with a replicate axis is decoded too, a file at a time: a chunk whose
-    checksum does not match (a new store has a CRC-32C per chunk) or that does not
+    In a store whose files have digests (:mod:`ldpsim.pipeline.digests`), every file of
+    every array is compared with the digest recorded for its place (its chunks'
+    checksums and its index, read without decoding): a file from another array or
+    place, a file gone or one that appeared are found. In every store, ``done``,
+    ``method_failed`` and an added method's ``method_seconds`` are decoded, and the data
+    files of the variables that every finished replicate writes (:data:`ALWAYS_WRITTEN`,
+    :data:`WRITTEN_WITH_BOUNDS`) are listed: a file that should hold a finished replicate
+    and does not exist is missing (Zarr would read the fill value, silently). With
+    ``verify``, every variable with a replicate axis is decoded too, a file at a time: a
+    chunk whose checksum does not match (Zarr's CRC-32C per chunk) or that does not
     decode makes its file corrupt.
 
     Parameters
@@ -181,11 +199,11 @@ def find_damage(path: str | Path, *, verify: bool = True, recompute: bool = True
         An ldpsim store whose metadata are checked
         (:func:`ldpsim.pipeline.reading.check_store`).
     verify : bool, default True
-        Decode every data file, not only those of ``done`` and ``method_failed``.
+        Decode every data file (its chunks' checksums checked: a changed byte).
     recompute : bool, default True
         Recompute the arrays the sweep determines (coordinates, truths) and compare;
-        False: only decode those that carry a checksum
-        (:func:`ldpsim.pipeline.integrity.determined_damage`).
+        False: compare their digests, or in a store without them decode those that
+        carry a checksum (:func:`ldpsim.pipeline.integrity.determined_damage`).
 
     Returns
     -------
@@ -195,27 +213,48 @@ def find_damage(path: str | Path, *, verify: bool = True, recompute: bool = True
     return during_commits(path, lambda: _find_damage(Path(path), verify, recompute))
 
 
+def _place_coords(place: str) -> tuple[int, ...]:
+    """The file coordinates of a data file's place (``lower/c/0/1/0/0/0``)."""
+    return tuple(int(part) for part in place.split("/")[2:])
+
+
 def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
-    arrays = replicate_arrays(path)
+    attrs = read_attrs(path)
+    digested = has_digests(attrs)
+    group = open_arrays(path)
+    arrays = replicate_arrays(path, group)
     grid = len(arrays["done"].shape) - 1
     corrupt: dict[str, tuple[slice, ...]] = {}
     done = _read(arrays["done"], "done", corrupt, grid).astype(bool)
     method_failed = _read(arrays["method_failed"], "method_failed", corrupt, grid)
-    if verify:  # a file at a time: a shard is about 2 MB decoded, a variable may be GBs
+    seconds = None
+    if "method_seconds" in arrays and has_added(arrays):  # the added methods' done flags
+        seconds = _read(arrays["method_seconds"], "method_seconds", corrupt, grid)
+    if verify:  # a file at a time: a shard is about 2 MB decoded, a variable may be GBs.
+        read = ("done", "method_failed", *(() if seconds is None else ("method_seconds",)))
         for name, array in arrays.items():
-            if name not in ("done", "method_failed"):
+            if name not in read:
                 _verify(array, name, corrupt, grid)
+    files = check_files(path, group) if digested else FileDamage()
+    missing: dict[str, tuple[slice, ...]] = {}
+    determined_files = set()
+    for place in (*files.missing, *files.corrupt):
+        name = place.split("/", 1)[0]
+        if name not in arrays:
+            determined_files.add(name)
+            continue
+        region = _replicate_region(arrays[name], _place_coords(place), grid)
+        (missing if place in files.missing else corrupt)[place] = region
     # (grid..., method, rep[, checkpoint]): some method has bounds at some checkpoint.
     bounded = ~method_failed.reshape(*method_failed.shape[: grid + 2], -1).all(axis=-1)
     # Per method: the finished replicates that hold its values; a method added to the
     # store holds none until its method_seconds is written (ldpsim.pipeline.added_methods).
     holding = np.repeat(np.expand_dims(done, grid), bounded.shape[grid], axis=grid)
-    if has_added(arrays):
-        first, waiting = pending(arrays, done)
+    if seconds is not None:
+        first, waiting = pending(arrays, done, seconds)
         holding[(slice(None),) * grid + (slice(first, None),)] &= ~waiting
     holding &= bounded
     with_bounds = holding.any(axis=grid)
-    missing: dict[str, tuple[slice, ...]] = {}
     for name in (*ALWAYS_WRITTEN, *WRITTEN_WITH_BOUNDS):
         array = arrays[name]
         dims = list(array.metadata.dimension_names or ())
@@ -224,7 +263,7 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
             missing.update(_missing_files(path, name, array, held, grid))
             continue
         # A file spans the methods the store was made with, or some added after.
-        step = _file_shape(array)[dims.index("method")]
+        step = file_shape(array)[dims.index("method")]
         for column, start in enumerate(range(0, holding.shape[grid], step)):
             held = holding[(slice(None),) * grid + (slice(start, start + step),)].any(axis=grid)
             missing.update(_missing_files(path, name, array, held, grid, column))
@@ -232,18 +271,26 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
     for region in missing.values():
         replicates[region] |= done[region]
     for key, region in corrupt.items():
-        whole = key.split("/", 1)[0] in ("done", "failed")  # what they held is unknown
+        # What a done or failed file held is unknown; so is what an added method's
+        # method_seconds (its done flags) vouched for.
+        whole = key.split("/", 1)[0] in ("done", "failed", "method_seconds")
         replicates[region] |= True if whole else done[region]
     for key in corrupt:
         missing.pop(key, None)
     # A store that a run created records its sweep's identity; a Dataset saved by hand
     # (with made-up truths) does not, and its arrays are not compared.
-    written_by_run = "identity" in read_attrs(path)
-    determined = ()
-    if written_by_run:
+    determined: tuple[str, ...] = ()
+    if "identity" in attrs:  # decoded (a changed byte), or recomputed
         layout = functools.partial(stored_layout, path)
-        determined = determined_damage(path, read_sweep(path), layout, recompute=recompute)
-    return Damage(tuple(sorted(missing)), tuple(sorted(corrupt)), replicates, determined)
+        found = determined_damage(path, read_sweep(path), layout, recompute=recompute)
+        determined = tuple(sorted(determined_files | set(found)))
+    return Damage(
+        tuple(sorted(missing)),
+        tuple(sorted(corrupt)),
+        replicates,
+        determined,
+        files.manifests,
+    )
 
 
 def refuse_damage(path: str | Path) -> None:
@@ -278,7 +325,7 @@ def _missing_files(
     (``method_file``: only those at this position along the 'method' axis)."""
     if not held.any():
         return {}
-    shape = _file_shape(array)
+    shape = file_shape(array)
     rep = list(array.metadata.dimension_names or ()).index("rep")
     # The files along the grid axes and 'rep' of the replicates held; along the other
     # axes (method, checkpoint, coord) a file spans the whole axis in ldpsim's layouts,
@@ -292,7 +339,7 @@ def _missing_files(
         spans[list(array.metadata.dimension_names or ()).index("method")] = range(
             method_file, method_file + 1
         )
-    stored = _stored_files(path, name)
+    stored = array_files(path, name)
     out = {}
     for row in needed.tolist():
         spans[:grid], spans[rep] = (
@@ -301,7 +348,7 @@ def _missing_files(
         )
         for coords in itertools.product(*spans):
             key = array.metadata.encode_chunk_key(coords)
-            if key not in stored:
+            if f"{name}/{key}" not in stored:
                 out[f"{name}/{key}"] = _replicate_region(array, coords, grid)
     return out
 
@@ -311,24 +358,40 @@ def repair(path: str | Path, damage: Damage) -> None:
     the damaged determined arrays again from the store's sweep.
 
     Called by the run holding the store's lock. The ``done`` flags of the replicates
-    are cleared first (a flag never vouches for missing data), then the files that
-    cannot be decoded are deleted (the run's writes read the files they rewrite); a
-    file of ``done`` that cannot be decoded is deleted first, and its replicates read
-    as not done.
+    are cleared first (a flag never vouches for missing data), then the files that are
+    corrupt are deleted (the run's writes read the files they rewrite); a corrupt file
+    of ``done`` is deleted first, and its replicates read as not done. In a store whose
+    files have digests, the deleted files and the missing ones are recorded as absent,
+    unreadable manifests are replaced by empty ones, and the determined arrays written
+    again get their digests.
     """
     path = Path(path)
+    digested = has_digests(read_attrs(path))
+    if digested and damage.manifests:  # their files are deleted below, or written again
+        forget(path, (), damage.manifests)
     if damage.determined:
         rewrite_determined(path, read_sweep(path), stored_layout(path), damage.determined)
+        if digested:
+            write_determined(path, determined_names(path))
     for key in damage.corrupt:
         if key.startswith("done/"):
             (path / key).unlink(missing_ok=True)
+    if digested:
+        forget(path, [k for k in damage.corrupt if k.startswith("done/")])
     done = zarr.open_array(str(path / "done"), mode="r+", zarr_format=3)
+    writes = []
     for coords in _file_coords(done):
         region = _region(done, coords)
         clear = damage.replicates[region]
         if clear.any():
             flags = np.asarray(done[region], dtype=bool)
             if (flags & clear).any():
-                done[region] = flags & ~clear
-    for key in damage.corrupt:
+                writes.append(Write("done", done, region, flags & ~clear))
+    with writing(path, writes) if digested else contextlib.nullcontext():
+        for write in writes:
+            done[write.region] = write.values
+    corrupt = [key for key in damage.corrupt if not key.startswith("done/")]
+    for key in corrupt:
         (path / key).unlink(missing_ok=True)
+    if digested:
+        forget(path, [*corrupt, *damage.missing])

@@ -51,6 +51,7 @@ KNOWN_ATTRS = frozenset(
         "streams_fingerprint",
         "gpu_streams",
         "units",
+        "chunk_digests",
         "created",
         "conventions",
         DIGEST_ATTR,

@@ -274,6 +274,7 @@ def template(
     from zarr.codecs import Crc32cCodec, ZstdCodec
 
     from ldpsim.pipeline.code_identity import UNITS_ATTR, sweep_units
+    from ldpsim.pipeline.digests import DIGESTS_ATTR, DIGESTS_VERSION
     from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
 
     g_dims, g_shape = tuple(layout.axes), layout.grid_shape
@@ -389,6 +390,8 @@ def template(
         streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
         **gpu_streams_attr(sweep),
         **{UNITS_ATTR: json.dumps([units or sweep_units(sweep)], sort_keys=True)},
+        # Every data file's digest, bound to its place (ldpsim.pipeline.digests).
+        **{DIGESTS_ATTR: DIGESTS_VERSION},
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         conventions="done(grid, rep) is true only after that replicate's values are written",
     )

@@ -103,7 +103,18 @@ def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
         return xr.zeros_like(count, dtype=bool)
     method_failures = summary[failed_name] - summary["replicates_failed"]
     by_design = (count == 0) & (method_failures == 0) & (summary["replicates_done"] > 0)
+    if "methods_pending" in summary:  # a method added to the store, not computed yet
+        by_design &= _pending_like(summary, count) == 0
     return (count < total) & ~by_design
+
+
+def _pending_like(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+    """The replicates that lack a cell's method (:func:`ldpsim.pipeline.added_methods.
+    pending_cells`) shaped ``like`` (a statistic without a method axis: any method's)."""
+    pending = summary["methods_pending"]
+    if "method" not in like.dims:
+        pending = pending.max("method")
+    return pending.broadcast_like(like)
 
 
 def any_partial(summary: xr.Dataset) -> bool:
@@ -131,6 +142,7 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     lost: list[np.ndarray] = []
     done: list[np.ndarray] = []  # replicates of the grid point done, and failed
     failed: list[np.ndarray] = []
+    pending: list[np.ndarray] = []  # done, but for the cell's method (added, not computed)
     versions: list[np.ndarray] = []  # code versions of the cells that mix them
     for stat in stats:
         if stat not in COUNTS or stat not in summary:
@@ -151,6 +163,9 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
         for values, name in names:
             cells = summary[name].broadcast_like(mask).transpose(*mask.dims)
             values.append(cells.values[mask.values])
+        if "methods_pending" in summary:
+            cells = _pending_like(summary, mask).transpose(*mask.dims)
+            pending.append(cells.values[mask.values])
     counts = np.concatenate(used) if used else np.array([], dtype=int)
     mixes = np.concatenate(versions) if versions else np.array([], dtype=int)
     if total is None or counts.size + mixes.size == 0:
@@ -164,8 +179,10 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     if counts.size == 0:
         return _marked(f"{mix_text}.", fmt)
     failures = np.concatenate(lost)
-    # Neither done nor failed: not computed yet.
+    # Neither done nor failed, or done but for a method added since: not computed yet.
     missing = total - np.concatenate(done) - np.concatenate(failed)
+    if pending:
+        missing = missing + np.concatenate(pending)
 
     text = (
         f"computed on fewer than all {total} replicates of its grid point: "

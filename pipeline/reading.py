@@ -16,6 +16,7 @@ import zarr
 
 from ldpsim.pipeline.errors import InputError, StoreDamage, os_error_text, path_kind
 from ldpsim.pipeline.integrity import (
+    DETERMINED_REMEDY,
     check_array_layout,
     check_layout_attrs,
     damaged,
@@ -284,7 +285,7 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
                     path, f"{name}/zarr.json", "it differs from its copy in the root zarr.json"
                 )
         if read_chunks is True or (read_chunks and name in read_chunks):
-            _check_chunks(path, name, array)
+            check_chunks(path, name, array)
     if not pending:
         done = group["done"]
         grid_axes = len(done.shape) - 1
@@ -294,7 +295,9 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
     return attrs
 
 
-def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
+def check_chunks(path: Path, name: str, array: zarr.Array) -> None:
+    """Decode every chunk of ``array``; raise :class:`StoreDamage` naming the first file
+    that cannot be decoded (one line)."""
     # A codec reports a damaged chunk with its own library's exception (zstd: RuntimeError,
     # a chunk of the wrong size: ValueError), hence the broad except clauses.
     try:
@@ -311,11 +314,12 @@ def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
         except Exception as exc:
             key = array.metadata.encode_chunk_key(coords)
             per_replicate = "rep" in (array.metadata.dimension_names or ())
-            if name not in VARIABLE_ATTRS or not per_replicate:  # a run cannot recompute it
-                raise damaged(path, f"chunk {name}/{key}", exc) from None
-            # A replicate's data: damage that `ldpsim run` repairs (ldpsim.pipeline.damage).
-            remedy = "`ldpsim run` recomputes the finished replicates it held."
-            raise StoreDamage(str(damaged(path, f"chunk {name}/{key}", exc, remedy))) from None
+            if name in VARIABLE_ATTRS and per_replicate:
+                # A replicate's data: damage that `ldpsim run` repairs (ldpsim.pipeline.damage).
+                remedy = "`ldpsim run` recomputes the finished replicates it held."
+            else:  # a coordinate or a truth: the sweep determines it, a run writes it again
+                remedy = f"{DETERMINED_REMEDY}."
+            raise damaged(path, f"chunk {name}/{key}", exc, remedy) from None
     raise damaged(path, f"{name}/", "its chunks cannot be read together")
 
 
@@ -360,7 +364,7 @@ def load_dataset(path: str | Path, variables: list[str] | None = None) -> xr.Dat
         pass
     group = zarr.open_group(str(path), mode="r", zarr_format=3)
     for name in dataset.variables:
-        _check_chunks(Path(path), str(name), group[str(name)])
+        check_chunks(Path(path), str(name), group[str(name)])
     raise damaged(path, "its chunks", "xarray cannot read them together")
 
 
@@ -374,7 +378,13 @@ def _open(path: str | Path, chunks: str | None) -> xr.Dataset:
     consolidated = has_consolidated_metadata(Path(path))
     try:
         return xr.open_zarr(str(path), consolidated=consolidated, chunks=chunks)
-    except (ValueError, KeyError, TypeError, OSError) as exc:
+    except Exception as exc:  # metadata xarray cannot read, or a coordinate's codec error
+        # xarray reads the coordinates when it opens a store: a damaged chunk of one is
+        # named as such (a run writes it again), not as damaged metadata.
+        group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=consolidated)
+        for name in group.array_keys():
+            if len(group[name].shape) == 1 and group[name].metadata.dimension_names == (name,):
+                check_chunks(Path(path), name, group[name])
         raise damaged(path, "its metadata", exc) from None
 
 

@@ -573,7 +573,21 @@ def _execute(
         damage = None if undamaged else find_damage(store.path)
         if damage:  # their replicates are made not done, and computed below
             log(f"The store is {damage.describe('recomputing them')}.")
-            repair(store.path, damage)
+            try:
+                repair(store.path, damage)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                from ldpsim.pipeline.api import outcome
+
+                lost = int(damage.replicates.sum())
+                raise RunStopped(
+                    f"The disk of the store {str(store.path)!r} is full "
+                    f"({errno.errorcode[exc.errno]}: {exc.strerror}) before its damage was "
+                    f"repaired ({lost} finished replicate(s) to compute again); the store "
+                    "stays readable. Free some space, then run again.",
+                    outcome(replicates_failed=0, methods_failed=0, missing=max(lost, 1)),
+                ) from None
         submitted = submit(
             client, sweep, store.layout, store.path, store.done_mask(), shuffle, units
         )

@@ -12,6 +12,7 @@ whole chunks (one grid point x ``rep_chunk`` replicates).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import math
@@ -29,6 +30,15 @@ import psutil
 import zarr
 
 from ldpsim.pipeline.code_identity import UNITS_ATTR, plan_units
+from ldpsim.pipeline.digests import (
+    DETERMINED,
+    FOLDER,
+    Write,
+    determined_manifest,
+    determined_names,
+    has_digests,
+    writing,
+)
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.identity import added_methods, check_streams, identity_diff
 from ldpsim.pipeline.integrity import is_sealed, seal
@@ -75,6 +85,8 @@ class Store:
         #: this run accepted (:func:`ldpsim.pipeline.code_identity.plan_units`).
         self.code_version = 0
         self.code_changes: list[dict[str, Any]] = []
+        #: Whether its files have digests (:mod:`ldpsim.pipeline.digests`), kept by its writes.
+        self.digests = has_digests(dict(self.group.attrs))
 
     # -- creation and extension ------------------------------------------------------
     @classmethod
@@ -173,16 +185,17 @@ class Store:
         a = self._arrays
         m = len(self.layout.methods)
         placed = self._placed(results)
+        writes: list[Write] = []
 
         def write(name, method_axis, value_of):
-            """Merge every block's results into variable ``name`` (a read and a write each)."""
+            """Merge every block's results into variable ``name`` (read now, written below)."""
             for grid, reps, spots in placed:
                 where = (*grid, *([slice(None)] if method_axis else []), reps)
                 old = np.asarray(a[name][where])
                 for offset, pos, result in spots:
                     view = old[offset]
                     view[(slice(None),) * method_axis + (pos,)] = value_of(result)
-                a[name][where] = old
+                writes.append(Write(name, a[name], where, old))
 
         write("estimate", 0, lambda r: r["estimate"])
         for name in ("last", "projected"):
@@ -219,18 +232,32 @@ class Store:
         if "code_version" in a:  # absent from a store of an older ldpsim opened without a run
             write("code_version", 0, lambda r: self.code_version)
         write("failed", 0, lambda r: r["failed"])
-        # The records of replicates that failed before and are done now are removed;
-        # the folder is listed once, not probed once per replicate.
-        folder = self.path / META_GROUP / "errors"
-        recorded = set(os.listdir(folder)) if folder.is_dir() else set()
-        for index, _, result in results:
-            errors = result.get("errors", {})
-            for rep in result["reps"]:
-                if rep in errors:
-                    self.write_error(index, int(rep), errors[rep])
-                elif recorded and _error_name(index, int(rep)) in recorded:
-                    self.clear_error(index, int(rep))
+        values = len(writes)
         write("done", 0, lambda r: ~r["failed"])
+        with self._recorded(writes):
+            # Each variable for all blocks before the next, ``done`` last.
+            for each in writes[:values]:
+                each.array[each.region] = each.values
+            # The records of replicates that failed before and are done now are removed;
+            # the folder is listed once, not probed once per replicate.
+            folder = self.path / META_GROUP / "errors"
+            recorded = set(os.listdir(folder)) if folder.is_dir() else set()
+            for index, _, result in results:
+                errors = result.get("errors", {})
+                for rep in result["reps"]:
+                    if rep in errors:
+                        self.write_error(index, int(rep), errors[rep])
+                    elif recorded and _error_name(index, int(rep)) in recorded:
+                        self.clear_error(index, int(rep))
+            for each in writes[values:]:
+                each.array[each.region] = each.values
+
+    def _recorded(self, writes: list[Write]) -> contextlib.AbstractContextManager:
+        """The writes' digests recorded around them (:func:`ldpsim.pipeline.digests.
+        writing`), in a store whose files have digests."""
+        if not self.digests:
+            return contextlib.nullcontext()
+        return writing(self.path, writes)
 
     def _placed(
         self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]
@@ -300,7 +327,10 @@ class Store:
                 cells = seconds[offset][:, pos]
                 held[id(result)] = ~np.isnan(cells.reshape(*cells.shape[:2], -1)).all(axis=-1)
 
+        writes: list[Write] = []
+
         def write(name, value_of):
+            """Merge every block's results into ``name`` (read now, written below)."""
             for grid, reps, spots in placed:
                 where = (*grid, added, reps)
                 old = np.asarray(a[name][where])
@@ -308,7 +338,7 @@ class Store:
                     new, kept = value_of(result), held[id(result)]
                     kept = kept.reshape(kept.shape + (1,) * (new.ndim - kept.ndim))
                     old[offset][:, pos] = np.where(kept, old[offset][:, pos], new)
-                a[name][where] = old
+                writes.append(Write(name, a[name], where, old))
 
         write("lower", lambda r: r["lower"])
         write("upper", lambda r: r["upper"])
@@ -325,6 +355,26 @@ class Store:
                 r["method_failed"] if per_checkpoint else collapsed(r["method_failed"], np.any)
             ),
         )
+        values = len(writes)
+        write(
+            "method_seconds",
+            lambda r: collapsed(r["method_seconds"], np.sum) if total else r["method_seconds"],
+        )
+        with self._recorded(writes):
+            for each in writes[:values]:
+                each.array[each.region] = each.values
+            self._merge_method_records(results, first, held)
+            for each in writes[values:]:  # method_seconds last: it vouches for the rest
+                each.array[each.region] = each.values
+
+    def _merge_method_records(
+        self,
+        results: list[tuple[tuple[int, ...], int, dict[str, Any]]],
+        first: int,
+        held: dict[int, np.ndarray],
+    ) -> None:
+        """The failure records of the added methods' cells still pending (``held``: per
+        result, the cells already done)."""
         labels = self.layout.methods[first:]
         for index, _, result in results:
             for i, rep in enumerate(result["reps"]):
@@ -346,10 +396,6 @@ class Store:
                     }
                     record = record if record["methods"] else None
                 self._merge_method_record(index, int(rep), todo, record)
-        write(
-            "method_seconds",
-            lambda r: collapsed(r["method_seconds"], np.sum) if total else r["method_seconds"],
-        )
 
     def _merge_method_record(
         self, index: tuple[int, ...], rep: int, labels: list[str], new: dict[str, Any] | None
@@ -592,6 +638,10 @@ def _extension_files(
                 group["pseudo_truth"][...] = truth_array(merged, layout, pseudo=True)
         group.attrs.update({"sweep": merged.to_json(), **({UNITS_ATTR: units} if units else {})})
         consolidate(scratch)
+        if has_digests(dict(group.attrs)):  # the determined arrays' digests, as extended
+            manifest = scratch / META_GROUP / FOLDER / DETERMINED
+            manifest.parent.mkdir(parents=True, exist_ok=True)
+            manifest.write_bytes(determined_manifest(scratch, determined_names(scratch), path))
         files = {}
         for f in sorted(scratch.rglob("*")):
             rel = f.relative_to(scratch).as_posix()
@@ -742,6 +792,9 @@ def _create_atomically(
         )
         zarr.open_group(str(tmp / META_GROUP), mode="w", zarr_format=3)
         consolidate(tmp)
+        manifest = determined_manifest(tmp, determined_names(tmp))
+        (tmp / META_GROUP / FOLDER).mkdir()
+        (tmp / META_GROUP / FOLDER / DETERMINED).write_bytes(manifest)
         try:
             os.rename(tmp, path)
         except OSError:

@@ -11,6 +11,7 @@ import xarray as xr
 from scipy.special import ndtri  # the normal quantile, without importing scipy.stats
 
 from ldpsim.pipeline import cell_statistics
+from ldpsim.pipeline.added_methods import pending_cells
 from ldpsim.pipeline.case_parameters import case_coords
 from ldpsim.pipeline.cell_statistics import Statistic, check_statistics
 from ldpsim.pipeline.code_identity import code_versions
@@ -62,6 +63,13 @@ SUMMARY_ATTRS: dict[str, dict[str, str]] = {
         "units": "1",
     },
     "replicates_failed": {"long_name": "replicates of the grid point failed", "units": "1"},
+    "methods_pending": {
+        "long_name": (
+            "replicates of the grid point done but for this method, which was added to the "
+            "store and is not computed for them yet (`ldpsim run` computes it)"
+        ),
+        "units": "1",
+    },
     "joint_coverage": {
         "long_name": "empirical coverage of all coordinates of theta* simultaneously",
         "units": "1",
@@ -672,6 +680,7 @@ def summarize(
             "coord_mean_n_failed": coord_mean_n_failed.astype(np.int64),
             "replicates_done": done.sum("rep").astype(np.int64),
             "replicates_failed": replicates_failed.astype(np.int64),
+            "methods_pending": pending_cells(ds).sum("rep").astype(np.int64),
             "joint_coverage": joint_coverage,
             "joint_coverage_se": _binomial_se(joint_coverage, joint_n_done),
             "joint_n_done": joint_n_done.astype(np.int64),

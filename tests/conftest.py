@@ -133,6 +133,21 @@ def tree_hash(path: Path) -> dict[str, str]:
     }
 
 
+def write_as_a_run(store: Path, name: str, region: tuple, values: object) -> None:
+    """Write ``values`` into ``region`` of the array ``name`` as a run writes, its files'
+    digests recorded (ldpsim.pipeline.digests): the state a run stopped half-way leaves,
+    not damage."""
+    import zarr
+
+    from ldpsim.pipeline.digests import Write, writing
+
+    array = zarr.open_array(str(store / name), mode="r+", zarr_format=3)
+    region = tuple(slice(i, i + 1) if isinstance(i, int) else i for i in region)
+    values = np.broadcast_to(np.asarray(values, dtype=array.dtype), array[region].shape)
+    with writing(store, [Write(name, array, region, values)]):
+        array[region] = values
+
+
 def edit_root_attrs(store: Path, **changes) -> None:
     """Change root attributes of a store (a value None deletes one) and record the new
     digest of its metadata, as a store written so (by an older ldpsim, beside another
@@ -147,6 +162,18 @@ def edit_root_attrs(store: Path, **changes) -> None:
             root["attributes"][name] = value
     (store / "zarr.json").write_text(json.dumps(root))
     seal(store)
+
+
+def without_digests(store: Path) -> None:
+    """Make ``store`` one of an ldpsim older than the digests of its files
+    (ldpsim.pipeline.digests): what a test makes of a new store when it removes a variable
+    that older stores lack (they lack the digests too)."""
+    import shutil
+
+    from ldpsim.pipeline.digests import DIGESTS_ATTR, FOLDER
+
+    shutil.rmtree(store / "ldpsim" / FOLDER)
+    edit_root_attrs(store, **{DIGESTS_ATTR: None})
 
 
 def write_sweep(path: Path, *, replicates=4, rep_chunk=2, grid=None, spec=None, extra="") -> Path:

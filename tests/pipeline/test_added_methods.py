@@ -12,7 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import assert_same_values, edit_root_attrs, one_error_line, scheduler, tree_hash
+from conftest import (
+    assert_same_values,
+    edit_root_attrs,
+    one_error_line,
+    scheduler,
+    tree_hash,
+    write_as_a_run,
+)
 
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
@@ -117,11 +124,8 @@ def test_added_methods_resume_and_go_with_new_replicates(stores, local_cluster, 
     with _client(local_cluster) as c:
         api.run(sweep, store, client=c, progress=False)
         # As a run stopped half-way leaves it: one replicate's added methods not written.
-        import zarr
-
-        group = zarr.open_group(str(store), mode="r+", zarr_format=3, use_consolidated=False)
         for name in ("lower", "upper", "method_seconds"):
-            group[name][1, 0, 2:, 3] = np.nan
+            write_as_a_run(store, name, (1, 0, slice(2, None), 3), np.nan)
         assert not find_damage(store)  # pending, not damage
         six = api.load_sweep({**_tables(STORED + ADDED), "replicates": 6}, name="more")
         ds = api.run(six, store, client=c, progress=False)
@@ -215,15 +219,13 @@ def test_a_failed_recompute_keeps_the_added_methods_already_stored(
     sweep = api.load_sweep({**_tables(STORED + ADDED), "replicates": 4}, name="more")
     with _client(local_cluster) as c:
         api.run(sweep, path, client=c, progress=False)
-    import zarr
 
     # As runs stopped half-way leave them: bb_basic of (tau 0.5, rep 0) and sn of
     # (tau 0.8, rep 3) not written; each replicate's chain is run again for both.
     pending = {(0, 2, 0), (1, 3, 3)}  # (tau, method, rep)
-    group = zarr.open_group(str(path), mode="r+", zarr_format=3, use_consolidated=False)
     for name in ("lower", "upper", "method_seconds"):
         for tau, method, rep in pending:
-            group[name][tau, 0, method, rep] = np.nan
+            write_as_a_run(path, name, (tau, 0, method, rep), np.nan)
     before = open_dataset(path).load()
     store = Store(path, stored_layout(path))
     first, work = plan_methods(sweep, store)
@@ -276,3 +278,98 @@ def test_a_chain_that_fails_when_run_again_is_recorded_in_one_line(monkeypatch):
     assert np.isnan(out["method_seconds"]).all()  # pending: a later run tries again
     reason = out["errors"][1]["methods"]["sn"]
     assert reason == "FloatingPointError: overflow in the chain (in the chain run again)"
+
+
+@pytest.fixture(scope="module")
+def added_store(stores, local_cluster, tmp_path_factory) -> Path:
+    """The stored store with ADDED computed for its finished replicates."""
+    _, made = stores
+    folder = tmp_path_factory.mktemp("added-done")
+    store = folder / "S.zarr"
+    shutil.copytree(made["stored"][0], store)
+    sweep = write(folder / "more.toml", sweep_text(STORED + ADDED))
+    assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+    return store
+
+
+def added_seconds_file(store: Path) -> Path:
+    """The shard of method_seconds that holds the added methods (past the first file)."""
+    files = sorted(p for p in (store / "method_seconds" / "c").rglob("*") if p.is_file())
+    (file,) = [p for p in files if p.relative_to(store / "method_seconds").parts[3] != "0"]
+    return file
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated"])
+def test_a_damaged_shard_of_an_added_methods_seconds_is_damage_in_every_verb(
+    damage, added_store, stores, local_cluster, tmp_path, capsys
+):
+    # Before: status, summarize, report, plot and run all exited 1 with a traceback
+    # (added_methods.pending: "Stored and computed checksum do not match").
+    store = tmp_path / "S.zarr"
+    shutil.copytree(added_store, store)
+    file = added_seconds_file(store)
+    data = bytearray(file.read_bytes())
+    if damage == "flipped":
+        data[20] ^= 0x01
+    else:
+        data = data[: len(data) // 2]
+    file.write_bytes(bytes(data))
+    key = file.relative_to(store).as_posix()
+    before = tree_hash(store)
+    capsys.readouterr()
+    assert main(["status", str(store)]) == 4
+    status = capsys.readouterr()
+    assert "Traceback" not in status.err and key in status.out.splitlines()[0]
+    for args in (
+        ["summarize", str(store)],
+        ["report", str(store), "--out", str(tmp_path / "r.html")],
+        ["plot", str(store), "--out", str(tmp_path / "figures")],
+        ["errors", str(store)],
+    ):
+        code = main(args)
+        err = capsys.readouterr().err.splitlines()
+        assert code == 4 and len(err) == 1 and "damaged" in err[0], (args, err)
+    assert tree_hash(store) == before
+    sweep = write(tmp_path / "more.toml", sweep_text(STORED + ADDED))
+    assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+    got, want = open_dataset(store).load(), open_dataset(stores[1]["fresh"][0]).load()
+    for name in COMPARED:
+        assert_same_values(got[name].values, want[name].values, name)
+    assert main(["status", str(store)]) == 0
+
+
+def test_an_interrupted_addition_is_incomplete_until_run(added_store, tmp_path, capsys):
+    # Before: status "8/8 replicates done, 0 failed", exit 0; summarize --strict exit 0
+    # with the added methods' cells n/a and unmarked; errors exit 0.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(added_store, store)
+    for name in ("lower", "upper", "method_seconds"):  # as a run killed while adding them
+        write_as_a_run(store, name, (slice(None), 0, slice(2, None), slice(1, None)), np.nan)
+    capsys.readouterr()
+    assert main(["status", str(store)]) == 3
+    out = capsys.readouterr().out
+    for label in ("bb_basic", "sn"):
+        assert f"interval method {label} (added to the store) not computed yet for 6" in out
+    assert main(["summarize", str(store), "--strict"]) == 1
+    captured = capsys.readouterr()
+    assert "--strict" in captured.err
+    assert "not computed yet (ldpsim run resumes them)" in captured.out
+    assert main(["errors", str(store)]) == 3
+
+
+def test_a_deleted_shard_of_an_added_methods_seconds_is_damage(
+    added_store, stores, local_cluster, tmp_path, capsys
+):
+    # Before: the added methods read as pending (status exit 0), their values kept.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(added_store, store)
+    file = added_seconds_file(store)
+    file.unlink()
+    capsys.readouterr()
+    assert main(["status", str(store)]) == 4
+    assert file.relative_to(store).as_posix() in capsys.readouterr().out.splitlines()[0]
+    sweep = write(tmp_path / "more.toml", sweep_text(STORED + ADDED))
+    assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+    got, want = open_dataset(store).load(), open_dataset(stores[1]["fresh"][0]).load()
+    for name in COMPARED:
+        assert_same_values(got[name].values, want[name].values, name)

@@ -100,9 +100,9 @@ def test_a_flipped_byte_fails_its_checksum_and_is_recomputed(
     file = data_file(copy_of_demo, "lower")
     flip_byte(file)
     key = file.relative_to(copy_of_demo).as_posix()
-    assert_damage_reported(copy_of_demo, [key, "cannot be decoded"], capsys)
+    assert_damage_reported(copy_of_demo, [key, "corrupt or out of place"], capsys)
     assert run_demo(copy_of_demo, local_cluster) == 0
-    assert f"cannot be decoded ({key})" in capsys.readouterr().out
+    assert f"corrupt or out of place ({key})" in capsys.readouterr().out
     assert_same_values(copy_of_demo, demo_store)
     assert main(["status", str(copy_of_demo)]) == 0
 

@@ -313,3 +313,15 @@ def test_a_check_that_meets_a_commit_is_made_again(demo_store, tmp_path):
 
     with pytest.raises(StoreDamage, match="really"):  # no commit: the damage stands
         during_commits(store, damaged_store)
+
+
+def test_a_flipped_coordinate_bit_has_one_remedy_in_every_verb(demo_store, tmp_path, capsys):
+    # Before (issue 40, item 8): summarize said "Restore it from a copy" where status
+    # rightly said that `ldpsim run` writes it again.
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    _flip(store / "tau" / "c" / "0", 19)
+    assert main(["status", str(store)]) == EXIT_DAMAGED
+    assert "`ldpsim run` writes it again" in capsys.readouterr().out
+    for verb in ("summarize", "errors", "plot", "report"):
+        line = _one_damage_line(capsys, main([verb, str(store)]), ["tau"])
+        assert "`ldpsim run` writes it again" in line and "Restore" not in line, (verb, line)

@@ -24,6 +24,7 @@ import zarr
 from conftest import DEMO_ARGS, one_error_line, scheduler, tmpfs, tree_hash
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.digests import Write, writing
 from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import LOCK_NAME
 from ldpsim.pipeline.reading import open_dataset
@@ -134,7 +135,8 @@ def test_a_disk_that_fills_during_the_run_stops_it_resumably(
     done = zarr.open_array(str(store / "done"), mode="r+")
     flags = done[...]
     flags[1] = False  # tau = 0.9 not computed yet, as after an interrupted run
-    done[...] = flags
+    with writing(store, [Write("done", done, (), flags)]):  # as a run writes (its digests)
+        done[...] = flags
     filler = _fill(small_disk, 4096)  # room for the run lock, none for the results
     argv = [sys.executable, "-m", "ldpsim.pipeline", "run", *DEMO_ARGS, "--store", str(store)]
     result = subprocess.run(
@@ -166,14 +168,15 @@ def test_a_damaged_store_on_a_full_disk_is_repaired_then_stopped(
     result = subprocess.run(
         [*argv, *scheduler(local_cluster)], capture_output=True, text=True, timeout=300
     )
-    # Clearing the done flags of a whole shard deletes its file: it needs no room.
+    # Clearing the done flags records the digests of the files it changes first
+    # (ldpsim.pipeline.digests): a manifest, which needs room. The store stays as it was.
     assert result.returncode == 3, result
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("ldpsim:")]
     assert len(lines) == 1 and "is full (ENOSPC" in lines[0], result.stderr
-    assert "keeps 0 of the sweep's 4 replicates" in lines[0]
+    assert "before its damage was repaired (4 finished replicate(s)" in lines[0]
     _no_lock_files(store)
-    assert main(["status", str(store)]) == 3  # no longer damaged: 4 to compute
+    assert main(["status", str(store)]) == 4  # still damaged: run repairs it
     filler.unlink()
     assert main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)]) == 0
     new, old = open_dataset(store).load(), open_dataset(demo_store).load()

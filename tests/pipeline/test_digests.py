@@ -1,0 +1,170 @@
+"""Each data file bound to its array and place (pipeline/digests.py, issue 40 item 1).
+
+Before, a chunk's CRC-32C covered its own bytes only: ``lower`` and ``upper`` swapped in
+a finished store gave bb coverage 0.000 and a negative length, with ``status`` at
+"160/160 replicates done", exit 0, and ``run`` with nothing to do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from conftest import DEMO_ARGS, scheduler, tree_hash
+
+from ldpsim.pipeline import digests
+from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.damage import find_damage, open_arrays
+from ldpsim.pipeline.reading import load_dataset
+
+EXIT_DAMAGED = 4
+#: What a recomputation gives again bit for bit (not the timings, nor the job id).
+VALUES = ("estimate", "last", "lower", "upper", "method_estimate", "method_failed", "done")
+
+
+def files_by_shape(store: Path) -> dict[tuple, list[tuple[str, str | None]]]:
+    """Per file shape (and dimension count): each array's one file place, or None."""
+    out: dict[tuple, list[tuple[str, str | None]]] = {}
+    for name, array in open_arrays(store).items():
+        places = sorted(digests.array_files(store, name))
+        assert len(places) <= 1, (name, places)  # the demo store: one file per array
+        key = (len(array.shape), digests.file_shape(array))
+        out.setdefault(key, []).append((name, places[0] if places else None))
+    return out
+
+
+def swapped_pairs(store: Path) -> list[tuple[str, str]]:
+    """Every pair of places of two arrays with equal file shapes, at least one holding a
+    file (the other's place: its own file's key, or the key it would have)."""
+    pairs = []
+    for members in files_by_shape(store).values():
+        for (a, file_a), (b, file_b) in itertools.combinations(members, 2):
+            if file_a is None and file_b is None:
+                continue
+            key = (file_a or file_b).split("/", 1)[1]  # the same chunk key in both
+            pairs.append((f"{a}/{key}", f"{b}/{key}"))
+    return pairs
+
+
+def exchange(store: Path, first: str, second: str) -> None:
+    """Swap the files at two places (a file and an empty place: the file moves)."""
+    a, b, spare = store / first, store / second, store / "swap.tmp"
+    if a.exists():
+        a.rename(spare)
+    if b.exists():
+        a.parent.mkdir(parents=True, exist_ok=True)
+        b.rename(a)
+    if spare.exists():
+        b.parent.mkdir(parents=True, exist_ok=True)
+        spare.rename(b)
+
+
+def test_the_demo_store_has_equal_shaped_files_of_every_kind(demo_store):
+    pairs = swapped_pairs(demo_store)
+    arrays = {place.split("/", 1)[0] for pair in pairs for place in pair}
+    # Every array of the store is in some pair but 'method' (no other array of 4 labels).
+    assert arrays == set(open_arrays(demo_store)) - {"method"}, arrays
+    assert ("lower/c/0/0/0/0/0", "upper/c/0/0/0/0/0") in pairs
+
+
+def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The pairs in rounds of pairs with no array in common (greedily): the swaps of a
+    round can be made in one store and repaired by one run."""
+    out: list[list[tuple[str, str]]] = []
+    for pair in pairs:
+        arrays = {place.split("/", 1)[0] for place in pair}
+        for members in out:
+            if not arrays & {place.split("/", 1)[0] for p in members for place in p}:
+                members.append(pair)
+                break
+        else:
+            out.append([pair])
+    return out
+
+
+def test_every_swap_of_equal_shaped_files_is_damage_that_run_repairs(
+    demo_store, local_cluster, tmp_path, capsys
+):
+    reference = load_dataset(demo_store)
+    store = tmp_path / "S.zarr"
+    pairs = swapped_pairs(demo_store)
+    assert len(pairs) >= 15, pairs
+    for pair in pairs:  # each swap alone: every reader refuses the store, unchanged
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.copytree(demo_store, store)
+        exchange(store, *pair)
+        before = tree_hash(store)
+        capsys.readouterr()
+        assert main(["status", str(store)]) == EXIT_DAMAGED, pair
+        line = capsys.readouterr().out.splitlines()[0]
+        assert "damaged" in line, (pair, line)
+        report = tmp_path / "report.html"
+        for args in (["summarize", str(store)], ["report", str(store), "--out", str(report)]):
+            assert main(args) == EXIT_DAMAGED, (args, pair)
+            err = capsys.readouterr().err.splitlines()
+            assert len(err) == 1 and "damaged" in err[0], (args, pair, err)
+        assert not report.exists()
+        assert tree_hash(store) == before
+    for swaps in rounds(pairs):  # the swaps of a round at once: one run repairs them all
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.copytree(demo_store, store)
+        for pair in swaps:
+            exchange(store, *pair)
+        code = main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)])
+        out = capsys.readouterr().out
+        assert code == 0 and "damaged" in out, (swaps, out)
+        assert not find_damage(store, verify=True), swaps
+        repaired = load_dataset(store)
+        for name in (*VALUES, "truth", "pseudo_truth", "tau", "n", "rep", "coord", "method"):
+            np.testing.assert_array_equal(
+                repaired[name].values, reference[name].values, err_msg=f"{name} {swaps}"
+            )
+
+
+def test_an_interrupted_write_reads_whole_and_is_settled(demo_store, tmp_path):
+    """A run killed between a file and its manifest: readers verify the regions it
+    recorded, the next run settles them; another file in that place is damage."""
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    lower = zarr.open_array(str(store / "lower"), mode="r+")
+    values = np.asarray(lower[...])
+    values[0, 0, 0, 0, 0] += 1.0
+    region = (slice(None),) * values.ndim
+    with pytest.raises(KeyboardInterrupt):
+        with digests.writing(store, [digests.Write("lower", lower, region, values)]):
+            lower[...] = values
+            raise KeyboardInterrupt  # killed before the digests were recorded
+    manifest = json.loads((store / "ldpsim/digests/block-0-0-0.json").read_text())
+    assert "lower/c/0/0/0/0/0" in manifest["writing"]
+    assert not find_damage(store)  # the file holds what the write recorded
+    assert digests.settle(store, open_arrays(store)) == 1
+    manifest = json.loads((store / "ldpsim/digests/block-0-0-0.json").read_text())
+    assert "writing" not in manifest
+    assert not find_damage(store)
+
+    # The same interruption, then the file swapped with upper's: damage.
+    with pytest.raises(KeyboardInterrupt):
+        with digests.writing(store, [digests.Write("lower", lower, region, values)]):
+            lower[...] = values
+            raise KeyboardInterrupt
+    exchange(store, "lower/c/0/0/0/0/0", "upper/c/0/0/0/0/0")
+    damage = find_damage(store)
+    assert set(damage.corrupt) == {"lower/c/0/0/0/0/0", "upper/c/0/0/0/0/0"}
+    assert digests.settle(store, open_arrays(store)) == 0  # left for the repair
+
+
+def test_a_manifest_that_does_not_parse_is_damage(demo_store, tmp_path, capsys):
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    (store / "ldpsim/digests/block-0-0-0.json").write_text("{not json")
+    damage = find_damage(store)
+    assert damage.manifests == ("block-0-0-0.json",)
+    # Every file it vouched for counts as corrupt: what they hold is not vouched for.
+    assert "lower/c/0/0/0/0/0" in damage.corrupt and damage.replicates.all()
+    assert main(["summarize", str(store)]) == EXIT_DAMAGED
+    assert "digest file(s) cannot be read" in capsys.readouterr().err
