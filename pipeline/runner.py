@@ -19,7 +19,8 @@ import numpy as np
 
 from ldpsim.pipeline.code_identity import plan_units, sweep_units
 from ldpsim.pipeline.cost import replicate_seconds
-from ldpsim.pipeline.damage import find_damage, repair
+from ldpsim.pipeline.damage import find_damage, open_arrays, repair
+from ldpsim.pipeline.digests import settle
 from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS, Layout, layout_for, store_index
@@ -570,6 +571,8 @@ def _execute(
         removed = remove_partial_files(store.path)
         if removed:
             log(f"Removed {removed} partial file(s) left by an interrupted run.")
+        if store.digests:  # the writes a killed run recorded and did not finish recording
+            settle(store.path, open_arrays(store.path))
         damage = None if undamaged else find_damage(store.path)
         if damage:  # their replicates are made not done, and computed below
             log(f"The store is {damage.describe('recomputing them')}.")

@@ -16,6 +16,7 @@ import pytest
 from conftest import computed, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.damage import find_damage
 from ldpsim.pipeline.layout import META_GROUP
 from ldpsim.pipeline.lock import LOCK_NAME, RunLock
 from ldpsim.pipeline.reading import open_dataset
@@ -83,6 +84,8 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
         proc.wait()
         kills.append((moment, done_count(store)))
         if store.exists():
+            # A kill between a file and its digest is not damage (ldpsim.pipeline.digests).
+            assert not find_damage(store), moment
             ds = open_dataset(store)  # opens with xarray at every intermediate point
             done = ds["done"].values
             done_at_kill.append(
@@ -105,6 +108,10 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
         assert not again, f"recomputed after being marked done: {again}"
     leftovers = [p for pat in ("*.partial", "*.tmp") for p in store.rglob(pat)]
     assert not leftovers
+    # Every write's record of its digests was completed, by its run or the next.
+    for manifest in (store / META_GROUP / "digests").glob("*.json"):
+        assert "writing" not in json.loads(manifest.read_text()), manifest.name
+    assert not find_damage(store)
     assert not (store / META_GROUP / LOCK_NAME).exists()
     # The mid and late kills left work done and work to do.
     assert 0 < kills[1][1] < total and kills[1][1] <= kills[2][1] < total, kills
