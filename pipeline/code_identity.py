@@ -143,7 +143,7 @@ def package_sha256(cls: type, distribution_name: str | None) -> str | None:
 
 
 def unit_origin(cls: type, package_hashes: dict[Any, str | None] | None = None) -> dict[str, Any]:
-    """Where the unit class ``cls`` comes from, and the hash of its module's source.
+    """Where the unit class ``cls`` comes from, and the hashes of its code.
 
     Parameters
     ----------
