@@ -197,6 +197,7 @@ def check_chain_code(
     from ldpsim.pipeline.code_identity import (
         CODE_VERSION,
         KIND_WORDS,
+        code_differs,
         describe,
         read_generations,
         spec_units,
@@ -208,11 +209,10 @@ def check_chain_code(
     from ldpsim.pipeline.store import Store
 
     def changed(key: str, old: dict[str, Any]) -> bool:
-        """Whether the model or mechanism ``key``'s known source differs from this run's."""
+        """Whether the model or mechanism ``key``'s known code differs from this run's."""
         if key.partition(":")[0] not in ("model", "mechanism"):
             return False
-        a, b = old.get("source_sha256"), (units.get(key) or {}).get("source_sha256")
-        return bool(a and b and a != b)
+        return code_differs(old, units.get(key) or {})
 
     generations = read_generations(read_attrs(path))
     if not any(changed(key, old) for g in generations or [] for key, old in g.items()):
@@ -326,13 +326,14 @@ def submit_methods(
     checks (:func:`ldpsim.pipeline.code_identity.check_running_units`), as the tasks of
     :func:`ldpsim.pipeline.runner.submit` do.
     """
+    from ldpsim.pipeline.code_identity import task_hashes
     from ldpsim.pipeline.layout import TASK_SECONDS
     from ldpsim.pipeline.runner import group_tasks
 
     first, work = plan_methods(sweep, store)
     labels = list(store.layout.methods[first:])
     tasks = group_tasks(work, TASK_SECONDS)
-    hashes = {key: origin["source_sha256"] for key, origin in units.items()}
+    hashes = task_hashes(units)
     extra = {"resources": {"GPU": 1}} if sweep.backend == "gpu" else {}
     futures = {
         client.submit(

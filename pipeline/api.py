@@ -1300,10 +1300,11 @@ def register(unit: type) -> type:
     clusters alike). Registering a class of the same name again (the cell edited and run
     again) replaces it, without restarting the kernel. Its source is hashed (the class's
     and its compiled callbacks'; in a notebook, where Python cannot read a class's
-    source, each of its functions' and its attributes'), and a store records the hash,
-    as it does a plugin's:
-    computing into a store written with another version of it is refused unless
-    ``accept_code_change``.
+    source, each of its functions' and its attributes'; a function made by ``exec`` of
+    a string, which has no source, by its code object), and a store records the hash,
+    as it does a plugin's: computing into a store written with another version of it is
+    refused unless ``accept_code_change``. A module of yours that the class imports is
+    not hashed: an edit there is not seen (``docs/extending.md``).
 
     Parameters
     ----------
@@ -1325,9 +1326,8 @@ def register(unit: type) -> type:
         ``unit`` is not a subclass of one of the three bases.
     InputError
         It breaks a rule of its kind (no compiled callback, a parameter named like a
-        spec key, ...), has the name of a built-in unit or an installed plugin, or its
-        source cannot be read (a class made by ``exec`` of a string: a store could not
-        tell its versions apart); one line saying which.
+        spec key, ...), or has the name of a built-in unit or an installed plugin; one
+        line saying which.
 
     Examples
     --------

@@ -2,21 +2,30 @@
 
 A store's ``units`` root attribute (JSON) is a list of *generations*: each maps every
 unit the store uses (``"method:bb"``, ``"model:quantile"``, ...) to its origin, built-in
-(``{"origin": "ldpsim", "version": ..., "source_sha256": ...}``) or plugin
-(``{"origin": "plugin", "distribution": ..., "version": ..., "source_sha256": ...}``).
-The per-replicate variable ``code_version`` holds the index of the generation whose code
-computed the replicate (-1: computed before ldpsim recorded it). A run whose units' source
-differs from the latest generation is refused, unless it accepts the change, which adds a
+(``{"origin": "ldpsim", "version": ..., "source_sha256": ...}``), plugin
+(``{"origin": "plugin", "distribution": ..., "version": ..., "source_sha256": ...,
+"package_sha256": ...}``) or registered at run time (``{"origin": "registered", "class":
+..., "version": None, "source_sha256": ...}``). The per-replicate variable
+``code_version`` holds the index of the generation whose code computed the replicate (-1:
+computed before ldpsim recorded it). A run whose units' code differs from the latest
+generation (:func:`code_differs`) is refused, unless it accepts the change, which adds a
 generation (:func:`plan_units`).
+
+A plugin's ``package_sha256`` (the Python files of its package, :func:`package_sha256`)
+came after ``source_sha256`` (its module's file): a store written before it has none,
+and is compared by ``source_sha256`` alone until a run records it.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import inspect
 import json
+import os
+import sys
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +47,8 @@ CODE_VERSION = "code_version"
 UNRECORDED = -1
 #: How a message names each kind of unit.
 KIND_WORDS = {"model": "model", "mechanism": "mechanism", "method": "interval method"}
+#: The keys of a unit's origin that identify its code, and how a message names each.
+CODE_KEYS = {"source_sha256": "source", "package_sha256": "package"}
 
 
 def _source_sha256(cls: type) -> str | None:
@@ -49,21 +60,108 @@ def _source_sha256(cls: type) -> str | None:
         return None
 
 
-def unit_origin(cls: type) -> dict[str, Any]:
-    """Where the unit class ``cls`` comes from, and the hash of its module's source.
+def _package_root(module: str) -> Path | None:
+    """The folder of the package that holds ``module`` (its first ancestor with a file:
+    a namespace package has none), or the module's own file where it has no package."""
+    parts = module.split(".")
+    for end in range(1, len(parts) + 1):
+        file = getattr(sys.modules.get(".".join(parts[:end])), "__file__", None)
+        if file:
+            path = Path(file)
+            return path.parent if path.name == "__init__.py" else path
+    return None
+
+
+#: How the modules that an editable install adds start (setuptools', and the editables
+#: package's of hatchling): they name the checkout's folder, not the plugin's code.
+EDITABLE_FINDERS = ("__editable__", "_editable_impl_")
+
+
+def package_files(cls: type, distribution_name: str | None) -> dict[str, str]:
+    """The Python files of the package of the plugin class ``cls``: their paths, by
+    their names in it.
+
+    Every ``.py`` file under the folder of ``cls``'s top-level package (the module's
+    own file where it is a top-level module): what an editable install runs from. And
+    every ``.py`` file that the installed distribution ``distribution_name`` lists in
+    its ``RECORD`` (its other top-level modules and packages, as pip installed them),
+    but the finders of an editable install (:data:`EDITABLE_FINDERS`).
+    The names are relative to the folder that holds the package, as the distribution
+    lists them, so that two installations of the same files name them alike.
+    """
+    found: dict[str, str] = {}  # path -> name; a file of both the folder and the list once
+    root = _package_root(cls.__module__)
+    if root is not None:
+        real = os.path.realpath(root)
+        start = len(os.path.join(os.path.dirname(real), ""))  # names start in the parent
+        if os.path.isdir(real):
+            for folder, subfolders, names in os.walk(real):
+                subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+                for name in names:
+                    if name.endswith(".py"):
+                        path = os.path.join(folder, name)
+                        found[path] = path[start:].replace(os.sep, "/")
+        else:
+            found[real] = os.path.basename(real)
+    record = None
+    if distribution_name:
+        try:
+            dist = distribution(distribution_name)
+            record = dist.read_text("RECORD")
+        except PackageNotFoundError:  # declared by a package no longer installed
+            pass
+    if record:
+        # Read as text: importlib's own list of the files costs tens of milliseconds for a
+        # large distribution, this a few.
+        base = os.path.realpath(dist.locate_file(""))
+        for row in csv.reader(record.splitlines()):
+            if row and row[0].endswith(".py") and not row[0].startswith(EDITABLE_FINDERS):
+                path = os.path.normpath(os.path.join(base, row[0]))
+                found.setdefault(path, row[0])
+    return {name: path for path, name in found.items()}
+
+
+def package_sha256(cls: type, distribution_name: str | None) -> str | None:
+    """SHA-256 (hex) of the Python files of the plugin class ``cls``'s package
+    (:func:`package_files`, each by its name and content); None where there are none.
+
+    A plugin's own module is in its ``source_sha256``; this hash covers the modules it
+    imports from its own package and distribution too (a helper module edited), not
+    those of other distributions.
+    """
+    digest = hashlib.sha256()
+    files = package_files(cls, distribution_name)
+    for name in sorted(files):
+        try:
+            with open(files[name], "rb") as file:
+                data = file.read()
+        except OSError:  # listed, but not there (a file removed by hand): none
+            continue
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest() if files else None
+
+
+def unit_origin(cls: type, package_hashes: dict[Any, str | None] | None = None) -> dict[str, Any]:
+    """Where the unit class ``cls`` comes from, and the hashes of its code.
 
     Parameters
     ----------
     cls : type
         A model, mechanism or interval method class (a registry's value).
+    package_hashes : dict, optional
+        The package hashes read so far, by package and distribution, kept and used
+        here: the units of one package hash its files once (:func:`sweep_units`).
 
     Returns
     -------
     dict
         ``{"origin": "ldpsim", "version": ..., "source_sha256": ...}`` for a built-in
         unit; ``{"origin": "plugin", "distribution": ..., "version": ...,
-        "source_sha256": ...}`` for a plugin (distribution and version None where no
-        installed package declares it).
+        "source_sha256": ..., "package_sha256": ...}`` for a plugin (distribution and
+        version None where no installed package declares it; :func:`package_sha256`);
+        ``{"origin": "registered", "class": ..., "version": None, "source_sha256":
+        ...}`` for a unit registered at run time.
     """
     from ldpsim.tasks.plugins import REGISTERED_ORIGIN, plugins
 
@@ -84,11 +182,16 @@ def unit_origin(cls: type) -> dict[str, Any]:
         return {"origin": "ldpsim", "version": ours, "source_sha256": sha}
     declared = record.distribution if record is not None else None
     name, _, release = (declared or "").rpartition(" ")
+    package = (_package_root(cls.__module__), name)
+    hashes = {} if package_hashes is None else package_hashes
+    if package not in hashes:
+        hashes[package] = package_sha256(cls, name or None)
     return {
         "origin": "plugin",
         "distribution": name or None,
         "version": release or None,
         "source_sha256": sha,
+        "package_sha256": hashes[package],
     }
 
 
@@ -107,34 +210,64 @@ def sweep_units(sweep: Sweep) -> dict[str, dict[str, Any]]:
     classes: dict[str, type] = {}
     for point in sweep.points():
         classes.update(spec_units(point.normalized))
-    return {key: unit_origin(classes[key]) for key in sorted(classes)}
+    package_hashes: dict[Any, str | None] = {}  # the units of one package: read once
+    return {key: unit_origin(classes[key], package_hashes) for key in sorted(classes)}
 
 
-#: The source hash of each unit class as this process first read it. A worker runs the
-#: code it imported: a file that changed since is not what it computes with.
-_FIRST_READ: dict[type, str | None] = {}
+def code_of(origin: dict[str, Any]) -> dict[str, str]:
+    """The hashes of a unit's origin that identify its code (:data:`CODE_KEYS`), those
+    it has."""
+    return {key: origin[key] for key in CODE_KEYS if origin.get(key)}
 
 
-def running_source_sha256(cls: type) -> str | None:
-    """The SHA-256 of ``cls``'s module as this process first read it (then kept); for a
-    unit registered at run time, the hash its registration carries."""
+def code_differs(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether two origins of a unit (or their :func:`code_of`) name other code: a hash
+    of :data:`CODE_KEYS` that both know differs (one that only one knows is not compared:
+    a store written before ldpsim recorded a plugin's package hash)."""
+    return any(old.get(key) and new.get(key) and old[key] != new[key] for key in CODE_KEYS)
+
+
+def task_hashes(units: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """What a task carries of the units' code as the run read it (:func:`sweep_units`),
+    which its worker checks (:func:`check_running_units`)."""
+    return {key: code_of(origin) for key, origin in units.items()}
+
+
+#: The code hashes of each unit class as this process first read them. A worker runs
+#: the code it imported: a file that changed since is not what it computes with.
+_FIRST_READ: dict[type, dict[str, str]] = {}
+
+
+def running_code(cls: type) -> dict[str, str]:
+    """The hashes of ``cls``'s code (:func:`code_of` of its :func:`unit_origin`) as
+    this process first read them (then kept); for a unit registered at run time, the
+    hash its registration carries."""
     from ldpsim.tasks.plugins import REGISTERED_ORIGIN, registered
 
     for record in registered():
         if record.unit is cls and record.distribution == REGISTERED_ORIGIN:
-            return record.source_sha256
+            return code_of({"source_sha256": record.source_sha256})
     if cls not in _FIRST_READ:
-        _FIRST_READ[cls] = _source_sha256(cls)
+        _FIRST_READ[cls] = code_of(unit_origin(cls))
     return _FIRST_READ[cls]
 
 
-def check_running_units(spec: ReplicateSpec, expected: dict[str, str | None]) -> None:
+def _hashes_text(code: dict[str, Any]) -> str:
+    """``source 1a2b3c4d, package 5e6f7a8b``: the hashes of :data:`CODE_KEYS` it has."""
+    shown = [f"{word} {code[key][:8]}" for key, word in CODE_KEYS.items() if code.get(key)]
+    return ", ".join(shown) or "source unknown"
+
+
+def check_running_units(
+    spec: ReplicateSpec, expected: dict[str, dict[str, str] | str | None]
+) -> None:
     """Refuse to compute with a unit whose code in this process is not the store's.
 
-    Called by a worker for each grid point of a task. ``expected`` is the source hash
-    of every unit as the client read it (:func:`sweep_units`), which the store records;
-    a worker that imported a unit before its file changed (a cluster kept up across an
-    edit) would compute with the old code under the new code's version.
+    Called by a worker for each grid point of a task. ``expected`` holds the code
+    hashes of every unit as the client read them (:func:`task_hashes`; a bare source
+    hash is read as ``{"source_sha256": ...}``), which the store records; a worker
+    that imported a unit before its files changed (a cluster kept up across an edit)
+    would compute with the old code under the new code's version.
 
     Raises
     ------
@@ -143,13 +276,16 @@ def check_running_units(spec: ReplicateSpec, expected: dict[str, str | None]) ->
         task's replicates are then recorded as failed, and none is stored as done.
     """
     for key, cls in spec_units(spec).items():
-        want, have = expected.get(key), running_source_sha256(cls)
-        if want and have and want != have:
+        want = expected.get(key) or {}
+        want = {"source_sha256": want} if isinstance(want, str) else want
+        have = running_code(cls)
+        if code_differs(want, have):
             kind, _, name = key.partition(":")
             raise RuntimeError(
                 f"This worker runs another copy of the {KIND_WORDS.get(kind, kind)} "
-                f"{name!r} (source {have[:8]}) than the client read (source {want[:8]}): "
-                "it imported the unit before its file changed, or it has another "
+                f"{name!r} ({_hashes_text(have)}) than the client read "
+                f"({_hashes_text(want)}): "
+                "it imported the unit before its files changed, or it has another "
                 "installation of it. Restart the workers (client.restart(), or a new "
                 "cluster), or install the same code on them, and run again."
             )
@@ -173,15 +309,16 @@ def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] |
 
 
 def describe(origin: dict[str, Any]) -> str:
-    """``plugin mypkg 0.1, source 1a2b3c4d`` or ``ldpsim 0.2, source 9f8e7d6c``."""
-    sha = (origin.get("source_sha256") or "unknown")[:8]
+    """``plugin mypkg 0.1, source 1a2b3c4d, package 5e6f7a8b`` (the package hash where
+    the origin has it) or ``ldpsim 0.2, source 9f8e7d6c``."""
+    hashes = _hashes_text(origin)
     if origin.get("origin") == "registered":
-        return f"registered at run time ({origin.get('class')}), source {sha}"
+        return f"registered at run time ({origin.get('class')}), {hashes}"
     if origin.get("origin") == "plugin":
         where = f"plugin {origin.get('distribution') or '(no package)'} {origin.get('version')}"
     else:
         where = f"ldpsim {origin.get('version')}"
-    return f"{where}, source {sha}"
+    return f"{where}, {hashes}"
 
 
 @dataclass(frozen=True)
@@ -202,13 +339,13 @@ class UnitsPlan:
 def changed_units(
     old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The units of both ``old`` and ``new`` whose known source hashes differ."""
-    out = []
-    for key in sorted(set(old) & set(new)):
-        a, b = old[key].get("source_sha256"), new[key].get("source_sha256")
-        if a and b and a != b:
-            out.append({"unit": key, "old": old[key], "new": new[key]})
-    return out
+    """The units of both ``old`` and ``new`` whose known code hashes differ
+    (:func:`code_differs`)."""
+    return [
+        {"unit": key, "old": old[key], "new": new[key]}
+        for key in sorted(set(old) & set(new))
+        if code_differs(old[key], new[key])
+    ]
 
 
 def plan_units(
@@ -301,9 +438,10 @@ def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
 
     A replicate's ``code_version`` is the store's generation when it was computed; two
     generations count as one version for a cell whose units (its model, mechanism and
-    method, :func:`_cell_units`) have the same source hashes in both: a change of
-    another unit does not make the cell mixed. A replicate computed before the store
-    recorded its units counts for none; None for a store without the variable.
+    method, :func:`_cell_units`) have the same code hashes in both (:data:`CODE_KEYS`;
+    a unit's package hash only where every generation of the cell records it): a
+    change of another unit does not make the cell mixed. A replicate computed before
+    the store recorded its units counts for none; None for a store without the variable.
     """
     import xarray as xr
 
@@ -330,9 +468,18 @@ def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
         values = {dim: ds[dim].values[i].item() for dim, i in zip(grid, index, strict=True)}
         for m, label in enumerate(methods):
             units = _cell_units(sweep, values, label, known)
+            origins = [[generations[v].get(unit, {}) for unit in units] for v in present]
+            # A package hash counts where every generation of the cell records it: one
+            # recorded from some run on (a store older than it) is no change of the code.
+            packaged = [
+                all(row[u].get("package_sha256") for row in origins) for u in range(len(units))
+            ]
             codes = {
-                tuple(generations[v].get(unit, {}).get("source_sha256") for unit in units)
-                for v in present
+                tuple(
+                    (origin.get("source_sha256"), packaged[u] and origin["package_sha256"])
+                    for u, origin in enumerate(row)
+                )
+                for row in origins
             }
             out[(*index, m)] = len(codes)
     coords = {dim: ds[dim] for dim in grid}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ldpsim.pipeline.code_identity import plan_units, sweep_units
+from ldpsim.pipeline.code_identity import plan_units, sweep_units, task_hashes
 from ldpsim.pipeline.cost import replicate_seconds
 from ldpsim.pipeline.damage import find_damage, open_arrays, repair
 from ldpsim.pipeline.digests import settle
@@ -503,7 +503,7 @@ def submit(
 
     methods, d = list(layout.methods), layout.d
     # The units' code as the run read it: a worker that imported another version refuses.
-    hashes = {key: origin["source_sha256"] for key, origin in units.items()}
+    hashes = task_hashes(units)
     futures = {}
     # The methods of a GPU sweep prefer the workers without a GPU: Dask would run them
     # where the launch's output lies, on the GPU worker, whose threads launch.

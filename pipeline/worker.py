@@ -30,7 +30,7 @@ def run_task(
     methods: list[str],
     d: int,
     key: str,
-    units: dict[str, str | None] | None = None,
+    units: dict[str, dict[str, str]] | None = None,
     launched: list[Launch | Exception] | None = None,
 ) -> list[dict[str, Any] | Exception]:
     """Run several chunks, each (grid point spec, replicates, chunk key): one Dask task
@@ -76,7 +76,7 @@ class Launch:
 
 def launch_gpu(
     chunks: list[tuple[dict[str, Any], list[int], str]],
-    units: dict[str, str | None] | None = None,
+    units: dict[str, dict[str, str]] | None = None,
 ) -> list[Launch | Exception]:
     """The GPU backend's half of a task, on a worker that holds a GPU (resource "GPU"):
     each chunk's replicates in one kernel launch.
@@ -94,7 +94,7 @@ def launch_gpu(
     return each_chunk(chunks, launch)
 
 
-def checked_setup(spec: dict[str, Any], units: dict[str, str | None] | None) -> GridPointSetup:
+def checked_setup(spec: dict[str, Any], units: dict[str, dict[str, str]] | None) -> GridPointSetup:
     """The grid point ``spec`` set up (once per process), its units checked against the
     client's (:func:`ldpsim.pipeline.code_identity.check_running_units`)."""
     with warnings.catch_warnings():
@@ -138,7 +138,7 @@ def method_arrays(n_methods: int, n_reps: int, shape: tuple[int, ...]) -> dict[s
 
 
 def timed_setup(
-    spec: dict[str, Any], units: dict[str, str | None] | None
+    spec: dict[str, Any], units: dict[str, dict[str, str]] | None
 ) -> tuple[GridPointSetup, float]:
     """:func:`checked_setup` and its seconds (in a new process it compiles or loads the
     kernel: part of the chunk's ``warm_up_seconds``)."""
@@ -153,7 +153,7 @@ def run_chunk(
     methods: list[str],
     d: int,
     key: str,
-    units: dict[str, str | None] | None = None,
+    units: dict[str, dict[str, str]] | None = None,
     launched: Launch | Exception | None = None,
 ) -> dict[str, Any]:
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.

@@ -23,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import numbers
 import re
+import sys
 import threading
 import types
 from collections.abc import Iterator
@@ -69,8 +71,9 @@ class Plugin:
         Why it was left out, one line; None when it is usable.
     source_sha256 : str or None
         A unit registered at run time (:func:`register`): the SHA-256 of its source (its
-        class's and its callbacks'), as the registering process read it; None for an
-        entry point (its module's file is hashed, ``ldpsim.pipeline.code_identity``).
+        class's and its callbacks'; their code where it has no source,
+        :func:`unit_source_sha256`), as the registering process read it; None for an
+        entry point (its package's files are hashed, ``ldpsim.pipeline.code_identity``).
     """
 
     kind: str
@@ -198,8 +201,10 @@ _DATACLASS_MADE = frozenset(
     {"__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__lt__"}
     | {"__le__", "__gt__", "__ge__", "__getstate__", "__setstate__", "__replace__"}
 )
-#: Modules whose classes in a unit's bases are not the unit's own code.
+#: Modules whose classes in a unit's bases are not the unit's own code (with ldpsim's).
 _NOT_OWN = ("builtins", "abc", "typing")
+#: Values of a global that the code of a function without source reads, hashed by repr.
+_PLAIN = (numbers.Number, str, bytes, type(None))
 
 
 def _functions_of(value: object) -> list[object]:
@@ -215,19 +220,148 @@ def _functions_of(value: object) -> list[object]:
 
 
 def _stable_repr(value: object) -> str:
-    """``repr(value)`` without memory addresses, which differ from process to process."""
+    """``repr(value)`` without memory addresses, and a set's items sorted: both differ
+    from process to process (a string's hash, hence a set's order, is salted per
+    process)."""
+    if isinstance(value, set | frozenset) and value:
+        items = "{" + ", ".join(sorted(_stable_repr(item) for item in value)) + "}"
+        return items if type(value) is set else f"{type(value).__name__}({items})"
     return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
 
 
-def _member_sources(unit: type) -> tuple[list[str], str | None]:
-    """What a class whose own source cannot be read is made of: the source of each of
-    its functions (and of its own bases'), its other attributes and its dataclass fields
-    by their repr; and the first function whose source cannot be read either (or None)."""
+def _is_library_class(cls: type) -> bool:
+    """Whether ``cls`` is ldpsim's or Python's own class (``object``, ``abc.ABC``,
+    ``typing.Generic``): the class its module and qualified name designate, not a class
+    of the unit's that only carries such a module's name (one made by ``exec`` in a
+    fresh namespace has the module ``builtins``)."""
+    module = cls.__module__
+    if not (_is_ldpsim(module) or module in _NOT_OWN):
+        return False
+    found: object = sys.modules.get(module)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is cls
+
+
+def _const_text(value: object) -> str:
+    """A code object's constant as text: a nested code object by its own
+    :func:`_code_text`, a frozenset sorted (its repr's order varies between processes)."""
+    if isinstance(value, types.CodeType):
+        return _code_text(value)
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_const_text(item) for item in value) + ",)"
+    if isinstance(value, frozenset):
+        return "frozenset({" + ", ".join(sorted(_const_text(item) for item in value)) + "})"
+    return _stable_repr(value)
+
+
+#: The flags of a code object that say what kind of code it is (a generator, ``*args``);
+#: the higher ones are ``__future__`` imports, which ``exec`` inherits from its caller.
+_KIND_FLAGS = 0xFFFF
+
+
+def _code_text(code: types.CodeType) -> str:
+    """What a code object computes: its bytecode, exception table, constants (nested
+    code objects recursively), names, variables, argument counts and kind; not its file,
+    line numbers or ``__future__`` flags, which do not change what it computes."""
+    fields = (
+        code.co_name,
+        code.co_argcount,
+        code.co_posonlyargcount,
+        code.co_kwonlyargcount,
+        code.co_flags & _KIND_FLAGS,
+        code.co_names,
+        code.co_varnames,
+        code.co_freevars,
+        code.co_cellvars,
+        code.co_code.hex(),
+        code.co_exceptiontable.hex(),
+    )
+    consts = ", ".join(_const_text(value) for value in code.co_consts)
+    return f"code{fields!r} consts ({consts})"
+
+
+def _names_read(code: types.CodeType) -> set[str]:
+    """The global (and attribute) names that ``code`` and its nested code objects use."""
+    names = set(code.co_names)
+    for value in code.co_consts:
+        if isinstance(value, types.CodeType):
+            names |= _names_read(value)
+    return names
+
+
+def _value_text(value: object, namespace: dict[str, object], seen: set[int]) -> str | None:
+    """A default, closure or global value of a function of ``namespace`` as text: a
+    function of the same namespace by its code (:func:`_function_code_text`), one of
+    another (a library's) by its name; plain data (numbers, strings, and tuples, lists,
+    sets and dicts of them) by its repr; None for anything else (a module, a class, an
+    object), which is not hashed."""
+    value = getattr(value, "py_func", value)  # a numba dispatcher: its Python function
+    if isinstance(value, types.FunctionType):
+        if value.__globals__ is namespace:
+            return _function_code_text(value, seen)
+        return f"function {value.__module__}.{value.__qualname__}"
+    if isinstance(value, _PLAIN):
+        return _stable_repr(value)
+    if isinstance(value, tuple | list | frozenset | set | dict):
+        items = [*value.items()] if isinstance(value, dict) else [*value]
+        texts = [_value_text(item, namespace, seen) for item in items]
+        if None in texts:  # data that holds an object: not hashed
+            return None
+        if isinstance(value, frozenset | set):
+            texts.sort()  # its order differs from process to process
+        return f"{type(value).__name__}({', '.join(map(str, texts))})"
+    return None
+
+
+def _function_code_text(function: types.FunctionType, seen: set[int]) -> str:
+    """A function whose source cannot be read (made by ``exec`` of a string), by what
+    it computes: its code object (:func:`_code_text`), its defaults, its closure's
+    values, and the values of the globals it reads (:func:`_value_text`: the functions
+    of its own namespace by the same rule, once each: ``seen``)."""
+    if id(function) in seen:
+        return f"<function {function.__qualname__}>"
+    seen.add(id(function))
+    namespace = function.__globals__
+    parts = [_code_text(function.__code__)]
+    for default in function.__defaults__ or ():
+        parts.append(f"default {_value_text(default, namespace, seen)}")
+    for name, default in sorted((function.__kwdefaults__ or {}).items()):
+        parts.append(f"default {name} {_value_text(default, namespace, seen)}")
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=True):
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            continue
+        text = _value_text(contents, namespace, seen)
+        parts.append(f"closure {name} {_stable_repr(contents) if text is None else text}")
+    for name in sorted(_names_read(function.__code__)):
+        if name in namespace:
+            text = _value_text(namespace[name], namespace, seen)
+            if text is not None:
+                parts.append(f"global {name} = {text}")
+    return "\n".join(parts)
+
+
+def _function_text(function: types.FunctionType) -> str | None:
+    """A function's source, where Python can read it (a file, a notebook's cell); else
+    None."""
     import inspect
 
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return None
+
+
+def _member_sources(unit: type) -> list[str]:
+    """What a class whose own source cannot be read is made of: each of its functions
+    (and of its own bases') by its source, or by its code where the source cannot be
+    read either (:func:`_function_code_text`), its other attributes and its dataclass
+    fields by their repr."""
     parts = []
     for cls in unit.__mro__:
-        if cls is object or _is_ldpsim(cls.__module__) or cls.__module__ in _NOT_OWN:
+        if cls is object or _is_library_class(cls):
             continue  # ldpsim's bases are hashed as ldpsim's code, not as the unit's
         bases = ", ".join(f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__)
         parts.append(f"class {cls.__qualname__}({bases})")
@@ -235,11 +369,11 @@ def _member_sources(unit: type) -> tuple[list[str], str | None]:
         for name, value in vars(cls).items():
             functions = _functions_of(value)
             for function in functions:
-                try:
-                    parts.append(inspect.getsource(function))
-                except (OSError, TypeError):
-                    if name not in made:
-                        return parts, f"{cls.__qualname__}.{name}"
+                text = _function_text(function)
+                if text is not None:
+                    parts.append(text)
+                elif name not in made:  # what a dataclass writes follows from its fields
+                    parts.append(_function_code_text(function, set()))
             if not functions and (not name.startswith("__") or name == "__doc__"):
                 parts.append(f"{name} = {_stable_repr(value)}")
         if dataclasses.is_dataclass(cls):
@@ -248,49 +382,47 @@ def _member_sources(unit: type) -> tuple[list[str], str | None]:
         for f in dataclasses.fields(unit):
             factory = f.default_factory
             if factory is not dataclasses.MISSING and _functions_of(factory):
-                try:
-                    factory = inspect.getsource(factory)
-                except (OSError, TypeError):
-                    factory = _stable_repr(factory)
+                text = _function_text(factory)  # type: ignore[arg-type]
+                factory = _stable_repr(factory) if text is None else text
             default = _stable_repr(f.default)
             parts.append(f"field {f.name}: {f.type!r} = {default} / {_stable_repr(factory)}")
-    return parts, None
+    return parts
 
 
-def unit_source_sha256(unit: type) -> str | None:
+def unit_source_sha256(unit: type) -> str:
     """SHA-256 of a unit class's source and of its compiled callbacks' sources.
 
     What a unit registered at run time is known by (it may have no file of its own: a
-    notebook's cell). Where ``inspect`` cannot read the class's source (a class of a
-    notebook: its module ``__main__`` has no file; a class made by ``type()``), the
-    source of each of its functions (which a notebook keeps: numba callbacks by their
-    ``py_func``), of its own bases' functions, and the repr of its other attributes and
-    of its dataclass fields' defaults are hashed instead, so that an edited method,
-    callback or default still changes the hash. None where a function's source cannot
-    be read either (a class made by ``exec`` of a string): :func:`register` refuses it.
+    notebook's cell, a string run by ``exec``). Its class's source, where ``inspect``
+    can read it (a script, a module). Else (a class of a notebook: its module
+    ``__main__`` has no file; a class made by ``type()`` or ``exec``) what the class is
+    made of: each of its functions and of its own bases' (numba callbacks by their
+    ``py_func``) by its source, which a notebook keeps; a function whose source cannot
+    be read either (made by ``exec`` of a string) by its code object: its bytecode,
+    constants, names, defaults and closure, nested functions and code objects
+    recursively, and the plain values (numbers, strings) and functions of its namespace
+    that it reads. The repr of the class's other attributes and of its dataclass fields'
+    defaults are hashed too. An edited method, callback, default or constant then
+    changes the hash, whatever the class's module.
+
+    A hash of code objects is Python's bytecode: another Python version (3.11 to 3.12)
+    gives another hash for the same text, which a store then refuses as a change of
+    code; the source's hash does not change so. What the unit's functions import (a
+    helper module of yours) is not hashed.
     """
-    return _source_sha256_or_missing(unit)[0]
-
-
-def _source_sha256_or_missing(unit: type) -> tuple[str | None, str | None]:
-    """:func:`unit_source_sha256`, and what could not be read when it is None."""
     import hashlib
     import inspect
 
     try:
         parts = [inspect.getsource(unit)]
     except (OSError, TypeError):
-        parts, missing = _member_sources(unit)
-        if missing is not None:
-            return None, missing
+        parts = _member_sources(unit)
     for attribute in ("sample_gradient", "privatize", "privatize_per_user"):
         function = getattr(getattr(unit, attribute, None), "py_func", None)
         if function is not None:
-            try:
-                parts.append(inspect.getsource(function))
-            except (OSError, TypeError):
-                return None, f"{unit.__qualname__}.{attribute}"
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest(), None
+            text = _function_text(function)
+            parts.append(_function_code_text(function, set()) if text is None else text)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def register(unit: type, source_sha256: str | None = None) -> Plugin:
@@ -322,9 +454,8 @@ def register(unit: type, source_sha256: str | None = None) -> Plugin:
     TypeError
         ``unit`` is not a subclass of one of the three bases.
     ValueError
-        It breaks a rule of its kind (one line saying which), has the name of a
-        built-in unit or of an installed plugin, or its source cannot be read (a store
-        could not tell its versions apart).
+        It breaks a rule of its kind (one line saying which), or has the name of a
+        built-in unit or of an installed plugin.
     """
     kind = unit_kind(unit)
     if kind is None:
@@ -344,14 +475,7 @@ def register(unit: type, source_sha256: str | None = None) -> Plugin:
     if problem is not None:
         raise ValueError(f"{what} cannot be registered: it {problem}.")
     if source_sha256 is None:
-        source_sha256, missing = _source_sha256_or_missing(unit)
-        if source_sha256 is None:
-            raise ValueError(
-                f"{what} cannot be registered: the source of {missing} cannot be read (a "
-                "class made by exec of a string?), so a store could not tell its versions "
-                "apart. Define it in a notebook cell, a script or a module, or install it "
-                "as a plugin package."
-            )
+        source_sha256 = unit_source_sha256(unit)
     plugin = Plugin(
         kind=kind,
         name=name,

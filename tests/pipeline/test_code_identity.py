@@ -1,27 +1,34 @@
 """Code identity: a store records its units' origins and refuses code that changed since.
 
-The plugin is a real installed distribution (a module and a dist-info folder with its
-entry points) in a temporary folder on ``sys.path``, here and on the session cluster's
-workers; "the plugin changed" is its file edited (and its version bumped), then
-imported afresh everywhere.
+The plugin is a real installed distribution (a module, or a package, and a dist-info
+folder with its entry points) in a temporary folder on ``sys.path``, here and on the
+session cluster's workers; "the plugin changed" is a file of it edited (and its version
+bumped, or not), then imported afresh everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
+import inspect
 import json
+import shutil
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import one_error_line, scheduler, tree_hash, write_sweep
+from conftest import edit_root_attrs, one_error_line, scheduler, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.code_identity import (
     UNRECORDED,
     code_versions,
+    package_files,
+    package_sha256,
     plan_units,
     read_generations,
     sweep_units,
@@ -73,7 +80,8 @@ def _use_site(site: str) -> None:
 
     if site not in sys.path:
         sys.path.insert(0, site)
-    sys.modules.pop(MODULE, None)
+    for name in [m for m in sys.modules if m.startswith("cv_plugin")]:
+        del sys.modules[name]
     importlib.invalidate_caches()
     found.plugins.cache_clear()
     # A worker keeps its grid points' units built: a fresh worker imports the plugin anew.
@@ -85,18 +93,16 @@ def _leave_site(site: str) -> None:
 
     while site in sys.path:
         sys.path.remove(site)
-    sys.modules.pop(MODULE, None)
+    for name in [m for m in sys.modules if m.startswith("cv_plugin")]:
+        del sys.modules[name]
     found.plugins.cache_clear()
 
 
-@pytest.fixture
-def plugin_site(tmp_path, local_cluster):
-    """The plugin folder, on sys.path here and on the cluster's workers (then removed)."""
+@contextlib.contextmanager
+def _on_cluster(site: Path, local_cluster) -> Iterator[Callable[[], None]]:
+    """``site`` on sys.path here and on the cluster's workers (then removed); gives the
+    function that imports its plugins afresh everywhere."""
     from distributed import Client
-
-    site = tmp_path / "site"
-    site.mkdir()
-    _install(site, "0.01", "0.1")
 
     def use() -> None:
         _use_site(str(site))
@@ -104,10 +110,22 @@ def plugin_site(tmp_path, local_cluster):
             client.run(_use_site, str(site))
 
     use()
-    yield site, use
-    _leave_site(str(site))
-    with Client(local_cluster.scheduler_address) as client:
-        client.run(_leave_site, str(site))
+    try:
+        yield use
+    finally:
+        _leave_site(str(site))
+        with Client(local_cluster.scheduler_address) as client:
+            client.run(_leave_site, str(site))
+
+
+@pytest.fixture
+def plugin_site(tmp_path, local_cluster):
+    """The plugin folder, on sys.path here and on the cluster's workers (then removed)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "0.01", "0.1")
+    with _on_cluster(site, local_cluster) as use:
+        yield site, use
 
 
 def _sweep_file(tmp_path: Path) -> Path:
@@ -131,8 +149,11 @@ def test_a_changed_plugin_is_refused_then_accepted_and_marked(
 
     _install(site, "0.1", "0.2")  # the half-width x10, a new release
     use()
-    new_sha = sweep_units(load_sweep(str(sweep), [], None))["method:half_width"]["source_sha256"]
-    assert new_sha != hw["source_sha256"]
+    new = sweep_units(load_sweep(str(sweep), [], None))["method:half_width"]
+    new_sha, new_package = new["source_sha256"], new["package_sha256"]
+    assert new_sha != hw["source_sha256"] and new_package != hw["package_sha256"]
+    old_text = f"source {hw['source_sha256'][:8]}, package {hw['package_sha256'][:8]}"
+    new_text = f"source {new_sha[:8]}, package {new_package[:8]}"
     before = tree_hash(store)
     capsys.readouterr()
     code = main([*run, "--replicates", "6"])
@@ -141,8 +162,8 @@ def test_a_changed_plugin_is_refused_then_accepted_and_marked(
         code,
         words=(
             "interval method 'half_width' changed",
-            "plugin cv-plugin 0.1, source " + hw["source_sha256"][:8],
-            "plugin cv-plugin 0.2, source " + new_sha[:8],
+            f"plugin cv-plugin 0.1, {old_text}",
+            f"plugin cv-plugin 0.2, {new_text}",
             "--accept-code-change",
         ),
     )
@@ -178,8 +199,8 @@ def test_a_changed_plugin_is_refused_then_accepted_and_marked(
         {
             "code_version": 1,
             "unit": "method half_width",
-            "old": f"plugin cv-plugin 0.1, source {hw['source_sha256'][:8]}",
-            "new": f"plugin cv-plugin 0.2, source {new_sha[:8]}",
+            "old": f"plugin cv-plugin 0.1, {old_text}",
+            "new": f"plugin cv-plugin 0.2, {new_text}",
         }
     ]
     assert {
@@ -187,6 +208,166 @@ def test_a_changed_plugin_is_refused_then_accepted_and_marked(
         "name": "bb",
         "origin": f"ldpsim {bb['version']}, source {bb['source_sha256'][:8]}",
     } in origins["units"]
+
+
+PACKAGE = "cv_plugin_pkg"
+#: A plugin package whose method's module imports its half-width from a helper module.
+PACKAGE_FILES = {
+    "__init__.py": '"""A plugin whose method reads its half-width from a helper module."""\n',
+    "units.py": """
+from dataclasses import dataclass
+
+from ldpsim.tasks.intervals.base import IntervalMethod
+
+from cv_plugin_pkg.widths import HALF_WIDTH
+
+SCALE = {scale}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackageHalfWidth(IntervalMethod):
+    name = "package_half_width"
+
+    def interval(self, stats, level, rng):
+        return stats.theta_bar - SCALE * HALF_WIDTH, stats.theta_bar + SCALE * HALF_WIDTH
+""",
+    "widths.py": "HALF_WIDTH = {half_width}\n",
+}
+
+
+def _install_package(site: Path, half_width: str, scale: str) -> None:
+    """Write (or rewrite) the plugin distribution ``cv-plugin-pkg`` 0.1 in ``site``."""
+    folder = site / PACKAGE
+    folder.mkdir(exist_ok=True)
+    for name, text in PACKAGE_FILES.items():
+        (folder / name).write_text(text.format(half_width=half_width, scale=scale))
+    # An edit that keeps a file's size within its second would not be recompiled.
+    shutil.rmtree(folder / "__pycache__", ignore_errors=True)
+    info = site / "cv_plugin_pkg-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cv-plugin-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        f"[ldpsim.methods]\npackage_half_width = {PACKAGE}.units:PackageHalfWidth\n"
+    )
+
+
+@pytest.fixture
+def package_site(tmp_path, local_cluster):
+    """The plugin package's folder, on sys.path here and on the cluster's workers."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_package(site, "0.02", "1")
+    with _on_cluster(site, local_cluster) as use:
+        yield site, use
+
+
+def test_an_edited_helper_module_of_a_plugin_is_a_new_code_version(
+    tmp_path, package_site, local_cluster, capsys
+):
+    # Issue 40, items 9 and 8: editing a module that a plugin imports from its package
+    # is a change of its code, as editing its own module is; a store of an ldpsim that
+    # did not hash the package resumes unrefused; and the footnote counts every version
+    # that computed a cell.
+    site, use = package_site
+    sweep = write_sweep(tmp_path / "s.toml", replicates=4, grid={"tau": [0.5], "n": [2000]})
+    sweep.write_text(sweep.read_text() + '[methods.phw]\nmethod = "package_half_width"\n')
+    store = tmp_path / "S.zarr"
+    run = ["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]
+    assert main(run) == 0
+
+    # The store as an ldpsim without package hashes wrote it: each unit known by the
+    # file of its module (the plugin's and a built-in's), the same hashes as now.
+    (generation,) = read_generations(xr.open_zarr(store).attrs)
+    for key in ("method:package_half_width", "method:bb"):
+        file = Path(inspect.getsourcefile(plugins.registry("method")[key.partition(":")[2]]))
+        assert generation[key]["source_sha256"] == hashlib.sha256(file.read_bytes()).hexdigest()
+    older = {key: dict(origin) for key, origin in generation.items()}
+    assert older["method:package_half_width"].pop("package_sha256")
+    assert not any("package_sha256" in origin for origin in older.values())
+    edit_root_attrs(store, units=json.dumps([older], sort_keys=True))
+    assert main([*run, "--replicates", "6"]) == 0  # resumed, unrefused; the hash recorded
+    (generation,) = read_generations(xr.open_zarr(store).attrs)
+    unit = generation["method:package_half_width"]
+    source, package = unit["source_sha256"], unit["package_sha256"]
+
+    # The helper edited (the half-width 0.02 -> 0.06), the method's own file not.
+    _install_package(site, "0.06", "1")
+    _use_site(str(site))  # in this process; the workers keep the helper they imported
+    new_package = sweep_units(load_sweep(str(sweep), [], None))["method:package_half_width"]
+    assert new_package["source_sha256"] == source != new_package["package_sha256"] != package
+    before = tree_hash(store)
+    capsys.readouterr()
+    code = main([*run, "--replicates", "8"])
+    one_error_line(
+        capsys.readouterr(),
+        code,
+        words=(
+            "interval method 'package_half_width' changed",
+            f"(plugin cv-plugin-pkg 0.1, source {source[:8]}, package {package[:8]} -> "
+            f"plugin cv-plugin-pkg 0.1, source {source[:8]}, package "
+            f"{new_package['package_sha256'][:8]})",
+        ),
+    )
+    assert tree_hash(store) == before
+    # Accepted, but the workers run the old helper: they refuse to compute with it.
+    more = [*run, "--replicates", "8", "--accept-code-change"]
+    assert main(more) == 1
+    errors = [record["error"] for record in iter_errors(store)]
+    assert len(errors) == 2 and all("Restart the workers" in error for error in errors)
+    assert all(f"source {source[:8]}, package {package[:8]})" in error for error in errors)
+    use()  # the workers restarted, in effect
+    assert main(more) == 0
+    _install_package(site, "0.06", "2")  # now the method's own file: twice the half-width
+    use()
+    assert main([*run, "--replicates", "10", "--accept-code-change"]) == 0
+
+    ds = xr.open_zarr(store)
+    versions = ds["code_version"].values.reshape(-1)
+    np.testing.assert_array_equal(versions, [0] * 6 + [1] * 2 + [2] * 2)
+    half = (ds["upper"] - ds["lower"]).sel({"method": "phw"}).values.reshape(10, -1) / 2
+    np.testing.assert_allclose(half[:6], 0.02)
+    np.testing.assert_allclose(half[6:8], 0.06)
+    np.testing.assert_allclose(half[8:], 0.12)
+    # The footnote's count is the number of generations that computed the cell.
+    summary = summarize(ds)
+    assert int(summary["code_versions"].sel({"method": "phw"}).max()) == len(set(versions)) == 3
+    assert int(summary["code_versions"].sel({"method": "bb"}).max()) == 1
+    assert footnote(summary, ["coverage"], "text").startswith(
+        "* mixes replicates of 3 code versions"
+    )
+
+
+def test_a_plugin_package_is_its_folder_and_what_its_distribution_lists(tmp_path):
+    # A plugin module at the top level of site-packages, beside a helper module of its
+    # distribution, the finder of an editable install and another distribution's module.
+    site = tmp_path / "site"
+    site.mkdir()
+    files = {
+        "cv_plugin_single.py": "from cv_plugin_helpers import W\n\nclass Single:\n    w = W\n",
+        "cv_plugin_helpers.py": "W = 0.1\n",
+        "__editable___cv_plugin_single_0_1_finder.py": "MAPPING = {'x': '/home/a/checkout'}\n",
+        "cv_plugin_other.py": "OTHER = 1\n",
+    }
+    for name, text in files.items():
+        (site / name).write_text(text)
+    info = site / "cv_plugin_single-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cv-plugin-single\nVersion: 0.1\n")
+    listed = [*list(files)[:3], f"{info.name}/METADATA", f"{info.name}/RECORD"]
+    (info / "RECORD").write_text("".join(f"{name},,\n" for name in listed))
+    _use_site(str(site))
+    try:
+        single = importlib.import_module("cv_plugin_single").Single
+        found = package_files(single, "cv-plugin-single")
+        assert sorted(found) == ["cv_plugin_helpers.py", "cv_plugin_single.py"]
+        first = package_sha256(single, "cv-plugin-single")
+        for name in ("__editable___cv_plugin_single_0_1_finder.py", "cv_plugin_other.py"):
+            (site / name).write_text(files[name] + "# edited\n")
+        assert package_sha256(single, "cv-plugin-single") == first  # none of its code
+        (site / "cv_plugin_helpers.py").write_text("W = 0.3\n")
+        assert package_sha256(single, "cv-plugin-single") != first
+    finally:
+        _leave_site(str(site))
 
 
 def test_a_store_without_units_records_them_and_new_units_join_the_latest():
