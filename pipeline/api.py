@@ -1208,8 +1208,11 @@ def replay(
     exception (a non-finite run's ``NonFiniteRun``, a plugin's bug), a failed interval
     method raises the method's own. A line saying which record is replayed, and one
     saying whether the failure happened again, are printed. A replicate that did not
-    fail is rerun the same way from the stored sweep and returns its values,
-    bit-identical to the stored ones.
+    fail is rerun the same way from the stored sweep and returns its values; a line
+    says whether they equal the stored ones bit for bit, or what differs and which
+    code versions computed the stored ones and runs now (a unit changed since, with
+    ``accept_code_change``). A store that used units registered at run time
+    (:func:`register`) needs them registered in this process first.
 
     Parameters
     ----------
@@ -1236,9 +1239,11 @@ def replay(
     ------
     InputError
         Not a store, a ``rep`` out of range, an axis or value the store lacks, or
-        several grid points to choose from (the message lists them); a recorded spec
-        that no longer validates (a plugin uninstalled, a parameter renamed); a damaged
-        store (:class:`ldpsim.pipeline.errors.StoreDamage`); arguments of a wrong type
+        several grid points to choose from (the message lists them); a store that used
+        units registered at run time that this process has not registered (the message
+        gives the calls); a recorded spec that no longer validates (a plugin
+        uninstalled, a parameter renamed); a damaged store
+        (:class:`ldpsim.pipeline.errors.StoreDamage`); arguments of a wrong type
         (:class:`InputTypeError`).
     Exception
         The failure replayed: the replicate's or the interval method's own exception.
@@ -1253,6 +1258,8 @@ def replay(
     ...
     NonFiniteRun: non-finite theta_bar: ...
     >>> good = replay("outputs/demo.zarr", rep=0, point={"tau": 0.5, "n": "1e4"})  # doctest: +SKIP
+    Replaying rep 0 of tau = 0.5, n = 1e4 (seed 7): no failure is recorded for it.
+    Equal to the store, bit for bit: the estimate, the last iterate, ...
     >>> good.estimate  # doctest: +SKIP
     array([0.01174905])
     """

@@ -325,7 +325,8 @@ def _evaluate(
         return float(result.reshape(())), _bootstrap_se(name, fn, cell, where), "bootstrap"
     if result.shape == (count,):
         # Coverage's rule: the sd with ddof 0 (sqrt(p (1 - p)) for indicators).
-        return float(np.mean(result)), float(np.std(result) / math.sqrt(count)), "mean"
+        mean, sd = mean_and_sd(result, ddof=0)
+        return mean, sd / math.sqrt(count), "mean"
     raise InputError(
         f"The statistic {name!r} returned an array of shape {result.shape} at {where}; "
         f"return one number (shape () or (1,)), or one value per replicate (shape "
@@ -358,7 +359,33 @@ def _bootstrap_se(name: str, fn: Statistic, cell: Cell, where: str) -> float:
                 f"shape {value.shape} on a bootstrap resample of it; return one kind."
             )
         draws[b] = value.reshape(())
-    return float(np.std(draws, ddof=1))
+    return mean_and_sd(draws, ddof=1)[1]
+
+
+def mean_and_sd(values: np.ndarray, ddof: int) -> tuple[float, float]:
+    """The mean and the sd (``ddof``) of ``values``, without overflow and without numpy's
+    warnings.
+
+    Finite values near the largest float (1e308) overflow numpy's sum and squares; they
+    are then averaged in units of a power of two near the largest of them (an exact
+    rescaling), so the mean, at most the largest |value|, is finite, and so is the sd
+    unless it exceeds the float range itself. Other values are computed as numpy does,
+    bit for bit. Values with NaN or inf give what IEEE arithmetic gives (NaN, inf),
+    silently, as any other NaN of a summary.
+
+    Examples
+    --------
+    >>> mean_and_sd(np.array([1.7e308, 1.7e308]), ddof=0)
+    (1.7e+308, 0.0)
+    """
+    with np.errstate(all="ignore"):
+        mean, sd = np.mean(values), np.std(values, ddof=ddof)
+        if not (np.isfinite(mean) and np.isfinite(sd)) and np.isfinite(values).all():
+            _, exponent = np.frexp(np.max(np.abs(values)))
+            scaled = np.ldexp(values, -exponent)  # in [-1, 1]: no sum or square overflows
+            mean = np.ldexp(np.mean(scaled), exponent)
+            sd = np.ldexp(np.std(scaled, ddof=ddof), exponent)
+    return float(mean), float(sd)
 
 
 def bootstrap_generator(labels: Mapping[str, Any]) -> np.random.Generator:
@@ -399,12 +426,21 @@ def _call(name: str, fn: Statistic, cell: Cell, where: str) -> np.ndarray:
             f"{': ' + text if text else ''}{line} at {where}."
         ) from exc
     try:
-        return np.asarray(result, dtype=np.float64)
+        values = np.asarray(result)
+        complex_values = np.iscomplexobj(values)
+        if not complex_values:
+            return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
+        complex_values = False
+    if complex_values:  # a float conversion would drop the imaginary part silently
         raise InputError(
-            f"The statistic {name!r} returned {shown_value(result)} at {where}, not a "
-            "number or an array of numbers."
-        ) from None
+            f"The statistic {name!r} returned complex values at {where}; return real "
+            "numbers (the real part, or the absolute value, whichever you mean)."
+        )
+    raise InputError(
+        f"The statistic {name!r} returned {shown_value(result)} at {where}, not a "
+        "number or an array of numbers."
+    )
 
 
 def _value_attrs(name: str) -> dict[str, str]:
@@ -446,8 +482,11 @@ def _rule_words(rule: SeRule) -> str:
 
 
 def _read_only(values: np.ndarray) -> np.ndarray:
-    values.flags.writeable = False
-    return values
+    """A copy of ``values`` that no statistic can change: its memory is a ``bytes``
+    object, so ``setflags(write=True)`` raises (on it and on its base), and a cell's
+    statistics all see the stored values."""
+    values = np.ascontiguousarray(values)
+    return np.frombuffer(values.tobytes(), dtype=values.dtype).reshape(values.shape)
 
 
 def _native(value: Any) -> Any:

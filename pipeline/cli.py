@@ -448,8 +448,9 @@ def cmd_errors(args) -> int:
     from ldpsim.pipeline.added_methods import pending_methods
     from ldpsim.pipeline.failures import GridNames, format_group, group_failures
     from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
+    from ldpsim.pipeline.replay import replay_route
 
-    check_store(args.store, read_chunks=False)
+    attrs = check_store(args.store, read_chunks=False)
     ds = load_dataset(args.store, OUTCOME_VARIABLES)
     groups = group_failures(iter_errors(args.store))
     names = GridNames.of_dataset(ds)  # grid points by their axis values, not task keys
@@ -458,9 +459,7 @@ def cmd_errors(args) -> int:
     if not groups:
         print(f"No failures recorded in {args.store}.")
     else:
-        print(
-            f"Rerun one here: ldpsim replay {args.store} --rep R [--point AXIS=VALUE ...] [--pdb]"
-        )
+        print(replay_route(args.store, attrs))
     return store_outcome(ds, pending_methods(args.store))
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -193,9 +195,13 @@ def _remove_abandoned_records(folder: Path) -> None:
 
 
 def read_runs(store: str | Path) -> list[dict[str, Any]]:
-    """The run records of a store, oldest first; [] for a store older than them.
+    """The run records of a store, oldest first, checked; [] for a store older than them.
 
     A record that cannot be read as a JSON object is listed as ``{"unreadable": name}``.
+    A field of :data:`RUN_FIELDS` whose value is not of its type (a hand edit, a tool
+    that rewrote the file) is left out of the record and named in its ``unknown``
+    list, so that a reader shows it as unknown instead of failing on it
+    (:func:`checked_run`).
     """
     folder = Path(store) / META_GROUP / RUNS_FOLDER
     if not folder.is_dir():
@@ -206,5 +212,74 @@ def read_runs(store: str | Path) -> list[dict[str, Any]]:
             record = json.loads(file.read_text())
         except (OSError, ValueError):
             record = None
-        out.append(record if isinstance(record, dict) else {"unreadable": file.name})
+        out.append(checked_run(record) if isinstance(record, dict) else {"unreadable": file.name})
+    return out
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_seconds(value: object) -> bool:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int beyond the floats
+        return False
+
+
+def _is_optional_text(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_command(value: object) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _is_versions(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+#: The fields of a run record (:func:`record_run`) that a report reads, each with the
+#: test of its type.
+RUN_FIELDS: dict[str, Callable[[object], bool]] = {
+    "started": _is_text,
+    "finished": _is_text,
+    "wall_seconds": _is_seconds,
+    "warm_up_seconds": _is_seconds,
+    "computed": _is_count,
+    "failed": _is_count,
+    "cluster": _is_text,
+    "command": _is_command,
+    "host": _is_text,
+    "os": _is_text,
+    "cpu": _is_text,
+    "cores": _is_count,
+    "commit": _is_optional_text,
+    "versions": _is_versions,
+}
+
+
+def checked_run(record: dict[str, Any]) -> dict[str, Any]:
+    """A run record with each field of :data:`RUN_FIELDS` of its type.
+
+    A field whose value is not (``wall_seconds: null``, a string of seconds, a command
+    that is not a list of strings) is left out, and ``unknown`` lists their names
+    (sorted; empty for a sound record). Other fields are kept as they are.
+
+    Examples
+    --------
+    >>> checked_run({"wall_seconds": None, "computed": 3, "cluster": "local"})
+    {'computed': 3, 'cluster': 'local', 'unknown': ['wall_seconds']}
+    """
+    bad = sorted(
+        name for name, fits in RUN_FIELDS.items() if name in record and not fits(record[name])
+    )
+    out = {name: value for name, value in record.items() if name not in bad}
+    out["unknown"] = bad
     return out

@@ -9,7 +9,7 @@ import numbers
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,9 @@ class ReplayTarget:
         replicate has none (it did not fail).
     record : dict or None
         That record.
+    point : dict of str to str
+        The grid point as ``point=`` of :func:`ldpsim.pipeline.api.replay` takes it:
+        each axis and its value as the tables write it (``{"n": "1e4"}``).
     """
 
     store: Path
@@ -58,6 +61,7 @@ class ReplayTarget:
     spec: dict[str, Any]
     record_path: Path | None
     record: dict[str, Any] | None
+    point: dict[str, str] = field(default_factory=dict)
 
     @property
     def worker_failure(self) -> bool:
@@ -222,7 +226,8 @@ def find_target(
     from ldpsim.pipeline.reading import check_store, read_sweep, stored_layout
 
     path = Path(store)
-    check_store(path, read_chunks=False)
+    attrs = check_store(path, read_chunks=False)
+    _check_registered_units(path, attrs, rep, point)
     layout = stored_layout(path)
     if not 0 <= rep < layout.replicates:
         raise InputError(
@@ -267,8 +272,99 @@ def find_target(
     if not isinstance(spec, dict):  # no record (the replicate did not fail), or an old one
         record = record if isinstance(record, dict) else None
         spec = _stored_spec(read_sweep(path), layout, index)
+    point = {
+        axis: labels[i] for (axis, labels), i in zip(names.labels.items(), index, strict=True)
+    }
     return ReplayTarget(
-        path, index, names.name(index), rep, spec, record_path if record else None, record
+        path, index, names.name(index), rep, spec, record_path if record else None, record, point
+    )
+
+
+def registered_units(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The units a store's replicates were computed with that were registered at run
+    time (:func:`ldpsim.pipeline.api.register`), ``"kind:name"`` -> origin, as the
+    store's latest record of each says ({} for a store without such units, or without
+    a readable record of its units)."""
+    from ldpsim.pipeline.code_identity import read_generations
+
+    try:
+        generations = read_generations(dict(attrs)) or []
+    except InputError:  # the checks of a run say so; nothing to say here
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for generation in generations:
+        for key, origin in generation.items():
+            if isinstance(origin, dict) and origin.get("origin") == "registered":
+                out[key] = origin
+            else:
+                out.pop(key, None)
+    return out
+
+
+def _register_calls(units: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
+    """(the units in words, the calls that register them again)."""
+    from ldpsim.pipeline.code_identity import KIND_WORDS
+
+    words, calls = [], []
+    for key, origin in units.items():
+        kind, _, name = key.partition(":")
+        cls = str(origin.get("class") or name)
+        words.append(f"the {KIND_WORDS.get(kind, kind)} {name!r} (class {cls})")
+        calls.append(f"ldpsim.pipeline.api.register({cls.rpartition('.')[2]})")
+    return " and ".join(words), "; ".join(calls)
+
+
+def replay_route(store: str | Path, attrs: Mapping[str, Any]) -> str:
+    """The one line saying how to rerun a replicate of ``store``: what ``ldpsim errors``
+    and the report say.
+
+    ``ldpsim replay`` for a store of built-in units and installed plugins; for one that
+    used units registered at run time, which only the user's code defines, Python:
+    register them again, then :func:`ldpsim.pipeline.api.replay`.
+    """
+    units = registered_units(attrs)
+    if not units:
+        return f"Rerun one here: ldpsim replay {store} --rep R [--point AXIS=VALUE ...] [--pdb]."
+    what, calls = _register_calls(units)
+    them = "them" if len(units) > 1 else "it"
+    return (
+        f"Rerun one in Python: the store used {what}, registered at run time, which "
+        f"`ldpsim replay` cannot load; where your code defines {them}, run {calls}; then "
+        f"ldpsim.pipeline.api.replay({str(store)!r}, rep=R, point={{AXIS: VALUE, ...}}, "
+        "pdb=True)."
+    )
+
+
+def _check_registered_units(
+    path: Path, attrs: Mapping[str, Any], rep: int, point: Mapping[str, Any] | None
+) -> None:
+    """Refuse, with the way to replay it, a store that used units registered at run time
+    that this process does not know (``ldpsim replay``: a new process).
+
+    Raises
+    ------
+    InputError
+        One line naming the units and the calls that replay from Python.
+    """
+    from ldpsim.tasks import plugins
+
+    units = registered_units(attrs)
+    unknown = {
+        key: origin
+        for key, origin in units.items()
+        if key.partition(":")[2] not in plugins.registry(key.partition(":")[0])
+    }
+    if not unknown:
+        return
+    what, calls = _register_calls(unknown)
+    them = "them" if len(unknown) > 1 else "it"
+    shown = dict(point or {})
+    raise InputError(
+        f"The store {str(path)!r} used {what}, registered at run time, and this process "
+        f"has not registered {them}, so it cannot rerun its replicates: replay in "
+        f"Python, where your code defines {them}: {calls}; then "
+        f"ldpsim.pipeline.api.replay({str(path)!r}, rep={rep}"
+        f"{f', point={shown!r}' if shown else ''}, pdb=True)."
     )
 
 
@@ -327,9 +423,10 @@ def replay(
             "the computation: replay runs the computation in this process, without the "
             "worker's memory and time limits."
         )
+    spec = _recorded_spec(target)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        outcome = _rerun(target, _recorded_spec(target))
+        outcome = _rerun(target, spec)
     if not isinstance(outcome, tuple):
         if target.worker_failure:
             log(
@@ -339,6 +436,7 @@ def replay(
             )
         elif target.record is not None:
             log("The recorded failure did not happen again: the replicate ran without failing.")
+        log(compare_with_store(target, spec, outcome).line())
         return outcome
     what, exc, text = outcome
     if target.worker_failure:
@@ -348,6 +446,223 @@ def replay(
     if pdb:
         _post_mortem(exc)
     raise exc
+
+
+@dataclass(frozen=True)
+class StoreComparison:
+    """A replicate computed again by replay beside the values its store holds.
+
+    Values are equal when their bits are, except that any NaN equals any NaN (the
+    store's NaN of a failed method, of a coordinate the model lacks, or of a model
+    without an l1 ball, carries no value): so 0.0 and -0.0 differ, and no tolerance
+    hides a change.
+
+    Attributes
+    ----------
+    compared : list of str
+        What was compared, in words: the estimate, the last iterate, the projected
+        estimate (a store that has it), then the methods (each its bounds, its
+        estimate and its failure flags).
+    differing : list of str
+        What differs, in words, each with its largest difference (``"bb's lower bound
+        (largest difference 2.22e-16)"``); empty when all is equal.
+    absent : str or None
+        Why the store holds no values of the replicate to compare (failed, or not
+        computed yet); None when it does.
+    not_stored : list of str
+        Methods of the store not computed for the replicate yet (added to the store,
+        still pending), so not compared.
+    stored_version : int or None
+        The replicate's ``code_version`` (:mod:`ldpsim.pipeline.code_identity`); None
+        where the store did not record it.
+    current_version : int or None
+        The latest of the store's code versions whose units (this grid point's model,
+        mechanism and methods) have the source that this process runs; None when none
+        has it (code changed since, not recorded by a run).
+    versions : int
+        The code versions the store records (0: a store of an older ldpsim).
+    """
+
+    compared: list[str]
+    differing: list[str]
+    absent: str | None
+    not_stored: list[str]
+    stored_version: int | None
+    current_version: int | None
+    versions: int
+
+    @property
+    def equal(self) -> bool:
+        """Whether the replicate computed again equals the store's."""
+        return self.absent is None and not self.differing
+
+    def line(self) -> str:
+        """The one line replay prints about it."""
+        pending = (
+            f" ({', '.join(self.not_stored)}: added to the store and not computed for this "
+            "replicate yet, so not compared)"
+            if self.not_stored
+            else ""
+        )
+        if self.equal:
+            return f"Equal to the store, bit for bit: {', '.join(self.compared)}{pending}."
+        what = self.absent if self.absent is not None else "; ".join(self.differing)
+        if not self.versions:
+            return (
+                "Differs from the store (which records no code versions: an older "
+                f"ldpsim wrote it): {what}{pending}."
+            )
+        stored = (
+            f"computed by code version {self.stored_version}"
+            if self.stored_version is not None
+            else "computed by code whose version the store did not record"
+        )
+        if self.current_version is None:
+            now = "now code of no version the store records: changed since its last run"
+        elif self.current_version == self.stored_version:
+            now = (
+                f"now version {self.current_version}, the same source: a module it "
+                "imports may have changed"
+            )
+        else:
+            now = f"now version {self.current_version}"
+        return f"Differs from the store ({stored}; {now}): {what}{pending}."
+
+
+def compare_with_store(
+    target: ReplayTarget, spec: ReplicateSpec, result: ReplicateResult
+) -> StoreComparison:
+    """What the store holds for ``target``'s replicate beside ``result``, its values
+    computed again (with ``spec``, the recorded spec normalized)."""
+    from ldpsim.pipeline.code_identity import CODE_VERSION
+    from ldpsim.pipeline.reading import open_dataset
+
+    ds = open_dataset(target.store)
+    axes = [dim for dim in ds["done"].dims if dim != "rep"]
+    stored = ds.isel({**dict(zip(axes, target.index, strict=True)), "rep": target.rep})
+    version = int(stored[CODE_VERSION].values) if CODE_VERSION in stored else -1
+    stored_version = version if version >= 0 else None
+    versions, current_version = _current_version(ds.attrs, spec)
+    labels = [str(label) for label in ds["method"].values]
+    pending = _pending_methods(target.store, stored, labels)
+    methods = [label for label in result.lower if label in labels and label not in pending]
+
+    def outcome(absent: str | None, compared: list[str], differing: list[str]) -> StoreComparison:
+        shown = [label for label in pending if label in result.lower]
+        return StoreComparison(
+            compared, differing, absent, shown, stored_version, current_version, versions
+        )
+
+    if not bool(stored["done"].values):
+        failed = bool(stored["failed"].values)
+        return outcome(
+            "the store records this replicate as failed"
+            if failed
+            else "the store holds no values of this replicate yet (not computed)",
+            [],
+            [],
+        )
+    dim = np.shape(result.estimate)[-1]
+    pairs: list[tuple[str, Any, Any]] = [
+        ("the estimate", result.estimate, stored["estimate"].values[..., :dim])
+    ]
+    if "last" in stored:  # a store of an older ldpsim lacks it
+        pairs.append(("the last iterate", result.last, stored["last"].values[..., :dim]))
+    if "projected" in stored:
+        projected = result.projected
+        if projected is None:  # stored as NaN: the model states no ball
+            projected = np.full(np.shape(result.estimate), np.nan)
+        pairs.append(("the projected estimate", projected, stored["projected"].values[..., :dim]))
+    compared = [what for what, _, _ in pairs]
+    if methods:
+        compared.append(f"the bounds, estimate and failure flag of {', '.join(methods)}")
+    for label in methods:
+        at = stored.isel(method=labels.index(label))
+        pairs += [
+            (f"{label}'s lower bound", result.lower[label], at["lower"].values[..., :dim]),
+            (f"{label}'s upper bound", result.upper[label], at["upper"].values[..., :dim]),
+            (f"{label}'s failure flag", result.method_failed[label], at["method_failed"].values),
+        ]
+        if "method_estimate" in at:
+            pairs.append(
+                (
+                    f"{label}'s estimate",
+                    result.method_estimate[label],
+                    at["method_estimate"].values[..., :dim],
+                )
+            )
+    differing = [
+        f"{what}{_difference(computed, held)}"
+        for what, computed, held in pairs
+        if not same_values(computed, held)
+    ]
+    return outcome(None, compared, differing)
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` have one shape and equal values bit for bit, any NaN
+    equal to any NaN (:class:`StoreComparison`).
+
+    Examples
+    --------
+    >>> same_values([1.0, float("nan")], [1.0, -float("nan")]), same_values([0.0], [-0.0])
+    (True, False)
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind != "f" or b.dtype.kind != "f":
+        return bool(np.array_equal(a, b))
+    a, b = (np.ascontiguousarray(x, dtype=np.float64) for x in (a, b))
+    nan = np.isnan(a) & np.isnan(b)
+    return bool(np.all(nan | (a.view(np.uint64) == b.view(np.uint64))))
+
+
+def _difference(computed: Any, held: Any) -> str:
+    """`` (largest difference X)`` between two float arrays of one shape; '' where that
+    says nothing (flags, shapes that differ)."""
+    a, b = np.asarray(computed), np.asarray(held)
+    if a.shape != b.shape or a.dtype.kind != "f" or b.dtype.kind != "f":
+        return ""
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return " (NaN in one, a number in the other)"
+    with np.errstate(all="ignore"):
+        gap = np.nanmax(np.abs(a - b), initial=0.0)
+    return f" (largest difference {gap:.3g})" if gap > 0 else " (0.0 and -0.0)"
+
+
+def _current_version(attrs: Mapping[str, Any], spec: ReplicateSpec) -> tuple[int, int | None]:
+    """The code versions the store records, and the latest of them whose units of
+    ``spec`` have the source this process runs
+    (:func:`ldpsim.pipeline.code_identity.unit_origin`; None: none has)."""
+    from ldpsim.pipeline.code_identity import read_generations, spec_units, unit_origin
+
+    try:
+        generations = read_generations(dict(attrs)) or []
+    except InputError:  # the checks of a run say so
+        generations = []
+    now = {key: unit_origin(cls).get("source_sha256") for key, cls in spec_units(spec).items()}
+    for index in range(len(generations) - 1, -1, -1):
+        recorded = generations[index]
+        if all((recorded.get(key) or {}).get("source_sha256") == sha for key, sha in now.items()):
+            return len(generations), index
+    return len(generations), None
+
+
+def _pending_methods(store: Path, stored: Any, labels: list[str]) -> list[str]:
+    """The methods added to ``store`` after it was made that the replicate ``stored``
+    (one replicate's Dataset) has no ``method_seconds`` of yet: not computed for it
+    (:mod:`ldpsim.pipeline.added_methods`)."""
+    import zarr
+
+    from ldpsim.pipeline.added_methods import first_added
+
+    if "method_seconds" not in stored:
+        return []
+    group = zarr.open_group(str(store), mode="r", zarr_format=3)
+    first = first_added({"lower": group["lower"]})
+    seconds = stored["method_seconds"].transpose("method", ...).values.reshape(len(labels), -1)
+    return [label for m, label in enumerate(labels) if m >= first and np.isnan(seconds[m]).all()]
 
 
 def _recorded_spec(target: ReplayTarget) -> ReplicateSpec:

@@ -20,11 +20,13 @@ from matplotlib.figure import Figure
 
 from ldpsim.pipeline.case_parameters import case_parameters
 from ldpsim.pipeline.errors import InputError, os_error_text
+from ldpsim.pipeline.failures import GridNames
 from ldpsim.pipeline.formatting import axis_labels, format_level, format_number, parameter_text
 from ldpsim.pipeline.partial_cells import footnote
 from ldpsim.pipeline.plots import NO_DATA_TEXT, store_figures
-from ldpsim.pipeline.provenance import environment, read_runs
+from ldpsim.pipeline.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
+from ldpsim.pipeline.replay import replay_route
 from ldpsim.pipeline.summary import TARGET_SE, band_labels, grid_axes, summarize, sweep_info
 from ldpsim.pipeline.sweep import CASE_AXIS, sweep_toml
 from ldpsim.pipeline.table_layouts import blank_repeats
@@ -389,6 +391,7 @@ def failure_groups(ds: xr.Dataset, records: Iterable[dict[str, Any]]) -> list[di
         for m, label in enumerate(ds["method"].values)
     }
     replicates = int(ds["failed"].values.sum())
+    names = GridNames.of_dataset(ds)  # grid points by their values, as `ldpsim errors`
     for record in sorted(records, key=lambda r: (str(r.get("key")), _rep(r))):
         kind = record.get("kind")
         if kind == "method":
@@ -407,7 +410,7 @@ def failure_groups(ds: xr.Dataset, records: Iterable[dict[str, Any]]) -> list[di
             spec = record.get("spec") or {}
             g["rows"].append(
                 {
-                    "key": record.get("key"),
+                    "key": names.name_of_key(str(record.get("key"))),
                     "rep": record.get("rep"),
                     "seed": record.get("seed"),
                     "error": _first_line(message),
@@ -475,8 +478,14 @@ def timing_tables(ds: xr.Dataset, runs: list[dict[str, Any]] | None = None) -> d
         "total": format_seconds(timing["total"]),
         "warm_up": format_seconds(sum(float(run["warm_up_seconds"]) for run in recorded)),
         "warm_up_runs": len(recorded),
+        # Runs of an older ldpsim, which did not record it: not a record that cannot be
+        # read, nor one whose warm-up is of the wrong type (unknown).
         "runs_without_warm_up": sum(
-            1 for run in runs or () if "warm_up_seconds" not in run and "unreadable" not in run
+            1
+            for run in runs or ()
+            if "warm_up_seconds" not in run
+            and "unreadable" not in run
+            and "warm_up_seconds" not in run.get("unknown", ())
         ),
     }
 
@@ -497,10 +506,7 @@ def provenance(ds: xr.Dataset, store: Path) -> dict[str, Any]:
         created_with = json.loads(ds.attrs.get("versions") or "{}")
     except ValueError:
         created_with = {}
-    runs = read_runs(store)
-    for run in runs:
-        run["wall"] = _duration(float(run.get("wall_seconds", float("nan"))))
-        run["warm_up"] = format_seconds(float(run.get("warm_up_seconds", float("nan"))))
+    runs = [run if "unreadable" in run else shown_run(run) for run in read_runs(store)]
     created = ds.attrs.get("created", "not recorded")
     return {
         "now": environment(),
@@ -511,6 +517,32 @@ def provenance(ds: xr.Dataset, store: Path) -> dict[str, Any]:
         "runs": runs,
         **unit_origins(ds.attrs),
     }
+
+
+#: How the runs table shows a field of a run record that is missing or of the wrong type.
+UNKNOWN = "unknown"
+
+
+def shown_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A checked run record (:func:`ldpsim.pipeline.provenance.read_runs`) as the runs
+    table shows it: ``wall`` and ``warm_up`` formatted, and every field the table reads
+    present, :data:`UNKNOWN` where the record lacks it or holds another type (a
+    warm-up that a run of an older ldpsim did not record: n/a)."""
+    out = dict(run)
+    for name in ("started", "finished", "computed", "failed", "cluster", "host", "cpu", "cores"):
+        out.setdefault(name, UNKNOWN)
+    out.setdefault("commit", None)
+    out.setdefault("command", None)
+    out["wall"] = _duration(run["wall_seconds"]) if "wall_seconds" in run else UNKNOWN
+    if "warm_up_seconds" in run:
+        out["warm_up"] = format_seconds(float(run["warm_up_seconds"]))
+    else:
+        out["warm_up"] = UNKNOWN if "warm_up_seconds" in run["unknown"] else "n/a"
+    versions = run.get("versions") or {}
+    out["versions"] = {
+        name: versions.get(name, UNKNOWN) for name in ("python", *PACKAGES, *versions)
+    }
+    return out
 
 
 def unit_origins(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -687,6 +719,7 @@ def build_context(
         "figures": figure_images(ds, summary),
         "zip": zip_images(ds, zip_coord) if zip_plots else None,
         "failures": failure_groups(ds, records),
+        "replay": replay_route(store.resolve(), ds.attrs),
         "max_failures": MAX_FAILURES_SHOWN,
         "timings": timing_tables(ds, prov["runs"]),
         "provenance": prov,

@@ -783,6 +783,12 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
             f"{CASE_AXIS!r} axis listing the ones to run; add grid.{CASE_AXIS} = [...]."
         )
     for label, params in methods.items():
+        if isinstance(label, str) and not label.strip():  # it would name a blank row
+            raise InputError(
+                f"The method label {label!r} is blank; a label names its method's rows in "
+                "every table, so give it a name of visible characters, e.g. [methods.bb] "
+                "or [methods.bb_long]."
+            )
         if params is not None and not isinstance(params, Mapping):
             raise InputError(
                 f"The parameters of method {label!r} must be a table. Got {params!r}."

@@ -66,3 +66,47 @@ def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
     assert "--- 100 method flaky failures with this traceback (seed 7)" in out
     assert "where: tau=0.5,n=100: rep 0-99" in out
     assert len(out.splitlines()) < 10
+
+
+#: A finished store of the oracle alone, to which bb is added: bb fails at the
+#: checkpoint n = 3 (one block) in every replicate, in the tasks that compute added
+#: methods, whose keys end in "-methods".
+ORACLE_ONLY = """replicates = 2
+seed = 7
+rep_chunk = 1
+[spec]
+model = "quantile"
+eps = 1.0
+n = 1000
+checkpoints = [3, 1000]
+[grid]
+tau = [0.5, 0.9]
+[methods.oracle]
+"""
+
+
+def test_added_methods_failures_are_named_by_their_grid_point(tmp_path, local_cluster, capsys):
+    from conftest import scheduler
+
+    from ldpsim.pipeline.added_methods import KEY_SUFFIX
+    from ldpsim.pipeline.cli import EXIT_FAILED, EXIT_OK
+    from ldpsim.pipeline.reading import iter_errors
+    from ldpsim.pipeline.report import build_context
+
+    sweep, store = tmp_path / "oracle.toml", tmp_path / "S.zarr"
+    sweep.write_text(ORACLE_ONLY)
+    run = ["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]
+    assert main(run) == EXIT_OK
+    sweep.write_text(ORACLE_ONLY + "[methods.bb]\nB = 50\n")
+    assert main(run) == EXIT_FAILED
+    keys = {record["key"] for record in iter_errors(store)}
+    assert len(keys) == 4 and all(key.endswith(KEY_SUFFIX) for key in keys), keys
+    capsys.readouterr()
+    assert main(["errors", str(store)]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "--- 4 method bb failures with this traceback" in out
+    assert "where: tau = 0.5: rep 0-1; tau = 0.9: rep 0-1\n" in out, out
+    # The report's failures table names them the same way.
+    (group,) = build_context(store)["failures"]
+    rows = [(row["key"], row["rep"]) for row in group["rows"]]
+    assert rows == [("tau = 0.5", 0), ("tau = 0.5", 1), ("tau = 0.9", 0), ("tau = 0.9", 1)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -168,6 +169,8 @@ def test_a_statistic_that_raises_is_one_input_error_naming_it(store):
     [
         ({"x": lambda c: "many"}, InputError, "not a number"),
         ({"x": lambda c: np.zeros((2, 2))}, InputError, "shape (2, 2)"),
+        ({"x": lambda c: c.upper + 1j}, InputError, "'x' returned complex values at the cell"),
+        ({"x": lambda c: 1j}, InputError, "return real numbers (the real part, or the abs"),
         ({"coverage": lower_cover}, InputError, "the summary's 'coverage'"),
         ({"tau": lower_cover}, InputError, "the summary's 'tau'"),
         ({"a": lower_cover, "a_se": lower_cover}, InputError, "the summary's 'a_se'"),
@@ -189,6 +192,59 @@ def test_cells_are_read_only(store):
 
     with pytest.raises(InputError, match="'writes' raised ValueError: assignment destination"):
         api.summarize(store, statistics={"writes": writes})
+
+
+def test_a_statistic_cannot_change_what_the_next_one_sees(store, summary):
+    changed = []
+
+    def overwrites(c: Cell) -> float:
+        for array in (c.lower, c.upper, c.estimate, c.truth):
+            while isinstance(array, np.ndarray):  # the array, then the memory it views
+                try:
+                    array.setflags(write=True)
+                    array[...] = 0.0
+                    changed.append(c.labels)
+                except ValueError:  # "cannot set WRITEABLE flag to True of this array"
+                    pass
+                array = array.base
+        return 0.0
+
+    own = {"overwrites": overwrites, "lower_cover": lower_cover, "median_length": median_length}
+    again = api.summarize(store, as_dataset=True, statistics=own)
+    assert changed == []
+    for name in ("lower_cover", "lower_cover_se", "median_length", "median_length_se"):
+        xr.testing.assert_identical(again[name], summary[name])
+
+
+def test_values_near_the_largest_float_give_their_mean_and_se_without_warnings(store, summary):
+    # 1.6e308 + 1e307 x (an indicator): its mean is 1.6e308 + 1e307 p, its se 1e307 times
+    # the indicator's, though the sum of two such values overflows.
+    def big(c: Cell) -> np.ndarray:
+        return np.where(c.lower <= c.truth, 1.7e308, 1.6e308)
+
+    def big_fraction(c: Cell) -> float:  # one number: a bootstrap se
+        return 1.6e308 + 1e307 * float(np.mean(c.lower <= c.truth))
+
+    def fraction(c: Cell) -> float:
+        return float(np.mean(c.lower <= c.truth))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = api.summarize(
+            store,
+            as_dataset=True,
+            statistics={"big": big, "big_fraction": big_fraction, "fraction": fraction},
+        )
+    cells = got["n_done"] > 0
+    assert bool(np.isfinite(got["big"]).where(cells, True).all())
+    # Each value is rounded to an ulp of 1.7e308 (2e292): the means and sds agree to a
+    # few ulps of the values, far below 1e-12 of an se of 1e305 (0 where p is 0 or 1).
+    ulp = np.spacing(1.7e308)
+    for name, reference in (("big", "lower_cover"), ("big_fraction", "fraction")):
+        ref = summary[reference] if reference in summary else got[reference]
+        np.testing.assert_allclose(got[name], 1.6e308 + 1e307 * ref, rtol=1e-12)
+        ref_se = summary[f"{reference}_se"] if reference in summary else got[f"{reference}_se"]
+        np.testing.assert_allclose(got[f"{name}_se"], 1e307 * ref_se, rtol=1e-12, atol=4 * ulp)
 
 
 STATISTICS_MODULE = '''

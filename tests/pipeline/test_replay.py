@@ -8,12 +8,14 @@ fails there, the replicate is kept).
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +28,9 @@ from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
 from ldpsim.pipeline.clusters import unguarded_main_script
 from ldpsim.pipeline.failures import GridNames
 from ldpsim.tasks import plugins, replicate
+from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.intervals.base import IntervalMethod
 
 #: Two grid points: c = 1 runs, c = 1e308 overflows at the first step.
 DIVERGING = {"grid": {"c": [1.0, 1e308]}, "spec": {"n": "1000"}}
@@ -87,7 +91,12 @@ def test_replay_raises_the_recorded_failure_again(diverging, capsys):
 
 def test_replay_of_a_good_replicate_gives_its_stored_values(diverging, capsys):
     result = api.replay(diverging, rep=1, point={"c": "1"})
-    assert "no failure is recorded for it" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert "no failure is recorded for it" in lines[0]
+    assert lines[1] == (
+        "Equal to the store, bit for bit: the estimate, the last iterate, the projected "
+        "estimate, the bounds, estimate and failure flag of bb, bm, oracle."
+    )
     ds = xr.open_zarr(diverging, consolidated=False).sel(c=1.0, rep=1)
     np.testing.assert_array_equal(result.estimate, ds["estimate"].values, strict=True)
     oracle = ds.sel({"method": "oracle"})
@@ -95,6 +104,7 @@ def test_replay_of_a_good_replicate_gives_its_stored_values(diverging, capsys):
     assert main(["replay", str(diverging), "--rep", "0", "--point", "c=1.0"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "rep 0: done in" in out and "oracle" in out
+    assert "\nEqual to the store, bit for bit: the estimate" in out
 
 
 def test_replay_under_pdb_enters_the_debugger_where_it_failed(diverging, capsys, monkeypatch):
@@ -232,7 +242,8 @@ def test_replay_of_a_workers_failure_runs_without_the_workers_limits(diverging_c
     assert lines[1] == worker_line
     assert lines[2].startswith("The computation ran to the end here (")
     assert "not from an error in the computation" in lines[2]
-    assert len(lines) == 3 and "did not happen again" not in "\n".join(lines)
+    assert lines[3].startswith("Equal to the store, bit for bit: ")
+    assert len(lines) == 4 and "did not happen again" not in "\n".join(lines)
     stored = xr.open_zarr(diverging_copy, consolidated=False).sel(c=1.0, rep=0)
     np.testing.assert_array_equal(result.estimate, stored["estimate"].values, strict=True)
     # One that fails here too says so, without comparing with the worker's error.
@@ -435,6 +446,175 @@ def test_a_plugins_type_or_value_error_is_its_bug_unless_its_validation_raised(
         line = one_error_line(capsys.readouterr(), code, (message,), EXIT_BAD_INPUT)
         assert "plugin" not in line and "raised" not in line
         assert not store.exists()
+
+
+@dataclass(frozen=True, kw_only=True)
+class NarrowPoint(IntervalMethod):
+    """theta_bar -+ 0.01: the first version of a method registered at run time."""
+
+    name = "point_interval"
+
+    def interval(self, stats, level, rng):
+        return stats.theta_bar - 0.01, stats.theta_bar + 0.01
+
+
+@dataclass(frozen=True, kw_only=True)
+class WidePoint(IntervalMethod):
+    """theta_bar -+ 0.1: its second version, the class edited."""
+
+    name = "point_interval"
+
+    def interval(self, stats, level, rng):
+        return stats.theta_bar - 0.1, stats.theta_bar + 0.1
+
+
+@pytest.fixture(scope="module")
+def registered_store(tmp_path_factory, local_cluster) -> Path:
+    """DIVERGING with the registered method point_interval: replicates 0 and 1 computed
+    by NarrowPoint (code version 0), then replicate 2 by WidePoint, the change accepted
+    (code version 1); c = 1e308 fails in every replicate."""
+    folder = tmp_path_factory.mktemp("registered")
+    sweep = write_sweep(folder / "reg.toml", replicates=2, **DIVERGING)
+    sweep.write_text(sweep.read_text() + "[methods.point_interval]\n")
+    store = folder / "reg.zarr"
+    run = ["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+        api.register(NarrowPoint)
+        assert main(run) == EXIT_FAILED
+        api.register(WidePoint)
+        assert main([*run, "--replicates", "3", "--accept-code-change"]) == EXIT_FAILED
+    versions = xr.open_zarr(store, consolidated=False)["code_version"].sel(c=1.0).values
+    np.testing.assert_array_equal(versions, [0, 0, 1])
+    return store
+
+
+@pytest.fixture
+def no_registered_units(monkeypatch):
+    """This process with no unit registered at run time (as a new `ldpsim` process)."""
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+
+
+def _compared(store: Path, rep: int, capsys) -> str:
+    """The line of replay comparing replicate ``rep`` at c = 1 with the store (exit 0)."""
+    assert main(["replay", str(store), "--rep", str(rep), "--point", "c=1"]) == EXIT_OK
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if "the store" in line]
+    return line
+
+
+def test_replay_says_whether_it_equals_the_store_and_names_both_code_versions(
+    registered_store, no_registered_units, capsys
+):
+    equal = (
+        "Equal to the store, bit for bit: the estimate, the last iterate, the projected "
+        "estimate, the bounds, estimate and failure flag of bb, bm, oracle, point_interval."
+    )
+    # The latest code (WidePoint) computed replicate 2, not replicates 0 and 1.
+    api.register(WidePoint)
+    assert _compared(registered_store, 2, capsys) == equal
+    line = _compared(registered_store, 0, capsys)
+    assert line.startswith(
+        "Differs from the store (computed by code version 0; now version 1): "
+        "point_interval's lower bound (largest difference 0.09"
+    ), line
+    assert "point_interval's upper bound (largest difference 0.09)" in line
+    assert "estimate;" not in line and "bb's" not in line  # the chain is the same
+    # The first code again: replicates 0 and 1 are its own.
+    api.register(NarrowPoint)
+    assert _compared(registered_store, 1, capsys) == equal
+    line = _compared(registered_store, 2, capsys)
+    assert line.startswith("Differs from the store (computed by code version 1; now version 0): ")
+
+
+def test_the_route_to_replay_a_store_of_registered_units_is_python(
+    registered_store, no_registered_units, capsys
+):
+    route = (
+        "Rerun one in Python: the store used the interval method 'point_interval' (class "
+        "test_replay.WidePoint), registered at run time, which `ldpsim replay` cannot load; "
+        "where your code defines it, run ldpsim.pipeline.api.register(WidePoint); then "
+        "ldpsim.pipeline.api.replay("
+    )
+    assert main(["errors", str(registered_store)]) == EXIT_FAILED
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(route) and "rep=R, point={AXIS: VALUE, ...}, pdb=True)." in last
+    # The report says the same (there, with the store's absolute path).
+    from ldpsim.pipeline.report import build_context, render_report
+
+    context = build_context(registered_store)
+    assert context["replay"].startswith(route)
+    assert context["replay"] in html.unescape(render_report(context))
+    # `ldpsim replay` (a new process: nothing registered) says how, in one line.
+    code = main(["replay", str(registered_store), "--rep", "1", "--point", "c=1e308"])
+    one_error_line(
+        capsys.readouterr(),
+        code,
+        (
+            "used the interval method 'point_interval' (class test_replay.WidePoint), "
+            "registered at run time, and this process has not registered it",
+            "ldpsim.pipeline.api.register(WidePoint); then ldpsim.pipeline.api.replay("
+            f"{str(registered_store)!r}, rep=1, point={{'c': '1e308'}}, pdb=True).",
+        ),
+        EXIT_BAD_INPUT,
+    )
+    # Which works, in Python.
+    api.register(WidePoint)
+    with pytest.raises(NonFiniteRun):
+        api.replay(registered_store, rep=1, point={"c": "1e308"})
+    assert "The replicate failed again, with the recorded error." in capsys.readouterr().out
+
+
+def test_equal_values_are_bit_for_bit_with_any_nan_equal_to_any_nan():
+    from ldpsim.pipeline.replay import same_values
+
+    nan = np.float64("nan")
+    negative_nan = np.copysign(nan, -1.0)
+    assert same_values([1.0, nan], [1.0, negative_nan])  # NaN carries no value
+    assert not same_values([0.0], [-0.0])  # bit for bit
+    assert not same_values([1.0], [np.nextafter(1.0, 2.0)])  # one ulp
+    assert not same_values([1.0, nan], [1.0, 2.0])
+    assert not same_values([1.0], [1.0, 1.0])
+    assert same_values(np.array([True, False]), np.array([True, False]))
+    assert not same_values(np.array(True), np.array(False))
+
+
+def test_the_comparisons_line_names_what_the_store_records_of_the_code():
+    from ldpsim.pipeline.replay import StoreComparison
+
+    differs = ["bb's lower bound (largest difference 0.09)"]
+
+    def line(stored, current, versions, absent=None, pending=()):
+        return StoreComparison(
+            ["the estimate"], differs, absent, list(pending), stored, current, versions
+        ).line()
+
+    assert line(0, 1, 2) == (
+        "Differs from the store (computed by code version 0; now version 1): bb's lower "
+        "bound (largest difference 0.09)."
+    )
+    assert line(1, 1, 2).startswith(
+        "Differs from the store (computed by code version 1; now version 1, the same "
+        "source: a module it imports may have changed): "
+    )
+    assert line(0, None, 2).startswith(
+        "Differs from the store (computed by code version 0; now code of no version the "
+        "store records: changed since its last run): "
+    )
+    assert line(None, 0, 1).startswith(
+        "Differs from the store (computed by code whose version the store did not record; "
+        "now version 0): "
+    )
+    assert line(None, None, 0).startswith(
+        "Differs from the store (which records no code versions: an older ldpsim wrote it): "
+    )
+    failed = line(0, 0, 1, absent="the store records this replicate as failed")
+    assert failed.endswith("): the store records this replicate as failed.")
+    equal = StoreComparison(["the estimate"], [], None, ["new"], 0, 0, 1).line()
+    assert equal == (
+        "Equal to the store, bit for bit: the estimate (new: added to the store and not "
+        "computed for this replicate yet, so not compared)."
+    )
 
 
 SCRIPT = """

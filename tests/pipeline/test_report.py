@@ -394,3 +394,63 @@ def test_r_for_se_plans_a_band_with_its_joint_coverage(d):
     marginal = [line for line in lines if "R for se 0.005" in line and "joint" not in line]
     assert [line.split()[-1] for line in joint] == ["8,400"] * (d if d <= 10 else 1)
     assert [line.split()[-1] for line in marginal] == want  # bb's only
+
+
+#: A value of the wrong type for each field of a run record that the report reads, and
+#: what the runs table then shows for it (None: left out, as a run that had none).
+WRONG_RUN_FIELDS = [
+    ("wall_seconds", None, "wall", "unknown"),
+    ("wall_seconds", "125.0", "wall", "unknown"),
+    ("wall_seconds", -1.0, "wall", "unknown"),
+    ("wall_seconds", 10**400, "wall", "unknown"),
+    ("warm_up_seconds", "2.5", "warm_up", "unknown"),
+    ("started", 5, "started", "unknown"),
+    ("finished", None, "finished", "unknown"),
+    ("computed", "36", "computed", "unknown"),
+    ("failed", True, "failed", "unknown"),
+    ("cluster", ["local"], "cluster", "unknown"),
+    ("host", None, "host", "unknown"),
+    ("cpu", {}, "cpu", "unknown"),
+    ("cores", 2.5, "cores", "unknown"),
+    ("command", "ldpsim run demo", "command", None),
+    ("command", ["ldpsim", 3], "command", None),
+    ("commit", 7, "commit", None),
+]
+
+
+def test_run_records_with_fields_of_the_wrong_type_show_them_as_unknown(tmp_path, capsys):
+    store = failing_store(tmp_path)
+    record_run(store, wall_seconds=2.0, computed=36, failed=0, cluster="local", command=["x"])
+    folder = store / "ldpsim" / "runs"
+    (written,) = folder.glob("*.json")
+    good = json.loads(written.read_text())
+    written.unlink()
+    for i, (field, value, _, _) in enumerate(WRONG_RUN_FIELDS):
+        (folder / f"{i:02d}.json").write_text(json.dumps({**good, field: value}))
+    (folder / "90.json").write_text(json.dumps({**good, "versions": "numpy 2"}))
+    (folder / "91.json").write_text(json.dumps({**good, "versions": {"numpy": 2}}))
+    (folder / "92.json").write_text("{}")  # a JSON object without any field
+    (folder / "93.json").write_text("[1, 2]")  # JSON, but not a record
+    context = build_context(store)
+    runs = context["provenance"]["runs"]
+    for run, (field, _, shown, value) in zip(runs, WRONG_RUN_FIELDS, strict=False):
+        assert run["unknown"] == [field] and run[shown] == value, (field, run)
+    for run in runs[len(WRONG_RUN_FIELDS) : len(WRONG_RUN_FIELDS) + 2]:
+        assert run["unknown"] == ["versions"] and set(run["versions"].values()) == {"unknown"}
+    empty = runs[-2]
+    assert [empty[k] for k in ("started", "wall", "warm_up", "computed", "host")] == [
+        "unknown",
+        "unknown",
+        "n/a",  # no warm-up: a run of an older ldpsim
+        "unknown",
+        "unknown",
+    ]
+    assert runs[-1] == {"unreadable": "93.json"}
+    text = page_text(render_report(context))
+    assert "unknown to unknown unknown" in text and "record 93.json cannot be read" in text
+    # The warm-up of no run is known; the unknown one is not counted as a run too old
+    # to record it, as the other readable ones are.
+    timings = context["timings"]
+    assert (timings["warm_up_runs"], timings["runs_without_warm_up"]) == (0, len(runs) - 2)
+    assert main(["report", str(store)]) == 0
+    assert capsys.readouterr().out.strip() == str(default_report_path(store))

@@ -302,3 +302,17 @@ def test_a_case_axis_without_cases_is_refused(tmp_path):
     (tmp_path / "s.toml").write_text(TEXT.replace("tau = [0.5, 0.9]", 'case = ["a"]'))
     with pytest.raises(InputError, match=r"\[cases.LABEL\] tables, and the sweep has none"):
         load_sweep(tmp_path / "s.toml")
+
+
+@pytest.mark.parametrize("label", ['""', '" "'])
+def test_a_blank_method_label_is_refused_in_one_line(tmp_path, capsys, label):
+    from ldpsim.pipeline.cli import main
+
+    # Its method given: the label alone names nothing else (a blank row in the tables).
+    (tmp_path / "s.toml").write_text(TEXT + f'[methods.{label}]\nmethod = "oracle"\n')
+    store = tmp_path / "s.zarr"
+    assert main(["run", str(tmp_path / "s.toml"), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ldpsim: error: The method label ")
+    assert "is blank" in err and "e.g. [methods.bb] or [methods.bb_long]" in err
+    assert not store.exists()
