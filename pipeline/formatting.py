@@ -27,11 +27,22 @@ def _length_digits(value: float) -> int:
 
 
 def cell_text(value: float, se: float, significant: bool) -> str:
-    """A value with its standard error in brackets, ``0.902 (0.013)``; ``n/a`` for NaN."""
+    """A value with its standard error in brackets, ``0.902 (0.013)``; ``n/a`` for NaN.
+
+    A positive standard error too small for the column's decimals is ``(<0.001)``, not
+    ``(0.000)``: a zero reads as no uncertainty at all (a coordinate mean of 0.99996
+    with se 0.00004 is ``1.000 (<0.001)``). One below 1e-9 of the value is rounding
+    noise and stays ``(0.000)``.
+    """
     digits = _length_digits(value) if significant else 3
     if not np.isfinite(value):
         return "n/a"
-    return f"{_fmt_stat(value, digits)} ({_fmt_stat(se, digits)})"
+    se_text = _fmt_stat(se, digits)
+    # Not a standard error at the value's floating-point noise (the lengths of a
+    # fixed-width interval differ in their last bits): that one is 0.
+    if np.isfinite(se) and se > 1e-9 * abs(value) and float(se_text) == 0:
+        se_text = f"<{10.0**-digits:.{digits}f}"
+    return f"{_fmt_stat(value, digits)} ({se_text})"
 
 
 def count_text(value: float) -> str:
@@ -39,12 +50,54 @@ def count_text(value: float) -> str:
     return f"{int(value):,}" if np.isfinite(value) else "n/a"
 
 
-def _is_power_of_ten(value: Any) -> bool:
+#: Grid values and spec parameters that are sample sizes: written by
+#: :func:`sample_size_text` wherever they are named (tables, figures, the report).
+SAMPLE_SIZE_NAMES = ("n", "checkpoint")
+
+
+def _round_parts(value: Any) -> tuple[float, int] | None:
+    """(m, k) with value = m 10^k, m in [1, 10) of at most two significant digits, for
+    a whole number >= 10 (50000 -> (5, 4), 250000 -> (2.5, 5)); None for any other."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 10:
-        return False
+        return None
     if not math.isfinite(value) or not float(value).is_integer():
-        return False
-    return 10 ** round(math.log10(value)) == int(value)
+        return None
+    whole = int(value)
+    exponent = len(str(whole)) - 1
+    if whole % 10 ** (exponent - 1):
+        return None
+    return whole / 10**exponent, exponent
+
+
+def _round_text(parts: tuple[float, int], fmt: str) -> str:
+    """``5e4`` (``$5 \\times 10^{4}$`` in LaTeX; ``1e6`` and ``$10^{6}$`` for a power of ten)."""
+    mantissa, exponent = parts
+    if fmt == "latex":
+        return (
+            f"$10^{{{exponent}}}$"
+            if mantissa == 1
+            else f"${mantissa:g} \\times 10^{{{exponent}}}$"
+        )
+    return f"{mantissa:g}e{exponent}"
+
+
+def sample_size_text(value: Any, fmt: str = "text") -> str:
+    """A sample size as every table, figure and header writes it: from 1000 on, a whole
+    number of two significant digits or fewer compact (``1e4``, ``5e4``, ``2.5e5``), any
+    other in full (``500``, ``123456``); LaTeX for ``latex`` (``$5 \\times 10^{4}$``).
+
+    Examples
+    --------
+    >>> [sample_size_text(v) for v in (50000.0, 100000, 250000, 123456, 500)]
+    ['5e4', '1e5', '2.5e5', '123456', '500']
+    """
+    value = native_value(value)
+    parts = _round_parts(value)
+    if parts is not None and value >= 1000:
+        return _round_text(parts, fmt)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return format_number(value) if isinstance(value, float) else str(value)
 
 
 def format_number(value: float) -> str:
@@ -67,13 +120,15 @@ def format_level(level: float) -> str:
 def axis_labels(values: Sequence[Any], fmt: str) -> list[str]:
     """Labels of an axis's values, in one style for the whole axis.
 
-    An axis of powers of ten reaching 1000 (n = 1e6, 1e7, 1e8) is written 1e6 (10^{6} in
-    LaTeX), as in the paper; otherwise integers as such and floats with ``g``.
+    An axis of whole numbers of two significant digits or fewer reaching 1000 (n = 1e4,
+    5e4, 1e6) is written compact, 5e4 (5 \\times 10^{4} in LaTeX), as in the paper and
+    as :func:`sample_size_text` writes one n; otherwise integers as such and floats
+    with ``g``.
     """
     native = [native_value(v) for v in values]
-    if native and all(_is_power_of_ten(v) for v in native) and max(native) >= 1000:
-        exps = [round(math.log10(v)) for v in native]
-        return [f"$10^{{{e}}}$" if fmt == "latex" else f"1e{e}" for e in exps]
+    parts = [_round_parts(v) for v in native]
+    if native and all(p is not None for p in parts) and max(native) >= 1000:
+        return [_round_text(p, fmt) for p in parts if p is not None]
     out = []
     for v in native:
         if isinstance(v, float) and math.isinf(v):
@@ -86,6 +141,19 @@ def axis_labels(values: Sequence[Any], fmt: str) -> list[str]:
                 text = latex_escape(text)
         out.append(text)
     return out
+
+
+def named_text(name: str, value: Any, fmt: str) -> str:
+    """A spec value of parameter ``name`` as a cell: a sample size (``n``,
+    :data:`SAMPLE_SIZE_NAMES`) by :func:`sample_size_text`, any other by
+    :func:`parameter_text`."""
+    if (
+        name in SAMPLE_SIZE_NAMES
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
+        return sample_size_text(value, fmt)
+    return parameter_text(value, fmt)
 
 
 def parameter_text(value: Any, fmt: str) -> str:

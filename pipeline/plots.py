@@ -21,11 +21,19 @@ from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
 
 from ldpsim.pipeline.case_parameters import case_parameters
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
-from ldpsim.pipeline.formatting import axis_labels, format_level, format_number, parameter_text
+from ldpsim.pipeline.formatting import (
+    SAMPLE_SIZE_NAMES,
+    axis_labels,
+    format_level,
+    format_number,
+    parameter_text,
+    sample_size_text,
+)
+from ldpsim.pipeline.nominal_claims import CLAIM_OF, method_claims
 from ldpsim.pipeline.reading import load_dataset
 from ldpsim.pipeline.summary import NON_GRID_DIMS, grid_axes, oracle_label, summarize, sweep_info
 from ldpsim.pipeline.sweep import CASE_AXIS
-from ldpsim.pipeline.tables import COVERAGE_COUNTS, DEPARTURE_Z, wilson_interval
+from ldpsim.pipeline.tables import COVERAGE_COUNTS, INTERVAL_Z, wilson_interval
 
 #: The figures of :func:`store_figures`, in drawing order (also their file names).
 FIGURE_KINDS = (
@@ -155,6 +163,8 @@ def value_label(name: str, value: Any) -> str:
         return value
     if isinstance(value, bool):  # as the tables write it
         return f"{name}={'true' if value else 'false'}"
+    if name in SAMPLE_SIZE_NAMES and isinstance(value, int | float):
+        return f"{name}={sample_size_text(value)}"
     if isinstance(value, float):
         return f"{name}={format_number(value)}"
     if isinstance(value, list | tuple):
@@ -319,12 +329,50 @@ def _panel_grid(
     return fig, axes
 
 
+#: Appended to the legend label of a coverage a method does not claim (a band's coverage
+#: of each coordinate, an interval's joint coverage): drawn hollow and faint, and not
+#: what the nominal line is for (:mod:`ldpsim.pipeline.nominal_claims`).
+UNCLAIMED = " (not its claim)"
+#: The legend's entry for the hollow markers.
+HOLLOW_TEXT = "hollow: not the\nmethod's claim"
+
+
+def _claim_style(style: dict[str, Any], claimed: bool) -> dict[str, Any]:
+    """A method's style for a coverage: as it is where the coverage is the method's
+    nominal claim, hollow and faint where it is not (no comparison with nominal)."""
+    return style if claimed else {**style, "markerfacecolor": "white", "alpha": 0.5}
+
+
+def _claim_label(method: str, claimed: bool) -> str:
+    return method if claimed else method + UNCLAIMED
+
+
+def _hollow_handle() -> Line2D:
+    return Line2D([], [], color="0.35", marker="o", markerfacecolor="white", linestyle="none")
+
+
 def _legend(fig: Figure, axes: np.ndarray) -> None:
-    """One legend for the figure, right of the panels (it never hides data)."""
+    """One legend for the figure, right of the panels (it never hides data).
+
+    A method drawn only where a coverage is not its claim (:data:`UNCLAIMED`) is listed
+    once, under its own name, and the hollow markers get an entry of their own.
+    """
+    pairs = [
+        (handle, label)
+        for ax in axes.flat
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)
+    ]
     seen: dict[str, Any] = {}
-    for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+    for handle, label in pairs:
+        if not label.endswith(UNCLAIMED):
             seen.setdefault(label, handle)
+    hollow = False
+    for handle, label in pairs:
+        if label.endswith(UNCLAIMED):
+            hollow = True
+            seen.setdefault(label.removesuffix(UNCLAIMED), handle)
+    if hollow:
+        seen[HOLLOW_TEXT] = _hollow_handle()
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="outside right upper", fontsize="small")
 
@@ -435,7 +483,7 @@ def coverage_error(
     with np.errstate(invalid="ignore"):  # NaN coverages keep NaN bars
         out = np.stack([np.fmin(half, p), np.fmin(half, 1.0 - p)]).astype(np.float64)
     for i in np.flatnonzero((p == 0.0) | (p == 1.0)):
-        low, high = wilson_interval(float(p[i]), float(counts[i]), DEPARTURE_Z)
+        low, high = wilson_interval(float(p[i]), float(counts[i]), INTERVAL_Z)
         if np.isfinite(low):
             # Not below 0: Wilson's bound at p = 1 may round to just under 1.
             out[:, i] = max(p[i] - low, 0.0), max(high - p[i], 0.0)
@@ -521,6 +569,9 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     coord_in_title = len(summary["coord"]) > 1
     cells = _panel_cells(summary, combos, coords)
     cases = _case_parts(summary)
+    # The coverage of each coordinate is the claim of an interval method, not of a band.
+    claims = method_claims(summary)
+    claimed = {m: claims[m] == CLAIM_OF["coverage"] for m in methods}
 
     cov_fig, cov_axes, cov_cells = _wrapped_panels(
         len(cells), len(cells[0]), _title(summary, "coverage"), sharex=True, sharey=True
@@ -543,12 +594,12 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
                 m["coverage"],
                 m["coverage_se"],
                 (i, len(methods)),
-                styles[method],
-                method,
+                _claim_style(styles[method], claimed[method]),
+                _claim_label(method, claimed[method]),
                 count=m["n_done"].values,
             )
             lax.plot(x, m["length"].values, markersize=4, label=method, **styles[method])
-        if level is not None:
+        if level is not None and any(claimed.values()):
             cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
         if not _has_values(cell["coverage"].values):
             _no_data(cax)
@@ -613,9 +664,16 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
         cell = summary.sel({**combo, "coord": coord})
         for offset, (var, label, reference) in enumerate(DIAGNOSTIC_PANELS):
             ax = cell_axes[offset]
-            for i, method in enumerate(methods):
-                m = cell.sel({"method": method})
-                _errorbar(ax, x, m[var], m[f"{var}_se"], (i, len(methods)), styles[method], method)
+            groups = _identical_methods(cell, var, methods)
+            for i, group in enumerate(groups):
+                m = cell.sel({"method": group[0]})
+                style: dict[str, Any] | str = styles[group[0]]
+                name = group[0]
+                if len(group) > 1:  # one value (bb, bm, sn, oracle: one estimate): drawn once
+                    style = {"color": "0.25", "marker": "o", "linestyle": "-"}
+                    # Wrapped: a long legend entry widens the figure into its title.
+                    name = _wrap(f"{', '.join(group)} (same values)", 14)
+                _errorbar(ax, x, m[var], m[f"{var}_se"], (i, len(groups)), style, name)
             ax.axhline(reference, color="gray", linestyle=":")
             if not _has_values(cell[var].values):
                 _no_data(ax)
@@ -628,6 +686,26 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
     _tick_labels_everywhere(axes)
     _legend(fig, axes)
     return fig
+
+
+def _identical_methods(cell: xr.Dataset, var: str, methods: list[str]) -> list[list[str]]:
+    """The methods of one panel grouped by identical values of ``var`` and its ``_se``
+    (NaN equal to NaN), in the store's order: bb, bm, sn and the oracle share one
+    estimate, theta_bar_n, and so one bias/sd wherever they count the same replicates;
+    drawn once, not as four error bars on top of each other."""
+    groups: list[list[str]] = []
+    keys: list[np.ndarray] = []
+    for method in methods:
+        m = cell.sel({"method": method})
+        key = np.stack([m[var].values, m[f"{var}_se"].values]).astype(np.float64)
+        for group, seen in zip(groups, keys, strict=True):
+            if np.array_equal(key, seen, equal_nan=True):
+                group.append(method)
+                break
+        else:
+            groups.append([method])
+            keys.append(key)
+    return groups
 
 
 def _errors_figure(summary: xr.Dataset) -> Figure | None:
@@ -666,22 +744,45 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
     return fig
 
 
+def _coords_text(summary: xr.Dataset) -> tuple[str, str]:
+    """How the dot figures' panel titles name the coordinates of a grid point: ``the
+    12 coords`` and ``all 12 coords`` when every grid point has d = 12; where d differs
+    (cases of d = 10, 100 and 1000, padded to 1000), each row's own d, which its label
+    gives: ``each row's d coords`` and ``all d coords of a row``."""
+    if "coord_exists" in summary:
+        exists = summary["coord_exists"]
+        sizes = np.unique(np.asarray(exists.sum("coord").values).ravel())
+    else:
+        sizes = np.array([summary.sizes["coord"]])
+    if sizes.size == 1:
+        d = int(sizes[0])
+        return f"the {d} coords", f"all {d} coords"
+    return "each row's d coords", "all d coords of a row"
+
+
 def _dot_panels(summary: xr.Dataset) -> tuple[list[tuple[str, int | None, str]], ...]:
     """The panels of the dot figures: (summary variable, coord or None, title) each, for
-    coverage and for length. Up to MAX_COORD_ROWS coordinates one panel each; more, the
-    mean over the coordinates and (coverage) the joint coverage, never one coordinate
-    standing for all."""
+    coverage and for length. Up to MAX_COORD_ROWS coordinates one panel each (and the
+    joint coverage, when a simultaneous band claims it); more, the mean over the
+    coordinates and (coverage) the joint coverage, never one coordinate standing for
+    all. The titles name each grid point's own d (:func:`_coords_text`)."""
     coords = [int(c) for c in summary["coord"].values]
+    mean_text, joint_text = _coords_text(summary)
+    joint = ("joint_coverage", None, f"joint: {joint_text} at once")
     if len(coords) <= MAX_COORD_ROWS:
         titled = len(coords) > 1
         cov = [("coverage", c, f"coord {c}" if titled else "") for c in coords]
         length = [("length", c, f"coord {c}" if titled else "") for c in coords]
+        if titled and "joint" in method_claims(summary).values():
+            cov.append(joint)
         return cov, length
-    cov = [
-        ("coord_mean_coverage", None, f"mean over the {len(coords)} coords"),
-        ("joint_coverage", None, f"joint: all {len(coords)} coords at once"),
-    ]
-    return cov, [("coord_mean_length", None, f"mean over the {len(coords)} coords")]
+    cov = [("coord_mean_coverage", None, f"mean over {mean_text}"), joint]
+    return cov, [("coord_mean_length", None, f"mean over {mean_text}")]
+
+
+#: Inches per character of a tick label or legend entry ("small", 8.3 pt, and
+#: "medium", 10 pt, text: about half an em each), for sizing the dot figures.
+CHAR_INCHES = 0.075
 
 
 def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
@@ -692,25 +793,34 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
     interval at 0 and 1, :func:`coverage_error`); the length
     axis is logarithmic where the lengths span more than a decade. One panel per
     coordinate up to MAX_COORD_ROWS, else the means over the coordinates and the joint
-    coverage (:func:`_dot_panels`); at most MAX_PANEL_COLUMNS panels side by side.
+    coverage (:func:`_dot_panels`); at most MAX_PANEL_COLUMNS panels side by side. A
+    coverage that is not the method's nominal claim (an interval's joint coverage, a
+    band's per coordinate) is drawn hollow and faint, and a panel has the nominal line
+    only where some method claims what it shows. The figure is as wide as its row
+    labels and legend need beside the panels, and panel titles wrap to their panel.
     """
     axes_names = grid_axes(summary)
     combos = _combos(summary, axes_names)
     methods = [str(m) for m in summary["method"].values]
     styles = method_styles(methods)
+    claims = method_claims(summary)
     level = summary.attrs.get("level")
     positions = np.arange(len(combos))[::-1].astype(np.float64)  # the first on top
     cases = _case_parts(summary)
     tick_labels = [", ".join(_point_parts(c, cases)) or "all" for c in combos]
     height = max(PANEL_SIZE[1], DOT_ROW_INCHES * len(combos) + 1.2)
+    # Room for the row labels and the legend beside the panels, so that a long label
+    # (sparse: "d=1000, sparsity=16, gaussian, sparse, delta=1e-06") does not squeeze
+    # the panels until their titles run under the legend.
+    label_inches = CHAR_INCHES * max(len(t) for t in tick_labels) + 0.6
+    legend_inches = CHAR_INCHES * max(len(m) for m in [*methods, "nominal"]) + 1.2
     figures = []
     for what, panels in zip(("coverage", "mean length"), _dot_panels(summary), strict=True):
         n_cols = min(len(panels), MAX_PANEL_COLUMNS)
         n_rows = -(-len(panels) // n_cols)
-        fig = SweepFigure(
-            figsize=(min(PANEL_SIZE[0] * n_cols + 3.0, MAX_FIGURE_INCHES), height * n_rows + 0.6),
-            layout="constrained",
-        )
+        width = min(PANEL_SIZE[0] * n_cols + label_inches + legend_inches, MAX_FIGURE_INCHES)
+        panel_inches = max((width - label_inches - legend_inches) / n_cols, 1.0)
+        fig = SweepFigure(figsize=(width, height * n_rows + 0.6), layout="constrained")
         axes = fig.subplots(n_rows, n_cols, squeeze=False, sharey=True)
         fig.suptitle(_wrap(_title(summary, what), int(TITLE_CHARS_PER_INCH * fig.get_figwidth())))
         for ax in axes.flat[len(panels) :]:
@@ -718,13 +828,17 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
         for ax, (var, coord, title) in zip(axes.flat, panels, strict=False):
             at_coord = summary if coord is None else summary.sel(coord=coord)
             values_all = []
+            coverage = var.endswith("coverage")
+            claimed = {m: not coverage or claims[m] == CLAIM_OF[var] for m in methods}
             for i, method in enumerate(methods):
                 sel = at_coord.sel({"method": method})
                 values = np.array([float(sel.sel(c)[var]) for c in combos])
                 values_all.append(values)
                 at = positions + (i - (len(methods) - 1) / 2) * DOT_DODGE / max(len(methods), 1)
                 style = {k: v for k, v in styles[method].items() if k != "linestyle"}
-                if var.endswith("coverage"):
+                style = _claim_style(style, claimed[method])
+                label = _claim_label(method, claimed[method])
+                if coverage:
                     se = np.array([float(sel.sel(c)[f"{var}_se"]) for c in combos])
                     count = [float(sel.sel(c)[COVERAGE_COUNTS[var]]) for c in combos]
                     ax.errorbar(
@@ -734,16 +848,16 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
                         linestyle="none",
                         markersize=4,
                         capsize=2,
-                        label=method,
+                        label=label,
                         **style,
                     )
                 else:
-                    ax.plot(values, at, linestyle="none", markersize=4, label=method, **style)
+                    ax.plot(values, at, linestyle="none", markersize=4, label=label, **style)
             finite = np.concatenate(values_all)
             finite = finite[np.isfinite(finite)]
-            if var.endswith("coverage"):
+            if coverage:
                 ax.set_xlim(-0.05, 1.05)
-                if level is not None:
+                if level is not None and any(claimed.values()):
                     ax.axvline(float(level), color="gray", linestyle=":", label="nominal")
                 ax.set_xlabel(title.split(":")[0] if var == "joint_coverage" else "coverage")
             else:
@@ -757,7 +871,8 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
             ax.set_ylim(positions.min() - 0.6, positions.max() + 0.6)
             ax.grid(axis="y", color="0.92")
             if title:
-                ax.set_title(title, fontsize="medium")
+                chars = max(int(panel_inches / CHAR_INCHES / 1.2), 12)
+                ax.set_title(_wrap(title, chars), fontsize="medium")
         axes[0, 0].set_ylabel(", ".join(axes_names))
         _legend(fig, axes)
         figures.append(fig)
@@ -822,6 +937,8 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         len(coverage_combos), 1, _title(summary, "coverage against n eps"), sharey=True
     )
     level = summary.attrs.get("level")
+    claims = method_claims(summary)
+    claimed = {m: claims[m] == CLAIM_OF["coverage"] for m in methods}
     for (ax,), combo in zip(cov_cells, coverage_combos, strict=True):
         cell = summary.sel(combo).stack(point=("n", "eps"))
         n_eps = (cell["n"] * cell["eps"]).values.astype(np.float64)
@@ -834,11 +951,11 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
                 m["coverage"][order],
                 m["coverage_se"][order],
                 (i, len(methods)),
-                styles[method],
-                method,
+                _claim_style(styles[method], claimed[method]),
+                _claim_label(method, claimed[method]),
                 count=m["n_done"].values[order],
             )
-        if level is not None:
+        if level is not None and any(claimed.values()):
             ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
         ax.set_xscale("log")
         ax.set_xlim(*_x_span(n_eps, len(methods)))
@@ -900,6 +1017,13 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     methods = [str(m) for m in summary["method"].values]
     styles = method_styles(methods)
     level = summary.attrs.get("level")
+    claims = method_claims(summary)
+    # Whether each column's statistic is each method's claim: the lengths are anyone's,
+    # the coverage of each coordinate an interval's, the joint coverage a band's.
+    claimed = {
+        var: {m: var not in CLAIM_OF or claims[m] == CLAIM_OF[var] for m in methods}
+        for var, _ in SPARSITY_PANELS
+    }
     fig, axes = _panel_grid(len(dims), len(SPARSITY_PANELS), _title(summary, "sparse gradients"))
     for row, d in enumerate(dims):
         for f, name in enumerate(families):
@@ -926,6 +1050,12 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                 label = f"{method}, {name}"
                 for col, (var, _) in enumerate(SPARSITY_PANELS):
                     ax = axes[row, col]
+                    # A coverage the method does not claim: faint, hollow and thin.
+                    faint = (
+                        {}
+                        if claimed[var][method]
+                        else {"alpha": 0.5, "markerfacecolor": "white", "linewidth": 0.8}
+                    )
                     if var == "joint_coverage":
                         ax.errorbar(
                             x,
@@ -941,6 +1071,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                             markersize=3,
                             capsize=2,
                             label=label,
+                            **faint,
                         )
                     else:
                         ax.plot(
@@ -951,6 +1082,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                             marker=styles[method]["marker"],
                             markersize=3,
                             label=label,
+                            **faint,
                         )
         sparsities = sorted({int(v["sparsity"]) for v in cases.values() if int(v["d"]) == d})
         for col, (var, ylabel) in enumerate(SPARSITY_PANELS):
@@ -965,7 +1097,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                 ax.set_yscale("log")
             else:
                 ax.set_ylim(0, 1.05)
-                if level is not None:
+                if level is not None and any(claimed[var].values()):
                     ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
     # One length scale for every d, so that the rows show the effect of d.
     lengths = np.concatenate([line.get_ydata() for ax in axes[:, 0] for line in ax.get_lines()])
@@ -985,9 +1117,10 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
         for f in range(len(families))
     ]
     nominal = [Line2D([], [], color="gray", linestyle=":")] if level is not None else []
+    hollow = any(not c for by_method in claimed.values() for c in by_method.values())
     fig.legend(
-        method_handles + nominal,
-        methods + (["nominal"] if nominal else []),
+        method_handles + nominal + ([_hollow_handle()] if hollow else []),
+        methods + (["nominal"] if nominal else []) + ([HOLLOW_TEXT] if hollow else []),
         loc="outside right upper",
         fontsize="small",
         title="method",
@@ -1072,7 +1205,7 @@ def _running_figure(ds: xr.Dataset) -> Figure | None:
             ax.set_ylabel("theta (coord 0)")
             where = _point_parts(combo, cases)
             if len(parts) > 1:
-                where.append(f"n {'<=' if col == 0 else '>='} {split:g}")
+                where.append(f"n {'<=' if col == 0 else '>='} {sample_size_text(split)}")
             title = _join_lines([*where, f"replicate {rep}"], PANEL_TITLE_CHARS)
             ax.set_title(title, fontsize="medium")
     if not drawn:

@@ -80,7 +80,8 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
         ``mse_last_se``, ``mse_last_n_done``), which are per grid point [and checkpoint]
         and so repeat in the records of its methods and coordinates; last
         ``n_replicates``, the replicates of the grid point. Values are plain Python
-        types; NaN statistics are None (null in JSON).
+        types; NaN statistics are None (null in JSON). Only the coordinates each grid
+        point has (a case of smaller d has none beyond its d).
     """
     dims = [*_method_dims(summary), "coord"]
     recs = with_case_parameters(summary, records_over(summary, dims, RECORD_FIELDS))
@@ -159,14 +160,21 @@ def records_over(
 ) -> list[dict[str, Any]]:
     """One record per index of ``dims`` of the variables ``fields`` of ``summary``.
 
-    ``fields[0]`` must have exactly these dims; the others are broadcast to them.
+    ``fields[0]`` must have exactly these dims; the others are broadcast to them. With a
+    ``coord`` dim, only the coordinates a grid point has (``coord_exists``): a case of
+    d = 10 in a store of d up to 1000 has 10 records per method, not 1000.
     """
     data = summary[list(fields)]
     index_values = [data[d].values for d in dims]
     full = data[fields[0]]
     columns = {f: data[f].broadcast_like(full).transpose(*dims).values for f in fields}
+    exists = None
+    if "coord" in dims and "coord_exists" in summary:
+        exists = summary["coord_exists"].broadcast_like(full).transpose(*dims).values
     out = []
     for idx in np.ndindex(*(len(v) for v in index_values)):
+        if exists is not None and not exists[idx]:
+            continue
         rec = {d: native_value(v[i]) for d, v, i in zip(dims, index_values, idx, strict=True)}
         rec.update({f: native_value(columns[f][idx]) for f in fields})
         out.append(rec)

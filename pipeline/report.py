@@ -21,30 +21,27 @@ from matplotlib.figure import Figure
 from ldpsim.pipeline.case_parameters import case_parameters
 from ldpsim.pipeline.errors import InputError, os_error_text
 from ldpsim.pipeline.failures import GridNames
-from ldpsim.pipeline.formatting import axis_labels, format_level, format_number, parameter_text
-from ldpsim.pipeline.partial_cells import footnote
+from ldpsim.pipeline.formatting import (
+    axis_labels,
+    format_level,
+    named_text,
+)
+from ldpsim.pipeline.nominal_claims import FLAG_SIZE, FLAG_Z, false_flag_rate
 from ldpsim.pipeline.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.replay import replay_route
-from ldpsim.pipeline.summary import TARGET_SE, band_labels, grid_axes, summarize, sweep_info
+from ldpsim.pipeline.summary import TARGET_SE, grid_axes, summarize, sweep_info
 from ldpsim.pipeline.sweep import CASE_AXIS, sweep_toml
 from ldpsim.pipeline.table_layouts import blank_repeats
 from ldpsim.pipeline.tables import (
     DEPARTURE_MARK,
-    DEPARTURE_Z,
-    TABLE_COORD_MEANS,
     TABLE_ERRORS,
-    TABLE_STATS,
-    TABLE_STATS_DIAGNOSTICS,
     case_columns,
-    coord_mean_caption,
-    error_caption,
+    coverage_table,
+    error_table,
     format_table,
-    planned_rows,
     shown_coords,
-    summary_caption,
-    table_rows,
 )
 from ldpsim.pipeline.timings import format_seconds, median_per_point, timing_summary
 
@@ -115,68 +112,47 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
     """Coverage and length (coordinate means above 10 coordinates) with the replicates
     a target se needs, the diagnostics and the mean squared errors, ready for the template.
 
-    Coverage cells more than :data:`~ldpsim.pipeline.tables.DEPARTURE_Z` standard errors
-    from the nominal level end in :data:`~ldpsim.pipeline.tables.DEPARTURE_MARK`; at 0
-    or 1 they show Wilson's interval (:func:`~ldpsim.pipeline.tables.coverage_cell`).
-    The replicates a target se needs are planned from the coverage shown (the
-    coordinate mean above 10 coordinates) for a marginal method, and from the joint
-    coverage for a simultaneous band (:func:`~ldpsim.pipeline.summary.band_labels`),
-    in a row of its own label.
+    The tables of ``ldpsim summarize`` (:func:`~ldpsim.pipeline.tables.coverage_table`,
+    :func:`~ldpsim.pipeline.tables.error_table`): compact (statistics as columns) for a
+    store of one n, coverage cells that depart from the method's nominal claim
+    (:mod:`ldpsim.pipeline.nominal_claims`) ending in
+    :data:`~ldpsim.pipeline.tables.DEPARTURE_MARK`, Wilson's interval at 0 and 1. The
+    replicates a target se needs are planned from the coverage shown for a marginal
+    method, and from the joint coverage for a simultaneous band, in a column (or row)
+    of its own label.
     """
-    target = summary.attrs.get("target_se", TARGET_SE)
-    level = summary.attrs.get("level")
-    needed_row = f"R for se {format_number(target)}"
-    joint_row = f"{needed_row}, joint"
-    bands = band_labels(summary)
-    planning = (
-        f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "
-        f"standard error of {format_number(target)}"
-    )
-    if bands:
-        planning += (
-            f"; {joint_row}: the same for the joint coverage (all coordinates at once), "
-            f"what a simultaneous band ({', '.join(bands)}) is for"
-        )
-    joint = {joint_row: "joint_replicates_needed"} if bands else {}
-    tables = []
+    main = coverage_table(summary, "text", replicates_needed=True, flag_note_under=False)
     if shown_coords(summary, "auto") == "mean":
-        stats = {**TABLE_COORD_MEANS, needed_row: "coord_mean_replicates_needed", **joint}
-        caption = coord_mean_caption(summary, False) + planning
-        names, headers, rows = table_rows(summary, "text", stats, per_coord=False, level=level)
-        rows = planned_rows(rows, needed_row, joint_row, bands)
-        tables.append(
-            _html_table(
-                caption, names, headers, rows, note=footnote(summary, [*stats.values()], "text")
-            )
-        )
         diagnostics = summary.isel(coord=[0])
         where = "; coordinate 0 of " + str(summary.sizes["coord"])
     else:
-        stats = {**TABLE_STATS, needed_row: "replicates_needed", **joint}
-        names, headers, rows = table_rows(summary, "text", stats, level=level)
-        rows = planned_rows(rows, needed_row, joint_row, bands)
-        tables.append(
-            _html_table(
-                summary_caption(summary, False) + planning,
-                names,
-                headers,
-                rows,
-                note=footnote(summary, [*stats.values()], "text"),
-            )
-        )
         diagnostics, where = summary, ""
-    tables.append(
-        _html_table(
-            summary_caption(diagnostics, True) + where,
-            *table_rows(diagnostics, "text", TABLE_STATS_DIAGNOSTICS, level=level),
-            note=footnote(diagnostics, [*TABLE_STATS_DIAGNOSTICS.values()], "text"),
-        )
-    )
+    diagnostic = coverage_table(diagnostics, "text", diagnostics=True, flag_note_under=False)
+    diagnostic.caption += where
+    tables = [main, diagnostic]
     if any(bool(summary[v].notnull().any()) for v in TABLE_ERRORS.values()):
-        rows = table_rows(summary, "text", TABLE_ERRORS, per_method=False, per_coord=False)
-        note = footnote(summary, [*TABLE_ERRORS.values()], "text")
-        tables.append(_html_table(error_caption(summary), *rows, note=note))
-    return tables
+        tables.append(error_table(summary, "text"))
+    return [_html_table(t.caption, t.names, t.headers, t.rows, note=t.note) for t in tables]
+
+
+def departure_rule(summary: xr.Dataset) -> dict[str, str]:
+    """What How to read says of the departure mark: the mark, the test's z and size, and
+    its exact rate of marks at exactly nominal coverage for this store's replicates
+    (:func:`~ldpsim.pipeline.nominal_claims.false_flag_rate`)."""
+    level = summary.attrs.get("level")
+    replicates = int(summary.attrs.get("replicates", 0))
+    rate = (
+        f"{100 * false_flag_rate(replicates, float(level)):.1f}%"
+        if level is not None and replicates > 0
+        else "n/a"
+    )
+    return {
+        "mark": DEPARTURE_MARK,
+        "z": f"{FLAG_Z:.2f}",
+        "size": f"{100 * FLAG_SIZE:g}%",
+        "replicates": f"{replicates:,}",
+        "rate": rate,
+    }
 
 
 def summary_csv(summary: xr.Dataset) -> dict[str, str]:
@@ -207,12 +183,18 @@ WILSON_BARS = (
     "; at a coverage of exactly 0 or 1, where that is 0, Wilson's interval at z = 2 "
     "instead, as in the tables"
 )
+#: How a coverage that is not the method's nominal claim is drawn.
+HOLLOW = (
+    " Hollow, faint markers: a coverage the method does not claim (a simultaneous band's "
+    "per coordinate, an interval's joint), shown for information; the dotted line is "
+    "drawn where some method claims what a panel shows."
+)
 #: What every figure shows, with what its bars are (+-2 Monte-Carlo standard errors).
 FIGURE_CAPTIONS = {
     "coverage": (
         "Coverage of the intervals (the fraction of replicates whose interval holds the "
         "truth) per method; the dotted line is the nominal level. Error bars: +-2 "
-        f"Monte-Carlo standard errors, sqrt(p (1 - p) / R){WILSON_BARS}."
+        f"Monte-Carlo standard errors, sqrt(p (1 - p) / R){WILSON_BARS}.{HOLLOW}"
     ),
     "length": (
         "Mean interval length per method, on a log axis where the lengths are positive. No "
@@ -221,7 +203,8 @@ FIGURE_CAPTIONS = {
     "diagnostics": (
         "Bias of the estimate over its standard deviation, and the variance ratio (mean "
         "length / (2 z sd))^2, per method; the dotted lines are a correct interval's 0 "
-        "and 1. Error bars: +-2 Monte-Carlo standard errors."
+        "and 1. Error bars: +-2 Monte-Carlo standard errors. Methods with the same values "
+        "(bb, bm, sn and the oracle share one estimate, so one bias / sd) are drawn once."
     ),
     "privacy-length": (
         "Mean length divided by the non-private bootstrap's (np_boot) against eps, log-log. "
@@ -229,7 +212,7 @@ FIGURE_CAPTIONS = {
     ),
     "privacy-coverage": (
         "Coverage against n eps per method; the dotted line is the nominal level. Error "
-        f"bars: +-2 Monte-Carlo standard errors{WILSON_BARS}."
+        f"bars: +-2 Monte-Carlo standard errors{WILSON_BARS}.{HOLLOW}"
     ),
     "errors": (
         "Mean squared error of the average and of the last iterate against n, log-log. "
@@ -238,7 +221,7 @@ FIGURE_CAPTIONS = {
     "sparsity": (
         "Mean length, coverage averaged over the coordinates and joint coverage (all "
         "coordinates at once) against the sparsity s, one row per d. Error bars (joint "
-        f"coverage only): +-2 Monte-Carlo standard errors{WILSON_BARS}."
+        f"coverage only): +-2 Monte-Carlo standard errors{WILSON_BARS}.{HOLLOW}"
     ),
     "running": (
         "The running estimate and interval bounds of one replicate against n. No error "
@@ -712,7 +695,7 @@ def build_context(
         "done": done,
         "total": total,
         "banner": banner(ds, done, total, prov["runs"]),
-        "departure": {"z": format_number(DEPARTURE_Z), "mark": DEPARTURE_MARK},
+        "departure": departure_rule(summary),
         "sweep_toml": sweep_toml(sweep, note="as stored"),
         "tables": result_tables(summary),
         "csv": summary_csv(summary),
@@ -735,7 +718,7 @@ def grid_lines(ds: xr.Dataset) -> list[str]:
         parameters = case_parameters(ds) if axis == CASE_AXIS else {}
         if parameters:
             values = [
-                f"{name} = {', '.join(dict.fromkeys(parameter_text(v, 'text') for v in vs))}"
+                f"{name} = {', '.join(dict.fromkeys(named_text(name, v, 'text') for v in vs))}"
                 for name, vs in parameters.items()
             ]
             lines.append(f"{ds.sizes[axis]} cases of {'; '.join(values)}")

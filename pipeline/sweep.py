@@ -521,7 +521,14 @@ def _inline(value: Any) -> str:
         return f"[{', '.join(map(_inline, value))}]"
     if isinstance(value, Mapping):
         return f"{{{', '.join(f'{k} = {_inline(v)}' for k, v in value.items())}}}"
-    return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        # 50000.0 (--set n=5e4) as 5e4, the way the tables write n; TOML reads it back as
+        # the same float. Imported here: formatting imports this module.
+        from ldpsim.pipeline.formatting import sample_size_text
+
+        compact = sample_size_text(value)
+        return compact if "e" in compact else repr(value)
+    return str(value)
 
 
 def _parse_value(text: str) -> Any:

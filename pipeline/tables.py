@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
 import xarray as xr
 
-from ldpsim.pipeline.case_parameters import case_parameters
+from ldpsim.pipeline.case_parameters import MISSING_TEXT, case_parameters
 from ldpsim.pipeline.cell_statistics import (
     BOOTSTRAP_RESAMPLES,
     SE_RULE_TEXT,
@@ -24,7 +25,14 @@ from ldpsim.pipeline.formatting import (
     format_level,
     format_number,
     latex_escape,
-    parameter_text,
+    named_text,
+)
+from ldpsim.pipeline.nominal_claims import (
+    CLAIM_OF,
+    FLAG_SIZE,
+    FLAG_Z,
+    departs,
+    method_claims,
 )
 from ldpsim.pipeline.partial_cells import COUNTS, MARKERS, footnote, partial
 from ldpsim.pipeline.records import (
@@ -38,7 +46,7 @@ from ldpsim.pipeline.records import (
 )
 from ldpsim.pipeline.summary import band_labels, grid_axes, sweep_info
 from ldpsim.pipeline.sweep import CASE_AXIS
-from ldpsim.pipeline.table_layouts import latex_table, markdown_table, text_table
+from ldpsim.pipeline.table_layouts import Rows, latex_table, markdown_table, text_table
 
 #: Names that moved to records.py, formatting.py and table_layouts.py, importable from
 #: here as before.
@@ -97,20 +105,23 @@ COUNT_STATS = ("replicates_needed", "coord_mean_replicates_needed", "joint_repli
 #: Statistics shown with three significant digits (the others with three decimals).
 SIGNIFICANT_STATS = ("length", "coord_mean_length", "mse", "mse_last")
 #: Coverage statistics -> the count of the replicates they are a fraction of: the cells
-#: that :func:`table_rows` flags against the nominal level when given one.
+#: that :func:`table_rows` tests against the nominal level when given one, each only for
+#: the methods whose nominal claim it is (:mod:`ldpsim.pipeline.nominal_claims`).
 COVERAGE_COUNTS = {
     "coverage": "n_done",
     "coord_mean_coverage": "coord_mean_n_done",
     "joint_coverage": "joint_n_done",
 }
-#: A coverage this many Monte-Carlo standard errors from the nominal level is flagged
-#: (the figures' error bars are +-2 se too).
-DEPARTURE_Z = 2.0
-#: The mark of a flagged coverage cell.
+#: The z of the uncertainty shown beside a coverage: Wilson's interval at 0 and 1 in the
+#: tables, and the figures' error bars (+-2 Monte-Carlo standard errors). The flag is a
+#: test of its own (:data:`~ldpsim.pipeline.nominal_claims.FLAG_Z`).
+INTERVAL_Z = 2.0
+#: The mark of a flagged coverage cell, per table format.
 DEPARTURE_MARK = "\N{DAGGER}"
+DEPARTURE_MARKS = {"text": DEPARTURE_MARK, "markdown": DEPARTURE_MARK, "latex": r"$^{\dagger}$"}
 
 
-def wilson_interval(fraction: float, count: float, z: float = DEPARTURE_Z) -> tuple[float, float]:
+def wilson_interval(fraction: float, count: float, z: float = INTERVAL_Z) -> tuple[float, float]:
     """Wilson's score interval of a binomial proportion.
 
     Unlike the Wald interval ``p +- z sqrt(p (1 - p) / R)``, it does not collapse to a
@@ -148,13 +159,17 @@ def wilson_interval(fraction: float, count: float, z: float = DEPARTURE_Z) -> tu
     return max(0.0, float(centre - half)), min(1.0, float(centre + half))
 
 
-def coverage_cell(value: float, se: float, count: float, level: float) -> tuple[str, bool]:
+def coverage_cell(
+    value: float, se: float, count: float, level: float, claimed: bool = True
+) -> tuple[str, bool]:
     """The text of a coverage cell and whether it departs from the nominal ``level``.
 
-    Inside (0, 1) the cell is ``0.902 (0.013)`` and departs when ``|value - level| >
-    DEPARTURE_Z se``. At 0 or 1, where the standard error ``sqrt(p (1 - p) / R)`` is 0,
-    the cell shows Wilson's interval instead, ``1.000 [0.714, 1.000]``, and departs when
-    the level lies outside it.
+    Inside (0, 1) the cell is ``0.902 (0.013)``; at 0 or 1, where the standard error
+    ``sqrt(p (1 - p) / R)`` is 0, it shows Wilson's interval instead,
+    ``1.000 [0.714, 1.000]``. Whether it departs is the test of
+    :func:`~ldpsim.pipeline.nominal_claims.departs` (two-sided at 5%, with the standard
+    error under coverage = ``level``), and only where the coverage is the method's
+    nominal claim (``claimed``).
 
     Parameters
     ----------
@@ -164,6 +179,9 @@ def coverage_cell(value: float, se: float, count: float, level: float) -> tuple[
         The replicates the coverage is a fraction of (R).
     level : float
         The nominal level, in (0, 1).
+    claimed : bool
+        Whether this coverage is what the method claims (per coordinate for an interval,
+        joint for a simultaneous band); False shows it without a flag.
 
     Returns
     -------
@@ -172,12 +190,12 @@ def coverage_cell(value: float, se: float, count: float, level: float) -> tuple[
     """
     if not np.isfinite(value):
         return "n/a", False
+    flag = claimed and bool(departs(value, count, level))
     if value in (0.0, 1.0) and not se > 0:
         low, high = wilson_interval(value, count)
-        if not np.isfinite(low):
-            return cell_text(value, se, False), False
-        return f"{value:.3f} [{low:.3f}, {high:.3f}]", not low <= level <= high
-    return cell_text(value, se, False), bool(abs(value - level) > DEPARTURE_Z * se)
+        if np.isfinite(low):
+            return f"{value:.3f} [{low:.3f}, {high:.3f}]", flag
+    return cell_text(value, se, False), flag
 
 
 def summary_records(summary: xr.Dataset, coord_means: bool = False) -> list[dict[str, Any]]:
@@ -312,12 +330,14 @@ def check_statistics_shown(
 
 
 # -- tables -------------------------------------------------------------------------------
-def caption_head(summary: xr.Dataset) -> str:
-    """'name: 90% intervals', the start of a table's caption."""
+def caption_head(summary: xr.Dataset, where: str = "") -> str:
+    """'name: 90% intervals', the start of a table's caption; with ``where`` (the values
+    every row shares, ``n = 5e4``), 'name: 90% intervals at n = 5e4'."""
     name = sweep_info(summary).get("name")
     level = summary.attrs.get("level")
     head = f"{name}: " if name else ""
-    return head + (f"{format_level(level)} intervals" if level is not None else "intervals")
+    head += f"{format_level(level)} intervals" if level is not None else "intervals"
+    return f"{head} at {where}" if where else head
 
 
 def replicates_per_cell(summary: xr.Dataset, count: str) -> str:
@@ -333,8 +353,9 @@ def replicates_per_cell(summary: xr.Dataset, count: str) -> str:
     return f"replicates per cell: {done}"
 
 
-def summary_caption(summary: xr.Dataset, diagnostics: bool) -> str:
-    """The caption of the coverage and length table (with ``diagnostics``: their rows)."""
+def summary_caption(summary: xr.Dataset, diagnostics: bool, where: str = "") -> str:
+    """The caption of the coverage and length table (with ``diagnostics``: their rows;
+    ``where``: as for :func:`caption_head`)."""
     shown = (
         "coverage, predicted coverage (pred cover: a normal interval of this bias/sd and "
         "var ratio), mean length, bias/sd of the estimate and var ratio (mean length / "
@@ -343,7 +364,7 @@ def summary_caption(summary: xr.Dataset, diagnostics: bool) -> str:
         else "coverage and mean length"
     )
     return (
-        f"{caption_head(summary)}; {shown} (Monte-Carlo standard errors in brackets); "
+        f"{caption_head(summary, where)}; {shown} (Monte-Carlo standard errors in brackets); "
         f"{replicates_per_cell(summary, 'n_done')}"
     )
 
@@ -362,8 +383,9 @@ def statistics_caption(summary: xr.Dataset) -> str:
     return "".join(f"; {name}: {words[se_rule(summary, name)]}" for name in names)
 
 
-def coord_mean_caption(summary: xr.Dataset, diagnostics: bool) -> str:
-    """The caption of the table of coordinate means."""
+def coord_mean_caption(summary: xr.Dataset, diagnostics: bool, where: str = "") -> str:
+    """The caption of the table of coordinate means (``where``: as for
+    :func:`caption_head`)."""
     left_out = (
         "; the diagnostics are per coordinate and left out here (--coords all "
         "--diagnostics shows them)"
@@ -371,7 +393,7 @@ def coord_mean_caption(summary: xr.Dataset, diagnostics: bool) -> str:
         else ""
     )
     return (
-        f"{caption_head(summary)}; coverage and mean length, each the mean over the d "
+        f"{caption_head(summary, where)}; coverage and mean length, each the mean over the d "
         f"coordinates of the grid point (Monte-Carlo standard errors in brackets, from "
         f"the spread of the per-replicate means over the coordinates), and joint "
         f"coverage (all d coordinates covered at once; binomial standard errors); "
@@ -380,14 +402,16 @@ def coord_mean_caption(summary: xr.Dataset, diagnostics: bool) -> str:
     )
 
 
-def error_caption(summary: xr.Dataset) -> str:
-    """The caption of the mean squared error table."""
+def error_caption(summary: xr.Dataset, where: str = "") -> str:
+    """The caption of the mean squared error table (``where``: as for
+    :func:`caption_head`)."""
     name = sweep_info(summary).get("name")
     counts = np.concatenate([summary[f"{v}_n_done"].values.ravel() for v in TABLE_ERRORS.values()])
     lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
     head = f"{name}: " if name else ""
     return (
-        f"{head}mean squared error (mean over replicates of the squared norm of the error) "
+        f"{head}mean squared error{f' at {where}' if where else ''} (mean over replicates "
+        "of the squared norm of the error) "
         f"of the average theta_bar_n and of the last iterate theta_n (Monte-Carlo standard "
         f"errors in brackets); replicates per cell: {lo if lo == hi else f'{lo}-{hi}'}"
     )
@@ -420,7 +444,7 @@ def case_columns(summary: xr.Dataset, fmt: str) -> tuple[list[str], list[list[st
         return [], []
     names = [fmt_name(name, fmt) for name in parameters]
     cells = [
-        [parameter_text(values[i], fmt) for values in parameters.values()]
+        [named_text(name, values[i], fmt) for name, values in parameters.items()]
         for i in range(summary.sizes[CASE_AXIS])
     ]
     if len({tuple(row) for row in cells}) < len(cells):
@@ -445,9 +469,12 @@ def table_rows(
     coordinates (the sweep's); a ``case`` axis shows as the parameters that vary across
     its cases, a column each (:func:`case_columns`). A partial cell (fewer than all
     its grid point's replicates, :mod:`ldpsim.pipeline.partial_cells`) ends in the
-    format's marker. With a nominal ``level`` (the HTML report), the coverage cells of
+    format's marker. With a nominal ``level``, the coverage cells of
     :data:`COVERAGE_COUNTS` are written by :func:`coverage_cell` (Wilson's interval at 0
-    and 1) and a departure from ``level`` ends in :data:`DEPARTURE_MARK`.
+    and 1), and a departure from the level (the grid point's, where ``level`` is a grid
+    axis) of a method's nominal claim
+    (:func:`~ldpsim.pipeline.nominal_claims.claims`) ends in the format's
+    :data:`DEPARTURE_MARKS`.
     """
     axes = grid_axes(summary)
     col_axis = "n" if "n" in axes else None
@@ -495,6 +522,9 @@ def table_rows(
     marks = {var: partial(base, counted[var]) for var in stats.values() if var in counted}
     marker = MARKERS.get(fmt, "*")
     skip_missing = "coord" in row_dims and "coord_exists" in summary
+    method_axis = row_dims.index("method") if "method" in row_dims else None
+    # A comparison (compare.py) has no method axis, and no coverage to flag.
+    method_claim = method_claims(summary) if "method" in summary.dims else {}
     for idx in np.ndindex(*(len(v) for v in index_values)):
         cell = base.isel(dict(zip(row_dims, idx, strict=True)))
         if skip_missing and not bool(cell["coord_exists"].any()):
@@ -508,18 +538,25 @@ def table_rows(
         where = dict(zip(row_dims, idx, strict=True))
         for stat, var in stats.items():
             values = np.atleast_1d(cell[var].values)
-            departs = [False] * len(values)
+            flags = [False] * len(values)
             if var in COUNT_STATS:  # a count: no standard error
                 cells = [count_text(float(v)) for v in values]
             elif level is not None and var in COVERAGE_COUNTS:
                 ses = np.atleast_1d(cell[f"{var}_se"].values)
                 counts = np.broadcast_to(cell[COVERAGE_COUNTS[var]].values, values.shape)
+                method = (
+                    None
+                    if method_axis is None
+                    else str(index_values[method_axis][idx[method_axis]])
+                )
+                claimed = method is None or method_claim[method] == CLAIM_OF[var]
+                nominal = cell_level(cell, level)
                 texts = [
-                    coverage_cell(float(v), float(s), float(k), float(level))
+                    coverage_cell(float(v), float(s), float(k), nominal, claimed)
                     for v, s, k in zip(values, ses, counts, strict=True)
                 ]
                 cells = [text for text, _ in texts]
-                departs = [flag for _, flag in texts]
+                flags = [flag for _, flag in texts]
             else:
                 ses = np.atleast_1d(cell[f"{var}_se"].values)
                 cells = [
@@ -530,9 +567,18 @@ def table_rows(
                 marked = marks[var].isel(where, missing_dims="ignore").values
                 marked = np.broadcast_to(marked, values.shape)
                 cells = [c + marker if m else c for c, m in zip(cells, marked, strict=True)]
-            cells = [c + DEPARTURE_MARK if d else c for c, d in zip(cells, departs, strict=True)]
+            mark = DEPARTURE_MARKS.get(fmt, DEPARTURE_MARK)
+            cells = [c + mark if d else c for c, d in zip(cells, flags, strict=True)]
             rows.append(([*labels, stat], cells))
     return names, col_headers, rows
+
+
+def cell_level(cell: xr.Dataset, level: float) -> float:
+    """The nominal level of a table cell: its grid point's where ``level`` is a grid axis
+    (a coordinate of the cell), else ``level``."""
+    if "level" in cell.coords and cell["level"].size == 1:
+        return float(cell["level"])
+    return float(level)
 
 
 def planned_rows(rows: list, needed_row: str, joint_row: str, bands: list[str]) -> list:
@@ -564,15 +610,20 @@ def format_table(
         The output of :func:`summarize`.
     fmt : {'text', 'markdown', 'latex', 'csv', 'json'}
         ``text``, ``markdown`` and ``latex`` follow the paper's layout: columns are the
-        values of the ``n`` axis (a single column without one), rows the other grid
-        axes x [checkpoint x] [coord x] method x {cover, length} (a ``case`` axis as
-        the parameters that vary across its cases, :func:`case_columns`), each cell a
-        value with its Monte-Carlo standard error in brackets, e.g. ``0.902 (0.013)``,
-        under a caption naming the level and the number of replicates. ``csv`` and
+        values of the ``n`` axis, rows the other grid axes x [checkpoint x] [coord x]
+        method x {cover, length} (a ``case`` axis as the parameters that vary across
+        its cases, :func:`case_columns`), each cell a value with its Monte-Carlo
+        standard error in brackets, e.g. ``0.902 (0.013)``, under a caption naming the
+        level and the number of replicates. Without an ``n`` axis or with one n, the
+        table is compact: the statistics are its columns, a row per grid point [and
+        checkpoint, coord] and method (:func:`compact_rows`); grid axes of one value
+        are named in the caption (``90% intervals at n = 5e4``). Coverage cells that
+        depart from the method's nominal claim end in :data:`DEPARTURE_MARKS`, with a
+        note under the table (:mod:`ldpsim.pipeline.nominal_claims`). ``csv`` and
         ``json`` hold one row / object per record of :func:`records` (every statistic,
-        the diagnostics included), or with ``coords='mean'`` of
-        :func:`coord_mean_records`; both keep ``case`` beside its parameters
-        (``case_d``, ``case_mechanism``).
+        the diagnostics included; the coordinates each grid point has), or with
+        ``coords='mean'`` of :func:`coord_mean_records`; both keep ``case`` beside its
+        parameters (``case_d``, ``case_mechanism``).
     diagnostics : bool
         Add the rows pred cover, bias/sd and var ratio per method (``text``,
         ``markdown`` and ``latex``); see :mod:`ldpsim.pipeline.diagnostics`. They are
@@ -622,31 +673,143 @@ def format_table(
         # Machines get every coordinate unless the means are asked for by name.
         means = coords == "mean"
         return render_records(summary_records(summary, means), fmt, record_fields(summary, means))
-    render = {"markdown": markdown_table, "latex": latex_table}.get(fmt, text_table)
-    target = summary.attrs.get("target_se")
+    tables = [coverage_table(summary, fmt, diagnostics, coords, replicates_needed)]
+    if errors:
+        tables.append(error_table(summary, fmt))
+    return "\n".join(table.render(fmt) for table in tables)
+
+
+@dataclass
+class Table:
+    """A table before its layout: ``caption``, the row labels' column ``names``, the
+    cells' column ``headers``, the ``rows`` (labels, cells) and a ``note`` under it."""
+
+    caption: str
+    names: list[str]
+    headers: list[str]
+    rows: Rows
+    note: str = ""
+
+    def render(self, fmt: str) -> str:
+        """The table in ``text``, ``markdown`` or ``latex`` layout."""
+        layout = {"markdown": markdown_table, "latex": latex_table}.get(fmt, text_table)
+        return layout(self.caption, self.names, self.headers, self.rows, note=self.note)
+
+
+def single_valued(summary: xr.Dataset, fmt: str) -> tuple[xr.Dataset, list[str]]:
+    """The summary without its grid axes of one value, and those axes as ``n = 5e4``:
+    a column (or a column of row labels) that repeats one value says it once, in the
+    caption."""
+    fixed = [axis for axis in grid_axes(summary) if summary.sizes[axis] == 1]
+    texts = [
+        f"{fmt_name(axis, fmt)} = {axis_labels(summary[axis].values, fmt)[0]}" for axis in fixed
+    ]
+    return (summary.isel({axis: 0 for axis in fixed}) if fixed else summary), texts
+
+
+def compact_rows(
+    names: list[str], headers: list[str], rows: Rows
+) -> tuple[list[str], list[str], Rows]:
+    """A table of one column of cells laid out with the statistics as its columns.
+
+    ``rows`` (labels ending in the statistic's, one cell each) become one row per
+    labels but the last, a cell per statistic in the order they first appear
+    (:data:`~ldpsim.pipeline.case_parameters.MISSING_TEXT` where a row has none: a
+    band's "R for se" planned per coordinate); ``names`` lose the statistic's column.
+    ``headers`` (the one column's) are left to the caption.
+    """
+    del headers  # the caller says the one column's header in the caption
+    stats = list(dict.fromkeys(labels[-1] for labels, _ in rows))
+    grouped: dict[tuple[str, ...], dict[str, str]] = {}
+    for labels, cells in rows:
+        grouped.setdefault(tuple(labels[:-1]), {})[labels[-1]] = cells[0]
+    compact = [
+        (list(labels), [cells.get(stat, MISSING_TEXT) for stat in stats])
+        for labels, cells in grouped.items()
+    ]
+    return names[:-1], stats, compact
+
+
+def flag_note(summary: xr.Dataset, fmt: str, joint_shown: bool) -> str:
+    """The note under a table with marked coverages: what the departure mark means (the
+    test of :mod:`ldpsim.pipeline.nominal_claims`) and, where the table shows the joint
+    coverage or has simultaneous bands (``joint_shown``), each method's claim."""
+    level = summary.attrs.get("level")
+    q = format_number(float(level)) if level is not None else "q"
+    text = (
+        f"the coverage departs from its nominal {q}: |coverage - {q}| > {FLAG_Z:.2f} "
+        f"sqrt({q} (1 - {q}) / R), a two-sided test at {100 * FLAG_SIZE:g}% of coverage "
+        f"= {q} with the standard error of a coverage of exactly {q} (about 1 cell in "
+        "20 is marked by chance alone)."
+    )
+    bands = band_labels(summary)
+    if bands or joint_shown:
+        claim = (
+            f"the simultaneous bands ({', '.join(bands)}) on their joint coverage, the "
+            "other methods on the coverage of each coordinate (and its mean)"
+            if bands
+            else "every method here on the coverage of each coordinate (and its mean)"
+        )
+        text += (
+            f" Only each method's nominal claim is tested: {claim}; the other coverage is "
+            "shown as information and never marked."
+        )
+    if fmt == "latex":
+        return DEPARTURE_MARKS["latex"] + " " + latex_escape(text)
+    return f"{DEPARTURE_MARKS.get(fmt, DEPARTURE_MARK)} {text}"
+
+
+def coverage_table(
+    summary: xr.Dataset,
+    fmt: str = "text",
+    diagnostics: bool = False,
+    coords: CoordsMode = "auto",
+    replicates_needed: bool = False,
+    flag_note_under: bool = True,
+) -> Table:
+    """The coverage and length table of :func:`format_table` (``text``, ``markdown``,
+    ``latex``) and of the report.
+
+    Columns are the values of the ``n`` axis; a table of one column (no ``n`` axis, or
+    one n) is laid out compact, the statistics as its columns (:func:`compact_rows`).
+    Grid axes of one value are said once in the caption (:func:`single_valued`).
+    Coverage cells are tested against the nominal level where they are the method's
+    claim (:func:`table_rows`), and ``flag_note_under`` puts :func:`flag_note` under the
+    table. See :func:`format_table` for the other parameters.
+    """
+    shown = shown_coords(summary, coords)
+    check_statistics_shown(statistic_names(summary), shown, coords)
+    view, fixed = single_valued(summary, fmt)
+    target = view.attrs.get("target_se")
     needed_row = f"R for se {format_number(target)}" if target is not None else "R needed"
     joint_row = f"{needed_row}, joint"
-    # A simultaneous band plans its replicates from its joint coverage, as the report.
-    bands = band_labels(summary) if replicates_needed else []
+    # A simultaneous band plans its replicates from its joint coverage.
+    bands = band_labels(view) if replicates_needed else []
     joint = {joint_row: "joint_replicates_needed"} if bands else {}
+    level = view.attrs.get("level")
     if shown == "mean":
-        caption = coord_mean_caption(summary, diagnostics)
         stats = dict(TABLE_COORD_MEANS)
         if replicates_needed:
             stats.update({needed_row: "coord_mean_replicates_needed", **joint})
-        names, headers, body = table_rows(summary, fmt, stats, per_coord=False)
+        names, headers, body = table_rows(view, fmt, stats, per_coord=False, level=level)
     else:
         stats = dict(TABLE_STATS_DIAGNOSTICS if diagnostics else TABLE_STATS)
-        stats.update(
-            {latex_escape(n) if fmt == "latex" else n: n for n in statistic_names(summary)}
-        )
+        stats.update({latex_escape(n) if fmt == "latex" else n: n for n in statistic_names(view)})
         if replicates_needed:
             stats.update({needed_row: "replicates_needed", **joint})
-        caption = summary_caption(summary, diagnostics)
-        names, headers, body = table_rows(summary, fmt, stats)
+        names, headers, body = table_rows(view, fmt, stats, level=level)
     if bands:
         body = planned_rows(body, needed_row, joint_row, bands)
-    caption += statistics_caption(summary)
+    if len(headers) == 1:
+        if headers[0] != "value":
+            fixed.insert(0, headers[0].strip("$") if fmt == "latex" else headers[0])
+        names, headers, body = compact_rows(names, headers, body)
+    where = ", ".join(fixed)
+    if shown == "mean":
+        caption = coord_mean_caption(view, diagnostics, where)
+    else:
+        caption = summary_caption(view, diagnostics, where)
+    caption += statistics_caption(view)
     if replicates_needed:
         caption += (
             f"; {needed_row}: the replicates that would give the coverage a Monte-Carlo "
@@ -657,11 +820,23 @@ def format_table(
             f"; {joint_row}: the same for the joint coverage (all coordinates at once), "
             f"what a simultaneous band ({', '.join(bands)}) is for"
         )
-    table = render(
-        caption, names, headers, body, note=footnote(summary, list(stats.values()), fmt)
-    )
-    if errors:
-        rows = table_rows(summary, fmt, TABLE_ERRORS, per_method=False, per_coord=False)
-        note = footnote(summary, list(TABLE_ERRORS.values()), fmt)
-        table += "\n" + render(error_caption(summary), *rows, note=note)
-    return table
+    notes = [footnote(view, list(stats.values()), fmt)]
+    mark = DEPARTURE_MARKS.get(fmt, DEPARTURE_MARK)
+    marked = any(cell.endswith(mark) for _, cells in body for cell in cells)
+    if flag_note_under and marked:
+        notes.append(flag_note(view, fmt, joint_shown=shown == "mean"))
+    separator = r" \par " if fmt == "latex" else "\n"
+    return Table(caption, names, headers, body, separator.join(n for n in notes if n))
+
+
+def error_table(summary: xr.Dataset, fmt: str = "text") -> Table:
+    """The mean squared error table of :func:`format_table` and of the report: one row
+    each per grid point [and checkpoint], compact as :func:`coverage_table`'s."""
+    view, fixed = single_valued(summary, fmt)
+    names, headers, body = table_rows(view, fmt, TABLE_ERRORS, per_method=False, per_coord=False)
+    if len(headers) == 1:
+        if headers[0] != "value":
+            fixed.insert(0, headers[0].strip("$") if fmt == "latex" else headers[0])
+        names, headers, body = compact_rows(names, headers, body)
+    note = footnote(view, list(TABLE_ERRORS.values()), fmt)
+    return Table(error_caption(view, ", ".join(fixed)), names, headers, body, note)

@@ -312,3 +312,106 @@ def wide_store(d: int, reps: int = 40, correlated: bool = False, seed: int = 0) 
         versions="{}",
     )
     return ds
+
+
+#: :func:`sparse_shaped_store`'s methods: the ``sparse`` sweep's, two of them simultaneous
+#: bands (their claim is the joint coverage), the rest per-coordinate intervals.
+SPARSE_METHODS = {
+    "bb": {"form": "basic"},
+    "band": {"method": "bb", "simultaneous": True, "band": "sup-t"},
+    "band_sidak": {"method": "bb", "simultaneous": True, "band": "sidak"},
+    "bm": {},
+    "sn": {},
+    "oracle": {},
+}
+#: The ``sparse`` sweep's noise families (case parameters other than d and s).
+SPARSE_NOISES = {
+    "laplace-sparse": {"mechanism": "laplace", "calibration": "sparse"},
+    "laplace-dense": {"mechanism": "laplace", "calibration": "dense"},
+    "gaussian-sparse": {"mechanism": "gaussian", "calibration": "sparse", "delta": 1e-6},
+}
+
+
+def sparse_shaped_store(
+    dims: tuple[int, ...] = (10, 100, 1000),
+    sparsities: tuple[int, ...] = (1, 4, 16),
+    reps: int = REPS,
+    n: float = 5e4,
+    seed: int = 0,
+) -> xr.Dataset:
+    """A store of the ``sparse`` sweep's shape, at exactly nominal coverage.
+
+    Grid axis ``case`` only: every d x s (s <= d) x noise family, labelled as the sweep
+    labels them (``d10-s1-laplace-sparse``); the methods of :data:`SPARSE_METHODS`; the
+    spec's n a float (``--set n=5e4`` stores 50000.0). A per-coordinate interval covers
+    each coordinate in each replicate independently with probability :data:`LEVEL`; a
+    band covers all coordinates of a replicate with probability :data:`LEVEL` and
+    otherwise misses one, so its joint coverage is nominal and its coordinate coverage
+    above it. theta* = 0; a smaller d is NaN-padded to the largest; lengths 0.1 s
+    (sparse calibration) or 0.1 d (dense).
+    """
+    rng = np.random.default_rng(seed)
+    cases: dict[str, dict[str, Any]] = {}
+    for d in dims:
+        for s in sparsities:
+            if s > d:
+                continue
+            for noise, params in SPARSE_NOISES.items():
+                cases[f"d{d}-s{s}-{noise}"] = {"d": d, "sparsity": s, **params}
+    labels, methods, width = list(cases), list(SPARSE_METHODS), max(dims)
+    bands = [m for m, p in SPARSE_METHODS.items() if p.get("simultaneous")]
+    shape = (len(labels), len(methods), reps, width)
+    truth = np.zeros((len(labels), width))
+    covers = rng.random(shape) < LEVEL
+    for c, label in enumerate(labels):
+        d = cases[label]["d"]
+        truth[c, d:] = np.nan
+        for m, method in enumerate(methods):
+            if method in bands:
+                band_covers = rng.random(reps) < LEVEL
+                missed = rng.integers(0, d, reps)
+                covers[c, m] = True
+                covers[c, m, ~band_covers, missed[~band_covers]] = False
+    half = np.zeros(shape)
+    for c, label in enumerate(labels):
+        case = cases[label]
+        size = case["sparsity"] if case["calibration"] == "sparse" else case["d"]
+        half[c] = 0.05 * size
+    lower = np.where(covers, -half, 0.01)
+    upper = np.where(covers, half, 0.01 + 2 * half)
+    padded = np.isnan(truth)[:, None, None, :]
+    lower, upper = np.where(padded, np.nan, lower), np.where(padded, np.nan, upper)
+    estimate = np.where(np.isnan(truth)[:, None, :], np.nan, 0.0) + np.zeros((1, reps, 1))
+    done_shape = (len(labels), reps)
+    sweep = {
+        "name": "sparse",
+        "description": "a hand-made store of the sparse sweep's shape",
+        "replicates": reps,
+        "seed": 0,
+        "spec": {"model": "sparse_mean", "level": LEVEL, "eps": 1.0, "n": float(n)},
+        "grid": {"case": labels},
+        "cases": cases,
+        "methods": SPARSE_METHODS,
+        "rep_chunk": None,
+    }
+    ds = xr.Dataset(
+        {
+            "estimate": (("case", "rep", "coord"), estimate),
+            "lower": (("case", "method", "rep", "coord"), lower),
+            "upper": (("case", "method", "rep", "coord"), upper),
+            "truth": (("case", "coord"), truth),
+            "done": (("case", "rep"), np.ones(done_shape, dtype=bool)),
+            "failed": (("case", "rep"), np.zeros(done_shape, dtype=bool)),
+            "method_failed": (("case", "method", "rep"), np.zeros(shape[:3], dtype=bool)),
+            "seconds": (("case", "rep"), np.full(done_shape, 0.1)),
+            "job_id": (("case", "rep"), np.zeros(done_shape, dtype=np.int64)),
+        },
+        coords={
+            "case": np.array(labels, dtype=object),
+            "method": np.array(methods, dtype=object),
+            "rep": np.arange(reps),
+            "coord": np.arange(width),
+        },
+    )
+    ds.attrs.update(level=LEVEL, sweep=json.dumps(sweep), rep_chunk=reps, versions="{}")
+    return ds

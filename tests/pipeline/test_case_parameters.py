@@ -169,7 +169,9 @@ def test_text_tables_show_the_parameters_in_the_sweeps_order(summary):
     # The third coordinate only where d = 3.
     assert sum(labels[5] == "coord 2" for labels, _ in rows) == len(METHODS)
     text = format_table(summary)
-    assert text.splitlines()[2].split() == [*names[:-1], "n", "=", "1e3"]
+    # One n: the statistics are the columns, n in the caption (issue 43).
+    assert text.splitlines()[2].split() == [*names[:-1], "cover", "length"]
+    assert "intervals at n = 1e3;" in text.splitlines()[0]
     assert not any(label in text for label in LABELS)
     latex = format_table(summary, "latex")
     assert r"d & mechanism & calibration & $\varepsilon$ & $\delta$ & coord & method" in latex

@@ -255,8 +255,9 @@ def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path):
     ]
     assert flagged and all(cell["text"].endswith(DEPARTURE_MARK) for cell in flagged)
     assert results.count('class="num departs"') >= len(flagged)
-    assert f"{DEPARTURE_MARK}: coverage more than 2 Monte-Carlo standard errors" in page_text(
-        results
+    assert (
+        f"{DEPARTURE_MARK}: the method's claimed coverage (per coordinate for intervals"
+        in page_text(results)
     )
     # Advice a reader of the page can follow; the CSV is in the page.
     assert "--format csv" not in page
@@ -361,18 +362,19 @@ def test_r_for_se_plans_a_band_with_its_joint_coverage(d):
     table = result_tables(summary)[0]
     planned: dict[tuple[str, str], list[str]] = {}
     previous: list[str] = []
+    # One grid point, one n: the statistics are the columns (issue 43), a method's
+    # planning in the column of its own label ("-" in the other).
     for group in table["groups"]:
         for row in group:
             # Fill in the labels left blank where they repeat the row above.
             above = previous or row["labels"]
             labels = [shown or old for shown, old in zip(row["labels"], above, strict=True)]
             previous = labels
-            if labels[-1].startswith("R for se"):
-                planned.setdefault((labels[-2], labels[-1]), []).extend(
-                    cell["text"] for cell in row["cells"]
-                )
-    # The band: 0.7 x 0.3 / 0.005^2 = 8400 from its joint coverage, in a row that says so,
-    # where its coverage per coordinate (0.9 at d = 3) would give 3600.
+            for header, cell in zip(table["headers"], row["cells"], strict=True):
+                if header.startswith("R for se") and cell["text"] != "-":
+                    planned.setdefault((labels[-1], header), []).append(cell["text"])
+    # The band: 0.7 x 0.3 / 0.005^2 = 8400 from its joint coverage, in a column that says
+    # so, where its coverage per coordinate (0.9 at d = 3) would give 3600.
     assert set(planned) == {("bb", "R for se 0.005"), ("band_sidak", "R for se 0.005, joint")}
     assert set(planned["band_sidak", "R for se 0.005, joint"]) == {"8,400"}
     assert (
@@ -388,12 +390,14 @@ def test_r_for_se_plans_a_band_with_its_joint_coverage(d):
     from ldpsim.pipeline.tables import format_table
 
     text = format_table(summary, replicates_needed=True)
-    caption, *lines = text.splitlines()
+    caption, rule, header, _, *lines = text.splitlines()
+    lines = lines[: lines.index(rule)]  # the rows, not the notes under them
     assert "what a simultaneous band (band_sidak) is for" in caption
-    joint = [line for line in lines if "R for se 0.005, joint" in line]
-    marginal = [line for line in lines if "R for se 0.005" in line and "joint" not in line]
-    assert [line.split()[-1] for line in joint] == ["8,400"] * (d if d <= 10 else 1)
-    assert [line.split()[-1] for line in marginal] == want  # bb's only
+    assert header.endswith("R for se 0.005  R for se 0.005, joint")
+    joint = [line.split()[-1] for line in lines if "band_sidak" in line]
+    marginal = [line.split()[-2] for line in lines if "bb" in line]
+    assert joint == ["8,400"] * (d if d <= 10 else 1)
+    assert marginal == want  # bb's only
 
 
 #: A value of the wrong type for each field of a run record that the report reads, and

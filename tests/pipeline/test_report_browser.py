@@ -326,4 +326,5 @@ def test_a_many_coordinate_report_lays_out(tmp_path):
     assert "d = 4, 12 (by grid point)" in text
     # The dot figures' panels (named in their alt text): never coordinate 0 alone.
     page_html = html.unescape(page.read_text())
-    assert "mean over the 12 coords" in page_html and "coord 0" not in page_html
+    # Cases of d = 4 and 12: each row's own d, not the store's 12 (issue 43).
+    assert "mean over each row's d coords" in page_html and "coord 0" not in page_html

@@ -197,17 +197,17 @@ def test_grid_points_without_a_replicate_or_the_coordinate_get_a_note():
     drawn = store_zip_plots(syn.grid_store())
     assert [p.stem for p in drawn.plots] == [
         "zip-tau=0.5_n=100",
-        "zip-tau=0.5_n=10000",
+        "zip-tau=0.5_n=1e4",
         "zip-tau=0.9_n=100",
     ]
-    assert drawn.notes == ["No zip plot for tau=0.9, n=10000: no replicate is done there yet."]
+    assert drawn.notes == ["No zip plot for tau=0.9, n=1e4: no replicate is done there yet."]
     # Cases of d = 1 and 2: coordinate 1 is drawn where a case has it.
     ds = mixed_store({"mean": 1, "pair": 2}, reps=4).isel(n=[0])
     drawn = store_zip_plots(ds, coord=1)
-    assert [p.stem for p in drawn.plots] == ["zip-case=pair_n=10000"]
+    assert [p.stem for p in drawn.plots] == ["zip-case=pair_n=1e4"]
     # The case is named by the parameter its sweep's cases vary (d), as in the figures.
     assert drawn.notes == [
-        "No zip plot for d=1, n=10000: it has no coordinate 1 (its d is smaller)."
+        "No zip plot for d=1, n=1e4: it has no coordinate 1 (its d is smaller)."
     ]
     with pytest.raises(InputError, match=r"must be an int in \[0, 2\).* Got 2\."):
         store_zip_plots(ds, coord=2)
@@ -224,7 +224,7 @@ def test_plot_api_adds_the_zip_plots():
     figures = plot(syn.grid_store(), "all", zip_plots=True)
     assert [k for k in figures if k.startswith("zip")] == [
         "zip-tau=0.5_n=100",
-        "zip-tau=0.5_n=10000",
+        "zip-tau=0.5_n=1e4",
         "zip-tau=0.9_n=100",
     ]
     assert not any(k.startswith("zip") for k in plot(syn.grid_store(), "all"))
@@ -246,14 +246,14 @@ def test_plot_zip_writes_a_file_per_grid_point(grid_store_path, tmp_path, capsys
     out = tmp_path / "figures"
     assert main(["plot", str(grid_store_path), "--out", str(out), "--zip"]) == 0
     captured = capsys.readouterr()
-    stems = ["zip-tau=0.5_n=100", "zip-tau=0.5_n=10000", "zip-tau=0.9_n=100"]
+    stems = ["zip-tau=0.5_n=100", "zip-tau=0.5_n=1e4", "zip-tau=0.9_n=100"]
     written = {p.name for p in out.iterdir()}
     assert {f"{stem}.{ext}" for stem in stems for ext in ("png", "pdf")} <= written
     for stem in stems:
         assert str(out / f"{stem}.png") in captured.out.splitlines()
     # The empty grid point: a note, not a crash.
     assert captured.err.strip() == (
-        "ldpsim: note: No zip plot for tau=0.9, n=10000: no replicate is done there yet."
+        "ldpsim: note: No zip plot for tau=0.9, n=1e4: no replicate is done there yet."
     )
     # Without --zip, no zip plot; a coordinate the store lacks is one line, exit 2.
     plain = tmp_path / "plain"
@@ -293,7 +293,7 @@ def test_report_zip_has_its_section_with_captions_and_alt_text(
             "The shaded band is the observed coverage +-2 Monte-Carlo standard errors" in caption
         )
         assert "ldpsim plot --zip" in caption
-    assert "No zip plot for tau=0.9, n=10000: no replicate is done there yet." in section
+    assert "No zip plot for tau=0.9, n=1e4: no replicate is done there yet." in section
     # Without --zip, the page has no zip section.
     plain = tmp_path / "plain.html"
     assert main(["report", str(grid_store_path), "--out", str(plain)]) == 0
