@@ -9,11 +9,11 @@ whose figures mean nothing.
 For each (model, mechanism) it reports, as medians over ``--repeats`` runs in one
 process:
 
-- ``ns_per_step``: :func:`ldpsim.tasks.sgd.ldp_sgd` with every streaming statistic on, called
-  as :func:`ldpsim.tasks.replicate.run_stats` calls it, on the cuts of a real replicate with
+- ``ns_per_step``: :func:`ldpsim.tasks.kernel.sgd.ldp_sgd` with every streaming statistic on,
+  called as :func:`ldpsim.tasks.replicate.run_stats` calls it, on the cuts of a real replicate with
   the interval methods bb, bm and sn;
 - ``floor_ns_per_step``: a compiled loop drawing the same random numbers from
-  the same generator (numpy's PCG64 and distributions, inlined by :mod:`ldpsim.tasks.rng`,
+  the same generator (numpy's PCG64 and distributions, inlined by :mod:`ldpsim.tasks.streams.rng`,
   as the kernel draws them) and doing nothing else (the draws are summed into the
   returned value so the compiler cannot drop them); for sparse_mean (d = 1000, s = 4)
   the d Laplace noise draws of a step alone (issue 13's floor; its 2 s data uniforms
@@ -45,8 +45,8 @@ from numba import njit
 
 from ldpsim.tasks.grid_point import replicate_cuts
 from ldpsim.tasks.replicate import run_kernel
-from ldpsim.tasks.rng import laplace, random, standard_normal, state_of
 from ldpsim.tasks.spec import normalize_spec
+from ldpsim.tasks.streams.rng import laplace, random, standard_normal, state_of
 
 # The tests' plain-Python reference loop, so that only one such loop exists.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "tasks"))

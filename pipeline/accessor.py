@@ -7,7 +7,7 @@ import sys
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, InputTypeError, shown_value
 
 if TYPE_CHECKING:  # xarray is imported when it is first used (see _RegisterOnImport)
     import pandas as pd
@@ -81,7 +81,7 @@ class LdpsimAccessor(Generic[T]):
         InputError
             An unknown dimension, or a label not on its dimension; one line naming
             what there is. A dimension given twice, or ``indexers`` that is not a
-            mapping (:class:`~ldpsim.pipeline.api.InputTypeError`).
+            mapping (:class:`~ldpsim.pipeline.errors.InputTypeError`).
 
         Examples
         --------
@@ -121,7 +121,7 @@ class LdpsimAccessor(Generic[T]):
             An unknown dimension, or a position outside the dimension; one line naming
             what there is. A position that is not an int or a slice, a dimension given
             twice, or ``indexers`` that is not a mapping
-            (:class:`~ldpsim.pipeline.api.InputTypeError`).
+            (:class:`~ldpsim.pipeline.errors.InputTypeError`).
 
         Examples
         --------
@@ -203,10 +203,9 @@ def check_positions(
     ------
     InputError
         A dimension ``obj`` does not have, or a position outside [-size, size).
-    ldpsim.pipeline.api.InputTypeError
+    ldpsim.pipeline.errors.InputTypeError
         A position that is not an int (bools refused), a sequence of ints or a slice.
     """
-    from ldpsim.pipeline.api import InputTypeError
 
     dims = [str(d) for d in obj.dims]
     for dim, value in indexers.items():
@@ -238,14 +237,13 @@ def _merged(
 ) -> dict[Hashable, Any]:
     """One mapping of the positional ``indexers`` and the keyword ones; a dimension twice
     is refused (xarray refuses both forms at once)."""
-    from ldpsim.pipeline.api import InputTypeError, _shown
 
     if indexers is None:
         return dict(keywords)
     if not isinstance(indexers, Mapping):
         raise InputTypeError(
             f"The 'indexers' parameter of {where} must be a mapping of dimension names to "
-            f"labels, or None. Got {_shown(indexers)}."
+            f"labels, or None. Got {shown_value(indexers)}."
         )
     twice = [str(dim) for dim in keywords if dim in indexers]
     if twice:
@@ -382,9 +380,9 @@ def _same_label(a: Any, b: Any) -> bool:
 def register() -> None:
     """Register :class:`LdpsimAccessor` as ``ds.ldpsim`` and ``da.ldpsim`` (once).
 
-    Called when this module is imported if xarray is imported already, and whenever
-    ldpsim opens a store (:func:`ldpsim.pipeline.reading.open_dataset`, ``open_store``,
-    ``run``) or takes a Dataset (``summarize``, ``plot``): importing ldpsim's API does
+    Called when this module is imported if xarray is imported already, and whenever the
+    API opens a store (``open_store``, ``run``) or takes a Dataset (``summarize``,
+    ``plot``): importing ldpsim's API does
     not import xarray (half a second for every command). A Dataset that xarray opened
     before ldpsim did anything gets ``.ldpsim`` once this is called.
     """

@@ -35,7 +35,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ldpsim.pipeline import accessor as _accessor  # ds.ldpsim (registered if xarray is in)
-from ldpsim.pipeline.errors import InputError, shown_value
+from ldpsim.pipeline.errors import (
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    STATUS,
+    InputError,
+    InputTypeError,
+    outcome,
+    shown_value,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,30 +77,10 @@ __all__ = [
     "summarize",
 ]
 
-#: Exit codes of ``ldpsim run``, ``status`` and ``errors`` for a sweep's replicates; the
-#: ``exit_code`` of :func:`run`'s report (see :func:`outcome`).
-EXIT_OK = 0  # every replicate done; no replicate and no interval method failed
-EXIT_FAILED = 1  # some replicate or interval method failed (recorded: `ldpsim errors`)
-EXIT_INCOMPLETE = 3  # replicates not computed yet, none failed (`ldpsim run` resumes)
-#: Exit code of ``status`` (and ``summarize``, ``plot``, ``report``, which refuse) for a
-#: store whose finished replicates' data is missing or corrupt, or whose coordinates or
-#: truths differ from its sweep's: ``run`` recomputes them. Damaged metadata too, in
-#: every verb, ``run`` included (it cannot rebuild them).
-EXIT_DAMAGED = 4
-#: The report's ``status`` for each exit code of :func:`outcome`.
-STATUS = {EXIT_OK: "complete", EXIT_FAILED: "failed", EXIT_INCOMPLETE: "incomplete"}
 #: The key of :func:`run`'s report in the attributes of the Dataset it returns.
 REPORT_ATTR = "run_report"
 #: How :func:`summarize` shows the coordinates: a row each, or their means.
 SummaryCoords = Literal["all", "mean"]
-
-
-class InputTypeError(InputError, TypeError):
-    """An argument of a wrong type: an :class:`InputError` (the command line's one line)
-    that is also a TypeError, as scikit-learn's ``InvalidParameterError`` is both."""
-
-
-_shown = shown_value  # the name this module's messages (and accessor.py) use
 
 
 def _optional_path(value: object, name: str, function: str) -> str | None:
@@ -107,7 +96,7 @@ def _optional_path(value: object, name: str, function: str) -> str | None:
     if not isinstance(value, str | os.PathLike):
         raise InputTypeError(
             f"The {name!r} parameter of {function} must be a path (str or os.PathLike) or "
-            f"None. Got {_shown(value)}."
+            f"None. Got {shown_value(value)}."
         )
     return os.fspath(value)
 
@@ -124,7 +113,9 @@ def _optional_count(value: object, name: str) -> int | None:
     """
     if value is None:
         return None
-    message = f"The {name!r} parameter of run must be an int >= 1 or None. Got {_shown(value)}."
+    message = (
+        f"The {name!r} parameter of run must be an int >= 1 or None. Got {shown_value(value)}."
+    )
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputTypeError(message)
     if value < 1:
@@ -136,7 +127,8 @@ def _check_bool(value: object, name: str, function: str) -> bool:
     """A bool argument, refusing truthy stand-ins ("no" is true)."""
     if not isinstance(value, bool):
         raise InputTypeError(
-            f"The {name!r} parameter of {function} must be True or False. Got {_shown(value)}."
+            f"The {name!r} parameter of {function} must be True or False. "
+            f"Got {shown_value(value)}."
         )
     return value
 
@@ -172,7 +164,7 @@ def check_adapt(value: object) -> tuple[int, int]:
     """
     message = (
         "The 'adapt' parameter of run must be a pair (minimum, maximum) of job counts with "
-        f"0 <= minimum <= maximum and maximum >= 1, or None. Got {_shown(value)}."
+        f"0 <= minimum <= maximum and maximum >= 1, or None. Got {shown_value(value)}."
     )
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise InputTypeError(message)
@@ -228,40 +220,6 @@ def _check_target_se(value: object) -> float:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:
         raise InputError(str(exc)) from None
-
-
-def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int:
-    """The exit code for a store's replicates (or a sweep's share of them).
-
-    Parameters
-    ----------
-    replicates_failed : int
-        Replicates that raised (>= 0).
-    methods_failed : int
-        (Replicate, interval method) pairs whose interval could not be computed (>= 0).
-    missing : int
-        Replicates neither done nor failed (>= 0).
-
-    Returns
-    -------
-    int
-        :data:`EXIT_FAILED` if anything failed, else :data:`EXIT_INCOMPLETE` if anything is
-        missing, else :data:`EXIT_OK`.
-
-    Examples
-    --------
-    >>> outcome(replicates_failed=0, methods_failed=0, missing=0)
-    0
-    >>> outcome(replicates_failed=0, methods_failed=0, missing=12)  # resume it
-    3
-    >>> outcome(replicates_failed=0, methods_failed=2, missing=12)  # see `ldpsim errors`
-    1
-    """
-    if replicates_failed or methods_failed:
-        return EXIT_FAILED
-    if missing:
-        return EXIT_INCOMPLETE
-    return EXIT_OK
 
 
 def load_sweep(
@@ -350,7 +308,7 @@ def load_sweep(
         raise InputTypeError(
             "The 'name_or_path' parameter of load_sweep must be a built-in sweep's name, a "
             "sweep file's path (str or os.PathLike) or a sweep's tables (a dict). "
-            f"Got {_shown(name_or_path)}."
+            f"Got {shown_value(name_or_path)}."
         )
     if name is not None:
         try:
@@ -369,7 +327,7 @@ def load_sweep(
     if not isinstance(set, Sequence) or not all(isinstance(item, str) for item in set):
         raise InputTypeError(
             "The 'set' parameter of load_sweep must be a list of 'KEY=VALUE' strings, as "
-            f"--set takes them. Got {_shown(set)}."
+            f"--set takes them. Got {shown_value(set)}."
         )
     items = [*set, *((key.replace("__", "."), value) for key, value in overrides.items())]
     source = name_or_path if isinstance(name_or_path, Mapping) else os.fspath(name_or_path)
@@ -595,7 +553,7 @@ def run_report(
     if not isinstance(sweep, Sweep):
         raise InputTypeError(
             "The 'sweep' parameter of run must be a Sweep (from load_sweep), a sweep name or "
-            f"a sweep file. Got {_shown(sweep)}."
+            f"a sweep file. Got {shown_value(sweep)}."
         )
     if backend is not None:
         sweep = _on_backend(sweep, backend, "run_report")
@@ -606,7 +564,8 @@ def run_report(
     path = Path(store) if store is not None else Path("outputs") / f"{sweep.name}.zarr"
     if not isinstance(progress, bool) and not (isinstance(progress, str) and progress == "auto"):
         raise InputTypeError(
-            f"The 'progress' parameter of run must be a bool or 'auto'. Got {_shown(progress)}."
+            "The 'progress' parameter of run must be a bool or 'auto'. "
+            f"Got {shown_value(progress)}."
         )
     workers = _optional_count(workers, "workers")
     jobs = _optional_count(jobs, "jobs")
@@ -618,12 +577,12 @@ def run_report(
         if not isinstance(client, Client):
             raise InputTypeError(
                 "The 'client' parameter of run must be a distributed.Client or None. Got "
-                f"{_shown(client)}."
+                f"{shown_value(client)}."
             )
     if scheduler is not None and not isinstance(scheduler, str):
         raise InputTypeError(
             "The 'scheduler' parameter of run must be a Dask scheduler's address (a str, "
-            f"e.g. 'tcp://HOST:8786') or None. Got {_shown(scheduler)}."
+            f"e.g. 'tcp://HOST:8786') or None. Got {shown_value(scheduler)}."
         )
     cluster = _optional_path(cluster, "cluster", "run")
     if cluster_options is not None and (
@@ -633,7 +592,7 @@ def run_report(
         raise InputTypeError(
             "The 'cluster_options' parameter of run must be a mapping of option names to "
             f"values (as --cluster-option KEY=VALUE gives them) or None. Got "
-            f"{_shown(cluster_options)}."
+            f"{shown_value(cluster_options)}."
         )
     if start_timeout is not None:
         start_timeout = check_seconds(start_timeout, "start_timeout")
@@ -868,11 +827,12 @@ def open_store(
     if not isinstance(path, str | os.PathLike):
         raise InputTypeError(
             "The 'path' parameter of open_store must be a store's path (str or os.PathLike). "
-            f"Got {_shown(path)}."
+            f"Got {shown_value(path)}."
         )
     load = _check_bool(load, "load", "open_store")
     check_store(path, read_chunks=False)
     ds = open_dataset(path)
+    _accessor.register()  # xarray is imported now: ds.ldpsim on what the caller gets
     if method is not None:
         selection = {"method": method, **selection}
     if selection:  # checked before anything is loaded
@@ -911,7 +871,7 @@ def _check_dataset(ds: object, function: str) -> None:
     if not isinstance(ds, xr.Dataset | str | os.PathLike):
         raise InputTypeError(
             f"The 'ds' parameter of {function} must be a store's xarray Dataset (from run or "
-            f"open_store) or its path. Got {_shown(ds)}."
+            f"open_store) or its path. Got {shown_value(ds)}."
         )
 
 
@@ -1020,7 +980,8 @@ def summarize(
         raise InputTypeError(str(exc)) from None
     if not isinstance(coords, str) or coords not in ("all", "mean"):
         raise InputError(
-            f"The 'coords' parameter of summarize must be 'all' or 'mean'. Got {_shown(coords)}."
+            "The 'coords' parameter of summarize must be 'all' or 'mean'. "
+            f"Got {shown_value(coords)}."
         )
     as_dataset = _check_bool(as_dataset, "as_dataset", "summarize")
     if not as_dataset:  # statistics the table would leave out, before computing them
@@ -1093,7 +1054,7 @@ def compare(
         if not isinstance(label, str):
             raise InputTypeError(
                 f"The {name!r} parameter of compare must be a method label (str). "
-                f"Got {_shown(label)}."
+                f"Got {shown_value(label)}."
             )
     ds = _loaded(ds)
     try:
@@ -1163,7 +1124,7 @@ def plot(
     _check_dataset(ds, "plot")
     if not isinstance(kind, str) or (kind != "all" and kind not in FIGURE_KINDS):
         raise InputError(
-            f"Unknown figure kind {_shown(kind)}. Kinds are: all, {', '.join(FIGURE_KINDS)}."
+            f"Unknown figure kind {shown_value(kind)}. Kinds are: all, {', '.join(FIGURE_KINDS)}."
         )
     zip_plots = _check_bool(zip_plots, "zip_plots", "plot")
     if zip_plots and kind != "all":
@@ -1174,7 +1135,7 @@ def plot(
     if not zip_plots and zip_coord != 0:
         raise InputError(
             f"zip_coord chooses the zip plots' coordinate: give zip_plots=True with it. "
-            f"Got zip_coord={_shown(zip_coord)} without it."
+            f"Got zip_coord={shown_value(zip_coord)} without it."
         )
     data = _loaded(ds)
     figures = store_figures(data, None if kind == "all" else [kind])
@@ -1269,7 +1230,7 @@ def replay(
     path = _optional_path(store, "store", "replay")
     if path is None:
         raise InputTypeError("The 'store' parameter of replay must be a store's path. Got None.")
-    message = f"The 'rep' parameter of replay must be an int >= 0. Got {_shown(rep)}."
+    message = f"The 'rep' parameter of replay must be an int >= 0. Got {shown_value(rep)}."
     if isinstance(rep, bool) or not isinstance(rep, numbers.Integral):
         raise InputTypeError(message)
     if rep < 0:
@@ -1279,7 +1240,7 @@ def replay(
     ):
         raise InputTypeError(
             "The 'point' parameter of replay must be a mapping of grid axes to values, or "
-            f"None. Got {_shown(point)}."
+            f"None. Got {shown_value(point)}."
         )
     pdb = _check_bool(pdb, "pdb", "replay")
     return rerun(find_target(path, int(rep), point), pdb=pdb)
@@ -1290,7 +1251,7 @@ def _on_backend(sweep: Sweep, backend: object, function: str) -> Sweep:
     if backend not in ("cpu", "gpu"):
         raise InputTypeError(
             f"The 'backend' parameter of {function} must be 'cpu', 'gpu' or None. Got "
-            f"{_shown(backend)}."
+            f"{shown_value(backend)}."
         )
     from ldpsim.pipeline.sweep import with_backend
 

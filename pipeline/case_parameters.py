@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ldpsim.pipeline.formatting import MISSING_TEXT
 from ldpsim.pipeline.sweep import CASE_AXIS
 
 #: The summary's coordinates along ``case`` are named this prefix and the parameter:
@@ -17,9 +18,6 @@ from ldpsim.pipeline.sweep import CASE_AXIS
 #: variable or a statistic given to ``summarize``; the CSV and JSON records use the same
 #: names, so a record joins back to the Dataset.
 COORD_PREFIX = f"{CASE_AXIS}_"
-#: A text coordinate's value where a case does not set the parameter (and the sweep's
-#: ``[spec]`` does not either); a numeric coordinate holds NaN there.
-MISSING_TEXT = "-"
 
 
 def case_parameters(ds: xr.Dataset) -> dict[str, list[Any]]:

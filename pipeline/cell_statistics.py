@@ -38,7 +38,7 @@ STATISTICS_GROUP = "ldpsim.statistics"
 BOOTSTRAP_RESAMPLES = 1000
 #: Seed of those resamples. Every cell draws from a generator of its own, seeded with this
 #: number and a SHA-256 of the cell's labels (its grid values, method, [checkpoint,]
-#: coord; :func:`ldpsim.tasks.seeding.stable_hash`): a cell's standard error depends on
+#: coord; :func:`ldpsim.tasks.streams.seeding.stable_hash`): a cell's standard error depends on
 #: nothing but its replicates and labels, so the same store gives the same numbers, and
 #: the cells draw different resample indices (their bootstrap errors are independent).
 BOOTSTRAP_SEED = 34
@@ -401,7 +401,7 @@ def bootstrap_generator(labels: Mapping[str, Any]) -> np.random.Generator:
     """
     # Imported here: the tasks' seeding module loads numba, which a summary without a
     # bootstrap does not need.
-    from ldpsim.tasks.seeding import stable_hash
+    from ldpsim.tasks.streams.seeding import stable_hash
 
     # Grid values are numbers and strings; anything else is hashed by its text.
     plain = {k: v if isinstance(v, str | int | float) else str(v) for k, v in labels.items()}

@@ -14,11 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpsim.pipeline.api import EXIT_DAMAGED, EXIT_OK, check_adapt, check_seconds, outcome
-from ldpsim.pipeline.api import EXIT_FAILED as EXIT_FAILED
-from ldpsim.pipeline.api import EXIT_INCOMPLETE as EXIT_INCOMPLETE
+from ldpsim.pipeline.api import check_adapt, check_seconds
 from ldpsim.pipeline.api import check_run_length as check_run_length
-from ldpsim.pipeline.errors import InputError, RunStopped, StoreDamage
+from ldpsim.pipeline.errors import (
+    EXIT_DAMAGED,
+    EXIT_OK,
+    InputError,
+    RunStopped,
+    StoreDamage,
+    outcome,
+)
+from ldpsim.pipeline.errors import EXIT_FAILED as EXIT_FAILED
+from ldpsim.pipeline.errors import EXIT_INCOMPLETE as EXIT_INCOMPLETE
 
 #: Exit codes: one policy for `run`, `status` and `errors` (see :func:`outcome`); the
 #: first three are the `exit_code` of :func:`ldpsim.pipeline.api.run`'s report.
@@ -391,8 +398,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from ldpsim.pipeline.added_methods import pending_methods
     from ldpsim.pipeline.damage import find_damage
+    from ldpsim.pipeline.pending import pending_methods
     from ldpsim.pipeline.reading import check_store, load_dataset
     from ldpsim.pipeline.timings import (
         TIMING_VARIABLES,
@@ -445,8 +452,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_errors(args) -> int:
-    from ldpsim.pipeline.added_methods import pending_methods
     from ldpsim.pipeline.failures import GridNames, format_group, group_failures
+    from ldpsim.pipeline.pending import pending_methods
     from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
     from ldpsim.pipeline.replay import replay_route
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from ldpsim.pipeline.added_methods import has_added, pending
 from ldpsim.pipeline.digests import (
     FileDamage,
     Write,
@@ -29,13 +28,18 @@ from ldpsim.pipeline.digests import (
     writing,
 )
 from ldpsim.pipeline.errors import StoreDamage
-from ldpsim.pipeline.integrity import DETERMINED_REMEDY, determined_damage, rewrite_determined
-from ldpsim.pipeline.layout import VARIABLE_ATTRS
+from ldpsim.pipeline.integrity import (
+    DETERMINED_REMEDY,
+    determined_damage,
+    rewrite_determined,
+)
+from ldpsim.pipeline.pending import has_added, pending
 from ldpsim.pipeline.reading import (
     during_commits,
-    has_consolidated_metadata,
+    open_arrays,
     read_attrs,
     read_sweep,
+    replicate_arrays,
     stored_layout,
 )
 
@@ -101,34 +105,6 @@ class Damage:
             line += "; "
         count = int(self.replicates.sum())
         return f"{line}{'; '.join(parts)}; they held {count} finished replicate(s): {remedy}"
-
-
-def open_arrays(path: str | Path) -> dict[str, zarr.Array]:
-    """Every array of the store, by name.
-
-    Through the consolidated metadata where the store has them, as every reader: they
-    are consistent while the arrays' own are briefly mixed, when a run is killed while
-    committing an extension (the next run completes it before it checks).
-    """
-    consolidated = has_consolidated_metadata(Path(path))
-    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=consolidated)
-    return {name: group[name] for name in group.array_keys()}
-
-
-def replicate_arrays(
-    path: str | Path, group: dict[str, zarr.Array] | None = None
-) -> dict[str, zarr.Array]:
-    """The store's arrays with a value per replicate (a 'rep' axis beside the grid's);
-    ``group``: :func:`open_arrays` of the store, where the caller has it."""
-    group = open_arrays(path) if group is None else group
-    arrays = {name: group[name] for name in VARIABLE_ATTRS if name in group}
-    # truth and pseudo_truth have no replicate axis: no run rewrites them (reading.py
-    # refuses a store whose copy of them cannot be read).
-    return {
-        name: array
-        for name, array in arrays.items()
-        if "rep" in (array.metadata.dimension_names or ())
-    }
 
 
 def _file_coords(array: zarr.Array) -> Iterator[tuple[int, ...]]:

@@ -13,6 +13,11 @@ class InputError(ValueError):
     """Bad user input: a sweep file, a CLI option, a cluster file or a store path."""
 
 
+class InputTypeError(InputError, TypeError):
+    """An argument of a wrong type: an :class:`InputError` (the command line's one line)
+    that is also a TypeError, as scikit-learn's ``InvalidParameterError`` is both."""
+
+
 class StoreDamage(InputError):
     """A damaged store (the CLI's exit code 4, :data:`ldpsim.pipeline.api.EXIT_DAMAGED`):
     finished replicates' data missing or not decodable, or coordinates and truths that
@@ -110,3 +115,51 @@ def shown_value(value: object) -> str:
         value = value.item()
     text = repr(value)
     return text if len(text) <= 80 and "\n" not in text else f"a {type(value).__name__}"
+
+
+#: Exit codes of ``ldpsim run``, ``status`` and ``errors`` for a sweep's replicates; the
+#: ``exit_code`` of :func:`run`'s report (see :func:`outcome`).
+EXIT_OK = 0  # every replicate done; no replicate and no interval method failed
+EXIT_FAILED = 1  # some replicate or interval method failed (recorded: `ldpsim errors`)
+EXIT_INCOMPLETE = 3  # replicates not computed yet, none failed (`ldpsim run` resumes)
+#: Exit code of ``status`` (and ``summarize``, ``plot``, ``report``, which refuse) for a
+#: store whose finished replicates' data is missing or corrupt, or whose coordinates or
+#: truths differ from its sweep's: ``run`` recomputes them. Damaged metadata too, in
+#: every verb, ``run`` included (it cannot rebuild them).
+EXIT_DAMAGED = 4
+#: The report's ``status`` for each exit code of :func:`outcome`.
+STATUS = {EXIT_OK: "complete", EXIT_FAILED: "failed", EXIT_INCOMPLETE: "incomplete"}
+
+
+def outcome(*, replicates_failed: int, methods_failed: int, missing: int) -> int:
+    """The exit code for a store's replicates (or a sweep's share of them).
+
+    Parameters
+    ----------
+    replicates_failed : int
+        Replicates that raised (>= 0).
+    methods_failed : int
+        (Replicate, interval method) pairs whose interval could not be computed (>= 0).
+    missing : int
+        Replicates neither done nor failed (>= 0).
+
+    Returns
+    -------
+    int
+        :data:`EXIT_FAILED` if anything failed, else :data:`EXIT_INCOMPLETE` if anything is
+        missing, else :data:`EXIT_OK`.
+
+    Examples
+    --------
+    >>> outcome(replicates_failed=0, methods_failed=0, missing=0)
+    0
+    >>> outcome(replicates_failed=0, methods_failed=0, missing=12)  # resume it
+    3
+    >>> outcome(replicates_failed=0, methods_failed=2, missing=12)  # see `ldpsim errors`
+    1
+    """
+    if replicates_failed or methods_failed:
+        return EXIT_FAILED
+    if missing:
+        return EXIT_INCOMPLETE
+    return EXIT_OK

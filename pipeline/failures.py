@@ -9,20 +9,12 @@ axis values, and replicates, with the seed that replays them) and its traceback 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldpsim.pipeline.added_methods import KEY_SUFFIX
 from ldpsim.pipeline.formatting import axis_labels
-
-#: A task chunk's key (:func:`ldpsim.pipeline.runner.plan_layout`): the store's token, the
-#: grid point's position along each axis, the chunk; then, for a task that computes
-#: methods added to a finished store, :data:`ldpsim.pipeline.added_methods.KEY_SUFFIX`.
-CHUNK_KEY = re.compile(
-    rf"ldpsim-[0-9a-f]+-(?P<index>\d+(?:-\d+)*)-c\d+(?:{re.escape(KEY_SUFFIX)})?"
-)
+from ldpsim.pipeline.plan import CHUNK_KEY
 
 
 @dataclass

@@ -9,8 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from ldpsim.pipeline.case_parameters import MISSING_TEXT
-from ldpsim.pipeline.records import native_value
+#: A text coordinate's value where a case does not set the parameter (and the sweep's
+#: ``[spec]`` does not either); a numeric coordinate holds NaN there.
+MISSING_TEXT = "-"
+
+
+def native_value(value: Any) -> Any:
+    """A numpy scalar as a plain Python value; NaN becomes None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
 
 
 def _fmt_stat(value: float, digits: int | None = None) -> str:

@@ -19,8 +19,12 @@ from ldpsim.pipeline.reading import read_attrs, read_sweep
 from ldpsim.pipeline.sweep import Sweep, adopt_recorded_choices
 from ldpsim.tasks.intervals.batch_means import BatchMeans
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
-from ldpsim.tasks.seeding import STREAMS_VERSION, streams_changed_since, streams_fingerprint
 from ldpsim.tasks.spec import build_methods, build_unit, find_unit
+from ldpsim.tasks.streams.seeding import (
+    STREAMS_VERSION,
+    streams_changed_since,
+    streams_fingerprint,
+)
 
 #: The release from which a new store records the choices of
 #: :func:`~ldpsim.pipeline.sweep.recommended_choices` (issue 24); before it, a method
@@ -173,7 +177,7 @@ def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None
     be resumed or extended.
 
     The ``streams_fingerprint`` attribute holds hashes of numpy's numbers as the
-    store's creator drew them (:func:`ldpsim.tasks.seeding.streams_fingerprint`); a part
+    store's creator drew them (:func:`ldpsim.tasks.streams.seeding.streams_fingerprint`); a part
     that the sweep uses (the data stream, its multiplier laws) and that differs under
     the running numpy is refused. A store without the attribute (made before it
     existed) is accepted, and the attribute is not added: nobody can tell which numpy
@@ -224,12 +228,12 @@ def check_gpu_streams(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
     ------
     InputError
         The store's ``gpu_streams`` differs from
-        :data:`ldpsim.tasks.philox.STREAMS_VERSION` (new replicates would not come from
+        :data:`ldpsim.tasks.streams.philox.STREAMS_VERSION` (new replicates would not come from
         the streams of the stored ones).
     """
     if sweep.backend != "gpu":
         return
-    from ldpsim.tasks.philox import STREAMS_VERSION as GPU_STREAMS
+    from ldpsim.tasks.streams.philox import STREAMS_VERSION as GPU_STREAMS
 
     recorded = attrs.get("gpu_streams")
     if recorded != GPU_STREAMS:

@@ -153,6 +153,12 @@ def read_root(path: str | Path) -> dict[str, Any]:
     return root
 
 
+def has_consolidated_metadata(path: Path) -> bool:
+    """Whether the root ``zarr.json`` holds a consolidated copy of every node's metadata."""
+    root = json.loads((path / "zarr.json").read_text())
+    return bool(root.get("consolidated_metadata"))
+
+
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -298,8 +304,6 @@ def determined_damage(
     ``layout``: called for the store's layout when the arrays are recomputed.
     """
     import zarr
-
-    from ldpsim.pipeline.reading import has_consolidated_metadata
 
     # As every reader: the consolidated metadata, which an extension being committed
     # replaces last (the arrays' own are a mix until then).

@@ -275,7 +275,7 @@ def template(
 
     from ldpsim.pipeline.code_identity import UNITS_ATTR, sweep_units
     from ldpsim.pipeline.digests import DIGESTS_ATTR, DIGESTS_VERSION
-    from ldpsim.tasks.seeding import STREAMS_VERSION, streams_fingerprint
+    from ldpsim.tasks.streams.seeding import STREAMS_VERSION, streams_fingerprint
 
     g_dims, g_shape = tuple(layout.axes), layout.grid_shape
     r, m = layout.replicates, len(layout.methods)
@@ -400,10 +400,10 @@ def template(
 
 def gpu_streams_attr(sweep: Sweep) -> dict[str, str]:
     """The ``gpu_streams`` root attribute of a GPU sweep's store: the version of its
-    Philox streams (:data:`ldpsim.tasks.philox.STREAMS_VERSION`); none for the CPU."""
+    Philox streams (:data:`ldpsim.tasks.streams.philox.STREAMS_VERSION`); none for the CPU."""
     if sweep.backend != "gpu":
         return {}
-    from ldpsim.tasks.philox import STREAMS_VERSION as GPU_STREAMS
+    from ldpsim.tasks.streams.philox import STREAMS_VERSION as GPU_STREAMS
 
     return {"gpu_streams": GPU_STREAMS}
 

@@ -109,7 +109,7 @@ def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
 
 
 def _pending_like(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
-    """The replicates that lack a cell's method (:func:`ldpsim.pipeline.added_methods.
+    """The replicates that lack a cell's method (:func:`ldpsim.pipeline.pending.
     pending_cells`) shaped ``like`` (a statistic without a method axis: any method's)."""
     pending = summary["methods_pending"]
     if "method" not in like.dims:

@@ -20,6 +20,7 @@ from ldpsim.pipeline.integrity import (
     check_array_layout,
     check_layout_attrs,
     damaged,
+    has_consolidated_metadata,
     read_root,
 )
 from ldpsim.pipeline.layout import (
@@ -36,12 +37,6 @@ if TYPE_CHECKING:  # imported when a dataset is opened
     import xarray as xr
 
 T = TypeVar("T")
-
-
-def has_consolidated_metadata(path: Path) -> bool:
-    """Whether the root ``zarr.json`` holds a consolidated copy of every node's metadata."""
-    root = json.loads((path / "zarr.json").read_text())
-    return bool(root.get("consolidated_metadata"))
 
 
 def missing_variables(path: str | Path) -> list[str]:
@@ -323,6 +318,34 @@ def check_chunks(path: Path, name: str, array: zarr.Array) -> None:
     raise damaged(path, f"{name}/", "its chunks cannot be read together")
 
 
+def open_arrays(path: str | Path) -> dict[str, zarr.Array]:
+    """Every array of the store, by name.
+
+    Through the consolidated metadata where the store has them, as every reader: they
+    are consistent while the arrays' own are briefly mixed, when a run is killed while
+    committing an extension (the next run completes it before it checks).
+    """
+    consolidated = has_consolidated_metadata(Path(path))
+    group = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=consolidated)
+    return {name: group[name] for name in group.array_keys()}
+
+
+def replicate_arrays(
+    path: str | Path, group: dict[str, zarr.Array] | None = None
+) -> dict[str, zarr.Array]:
+    """The store's arrays with a value per replicate (a 'rep' axis beside the grid's);
+    ``group``: :func:`open_arrays` of the store, where the caller has it."""
+    group = open_arrays(path) if group is None else group
+    arrays = {name: group[name] for name in VARIABLE_ATTRS if name in group}
+    # truth and pseudo_truth have no replicate axis: no run rewrites them (reading.py
+    # refuses a store whose copy of them cannot be read).
+    return {
+        name: array
+        for name, array in arrays.items()
+        if "rep" in (array.metadata.dimension_names or ())
+    }
+
+
 def open_dataset(path: str | Path) -> xr.Dataset:
     """Open a store with xarray, lazily, through its consolidated metadata if it has them.
 
@@ -371,9 +394,6 @@ def load_dataset(path: str | Path, variables: list[str] | None = None) -> xr.Dat
 def _open(path: str | Path, chunks: str | None) -> xr.Dataset:
     import xarray as xr
 
-    from ldpsim.pipeline.accessor import register
-
-    register()  # ds.ldpsim on the Datasets ldpsim gives, now that xarray is imported
     read_attrs(path)
     consolidated = has_consolidated_metadata(Path(path))
     try:

@@ -14,6 +14,7 @@ import xarray as xr
 
 from ldpsim.pipeline.case_parameters import COORD_PREFIX, case_parameters
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
+from ldpsim.pipeline.formatting import native_value
 from ldpsim.pipeline.summary import grid_axes
 from ldpsim.pipeline.sweep import CASE_AXIS
 
@@ -46,15 +47,6 @@ COORD_MEAN_RECORD_FIELDS = (
     *ERROR_FIELDS,
     "coord_mean_replicates_needed",
 )
-
-
-def native_value(value: Any) -> Any:
-    """A numpy scalar as a plain Python value; NaN becomes None."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
 
 
 def records(summary: xr.Dataset) -> list[dict[str, Any]]:

@@ -655,7 +655,7 @@ def _pending_methods(store: Path, stored: Any, labels: list[str]) -> list[str]:
     (:mod:`ldpsim.pipeline.added_methods`)."""
     import zarr
 
-    from ldpsim.pipeline.added_methods import first_added
+    from ldpsim.pipeline.pending import first_added
 
     if "method_seconds" not in stored:
         return []

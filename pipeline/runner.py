@@ -4,28 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import math
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ldpsim.pipeline.code_identity import plan_units, sweep_units, task_hashes
-from ldpsim.pipeline.cost import replicate_seconds
-from ldpsim.pipeline.damage import find_damage, open_arrays, repair
+from ldpsim.pipeline.damage import find_damage, repair
 from ldpsim.pipeline.digests import settle
-from ldpsim.pipeline.errors import InputError, RunStopped
+from ldpsim.pipeline.errors import InputError, RunStopped, outcome
 from ldpsim.pipeline.identity import adopt_store_choices
 from ldpsim.pipeline.layout import META_GROUP, TASK_SECONDS, Layout, layout_for, store_index
 from ldpsim.pipeline.lock import RunLock
-from ldpsim.pipeline.reading import extension_pending, read_attrs
+from ldpsim.pipeline.plan import Task, Work, group_tasks, plan, plan_layout
+from ldpsim.pipeline.progress import Progress, ProgressMode
+from ldpsim.pipeline.reading import extension_pending, open_arrays, read_attrs
 from ldpsim.pipeline.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.signals import check as check_signals
 from ldpsim.pipeline.store import (
@@ -35,13 +33,11 @@ from ldpsim.pipeline.store import (
     remove_partial_files,
     stored_layout,
 )
-from ldpsim.pipeline.sweep import GridPoint, Sweep
+from ldpsim.pipeline.sweep import Sweep
 
 if TYPE_CHECKING:  # distributed is imported by a run that computes something
     from distributed import Client
 
-#: Seconds between progress lines when stderr is not a terminal.
-PLAIN_PROGRESS_EVERY = 10.0
 #: Seconds the client holds finished results before writing them (and at the end): a
 #: write rewrites the chunks it touches, so results are written together; a run
 #: killed hard (SIGKILL, a node lost) loses at most this much of its work. The
@@ -68,29 +64,6 @@ def write_every() -> float:
     if not seconds >= 0:
         raise InputError(f"LDPSIM_WRITE_EVERY must be a number of seconds >= 0. Got {raw!r}.")
     return seconds
-
-
-def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
-    """Seconds left if the remaining work goes at the rate of the work done so far.
-
-    Parameters
-    ----------
-    elapsed : float
-        Seconds since the first task was submitted, >= 0.
-    work_done, work_total : float
-        Cost of the finished tasks and of all tasks, 0 <= work_done <= work_total (see
-        :func:`ldpsim.pipeline.cost.replicate_seconds`).
-
-    Returns
-    -------
-    float
-        ``inf`` before any work is done; never negative: the tasks' costs are summed
-        in another order than the total, so the work done may pass it by a rounding
-        error (which printed "ETA -0 s").
-    """
-    if work_done <= 0:
-        return math.inf
-    return max(elapsed * (work_total - work_done) / work_done, 0.0)
 
 
 @dataclass
@@ -123,189 +96,6 @@ class RunReport:
     #: store (:mod:`ldpsim.pipeline.added_methods`); ``missing`` counts those still
     #: lacking one.
     methods_computed: int = 0
-
-
-@dataclass(frozen=True)
-class Work:
-    """One chunk's replicates not yet done: a grid point and some of a chunk's replicates."""
-
-    point: GridPoint
-    index: tuple[int, ...]
-    chunk: int
-    reps: list[int]
-    key: str
-
-    @property
-    def cost(self) -> float:
-        return len(self.reps) * replicate_seconds(self.point.normalized)
-
-
-@dataclass(frozen=True)
-class Task:
-    """What one Dask task computes: consecutive chunks worth about TASK_SECONDS."""
-
-    works: list[Work]
-    key: str
-
-    @property
-    def cost(self) -> float:
-        return sum(w.cost for w in self.works)
-
-    @property
-    def reps(self) -> int:
-        return sum(len(w.reps) for w in self.works)
-
-
-def plan(sweep: Sweep, store: Store) -> tuple[list[Work], int]:
-    """The chunks with replicates not yet done, and the count already done.
-
-    Reads the store's ``done`` flags only (one read), never its values.
-    """
-    return plan_layout(sweep, store.layout, store.path, store.done_mask())
-
-
-def plan_layout(
-    sweep: Sweep, layout: Layout, path: Path, done: np.ndarray | None = None
-) -> tuple[list[Work], int]:
-    """:func:`plan` for the store at ``path`` with ``layout`` and ``done`` flags (None:
-    none done, a store still to be created)."""
-    if done is None:
-        done = np.zeros((*layout.grid_shape, layout.replicates), dtype=bool)
-    token = hashlib.sha256(path.resolve().as_posix().encode()).hexdigest()[:8]
-    work, already = [], 0
-    n_chunks = layout.task_chunks()
-    for point in sweep.points():
-        index = store_index(layout, point)
-        flags = done[index]
-        for chunk in range(n_chunks):
-            reps = layout.task_chunk_reps(chunk)
-            stop = min(reps.stop, sweep.replicates)
-            if stop <= reps.start:
-                break
-            todo = (np.flatnonzero(~flags[reps.start : stop]) + reps.start).tolist()
-            already += stop - reps.start - len(todo)
-            if todo:
-                label = "-".join(map(str, index)) or "0"
-                work.append(Work(point, index, chunk, todo, f"ldpsim-{token}-{label}-c{chunk}"))
-    return work, already
-
-
-def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:
-    """Consecutive chunks grouped into tasks of about ``seconds`` of estimated work each.
-
-    A chunk is never split (it is at most a task's worth by the layout); chunks of
-    grid points that cost little share a task, so a sweep of many small grid points
-    is not many tiny tasks.
-    """
-    tasks: list[Task] = []
-    group: list[Work] = []
-    cost = 0.0
-    for w in work:
-        if group and cost + w.cost > seconds:
-            tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
-            group, cost = [], 0.0
-        group.append(w)
-        cost += w.cost
-    if group:
-        tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
-    return tasks
-
-
-#: How :class:`Progress` shows itself: ``auto`` a tqdm bar when stderr is a terminal, else
-#: a plain line every :data:`PLAIN_PROGRESS_EVERY` seconds (the CLI); ``bar`` a
-#: ``tqdm.auto`` bar (a widget in a notebook); ``none`` nothing.
-ProgressMode = Literal["auto", "bar", "none"]
-
-
-class Progress:
-    """tqdm bar on a terminal, a plain line every few seconds otherwise.
-
-    Both weigh each task by its cost, so that the share done and the ETA are those of
-    the work, not of the task count (a task at n = 1e6 costs 8 times one at n = 1e4).
-    The plain ETA counts from the first finished task: until then the workers compiled
-    the kernels, a one-off cost that would inflate every later estimate.
-    """
-
-    def __init__(
-        self, reps: int, cost: float, log: Callable[[str], Any], mode: ProgressMode = "auto"
-    ) -> None:
-        self.reps, self.cost, self.log, self.mode = reps, cost, log, mode
-        self.reps_done, self.cost_done = 0, 0.0
-        self.start = self.last = time.monotonic()
-        self.first: tuple[float, float] | None = None  # (time, cost) of the first task
-        self.late = ""  # tasks running far past their estimate (watchdog.Watchdog)
-        self.bar = None
-        # No bar for nothing to do: a notebook would keep it at 0% in its saved output.
-        if reps and (mode == "bar" or (mode == "auto" and sys.stderr.isatty())):
-            if mode == "bar":
-                from tqdm.auto import tqdm
-            else:
-                from tqdm import tqdm
-
-            # tqdm's rate and ETA then count cost, its postfix the replicates.
-            self.bar = tqdm(
-                total=cost,
-                bar_format="{l_bar}{bar}| {postfix} [{elapsed}<{remaining}]",
-                smoothing=0.1,
-            )
-            self.bar.set_postfix_str(f"0/{reps} rep")
-
-    def update(self, reps: int, cost: float) -> None:
-        self.reps_done += reps
-        self.cost_done += cost
-        now = time.monotonic()
-        if self.first is None:
-            self.first = (now, self.cost_done)
-        if self.bar is not None:
-            self.bar.set_postfix_str(self._postfix(), refresh=False)
-            self.bar.update(cost)
-            return
-        if now - self.last >= PLAIN_PROGRESS_EVERY or self.reps_done == self.reps:
-            self._line(now)
-
-    def note_late(self, late: str) -> None:
-        """Show ``late`` (tasks running far past their estimate, see :mod:`.watchdog`).
-
-        Called while the run waits too: the plain line is printed every
-        :data:`PLAIN_PROGRESS_EVERY` seconds even when no task finishes, so that a hung
-        worker shows.
-        """
-        changed, self.late = late != self.late, late
-        if self.bar is not None:
-            if changed:
-                self.bar.set_postfix_str(self._postfix())
-            return
-        now = time.monotonic()
-        if self.late and now - self.last >= PLAIN_PROGRESS_EVERY:
-            self._line(now)
-
-    def _postfix(self) -> str:
-        return f"{self.reps_done}/{self.reps} rep" + (f", {self.late}" if self.late else "")
-
-    def _line(self, now: float) -> None:
-        if self.mode == "none":
-            return
-        self.last = now
-        share = self.cost_done / self.cost if self.cost > 0 else 1.0
-        since, done = self.first or (self.start, 0.0)
-        if self.cost_done > done:  # a rate without the start-up
-            eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
-        else:
-            eta = eta_seconds(now - self.start, self.cost_done, self.cost)
-        late = f"; {self.late}" if self.late else ""
-        self.log(
-            f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
-            f"the work, ETA {eta:.0f} s{late}"
-        )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            if self.reps_done == self.reps:  # all done: the bar shows 100%, whatever the
-                self.bar.n = self.bar.total  # rounding of the costs added up
-                self.bar.set_postfix_str(self._postfix(), refresh=False)
-                self.bar.refresh()
-            self.bar.close()
-            self.bar = None  # closed once (a stopped run closes it, then its finally)
 
 
 def run_sweep(
@@ -581,8 +371,6 @@ def _execute(
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                     raise
-                from ldpsim.pipeline.api import outcome
-
                 lost = int(damage.replicates.sum())
                 raise RunStopped(
                     f"The disk of the store {str(store.path)!r} is full "
@@ -758,8 +546,6 @@ def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> R
     """
     _tally(sweep, store, report)
     kept = report.total - report.missing - report.replicates_failed
-    from ldpsim.pipeline.api import outcome
-
     code = outcome(
         replicates_failed=report.replicates_failed,
         methods_failed=sum(report.method_failures.values()),

@@ -309,7 +309,7 @@ class Store:
         those methods is read and written: the files of the methods the store was made
         with are never rewritten, and nothing else of the replicates is touched.
         ``method_seconds`` is written last: a finite value says that the method's values
-        of that replicate are on disk (:func:`ldpsim.pipeline.added_methods.pending`).
+        of that replicate are on disk (:func:`ldpsim.pipeline.pending.pending`).
         Only the cells (method, replicate) still pending are written: a replicate whose
         chain was run again for a method added later keeps the values of the methods it
         already held, even where that run failed. The replicates' failure records keep

@@ -11,11 +11,11 @@ import xarray as xr
 from scipy.special import ndtri  # the normal quantile, without importing scipy.stats
 
 from ldpsim.pipeline import cell_statistics
-from ldpsim.pipeline.added_methods import pending_cells
 from ldpsim.pipeline.case_parameters import case_coords
 from ldpsim.pipeline.cell_statistics import Statistic, check_statistics
 from ldpsim.pipeline.code_identity import code_versions
 from ldpsim.pipeline.diagnostics import DIAGNOSTIC_ATTRS, interval_diagnostics
+from ldpsim.pipeline.pending import pending_cells
 
 #: Store dimensions that are not grid axes.
 NON_GRID_DIMS = ("checkpoint", "method", "rep", "coord")

@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import xarray as xr
 
-from ldpsim.pipeline.case_parameters import MISSING_TEXT, case_parameters
+from ldpsim.pipeline.case_parameters import case_parameters
 from ldpsim.pipeline.cell_statistics import (
     BOOTSTRAP_RESAMPLES,
     SE_RULE_TEXT,
@@ -18,6 +18,7 @@ from ldpsim.pipeline.cell_statistics import (
 )
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.formatting import (
+    MISSING_TEXT,
     axis_labels,
     cell_text,
     count_text,
@@ -714,7 +715,7 @@ def compact_rows(
 
     ``rows`` (labels ending in the statistic's, one cell each) become one row per
     labels but the last, a cell per statistic in the order they first appear
-    (:data:`~ldpsim.pipeline.case_parameters.MISSING_TEXT` where a row has none: a
+    (:data:`~ldpsim.pipeline.formatting.MISSING_TEXT` where a row has none: a
     band's "R for se" planned per coordinate); ``names`` lose the statistic's column.
     ``headers`` (the one column's) are left to the caption.
     """

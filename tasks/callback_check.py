@@ -2,7 +2,7 @@
 
 A plugin's ``sample_gradient`` or ``privatize`` passes every check that needs no
 compiler (``ldpsim list``, the spec's). This module compiles the kernel of each
-(model, mechanism, d) a sweep uses (:func:`ldpsim.tasks.sgd.compile_kernel`, cached on
+(model, mechanism, d) a sweep uses (:func:`ldpsim.tasks.kernel.sgd.compile_kernel`, cached on
 disk for the workers) and calls each plugin callback on a few random states, so that a
 broken callback is refused in one line before anything is written, not in every
 replicate.
@@ -16,12 +16,12 @@ import numpy as np
 from numba.core.errors import NumbaError
 
 from ldpsim.tasks import plugins
-from ldpsim.tasks.compile_errors import KernelCompileError, kernel_compile_error
 from ldpsim.tasks.diagnose import checked_function
 from ldpsim.tasks.grid_point import kernel_key
-from ldpsim.tasks.rng import state_of
-from ldpsim.tasks.sgd import compile_kernel
+from ldpsim.tasks.kernel.compile_errors import KernelCompileError, kernel_compile_error
+from ldpsim.tasks.kernel.sgd import compile_kernel
 from ldpsim.tasks.spec import ReplicateSpec
+from ldpsim.tasks.streams.rng import state_of
 
 #: Random states each callback is called on; its results must vary with the state if
 #: it reads it at all (a two-valued report repeats with probability 2^-15).

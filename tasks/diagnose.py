@@ -6,12 +6,12 @@ import functools
 
 import numpy as np
 
-from ldpsim.tasks import checked_loop
-from ldpsim.tasks.checked_loop import GRADIENT, ITERATE, PROJECTION, REPORT
 from ldpsim.tasks.grid_point import GridPointSetup, kernel_key
-from ldpsim.tasks.kernel_cache import compile_template, pin_template
-from ldpsim.tasks.rng import as_state
-from ldpsim.tasks.sgd import callback_bindings
+from ldpsim.tasks.kernel import checked_loop
+from ldpsim.tasks.kernel.cache import compile_template, pin_template
+from ldpsim.tasks.kernel.checked_loop import GRADIENT, ITERATE, PROJECTION, REPORT
+from ldpsim.tasks.kernel.sgd import callback_bindings
+from ldpsim.tasks.streams.rng import as_state
 
 # The template this process compiles, read now with the rest of its code.
 pin_template(checked_loop)
@@ -32,10 +32,10 @@ DIVERGED = 1e100
 def compile_checked(
     function, sample_gradient, privatize, d, n_model_params, n_mech_params, project
 ):
-    """:mod:`ldpsim.tasks.checked_loop`'s ``function`` ("probe" or "checked_loop") with
+    """:mod:`ldpsim.tasks.kernel.checked_loop`'s ``function`` ("probe" or "checked_loop") with
     one model's and one mechanism's callbacks compiled in, as the kernel has them.
 
-    Cached on disk like the kernel (:func:`ldpsim.tasks.kernel_cache.compile_template`)
+    Cached on disk like the kernel (:func:`ldpsim.tasks.kernel.cache.compile_template`)
     and compiled on its first call.
     """
     bindings = callback_bindings(

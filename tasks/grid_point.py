@@ -11,17 +11,22 @@ from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks.seed_sequence import (
+from ldpsim.tasks import plugins
+from ldpsim.tasks.kernel.sgd import compile_kernel
+from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
+from ldpsim.tasks.stats import StreamingStats
+from ldpsim.tasks.streams.seed_sequence import (
     assembled_entropy,
     entropy_words,
     generator_at,
     pcg64_state,
     uint32_words,
 )
-from ldpsim.tasks.seeding import data_stream_from_words, method_stream_from_words, stable_hash
-from ldpsim.tasks.sgd import compile_kernel
-from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
-from ldpsim.tasks.stats import StreamingStats
+from ldpsim.tasks.streams.seeding import (
+    data_stream_from_words,
+    method_stream_from_words,
+    stable_hash,
+)
 
 #: Grid points whose set-up a process keeps (the last ones used). The runner submits a
 #: grid point's chunks together (a task holds one grid point's chunk, or the chunks of
@@ -50,7 +55,7 @@ class GridPointSetup:
     asymptotic_cov : ndarray (d, d)
         The model's Sigma for the run's mechanism and batch (the oracle's).
     path_words : tuple of 4 ints
-        :func:`ldpsim.tasks.seeding.stable_hash` of the spec's path key.
+        :func:`ldpsim.tasks.streams.seeding.stable_hash` of the spec's path key.
     method_words : dict label -> tuple of 4 ints
         The same of each random method's key (``uses_rng``).
     cold_methods : set of str
@@ -58,7 +63,7 @@ class GridPointSetup:
         warms those up first (:mod:`ldpsim.tasks.warm_up`); empty, it costs nothing.
 
     The streams of a replicate are numpy's ``PCG64(SeedSequence(...))`` of SPEC section
-    6, seeded by :func:`ldpsim.tasks.seed_sequence.pcg64_state` from the words computed
+    6, seeded by :func:`ldpsim.tasks.streams.seed_sequence.pcg64_state` from the words computed
     here (the same states, a tenth of the time); each thread reuses one Generator per
     random method, set to the replicate's state.
     """
@@ -111,16 +116,16 @@ class GridPointSetup:
         return self.kernel(*self.kernel_args, int(self.spec.batch), cuts, state)
 
     def run_gpu(self, reps: list[int]) -> tuple[np.ndarray, ...]:
-        """Replicates ``reps`` on the GPU, in one launch (:mod:`ldpsim.tasks.gpu_kernel`).
+        """Replicates ``reps`` on the GPU, in one launch (:mod:`ldpsim.tasks.gpu.kernel`).
 
         Returns the kernel's outputs stacked along a first axis of replicates: row i of
         each array is what :meth:`run_kernel` returns for ``reps[i]``
         (:func:`gpu_row`). Each replicate draws from its own Philox stream, keyed from
-        its seed sequence (:func:`ldpsim.tasks.philox.replicate_keys` of
+        its seed sequence (:func:`ldpsim.tasks.streams.philox.replicate_keys` of
         :meth:`data_state`).
         """
-        from ldpsim.tasks.gpu_kernel import run_gpu_replicates
-        from ldpsim.tasks.philox import replicate_keys
+        from ldpsim.tasks.gpu.kernel import run_gpu_replicates
+        from ldpsim.tasks.streams.philox import replicate_keys
 
         rs = self.spec
         states = np.array([self.data_state(rep) for rep in reps], dtype=np.uint64)
@@ -153,7 +158,8 @@ class GridPointSetup:
     @functools.cached_property
     def entropy(self) -> list[int]:
         """The 32-bit words of the entropy every stream of the grid point starts with:
-        the seed's and the path key's (:func:`ldpsim.tasks.seed_sequence.entropy_words`)."""
+        the seed's and the path key's
+        (:func:`ldpsim.tasks.streams.seed_sequence.entropy_words`)."""
         return entropy_words([self.spec.seed, *self.path_words])
 
     @functools.cached_property
@@ -177,7 +183,8 @@ class GridPointSetup:
         return pcg64_state(np.array([*self.entropy, *uint32_words(rep)], dtype=np.uint32))
 
     def data_stream(self, rep: int) -> np.random.Generator:
-        """Replicate ``rep``'s data-and-noise stream (:func:`ldpsim.tasks.seeding.data_stream`)."""
+        """Replicate ``rep``'s data-and-noise stream
+        (:func:`ldpsim.tasks.streams.seeding.data_stream`)."""
         return data_stream_from_words(self.spec.seed, self.path_words, rep)
 
     def method_streams(self, rep: int) -> dict[str, np.random.Generator]:
@@ -231,7 +238,8 @@ def replicate_cuts(rs: ReplicateSpec) -> np.ndarray:
 
 
 def kernel_key(rs: ReplicateSpec) -> tuple:
-    """The arguments of :func:`ldpsim.tasks.sgd.compile_kernel` for ``rs``: its kernel's key.
+    """The arguments of :func:`ldpsim.tasks.kernel.sgd.compile_kernel` for ``rs``: its
+    kernel's key.
 
     The model's and the mechanism's callbacks, d, the lengths of their parameter
     vectors, the model's projection and whether A is kept in full.
@@ -262,7 +270,9 @@ def spec_token(spec: Mapping[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=SETUPS_KEPT)
-def _setup_of_token(token: str) -> GridPointSetup:
+def _setup_of_token(token: str, generation: int) -> GridPointSetup:
+    # ``generation`` (plugins.generation): a unit registered again under its name (an
+    # edited class re-run in a notebook) makes the set-ups of the old one unused.
     return GridPointSetup.of(json.loads(token))
 
 
@@ -282,4 +292,4 @@ def setup_of(spec: Mapping[str, Any]) -> GridPointSetup:
         same = False
     if not same:
         return GridPointSetup.of(spec)
-    return _setup_of_token(token)
+    return _setup_of_token(token, plugins.generation())

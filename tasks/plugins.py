@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from ldpsim.tasks import intervals, mechanisms, models
+from ldpsim.tasks.spec_keys import SPEC_KEYS, unit_params
 
 #: Entry-point group of each kind of unit.
 GROUPS = {"model": "ldpsim.models", "mechanism": "ldpsim.mechanisms", "method": "ldpsim.methods"}
@@ -126,7 +127,6 @@ def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) ->
 def _reserved() -> dict[str, set[str]]:
     """The parameter names a model or mechanism plugin may not use (spec keys, and the
     other kind's parameters)."""
-    from ldpsim.tasks.spec import SPEC_KEYS, unit_params  # spec looks units up here
 
     def parameters(kind: str) -> set[str]:
         return {p for cls in BUILTINS[kind].values() for p in unit_params(cls)}
@@ -145,6 +145,8 @@ def _reserved() -> dict[str, set[str]]:
 _REGISTERED: dict[str, dict[str, Plugin]] = {kind: {} for kind in GROUPS}
 #: Serializes the writers of :data:`_REGISTERED` (a worker plugin's setup, the client).
 _REGISTERING = threading.Lock()
+#: Replacements of registered units so far (:func:`generation`).
+_GENERATION = 0
 #: How :attr:`Plugin.distribution` names a unit registered at run time.
 REGISTERED_ORIGIN = "registered at run time"
 
@@ -485,15 +487,20 @@ def register(unit: type, source_sha256: str | None = None) -> Plugin:
         problem=None,
         source_sha256=source_sha256,
     )
-    global _REGISTERED
+    global _REGISTERED, _GENERATION
     with _REGISTERING:
         replaced = _REGISTERED[kind].get(name)
         _REGISTERED = {**_REGISTERED, kind: {**_REGISTERED[kind], name: plugin}}
-    if replaced is not None and replaced.unit is not unit:
-        from ldpsim.tasks.grid_point import _setup_of_token
-
-        _setup_of_token.cache_clear()  # set up with the replaced class
+        if replaced is not None and replaced.unit is not unit:
+            _GENERATION += 1  # grid points set up with the replaced class: set up again
     return plugin
+
+
+def generation() -> int:
+    """How many times a unit registered at run time was replaced by another class of its
+    kind and name in this process: what a grid point's set-up depends on besides its
+    spec (:func:`ldpsim.tasks.grid_point.setup_of` keys its cache by it)."""
+    return _GENERATION
 
 
 def registered(kind: str | None = None) -> list[Plugin]:

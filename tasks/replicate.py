@@ -15,12 +15,11 @@ from ldpsim.tasks.grid_point import (
     needs_full_matrix,
     setup_of,
 )
+from ldpsim.tasks.kernel.sgd import ldp_sgd
 from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
-from ldpsim.tasks.rng import set_state, state_of
-from ldpsim.tasks.sgd import ldp_sgd
 from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StreamingStats
-from ldpsim.tasks.users import Users
+from ldpsim.tasks.streams.rng import set_state, state_of
 from ldpsim.tasks.validation import check_int
 from ldpsim.tasks.warm_up import warm_up_methods
 
@@ -90,9 +89,11 @@ class MethodFailure(Exception):
 
 
 def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
-    """Call :func:`ldpsim.tasks.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``; its raw output.
+    """Call :func:`ldpsim.tasks.kernel.sgd.ldp_sgd` for ``rs`` with segment ends ``cuts``;
+    its raw output.
 
-    The kernel draws from ``data_rng``'s PCG64 state inline (:mod:`ldpsim.tasks.rng`) and the
+    The kernel draws from ``data_rng``'s PCG64 state inline
+    (:mod:`ldpsim.tasks.streams.rng`) and the
     advanced state is written back, as if ``data_rng`` itself had drawn the numbers. It keeps
     all of A only where a method of ``rs`` needs it (:func:`needs_full_matrix`).
     """
@@ -242,7 +243,7 @@ def replicate_from_state(
     setup : GridPointSetup
         The grid point's set-up.
     state : ndarray of uint64, shape (4,), or None
-        The data-and-noise stream's state (:func:`ldpsim.tasks.rng.state_of`);
+        The data-and-noise stream's state (:func:`ldpsim.tasks.streams.rng.state_of`);
         advanced in place by the run. None with ``raw``.
     method_rngs : mapping label -> Generator
         One stream per method that draws random numbers (``uses_rng``).
@@ -279,7 +280,7 @@ def replicate_from_state(
                 f"{', '.join(map(repr, unknown))}; its methods are {', '.join(chosen)}."
             )
         chosen = {label: method for label, method in chosen.items() if label in methods}
-    users = Users.of(rs, tuple(np.uint64(w) for w in state)) if setup.own_estimate else None
+    users = rs.users(tuple(np.uint64(w) for w in state)) if setup.own_estimate else None
     # The kernel advances state in place; a diagnosis replays from its start.
     start_state = None if state is None else state.copy()
     if raw is None:

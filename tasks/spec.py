@@ -15,6 +15,8 @@ from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.batch_means import follow_bootstrap
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.spec_keys import SPEC_KEYS, unit_param_names, unit_params
+from ldpsim.tasks.users import Users
 from ldpsim.tasks.validation import (
     check_choice,
     check_distinct,
@@ -25,23 +27,8 @@ from ldpsim.tasks.validation import (
 )
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
-#: Keys of a replicate spec besides the model's own parameters.
-SPEC_KEYS = (
-    "model",
-    "mechanism",
-    "n",
-    "c",
-    "gamma",
-    "theta0",
-    "batch",
-    "methods",
-    "level",
-    "seed",
-    "checkpoints",
-    "backend",
-)
 #: Where the replicates' chains run (``backend``): numba on CPU cores, or one CUDA thread
-#: per replicate (:mod:`ldpsim.tasks.gpu_kernel`), with streams of its own.
+#: per replicate (:mod:`ldpsim.tasks.gpu.kernel`), with streams of its own.
 BACKENDS = ("cpu", "gpu")
 #: Defaults of the keys left out; ``theta0`` defaults to the model's
 #: :meth:`~ldpsim.tasks.models.base.Model.default_theta0` (0 but for a scale).
@@ -62,17 +49,6 @@ MAX_N = 10**18
 DEFAULT_MECHANISM = {"quantile": "randomized_response"}
 
 
-def unit_params(cls: type) -> list[str]:
-    """Constructor parameters of a unit dataclass."""
-    return list(_unit_params(cls))
-
-
-@functools.cache
-def _unit_params(cls: type) -> tuple[str, ...]:
-    # A class's fields never change: worked out once (a sweep normalizes every point).
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
-
-
 def model_param_keys() -> set[str]:
     """Every parameter name of every registered model."""
     return set(_param_keys("model"))
@@ -87,7 +63,7 @@ def _param_keys(kind: str) -> frozenset[str]:
     registry = plugins.registry(kind)
     known = _PARAM_KEYS.get(kind)
     if known is None or known[0] is not registry:
-        keys = frozenset(p for cls in registry.values() for p in _unit_params(cls))
+        keys = frozenset(p for cls in registry.values() for p in unit_param_names(cls))
         known = _PARAM_KEYS[kind] = (registry, keys)
     return known[1]
 
@@ -182,7 +158,7 @@ class ReplicateSpec:
         """
         gpu = {}
         if self.backend == "gpu":
-            from ldpsim.tasks.philox import STREAMS_VERSION
+            from ldpsim.tasks.streams.philox import STREAMS_VERSION
 
             gpu = {"backend": "gpu", "streams": STREAMS_VERSION}
         return {
@@ -197,6 +173,20 @@ class ReplicateSpec:
             "batch": self.batch,
             **gpu,
         }
+
+    def users(self, start: tuple) -> Users:
+        """The users of this replicate whose data stream was at ``start`` (a state of
+        :func:`ldpsim.tasks.streams.rng.state_of`): what a competitor replays."""
+        return Users(
+            model=self.model,
+            mechanism=self.mechanism,
+            n=self.n,
+            batch=self.batch,
+            c=self.c,
+            gamma=self.gamma,
+            theta0=self.theta0,
+            start=start,
+        )
 
     def method_key(self, label: str) -> dict[str, Any]:
         """Key of one method's own stream: its label, kind and parameters."""
@@ -266,7 +256,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
         (0, 1) (0.9); ``seed`` int >= 0 (0); ``checkpoints`` optional list of ints in
         [1, n], each listed once, at which every interval is also computed; ``backend``
         'cpu' (the default) or 'gpu' (the model, mechanism and methods must have a GPU
-        form: :func:`ldpsim.tasks.gpu_units.gpu_refusal`).
+        form: :func:`ldpsim.tasks.gpu.units.gpu_refusal`).
 
     Raises
     ------
@@ -378,7 +368,7 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
             )
 
     if backend == "gpu":
-        from ldpsim.tasks.gpu_units import gpu_refusal
+        from ldpsim.tasks.gpu.units import gpu_refusal
 
         refusal = gpu_refusal(model, mechanism, methods)
         if refusal is not None:

@@ -81,7 +81,7 @@ class StreamingStats:
     n : int
         Number of SGD steps these statistics describe (= cuts[-1]).
     cuts, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
-        Kernel outputs, see :func:`ldpsim.tasks.sgd.ldp_sgd`; ``snap_a`` has shape
+        Kernel outputs, see :func:`ldpsim.tasks.kernel.sgd.ldp_sgd`; ``snap_a`` has shape
         (K, d, d), or (K, d, 1) (the diagonal of A alone) when no method needed more.
     gamma : float
         Step-size exponent of the run (batch means and the bootstrap's theory use it).

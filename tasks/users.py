@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpsim.tasks import users_loop
-from ldpsim.tasks.kernel_cache import compile_template, pin_template
+from ldpsim.tasks.kernel import users_loop
+from ldpsim.tasks.kernel.cache import compile_template, pin_template
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
-
-if TYPE_CHECKING:
-    from ldpsim.tasks.spec import ReplicateSpec
-
 
 # The template this process compiles, read now with the rest of its code.
 pin_template(users_loop)
@@ -25,7 +20,8 @@ pin_template(users_loop)
 def compile_users_loop(
     function, sample_gradient, sample_observation, privatize, project, d, n_model, n_mech
 ):
-    """``function`` of :mod:`ldpsim.tasks.users_loop` with one model and mechanism compiled in."""
+    """``function`` of :mod:`ldpsim.tasks.kernel.users_loop` with one model and mechanism
+    compiled in."""
     bindings = {
         "sample_gradient": sample_gradient,
         "sample_observation": sample_observation,
@@ -61,7 +57,7 @@ class Users:
     theta0 : tuple of float
         The LDP run's start.
     start : tuple of 4 uint64
-        The data stream's state before the run (:func:`ldpsim.tasks.rng.state_of`).
+        The data stream's state before the run (:func:`ldpsim.tasks.streams.rng.state_of`).
     """
 
     model: Model
@@ -73,20 +69,6 @@ class Users:
     theta0: tuple[float, ...]
     start: tuple
 
-    @classmethod
-    def of(cls, rs: ReplicateSpec, start: tuple) -> Users:
-        """The users of the replicate ``rs`` whose data stream was at ``start``."""
-        return cls(
-            model=rs.model,
-            mechanism=rs.mechanism,
-            n=rs.n,
-            batch=rs.batch,
-            c=rs.c,
-            gamma=rs.gamma,
-            theta0=rs.theta0,
-            start=start,
-        )
-
     @property
     def count(self) -> int:
         """Number of users, n x batch."""
@@ -97,7 +79,7 @@ class Users:
         return np.array(self.start, dtype=np.uint64)
 
     def loop(self, function: str):
-        """The compiled ``function`` of :mod:`ldpsim.tasks.users_loop` for these users."""
+        """The compiled ``function`` of :mod:`ldpsim.tasks.kernel.users_loop` for these users."""
         model, mechanism = self.model, self.mechanism
         return compile_users_loop(
             function,

@@ -102,15 +102,12 @@ def tmpfs(mount: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
-def store_token(store: Path) -> str:
-    """The store-specific part of the task keys (see pipeline.runner.plan)."""
-    return hashlib.sha256(Path(store).resolve().as_posix().encode()).hexdigest()[:8]
-
-
 def computed(log: Path, store: Path) -> list[tuple[tuple[int, ...], int]]:
     """(grid index, rep) of every replicate computed for ``store``, in log order."""
     if not log.exists():
         return []
+    from ldpsim.pipeline.plan import store_token
+
     prefix = f"ldpsim-{store_token(store)}-"
     out = []
     for line in log.read_text().splitlines():

@@ -13,14 +13,13 @@ import numpy as np
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.critical_values import student_t_quantile
 from ldpsim.tasks.stats import StreamingStats, floor_power
+from ldpsim.tasks.streams.multipliers import Multiplier, draw_multipliers
 from ldpsim.tasks.validation import check_choice, check_float, check_int
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
-Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
 Form = Literal["basic", "percentile", "t"]
 Band = Literal["sup-t", "sidak"]
 
-_SQRT5 = math.sqrt(5.0)
 #: The paper's block-length exponent: l = floor(n^beta).
 DEFAULT_BETA = 0.75
 
@@ -49,19 +48,6 @@ def block_bounds(block_len: int, n_blocks: int) -> np.ndarray:
     bounds = block_len * np.arange(0, n_blocks + 1, dtype=np.int64)
     bounds.flags.writeable = False
     return bounds
-
-
-def draw_multipliers(kind: Multiplier, size: tuple[int, int], rng: np.random.Generator):
-    """iid multipliers with mean 0 and variance 1."""
-    if kind == "uniform":
-        return rng.uniform(-math.sqrt(3.0), math.sqrt(3.0), size)
-    if kind == "rademacher":
-        return 2.0 * rng.integers(0, 2, size) - 1.0
-    if kind == "gaussian":
-        return rng.standard_normal(size)
-    # Mammen's two-point law: (1 - sqrt5)/2 w.p. (sqrt5 + 1)/(2 sqrt5), else (1 + sqrt5)/2.
-    low = rng.random(size) < (_SQRT5 + 1.0) / (2.0 * _SQRT5)
-    return np.where(low, (1.0 - _SQRT5) / 2.0, (1.0 + _SQRT5) / 2.0)
 
 
 @dataclass(frozen=True, kw_only=True)

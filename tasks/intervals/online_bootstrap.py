@@ -12,7 +12,7 @@ from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.bootstrap import basic_interval
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import set_state, state_of
+from ldpsim.tasks.streams.rng import set_state, state_of
 from ldpsim.tasks.users import Users
 from ldpsim.tasks.validation import check_choice, check_int
 
@@ -59,7 +59,7 @@ class OnlineBootstrap(IntervalMethod):
     Estimate: theta_bar_0, the average of chain 0; interval (basic):
     [theta_bar_0 - q_(1-a/2), theta_bar_0 - q_(a/2)], q the quantiles of
     theta_bar*_b - theta_bar_0. The chains run in one compiled loop
-    (:func:`ldpsim.tasks.users_loop.chains`): n (B + 1) privatized gradients.
+    (:func:`ldpsim.tasks.kernel.users_loop.chains`): n (B + 1) privatized gradients.
 
     Parameters
     ----------

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import random, state_of
+from ldpsim.tasks.streams.rng import random, state_of
 from ldpsim.tasks.validation import (
     Constants,
     check_budget_range,
@@ -131,7 +131,7 @@ class Mechanism:
     ``"eps"`` or ``"mu"``, a dataclass field defaulting to None), ``privatize`` and
     ``privatize_per_user`` (numba ``njit`` functions ``(d, g, params, s) -> s`` that
     privatize ``g`` (length ``d``) in place, drawing from the PCG64 state ``s`` of
-    :mod:`ldpsim.tasks.rng` and returning the advanced state; the second first draws the
+    :mod:`ldpsim.tasks.streams.rng` and returning the advanced state; the second first draws the
     user's budget with :func:`draw_budget`), and implement ``params``, ``sensitivity``
     and ``variance``. Like the model's, the callbacks are inlined into the kernel and
     only index ``g`` and ``params``.

@@ -18,7 +18,7 @@ from ldpsim.tasks.mechanisms.base import (
     draw_budget,
 )
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import standard_normal
+from ldpsim.tasks.streams.rng import standard_normal
 from ldpsim.tasks.validation import Constants, check_finite_constants, check_float
 
 stats = lazy_module("scipy.stats")

@@ -16,7 +16,7 @@ from ldpsim.tasks.mechanisms.base import (
     draw_budget,
 )
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import laplace
+from ldpsim.tasks.streams.rng import laplace
 from ldpsim.tasks.validation import Constants
 
 
@@ -56,7 +56,8 @@ class Laplace(Mechanism):
     Xie, Jiang, Kong & He (seed 004): b = sqrt(p) Delta2 / eps.
 
     Each noise coordinate is a random sign times a standard exponential
-    (:func:`ldpsim.tasks.rng.laplace`), an exact Laplace sampler that is cheaper than numpy's
+    (:func:`ldpsim.tasks.streams.rng.laplace`), an exact Laplace sampler that is cheaper
+    than numpy's
     inverse-CDF ``Generator.laplace``; the privacy audits test the compiled mechanism.
 
     Parameters

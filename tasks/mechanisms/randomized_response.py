@@ -10,7 +10,7 @@ from numba import njit
 
 from ldpsim.tasks.mechanisms.base import Mechanism, draw_budget
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import random
+from ldpsim.tasks.streams.rng import random
 from ldpsim.tasks.validation import Constants
 
 

@@ -9,7 +9,8 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.rng import state_of
+from ldpsim.tasks.kernel.sgd import no_projection
+from ldpsim.tasks.streams.rng import state_of
 
 
 @njit
@@ -20,23 +21,13 @@ def _gradient_rows(sample_gradient, theta, params, s, out):
     return s
 
 
-@njit(inline="always")
-def no_projection(d, j, value, params):
-    """The projection of a model without constraints: coordinate j stays ``value``.
-
-    Inlined into the kernel, it compiles to nothing (the loops of such models are the
-    same machine code as before the hook existed).
-    """
-    return value
-
-
 @dataclass(frozen=True, kw_only=True)
 class Model:
     """A stochastic-gradient model usable inside the compiled LDP-SGD kernel.
 
     Subclasses set ``name`` and ``sample_gradient`` (a numba ``njit`` function
     ``(d, theta, params, s, g_out) -> s`` that draws one fresh observation from the
-    PCG64 state ``s`` (see :mod:`ldpsim.tasks.rng`), writes its gradient at ``theta`` into
+    PCG64 state ``s`` (see :mod:`ldpsim.tasks.streams.rng`), writes its gradient at ``theta`` into
     ``g_out`` and returns the advanced state), and implement ``params``, ``truth``,
     ``jacobian`` and ``gradient_cov``. The callback is inlined into the kernel, where
     ``g_out`` (and, for d > 1, ``theta`` and ``params``) arrive as raw pointers and,

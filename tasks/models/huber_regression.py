@@ -19,7 +19,7 @@ from ldpsim.tasks.models.regression import (
     expect,
     mallows_weight,
 )
-from ldpsim.tasks.rng import standard_normal
+from ldpsim.tasks.streams.rng import standard_normal
 from ldpsim.tasks.validation import check_float
 
 integrate = lazy_module("scipy.integrate")

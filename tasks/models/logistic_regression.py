@@ -20,7 +20,7 @@ from ldpsim.tasks.models.regression import (
     expect,
     mallows_weight,
 )
-from ldpsim.tasks.rng import random
+from ldpsim.tasks.streams.rng import random
 
 optimize = lazy_module("scipy.optimize")
 special = lazy_module("scipy.special")

@@ -10,7 +10,7 @@ from numba import njit
 
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.normal import normal_cdf, normal_pdf
-from ldpsim.tasks.rng import standard_normal
+from ldpsim.tasks.streams.rng import standard_normal
 from ldpsim.tasks.validation import check_float, check_int
 
 

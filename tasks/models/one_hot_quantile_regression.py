@@ -10,7 +10,7 @@ from numba import njit
 
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.normal import normal_pdf, normal_ppf
-from ldpsim.tasks.rng import random, standard_normal
+from ldpsim.tasks.streams.rng import random, standard_normal
 from ldpsim.tasks.validation import MAX_SPARSE_DIM, check_float, check_int, check_vector
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.lazy_import import lazy_module
-from ldpsim.tasks.rng import standard_normal
+from ldpsim.tasks.streams.rng import standard_normal
 from ldpsim.tasks.validation import check_choice, check_float, check_int
 
 integrate = lazy_module("scipy.integrate")

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import random
+from ldpsim.tasks.streams.rng import random
 from ldpsim.tasks.validation import MAX_SPARSE_DIM, check_float, check_int, check_vector
 
 

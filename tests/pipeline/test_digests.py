@@ -19,8 +19,8 @@ from conftest import DEMO_ARGS, scheduler, tree_hash
 
 from ldpsim.pipeline import digests
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.damage import find_damage, open_arrays
-from ldpsim.pipeline.reading import load_dataset
+from ldpsim.pipeline.damage import find_damage
+from ldpsim.pipeline.reading import load_dataset, open_arrays
 
 EXIT_DAMAGED = 4
 #: What a recomputation gives again bit for bit (not the timings, nor the job id).

@@ -88,8 +88,8 @@ tau = [0.5, 0.9]
 def test_added_methods_failures_are_named_by_their_grid_point(tmp_path, local_cluster, capsys):
     from conftest import scheduler
 
-    from ldpsim.pipeline.added_methods import KEY_SUFFIX
     from ldpsim.pipeline.cli import EXIT_FAILED, EXIT_OK
+    from ldpsim.pipeline.plan import KEY_SUFFIX
     from ldpsim.pipeline.reading import iter_errors
     from ldpsim.pipeline.report import build_context
 

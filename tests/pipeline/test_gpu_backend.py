@@ -23,7 +23,7 @@ from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
 from ldpsim.pipeline.reading import open_dataset, read_attrs
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks import run_replicate
-from ldpsim.tasks.philox import STREAMS_VERSION
+from ldpsim.tasks.streams.philox import STREAMS_VERSION
 
 FIELDS = ("estimate", "last", "lower", "upper", "method_estimate", "done", "failed")
 

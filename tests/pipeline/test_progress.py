@@ -13,7 +13,8 @@ from ldpsim.pipeline.cost import (
     replicate_seconds,
     step_seconds,
 )
-from ldpsim.pipeline.runner import Progress, eta_seconds, plan
+from ldpsim.pipeline.plan import plan
+from ldpsim.pipeline.progress import Progress, eta_seconds
 from ldpsim.pipeline.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 

@@ -96,7 +96,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.mechanisms.base import Mechanism
-from ldpsim.tasks.rng import random
+from ldpsim.tasks.streams.rng import random
 
 
 @njit

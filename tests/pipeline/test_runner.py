@@ -10,9 +10,10 @@ import time
 
 import numpy as np
 import pytest
-from conftest import computed, store_token, write_sweep
+from conftest import computed, write_sweep
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.plan import store_token
 from ldpsim.pipeline.reading import iter_errors, open_dataset
 from ldpsim.pipeline.runner import run_sweep
 from ldpsim.pipeline.sweep import load_sweep

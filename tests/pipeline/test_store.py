@@ -31,7 +31,7 @@ from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.pipeline.worker import run_chunk
 from ldpsim.tasks.l1_projection import project_l1_ball
-from ldpsim.tasks.seeding import STREAMS_VERSION, data_stream, streams_fingerprint
+from ldpsim.tasks.streams.seeding import STREAMS_VERSION, data_stream, streams_fingerprint
 
 VALUES = ("estimate", "last", "lower", "upper", "truth", "done", "failed", "method_failed")
 

@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from ldpsim.tasks import ziggurat
+from ldpsim.tasks.kernel.step_sizes import eta_schedule
 from ldpsim.tasks.spec import ReplicateSpec
-from ldpsim.tasks.step_sizes import eta_schedule
+from ldpsim.tasks.streams import ziggurat
 
 # The shipped tables as Python ints and floats.
 KI = [int(v) for v in ziggurat.ki_double]
@@ -334,7 +334,7 @@ def reference_path(
     """All iterates theta_1..theta_n of LDP-SGD (SPEC 2) as an (n, d) array.
 
     theta_i = P(theta_{i-1} - eta_i ghat_i) with eta_i from
-    :func:`ldpsim.tasks.step_sizes.eta_schedule` (or ``eta``, the list eta_1..eta_n),
+    :func:`ldpsim.tasks.kernel.step_sizes.eta_schedule` (or ``eta``, the list eta_1..eta_n),
     ghat_i the mean of ``rs.batch`` privatized gradients at theta_{i-1} and P the
     model's projection (if any).
     """

@@ -28,7 +28,7 @@ from ldpsim.tasks.intervals.central_privacy import (
 )
 from ldpsim.tasks.mechanisms import Laplace
 from ldpsim.tasks.models import Mean, Quantile
-from ldpsim.tasks.rng import state_of
+from ldpsim.tasks.streams.rng import state_of
 from ldpsim.tasks.users import Users
 
 VALUES = (0.0, 1.0, 2.0, 3.0)

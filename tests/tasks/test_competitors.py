@@ -14,7 +14,7 @@ from ldpsim.tasks.intervals.online_bootstrap import split_mechanism
 from ldpsim.tasks.intervals.raw_data import public_range
 from ldpsim.tasks.mechanisms import Laplace, RandomizedResponse
 from ldpsim.tasks.replicate import run_kernel
-from ldpsim.tasks.rng import standard_exponential, state_of
+from ldpsim.tasks.streams.rng import standard_exponential, state_of
 from ldpsim.tasks.users import Users
 
 #: SPEC 10's competitors; nprr (SPEC 12, the bounded mean only) has its tests in test_nprr.py.
@@ -39,7 +39,7 @@ def as_state(values) -> tuple:
 
 def users_for(spec, seed=5):
     rs = normalize_spec({"n": 3000, "methods": {"bb": {}}, **spec})
-    return rs, Users.of(rs, state_of(rng(seed)))
+    return rs, rs.users(state_of(rng(seed)))
 
 
 def test_the_competitors_are_registered():

@@ -8,9 +8,9 @@ from pathlib import Path
 from numba.core import ir
 from numba.core.errors import TypingError
 
-from ldpsim.tasks import rng
-from ldpsim.tasks.compile_errors import kernel_compile_error
+from ldpsim.tasks.kernel.compile_errors import kernel_compile_error
 from ldpsim.tasks.mechanisms.laplace import Laplace
+from ldpsim.tasks.streams import rng
 
 NUMBA_TEXT = """Failed in nopython mode pipeline (step: nopython frontend)
 failed to unpack none

@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 from ldpsim.tasks import normalize_spec, run_replicate
 from ldpsim.tasks.replicate import run_stats
-from ldpsim.tasks.seeding import data_stream
+from ldpsim.tasks.streams.seeding import data_stream
 
 
 def prefix_sum_weights(n: int, c: float, gamma: float, ends) -> np.ndarray:

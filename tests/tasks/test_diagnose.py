@@ -11,10 +11,10 @@ from numba import njit
 
 from ldpsim.tasks.diagnose import checked_function, diagnose_nonfinite
 from ldpsim.tasks.grid_point import GridPointSetup, kernel_key
+from ldpsim.tasks.kernel.step_sizes import eta_schedule
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import random, state_of
 from ldpsim.tasks.spec import normalize_spec
-from ldpsim.tasks.step_sizes import eta_schedule
+from ldpsim.tasks.streams.rng import random, state_of
 
 SEED = 5
 N = 4000

@@ -18,9 +18,10 @@ from numba import cuda
 from scipy import stats
 from sgd_reference import GRADIENTS, PRIVATIZERS, reference_path
 
-from ldpsim.tasks import gpu_kernel, normalize_spec
+from ldpsim.tasks import normalize_spec
+from ldpsim.tasks.gpu import kernel as gpu_kernel
 from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, needs_full_matrix
-from ldpsim.tasks.philox import philox4x32_10, philox_blocks, replicate_keys
+from ldpsim.tasks.streams.philox import philox4x32_10, philox_blocks, replicate_keys
 
 #: Random123's tests/kat_vectors, the three philox4x32 10 lines: counter, key, result.
 KNOWN_ANSWERS = [
@@ -35,7 +36,7 @@ KNOWN_ANSWERS = [
 
 
 class PhiloxStream:
-    """A replicate's GPU stream in numpy (tasks/philox.py): a block gives two uniforms,
+    """A replicate's GPU stream in numpy (tasks/streams/philox.py): a block gives two uniforms,
     or a Box-Muller pair; the second is kept for the next draw of its kind."""
 
     def __init__(self, row: np.ndarray) -> None:

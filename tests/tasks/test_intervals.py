@@ -13,14 +13,10 @@ from scipy import stats as sps
 
 from ldpsim.tasks import intervals
 from ldpsim.tasks.intervals.base import IntervalMethod
-from ldpsim.tasks.intervals.bootstrap import (
-    draw_multipliers,
-    sidak_band,
-    sup_t_band,
-    t_interval,
-)
+from ldpsim.tasks.intervals.bootstrap import sidak_band, sup_t_band, t_interval
 from ldpsim.tasks.replicate import compute_replicate, run_replicate, run_stats
 from ldpsim.tasks.spec import normalize_spec
+from ldpsim.tasks.streams.multipliers import draw_multipliers
 
 ALL_NAMES = sorted(intervals.REGISTRY)
 #: The methods built from the LDP run's streaming statistics.

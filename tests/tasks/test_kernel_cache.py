@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsim.tasks import sgd_loop
-from ldpsim.tasks.kernel_cache import (
+from ldpsim.tasks.kernel import sgd_loop
+from ldpsim.tasks.kernel.cache import (
     CACHE_DIR_VARIABLE,
     KERNEL_SUBFOLDER,
     cache_folder,
@@ -29,10 +29,10 @@ from ldpsim.tasks.kernel_cache import (
     compile_template,
     pin_template,
 )
+from ldpsim.tasks.kernel.sgd import compile_kernel, ldp_sgd
+from ldpsim.tasks.kernel.step_sizes import eta_schedule
 from ldpsim.tasks.mechanisms.laplace import Laplace
 from ldpsim.tasks.models.quantile_regression import QuantileRegression
-from ldpsim.tasks.sgd import compile_kernel, ldp_sgd
-from ldpsim.tasks.step_sizes import eta_schedule
 
 # The kernel's arguments in every test: d = 1, one model parameter, no privacy noise.
 PARAM, THETA0, C, GAMMA, N = 0.3, 0.0, 0.5, 0.6, 1000
@@ -80,7 +80,7 @@ CHILD = f"""
 import json
 import numpy as np
 import kc_callbacks
-from ldpsim.tasks.sgd import compile_kernel, ldp_sgd
+from ldpsim.tasks.kernel.sgd import compile_kernel, ldp_sgd
 st = np.zeros(4, dtype=np.uint64)
 theta, *_ = ldp_sgd(
     kc_callbacks.sample_gradient, kc_callbacks.privatize, np.array([{PARAM!r}]),
@@ -231,16 +231,16 @@ def test_fingerprint_covers_every_module_the_kernel_calls_into():
     roots = [sgd_loop.kernel, type(model).sample_gradient, type(mechanism).privatize]
     fingerprint = code_fingerprint(roots)
     assert set(fingerprint["modules"]) == {
-        "ldpsim.tasks.sgd_loop",
-        "ldpsim.tasks.step_sizes",
-        "ldpsim.tasks.pointers",
-        "ldpsim.tasks.rng",
+        "ldpsim.tasks.kernel.sgd_loop",
+        "ldpsim.tasks.kernel.step_sizes",
+        "ldpsim.tasks.kernel.pointers",
+        "ldpsim.tasks.streams.rng",
         "ldpsim.tasks.models.quantile_regression",
         "ldpsim.tasks.mechanisms.laplace",
     }
     constants = {(module, name) for module, name, _ in fingerprint["constants"]}
     for table in ("wi_double", "ki_double", "fi_double", "we_double", "ke_double"):
-        assert ("ldpsim.tasks.rng", table) in constants
+        assert ("ldpsim.tasks.streams.rng", table) in constants
 
 
 @pytest.mark.parametrize(
@@ -304,7 +304,7 @@ def test_a_template_edited_after_import_compiles_as_imported(tmp_path, monkeypat
     template = importlib.import_module("kc_template")
     assert pin_template(template) == path.read_text(encoding="utf-8")
     path.write_text(TEMPLATE.format(step=2.0), encoding="utf-8")  # edited under it
-    with caplog.at_level(logging.WARNING, logger="ldpsim.tasks.kernel_cache"):
+    with caplog.at_level(logging.WARNING, logger="ldpsim.tasks.kernel.cache"):
         shifted = compile_template(template, "shifted", {"OFFSET": 0.5})
         compile_template(template, "shifted", {"OFFSET": 0.25})
     assert shifted(1.0) == 2.5  # 1 + 0.5 + the imported step 1.0, not the edited 2.0

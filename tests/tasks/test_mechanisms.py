@@ -14,8 +14,8 @@ from ldpsim.tasks.mechanisms.gaussian import gaussian_delta
 from ldpsim.tasks.mechanisms.nprr import nprr_keep_probability
 from ldpsim.tasks.mechanisms.randomized_response import keep_probability, mean_privacy_variance
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import as_state, state_of
 from ldpsim.tasks.spec import normalize_spec, unit_params
+from ldpsim.tasks.streams.rng import as_state, state_of
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
 NAMES = sorted(mechanisms.REGISTRY)

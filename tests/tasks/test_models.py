@@ -12,7 +12,7 @@ from scipy.spatial import distance
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.models.quantile_regression import TRUNCATED_VARIANCE
-from ldpsim.tasks.rng import state_of
+from ldpsim.tasks.streams.rng import state_of
 
 NAMES = sorted(models.REGISTRY)
 # Non-default instances: every model at a second parameter value, so the contract is

@@ -128,7 +128,7 @@ from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.oracle import Oracle
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import random
+from ldpsim.tasks.streams.rng import random
 
 
 @njit
@@ -380,8 +380,8 @@ def test_a_callback_reusing_its_state_is_refused_and_a_compile_failure_is_kept(
     broken_site, with_site
 ):
     from ldpsim.tasks.callback_check import CallbackError, check_plugin_callbacks
-    from ldpsim.tasks.compile_errors import KernelCompileError
     from ldpsim.tasks.grid_point import GridPointSetup
+    from ldpsim.tasks.kernel.compile_errors import KernelCompileError
 
     with_site(broken_site)
     spec = {"mechanism": "none", "n": 1000, "methods": {"oracle": {}}}

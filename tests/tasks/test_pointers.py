@@ -1,4 +1,4 @@
-"""Raw data pointers in compiled code and the keep-alive rule (tasks/pointers.py)."""
+"""Raw data pointers in compiled code and the keep-alive rule (tasks/kernel/pointers.py)."""
 
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import pytest
 from numba import njit
 from numba.core.errors import TypingError
 
-from ldpsim.tasks.pointers import address, keep_alive
+from ldpsim.tasks.kernel.pointers import address, keep_alive
 
 
 def test_address_is_the_array_data():
@@ -40,7 +40,7 @@ POINTER_SCRIPT = textwrap.dedent(
     import sys
     import numpy as np
     from numba import njit
-    from ldpsim.tasks.pointers import address, keep_alive
+    from ldpsim.tasks.kernel.pointers import address, keep_alive
 
     @njit
     def total_kept(n):

@@ -8,7 +8,7 @@ import sgd_reference
 from numba import njit
 from scipy import stats
 
-from ldpsim.tasks import rng
+from ldpsim.tasks.streams import rng
 
 SEED = 20261122
 N = 1_000_000
@@ -94,7 +94,7 @@ def test_slow_paths_are_exercised_and_equal():
 @pytest.mark.parametrize("draw", ["standard_normal", "standard_exponential"])
 def test_shipped_tables_reproduce_numpy_without_numba(draw):
     # The shipped tables on their own, outside compiled code: numpy's ziggurats written
-    # in plain Python on ldpsim.tasks.ziggurat's tables (sgd_reference) give numpy's
+    # in plain Python on ldpsim.tasks.streams.ziggurat's tables (sgd_reference) give numpy's
     # Generator draws bit for bit, on every path. At 2e5 draws the tail is expected
     # 2e5 * 2.6e-4 = 52 times for the normal (|z| > r = 3.654) and 2e5 * 4.5e-4 = 90
     # times for the exponential (e > r = 7.697), the wedges about 1% of the time; the
@@ -202,7 +202,7 @@ def test_state_through_python_needs_as_state():
 
 
 def test_kernel_refuses_a_state_that_is_not_uint64():
-    from ldpsim.tasks.sgd import ldp_sgd
+    from ldpsim.tasks.kernel.sgd import ldp_sgd
     from ldpsim.tasks.spec import normalize_spec
 
     rs = normalize_spec({"model": "quantile", "n": 10, "methods": {"oracle": {}}})

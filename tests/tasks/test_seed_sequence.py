@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks.grid_point import GridPointSetup
-from ldpsim.tasks.rng import state_of
-from ldpsim.tasks.seed_sequence import (
+from ldpsim.tasks.streams.rng import state_of
+from ldpsim.tasks.streams.seed_sequence import (
     assembled_entropy,
     entropy_words,
     pcg64_state,
     uint32_words,
 )
-from ldpsim.tasks.seeding import data_stream_from_words, method_stream_from_words
+from ldpsim.tasks.streams.seeding import data_stream_from_words, method_stream_from_words
 
 
 def numpy_state(entropy: list[int], spawn_key: list[int]) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
-from ldpsim.tasks.seeding import (
+from ldpsim.tasks.streams.seeding import (
     FINGERPRINT_PARTS,
     data_stream,
     method_stream,
@@ -168,7 +168,7 @@ def test_hashes_are_stable_across_processes():
     rs = normalize_spec(REGRESSION)
     key = rs.path_key()
     code = (
-        "from ldpsim.tasks.seeding import data_stream, stable_hash;"
+        "from ldpsim.tasks.streams.seeding import data_stream, stable_hash;"
         "from ldpsim.tasks.spec import normalize_spec;"
         f"key = normalize_spec({REGRESSION!r}).path_key();"
         "print(stable_hash(key), data_stream(5, key, 9).random())"
@@ -190,7 +190,7 @@ def test_streams_fingerprint_is_a_stable_function_of_numpy():
     assert len(set(fingerprint.values())) == len(FINGERPRINT_PARTS)  # distinct draws
     assert streams_fingerprint() == fingerprint
     code = (
-        "import json; from ldpsim.tasks.seeding import streams_fingerprint;"
+        "import json; from ldpsim.tasks.streams.seeding import streams_fingerprint;"
         "print(json.dumps(streams_fingerprint()))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "4321"}

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from sgd_reference import reference_path
 
+from ldpsim.tasks.kernel.step_sizes import ETA_EXACT_BELOW, eta_schedule
 from ldpsim.tasks.replicate import run_kernel
 from ldpsim.tasks.spec import normalize_spec
-from ldpsim.tasks.step_sizes import ETA_EXACT_BELOW, eta_schedule
 
 SEED = 20240611
 

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.rng import random
+from ldpsim.tasks.streams.rng import random
 from ldpsim.tasks.validation import check_float
 
 

@@ -14,7 +14,7 @@ from numba import njit
 
 from ldpsim.pipeline import api
 from ldpsim.tasks.mechanisms.base import Mechanism
-from ldpsim.tasks.rng import random
+from ldpsim.tasks.streams.rng import random
 
 
 @njit(inline="always")

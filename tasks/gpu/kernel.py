@@ -1,14 +1,14 @@
 """The GPU backend's LDP-SGD kernel: a grid point's replicates in one launch.
 
 One CUDA thread runs one replicate's chain, from its own Philox stream
-(:mod:`ldpsim.tasks.philox`), and records what the CPU kernel records
-(:func:`ldpsim.tasks.sgd.ldp_sgd`): the last iterate, and at every cut the segment
+(:mod:`ldpsim.tasks.streams.philox`), and records what the CPU kernel records
+(:func:`ldpsim.tasks.kernel.sgd.ldp_sgd`): the last iterate, and at every cut the segment
 sums, their centre, T_s, b_s, A_s (in full or its diagonal) and the iterate. The
 recentring at powers of two is the CPU kernel's, operation for operation, so the
 interval methods (bb in both forms, bm, sn, the oracle) run unchanged on the output.
 
 The model's gradient and the mechanism's privatization are the device callbacks of
-:mod:`ldpsim.tasks.gpu_units`, compiled into the kernel with d a constant; all sums
+:mod:`ldpsim.tasks.gpu.units`, compiled into the kernel with d a constant; all sums
 are float64. Compiled kernels are kept per process (numba's own cache keys them by
 their callbacks and constants).
 
@@ -26,8 +26,8 @@ import threading
 import numpy as np
 from numba import cuda, float64
 
-from ldpsim.tasks.gpu_units import GPU_MECHANISMS, GPU_MODELS
-from ldpsim.tasks.philox import start_state
+from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
+from ldpsim.tasks.streams.philox import start_state
 
 #: Threads per block of a launch (fewer for a launch of fewer replicates). A
 #: replicate's numbers do not depend on it.
@@ -192,7 +192,7 @@ def run_gpu_replicates(
     Parameters
     ----------
     model, mechanism : str
-        Names in :data:`ldpsim.tasks.gpu_units.GPU_MODELS` and ``GPU_MECHANISMS``.
+        Names in :data:`ldpsim.tasks.gpu.units.GPU_MODELS` and ``GPU_MECHANISMS``.
     model_params, mech_params : ndarray of float64
         ``Model.params()`` and ``Mechanism.params(model)``.
     theta0 : ndarray (d,)
@@ -204,7 +204,7 @@ def run_gpu_replicates(
     cuts : ndarray of int64 (K,)
         Strictly increasing segment ends, the last one n.
     streams : ndarray of uint64 (R, 4)
-        Each replicate's stream (:func:`ldpsim.tasks.philox.replicate_keys`).
+        Each replicate's stream (:func:`ldpsim.tasks.streams.philox.replicate_keys`).
     full_matrix : bool
         Keep all of A, or its diagonal only.
 
@@ -213,7 +213,7 @@ def run_gpu_replicates(
     tuple of ndarray
         ``theta`` (R, d), ``seg_dev``, ``seg_shift``, ``snap_t``, ``snap_b`` (R, K, d),
         ``snap_a`` (R, K, d, d or 1) and ``snap_theta`` (R, K, d): row r is what
-        :func:`ldpsim.tasks.sgd.ldp_sgd` returns for a replicate.
+        :func:`ldpsim.tasks.kernel.sgd.ldp_sgd` returns for a replicate.
     """
     from numba.core import config
 

@@ -1,7 +1,7 @@
 """The kernel's callbacks run with checks: the template of the probe and the checked loop.
 
-This file is a template, like :mod:`ldpsim.tasks.sgd_loop`, and bound to the same
-callbacks (:mod:`ldpsim.tasks.kernel_cache`); its functions get theta and the
+This file is a template, like :mod:`ldpsim.tasks.kernel.sgd_loop`, and bound to the same
+callbacks (:mod:`ldpsim.tasks.kernel.cache`); its functions get theta and the
 parameters exactly as the kernel passes them (tuples for d = 1, raw pointers for
 d > 1). :func:`probe` calls each callback once from each of several random states, for
 the checks made before a run (:mod:`ldpsim.tasks.callback_check`). :func:`checked_loop`
@@ -16,10 +16,10 @@ import numpy as np
 from numba import njit
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from ldpsim.tasks.pointers import address, keep_alive
-from ldpsim.tasks.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
+from ldpsim.tasks.kernel.pointers import address, keep_alive
+from ldpsim.tasks.kernel.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
 
-# <bindings> The generated module replaces these lines (ldpsim.tasks.kernel_cache).
+# <bindings> The generated module replaces these lines (ldpsim.tasks.kernel.cache).
 sample_gradient = privatize = project = None
 d = n_model_params = n_mech_params = 1
 cache_to_disk = False

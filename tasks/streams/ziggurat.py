@@ -7,11 +7,11 @@
 # 1f90bbb55e65e7de68921bc3f1a2d94492fdf689, 2026-08-21). numba transcribes that header
 # into its private module numba/np/random/_constants.py; on 2026-11-23 the arrays and
 # radii of numba 0.68.1's copy were compared with the header itself (all equal, bit for
-# bit) and written to ziggurat.npz by ``python -m ldpsim.tasks.ziggurat``. ldpsim ships
+# bit) and written to ziggurat.npz by ``python -m ldpsim.tasks.streams.ziggurat``. ldpsim ships
 # that file so that nothing it runs imports a private numba module; the generator below
 # is the only reader of numba's copy. tests/tasks/test_rng.py checks that the shipped
 # tables reproduce numpy's Generator draws bit for bit, the tail and wedge paths included.
-# numba freezes the arrays into the compiled, disk-cached functions of tasks/rng.py:
+# numba freezes the arrays into the compiled, disk-cached functions of tasks/streams/rng.py:
 # after rewriting the file, touch rng.py so that the cache is rebuilt.
 #
 # Names follow numpy's distributions.c: ki, wi, fi are the normal's tables and ke, we,
@@ -79,7 +79,7 @@ def load_tables(path: Path = TABLE_PATH) -> dict[str, np.ndarray | float]:
 def write_tables(path: Path = TABLE_PATH) -> None:
     """Write numba's transcription of numpy's tables to ``path``, with their provenance.
 
-    Run once, by a maintainer (``python -m ldpsim.tasks.ziggurat``); ldpsim itself only
+    Run once, by a maintainer (``python -m ldpsim.tasks.streams.ziggurat``); ldpsim itself only
     reads the file.
     """
     # The one place that reads numba's private copy: a one-time source, never a
@@ -92,14 +92,14 @@ def write_tables(path: Path = TABLE_PATH) -> None:
     provenance = (
         "numpy/random/src/distributions/ziggurat_constants.h (numpy commit caccd283), "
         f"as transcribed by numba {numba.__version__} in numba/np/random/_constants.py; "
-        f"written {datetime.date.today().isoformat()} by python -m ldpsim.tasks.ziggurat"
+        f"written {datetime.date.today().isoformat()} by python -m ldpsim.tasks.streams.ziggurat"
     )
     np.savez(path, **arrays, **radii, provenance=np.array(provenance))
 
 
 if __name__ == "__main__":
     # Written before the load below, which then checks what was written. Run as
-    # ``python tasks/ziggurat.py`` if the file is missing (the package cannot be imported
+    # ``python tasks/streams/ziggurat.py`` if the file is missing (the package cannot be imported
     # without it).
     write_tables()
     print(f"wrote {TABLE_PATH}")

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ldpsim.tasks import rng as kernel_rng
-from ldpsim.tasks.intervals.bootstrap import draw_multipliers
+from ldpsim.tasks.streams import rng as kernel_rng
+from ldpsim.tasks.streams.multipliers import draw_multipliers
 
 #: Version of the numbers a replicate draws from its streams. Bump it whenever the same
 #: seed and specification would give different numbers, so that a store is never
@@ -118,7 +118,7 @@ def streams_fingerprint() -> dict[str, str]:
     dict
         Part name (:data:`FINGERPRINT_PARTS`) -> 16 hex digits of a SHA-256. ``data``:
         64 draws each of the uniform, standard normal, standard exponential and Laplace
-        samplers of the kernel (:mod:`ldpsim.tasks.rng`) on a data stream; one part per
+        samplers of the kernel (:mod:`ldpsim.tasks.streams.rng`) on a data stream; one part per
         multiplier law: 64 multipliers from a method stream.
     """
     key = {"fingerprint": 1}

@@ -1,15 +1,15 @@
 """The LDP-SGD loop: the source of every compiled kernel module.
 
-This file is a template. :func:`ldpsim.tasks.sgd.compile_kernel` copies it, with the
+This file is a template. :func:`ldpsim.tasks.kernel.sgd.compile_kernel` copies it, with the
 lines between the ``<bindings>`` markers replaced by one model's ``sample_gradient``,
 one mechanism's ``privatize``, the dimension d, the lengths of their parameter
 vectors and ``full_matrix`` (whether A = sum_r T_r T_r' is kept in full or only its
-diagonal), into a module of its own (:mod:`ldpsim.tasks.kernel_cache`), where numba can
+diagonal), into a module of its own (:mod:`ldpsim.tasks.kernel.cache`), where numba can
 cache the compiled loop on disk. Its placeholder :func:`kernel` is never called.
 
 The model's ``project`` callback maps each coordinate of the new iterate onto the
 parameter space (a positivity floor on a scale); for every model without constraints
-it is :func:`ldpsim.tasks.models.base.no_projection`, which returns its argument and
+it is :func:`ldpsim.tasks.kernel.sgd.no_projection`, which returns its argument and
 compiles to nothing: their loops are the same machine code as without the hook.
 
 One loop serves every model and mechanism. The callbacks are inlined into it and d is
@@ -31,10 +31,10 @@ import numpy as np
 from numba import njit
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from ldpsim.tasks.pointers import address, keep_alive
-from ldpsim.tasks.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
+from ldpsim.tasks.kernel.pointers import address, keep_alive
+from ldpsim.tasks.kernel.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
 
-# <bindings> The generated module replaces these lines (ldpsim.tasks.kernel_cache).
+# <bindings> The generated module replaces these lines (ldpsim.tasks.kernel.cache).
 sample_gradient = privatize = project = None
 d = n_model_params = n_mech_params = 1
 full_matrix = True
@@ -47,7 +47,7 @@ cache_to_disk = False
 # error_model: no zero-division checks in the loop (none can occur).
 @njit(error_model="numpy", nogil=True, cache=cache_to_disk)
 def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
-    """One LDP-SGD run: the arguments and results of :func:`ldpsim.tasks.sgd.ldp_sgd`."""
+    """One LDP-SGD run: the arguments and results of :func:`ldpsim.tasks.kernel.sgd.ldp_sgd`."""
     n_cuts = cuts.shape[0]
     theta = theta0.copy()
     g = np.empty(d)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.core.errors import NumbaError
 
-from ldpsim.tasks import sgd_loop
-from ldpsim.tasks.compile_errors import KernelCompileError, kernel_compile_error
-from ldpsim.tasks.kernel_cache import compile_template, pin_template
-from ldpsim.tasks.models.base import no_projection
+from ldpsim.tasks.kernel import sgd_loop
+from ldpsim.tasks.kernel.cache import compile_template, pin_template
+from ldpsim.tasks.kernel.compile_errors import KernelCompileError, kernel_compile_error
 
 # The template this process compiles, read now with the rest of its code.
 pin_template(sgd_loop)
@@ -34,11 +33,21 @@ KERNEL_SIGNATURE = (
 _failures: dict[tuple, KernelCompileError] = {}
 
 
+@njit(inline="always")
+def no_projection(d, j, value, params):
+    """The projection of a model without constraints: coordinate j stays ``value``.
+
+    Inlined into the kernel, it compiles to nothing (the loops of such models are the
+    same machine code as before the hook existed).
+    """
+    return value
+
+
 def callback_bindings(
     sample_gradient, privatize, d: int, n_model_params: int, n_mech_params: int, project
 ) -> dict:
-    """The names a loop template (:mod:`ldpsim.tasks.sgd_loop`,
-    :mod:`ldpsim.tasks.checked_loop`) binds for one model's and one mechanism's callbacks.
+    """The names a loop template (:mod:`ldpsim.tasks.kernel.sgd_loop`,
+    :mod:`ldpsim.tasks.kernel.checked_loop`) binds for one model's and one mechanism's callbacks.
 
     Only the d = 1 loop reads the parameters as tuples; for d > 1 the tuples are dead
     code, kept at length 1 (numba refuses tuples of 1000 entries, as d = 1000 needs).
@@ -65,14 +74,14 @@ def compile_kernel(
 ):
     """The LDP-SGD loop with one model's and one mechanism's callbacks compiled in.
 
-    One loop (:mod:`ldpsim.tasks.sgd_loop`) serves every model and mechanism; it is
+    One loop (:mod:`ldpsim.tasks.kernel.sgd_loop`) serves every model and mechanism; it is
     compiled once per pair, dimension d and length of their parameter vectors, with the
     callbacks inlined and d a constant. ``project`` is the model's projection of each
     new iterate's coordinate onto its parameter space (``Model.project``; the default
     changes nothing). ``full_matrix`` False keeps only the diagonal of A (see
     :func:`ldp_sgd`). Call it through :func:`ldp_sgd`.
 
-    The compiled loop is cached on disk (:mod:`ldpsim.tasks.kernel_cache`), keyed by
+    The compiled loop is cached on disk (:mod:`ldpsim.tasks.kernel.cache`), keyed by
     the source of every module it calls into: the first process compiles it (3 to 20
     s), later processes load it in milliseconds; within a process it is built once.
     It is compiled here, for :data:`KERNEL_SIGNATURE`, not at its first call.
@@ -145,11 +154,11 @@ def ldp_sgd(
         Strictly increasing segment ends, the last one being n.
     st : ndarray of uint64, shape (4,)
         PCG64 state (state_hi, state_lo, inc_hi, inc_lo) of the data-and-privacy-noise
-        stream (:func:`ldpsim.tasks.rng.state_of`); advanced in place.
+        stream (:func:`ldpsim.tasks.streams.rng.state_of`); advanced in place.
     project : numba dispatcher
         The model's projection callback (``Model.project``): ``(d, j, value, params)
         -> float``, coordinate j of the new iterate on the parameter space. Default: the
-        identity, :func:`ldpsim.tasks.models.base.no_projection`.
+        identity, :func:`ldpsim.tasks.kernel.sgd.no_projection`.
     full_matrix : bool
         Whether to accumulate all of A (O(d^2) per step) or only its diagonal (O(d)).
         Default True.
@@ -183,7 +192,8 @@ def ldp_sgd(
     Memory is O(K d^2), or O(K d) without ``full_matrix``; it grows with n only
     through the number of cuts K.
 
-    The random numbers come from numpy's PCG64 stream, drawn inline by :mod:`ldpsim.tasks.rng`
+    The random numbers come from numpy's PCG64 stream, drawn inline by
+    :mod:`ldpsim.tasks.streams.rng`
     (numpy's normal, bit for bit; Laplace noise by its own exact sampler). The callbacks
     are inlined into the loop and get the loop's arrays as raw pointers, so a step makes
     no function call except on rare paths (a ziggurat's tail, a step-size resync).

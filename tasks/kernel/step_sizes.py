@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.pointers import address, keep_alive
-from ldpsim.tasks.rng import unlikely
+from ldpsim.tasks.kernel.pointers import address, keep_alive
+from ldpsim.tasks.streams.rng import unlikely
 
 #: Steps below this index use the exact step size c * i**-gamma.
 ETA_EXACT_BELOW = 512

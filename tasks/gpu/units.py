@@ -1,10 +1,10 @@
 """The GPU backend's models and mechanisms: their callbacks as CUDA device functions.
 
-The GPU kernel (:mod:`ldpsim.tasks.gpu_kernel`) calls a model's gradient and a
+The GPU kernel (:mod:`ldpsim.tasks.gpu.kernel`) calls a model's gradient and a
 mechanism's privatization as the CPU kernel does, with the same signatures
 (``sample_gradient(d, theta, params, s, g) -> s``, ``privatize(d, g, params, s) -> s``)
 and the same parameter vectors (``Model.params``, ``Mechanism.params``), but drawing
-from the replicate's Philox stream (:mod:`ldpsim.tasks.philox`) instead of PCG64. Each
+from the replicate's Philox stream (:mod:`ldpsim.tasks.streams.philox`) instead of PCG64. Each
 function below is its CPU callback's arithmetic, line for line, with the draws
 replaced.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ldpsim.tasks import philox
+from ldpsim.tasks.streams import philox
 
 
 @cuda.jit(device=True)

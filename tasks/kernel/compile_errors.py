@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ldpsim.tasks.kernel_cache import cache_folder
+from ldpsim.tasks.kernel.cache import cache_folder
 
 # numba's messages begin with the pipeline step that failed, then the reason.
 _HEADER = re.compile(r"^Failed in \w+ mode pipeline \(step: [^)]*\)$")
@@ -176,5 +176,5 @@ def _is_ldpsim(filename: str | None) -> bool:
     if not path.is_absolute():  # a kernel compiled in memory ("<ldpsim kernel ...>")
         return True
     path = path.resolve()
-    tasks = Path(__file__).resolve().parent
+    tasks = Path(__file__).resolve().parents[1]  # ldpsim.tasks, this module in its kernel/
     return path.is_relative_to(tasks) or path.is_relative_to(cache_folder().resolve())

@@ -1,7 +1,7 @@
 """numpy's SeedSequence -> PCG64 seeding, compiled: a replicate's streams in microseconds.
 
 Every replicate seeds its streams with ``PCG64(SeedSequence(entropy, spawn_key))``
-(SPEC section 6; :mod:`ldpsim.tasks.seeding`). Built as numpy objects that costs about
+(SPEC section 6; :mod:`ldpsim.tasks.streams.seeding`). Built as numpy objects that costs about
 18 us a stream, a tenth of a whole replicate at n = 1e3. :func:`pcg64_state` computes
 the same PCG64 state with numpy's algorithms (the entropy pool of
 ``SeedSequence.mix_entropy``, ``generate_state(4, uint64)`` and PCG64's
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.rng import next_uint64
+from ldpsim.tasks.streams.rng import next_uint64
 
 _M32 = np.uint64(0xFFFFFFFF)
 _INIT_A = np.uint64(0x43B0D7E5)
@@ -83,7 +83,7 @@ def pcg64_state(entropy: np.ndarray) -> np.ndarray:
     Returns
     -------
     ndarray of uint64, shape (4,)
-        ``(state_hi, state_lo, inc_hi, inc_lo)``, as :func:`ldpsim.tasks.rng.state_of`
+        ``(state_hi, state_lo, inc_hi, inc_lo)``, as :func:`ldpsim.tasks.streams.rng.state_of`
         gives it for that generator.
     """
     n = entropy.size

@@ -1,8 +1,8 @@
 """Replays of a replicate's users: the template of the competitors' compiled loops.
 
-Like :mod:`ldpsim.tasks.sgd_loop`, this file is a template: :func:`ldpsim.tasks.users`
+Like :mod:`ldpsim.tasks.kernel.sgd_loop`, this file is a template: :func:`ldpsim.tasks.users`
 fills the ``<bindings>`` block with one model's and one mechanism's callbacks and
-compiles it through :mod:`ldpsim.tasks.kernel_cache`. Both functions walk the
+compiles it through :mod:`ldpsim.tasks.kernel.cache`. Both functions walk the
 data-and-noise stream of the LDP run draw for draw (each user's observation, then that
 user's privacy noise, which they skip), so they see the LDP run's users.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.rng import standard_exponential
+from ldpsim.tasks.streams.rng import standard_exponential
 
-# <bindings> The generated module replaces these lines (ldpsim.tasks.kernel_cache).
+# <bindings> The generated module replaces these lines (ldpsim.tasks.kernel.cache).
 sample_gradient = sample_observation = privatize = project = None
 d = n_model_params = n_mech_params = 1
 cache_to_disk = False
