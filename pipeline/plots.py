@@ -1085,8 +1085,11 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                             **faint,
                         )
         sparsities = sorted({int(v["sparsity"]) for v in cases.values() if int(v["d"]) == d})
+        row_cases = summary.sel(case=[label for label, v in cases.items() if int(v["d"]) == d])
         for col, (var, ylabel) in enumerate(SPARSITY_PANELS):
             ax = axes[row, col]
+            if not _has_values(row_cases[var].values):
+                _no_data(ax)  # a partial store: no case of this d has a done replicate
             ax.set_xscale("log")
             ax.set_xticks(sparsities, [str(v) for v in sparsities])
             ax.xaxis.set_minor_locator(NullLocator())

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
@@ -83,13 +84,17 @@ def _for_html(text: str) -> str:
 
 
 def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str, Any]:
-    """A table for the template: one row group (``tbody``) per value of the first row
-    label, so that a printed page never splits a group; cells with a departure flag."""
+    """A table for the template: a row group (``tbody``) per block of rows that share all
+    labels but the last (a method's statistics), so that a printed page never splits one,
+    ``major`` where the first label changes (a rule above it); cells with a departure flag;
+    its label columns laid out by :func:`sticky_labels`."""
     labels = blank_repeats(rows)
     groups: list[list[dict[str, Any]]] = []
+    major: list[bool] = []
     for i, (shown, (_, cells)) in enumerate(zip(labels, rows, strict=True)):
-        if i == 0 or bool(shown[0]):
+        if i == 0 or len(shown) < 2 or any(shown[:-1]):
             groups.append([])
+            major.append(i == 0 or bool(shown[0]))
         groups[-1].append(
             {
                 "labels": shown,
@@ -98,13 +103,87 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
                 ],
             }
         )
+    # An empty header cell (the statistic's column) says what it holds.
+    names = [name or "statistic" for name in names]
     return {
         "caption": _for_html(caption),
         "note": _for_html(note),
-        # An empty header cell (the statistic's column) says what it holds.
-        "names": [name or "statistic" for name in names],
+        "names": names,
         "headers": list(headers),
         "groups": groups,
+        "major": major,
+        **sticky_labels(names, [row for group in groups for row in group]),
+    }
+
+
+#: A label's width per character, in em of its font (system-ui's letters and digits
+#: average about 0.55 em, a bold header's more), and the cell's horizontal padding on a
+#: desktop and on a phone.
+EM_PER_CHAR = 0.62
+LABEL_PADDING_EM = 1.2
+NARROW_PADDING_EM = 0.6
+#: The widest label column on a desktop; wider labels wrap.
+MAX_LABEL_EM = 16.0
+#: The widest label column on a phone (a page up to 600 px wide): two such
+#: columns leave a 400 px phone about half its width for the numbers.
+NARROW_LABEL_EM = 6.5
+#: Label columns a phone keeps (the innermost: method and statistic); the outer ones
+#: become a heading row above each block of rows they label.
+NARROW_LABEL_COLUMNS = 2
+
+
+def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How a results table keeps its labels in view while its numbers scroll sideways.
+
+    Every label column is sticky (``position: sticky``), each at a fixed width (its
+    longest label or name, at most :data:`MAX_LABEL_EM`) so that the next one sticks
+    right of it. On a phone only the last :data:`NARROW_LABEL_COLUMNS` stay columns (at
+    most :data:`NARROW_LABEL_EM` wide); the outer ones are hidden, and a heading row
+    names their values above each block of rows they label.
+
+    Parameters
+    ----------
+    names : list of str
+        The label columns' names.
+    rows : list of dict
+        The table's rows, their ``labels`` blank where they repeat the row above; each
+        gets ``heading``: the outer labels' values where one of them changes, else "".
+
+    Returns
+    -------
+    dict
+        ``columns``: the CSS custom properties of the widths and offsets (``--wI``,
+        ``--xI``; on a phone ``--nwI``, ``--nxI``), for the table's scroll box;
+        ``label_classes``: each label column's classes (``lab lI``, ``outer``).
+    """
+    count = len(names)
+    outer = max(count - NARROW_LABEL_COLUMNS, 0)
+    longest = [len(name) for name in names]
+    current = [""] * count
+    for row in rows:
+        for i, label in enumerate(row["labels"]):
+            longest[i] = max(longest[i], len(label))
+        current = [label or old for label, old in zip(row["labels"], current, strict=True)]
+        changed = any(row["labels"][:outer])
+        values = [
+            f"{name} = {value}"
+            for name, value in zip(names[:outer], current[:outer], strict=True)
+            if value not in ("", "-")
+        ]
+        row["heading"] = ", ".join(values) if changed else ""
+    widths = [min(EM_PER_CHAR * n + LABEL_PADDING_EM, MAX_LABEL_EM) for n in longest]
+    narrow = [min(EM_PER_CHAR * n + NARROW_PADDING_EM, NARROW_LABEL_EM) for n in longest]
+    properties = []
+    left = narrow_left = 0.0
+    for i in range(count):
+        properties += [f"--w{i}: {widths[i]:.2f}em", f"--x{i}: {left:.2f}em"]
+        left += widths[i]
+        if i >= outer:
+            properties += [f"--nw{i}: {narrow[i]:.2f}em", f"--nx{i}: {narrow_left:.2f}em"]
+            narrow_left += narrow[i]
+    return {
+        "columns": "; ".join(properties),
+        "label_classes": [f"lab l{i}" + (" outer" if i < outer else "") for i in range(count)],
     }
 
 
@@ -281,9 +360,7 @@ def figure_alt(stem: str, fig: Figure) -> str:
 def figure_images(ds: xr.Dataset, summary: xr.Dataset) -> list[dict[str, Any]]:
     """Every figure ``ldpsim plot`` draws, as PNG data URIs (no file, no network).
 
-    Each at :data:`PIXEL_RATIO` times its CSS size (``width`` and ``height``, at
-    :data:`CSS_PX_PER_INCH`), with a caption, alt text and ``min_text_px``: the size of
-    its smallest text in CSS pixels when it is shown at that size.
+    Each as :func:`figure_image` embeds it: the desktop's figure and a phone's.
     """
     return [
         figure_image(stem, fig, FIGURE_CAPTIONS.get(stem, ""))
@@ -291,51 +368,109 @@ def figure_images(ds: xr.Dataset, summary: xr.Dataset) -> list[dict[str, Any]]:
     ]
 
 
-def figure_image(stem: str, fig: Figure, caption: str) -> dict[str, Any]:
-    """One figure for the template: a PNG data URI, its CSS size, alt text and caption.
+#: The smallest figure text the page shows, in CSS px: where the desktop figure would be
+#: shrunk below it, the page shows the phone's figure (one panel per row) instead.
+MIN_FIGURE_TEXT_PX = 10.0
+#: The page's side margins together, in CSS px, above 600 px (1.5 em each side).
+PAGE_MARGINS_PX = 48
+#: Colours of a figure's PNG: a palette image (8 bits a pixel) holds the dozen colours of
+#: a figure and their anti-aliasing, at about a third of the full-colour PNG's bytes.
+PNG_COLOURS = 256
 
-    The PNG is :data:`PIXEL_RATIO` times its CSS size (``width`` and ``height``, at
-    :data:`CSS_PX_PER_INCH`); ``min_text_px`` is the size of its smallest text in CSS
-    pixels when it is shown at that size.
+
+def png_uri(fig: Figure) -> dict[str, Any]:
+    """``fig`` as a palette PNG data URI, :data:`PIXEL_RATIO` times its CSS size.
+
+    Returns
+    -------
+    dict
+        ``uri``; ``width`` and ``height``, its CSS size (at :data:`CSS_PX_PER_INCH`);
+        ``min_text_px``, its smallest text in CSS px when shown at that size.
     """
+    from PIL import Image
+
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=CSS_PX_PER_INCH * PIXEL_RATIO)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    image = Image.open(buffer).convert("RGB").quantize(PNG_COLOURS, Image.Quantize.FASTOCTREE)
+    packed = io.BytesIO()
+    image.save(packed, format="png", optimize=True)
     width, height = fig.get_size_inches() * CSS_PX_PER_INCH
     return {
-        "stem": stem,
-        "uri": f"data:image/png;base64,{data}",
+        "uri": "data:image/png;base64," + base64.b64encode(packed.getvalue()).decode("ascii"),
         "width": round(float(width)),
         "height": round(float(height)),
         "min_text_px": round(smallest_text_points(fig) * CSS_PX_PER_INCH / 72, 2),
-        "alt": figure_alt(stem, fig),
+    }
+
+
+def figure_image(stem: str, fig: Figure, caption: str) -> dict[str, Any]:
+    """One figure for the template: the desktop's PNG and a phone's, alt text, caption.
+
+    The desktop's is the figure as drawn (:func:`png_uri`: ``uri``, ``width``,
+    ``height``, ``min_text_px``); ``narrow`` is the same figure laid out again one panel
+    per row (:func:`~ldpsim.pipeline.narrow_layout.narrow_layout`, shown at 1:1 on a
+    phone; None where its panels do not fit a phone), and ``narrow_below`` the page
+    width in CSS px below which the page shows it: where the desktop's would shrink its
+    smallest text below :data:`MIN_FIGURE_TEXT_PX`. ``fig`` is laid out again in the
+    process.
+    """
+    from ldpsim.pipeline.narrow_layout import narrow_layout
+
+    alt = figure_alt(stem, fig)
+    wide = png_uri(fig)
+    shown = math.ceil(wide["width"] * min(MIN_FIGURE_TEXT_PX / wide["min_text_px"], 1.0))
+    narrow = narrow_layout(fig)
+    return {
+        "stem": stem,
+        **wide,
+        "alt": alt,
         "caption": caption,
+        "narrow": None if narrow is None else png_uri(narrow),
+        "narrow_below": shown + PAGE_MARGINS_PX,
     }
 
 
 def zip_images(ds: xr.Dataset, coord: int = 0) -> dict[str, Any]:
     """The zip plots of every grid point (``ldpsim report --zip``) for the template.
 
+    Drawn as SVG from the ranked intervals
+    (:func:`ldpsim.pipeline.zip_plot.panel_svg`): a panel per method, at most
+    :data:`~ldpsim.pipeline.zip_plot.SVG_MAX_LINES` lines each, text as text; about
+    20 kB per grid point where the matplotlib figure's PNG takes 200 kB.
+
     Returns
     -------
     dict
-        ``figures``: one :func:`figure_image` per grid point with a done replicate, its
-        caption :func:`ldpsim.pipeline.zip_plot.zip_figure`'s; ``notes``: one sentence per
-        grid point left out; ``coord``: the coordinate drawn.
+        ``figures``: one per grid point with a done replicate: ``stem``, ``title``,
+        ``panels`` (SVG elements), ``caption`` (what is drawn of that grid point: the
+        section's text says what every zip plot shows) and ``level`` (the nominal
+        level's text, "" without one); ``notes``: one sentence per grid point left out;
+        ``coord``: the coordinate drawn.
 
     Raises
     ------
     InputError
         ``coord`` is not one of the store's coordinates.
     """
-    from ldpsim.pipeline.zip_plot import store_zip_plots
+    from ldpsim.pipeline.zip_plot import SVG_MAX_LINES, panel_svg, store_zip_plots
 
-    drawn = store_zip_plots(ds, coord=coord)
-    return {
-        "figures": [figure_image(p.stem, p.figure, p.caption) for p in drawn.plots],
-        "notes": drawn.notes,
-        "coord": coord,
-    }
+    drawn = store_zip_plots(ds, coord=coord, max_lines=SVG_MAX_LINES)
+    figures = []
+    for plot in drawn.plots:
+        panels = [
+            panel_svg(panel, plot.level, plot.coord_in_title, plot.max_lines)
+            for panel in plot.panels
+        ]
+        figures.append(
+            {
+                "stem": plot.stem,
+                "title": plot.title,
+                "panels": [markupsafe.Markup(svg) for svg in panels],
+                "caption": plot.counts,
+                "level": format_level(plot.level) if math.isfinite(plot.level) else "",
+            }
+        )
+    return {"figures": figures, "notes": drawn.notes, "coord": coord}
 
 
 #: How the store's ``created`` attribute and the run records write dates.
@@ -683,6 +818,7 @@ def build_context(
     level = ds.attrs.get("level")
     done, total = int(ds["done"].values.sum()), int(ds["done"].size)
     prov = provenance(ds, store)
+    tables = result_tables(summary)
     return {
         "name": sweep.get("name", store.name),
         "description": sweep.get("description", ""),
@@ -697,7 +833,8 @@ def build_context(
         "banner": banner(ds, done, total, prov["runs"]),
         "departure": departure_rule(summary),
         "sweep_toml": sweep_toml(sweep, note="as stored"),
-        "tables": result_tables(summary),
+        "tables": tables,
+        "label_columns": max((len(table["names"]) for table in tables), default=0),
         "csv": summary_csv(summary),
         "figures": figure_images(ds, summary),
         "zip": zip_images(ds, zip_coord) if zip_plots else None,

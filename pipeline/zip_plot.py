@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import html
 import re
 import textwrap
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -241,13 +243,51 @@ def zip_panel(point: xr.Dataset, method: str, coord: int) -> ZipPanel:
 
 @dataclass(frozen=True)
 class ZipPlot:
-    """The zip plot of one grid point: its figure, file stem and caption."""
+    """The zip plot of one grid point: its panels, file stem, title and caption; its
+    matplotlib figure is drawn when first asked for (the report draws SVG instead,
+    :func:`panel_svg`).
+
+    Attributes
+    ----------
+    stem : str
+        The file stem (:func:`zip_stem`).
+    caption : str
+        What the plot shows: :attr:`description`, then :attr:`counts`.
+    point : dict
+        The grid point.
+    panels : tuple of ZipPanel
+        One per method, in the store's order.
+    title : str
+        The figure's title: the sweep, the grid point, the checkpoint and the level.
+    description : str
+        The part of the caption every zip plot of the store shares (the ranking, the
+        colours, the lines, the band).
+    counts : str
+        The part that is this grid point's own: the replicates drawn per method, the
+        cap on the lines, the methods not centred, the cut x axis.
+    level : float
+        The nominal level (NaN if the store has none).
+    max_lines : int
+        Most lines drawn per panel.
+    coord_in_title : bool
+        Whether the panels name the coordinate (a store of d > 1).
+    """
 
     stem: str
-    figure: Figure
     caption: str
     point: dict[str, Any]
     panels: tuple[ZipPanel, ...]
+    title: str
+    description: str
+    counts: str
+    level: float
+    max_lines: int
+    coord_in_title: bool
+
+    @cached_property
+    def figure(self) -> Figure:
+        """The matplotlib figure: one panel per method, the legend right of them."""
+        return _draw_figure(self)
 
 
 @dataclass(frozen=True)
@@ -328,8 +368,8 @@ def _x_limits(panel: ZipPanel, shown: np.ndarray) -> tuple[tuple[float, float], 
 
 def _draw_panel(
     ax: Axes, panel: ZipPanel, level: float, max_lines: int, coord_in_title: bool
-) -> bool:
-    """One method's zip plot in ``ax``; whether an interval was cut at the x range."""
+) -> None:
+    """One method's zip plot in ``ax``."""
     where = f", coord {panel.coord}" if coord_in_title else ""
     if panel.count == 0:
         ax.set_title(f"{panel.method}{where}: no interval", fontsize="medium")
@@ -344,9 +384,9 @@ def _draw_panel(
         )
         ax.set_ylim(0, 100)
         ax.set_ylabel("fractional centile of |z|")
-        return False
+        return
     shown = evenly_spaced(panel.count, max_lines)
-    (lo, hi), cut = _x_limits(panel, shown)
+    (lo, hi), _ = _x_limits(panel, shown)
     low, high = panel.coverage_band()
     ax.axhspan(
         100 * low,
@@ -397,7 +437,6 @@ def _draw_panel(
         fontsize="medium",
     )
     ax.set_ylabel("fractional centile of |z|")
-    return cut
 
 
 def _figure_title(
@@ -414,15 +453,8 @@ def _figure_title(
     return ", ".join(parts)
 
 
-def _caption(
-    panels: list[ZipPanel],
-    level: float,
-    coord: int,
-    checkpoint: str | None,
-    max_lines: int,
-    cut: bool,
-) -> str:
-    """What a zip plot shows, in words: lines, ranking, colours, band and counts."""
+def _description(level: float, coord: int, checkpoint: str | None) -> str:
+    """What every zip plot of a store shows, in words: lines, ranking, colours, band."""
     at = f" at the last checkpoint (n = {checkpoint})" if checkpoint else ""
     level_text = f"{format_level(level)} " if np.isfinite(level) else ""
     parts = [
@@ -445,11 +477,16 @@ def _caption(
         "(Wilson's interval at z = 2 at a coverage of 0 or 1); the nominal line should "
         "pass through it."
     )
+    return " ".join(parts)
+
+
+def _counts(panels: list[ZipPanel], max_lines: int, cut: bool) -> str:
+    """What one zip plot draws of its grid point: replicates, cap, centring, x range."""
     counts = ", ".join(f"{p.method} {p.count:,} of {p.replicates_done:,}" for p in panels)
-    parts.append(
+    parts = [
         f"Drawn from the done replicates with an interval: {counts} (a replicate where the "
         "method failed is left out)."
-    )
+    ]
     capped = [p.method for p in panels if p.count > max_lines]
     if capped:
         parts.append(
@@ -514,25 +551,44 @@ def zip_figure(
         level = float(ds.attrs.get("level", np.nan))
     methods = [str(m) for m in data["method"].values]
     panels = [zip_panel(data, m, coord) for m in methods]
+    cut = any(_x_limits(p, evenly_spaced(p.count, max_lines))[1] for p in panels if p.count)
+    description = _description(level, coord, checkpoint)
+    counts = _counts(panels, max_lines, cut)
+    return ZipPlot(
+        stem=zip_stem(point),
+        caption=f"{description} {counts}",
+        point=dict(point),
+        panels=tuple(panels),
+        title=_figure_title(ds, point, level, checkpoint),
+        description=description,
+        counts=counts,
+        level=level,
+        max_lines=max_lines,
+        coord_in_title=int(ds.sizes["coord"]) > 1,
+    )
+
+
+def _draw_figure(plot: ZipPlot) -> Figure:
+    """The matplotlib figure of a zip plot: one panel per method, the legend right."""
+    panels, level = plot.panels, plot.level
     # As few rows as MAX_PANEL_COLUMNS allow, filled evenly (four methods: 2 x 2).
-    n_rows = -(-len(methods) // MAX_PANEL_COLUMNS)
-    n_cols = -(-len(methods) // n_rows)
+    n_rows = -(-len(panels) // MAX_PANEL_COLUMNS)
+    n_cols = -(-len(panels) // n_rows)
     fig = SweepFigure(
         figsize=(ZIP_PANEL_SIZE[0] * n_cols + 2.2, ZIP_PANEL_SIZE[1] * n_rows + 0.6),
         layout="constrained",
     )
     axes = fig.subplots(n_rows, n_cols, squeeze=False, sharey=True)
-    title = _figure_title(ds, point, level, checkpoint)
+    title = plot.title
     fig.suptitle(
         "\n".join(textwrap.wrap(title, int(TITLE_CHARS_PER_INCH * fig.get_figwidth()))) or title
     )
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
-    coord_in_title = int(ds.sizes["coord"]) > 1
-    x_label = f"theta, coord {coord}" if coord_in_title else "theta"
-    cut = False
+    coord = panels[0].coord
+    x_label = f"theta, coord {coord}" if plot.coord_in_title else "theta"
     for ax, panel in zip(axes.flat, panels, strict=False):
-        cut |= _draw_panel(ax, panel, level, max_lines, coord_in_title)
+        _draw_panel(ax, panel, level, plot.max_lines, plot.coord_in_title)
         ax.set_xlabel(x_label)
         ax.tick_params(axis="y", which="both", labelleft=True)
     handles = [
@@ -546,13 +602,7 @@ def zip_figure(
         handles.insert(3, Line2D([], [], color="black", linestyle=":", linewidth=1.2))
         labels.insert(3, f"nominal {format_level(level)}")
     fig.legend(handles, labels, loc="outside right upper", fontsize="small")
-    return ZipPlot(
-        stem=zip_stem(point),
-        figure=fig,
-        caption=_caption(panels, level, coord, checkpoint, max_lines, cut),
-        point=dict(point),
-        panels=tuple(panels),
-    )
+    return fig
 
 
 def _points(ds: xr.Dataset) -> list[dict[str, Any]]:
@@ -629,3 +679,160 @@ def store_zip_plots(ds: xr.Dataset, *, coord: int = 0, max_lines: int = ZIP_MAX_
             continue
         plots.append(zip_figure(ds, point, coord=coord, max_lines=max_lines))
     return ZipPlots(plots=plots, notes=notes)
+
+
+# -- the report's zip panels: SVG, drawn from the ranked intervals -----------------------
+#: One panel of the report's zip plots, in CSS px at 1:1 (the SVG's user units): four
+#: side by side fit a desktop page, two a 400 px phone.
+SVG_PANEL_SIZE = (240, 220)
+#: Every text of an SVG panel, in CSS px at 1:1: at two panels side by side on a 400 px
+#: phone (184 px, 0.77 of their size) still 10.7 px.
+SVG_FONT_PX = 14
+#: Most lines an SVG panel draws (the report's zip plots): a path segment each, so that
+#: a report of many grid points stays small; evenly spaced as in the figures.
+SVG_MAX_LINES = 200
+#: The panel's plot area inside its box: left (y tick labels and the axis label), right,
+#: bottom (x tick labels and the axis label), and the height of a title line.
+SVG_MARGINS = {"left": 48, "right": 10, "bottom": 38, "title_line": 17}
+#: Characters of a panel title per line (14 px text in a 240 px panel).
+SVG_TITLE_CHARS = 28
+#: The y axis's ticks (centiles).
+CENTILE_TICKS = (0, 25, 50, 75, 100)
+
+
+def _tick_text(value: float, step: float) -> str:
+    """A tick label with the digits its spacing needs (matplotlib's minus sign)."""
+    magnitude = int(np.floor(np.log10(step))) if step > 0 else 0
+    mantissa = step / 10.0**magnitude if step > 0 else 1.0
+    decimals = max(0, -magnitude + (1 if not np.isclose(mantissa, round(mantissa)) else 0))
+    if abs(value) < step * 1e-9:
+        value = 0.0
+    return f"{value:.{decimals}f}".replace("-", "\u2212")
+
+
+def panel_alt(panel: ZipPanel, coord_in_title: bool) -> str:
+    """A zip panel in words, for its SVG's title (what a screen reader says)."""
+    where = f", coordinate {panel.coord}" if coord_in_title else ""
+    if panel.count == 0:
+        return (
+            f"Zip plot of {panel.method}{where}: no interval, the method failed in every "
+            "done replicate."
+        )
+    misses = panel.count - panel.covering
+    return (
+        f"Zip plot of {panel.method}{where}: coverage {panel.coverage:.3f} "
+        f"({panel.covering} of {panel.count}); the {panel.count} intervals ranked by the "
+        f"fractional centile of |z| against theta, the {misses} that miss theta* on top."
+    )
+
+
+def panel_svg(panel: ZipPanel, level: float, coord_in_title: bool, max_lines: int) -> str:
+    """One method's zip plot as an SVG element for the report (:data:`SVG_PANEL_SIZE`).
+
+    What :func:`zip_figure` draws in a panel, from the same ranked intervals: at most
+    ``max_lines`` of them evenly spaced over the ranking (:func:`evenly_spaced`), blue
+    where they hold theta* and vermillion where they miss, each at its fractional
+    centile; theta* dashed, the nominal level dotted, the coverage +-2 Monte-Carlo
+    standard errors shaded; the title names the method (and coordinate) with its
+    coverage. Its text is real text, :data:`SVG_FONT_PX` CSS px at 1:1
+    (``data-min-text-px``), escaped.
+    """
+    width, height = SVG_PANEL_SIZE
+    where = f", coord {panel.coord}" if coord_in_title else ""
+    if panel.count:
+        title = f"{panel.method}{where}: coverage {panel.coverage:.3f} "
+        title += f"({panel.covering}/{panel.count})"
+    else:
+        title = f"{panel.method}{where}: no interval"
+    lines = textwrap.wrap(title, SVG_TITLE_CHARS, break_on_hyphens=False) or [title]
+    left, right = SVG_MARGINS["left"], width - SVG_MARGINS["right"]
+    top = SVG_MARGINS["title_line"] * len(lines) + 8
+    bottom = height - SVG_MARGINS["bottom"]
+
+    def y_at(centile: float) -> float:
+        return bottom - centile / 100.0 * (bottom - top)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" font-size="{SVG_FONT_PX}" '
+        f'data-min-text-px="{SVG_FONT_PX}">',
+        f"<title>{html.escape(panel_alt(panel, coord_in_title))}</title>",
+    ]
+    for i, line in enumerate(lines):
+        out.append(
+            f'<text x="{width / 2:.1f}" y="{SVG_MARGINS["title_line"] * (i + 1) - 2}" '
+            f'text-anchor="middle">{html.escape(line)}</text>'
+        )
+    if panel.count:
+        shown = evenly_spaced(panel.count, max_lines)
+        (lo, hi), _ = _x_limits(panel, shown)
+
+        def x_at(value: np.ndarray | float) -> np.ndarray:
+            return left + (np.clip(value, lo, hi) - lo) / (hi - lo) * (right - left)
+
+        band_low, band_high = panel.coverage_band()
+        out.append(
+            f'<rect x="{left}" y="{y_at(100 * band_high):.1f}" width="{right - left}" '
+            f'height="{y_at(100 * band_low) - y_at(100 * band_high):.1f}" fill="#cccccc" '
+            'stroke="#8c8c8c" stroke-width="0.8"/>'
+        )
+        stroke = float(np.clip((bottom - top) / shown.size, 0.5, 2.5))
+        starts, ends = x_at(panel.lower[shown]), x_at(panel.upper[shown])
+        heights = y_at(panel.centile[shown])
+        covers = panel.covers[shown]
+        for mask, color in ((covers, COVER_COLOR), (~covers, MISS_COLOR)):
+            if mask.any():
+                # x in whole CSS px (at most half a pixel off): a third fewer bytes.
+                path = "".join(
+                    f"M{a:.0f} {b:.1f}H{c:.0f}"
+                    for a, b, c in zip(starts[mask], heights[mask], ends[mask], strict=True)
+                )
+                out.append(
+                    f'<path d="{path}" stroke="{color}" stroke-width="{stroke:.2f}" fill="none"/>'
+                )
+        if lo <= panel.truth <= hi:
+            x = float(x_at(panel.truth))
+            out.append(
+                f'<path d="M{x:.1f} {top}V{bottom}" stroke="#000" stroke-width="1" '
+                'stroke-dasharray="4 3"/>'
+            )
+        ticks = MaxNLocator(nbins=4).tick_values(lo, hi)
+        ticks = ticks[(ticks >= lo) & (ticks <= hi)]
+        step = float(np.diff(ticks).min()) if ticks.size > 1 else abs(float(hi - lo))
+        for tick in ticks:
+            x = float(x_at(tick))
+            out.append(f'<path d="M{x:.1f} {bottom}v4" stroke="#000" stroke-width="0.8"/>')
+            out.append(
+                f'<text x="{x:.1f}" y="{bottom + 18}" text-anchor="middle">'
+                f"{_tick_text(float(tick), step)}</text>"
+            )
+        x_label = f"theta, coord {panel.coord}" if coord_in_title else "theta"
+        out.append(
+            f'<text x="{(left + right) / 2:.1f}" y="{height - 3}" text-anchor="middle">'
+            f"{x_label}</text>"
+        )
+    else:
+        for i, line in enumerate(NO_INTERVAL_TEXT.split("\n")):
+            out.append(
+                f'<text x="{(left + right) / 2:.1f}" y="{(top + bottom) / 2 + 17 * i:.1f}" '
+                f'text-anchor="middle" fill="#595959">{html.escape(line)}</text>'
+            )
+    if np.isfinite(level):
+        out.append(
+            f'<path d="M{left} {y_at(100 * level):.1f}H{right}" stroke="#000" '
+            'stroke-width="1.2" stroke-dasharray="1.5 2.5"/>'
+        )
+    for centile in CENTILE_TICKS:
+        y = y_at(centile)
+        out.append(f'<path d="M{left} {y:.1f}h-4" stroke="#000" stroke-width="0.8"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 5:.1f}" text-anchor="end">{centile}</text>')
+    out.append(
+        f'<text transform="translate(14 {(top + bottom) / 2:.1f}) rotate(-90)" '
+        'text-anchor="middle">centile of |z|</text>'
+    )
+    out.append(
+        f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" '
+        'fill="none" stroke="#000" stroke-width="0.8"/>'
+    )
+    out.append("</svg>")
+    return "".join(out)

@@ -75,8 +75,9 @@ def test_report_of_a_store(tmp_path, capsys):
     # bb failed in one replicate and 4 are not computed: its cells are marked, and said so.
     assert "* computed on fewer than all 40 replicates of its grid point" in text
     assert "pred cover" in text and "mse average" in text
-    # Every figure plot draws, inline.
-    assert page.count('src="data:image/png;base64,') == 3
+    # Every figure plot draws, inline: the desktop's and a phone's (a panel per row).
+    assert page.count('class="wide" src="data:image/png;base64,') == 3
+    assert page.count('class="narrow" src="data:image/png;base64,') == 3
     # Failures per method, with seeds, the records beyond the first 20 summed up; the
     # error text is escaped (autoescape), not markup.
     assert "method bb: 3 replicates" in text  # the flags: one per non-empty grid point
@@ -242,8 +243,9 @@ def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path):
     # Every header cell has a scope; none is empty.
     assert re.findall(r"<th(?=[\s>])(?![^>]*scope=)[^>]*>", page) == []
     assert '<th scope="col"></th>' not in page
-    # One row group per value of the first row label (tau: 0.5, 0.9), per table.
-    assert results.count("<tbody>") == 3 * 2
+    # A row group per method's rows, a rule above each value of the first row label
+    # (tau: 0.5, 0.9), per table.
+    assert results.count('<tbody class="major">') == 3 * 2
     # Departures are marked and shaded, and the mark explained under the tables.
     summary = build_context(store)["tables"][0]
     flagged = [
@@ -264,10 +266,13 @@ def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path):
     assert re.search(
         r'<a href="data:text/csv;base64,[^"]+" download="synthetic-summary.csv"', page
     )
-    # A print style sheet: figures at full width, row groups and figures kept whole.
+    # A print style sheet: figures at full width, rows and figures kept whole (Chromium's
+    # PDF is test_report_browser.py's).
     printed = page[page.index("@media print") :]
-    assert "figure img { width: 100%" in printed
-    assert re.search(r"figure, tbody[^{]*\{ break-inside: avoid", printed)
+    assert "figure img.wide { display: block; width: auto; height: auto; max-width: 100%;" in (
+        printed
+    )
+    assert re.search(r"figure, tr, caption[^{]*\{ break-inside: avoid", printed)
 
 
 def test_the_csv_download_holds_the_summary(tmp_path):

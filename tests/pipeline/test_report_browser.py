@@ -15,6 +15,8 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 import pytest
 import synthetic as syn
 import xarray as xr
@@ -23,9 +25,10 @@ from matplotlib.image import imread
 from test_plot_text import mixed_store
 from test_report import failing_store, page_text
 
-from ldpsim.pipeline.plots import NO_DATA_TEXT
+from ldpsim.pipeline.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.provenance import record_run
 from ldpsim.pipeline.report import PIXEL_RATIO, write_report
+from ldpsim.pipeline.summary import summarize
 
 #: Chromium's own background traffic (updates, time, spelling) is switched off where it
 #: can be, and whatever is left cannot resolve a name or reach a proxy.
@@ -136,6 +139,10 @@ def test_report_in_a_browser_without_network(tmp_path):
 #: A page that loads the report in an iframe of a given width and writes what it measures
 #: into ``<pre id="measure">`` (the report itself runs no script: its policy forbids it).
 #: Chromium lets a file page read a file iframe's DOM with --allow-file-access-from-files.
+#: It measures, in this order: the page; every figure shown (an image, or a zip plot's
+#: SVG panel) with its size; each results table's label cells and numbers, before and
+#: after its box is scrolled to its right end; then it taps the first figure and measures
+#: what opens.
 MEASURE_HARNESS = """<!DOCTYPE html><html><body style="margin:0">
 <iframe id="page" src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
 <pre id="measure"></pre>
@@ -144,13 +151,41 @@ const frame = document.getElementById("page");
 frame.addEventListener("load", () => {
   const doc = frame.contentDocument;
   const root = doc.documentElement;
-  const images = [...doc.querySelectorAll("img")].map((img) => ({
-    alt: img.getAttribute("alt") || "",
-    shown: img.getBoundingClientRect().width,
-    css: Number(img.getAttribute("width")),
-    natural: img.naturalWidth,
-    minText: Number(img.dataset.minTextPx),
+  const shown = (e) => e.getClientRects().length > 0;
+  const drawn = [...doc.querySelectorAll("img, svg[data-min-text-px]")].filter(shown);
+  // An image's width without its border; an SVG's as drawn.
+  const figures = drawn.map((e) => ({
+    tag: e.localName,
+    alt: e.getAttribute("alt") || (e.querySelector("title") || {}).textContent || "",
+    shown: e.localName === "img" ? e.clientWidth : e.getBoundingClientRect().width,
+    css: e.localName === "img" ? Number(e.getAttribute("width")) : e.viewBox.baseVal.width,
+    natural: e.naturalWidth || 0,
+    minText: Number(e.dataset.minTextPx),
   }));
+  // A body row's label cells: every cell but the numbers (blank ones too), as shown.
+  const labels = (box) => [...box.querySelectorAll("tbody tr")].filter(shown)
+    .flatMap((tr) => [...tr.children].filter((c) => !c.classList.contains("num") && shown(c)))
+    .filter((c) => !c.closest("tr.heading")).map((c) => c.getBoundingClientRect());
+  const tables = [...doc.querySelectorAll("#results .scroll")].map((box) => {
+    const left = box.getBoundingClientRect().left;
+    const before = labels(box);
+    const rows = [...box.querySelectorAll("tbody tr")]
+      .filter((tr) => !tr.classList.contains("heading") && tr.querySelector("td.num"));
+    const first = rows[0].querySelector("td.num").getBoundingClientRect();
+    box.scrollLeft = box.scrollWidth;
+    const after = labels(box);
+    const last = rows[0].querySelector("td.num:last-child").getBoundingClientRect();
+    const result = {
+      width: box.clientWidth,
+      scrolls: box.scrollWidth > box.clientWidth,
+      labelsRight: Math.max(...before.map((r) => r.right)) - left,
+      firstNumberLeft: first.left - left,
+      moved: Math.max(...before.map((r, i) => Math.abs(r.left - after[i].left))),
+      lastNumber: [last.left - left, last.right - left],
+    };
+    box.scrollLeft = 0;
+    return result;
+  });
   const banner = doc.getElementById("banner");
   const heading = doc.querySelector("h1");
   // Elements that reach past the page's right edge outside a table's scroll box.
@@ -158,16 +193,34 @@ frame.addEventListener("load", () => {
     .filter((e) => e.getBoundingClientRect().right > root.clientWidth + 0.5)
     .filter((e) => !e.closest(".scroll"))
     .map((e) => e.tagName + "." + e.className);
-  document.getElementById("measure").textContent = JSON.stringify({
+  const measured = {
     scrollWidth: root.scrollWidth,
     clientWidth: root.clientWidth,
-    images,
+    height: root.scrollHeight,
+    images: figures,
     tables: doc.querySelectorAll("table").length,
     boxed: doc.querySelectorAll(".scroll > table").length,
+    results: tables,
     banner: banner ? banner.getBoundingClientRect().top : null,
     heading: heading.getBoundingClientRect().top,
     wide: wide.slice(0, 10),
-  });
+  };
+  // A tap on the first figure: what covers the page then, and the figure's width in it.
+  const figure = doc.querySelector("#figures figure");
+  const open = figure.querySelector("a.open") || figure.querySelector("img");
+  open.click();
+  setTimeout(() => {
+    const image = figure.querySelector("img.wide") || figure.querySelector("img");
+    const box = figure.getBoundingClientRect();
+    measured.tapped = {
+      css: Number(image.getAttribute("width")),
+      shown: shown(image) ? image.clientWidth : 0,
+      cover: [box.left, box.top, box.width, box.height],
+      viewport: [root.clientWidth, frame.contentWindow.innerHeight],
+      close: Boolean(figure.querySelector("a.close")) && shown(figure.querySelector("a.close")),
+    };
+    document.getElementById("measure").textContent = JSON.stringify(measured);
+  }, 500);
 });
 </script></body></html>
 """
@@ -176,6 +229,11 @@ frame.addEventListener("load", () => {
 PHONE_PX, DESKTOP_PX = 400, 1280
 #: The smallest figure text a reader gets at 100% zoom on the desktop page, in CSS px.
 MIN_TEXT_PX = 10.0
+#: The smallest figure text on a 400 px phone, in CSS px (issue 43).
+PHONE_MIN_TEXT_PX = 9.0
+#: The most of a results table's box its label columns may take on a phone: the rest is
+#: the numbers'.
+PHONE_LABEL_SHARE = 0.6
 
 
 def measure(page: Path, tmp_path: Path, width: int) -> dict:
@@ -200,13 +258,15 @@ def measure(page: Path, tmp_path: Path, width: int) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
-def check_layout(page: Path, tmp_path: Path, partial: bool) -> None:
-    """Issue 33's browser checks of a report page."""
-    phone = measure(page, tmp_path, PHONE_PX)
+def check_layout(page: Path, tmp_path: Path, partial: bool, phone: dict | None = None) -> None:
+    """Issue 33's browser checks of a report page, and issue 43's on a phone
+    (:func:`check_phone`); ``phone``: the page measured at PHONE_PX, if it is."""
+    phone = phone or measure(page, tmp_path, PHONE_PX)
     # No sideways scrolling of the page on a phone: wide tables scroll in their boxes.
     assert phone["scrollWidth"] <= phone["clientWidth"], phone
     assert phone["wide"] == [], phone["wide"]
     assert phone["tables"] == phone["boxed"] > 0
+    check_phone(phone)
     desktop = measure(page, tmp_path, DESKTOP_PX)
     assert desktop["scrollWidth"] <= desktop["clientWidth"], desktop["wide"]
     assert desktop["images"], "no figure"
@@ -215,7 +275,8 @@ def check_layout(page: Path, tmp_path: Path, partial: bool) -> None:
         assert len(image["alt"]) > 60 and " against " in image["alt"], image["alt"]
         # A PNG of twice its CSS size, shown at (nearly) that size: its smallest text,
         # measured in the figure, stays readable at 100% zoom.
-        assert image["natural"] == pytest.approx(PIXEL_RATIO * image["css"], abs=2)
+        if image["tag"] == "img":
+            assert image["natural"] == pytest.approx(PIXEL_RATIO * image["css"], abs=2)
         assert image["minText"] * image["shown"] / image["css"] >= MIN_TEXT_PX, image
     # The banner of a partial store (or one with failures) comes first, before the title.
     for layout in (phone, desktop):
@@ -223,6 +284,40 @@ def check_layout(page: Path, tmp_path: Path, partial: bool) -> None:
             assert layout["banner"] is not None and layout["banner"] < layout["heading"]
         else:
             assert layout["banner"] is None
+
+
+def check_phone(phone: dict) -> None:
+    """Issue 43 on a 400 px phone: results tables keep their labels in view while their
+    numbers scroll beside them (:func:`check_sticky_tables`), every figure shown has text
+    of 9 px or more, and a tap opens the first figure at its full size."""
+    check_sticky_tables(phone)
+    assert phone["images"], "no figure"
+    for image in phone["images"]:
+        assert image["minText"] * image["shown"] / image["css"] >= PHONE_MIN_TEXT_PX, image
+    check_opens_full_size(phone)
+
+
+def check_sticky_tables(phone: dict) -> None:
+    """Each results table shows its first number column beside its labels; one that
+    scrolls sideways keeps its labels where they are when its box is scrolled to the end,
+    where its last column shows beside them, not under them."""
+    assert phone["results"], "no results table"
+    for table in phone["results"]:
+        assert table["labelsRight"] <= PHONE_LABEL_SHARE * table["width"], table
+        assert table["firstNumberLeft"] < table["width"], table
+        if table["scrolls"]:
+            assert table["moved"] < 1, table
+            left, right = table["lastNumber"]
+            assert left >= table["labelsRight"] - 1 and right <= table["width"] + 1, table
+
+
+def check_opens_full_size(layout: dict) -> None:
+    """After a tap on the first figure: it covers the page, at its full CSS width, with a
+    way to close it."""
+    tapped = layout["tapped"]
+    assert tapped["shown"] == pytest.approx(tapped["css"], abs=1), tapped
+    assert tapped["cover"] == pytest.approx([0, 0, *tapped["viewport"]], abs=1), tapped
+    assert tapped["close"], tapped
 
 
 def save_store(ds: xr.Dataset, store: Path) -> Path:
@@ -299,17 +394,34 @@ def many_coordinate_store(reps: int = 10) -> xr.Dataset:
 
 
 def test_the_demo_report_lays_out_on_a_phone_and_a_desktop(demo_store, tmp_path):
-    # With its zip plots (--zip, a second of drawing): they pass the same checks.
+    # With its zip plots (--zip, SVG panels): they pass the same checks.
     page = write_report(demo_store, tmp_path / "demo.html", zip_plots=True)
     check_layout(page, tmp_path, partial=False)
-    assert page.read_text().count("<figcaption>Zip plot (Morris, White") == 2  # 2 grid points
+    assert page.read_text().count('<figure class="zip"') == 2  # 2 grid points
 
 
-def test_a_many_panel_partial_report_lays_out_with_its_banner(tmp_path):
+@pytest.fixture(scope="module")
+def remedies_like(tmp_path_factory) -> tuple[Path, dict]:
+    """The report of :func:`many_panel_store` and what it measures at PHONE_PX."""
+    folder = tmp_path_factory.mktemp("remedies-like")
+    store = save_store(many_panel_store(), folder / "remedies-like.zarr")
+    page = write_report(store, folder / "remedies-like.html")
+    return page, measure(page, folder, PHONE_PX)
+
+
+@pytest.fixture(scope="module")
+def sparse_like(tmp_path_factory) -> tuple[Path, dict]:
+    """The report of :func:`many_coordinate_store` and what it measures at PHONE_PX."""
+    folder = tmp_path_factory.mktemp("sparse-like")
+    store = save_store(many_coordinate_store(), folder / "sparse-like.zarr")
+    page = write_report(store, folder / "sparse-like.html")
+    return page, measure(page, folder, PHONE_PX)
+
+
+def test_a_many_panel_partial_report_lays_out_with_its_banner(remedies_like, tmp_path):
+    page, phone = remedies_like
+    check_layout(page, tmp_path, partial=True, phone=phone)
     ds = many_panel_store()
-    store = save_store(ds, tmp_path / "remedies-like.zarr")
-    page = write_report(store, tmp_path / "remedies-like.html")
-    check_layout(page, tmp_path, partial=True)
     text = page_text(page.read_text())
     done, total = int(ds["done"].sum()), ds["done"].size
     assert 0 < done < total
@@ -318,13 +430,128 @@ def test_a_many_panel_partial_report_lays_out_with_its_banner(tmp_path):
     assert f"Some panels have {NO_DATA_TEXT}" in html.unescape(page.read_text())
 
 
-def test_a_many_coordinate_report_lays_out(tmp_path):
-    store = save_store(many_coordinate_store(), tmp_path / "sparse-like.zarr")
-    page = write_report(store, tmp_path / "sparse-like.html")
-    check_layout(page, tmp_path, partial=False)
+def test_a_many_coordinate_report_lays_out(sparse_like, tmp_path):
+    page, phone = sparse_like
+    check_layout(page, tmp_path, partial=False, phone=phone)
     text = page_text(page.read_text())
     assert "d = 4, 12 (by grid point)" in text
     # The dot figures' panels (named in their alt text): never coordinate 0 alone.
     page_html = html.unescape(page.read_text())
     # Cases of d = 4 and 12: each row's own d, not the store's 12 (issue 43).
     assert "mean over each row's d coords" in page_html and "coord 0" not in page_html
+
+
+# -- issue 43: a phone, print -------------------------------------------------------------
+def test_results_tables_keep_their_labels_in_view_on_a_phone(remedies_like):
+    # Its tables are wider than a phone (a column per n): their numbers scroll.
+    _, phone = remedies_like
+    assert [table for table in phone["results"] if table["scrolls"]]
+    check_sticky_tables(phone)
+
+
+def test_figures_are_readable_on_a_phone_and_open_full_size(remedies_like):
+    _, phone = remedies_like
+    assert phone["images"], "no figure"
+    for image in phone["images"]:
+        assert image["minText"] * image["shown"] / image["css"] >= PHONE_MIN_TEXT_PX, image
+    check_opens_full_size(phone)
+    # The full size is the desktop's figure, wider than the phone: it scrolls there.
+    assert phone["tapped"]["css"] > PHONE_PX
+
+
+#: The least of a printed page (but the last) that its content fills: how far down the
+#: page its lowest ink reaches.
+MIN_PAGE_FILL = 0.3
+
+
+def print_pdf(page: Path, tmp_path: Path) -> Path:
+    """Chromium's PDF of ``page`` (no header or footer: the page's own content only)."""
+    pdf = tmp_path / f"{page.stem}.pdf"
+    command = [
+        *offline_prefix(),
+        find_chromium(),
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--no-pdf-header-footer",
+        f"--print-to-pdf={pdf}",
+        page.as_uri(),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and pdf.exists(), result.stderr[-2000:]
+    return pdf
+
+
+def printed_pages(pdf: Path) -> list[dict]:
+    """Each page of ``pdf``, rendered by PDFium (pypdfium2): how far down its ink reaches
+    (a fraction of its height), its height in points, the vertical extents of its images
+    (a figure split over two pages is drawn whole on each, reaching past their edges) and
+    its lowest line of text, without spaces."""
+    pages = []
+    for page in pdfium.PdfDocument(pdf):
+        gray = page.render(scale=50 / 72, grayscale=True).to_numpy()
+        gray = gray.reshape(gray.shape[0], gray.shape[1], -1)[..., 0]
+        ink = np.flatnonzero((gray < 245).any(axis=1))
+        images = page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE])
+        text = page.get_textpage()
+        chars = [
+            (text.get_charbox(i, loose=True), text.get_text_range(i, 1))
+            for i in range(text.count_chars())
+        ]
+        chars = [(box, char) for box, char in chars if char.strip()]
+        lowest = min((box[1] for box, _ in chars), default=0.0)
+        line = [(box[0], char) for box, char in chars if box[1] - lowest < 1]
+        pages.append(
+            {
+                "reach": (ink[-1] + 1) / gray.shape[0] if ink.size else 0.0,
+                "height": page.get_height(),
+                "images": [image.get_bounds()[1::2] for image in images],
+                "last_line": "".join(char for _, char in sorted(line)),
+            }
+        )
+    return pages
+
+
+@pytest.mark.parametrize("shape", ["remedies_like", "sparse_like"])
+def test_printed_pages_keep_figures_and_table_headers_whole(shape, request, tmp_path):
+    page, _ = request.getfixturevalue(shape)
+    pages = printed_pages(print_pdf(page, tmp_path))
+    assert len(pages) > 2
+    source = page.read_text()
+    # A table's header row and its caption: none may end a page (its rows on the next).
+    headers = [
+        re.sub(r"\s", "", page_text(row)) for row in re.findall(r"<thead>(.*?)</thead>", source)
+    ]
+    captions = [
+        re.sub(r"\s", "", page_text(c)) for c in re.findall(r"<caption.*?</caption>", source)
+    ]
+    for number, printed in enumerate(pages, start=1):
+        for bottom, top in printed["images"]:  # no figure split over two pages
+            assert -1 <= bottom and top <= printed["height"] + 1, (number, printed)
+        if number == len(pages):
+            continue
+        assert printed["reach"] >= MIN_PAGE_FILL, (number, printed)
+        last = printed["last_line"]
+        assert last not in headers, (number, last)
+        assert not any(last in caption for caption in captions), (number, last)
+
+
+def test_sparsity_panels_without_a_done_replicate_say_so():
+    # sparse's d = 1000 panels were blank, with no note, in a partial store whose banner
+    # says that "panels without a done replicate say so" (issue 43, item 9).
+    ds = many_coordinate_store()
+    ds["done"] = ds["done"] & ~ds["case"].str.startswith("d12")  # not started at d = 12
+    figures = store_figures(ds, summary=summarize(ds))
+    empty = {}
+    for stem, fig in figures.items():
+        for ax in fig.axes:
+            drawn = [
+                line
+                for line in ax.get_lines()
+                if line.get_transform() == ax.transData
+                and np.isfinite(line.get_xydata()).all(1).any()
+            ]
+            if ax.get_visible() and ax.has_data() and not drawn:
+                says = [t.get_text() for t in ax.texts if t.get_text() == NO_DATA_TEXT]
+                assert says, (stem, ax.get_title())
+                empty.setdefault(stem, []).append(ax.get_title())
+    assert empty == {"sparsity": ["d = 12"] * 3}

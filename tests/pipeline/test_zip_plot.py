@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import numpy as np
@@ -23,7 +24,11 @@ from ldpsim.pipeline.summary import summarize
 from ldpsim.pipeline.zip_plot import (
     COVER_COLOR,
     MISS_COLOR,
+    SVG_MARGINS,
+    SVG_MAX_LINES,
+    SVG_PANEL_SIZE,
     ZIP_MAX_LINES,
+    panel_svg,
     store_zip_plots,
     zip_distance,
     zip_figure,
@@ -275,29 +280,132 @@ def test_report_zip_has_its_section_with_captions_and_alt_text(
     start = text.index('<h3 id="zip-plots">Zip plots</h3>')
     section = text[start : text.index("</section>", start)]
     assert '<a href="#zip-plots">Zip plots</a>' in text
-    images = re.findall(r'<img src="data:image/png;base64,[^"]+"([^>]*)>', section)
-    assert len(images) == 3
-    for attributes in images:
-        alt = html.unescape(re.search(r'alt="([^"]*)"', attributes).group(1))
-        assert alt.startswith("synthetic: zip plot, tau=")
-        assert "Fractional centile of |z| against theta, coord 0." in alt
-        assert "Lines: covers theta*, misses theta*, theta*, nominal 90%" in alt
-        min_text = float(re.search(r'data-min-text-px="([^"]+)"', attributes).group(1))
-        assert min_text >= MIN_TEXT_PX
-    captions = re.findall(r"<figcaption>(.*?)</figcaption>", section, re.S)
-    assert len(captions) == 3
-    for caption in captions:
-        caption = html.unescape(caption)
-        assert "Blue lines hold the true value theta*" in caption
-        assert (
-            "The shaded band is the observed coverage +-2 Monte-Carlo standard errors" in caption
-        )
+    # What every zip plot shows, once, above them.
+    intro = html.unescape(re.search(r"<p>One zip plot per grid point.*?</p>", section).group(0))
+    for words in ("horizontal line", "fractional centile of |z|", "blue where it holds theta*"):
+        assert words in intro
+    figures = re.findall(r'<figure class="zip".*?</figure>', section, re.S)
+    assert len(figures) == 3
+    for figure in figures:
+        # A heading, the legend, an SVG panel per method with its text as text.
+        assert re.search(r"<h4>synthetic: zip plot, tau=[^<]+, 90% intervals</h4>", figure)
+        assert "nominal 90%" in figure and "misses theta*" in figure
+        panels = re.findall(r"<svg .*?</svg>", figure, re.S)
+        assert len(panels) == len(syn.METHODS)
+        for panel in panels:
+            alt = html.unescape(re.search(r"<title>(.*?)</title>", panel).group(1))
+            assert alt.startswith(("Zip plot of bb, coordinate 0", "Zip plot of oracle"))
+            assert " against theta" in alt
+            assert float(re.search(r'data-min-text-px="([^"]+)"', panel).group(1)) >= 10
+        caption = html.unescape(re.search(r"<figcaption[^>]*>(.*?)</figcaption>", figure).group(1))
+        assert caption.startswith("Drawn from the done replicates with an interval: bb ")
         assert "ldpsim plot --zip" in caption
     assert "No zip plot for tau=0.9, n=1e4: no replicate is done there yet." in section
     # Without --zip, the page has no zip section.
     plain = tmp_path / "plain.html"
     assert main(["report", str(grid_store_path), "--out", str(plain)]) == 0
     assert "zip-plots" not in plain.read_text() and "Zip plots" not in plain.read_text()
+
+
+def svg_lines(panel: str) -> dict[str, np.ndarray]:
+    """The interval lines of an SVG panel by colour: 'cover' and 'miss' -> (k, 3) arrays
+    of (x0, x1, y) in the panel's px."""
+    out = {"cover": np.empty((0, 3)), "miss": np.empty((0, 3))}
+    for path, color in re.findall(r'<path d="([^"]+)" stroke="(#[0-9A-Fa-f]{6})"', panel):
+        name = {COVER_COLOR: "cover", MISS_COLOR: "miss"}.get(color)
+        if name:
+            segments = re.findall(r"M([\d.]+) ([\d.]+)H([\d.]+)", path)
+            out[name] = np.array([(float(a), float(c), float(b)) for a, b, c in segments])
+    return out
+
+
+@pytest.mark.parametrize("reps", [36, SVG_MAX_LINES + 50])
+def test_an_svg_panel_draws_what_the_figure_draws(reps):
+    ds = syn.wide_store(1, reps=reps) if reps > 40 else syn.grid_store()
+    point = {"n": 100} if reps > 40 else POINT
+    plot = zip_figure(ds, point, max_lines=SVG_MAX_LINES)
+    for ax, panel in zip(plot.figure.axes, plot.panels, strict=True):
+        svg = panel_svg(panel, plot.level, plot.coord_in_title, SVG_MAX_LINES)
+        drawn, figure = svg_lines(svg), drawn_lines(ax)
+        # The same lines in each colour (at most SVG_MAX_LINES, evenly spaced), each at
+        # its centile: the covers below the misses, y down from the top in SVG.
+        for name in ("cover", "miss"):
+            assert len(drawn[name]) == len(figure[name])
+        assert len(drawn["cover"]) + len(drawn["miss"]) == min(panel.count, SVG_MAX_LINES)
+        if len(drawn["miss"]):
+            assert drawn["miss"][:, 2].max() < drawn["cover"][:, 2].min()
+        # Each line as long as its interval on one scale, its ends in whole px (each at
+        # most half a px off).
+        low, high = ax.get_xlim()
+        width = SVG_PANEL_SIZE[0] - SVG_MARGINS["left"] - SVG_MARGINS["right"]
+        lengths = drawn["cover"][:, 1] - drawn["cover"][:, 0]
+        expected = (figure["cover"][:, 1] - figure["cover"][:, 0]) * width / (high - low)
+        assert np.abs(lengths - expected).max() <= 1.0 + 1e-9
+        title = html.unescape(re.search(r"<title>(.*?)</title>", svg).group(1))
+        assert f"coverage {panel.coverage:.3f} ({panel.covering} of {panel.count})" in title
+
+
+def remedies_shaped_store(reps: int = 200) -> xr.Dataset:
+    """remedies' grid (case x eps x n: 2 x 3 x 5 grid points, bb, bb_t, sn and oracle,
+    d = 1), ``reps`` replicates: Wald-like intervals of a normal estimate whose se
+    shrinks with n and eps, the methods' lengths apart as remedies' are."""
+    rng = np.random.default_rng(24024)
+    grid = {
+        "case": ["mean", "quantile-tau0.5"],
+        "eps": [0.5, 1.0, 2.0],
+        "n": [100, 1_000, 10_000, 100_000, 1_000_000],
+    }
+    methods = ["bb", "bb_t", "sn", "oracle"]
+    shape = tuple(len(v) for v in grid.values())
+    se = 1.0 / (np.array(grid["eps"])[:, None] * np.sqrt(np.array(grid["n"]))[None, :])
+    se = np.broadcast_to(se, shape)[..., None, None]  # (case, eps, n, rep, coord)
+    estimate = se * rng.standard_normal((*shape, reps, 1))
+    scale = np.array([0.8, 1.1, 1.05, 1.0])[:, None, None]  # per method: bb too short
+    half = 1.645 * se[..., None, :, :] * scale * rng.uniform(0.8, 1.2, (*shape, 4, reps, 1))
+    lower, upper = estimate[..., None, :, :] - half, estimate[..., None, :, :] + half
+    dims = tuple(grid)
+    done = np.ones((*shape, reps), dtype=bool)
+    ds = xr.Dataset(
+        {
+            "estimate": ((*dims, "rep", "coord"), estimate),
+            "lower": ((*dims, "method", "rep", "coord"), lower),
+            "upper": ((*dims, "method", "rep", "coord"), upper),
+            "truth": ((*dims, "coord"), np.zeros((*shape, 1))),
+            "done": ((*dims, "rep"), done),
+            "failed": ((*dims, "rep"), ~done),
+            "method_failed": ((*dims, "method", "rep"), np.zeros((*shape, 4, reps), bool)),
+            "seconds": ((*dims, "rep"), np.full(done.shape, 0.01)),
+            "job_id": ((*dims, "rep"), np.zeros(done.shape, dtype=np.int64)),
+        },
+        coords={
+            "case": np.array(grid["case"], dtype=object),
+            "eps": grid["eps"],
+            "n": np.array(grid["n"], dtype=np.int64),
+            "method": np.array(methods, dtype=object),
+            "rep": np.arange(reps),
+            "coord": [0],
+        },
+    )
+    sweep = json.loads(syn.sweep_attr(grid, {}, methods, reps))
+    sweep.update(name="remedies-shaped", cases={"mean": {}, "quantile-tau0.5": {"tau": 0.5}})
+    ds.attrs.update(level=syn.LEVEL, sweep=json.dumps(sweep), rep_chunk=reps, versions="{}")
+    return ds
+
+
+#: The most a ``--zip`` report may weigh (issue 43: remedies' was 8 MB).
+MAX_ZIP_REPORT_BYTES = 2_000_000
+
+
+def test_a_zip_report_of_remedies_shape_stays_under_2_mb(tmp_path):
+    store = tmp_path / "remedies-shaped.zarr"
+    remedies_shaped_store().to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    page = tmp_path / "report.html"
+    assert main(["report", str(store), "--out", str(page), "--zip"]) == 0
+    text = page.read_text()
+    assert text.count('<figure class="zip"') == 30  # every grid point's
+    assert text.count("<svg ") == 30 * 4  # a panel per method
+    assert page.stat().st_size < MAX_ZIP_REPORT_BYTES, page.stat().st_size
 
 
 def test_zip_coord_needs_zip(grid_store_path, capsys):
