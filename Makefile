@@ -32,6 +32,7 @@ ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	bash tests/install-chromium.sh || echo "chromium unavailable (the report's browser test skips)"
 	bash cluster/slurm-local.sh start || echo "SLURM unavailable (tests marked slurm skip)"
 	@log=$$(mktemp); tasks_log=$$(mktemp); \

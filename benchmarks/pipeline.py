@@ -9,7 +9,7 @@ run per median, no n = 1e9) in under a minute: a check that the benchmark still 
 whose figures mean nothing. Without it the sizes are :data:`FULL`, those below.
 
 - ``overhead_ms_per_replicate``: a sweep of many tiny replicates (quantile, n = 1000)
-  through :func:`ldpsim.pipeline.runner.run_sweep` on a warmed LocalCluster to a temporary
+  through :func:`ldpsim.pipeline.compute.runner.run_sweep` on a warmed LocalCluster to a temporary
   store; (wall time x workers - summed compute time) / replicates, the compute time
   being the store's ``seconds`` variable. Covers scheduling, (de)serialisation, the
   Python side of a replicate (spec normalisation, cuts, intervals are inside
@@ -38,7 +38,7 @@ whose figures mean nothing. Without it the sizes are :data:`FULL`, those below.
   store takes) minus the time of the compiled kernel alone on the same grid point;
   medians of 5 runs of 2,000 replicates.
 - ``replicates_per_s_per_core_n1e3`` / ``_n1e4``: a sweep of 20,000 (n = 1e3) or 4,000
-  (n = 1e4) replicates through :func:`ldpsim.pipeline.runner.run_sweep` on a warmed
+  (n = 1e4) replicates through :func:`ldpsim.pipeline.compute.runner.run_sweep` on a warmed
   2-worker LocalCluster into a new store: replicates / (wall seconds x workers).
 - ``store_files_1e5``, ``status_s_1e5``, ``summarize_s_1e5``, ``noop_run_s_1e5``: a
   finished store of 100,000 replicates (4 grid points, n = 1000; ``store_replicates``):
@@ -229,8 +229,8 @@ def make_sweep(tmp: Path, name: str, *, replicates, n, taus=(0.5,), rep_chunk=No
 
 def run_timed(sweep, store, address) -> tuple[float, float, int]:
     """(wall seconds, summed compute seconds, replicates) of one sweep into a new store."""
-    from ldpsim.pipeline.reading import open_dataset
-    from ldpsim.pipeline.runner import run_sweep
+    from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.store.reading import open_dataset
 
     start = time.perf_counter()
     report = run_sweep(sweep, store, scheduler=address, log=lambda *a: None)
@@ -417,7 +417,7 @@ def rss(n: float) -> tuple[float, float]:
 
 def replicate_overhead(repeats: int = 5, replicates: int = 2000) -> dict:
     """Microseconds per replicate beyond the kernel at n = 1000 (module docstring)."""
-    from ldpsim.pipeline.worker import run_chunk
+    from ldpsim.pipeline.compute.worker import run_chunk
     from ldpsim.tasks.grid_point import setup_of
 
     spec = {**REPLICATE, "n": 1000, "tau": 0.5, "seed": 7}

@@ -11,7 +11,7 @@ the count itself), on a fresh local cluster of that many one-thread worker proce
 - ``ready_s``: from the cluster's start until every worker is connected;
   ``first_task_s``: until every worker has run a first task that imports ldpsim's task
   modules (what a spawned worker imports before it can compute; a worker forked from
-  ldpsim's forkserver has them: :mod:`ldpsim.pipeline.worker_start`);
+  ldpsim's forkserver has them: :mod:`ldpsim.pipeline.compute.worker_start`);
 - the built-in ``scale`` sweep (quantile, n = 500 and 1,000, bb / bm / sn / oracle) with
   ``--replicates`` per grid point (default 50,000: 200,000 in all) into a new store, after
   each worker compiled the kernel: its wall time, the replicates' summed compute time (the
@@ -162,8 +162,8 @@ def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int, 
     client's collect-and-write loop, and the local cluster's scheduler and nannies, which
     run in it too; ``total``, and the threads' by :func:`thread_group` (a thread that
     ended during the run, the collector's or the lock's heartbeat, is in ``total`` only)."""
-    from ldpsim.pipeline.reading import open_dataset
-    from ldpsim.pipeline.runner import run_sweep
+    from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.store.reading import open_dataset
 
     before = thread_cpu()
     start, cpu = time.perf_counter(), time.process_time()
@@ -187,7 +187,7 @@ def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int, 
 
 def import_task_modules() -> None:
     """What a worker imports for its first task of a sweep."""
-    import ldpsim.pipeline.worker  # noqa: F401
+    import ldpsim.pipeline.compute.worker  # noqa: F401
 
 
 def measure(
@@ -196,8 +196,8 @@ def measure(
     """One record: a fresh cluster of ``workers``, its start, the sweep, the probe."""
     from distributed import Client
 
-    from ldpsim.pipeline.clusters import build_cluster, load_cluster_config, usable_cores
-    from ldpsim.pipeline.provenance import cpu_model
+    from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config, usable_cores
+    from ldpsim.pipeline.store.provenance import cpu_model
     from ldpsim.pipeline.sweep import load_sweep
     from ldpsim.tasks import run_replicate
 
@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(fit_text(model))
         return 0
-    from ldpsim.pipeline.clusters import usable_cores
+    from ldpsim.pipeline.compute.clusters import usable_cores
 
     sizes = dict(QUICK if args.quick else FULL)
     if args.replicates:

@@ -324,7 +324,7 @@ def sweep_part(ds: xr.Dataset, sweep: Sweep) -> tuple[xr.Dataset, dict[str, Any]
     KeyError
         A grid value or method label of ``sweep`` that the store lacks.
     """
-    from ldpsim.pipeline.layout import axis_position
+    from ldpsim.pipeline.store.layout import axis_position
 
     grid = {axis: ds.indexes[axis].tolist() for axis in sweep.grid}
     methods = ds.indexes["method"].tolist()
@@ -372,7 +372,7 @@ def store_holds_text(holds: Mapping[str, Any], sweep: Sweep, store: str) -> str:
 
 
 def _same_label(a: Any, b: Any) -> bool:
-    from ldpsim.pipeline.layout import axis_contains
+    from ldpsim.pipeline.store.layout import axis_contains
 
     return axis_contains([a], b)
 

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from distributed import Client
     from matplotlib.figure import Figure
 
-    from ldpsim.pipeline.cell_statistics import Cell
+    from ldpsim.pipeline.summary.cell_statistics import Cell
     from ldpsim.pipeline.sweep import Sweep
     from ldpsim.tasks.replicate import ReplicateResult
 
@@ -178,7 +178,7 @@ def check_adapt(value: object) -> tuple[int, int]:
 def check_seconds(value: object, name: str) -> float:
     """A number of seconds for :func:`run`, as ``--start-timeout`` and ``--task-timeout``
     take them: the cluster files' check of ``start_timeout``
-    (:func:`ldpsim.pipeline.clusters.check_start_timeout`).
+    (:func:`ldpsim.pipeline.compute.clusters.check_start_timeout`).
 
     Parameters
     ----------
@@ -204,15 +204,15 @@ def check_seconds(value: object, name: str) -> float:
     >>> check_seconds(float("inf"), "task_timeout")  # never restart a task's worker
     inf
     """
-    from ldpsim.pipeline.clusters import check_start_timeout
+    from ldpsim.pipeline.compute.clusters import check_start_timeout
 
     return check_start_timeout(value, f"{name!r} parameter of run")
 
 
 def _check_target_se(value: object) -> float:
-    """:func:`ldpsim.pipeline.summary.check_target_se` (``--target-se``'s check), its
+    """:func:`ldpsim.pipeline.summary.summary.check_target_se` (``--target-se``'s check), its
     errors as InputError."""
-    from ldpsim.pipeline.summary import check_target_se
+    from ldpsim.pipeline.summary.summary import check_target_se
 
     try:
         return check_target_se(value)
@@ -384,7 +384,7 @@ def run(
         line every 10 s). A new store gets a note on stderr for each method given a
         default that an earlier release set otherwise, e.g. ``note: bb: no form given,
         so the t form (ldpsim >= 0.2; before: basic). Set methods.bb.form = "basic" for
-        the old intervals.`` (:func:`ldpsim.pipeline.identity.moved_default_lines`); a
+        the old intervals.`` (:func:`ldpsim.pipeline.store.identity.moved_default_lines`); a
         resumed store keeps the methods it recorded and gets none.
     scheduler : str or None, default None
         Address of a running Dask scheduler to attach to (``--scheduler``).
@@ -420,7 +420,7 @@ def run(
         changed its source since the store was written (``--accept-code-change``): the
         change goes into the run record and the new replicates get a new
         ``code_version``, so that summaries mark the cells that mix code versions.
-        Without it such a run is refused (:mod:`ldpsim.pipeline.code_identity`).
+        Without it such a run is refused (:mod:`ldpsim.pipeline.store.code_identity`).
     backend : {"cpu", "gpu"} or None, default None
         Where the SGD chains run (``--backend``): None keeps the sweep's own (its
         ``backend`` key, else "cpu"); "gpu" runs each chunk of a grid point's replicates
@@ -458,14 +458,14 @@ def run(
         plugin's callback that does not compile or reuses its random state
         (:func:`check_plugin_callbacks`), two method labels that make the same method
         in a new store (``bb = {}`` beside ``bb_t = {method = "bb", form = "t"}``;
-        :func:`ldpsim.pipeline.identity.check_distinct_methods`); the store is then
+        :func:`ldpsim.pipeline.store.identity.check_distinct_methods`); the store is then
         unchanged (and none is created).
     InputTypeError
         An argument of a wrong type (an :class:`InputError` and a TypeError), before
         anything is started.
     KeyboardInterrupt
         Interrupted; the finished replicates are written and kept, and a new call
-        resumes. Raised as :class:`ldpsim.pipeline.signals.Interrupted` (a
+        resumes. Raised as :class:`ldpsim.pipeline.compute.signals.Interrupted` (a
         KeyboardInterrupt) with ``store`` and ``kept``, the sweep's replicates done in
         the store; ``ldpsim run`` also stops so on SIGTERM (exit code 143).
     ldpsim.pipeline.errors.RunStopped
@@ -543,9 +543,9 @@ def run_report(
     >>> report["exit_code"], report["status"]  # doctest: +SKIP
     (0, 'complete')
     """
-    from ldpsim.pipeline.clusters import check_options, load_cluster_config
-    from ldpsim.pipeline.identity import new_store_notes
-    from ldpsim.pipeline.runner import run_sweep
+    from ldpsim.pipeline.compute.clusters import check_options, load_cluster_config
+    from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.store.identity import new_store_notes
     from ldpsim.pipeline.sweep import Sweep
 
     if isinstance(sweep, str | os.PathLike):
@@ -643,7 +643,7 @@ def run_report(
     for message in sweep.check_theory():
         print(f"warning: {message}", file=sys.stderr)
     if notes:  # said once the store's path is known to be usable: bad input is one line
-        from ldpsim.pipeline.store_path import check_store_path
+        from ldpsim.pipeline.store.store_path import check_store_path
 
         check_store_path(Path(path))
     for line in notes:
@@ -671,7 +671,7 @@ def run_report(
         missing=report.missing,
     )
     if report.computed or report.failed:  # the run wrote replicates: `ldpsim report` lists it
-        from ldpsim.pipeline.provenance import record_run
+        from ldpsim.pipeline.store.provenance import record_run
 
         where = kind or (f"scheduler {scheduler}" if scheduler else "the caller's client")
         record_run(
@@ -822,7 +822,7 @@ def open_store(
     ...
     ldpsim.pipeline.errors.InputError: Cannot select method = 'BB' (open_store): no such label; ...
     """
-    from ldpsim.pipeline.reading import check_store, load_dataset, open_dataset
+    from ldpsim.pipeline.store.reading import check_store, load_dataset, open_dataset
 
     if not isinstance(path, str | os.PathLike):
         raise InputTypeError(
@@ -837,7 +837,7 @@ def open_store(
         selection = {"method": method, **selection}
     if selection:  # checked before anything is loaded
         from ldpsim.pipeline.accessor import check_labels
-        from ldpsim.pipeline.summary import grid_axes
+        from ldpsim.pipeline.summary.variables import grid_axes
 
         selectable = ["method", *grid_axes(ds)]
         selection = check_labels(
@@ -850,7 +850,7 @@ def open_store(
         )
     if not load:
         return ds.sel(selection) if selection else ds
-    from ldpsim.pipeline.damage import refuse_damage
+    from ldpsim.pipeline.store.damage import refuse_damage
 
     refuse_damage(path)  # Zarr would read a missing file's values as NaN, silently
     ds = load_dataset(path)
@@ -908,14 +908,14 @@ def summarize(
         ``ldpsim summarize --coords``).
     as_dataset : bool, default False
         Return the summary Dataset instead
-        (:func:`ldpsim.pipeline.summary.summarize`, every statistic with its grid,
+        (:func:`ldpsim.pipeline.summary.summary.summarize`, every statistic with its grid,
         method, checkpoint and coordinate dimensions); ``coords`` is then ignored.
     target_se : float, optional
         The coverage standard error that the ``replicates_needed`` column plans for, in
-        (0, 1) (default: :data:`ldpsim.pipeline.summary.TARGET_SE`, 0.005).
+        (0, 1) (default: :data:`ldpsim.pipeline.summary.summary.TARGET_SE`, 0.005).
     statistics : mapping of str to callable, optional
         Your own statistics beside coverage: name -> ``fn(cell)``, where ``cell`` is a
-        read-only :class:`~ldpsim.pipeline.cell_statistics.Cell` of one grid point, one
+        read-only :class:`~ldpsim.pipeline.summary.cell_statistics.Cell` of one grid point, one
         method, [one checkpoint,] one coordinate, holding numpy arrays ``lower``,
         ``upper``, ``estimate`` and ``truth`` of the replicates that the cell's
         coverage counts (``n_done``: done, with this method's bounds), and ``level``.
@@ -968,10 +968,10 @@ def summarize(
     import numpy as np
     import pandas as pd
 
-    from ldpsim.pipeline.cell_statistics import check_statistics
-    from ldpsim.pipeline.summary import TARGET_SE
-    from ldpsim.pipeline.summary import summarize as summary_of
-    from ldpsim.pipeline.tables import check_statistics_shown, summary_records
+    from ldpsim.pipeline.summary.cell_statistics import check_statistics
+    from ldpsim.pipeline.summary.summary import TARGET_SE
+    from ldpsim.pipeline.summary.summary import summarize as summary_of
+    from ldpsim.pipeline.summary.tables import check_statistics_shown, summary_records
 
     _check_dataset(ds, "summarize")
     try:  # the names again against the store's axes, in summary_of
@@ -1013,7 +1013,7 @@ def compare(
 
     The Python side of ``ldpsim summarize STORE --compare A,B``. Both methods are
     computed on the same replicates, so the standard errors are those of the
-    per-replicate differences (:func:`ldpsim.pipeline.compare.compare_methods`), smaller
+    per-replicate differences (:func:`ldpsim.pipeline.summary.compare.compare_methods`), smaller
     than the two binomial errors combined. Only replicates that are done and where both
     methods have finite bounds count (``n_paired``).
 
@@ -1046,7 +1046,7 @@ def compare(
     >>> table = compare("outputs/demo.zarr", "bb", "sn")  # doctest: +SKIP
     >>> table[["tau", "n", "coverage_diff", "coverage_diff_se"]].head(2)  # doctest: +SKIP
     """
-    from ldpsim.pipeline.compare import check_pair, compare_methods
+    from ldpsim.pipeline.summary.compare import check_pair, compare_methods
 
     _check_dataset(ds, "compare")
     as_dataset = _check_bool(as_dataset, "as_dataset", "compare")
@@ -1082,7 +1082,7 @@ def plot(
     ds : xarray.Dataset or str or os.PathLike
         The store's Dataset (from :func:`run` or :func:`open_store`) or its path.
     kind : str, default "coverage"
-        One of :data:`ldpsim.pipeline.plots.FIGURE_KINDS`: ``coverage`` (with +-2 SE
+        One of :data:`ldpsim.pipeline.report.plots.FIGURE_KINDS`: ``coverage`` (with +-2 SE
         bars and the nominal level), ``length``, ``diagnostics`` (bias / sd and
         variance ratio), ``privacy-length``, ``privacy-coverage``, ``errors`` (mean
         squared errors at the checkpoints), ``sparsity``, ``running`` (the running
@@ -1091,7 +1091,7 @@ def plot(
         With ``kind="all"`` (``ldpsim plot --zip``), add a zip plot per grid point
         (Morris, White & Crowther 2019, section 5.2): every replicate's interval as a
         horizontal line ranked by the centile of ``|z|``, coloured by whether it covers,
-        one panel per method (:func:`ldpsim.pipeline.zip_plot.store_zip_plots`). Their
+        one panel per method (:func:`ldpsim.pipeline.report.zip_plot.store_zip_plots`). Their
         keys are their file stems, ``zip-<grid point>`` (``zip`` without grid axes); a
         grid point without a done replicate has none.
     zip_coord : int, default 0
@@ -1119,7 +1119,7 @@ def plot(
     >>> fig = plot("outputs/demo.zarr", "coverage")  # doctest: +SKIP
     >>> fig.savefig("coverage.png", dpi=150)  # doctest: +SKIP
     """
-    from ldpsim.pipeline.plots import FIGURE_KINDS, store_figures
+    from ldpsim.pipeline.report.plots import FIGURE_KINDS, store_figures
 
     _check_dataset(ds, "plot")
     if not isinstance(kind, str) or (kind != "all" and kind not in FIGURE_KINDS):
@@ -1141,7 +1141,7 @@ def plot(
     figures = store_figures(data, None if kind == "all" else [kind])
     if kind == "all":
         if zip_plots:
-            from ldpsim.pipeline.zip_plot import store_zip_plots
+            from ldpsim.pipeline.report.zip_plot import store_zip_plots
 
             drawn = store_zip_plots(data, coord=zip_coord)
             figures.update({p.stem: p.figure for p in drawn.plots})
@@ -1224,8 +1224,8 @@ def replay(
     >>> good.estimate  # doctest: +SKIP
     array([0.01174905])
     """
-    from ldpsim.pipeline.replay import find_target
-    from ldpsim.pipeline.replay import replay as rerun
+    from ldpsim.pipeline.compute.replay import find_target
+    from ldpsim.pipeline.compute.replay import replay as rerun
 
     path = _optional_path(store, "store", "replay")
     if path is None:

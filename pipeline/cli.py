@@ -50,10 +50,10 @@ exit codes (the same policy for run, status and errors):
 """
 #: 128 + SIGPIPE, what a shell reports for a program stopped by a closed pipe.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
-#: `summarize --format` choices: :data:`ldpsim.pipeline.tables.TABLE_FORMATS`, repeated here
-#: so that the parser is built without importing xarray (a test checks they agree).
+#: `summarize --format` choices: :data:`ldpsim.pipeline.summary.tables.TABLE_FORMATS`,
+#: repeated here so that the parser is built without importing xarray (a test checks they agree).
 FORMATS = ("text", "markdown", "latex", "csv", "json")
-#: `summarize --coords` choices: :data:`ldpsim.pipeline.tables.COORDS_MODES`, repeated
+#: `summarize --coords` choices: :data:`ldpsim.pipeline.summary.tables.COORDS_MODES`, repeated
 #: here for the same reason.
 COORDS_MODES = ("auto", "all", "mean")
 #: What `status` and `errors` read of a store (see :func:`store_outcome`).
@@ -149,7 +149,7 @@ def _seconds(text: str) -> float:
 
 
 def _target_se(text: str) -> float:
-    from ldpsim.pipeline.summary import check_target_se  # summarize's and the API's check
+    from ldpsim.pipeline.summary.summary import check_target_se  # summarize's and the API's check
 
     try:
         return check_target_se(_number(text))
@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     from ldpsim.pipeline import api
-    from ldpsim.pipeline.clusters import parse_cluster_options
+    from ldpsim.pipeline.compute.clusters import parse_cluster_options
 
     sweep = api.load_sweep(args.sweep, set=args.set, replicates=args.replicates)
     # The report alone: opening the store for a Dataset would cost a second here.
@@ -398,10 +398,10 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from ldpsim.pipeline.damage import find_damage
-    from ldpsim.pipeline.pending import pending_methods
-    from ldpsim.pipeline.reading import check_store, load_dataset
-    from ldpsim.pipeline.timings import (
+    from ldpsim.pipeline.store.damage import find_damage
+    from ldpsim.pipeline.store.pending import pending_methods
+    from ldpsim.pipeline.store.reading import check_store, load_dataset
+    from ldpsim.pipeline.summary.timings import (
         TIMING_VARIABLES,
         format_seconds,
         median_per_point,
@@ -452,10 +452,10 @@ def cmd_status(args) -> int:
 
 
 def cmd_errors(args) -> int:
-    from ldpsim.pipeline.failures import GridNames, format_group, group_failures
-    from ldpsim.pipeline.pending import pending_methods
-    from ldpsim.pipeline.reading import check_store, iter_errors, load_dataset
-    from ldpsim.pipeline.replay import replay_route
+    from ldpsim.pipeline.compute.failures import GridNames, format_group, group_failures
+    from ldpsim.pipeline.compute.replay import replay_route
+    from ldpsim.pipeline.store.pending import pending_methods
+    from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset
 
     attrs = check_store(args.store, read_chunks=False)
     ds = load_dataset(args.store, OUTCOME_VARIABLES)
@@ -474,7 +474,7 @@ def cmd_replay(args) -> int:
     import traceback
 
     from ldpsim.pipeline.api import replay
-    from ldpsim.pipeline.replay import format_result, parse_point
+    from ldpsim.pipeline.compute.replay import format_result, parse_point
 
     point = parse_point(args.point)
     try:
@@ -492,12 +492,12 @@ def cmd_replay(args) -> int:
 
 def cmd_summarize(args) -> int:
     from ldpsim.pipeline.api import open_store, summarize
-    from ldpsim.pipeline.cell_statistics import load_statistics
-    from ldpsim.pipeline.partial_cells import any_partial
-    from ldpsim.pipeline.summary import TARGET_SE
-    from ldpsim.pipeline.summary import summarize as summary_of
-    from ldpsim.pipeline.tables import check_statistics_shown, format_table, table_coords
-    from ldpsim.pipeline.timings import timing_line
+    from ldpsim.pipeline.summary.cell_statistics import load_statistics
+    from ldpsim.pipeline.summary.partial_cells import any_partial
+    from ldpsim.pipeline.summary.summary import TARGET_SE
+    from ldpsim.pipeline.summary.summary import summarize as summary_of
+    from ldpsim.pipeline.summary.tables import check_statistics_shown, format_table, table_coords
+    from ldpsim.pipeline.summary.timings import timing_line
 
     if args.statistic and args.compare is not None:
         raise InputError("--statistic adds rows to the summary table; leave out --compare.")
@@ -507,7 +507,7 @@ def cmd_summarize(args) -> int:
     # are computed (a bootstrap per cell).
     check_statistics_shown(statistics, table_coords(ds, args.format, args.coords), args.coords)
     if args.compare is not None:
-        from ldpsim.pipeline.compare import compare_methods, format_comparison, parse_pair
+        from ldpsim.pipeline.summary.compare import compare_methods, format_comparison, parse_pair
 
         try:
             a, b = parse_pair(args.compare, [str(m) for m in ds["method"].values])
@@ -549,12 +549,12 @@ def _strict_failure(store: Path) -> int:
 
 def cmd_plot(args) -> int:
     from ldpsim.pipeline.api import open_store, plot
-    from ldpsim.pipeline.plots import default_out_dir, prepare_out_dir, save_figure
+    from ldpsim.pipeline.report.plots import default_out_dir, prepare_out_dir, save_figure
 
     zip_coord = _zip_coord(args)
     ds = open_store(args.store, load=True)
     if args.zip:
-        from ldpsim.pipeline.zip_plot import check_coord
+        from ldpsim.pipeline.report.zip_plot import check_coord
 
         check_coord(ds, zip_coord)  # before any file is written
     out = Path(args.out) if args.out is not None else default_out_dir(args.store)
@@ -563,7 +563,7 @@ def cmd_plot(args) -> int:
         for path in save_figure(figure, out, kind):
             print(path)
     if args.zip:
-        from ldpsim.pipeline.zip_plot import store_zip_plots
+        from ldpsim.pipeline.report.zip_plot import store_zip_plots
 
         drawn = store_zip_plots(ds, coord=zip_coord)
         for zip_plot in drawn.plots:
@@ -575,8 +575,8 @@ def cmd_plot(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from ldpsim.pipeline.report import default_report_path, write_report
-    from ldpsim.pipeline.summary import TARGET_SE
+    from ldpsim.pipeline.report.report import default_report_path, write_report
+    from ldpsim.pipeline.summary.summary import TARGET_SE
 
     zip_coord = _zip_coord(args)
     out = Path(args.out) if args.out is not None else default_report_path(args.store)
@@ -589,8 +589,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from ldpsim.pipeline.cell_statistics import statistic_plugins, statistic_problems
-    from ldpsim.pipeline.clusters import available_clusters
+    from ldpsim.pipeline.compute.clusters import available_clusters
+    from ldpsim.pipeline.summary.cell_statistics import statistic_plugins, statistic_problems
     from ldpsim.pipeline.sweep import builtin_sweeps
     from ldpsim.pipeline.units import KIND_HEADINGS, unit_lines
     from ldpsim.tasks.plugins import plugin_problems, plugins
@@ -634,7 +634,7 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `ldpsim` and `python -m ldpsim.pipeline`; returns the exit code."""
-    from ldpsim.pipeline.signals import handle_signals
+    from ldpsim.pipeline.compute.signals import handle_signals
 
     try:
         args = build_parser().parse_args(argv)
@@ -671,9 +671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _quiet_reads() -> None:
     """A failed read may leave zarr's other reads in flight: nothing of theirs is printed
-    after the one line of the error (:func:`ldpsim.pipeline.reading.quiet_pending_reads`)."""
+    after the one line of the error (:func:`ldpsim.pipeline.store.reading.quiet_pending_reads`)."""
     if "zarr" in sys.modules:
-        from ldpsim.pipeline.reading import quiet_pending_reads
+        from ldpsim.pipeline.store.reading import quiet_pending_reads
 
         quiet_pending_reads()
 

@@ -175,7 +175,7 @@ def parameter_text(value: Any, fmt: str) -> str:
     Parameters
     ----------
     value : Any
-        A value of :func:`~ldpsim.pipeline.case_parameters.case_parameters`.
+        A value of :func:`~ldpsim.pipeline.summary.case_parameters.case_parameters`.
     fmt : str
         The table's format (``latex`` escapes; any other does not).
 

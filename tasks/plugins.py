@@ -74,7 +74,7 @@ class Plugin:
         A unit registered at run time (:func:`register`): the SHA-256 of its source (its
         class's and its callbacks'; their code where it has no source,
         :func:`unit_source_sha256`), as the registering process read it; None for an
-        entry point (its package's files are hashed, ``ldpsim.pipeline.code_identity``).
+        entry point (its package's files are hashed, ``ldpsim.pipeline.store.code_identity``).
     """
 
     kind: str

@@ -106,7 +106,7 @@ def computed(log: Path, store: Path) -> list[tuple[tuple[int, ...], int]]:
     """(grid index, rep) of every replicate computed for ``store``, in log order."""
     if not log.exists():
         return []
-    from ldpsim.pipeline.plan import store_token
+    from ldpsim.pipeline.compute.plan import store_token
 
     prefix = f"ldpsim-{store_token(store)}-"
     out = []
@@ -132,11 +132,11 @@ def tree_hash(path: Path) -> dict[str, str]:
 
 def write_as_a_run(store: Path, name: str, region: tuple, values: object) -> None:
     """Write ``values`` into ``region`` of the array ``name`` as a run writes, its files'
-    digests recorded (ldpsim.pipeline.digests): the state a run stopped half-way leaves,
+    digests recorded (ldpsim.pipeline.store.digests): the state a run stopped half-way leaves,
     not damage."""
     import zarr
 
-    from ldpsim.pipeline.digests import Write, writing
+    from ldpsim.pipeline.store.digests import Write, writing
 
     array = zarr.open_array(str(store / name), mode="r+", zarr_format=3)
     region = tuple(slice(i, i + 1) if isinstance(i, int) else i for i in region)
@@ -149,7 +149,7 @@ def edit_root_attrs(store: Path, **changes) -> None:
     """Change root attributes of a store (a value None deletes one) and record the new
     digest of its metadata, as a store written so (by an older ldpsim, beside another
     numpy) holds it: the checks of the attributes' meaning are then reached."""
-    from ldpsim.pipeline.integrity import seal
+    from ldpsim.pipeline.store.integrity import seal
 
     root = json.loads((store / "zarr.json").read_text())
     for name, value in changes.items():
@@ -163,11 +163,11 @@ def edit_root_attrs(store: Path, **changes) -> None:
 
 def without_digests(store: Path) -> None:
     """Make ``store`` one of an ldpsim older than the digests of its files
-    (ldpsim.pipeline.digests): what a test makes of a new store when it removes a variable
+    (ldpsim.pipeline.store.digests): what a test makes of a new store when it removes a variable
     that older stores lack (they lack the digests too)."""
     import shutil
 
-    from ldpsim.pipeline.digests import DIGESTS_ATTR, FOLDER
+    from ldpsim.pipeline.store.digests import DIGESTS_ATTR, FOLDER
 
     shutil.rmtree(store / "ldpsim" / FOLDER)
     edit_root_attrs(store, **{DIGESTS_ATTR: None})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpsim.pipeline.reading import read_attrs
+from ldpsim.pipeline.store.reading import read_attrs
 
 nbformat = pytest.importorskip("nbformat", reason="the test extra installs nbformat")
 nbclient = pytest.importorskip("nbclient", reason="the test extra installs nbclient")

@@ -17,7 +17,7 @@ class InjectedFault(RuntimeError):
 
 
 class ComputeLogAndFaults(WorkerPlugin):
-    """Wrap the chunk and replicate functions of ``ldpsim.pipeline.worker``.
+    """Wrap the chunk and replicate functions of ``ldpsim.pipeline.compute.worker``.
 
     Registered on a cluster (``client.register_plugin``), it is set up on every worker,
     also on one that a nanny restarts after a kill, and so it is seen by a run from any
@@ -42,7 +42,7 @@ class ComputeLogAndFaults(WorkerPlugin):
         self.faults = str(faults)
 
     def setup(self, worker) -> None:
-        import ldpsim.pipeline.worker as module
+        import ldpsim.pipeline.compute.worker as module
 
         self.module = module
         self.originals = module.run_chunk, module.run_replicate

@@ -23,8 +23,8 @@ from conftest import (
 
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.damage import find_damage
-from ldpsim.pipeline.reading import (
+from ldpsim.pipeline.store.damage import find_damage
+from ldpsim.pipeline.store.reading import (
     iter_errors,
     open_dataset,
     read_attrs,
@@ -173,8 +173,8 @@ def test_an_added_method_that_repeats_a_stored_one_is_refused(stores, tmp_path, 
 def test_added_methods_are_refused_on_replicates_of_another_model_code(stores, tmp_path, capsys):
     """Replicates computed before a change of their model (accepted since) would get
     their chains run again with the new code: refused, the store unchanged."""
-    from ldpsim.pipeline.added_methods import check_chain_code
-    from ldpsim.pipeline.code_identity import sweep_units
+    from ldpsim.pipeline.compute.added_methods import check_chain_code
+    from ldpsim.pipeline.store.code_identity import sweep_units
     from ldpsim.pipeline.sweep import load_sweep
 
     _, made = stores
@@ -209,9 +209,9 @@ def test_a_failed_recompute_keeps_the_added_methods_already_stored(
     """The chains run again for added methods fail (their tasks were lost): each
     replicate keeps the added methods it held; those it lacked are recorded as failed,
     and stay pending."""
-    from ldpsim.pipeline.added_methods import failed_methods_chunk, plan_methods
-    from ldpsim.pipeline.runner import _failed_chunk
-    from ldpsim.pipeline.store import Store
+    from ldpsim.pipeline.compute.added_methods import failed_methods_chunk, plan_methods
+    from ldpsim.pipeline.compute.runner import _failed_chunk
+    from ldpsim.pipeline.store.store import Store
 
     _, made = stores
     path = tmp_path / "S.zarr"
@@ -263,7 +263,7 @@ def _client(cluster):
 
 
 def test_a_chain_that_fails_when_run_again_is_recorded_in_one_line(monkeypatch):
-    from ldpsim.pipeline import added_methods
+    from ldpsim.pipeline.compute import added_methods
 
     def failing(setup, reps, labels):
         def compute(i, rep):

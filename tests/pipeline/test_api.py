@@ -14,9 +14,9 @@ from conftest import DEMO_ARGS, one_error_line, tree_hash
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError, StoreDamage
-from ldpsim.pipeline.layout import META_GROUP
-from ldpsim.pipeline.lock import RunLock
-from ldpsim.pipeline.plots import FIGURE_KINDS
+from ldpsim.pipeline.report.plots import FIGURE_KINDS
+from ldpsim.pipeline.store.layout import META_GROUP
+from ldpsim.pipeline.store.lock import RunLock
 
 #: Data variables holding wall times: the only ones two runs of a sweep may differ in.
 TIMINGS = {"seconds", "method_seconds"}
@@ -108,8 +108,8 @@ def test_extension_computes_only_the_new_replicates(api_store, client, tmp_path,
 
 
 def test_summarize_is_a_tidy_frame_of_the_cli_records(api_store):
-    from ldpsim.pipeline.summary import summarize
-    from ldpsim.pipeline.tables import records
+    from ldpsim.pipeline.summary.summary import summarize
+    from ldpsim.pipeline.summary.tables import records
 
     store, ds = api_store
     frame = api.summarize(ds)

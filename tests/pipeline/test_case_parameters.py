@@ -22,21 +22,21 @@ import xarray as xr
 import zarr
 from test_plot_text import overlapping_pairs
 
-from ldpsim.pipeline.case_parameters import case_coords, case_parameters
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.compare import compare_methods, format_comparison
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.plots import store_figures
-from ldpsim.pipeline.report import (
+from ldpsim.pipeline.report.plots import store_figures
+from ldpsim.pipeline.report.report import (
     CSS_PX_PER_INCH,
     grid_lines,
     result_tables,
     smallest_text_points,
     timing_tables,
 )
-from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.summary.case_parameters import case_coords, case_parameters
+from ldpsim.pipeline.summary.compare import compare_methods, format_comparison
+from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.tables import format_table, records, table_rows
 from ldpsim.pipeline.sweep import Sweep
-from ldpsim.pipeline.tables import format_table, records, table_rows
 
 CASES = {
     "d2-laplace-sparse": {

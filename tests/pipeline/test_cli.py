@@ -7,7 +7,7 @@ import pytest
 import synthetic as syn
 
 from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FORMATS, main
-from ldpsim.pipeline.tables import TABLE_FORMATS
+from ldpsim.pipeline.summary.tables import TABLE_FORMATS
 
 
 def test_summarize_offers_every_table_format():

@@ -13,8 +13,8 @@ from conftest import edit_root_attrs, tmpfs, tree_hash, write_sweep
 
 from ldpsim.pipeline.api import open_store
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, EXIT_DAMAGED, check_run_length, main
+from ldpsim.pipeline.summary.tables import format_level
 from ldpsim.pipeline.sweep import load_sweep
-from ldpsim.pipeline.tables import format_level
 
 #: Level of the finished store: 100 * it is not "100%" (SPEC 7: the level is an attribute).
 ODD_LEVEL = 0.9999999

@@ -172,7 +172,7 @@ def test_a_local_cluster_of_threads_runs(tmp_path, capfd):
 FORK_SCRIPT = """
 import os, sys
 from distributed import Client
-from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
+from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
 
 def worker_state():
     import os, sys
@@ -196,7 +196,7 @@ if __name__ == "__main__":
 
 def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(tmp_path):
     """A local cluster's workers fork from a server that imported ldpsim's task modules
-    (ldpsim.pipeline.worker_start): they hold them before their first task. A later
+    (ldpsim.pipeline.compute.worker_start): they hold them before their first task. A later
     cluster of the same driver, after its environment changed, spawns its workers: they
     see the new environment, not the server's (a variable removed stays removed).
     worker_start: spawn always spawns."""

@@ -24,7 +24,9 @@ import xarray as xr
 from conftest import edit_root_attrs, one_error_line, scheduler, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.code_identity import (
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.report.report import unit_origins
+from ldpsim.pipeline.store.code_identity import (
     UNRECORDED,
     code_versions,
     package_files,
@@ -33,12 +35,10 @@ from ldpsim.pipeline.code_identity import (
     read_generations,
     sweep_units,
 )
-from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.partial_cells import footnote, partial
-from ldpsim.pipeline.provenance import read_runs
-from ldpsim.pipeline.reading import iter_errors
-from ldpsim.pipeline.report import unit_origins
-from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.store.provenance import read_runs
+from ldpsim.pipeline.store.reading import iter_errors
+from ldpsim.pipeline.summary.partial_cells import footnote, partial
+from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks import plugins
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from distributed import Client
 
-from ldpsim.pipeline.collect import collect
+from ldpsim.pipeline.compute.collect import collect
 
 
 def square(x: int) -> int:

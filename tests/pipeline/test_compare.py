@@ -9,8 +9,8 @@ import pytest
 import synthetic as syn
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.compare import compare_methods, format_comparison, parse_pair
-from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.summary.compare import compare_methods, format_comparison, parse_pair
+from ldpsim.pipeline.summary.summary import summarize
 
 
 def direct(ds, a, b, cell, j):

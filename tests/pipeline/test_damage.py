@@ -12,7 +12,7 @@ import pytest
 from conftest import DEMO_ARGS, computed, scheduler, tree_hash
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.reading import load_dataset
+from ldpsim.pipeline.store.reading import load_dataset
 
 OLD_LAYOUT = Path(__file__).resolve().parents[1] / "reference" / "old-layout.tar.gz"
 VALUES = ("estimate", "last", "lower", "upper", "method_estimate", "method_failed", "done")

@@ -12,8 +12,8 @@ import pytest
 import zarr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.digests import Write, writing
-from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.store.digests import Write, writing
+from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
 #: Tries of the damaged store; before the fix 8 of 10 printed "Task was destroyed but it
@@ -28,7 +28,7 @@ def big_store(tmp_path) -> Path:
     Store.open_or_create(store, load_sweep("scale"))
     done = zarr.open_group(str(store), mode="r+")["done"]
     flags = np.ones(done.shape, dtype=bool)
-    # As a run writes: the files' digests recorded (ldpsim.pipeline.digests).
+    # As a run writes: the files' digests recorded (ldpsim.pipeline.store.digests).
     with writing(store, [Write("done", done, (), flags)]):
         done[...] = flags
     return store
@@ -84,7 +84,7 @@ def test_damaged_done_chunk_exits_in_one_line(big_store):
 
 READ_AND_EXIT = """
 import sys, zarr
-from ldpsim.pipeline.reading import quiet_pending_reads
+from ldpsim.pipeline.store.reading import quiet_pending_reads
 array = zarr.open_array(sys.argv[1], mode="r")
 try:
     array[...]

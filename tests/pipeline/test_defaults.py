@@ -7,10 +7,10 @@ import tomllib
 import numpy as np
 import pytest
 
-from ldpsim.pipeline.identity import identity_diff
-from ldpsim.pipeline.reading import load_dataset, read_sweep
-from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.store.identity import identity_diff
+from ldpsim.pipeline.store.reading import load_dataset, read_sweep
+from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import builtin_sweeps, load_sweep, validate_sweep
 from ldpsim.tasks import run_replicate
 

@@ -16,14 +16,14 @@ from conftest import one_error_line, scheduler
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.identity import (
+from ldpsim.pipeline.store.identity import (
     CHOICES_RECORDED_SINCE,
     check_distinct_methods,
     moved_default_lines,
     new_store_notes,
 )
-from ldpsim.pipeline.reading import read_sweep
-from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.store.reading import read_sweep
+from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import RECOMMENDED_BAND, RECOMMENDED_FORM, validate_sweep
 from ldpsim.tasks.intervals import BlockBootstrap
 

@@ -14,9 +14,13 @@ import xarray as xr
 from scipy.stats import norm
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS, interval_diagnostics, normal_coverage
-from ldpsim.pipeline.summary import summarize
-from ldpsim.pipeline.tables import format_table
+from ldpsim.pipeline.summary.diagnostics import (
+    DIAGNOSTIC_FIELDS,
+    interval_diagnostics,
+    normal_coverage,
+)
+from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.tables import format_table
 
 Z90 = float(norm.ppf(0.95))
 BB_REPS = [r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]

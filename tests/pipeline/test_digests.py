@@ -1,4 +1,4 @@
-"""Each data file bound to its array and place (pipeline/digests.py, issue 40 item 1).
+"""Each data file bound to its array and place (pipeline/store/digests.py, issue 40 item 1).
 
 Before, a chunk's CRC-32C covered its own bytes only: ``lower`` and ``upper`` swapped in
 a finished store gave bb coverage 0.000 and a negative length, with ``status`` at
@@ -17,10 +17,10 @@ import pytest
 import zarr
 from conftest import DEMO_ARGS, scheduler, tree_hash
 
-from ldpsim.pipeline import digests
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.damage import find_damage
-from ldpsim.pipeline.reading import load_dataset, open_arrays
+from ldpsim.pipeline.store import digests
+from ldpsim.pipeline.store.damage import find_damage
+from ldpsim.pipeline.store.reading import load_dataset, open_arrays
 
 EXIT_DAMAGED = 4
 #: What a recomputation gives again bit for bit (not the timings, nor the job id).

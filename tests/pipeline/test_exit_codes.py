@@ -14,7 +14,7 @@ from ldpsim.pipeline.cli import (
     main,
     outcome,
 )
-from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
 

@@ -8,7 +8,7 @@ import synthetic as syn
 import zarr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.failures import format_group, group_failures, rep_ranges
+from ldpsim.pipeline.compute.failures import format_group, group_failures, rep_ranges
 
 TRACEBACK = (
     'Traceback (most recent call last):\n  File "plugin.py", line 3\nZeroDivisionError: x\n'
@@ -89,9 +89,9 @@ def test_added_methods_failures_are_named_by_their_grid_point(tmp_path, local_cl
     from conftest import scheduler
 
     from ldpsim.pipeline.cli import EXIT_FAILED, EXIT_OK
-    from ldpsim.pipeline.plan import KEY_SUFFIX
-    from ldpsim.pipeline.reading import iter_errors
-    from ldpsim.pipeline.report import build_context
+    from ldpsim.pipeline.compute.plan import KEY_SUFFIX
+    from ldpsim.pipeline.report.report import build_context
+    from ldpsim.pipeline.store.reading import iter_errors
 
     sweep, store = tmp_path / "oracle.toml", tmp_path / "S.zarr"
     sweep.write_text(ORACLE_ONLY)

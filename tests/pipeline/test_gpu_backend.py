@@ -19,8 +19,8 @@ import pytest
 from conftest import assert_same_values, one_error_line, tree_hash
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.clusters import build_cluster, load_cluster_config
-from ldpsim.pipeline.reading import open_dataset, read_attrs
+from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
+from ldpsim.pipeline.store.reading import open_dataset, read_attrs
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks import run_replicate
 from ldpsim.tasks.streams.philox import STREAMS_VERSION

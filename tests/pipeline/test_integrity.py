@@ -19,11 +19,11 @@ import zarr
 from conftest import edit_root_attrs, one_error_line, tree_hash
 
 from ldpsim.pipeline.cli import EXIT_DAMAGED, main
-from ldpsim.pipeline.damage import find_damage
 from ldpsim.pipeline.errors import StoreDamage
-from ldpsim.pipeline.integrity import DIGEST_ATTR, TRUTH_RTOL
-from ldpsim.pipeline.reading import during_commits
-from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.store.damage import find_damage
+from ldpsim.pipeline.store.integrity import DIGEST_ATTR, TRUTH_RTOL
+from ldpsim.pipeline.store.reading import during_commits
+from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
 #: The arrays a store's sweep determines, and a file of each in the demo store.

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.lock import (
+from ldpsim.pipeline.store.lock import (
     LOCK_NAME,
     STALE_AFTER,
     STALE_AFTER_ENV,
@@ -96,7 +96,7 @@ def test_the_holders_own_timeout_decides(tmp_path):
 HOLDER = """
 import socket, sys, time
 socket.gethostname = lambda: {host!r}  # this process plays a driver on another node
-from ldpsim.pipeline.lock import RunLock
+from ldpsim.pipeline.store.lock import RunLock
 lock = RunLock({folder!r}, stale_after={stale_after})
 lock.acquire(log=print)
 print("held", flush=True)

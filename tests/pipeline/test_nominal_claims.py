@@ -14,11 +14,11 @@ from matplotlib.container import ErrorbarContainer
 from scipy.stats import binom, norm
 
 from ldpsim.pipeline.formatting import cell_text
-from ldpsim.pipeline.plots import _bar_figures, _diagnostics_figure, _line_figures
-from ldpsim.pipeline.report import result_tables, store_facts
-from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.report.plots import _bar_figures, _diagnostics_figure, _line_figures
+from ldpsim.pipeline.report.report import result_tables, store_facts
+from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.tables import DEPARTURE_MARK, coverage_cell, format_table
 from ldpsim.pipeline.sweep import note_overrides
-from ldpsim.pipeline.tables import DEPARTURE_MARK, coverage_cell, format_table
 
 #: Replicates of the flag-rate checks: the issue's R.
 FLAG_RS = (40, 200, 500)
@@ -176,7 +176,7 @@ def test_tables_flag_each_methods_claim_only_with_one_rule(coords):
         }
         assert got == want
     # The same cells in every format: one function, coverage_table's.
-    from ldpsim.pipeline.tables import DEPARTURE_MARKS, coverage_table
+    from ldpsim.pipeline.summary.tables import DEPARTURE_MARKS, coverage_table
 
     for fmt, mark in DEPARTURE_MARKS.items():
         # ldpsim summarize's tables: the marked cells, and one mark more in the note
@@ -205,7 +205,7 @@ def test_the_coverage_figures_compare_each_methods_claim_with_nominal():
         for method in ("band", "band_low"):
             assert series[f"{method} (not its claim)"].lines[0].get_markerfacecolor() == "white"
     # Each method once under its own name, and what the hollow markers mean.
-    from ldpsim.pipeline.plots import HOLLOW_TEXT
+    from ldpsim.pipeline.report.plots import HOLLOW_TEXT
 
     legend = [t.get_text() for t in coverage.legends[0].get_texts()]
     assert sorted(legend) == sorted(["bb", "oracle", "band", "band_low", "nominal", HOLLOW_TEXT])

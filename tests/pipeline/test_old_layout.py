@@ -17,7 +17,7 @@ import zarr
 from conftest import assert_same_values
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.reading import load_dataset, read_attrs
+from ldpsim.pipeline.store.reading import load_dataset, read_attrs
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "reference" / "old-layout.tar.gz"
 VALUES = ("estimate", "last", "lower", "upper", "method_estimate", "method_failed", "done")

@@ -19,11 +19,12 @@ import synthetic as syn
 import xarray as xr
 from conftest import one_error_line
 
-from ldpsim.pipeline import api, cell_statistics
-from ldpsim.pipeline.cell_statistics import BOOTSTRAP_RESAMPLES, Cell
+from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError, shown_value
-from ldpsim.pipeline.tables import AUTO_MAX_COORDS, format_table
+from ldpsim.pipeline.summary import cell_statistics
+from ldpsim.pipeline.summary.cell_statistics import BOOTSTRAP_RESAMPLES, Cell
+from ldpsim.pipeline.summary.tables import AUTO_MAX_COORDS, format_table
 
 
 def lower_cover(c: Cell) -> np.ndarray:

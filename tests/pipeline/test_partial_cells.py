@@ -17,9 +17,9 @@ import synthetic as syn
 import xarray as xr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.partial_cells import any_partial
-from ldpsim.pipeline.summary import summarize
-from ldpsim.pipeline.tables import format_table
+from ldpsim.pipeline.summary.partial_cells import any_partial
+from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.tables import format_table
 
 
 def tau_half(reps: list[int]) -> xr.Dataset:

@@ -19,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from ldpsim.pipeline.clusters import build_cluster, load_cluster_config, parse_cluster_options
+from ldpsim.pipeline.compute.clusters import (
+    build_cluster,
+    load_cluster_config,
+    parse_cluster_options,
+)
 from ldpsim.pipeline.errors import InputError
 
 GOLDEN = Path(__file__).parent / "golden" / "pbs_job_script.sh"

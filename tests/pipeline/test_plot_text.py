@@ -26,10 +26,10 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 from test_plots import sparse_store
 
-from ldpsim.pipeline.plots import METHOD_COLORS, store_figures
-from ldpsim.pipeline.reading import load_dataset
-from ldpsim.pipeline.summary import summarize
-from ldpsim.pipeline.tables import format_table
+from ldpsim.pipeline.report.plots import METHOD_COLORS, store_figures
+from ldpsim.pipeline.store.reading import load_dataset
+from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.tables import format_table
 
 
 def mixed_store(cases: dict[str, int], reps: int = 12, models: tuple[str, ...] = ()) -> xr.Dataset:

@@ -9,7 +9,7 @@ import numpy as np
 import synthetic as syn
 import xarray as xr
 
-from ldpsim.pipeline.plots import (
+from ldpsim.pipeline.report.plots import (
     ERROR_SERIES,
     MAX_PANEL_COLUMNS,
     PANEL_SIZE,
@@ -17,7 +17,7 @@ from ldpsim.pipeline.plots import (
     _sparsity_figure,
     plot_store,
 )
-from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.summary.summary import summarize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -191,7 +191,7 @@ def test_sparsity_figure(tmp_path):
 
 
 def test_coverage_error_bars_use_wilson_at_0_and_1():
-    from ldpsim.pipeline.plots import _line_figures, coverage_error
+    from ldpsim.pipeline.report.plots import _line_figures, coverage_error
 
     # +-2 se inside (0, 1); Wilson's interval at z = 2 at 0 and 1 (R = 10: [0.714, 1]).
     bars = coverage_error(np.array([1.0, 0.0, 0.9]), np.array([0.0, 0.0, 0.03]), 10)

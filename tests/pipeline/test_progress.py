@@ -6,16 +6,16 @@ import math
 
 import pytest
 
-from ldpsim.pipeline import runner
+from ldpsim.pipeline.compute import runner
+from ldpsim.pipeline.compute.plan import plan
+from ldpsim.pipeline.compute.progress import Progress, eta_seconds
 from ldpsim.pipeline.cost import (
     INTERVAL_SECONDS,
     REPLICATE_OVERHEAD_S,
     replicate_seconds,
     step_seconds,
 )
-from ldpsim.pipeline.plan import plan
-from ldpsim.pipeline.progress import Progress, eta_seconds
-from ldpsim.pipeline.store import Store
+from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
 

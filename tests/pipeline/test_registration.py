@@ -378,7 +378,7 @@ def test_an_edited_class_made_by_exec_is_refused_by_its_store_then_recorded(
 
 
 def test_the_registry_is_copied_on_write_and_workers_use_the_shipped_hash(clean_registry):
-    from ldpsim.pipeline.registration import RegisteredUnits
+    from ldpsim.pipeline.compute.registration import RegisteredUnits
 
     unit = _cell(CELL.replace("SCALE", "1.0"), "/tmp/ipykernel_0/shipped.py")
     before = plugins._REGISTERED
@@ -389,7 +389,7 @@ def test_the_registry_is_copied_on_write_and_workers_use_the_shipped_hash(clean_
 
 
 def test_a_unit_the_workers_cannot_unpickle_is_refused_in_one_line(clean_registry):
-    from ldpsim.pipeline.registration import ship_registered
+    from ldpsim.pipeline.compute.registration import ship_registered
 
     class Refusing:
         def register_plugin(self, plugin):

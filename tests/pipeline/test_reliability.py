@@ -16,11 +16,11 @@ import pytest
 from conftest import computed, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.damage import find_damage
-from ldpsim.pipeline.layout import META_GROUP
-from ldpsim.pipeline.lock import LOCK_NAME, RunLock
-from ldpsim.pipeline.reading import open_dataset
-from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.store.damage import find_damage
+from ldpsim.pipeline.store.layout import META_GROUP
+from ldpsim.pipeline.store.lock import LOCK_NAME, RunLock
+from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.sweep import load_sweep
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
@@ -84,7 +84,7 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
         proc.wait()
         kills.append((moment, done_count(store)))
         if store.exists():
-            # A kill between a file and its digest is not damage (ldpsim.pipeline.digests).
+            # A kill between a file and its digest is not damage (ldpsim.pipeline.store.digests).
             assert not find_damage(store), moment
             ds = open_dataset(store)  # opens with xarray at every intermediate point
             done = ds["done"].values
@@ -123,7 +123,7 @@ def test_lock_refuses_live_process(tmp_path, capsys):
     # Create the store (the spec is checked, then the lock taken) without computing.
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        from ldpsim.pipeline.store import Store
+        from ldpsim.pipeline.store.store import Store
 
         Store.open_or_create(store, load_sweep(sweep_file))
         record = {
@@ -334,7 +334,7 @@ def test_bad_paths(tmp_path, existing_store, capsys):
 def test_local_cluster_listens_on_loopback_only():
     from urllib.parse import urlparse
 
-    from ldpsim.pipeline.clusters import connect
+    from ldpsim.pipeline.compute.clusters import connect
 
     with connect(workers=1, log=lambda m: 0) as client:
         assert client.scheduler.address.startswith("tcp://127.0.0.1:")

@@ -25,8 +25,8 @@ from conftest import one_error_line, scheduler, write_sweep
 
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
-from ldpsim.pipeline.clusters import unguarded_main_script
-from ldpsim.pipeline.failures import GridNames
+from ldpsim.pipeline.compute.clusters import unguarded_main_script
+from ldpsim.pipeline.compute.failures import GridNames
 from ldpsim.tasks import plugins, replicate
 from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.grid_point import GridPointSetup
@@ -540,7 +540,7 @@ def test_the_route_to_replay_a_store_of_registered_units_is_python(
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith(route) and "rep=R, point={AXIS: VALUE, ...}, pdb=True)." in last
     # The report says the same (there, with the store's absolute path).
-    from ldpsim.pipeline.report import build_context, render_report
+    from ldpsim.pipeline.report.report import build_context, render_report
 
     context = build_context(registered_store)
     assert context["replay"].startswith(route)
@@ -566,7 +566,7 @@ def test_the_route_to_replay_a_store_of_registered_units_is_python(
 
 
 def test_equal_values_are_bit_for_bit_with_any_nan_equal_to_any_nan():
-    from ldpsim.pipeline.replay import same_values
+    from ldpsim.pipeline.compute.replay import same_values
 
     nan = np.float64("nan")
     negative_nan = np.copysign(nan, -1.0)
@@ -580,7 +580,7 @@ def test_equal_values_are_bit_for_bit_with_any_nan_equal_to_any_nan():
 
 
 def test_the_comparisons_line_names_what_the_store_records_of_the_code():
-    from ldpsim.pipeline.replay import StoreComparison
+    from ldpsim.pipeline.compute.replay import StoreComparison
 
     differs = ["bb's lower bound (largest difference 0.09)"]
 

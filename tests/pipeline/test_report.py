@@ -15,14 +15,14 @@ import zarr
 from conftest import edit_root_attrs
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.provenance import read_runs, record_run
-from ldpsim.pipeline.report import (
+from ldpsim.pipeline.report.report import (
     MAX_FAILURES_SHOWN,
     build_context,
     default_report_path,
     render_report,
     sweep_toml,
 )
+from ldpsim.pipeline.store.provenance import read_runs, record_run
 
 #: Anything that would make a browser fetch from outside the file.
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["'](?!data:|#)|url\(|@import|<script""", re.I)
@@ -187,7 +187,7 @@ def test_report_target_se_is_checked(target, tmp_path, capsys):
 
 
 def test_a_large_store_is_summarized_lazily_with_the_same_page(tmp_path, monkeypatch):
-    import ldpsim.pipeline.report as report
+    import ldpsim.pipeline.report.report as report
 
     store = failing_store(tmp_path)
     monkeypatch.setattr(report, "figure_images", lambda ds, summary: [])  # tested above
@@ -200,7 +200,7 @@ def test_a_large_store_is_summarized_lazily_with_the_same_page(tmp_path, monkeyp
 
 # -- issue 33: tables a reader (and a screen reader) can use, numbers explained ----------
 def test_wilson_interval_at_the_boundary_and_inside():
-    from ldpsim.pipeline.tables import wilson_interval
+    from ldpsim.pipeline.summary.tables import wilson_interval
 
     # All of R = 10 covered: Wilson's lower bound is R / (R + z^2) at z = 2.
     assert wilson_interval(1.0, 10) == pytest.approx((10 / 14, 1.0))
@@ -214,7 +214,7 @@ def test_wilson_interval_at_the_boundary_and_inside():
 
 
 def test_coverage_cells_flag_departures_and_use_wilson_at_0_and_1():
-    from ldpsim.pipeline.tables import DEPARTURE_MARK, coverage_cell
+    from ldpsim.pipeline.summary.tables import DEPARTURE_MARK, coverage_cell
 
     assert coverage_cell(0.9, 0.013, 500, 0.9) == ("0.900 (0.013)", False)
     assert coverage_cell(0.86, 0.015, 500, 0.9) == ("0.860 (0.015)", True)  # 2.7 se off
@@ -228,8 +228,8 @@ def test_coverage_cells_flag_departures_and_use_wilson_at_0_and_1():
 
 
 def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path):
-    from ldpsim.pipeline.report import write_report
-    from ldpsim.pipeline.tables import DEPARTURE_MARK
+    from ldpsim.pipeline.report.report import write_report
+    from ldpsim.pipeline.summary.tables import DEPARTURE_MARK
 
     store = failing_store(tmp_path)
     # At a nominal 99%, bb's 0.829 (0.064) and 0.857 (0.059) are more than 2 se short.
@@ -280,8 +280,8 @@ def test_the_csv_download_holds_the_summary(tmp_path):
     import csv
     import io
 
-    from ldpsim.pipeline.report import summary_csv
-    from ldpsim.pipeline.summary import summarize
+    from ldpsim.pipeline.report.report import summary_csv
+    from ldpsim.pipeline.summary.summary import summarize
 
     store = failing_store(tmp_path)
     summary = summarize(xr.open_zarr(store, consolidated=False).load())
@@ -294,7 +294,7 @@ def test_the_csv_download_holds_the_summary(tmp_path):
 
 
 def test_the_header_and_banner_come_from_the_store(tmp_path):
-    from ldpsim.pipeline.report import banner, store_facts
+    from ldpsim.pipeline.report.report import banner, store_facts
 
     ds = syn.grid_store()
     facts = store_facts(ds)
@@ -359,8 +359,8 @@ def band_store(d: int, reps: int = 40) -> xr.Dataset:
 @pytest.mark.parametrize("d", [3, 12])  # one row per coordinate; coordinate means
 def test_r_for_se_plans_a_band_with_its_joint_coverage(d):
     from ldpsim.pipeline.formatting import count_text
-    from ldpsim.pipeline.report import result_tables
-    from ldpsim.pipeline.summary import summarize
+    from ldpsim.pipeline.report.report import result_tables
+    from ldpsim.pipeline.summary.summary import summarize
 
     summary = summarize(band_store(d))
     assert float(summary["joint_coverage"].sel({"method": "band_sidak"})) == pytest.approx(0.7)
@@ -392,7 +392,7 @@ def test_r_for_se_plans_a_band_with_its_joint_coverage(d):
     assert planned["bb", "R for se 0.005"] == want
     assert "8,400" not in want
     # `ldpsim summarize --target-se` plans the same way in its text table.
-    from ldpsim.pipeline.tables import format_table
+    from ldpsim.pipeline.summary.tables import format_table
 
     text = format_table(summary, replicates_needed=True)
     caption, rule, header, _, *lines = text.splitlines()

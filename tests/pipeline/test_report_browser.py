@@ -25,10 +25,10 @@ from matplotlib.image import imread
 from test_plot_text import mixed_store
 from test_report import failing_store, page_text
 
-from ldpsim.pipeline.plots import NO_DATA_TEXT, store_figures
-from ldpsim.pipeline.provenance import record_run
-from ldpsim.pipeline.report import PIXEL_RATIO, write_report
-from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.report.plots import NO_DATA_TEXT, store_figures
+from ldpsim.pipeline.report.report import PIXEL_RATIO, write_report
+from ldpsim.pipeline.store.provenance import record_run
+from ldpsim.pipeline.summary.summary import summarize
 
 #: Chromium's own background traffic (updates, time, spelling) is switched off where it
 #: can be, and whatever is left cannot resolve a name or reach a proxy.

@@ -13,9 +13,9 @@ import pytest
 from conftest import computed, write_sweep
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.plan import store_token
-from ldpsim.pipeline.reading import iter_errors, open_dataset
-from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.compute.plan import store_token
+from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.store.reading import iter_errors, open_dataset
 from ldpsim.pipeline.sweep import load_sweep
 
 #: Variables that are a pure function of the sweep (seconds and job_id are not).

@@ -14,7 +14,7 @@ from conftest import write_sweep
 
 from ldpsim.pipeline import api
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.tables import replicates_per_cell
+from ldpsim.pipeline.summary.tables import replicates_per_cell
 
 #: The demo store's (conftest's `demo_store`) method labels, in store order.
 DEMO_METHODS = ["bb", "bm", "sn", "oracle"]

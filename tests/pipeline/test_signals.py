@@ -15,16 +15,16 @@ import pytest
 from conftest import computed
 
 from ldpsim.pipeline.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, main
-from ldpsim.pipeline.layout import META_GROUP
-from ldpsim.pipeline.lock import LOCK_NAME
-from ldpsim.pipeline.reading import open_dataset
-from ldpsim.pipeline.signals import (
+from ldpsim.pipeline.compute.signals import (
     Interrupted,
     check,
     handle_signals,
     interruptible,
     stopping,
 )
+from ldpsim.pipeline.store.layout import META_GROUP
+from ldpsim.pipeline.store.lock import LOCK_NAME
+from ldpsim.pipeline.store.reading import open_dataset
 
 #: A sweep that runs for a while (64 ms a replicate, a task each) and stops at once.
 LONG = ["demo", "--replicates", "200", "--set", "grid.n=[10000000]", "--set", "grid.tau=[0.5]"]

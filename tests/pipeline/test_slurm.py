@@ -22,7 +22,7 @@ import pytest
 import zarr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.reading import open_dataset
+from ldpsim.pipeline.store.reading import open_dataset
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -140,9 +140,9 @@ options:
 @pytest.fixture(scope="module")
 def local_cluster(tmp_path_factory):
     """Path of the in-process LocalCluster file; the kernels compiled (warm) once."""
-    from ldpsim.pipeline.layout import layout_for
+    from ldpsim.pipeline.compute.worker import run_chunk
+    from ldpsim.pipeline.store.layout import layout_for
     from ldpsim.pipeline.sweep import load_sweep
-    from ldpsim.pipeline.worker import run_chunk
 
     folder = tmp_path_factory.mktemp("local-cluster")
     path = folder / "local-inproc.yaml"

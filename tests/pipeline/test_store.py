@@ -22,14 +22,14 @@ from conftest import (
 )
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.identity import check_streams
-from ldpsim.pipeline.reading import check_store, open_dataset, read_sweep
-from ldpsim.pipeline.runner import run_sweep
-from ldpsim.pipeline.store import Store, consolidate
-from ldpsim.pipeline.summary import summarize
+from ldpsim.pipeline.store.identity import check_streams
+from ldpsim.pipeline.store.reading import check_store, open_dataset, read_sweep
+from ldpsim.pipeline.store.store import Store, consolidate
+from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.sweep import load_sweep
-from ldpsim.pipeline.worker import run_chunk
 from ldpsim.tasks.l1_projection import project_l1_ball
 from ldpsim.tasks.streams.seeding import STREAMS_VERSION, data_stream, streams_fingerprint
 

@@ -24,11 +24,11 @@ import zarr
 from conftest import DEMO_ARGS, one_error_line, scheduler, tmpfs, tree_hash
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.digests import Write, writing
-from ldpsim.pipeline.layout import META_GROUP
-from ldpsim.pipeline.lock import LOCK_NAME
-from ldpsim.pipeline.reading import open_dataset
-from ldpsim.pipeline.store import EXTENSION_JOURNAL, Store
+from ldpsim.pipeline.store.digests import Write, writing
+from ldpsim.pipeline.store.layout import META_GROUP
+from ldpsim.pipeline.store.lock import LOCK_NAME
+from ldpsim.pipeline.store.reading import open_dataset
+from ldpsim.pipeline.store.store import EXTENSION_JOURNAL, Store
 from ldpsim.pipeline.sweep import load_sweep
 
 #: `ldpsim run` arguments that extend S (2 replicates) to 3 replicates.
@@ -169,7 +169,7 @@ def test_a_damaged_store_on_a_full_disk_is_repaired_then_stopped(
         [*argv, *scheduler(local_cluster)], capture_output=True, text=True, timeout=300
     )
     # Clearing the done flags records the digests of the files it changes first
-    # (ldpsim.pipeline.digests): a manifest, which needs room. The store stays as it was.
+    # (ldpsim.pipeline.store.digests): a manifest, which needs room. The store stays as it was.
     assert result.returncode == 3, result
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("ldpsim:")]
@@ -329,7 +329,7 @@ AROUND_CREATION = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from ldpsim.pipeline.lock import RunLock
+    from ldpsim.pipeline.store.lock import RunLock
     mode, barrier = sys.argv[1], Path(sys.argv[2])
     real_rename, real_release = os.rename, RunLock.release
 

@@ -15,10 +15,10 @@ import xarray as xr
 from scipy.stats import norm
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.diagnostics import DIAGNOSTIC_FIELDS
-from ldpsim.pipeline.reading import open_dataset
-from ldpsim.pipeline.summary import summarize
-from ldpsim.pipeline.tables import (
+from ldpsim.pipeline.store.reading import open_dataset
+from ldpsim.pipeline.summary.diagnostics import DIAGNOSTIC_FIELDS
+from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.tables import (
     ERROR_FIELDS,
     RECORD_FIELDS,
     axis_labels,

@@ -12,10 +12,10 @@ import pytest
 import synthetic as syn
 import xarray as xr
 
-from ldpsim.pipeline import tables
 from ldpsim.pipeline.cli import COORDS_MODES, main
-from ldpsim.pipeline.summary import summarize
-from ldpsim.pipeline.tables import (
+from ldpsim.pipeline.summary import tables
+from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.tables import (
     AUTO_MAX_COORDS,
     COORD_MEAN_RECORD_FIELDS,
     coverage_cell,

@@ -10,12 +10,12 @@ import pytest
 from conftest import write_sweep
 from distributed import Client
 
-from ldpsim.pipeline import runner, watchdog
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.reading import open_dataset
-from ldpsim.pipeline.runner import run_sweep
+from ldpsim.pipeline.compute import runner, watchdog
+from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.compute.watchdog import default_timeout
+from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.sweep import load_sweep
-from ldpsim.pipeline.watchdog import default_timeout
 
 
 def test_default_timeout_is_generous():

@@ -18,10 +18,9 @@ from test_plot_text import mixed_store
 from ldpsim.pipeline.api import plot
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.plots import MAX_FIGURE_INCHES
-from ldpsim.pipeline.report import CSS_PX_PER_INCH, smallest_text_points
-from ldpsim.pipeline.summary import summarize
-from ldpsim.pipeline.zip_plot import (
+from ldpsim.pipeline.report.plots import MAX_FIGURE_INCHES
+from ldpsim.pipeline.report.report import CSS_PX_PER_INCH, smallest_text_points
+from ldpsim.pipeline.report.zip_plot import (
     COVER_COLOR,
     MISS_COLOR,
     SVG_MARGINS,
@@ -34,6 +33,7 @@ from ldpsim.pipeline.zip_plot import (
     zip_figure,
     zip_panel,
 )
+from ldpsim.pipeline.summary.summary import summarize
 
 #: The smallest figure text a reader gets at 100% zoom, in CSS px (the report's rule).
 MIN_TEXT_PX = 10.0
@@ -247,7 +247,7 @@ def grid_store_path(tmp_path):
 
 def test_plot_zip_writes_a_file_per_grid_point(grid_store_path, tmp_path, capsys, monkeypatch):
     # The other figures are test_plots.py's: not drawn here, to keep the test fast.
-    monkeypatch.setattr("ldpsim.pipeline.plots.store_figures", lambda *args, **kwargs: {})
+    monkeypatch.setattr("ldpsim.pipeline.report.plots.store_figures", lambda *args, **kwargs: {})
     out = tmp_path / "figures"
     assert main(["plot", str(grid_store_path), "--out", str(out), "--zip"]) == 0
     captured = capsys.readouterr()
@@ -273,7 +273,7 @@ def test_report_zip_has_its_section_with_captions_and_alt_text(
     grid_store_path, tmp_path, monkeypatch
 ):
     # The other figures are test_report.py's: not drawn here, to keep the test fast.
-    monkeypatch.setattr("ldpsim.pipeline.report.store_figures", lambda *args, **kwargs: {})
+    monkeypatch.setattr("ldpsim.pipeline.report.report.store_figures", lambda *args, **kwargs: {})
     page = tmp_path / "zip.html"
     assert main(["report", str(grid_store_path), "--out", str(page), "--zip"]) == 0
     text = page.read_text()

@@ -3,7 +3,7 @@
 tests/reference/*.npz hold every replicate of reduced built-in sweeps (and the example
 plugin's), computed one replicate at a time by the code of commit f101eff
 (tests/reference/make_reference.py). A task now sets up its grid point once and runs
-its replicates through :func:`ldpsim.pipeline.worker.run_chunk`; every value must be
+its replicates through :func:`ldpsim.pipeline.compute.worker.run_chunk`; every value must be
 the same, bit for bit (NaN where NaN), but the interval bounds, which pass through a BLAS
 product and agree to a few ulps on a machine whose OpenBLAS kernel differs from the one
 that wrote the reference (conftest.BLAS_FIELDS).
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_values
 
-from ldpsim.pipeline.worker import run_chunk
+from ldpsim.pipeline.compute.worker import run_chunk
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reference"
 sys.path.insert(0, str(REFERENCE))

@@ -1,0 +1,737 @@
+"""Dask clusters by name: cluster/<NAME>.yaml (or a user's YAML file) -> a Client."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import inspect
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ldpsim.pipeline.compute.signals import check as check_signals
+from ldpsim.pipeline.compute.worker_start import WORKER_START_OPTION, WORKER_STARTS, forked_workers
+from ldpsim.pipeline.errors import InputError
+
+if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
+    from distributed import Client
+
+#: Where the shipped cluster configurations live (repository's cluster/ folder).
+CLUSTER_DIR = Path(__file__).resolve().parent.parent / "cluster"
+CONFIG_KEYS = ("kind", "options", "scale", "adapt", "start_timeout")
+#: Default seconds from the start of a cluster until its first worker has connected
+#: (cluster-file key ``start_timeout``, option ``--start-timeout``). Local workers start
+#: in seconds, even on a loaded machine; batch jobs may wait in the queue first.
+START_TIMEOUT = {"local": 120.0, "local-gpu": 120.0, "slurm": 600.0, "pbs": 600.0}
+#: The same for ``--scheduler``: reaching the scheduler and finding a worker there.
+SCHEDULER_START_TIMEOUT = 120.0
+#: Seconds to reach a running scheduler (distributed's default connect timeout).
+SCHEDULER_CONNECT_TIMEOUT = 30.0
+
+
+#: The preload module of every local cluster's workers: they leave Ctrl-C to the driver.
+LOCAL_WORKER_PRELOAD = "ldpsim.pipeline.compute.worker_setup"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or a batch
+    job may restrict below the machine's count), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity on this platform (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def _local(options: dict[str, Any]):
+    options = dict(options)
+    if options.get("n_workers") is None:
+        options["n_workers"] = usable_cores()
+    # The workers are in the driver's process group (a terminal's Ctrl-C reaches them):
+    # distributed's preload runs ldpsim's set-up in each, also in one a nanny restarts.
+    preload = options.get("preload") or []
+    preload = [preload] if isinstance(preload, str) else list(preload)
+    options["preload"] = [*preload, LOCAL_WORKER_PRELOAD]
+    from distributed import LocalCluster
+
+    start = options.pop(WORKER_START_OPTION, None) or "forkserver"
+    if options.get("processes") is False and "protocol" not in options:
+        # Threads in this process: distributed would talk inproc://, which takes no host.
+        options["protocol"] = "tcp://"
+    with forked_workers(start == "forkserver"):  # from one that imported ldpsim
+        return LocalCluster(**options)
+
+
+#: The options of a ``local-gpu`` cluster (cluster/local-gpu.yaml).
+LOCAL_GPU_OPTIONS = frozenset(
+    {
+        "gpu_workers",
+        "cpu_workers",
+        "launches_per_gpu",
+        "threads_per_worker",
+        "host",
+        "dashboard_address",
+        "silence_logs",
+        "memory_limit",
+    }
+)
+
+
+def visible_gpus() -> int:
+    """How many CUDA devices this process sees (``CUDA_VISIBLE_DEVICES``, else the
+    driver's count; numba's simulator counts one); 0 without a CUDA driver."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        from numba import cuda
+
+        return len(cuda.gpus)
+    except Exception:  # no driver, no library: no GPU
+        return 0
+
+
+#: Environment of a GPU worker: each of its threads launches on a CUDA stream of its
+#: own, so that the launches of several tasks run side by side on the device.
+GPU_WORKER_ENV = {"NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM": "1"}
+
+
+def _local_gpu(options: dict[str, Any]):
+    """One worker per visible GPU and CPU workers for the interval methods, on this machine.
+
+    A GPU worker sees its own device only (``CUDA_VISIBLE_DEVICES``) and declares the
+    resource "GPU" = ``launches_per_gpu`` (default 4), each launch taking 1: so many
+    launches (tasks of other grid points) run side by side on the device, each on its
+    thread's CUDA stream (:data:`GPU_WORKER_ENV`).
+    """
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    options = dict(options)
+    gpus = options.get("gpu_workers")
+    gpus = visible_gpus() if gpus is None else gpus
+    if gpus < 1:
+        raise InputError(
+            "The local-gpu cluster found no GPU (CUDA_VISIBLE_DEVICES and the CUDA driver "
+            "list none); run with --backend cpu on a local cluster, or on a machine with "
+            "a GPU."
+        )
+    cpus = options.get("cpu_workers")
+    cpus = max(0, usable_cores() - gpus) if cpus is None else cpus
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = [d.strip() for d in listed.split(",")] if listed else [str(i) for i in range(gpus)]
+    silence = options.get("silence_logs", "CRITICAL")
+    host = options.get("host", "127.0.0.1")
+    base = {
+        "host": host,
+        "nthreads": options.get("threads_per_worker") or 1,
+        "preload": [LOCAL_WORKER_PRELOAD],
+        "silence_logs": silence,
+        "dashboard": False,
+        **({"memory_limit": options["memory_limit"]} if "memory_limit" in options else {}),
+    }
+    launches = options.get("launches_per_gpu") or 4
+    workers = {
+        f"gpu-{i}": {
+            "cls": Nanny,
+            "options": {
+                **base,
+                "nthreads": max(base["nthreads"], launches),
+                "resources": {"GPU": launches},
+                "env": {**GPU_WORKER_ENV, "CUDA_VISIBLE_DEVICES": devices[i % len(devices)]},
+            },
+        }
+        for i in range(gpus)
+    }
+    workers.update({f"cpu-{j}": {"cls": Nanny, "options": dict(base)} for j in range(cpus)})
+    dashboard = options.get("dashboard_address")
+    scheduler = {
+        "cls": Scheduler,
+        "options": {
+            "host": host,
+            "dashboard": dashboard is not None,
+            "dashboard_address": dashboard,
+        },
+    }
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=silence)
+
+
+def _batch_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Defaults for a batch cluster: the driver's Python, an absolute log directory."""
+    options = dict(options)
+    if options.get("python") is None:
+        options["python"] = sys.executable
+    for key in ("log_directory", "local_directory"):
+        value = options.get(key)
+        if isinstance(value, str) and "$" not in value:
+            # relative to where `ldpsim run` starts; absolute in the job script
+            options[key] = str(Path(value).expanduser().absolute())
+    return options
+
+
+def _slurm(options: dict[str, Any]):
+    from dask_jobqueue import SLURMCluster
+
+    return SLURMCluster(**_batch_options(options))
+
+
+def _pbs(options: dict[str, Any]):
+    from dask_jobqueue import PBSCluster
+
+    return PBSCluster(**_batch_options(options))
+
+
+#: Backends by name (the ``kind`` of a cluster file).
+BACKENDS = {"local": _local, "local-gpu": _local_gpu, "slurm": _slurm, "pbs": _pbs}
+
+
+def available_clusters() -> list[str]:
+    return sorted(p.stem for p in CLUSTER_DIR.glob("*.yaml"))
+
+
+def load_cluster_config(name_or_path: str) -> dict[str, Any]:
+    """Read cluster/<NAME>.yaml or a YAML file; validate its keys.
+
+    Raises
+    ------
+    InputError
+        Unknown name, missing file, YAML error, unknown key or kind.
+    """
+    path = Path(name_or_path)
+    if not path.suffix and (CLUSTER_DIR / f"{name_or_path}.yaml").exists():
+        path = CLUSTER_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise InputError(
+            f"--cluster {name_or_path!r} is neither a cluster name nor a YAML file. "
+            f"Cluster names are: {', '.join(available_clusters())}."
+        )
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        message = f"Cluster file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")
+        raise InputError(message) from None
+    if not isinstance(config, dict):
+        raise InputError(f"Cluster file {str(path)!r} must be a mapping with keys {CONFIG_KEYS}.")
+    for key in config:
+        if key not in CONFIG_KEYS:
+            raise InputError(
+                f"Unknown key {key!r} in cluster file {str(path)!r}. Allowed keys are: "
+                f"{', '.join(CONFIG_KEYS)}."
+            )
+    kind = config.get("kind")
+    if kind not in BACKENDS:
+        raise InputError(
+            f"The 'kind' of cluster file {str(path)!r} must be one of "
+            f"{', '.join(repr(k) for k in BACKENDS)}. Got {kind!r}."
+        )
+    options = config.get("options") or {}
+    if not isinstance(options, dict):
+        raise InputError(f"The 'options' of cluster file {str(path)!r} must be a mapping.")
+    config["options"] = options
+    check_options(kind, options, f"cluster file {str(path)!r}")
+    check_scaling(config, f"cluster file {str(path)!r}")
+    if "start_timeout" in config:
+        config["start_timeout"] = check_start_timeout(
+            config["start_timeout"], f"'start_timeout' of cluster file {str(path)!r}"
+        )
+    return config
+
+
+#: Keys of a cluster file's ``scale`` and ``adapt`` mappings: name -> (smallest value, meaning).
+SCALING_KEYS = {
+    "scale": {"jobs": (1, "number of batch jobs")},
+    "adapt": {
+        "minimum_jobs": (0, "fewest batch jobs"),
+        "maximum_jobs": (1, "most batch jobs"),
+    },
+}
+
+
+def check_scaling(config: dict[str, Any], source: str) -> None:
+    """Refuse an incomplete or mistyped ``scale`` or ``adapt`` mapping of a cluster file.
+
+    ``scale: {jobs: N}`` with N >= 1; ``adapt: {minimum_jobs: A, maximum_jobs: B}`` with
+    0 <= A <= B, B >= 1. Both apply to batch clusters (slurm, pbs) only.
+
+    Raises
+    ------
+    InputError
+        A missing or unknown key, a value that is not such an integer, or either
+        mapping in the file of a local cluster.
+    """
+    for section, keys in SCALING_KEYS.items():
+        if section not in config:
+            continue
+        value = config[section]  # an empty `adapt:` (None) is refused: it meant something
+        form = ", ".join(
+            f"{key}: int >= {low} ({meaning})" for key, (low, meaning) in keys.items()
+        )
+        expected = f"'{section}' of {source} must be a mapping {{{form}}}"
+        if config["kind"] in ("local", "local-gpu"):
+            raise InputError(
+                f"The '{section}' key of {source} applies to batch clusters (slurm, pbs) "
+                "only; a local cluster's size is set by --workers or options.n_workers."
+            )
+        if not isinstance(value, dict) or set(value) != set(keys):
+            raise InputError(f"The {expected}. Got {value!r}.")
+        for key, (low, _) in keys.items():
+            item = value[key]
+            if isinstance(item, bool) or not isinstance(item, int) or item < low:
+                raise InputError(f"The {expected}. Got {key}: {item!r}.")
+        if section == "adapt" and value["minimum_jobs"] > value["maximum_jobs"]:
+            raise InputError(f"The {expected}, minimum_jobs <= maximum_jobs. Got {value!r}.")
+
+
+def check_start_timeout(value: Any, source: str) -> float:
+    """A start timeout in seconds, in (0, inf] (``.inf``: wait for ever).
+
+    Raises
+    ------
+    InputError
+        Not a number, or not positive.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InputError(f"The {source} must be a number of seconds in (0, inf]. Got {value!r}.")
+    return float(value)
+
+
+def parse_cluster_options(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> a dict of cluster options; VALUE is read as YAML.
+
+    ``queue=short``, ``cores=8``, ``account=null``,
+    ``worker_extra_args=["--lifetime", "25m"]``, ``scheduler_options={port: 8786}``.
+
+    Raises
+    ------
+    InputError
+        An item without ``=``, an empty key or a VALUE that is not valid YAML.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise InputError(f"Expected KEY=VALUE for a cluster option, got {item!r}.")
+        try:
+            out[key] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            raise InputError(f"The value of cluster option {key!r} is not valid YAML.") from None
+    return out
+
+
+def allowed_options(kind: str) -> set[str]:
+    """Option names a cluster kind accepts: its class's and its workers' keywords."""
+    from distributed import LocalCluster, Nanny, Worker
+
+    if kind == "local-gpu":
+        return set(LOCAL_GPU_OPTIONS)
+    if kind == "local":
+        # LocalCluster passes the keywords it does not know on to its Nanny and Worker;
+        # worker_start is ldpsim's (ldpsim.pipeline.compute.worker_start).
+        inits = (LocalCluster.__init__, Nanny.__init__, Worker.__init__)
+        exclude = {"self", "loop", "asynchronous", "start", "worker_class", "scheduler_ip"}
+        return _parameters(inits) - exclude | {WORKER_START_OPTION}
+    else:
+        from dask_jobqueue import PBSCluster, SLURMCluster
+        from dask_jobqueue.core import Job, JobQueueCluster
+
+        cls = {"slurm": SLURMCluster, "pbs": PBSCluster}[kind]
+        inits = (cls.__init__, JobQueueCluster.__init__, cls.job_cls.__init__, Job.__init__)
+        exclude = {"self", "scheduler", "job_cls", "job_kwargs", "base_class_kwargs"}
+    return _parameters(inits) - exclude
+
+
+def _parameters(inits: tuple[Callable, ...]) -> set[str]:
+    """The keyword parameter names of ``inits``."""
+    names: set[str] = set()
+    for init in inits:
+        for p in inspect.signature(init).parameters.values():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                names.add(p.name)
+    return names
+
+
+def check_options(kind: str, options: dict[str, Any], source: str) -> None:
+    """Refuse option names the cluster class does not know, and bad local values.
+
+    Raises
+    ------
+    InputError
+        An unknown option; for a local cluster also ``n_workers`` or
+        ``threads_per_worker`` not an integer >= 1 (or null), a ``memory_limit`` that is
+        not a size, a fraction or "auto", a ``dashboard_address`` that is not
+        "[HOST]:PORT" with PORT in [0, 65535] (or null).
+    """
+    allowed = allowed_options(kind)
+    for key in options:
+        if key not in allowed:
+            raise InputError(
+                f"Unknown option {key!r} for a {kind} cluster ({source}). Allowed options "
+                f"are: {', '.join(sorted(allowed))}."
+            )
+    if kind in ("local", "local-gpu"):
+        _check_local_values(options, source)
+
+
+#: For distributed's parser while checking a value: the cluster itself warns later.
+_SILENT = logging.getLogger("ldpsim.pipeline.compute.clusters.check")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+
+def _check_local_values(options: dict[str, Any], source: str) -> None:
+    from distributed.utils import clean_dashboard_address
+    from distributed.worker_memory import parse_memory_limit
+
+    for key in (
+        "n_workers",
+        "threads_per_worker",
+        "gpu_workers",
+        "cpu_workers",
+        "launches_per_gpu",
+    ):
+        value = options.get(key)
+        low = 0 if key == "cpu_workers" else 1
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < low
+        ):
+            raise InputError(
+                f"The {key!r} option of the local cluster ({source}) must be an integer "
+                f">= {low}, or null for the default. Got {value!r}."
+            )
+    start = options.get(WORKER_START_OPTION)
+    if start is not None and start not in WORKER_STARTS:
+        raise InputError(
+            f"The {WORKER_START_OPTION!r} option of the local cluster ({source}) must be "
+            f"{' or '.join(repr(w) for w in WORKER_STARTS)}, or null for the default. "
+            f"Got {start!r}."
+        )
+    if options.get("memory_limit") is not None:
+        value = options["memory_limit"]
+        try:
+            limit = parse_memory_limit(value, 1, logger=_SILENT)
+        except (TypeError, ValueError):
+            limit = -1
+        if isinstance(value, bool) or (limit is not None and limit < 0):
+            raise InputError(
+                f"The 'memory_limit' option of the local cluster ({source}) must be a size "
+                f'such as "4GB", a fraction of the memory in (0, 1], "auto", or 0 or '
+                f"null for no limit. Got {value!r}."
+            )
+    if options.get("dashboard_address") is not None:
+        value = options["dashboard_address"]
+        try:
+            ports = [a["port"] for a in clean_dashboard_address(value)]
+        except (TypeError, ValueError):
+            ports = [-1]
+        if isinstance(value, bool) or not all(0 <= int(p) <= 65535 for p in ports):
+            raise InputError(
+                f"The 'dashboard_address' option of the local cluster ({source}) must be "
+                f'"[HOST]:PORT" with PORT in [0, 65535] (0: a free port), or null for '
+                f"none. Got {value!r}."
+            )
+
+
+def build_cluster(config: dict[str, Any], overrides: dict[str, Any] | None = None):
+    """The Dask cluster object of a loaded config, ``overrides`` replacing its options.
+
+    Raises
+    ------
+    InputError
+        The cluster could not start: a bad option value, a network interface this host
+        does not have, a scheduler that cannot listen, ...
+    """
+    kind = config["kind"]
+    options = {**config["options"], **(overrides or {})}
+    try:
+        return BACKENDS[kind](options)
+    except InputError:
+        raise
+    except Exception as exc:  # a bad value, an interface, a worker that failed to start
+        raise InputError(
+            f"The {kind} cluster could not start: {_root_cause(exc)}{_start_hint(kind)}"
+        ) from None
+
+
+#: An ``if __name__ == "__main__":`` line (either order of the comparison).
+MAIN_GUARD = re.compile(
+    r"""^\s*if\s+(__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__)""",
+    re.MULTILINE,
+)
+
+
+def unguarded_main_script() -> str | None:
+    """The path of the main module if each spawned process runs it again, unguarded.
+
+    With the 'spawn' or 'forkserver' start method (Dask's default for its workers), a
+    new process imports the main module again (as ``__mp_main__``); a script that calls
+    ldpsim at its top level, not under ``if __name__ == "__main__":``, then starts a
+    cluster inside each worker's start-up, which fails ("Nanny failed to start worker
+    process"). None for an interactive session, a notebook, ``python -m package``, a
+    script with the guard, or the 'fork' method.
+    """
+    import dask
+
+    method = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    path = getattr(main, "__file__", None)
+    # multiprocessing does not run a package's __main__ again (spawn._fixup_main_from_name).
+    if method == "fork" or not path or name == "__main__" or name.endswith(".__main__"):
+        return None
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    return None if MAIN_GUARD.search(text) else str(path)
+
+
+def _start_hint(kind: str) -> str:
+    """What to add to the one line of a local cluster that could not start: the usual
+    cause when the main module is a script without a ``__main__`` guard."""
+    script = unguarded_main_script() if kind in ("local", "local-gpu") else None
+    if script is None:
+        return ""
+    return (
+        f'; if this is a script, put the call under `if __name__ == "__main__":` (each '
+        f"worker process runs {script} again, as Python's 'spawn' start method does)"
+    )
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The first line of the innermost explicitly chained cause (the useful message)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class StartProblems(logging.Filter):
+    """Collect and drop the errors Dask only logs while a cluster starts.
+
+    A batch job that cannot be submitted (sbatch or qsub fails) raises in Dask's event
+    loop, which logs a traceback and goes on waiting for a worker that never comes.
+    Attached to the handlers of the ``distributed`` and ``tornado`` loggers, this
+    filter keeps the first line of each such error for a one-line message instead.
+    """
+
+    LOGGERS = ("distributed", "tornado", "tornado.application")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+        self.handlers: list[logging.Handler] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            self.messages.append(_submit_error(exc) or _root_cause(exc))
+        return False  # reported by ldpsim in one line if the start fails
+
+    def __enter__(self) -> StartProblems:
+        logging.getLogger("tornado.application").addFilter(self)
+        for name in self.LOGGERS:
+            for handler in logging.getLogger(name).handlers:
+                if handler not in self.handlers:
+                    handler.addFilter(self)
+                    self.handlers.append(handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("tornado.application").removeFilter(self)
+        for handler in self.handlers:
+            handler.removeFilter(self)
+
+
+def _submit_error(exc: BaseException) -> str | None:
+    """The batch system's own error line if ``exc`` is a failed job submission."""
+    text = str(exc)
+    if "Command exited with non-zero exit code" not in text:  # dask_jobqueue's wording
+        return None
+    _, _, stderr = text.partition("stderr:")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return "; ".join(lines) if lines else text.splitlines()[0]
+
+
+@contextlib.contextmanager
+def quiet_distributed() -> Iterator[None]:
+    """Silence Dask's log below CRITICAL, e.g. while an ldpsim cluster shuts down.
+
+    Closing workers that are slow to exit (a loaded machine, many workers) logs
+    warnings and tracebacks about a shutdown that went as intended.
+    """
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def wait_for_first_worker(
+    client: Client, deadline: float, problems: StartProblems, where: str
+) -> None:
+    """Return once a worker is connected; raise InputError at a start error or the deadline.
+
+    ``deadline`` is a :func:`time.monotonic` time (``inf``: none).
+    """
+    while True:
+        check_signals()  # Ctrl-C or SIGTERM (ldpsim run): stop here, the cluster started
+        if problems.messages:
+            raise InputError(
+                f"The {where} could not start a worker: {problems.messages[0]}. Check the "
+                "cluster options (e.g. queue, account, interface, python)."
+            )
+        try:
+            client.wait_for_workers(1, timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+            return
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise InputError(
+                    f"No Dask worker of the {where} connected within the start timeout; "
+                    "nothing was computed. Check that workers can start and reach the "
+                    "scheduler (batch jobs: the queue and the worker logs), or raise "
+                    "--start-timeout (cluster file: start_timeout)."
+                ) from None
+
+
+@contextlib.contextmanager
+def connect(
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    cluster: str | None = None,
+    jobs: int | None = None,
+    adapt: tuple[int, int] | None = None,
+    options: dict[str, Any] | None = None,
+    start_timeout: float | None = None,
+    client: Client | None = None,
+    log: Callable[[str], Any] = print,
+) -> Iterator[Client]:
+    """Yield a Client with at least one worker: attached to ``scheduler``, or on a cluster.
+
+    With ``client`` (a running :class:`distributed.Client`, e.g. the user's own in a
+    notebook) that client is yielded once a worker is connected to it (within
+    ``start_timeout``, default :data:`SCHEDULER_START_TIMEOUT`); nothing is started, and
+    the client is left open. The other arguments must then be left out.
+
+    Command-line values override the file: ``workers`` a local cluster's worker count,
+    ``jobs`` (fixed) or ``adapt`` (minimum, maximum jobs) the scaling of a batch
+    cluster, ``options`` (see :func:`parse_cluster_options`) single keys of ``options``,
+    ``start_timeout`` (seconds, in (0, inf]) the file's ``start_timeout``: how long to
+    wait for the first worker (defaults: :data:`START_TIMEOUT`,
+    :data:`SCHEDULER_START_TIMEOUT`). A cluster started here is shut down on exit.
+
+    Raises
+    ------
+    InputError
+        The cluster could not start, the scheduler could not be reached, a batch job
+        could not be submitted, or no worker connected in time. Whatever was started
+        is shut down again.
+    """
+    # The clients are never the default client: ldpsim submits to them explicitly, and a
+    # default client whose start fails would leave dask's global scheduler setting
+    # pointing at a client that does not exist (distributed sets it before connecting).
+    started = time.monotonic()
+    if client is not None:
+        yield _wait_for_own(client, started + (start_timeout or SCHEDULER_START_TIMEOUT))
+        return
+    dask_cluster = None
+    where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
+    try:
+        with StartProblems() as problems:
+            try:
+                if scheduler is not None:
+                    timeout = start_timeout or SCHEDULER_START_TIMEOUT
+                    client = _attach(scheduler, min(timeout, SCHEDULER_CONNECT_TIMEOUT))
+                else:
+                    config = load_cluster_config(cluster or "local")
+                    kind = config["kind"]
+                    timeout = start_timeout or config.get("start_timeout") or START_TIMEOUT[kind]
+                    where = f"{kind} cluster"
+                    overrides = dict(options or {})
+                    if kind == "local" and workers is not None:
+                        overrides["n_workers"] = workers
+                    dask_cluster = build_cluster(config, overrides)
+                    from distributed import Client
+
+                    client = Client(dask_cluster, set_as_default=False)
+                    if kind not in ("local", "local-gpu"):
+                        _scale(dask_cluster, config, jobs, adapt)
+                wait_for_first_worker(client, started + timeout, problems, where)
+            except InputError:
+                raise
+            except Exception as exc:  # anything else that stops the start: one line too
+                hint = _start_hint("local") if where == "local cluster" else ""
+                raise InputError(
+                    f"The {where} could not start: {_root_cause(exc)}{hint}"
+                ) from None
+        log(f"Dask {where}; dashboard: {client.dashboard_link}")
+        yield client
+    finally:
+        with quiet_distributed():
+            _shut_down(client, dask_cluster)
+
+
+def _shut_down(client: Client | None, dask_cluster: Any) -> None:
+    """Close the client, then the cluster started for it; ignore how that goes.
+
+    The results are written by then, and a failed start leaves Dask objects that may
+    not close cleanly (a batch job whose submission failed stays "created", which
+    SpecCluster.close asserts against), so no error here may hide the run's outcome.
+    """
+    for closable in (client, dask_cluster):
+        if closable is not None:
+            with contextlib.suppress(Exception):
+                closable.close()
+
+
+def _wait_for_own(client: Client, deadline: float) -> Client:
+    """The caller's own client, once a worker is connected to it (InputError otherwise)."""
+    if client.status != "running":
+        raise InputError(
+            f"The Dask client given to ldpsim is {client.status}, not running; pass a "
+            "connected distributed.Client."
+        )
+    with StartProblems() as problems:
+        wait_for_first_worker(client, deadline, problems, f"scheduler {client.scheduler.address}")
+    return client
+
+
+def _attach(address: str, timeout: float) -> Client:
+    try:
+        from distributed import Client
+
+        return Client(address, timeout=timeout, set_as_default=False)
+    except Exception as exc:  # OSError (unreachable), ValueError (no port), TimeoutError
+        cause = _root_cause(exc)
+    # The Client that failed to connect is still referenced from the exception's frames.
+    # Collect it now, outside them: left to a later collection, its __del__ may run while
+    # the next Client's loop runner holds its (non-reentrant) lock, and stop() waits on
+    # that lock forever.
+    gc.collect()
+    raise InputError(
+        f"Cannot connect to the Dask scheduler {address!r}: {cause}. Give the address of a "
+        "running scheduler, e.g. tcp://HOST:8786."
+    )
+
+
+def _scale(dask_cluster: Any, config: dict[str, Any], jobs: int | None, adapt) -> None:
+    """Fixed jobs (``jobs``, else the file's ``scale``) or adaptive bounds."""
+    bounds = adapt or (
+        (config["adapt"]["minimum_jobs"], config["adapt"]["maximum_jobs"])
+        if config.get("adapt") and jobs is None
+        else None
+    )
+    if bounds:
+        dask_cluster.adapt(minimum_jobs=bounds[0], maximum_jobs=bounds[1])
+    else:
+        dask_cluster.scale(jobs=jobs or (config.get("scale") or {}).get("jobs", 1))

@@ -1,0 +1,139 @@
+"""What a run computes: the replicates not done, chunk by chunk (:class:`Work`), grouped
+into Dask tasks of about a second each (:class:`Task`), and the keys that name them.
+
+A key names the store (:func:`store_token`), the grid point's position along each axis
+and the chunk: ``ldpsim-1a2b3c4d-0-2-c5``; a task of several chunks adds ``-xK``, and the
+work of methods added to a finished store :data:`KEY_SUFFIX`. Failure records keep the
+key (:data:`CHUNK_KEY` reads it back).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ldpsim.pipeline.cost import replicate_seconds
+from ldpsim.pipeline.store.layout import TASK_SECONDS, Layout, store_index
+from ldpsim.pipeline.sweep import GridPoint, Sweep
+
+if TYPE_CHECKING:
+    from ldpsim.pipeline.store.store import Store
+
+#: The end of the key of a task that computes methods added to a finished store.
+KEY_SUFFIX = "-methods"
+#: A chunk's key: the store's token, the grid point's position along each axis, the
+#: chunk, and :data:`KEY_SUFFIX` for added methods.
+CHUNK_KEY = re.compile(
+    rf"ldpsim-[0-9a-f]+-(?P<index>\d+(?:-\d+)*)-c\d+(?:{re.escape(KEY_SUFFIX)})?"
+)
+
+
+def store_token(path: str | Path) -> str:
+    """The store's part of its task keys: 8 hex digits of its absolute path's SHA-256."""
+    return hashlib.sha256(Path(path).resolve().as_posix().encode()).hexdigest()[:8]
+
+
+def chunk_key(token: str, index: tuple[int, ...], chunk: int, suffix: str = "") -> str:
+    """The key of chunk ``chunk`` of the grid point at ``index`` (see :data:`CHUNK_KEY`)."""
+    label = "-".join(map(str, index)) or "0"
+    return f"ldpsim-{token}-{label}-c{chunk}{suffix}"
+
+
+@dataclass(frozen=True)
+class Work:
+    """One chunk's replicates not yet done: a grid point and some of a chunk's replicates."""
+
+    point: GridPoint
+    index: tuple[int, ...]
+    chunk: int
+    reps: list[int]
+    key: str
+
+    @property
+    def cost(self) -> float:
+        return len(self.reps) * replicate_seconds(self.point.normalized)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one Dask task computes: consecutive chunks worth about TASK_SECONDS."""
+
+    works: list[Work]
+    key: str
+
+    @property
+    def cost(self) -> float:
+        return sum(w.cost for w in self.works)
+
+    @property
+    def reps(self) -> int:
+        return sum(len(w.reps) for w in self.works)
+
+
+def plan(sweep: Sweep, store: Store) -> tuple[list[Work], int]:
+    """The chunks with replicates not yet done, and the count already done.
+
+    Reads the store's ``done`` flags only (one read), never its values.
+    """
+    return plan_layout(sweep, store.layout, store.path, store.done_mask())
+
+
+def plan_layout(
+    sweep: Sweep, layout: Layout, path: Path, done: np.ndarray | None = None
+) -> tuple[list[Work], int]:
+    """:func:`plan` for the store at ``path`` with ``layout`` and ``done`` flags (None:
+    none done, a store still to be created)."""
+    if done is None:
+        done = np.zeros((*layout.grid_shape, layout.replicates), dtype=bool)
+    work = plan_work(sweep, layout, path, ~done)
+    todo = sum(len(w.reps) for w in work)
+    return work, len(sweep.points()) * sweep.replicates - todo
+
+
+def plan_work(
+    sweep: Sweep, layout: Layout, path: Path, todo: np.ndarray, suffix: str = ""
+) -> list[Work]:
+    """The replicates of ``sweep`` flagged in ``todo`` (grid..., rep), chunk by chunk:
+    a :class:`Work` per chunk that has some, keyed by :func:`chunk_key` (``suffix``:
+    :data:`KEY_SUFFIX` for the methods added to a finished store)."""
+    token = store_token(path)
+    work = []
+    for point in sweep.points():
+        index = store_index(layout, point)
+        flags = todo[index]
+        for chunk in range(layout.task_chunks()):
+            reps = layout.task_chunk_reps(chunk)
+            stop = min(reps.stop, sweep.replicates)
+            if stop <= reps.start:
+                break
+            chosen = (np.flatnonzero(flags[reps.start : stop]) + reps.start).tolist()
+            if chosen:
+                key = chunk_key(token, index, chunk, suffix)
+                work.append(Work(point, index, chunk, chosen, key))
+    return work
+
+
+def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:
+    """Consecutive chunks grouped into tasks of about ``seconds`` of estimated work each.
+
+    A chunk is never split (it is at most a task's worth by the layout); chunks of
+    grid points that cost little share a task, so a sweep of many small grid points
+    is not many tiny tasks.
+    """
+    tasks: list[Task] = []
+    group: list[Work] = []
+    cost = 0.0
+    for w in work:
+        if group and cost + w.cost > seconds:
+            tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
+            group, cost = [], 0.0
+        group.append(w)
+        cost += w.cost
+    if group:
+        tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
+    return tasks

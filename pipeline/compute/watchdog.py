@@ -1,0 +1,116 @@
+"""Tasks that run far past the cost model's estimate: reported, and their workers restarted."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+#: The default task timeout (``ldpsim run --task-timeout``): this many times the task's
+#: estimate (:func:`ldpsim.pipeline.cost.replicate_seconds`, one core of the project's
+#: machine), ...
+TIMEOUT_FACTOR = 20.0
+#: ... and at least this many seconds: a worker's first task also compiles its kernels
+#: (about 4 s each with an empty cache, several per task when cheap grid points share
+#: one, more on a loaded machine), which the estimate leaves out.
+TIMEOUT_MIN = 120.0
+#: A task is reported late in the progress line past this many times its estimate ...
+LATE_FACTOR = 5.0
+#: ... and this many seconds.
+LATE_MIN = 30.0
+#: Seconds between two looks at the scheduler (``Client.processing``).
+CHECK_EVERY = 1.0
+
+
+def default_timeout(estimate: float) -> float:
+    """Seconds a task of ``estimate`` core-seconds may run: max(120, 20 x estimate)."""
+    return max(TIMEOUT_MIN, TIMEOUT_FACTOR * estimate)
+
+
+class Watchdog:
+    """Watch the workers running a run's tasks; restart one whose task runs past its timeout.
+
+    A worker whose tasks do not change for longer than the timeout of the costliest of
+    them (``timeout``, else :func:`default_timeout` of its estimate) has hung: a process
+    stopped (SIGSTOP, a debugger), a deadlock, a node that swaps. It cannot be asked to
+    stop, so it is restarted by its nanny (``Client.restart_workers``: the nanny kills
+    the process when it does not close in time and starts a new one); a worker without
+    a nanny is retired (``Client.retire_workers``). Either way the scheduler reschedules
+    its task on another worker, and the run completes. Each restart counts against the
+    task's ``distributed.scheduler.allowed-failures``: a task that hangs every time ends
+    as a recorded failure (KilledWorker).
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The run's client.
+    estimates : mapping of str to float
+        Task key -> estimated core-seconds (:attr:`ldpsim.pipeline.compute.runner.Task.cost`).
+    timeout : float or None
+        Seconds, in (0, inf] (inf: report, never restart); None: :func:`default_timeout`.
+    log : callable
+        Receives the one-line message of each restart.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        estimates: Mapping[str, float],
+        timeout: float | None,
+        log: Callable[[str], Any],
+    ) -> None:
+        self.client, self.estimates, self.timeout, self.log = client, estimates, timeout, log
+        self.since: dict[str, tuple[frozenset[str], float]] = {}  # worker -> (keys, since)
+        self.checked = -math.inf
+        self.late = ""  # what the progress line says about late tasks
+
+    def limit(self, keys: frozenset[str]) -> float:
+        if self.timeout is not None:
+            return self.timeout
+        return default_timeout(max(self.estimates[key] for key in keys))
+
+    def check(self, now: float | None = None) -> str:
+        """Look at the scheduler (at most every :data:`CHECK_EVERY` s); the late-task note."""
+        now = time.monotonic() if now is None else now
+        if now - self.checked < CHECK_EVERY:
+            return self.late
+        self.checked = now
+        processing = self.client.processing()
+        late, stuck = [], []
+        since: dict[str, tuple[frozenset[str], float]] = {}
+        for worker, keys in processing.items():
+            ours = frozenset(str(key) for key in keys if str(key) in self.estimates)
+            if not ours:
+                continue
+            before = self.since.get(worker)
+            started = before[1] if before is not None and before[0] == ours else now
+            since[worker] = (ours, started)
+            elapsed = now - started
+            estimate = max(self.estimates[key] for key in ours)
+            if elapsed > self.limit(ours):
+                stuck.append((worker, ours, elapsed, estimate))
+            elif elapsed > max(LATE_MIN, LATE_FACTOR * estimate):
+                late.append(f"{elapsed:.0f} s on {worker} (estimate {estimate:.2g} s)")
+        self.since = since
+        for worker, keys, elapsed, estimate in stuck:
+            self.log(
+                f"A task has run {elapsed:.0f} s on worker {worker}, past its timeout of "
+                f"{self.limit(keys):g} s (estimate {estimate:.2g} s; --task-timeout): "
+                "restarting that worker (retiring it if it has no nanny); its task runs "
+                "again."
+            )
+            self.restart(worker)
+            self.since.pop(worker, None)
+        plural = "s" if len(late) > 1 else ""
+        self.late = f"{len(late)} task{plural} late: {'; '.join(late)}" if late else ""
+        return self.late
+
+    def restart(self, worker: str) -> None:
+        try:
+            self.client.restart_workers([worker], timeout=60, raise_for_error=False)
+        except ValueError:  # no nanny to restart it: the scheduler lets it go
+            self.client.retire_workers([worker], close_workers=True)

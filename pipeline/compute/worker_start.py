@@ -1,0 +1,118 @@
+"""How a local cluster's worker processes start: forked from one process that imported
+ldpsim's worker modules once.
+
+Dask starts a local worker with Python's 'spawn' method by default: a new interpreter that
+imports distributed, numpy, numba and ldpsim's task modules before it can take a task,
+about 1.5 CPU-seconds each. Sixteen workers import side by side, and the machine's cores
+and disk are shared by all of them: on the 2-core development machine (under a load of
+about 4), 16 workers took 7.4-14.1 s until each had run a first task, 18.4 CPU-seconds.
+With the 'forkserver' method, one server process imports those modules once and forks
+every worker from itself: the same 16 workers took 2.0-2.9 s (benchmarks/scaling.py
+measures ``first_task_s`` on the machine at hand).
+
+:func:`forked_workers` switches a local cluster's start to the forkserver on Linux, where
+Dask's ``distributed.worker.multiprocessing-method`` is at its default ('spawn'; a user's
+other choice is kept; other platforms keep 'spawn'). The local cluster's option
+``worker_start: spawn`` (``--cluster-option worker_start=spawn``) keeps Dask's start.
+
+The server is started once per driver process, by its first cluster, and serves later
+ones: its workers have the code and the environment of that moment. A later cluster
+forks from it only while neither changed (:func:`start_fingerprint`: the environment
+variables that matter, ``sys.path`` and the size and modification time of ldpsim's source files); a
+notebook that edited ldpsim or changed a variable gets spawned workers, which import the
+code as it is now. A worker a nanny restarts is spawned too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+#: Dask's configuration key for the start method of its worker processes.
+START_METHOD_KEY = "distributed.worker.multiprocessing-method"
+#: The modules the forkserver imports before it forks a worker: distributed's (it
+#: preloads distributed itself) and what a task of ldpsim imports (numpy, numba, the
+#: kernels' modules).
+WORKER_MODULES = (
+    "distributed",
+    "ldpsim.pipeline.compute.worker",
+    "ldpsim.pipeline.compute.worker_setup",
+    "ldpsim.pipeline.compute.added_methods",
+)
+#: The local cluster's option (cluster/local.yaml, ``--cluster-option``) that chooses how
+#: its workers start, and its values: the forkserver (default) or Dask's own method.
+WORKER_START_OPTION = "worker_start"
+WORKER_STARTS = ("forkserver", "spawn")
+#: The packages whose source files :func:`start_fingerprint` covers (ldpsim's).
+SOURCE_PACKAGES = ("ldpsim.pipeline", "ldpsim.tasks")
+#: The environment variables :func:`start_fingerprint` covers, by prefix: those that
+#: change what a worker computes or where it caches (pytest's per-test variable, for
+#: one, does not).
+ENVIRONMENT_PREFIXES = (
+    "LDPSIM_",
+    "NUMBA_",
+    "PYTHON",
+    "XDG_",
+    "HOME",
+    "TMPDIR",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "CUDA_",
+    "DASK_",
+)
+
+#: The fingerprint of the driver when it started the forkserver (None: not started).
+_server_fingerprint: str | None = None
+
+
+def start_fingerprint() -> str:
+    """A hash of what a forked worker inherits from the moment its server started: the
+    environment variables of :data:`ENVIRONMENT_PREFIXES`, ``sys.path``, and the size and
+    modification time of every source file of :data:`SOURCE_PACKAGES`."""
+    import hashlib
+    import importlib
+
+    digest = hashlib.sha256()
+    variables = {k: v for k, v in os.environ.items() if k.startswith(ENVIRONMENT_PREFIXES)}
+    digest.update(repr(sorted(variables.items())).encode())
+    digest.update(repr(sys.path).encode())
+    for name in SOURCE_PACKAGES:
+        folder = Path(importlib.import_module(name).__file__ or "").parent
+        for path in sorted(folder.rglob("*.py")):
+            stat = path.stat()
+            digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def forked_workers(wanted: bool = True) -> Iterator[bool]:
+    """Within the block, Dask starts worker processes from a forkserver that imported
+    :data:`WORKER_MODULES`; yields whether it does.
+
+    False (Dask's start method is kept) when not ``wanted``, off Linux, when Dask is set
+    to a method other than 'spawn', or when the driver's code or environment changed
+    since the server started (:func:`start_fingerprint`).
+    """
+    global _server_fingerprint
+    import dask
+
+    method = dask.config.get(START_METHOD_KEY, "spawn")
+    if not wanted or method != "spawn" or not sys.platform.startswith("linux"):
+        yield False
+        return
+    fingerprint = start_fingerprint()
+    if _server_fingerprint is not None and fingerprint != _server_fingerprint:
+        yield False  # the server's workers would run older code or another environment
+        return
+    with dask.config.set({START_METHOD_KEY: "forkserver"}):
+        from distributed.utils import get_mp_context
+
+        # distributed sets its own preload list at its first forkserver context; ours
+        # replaces it before the server starts (the first cluster's first worker).
+        get_mp_context().set_forkserver_preload(list(WORKER_MODULES))
+        _server_fingerprint = fingerprint
+        yield True

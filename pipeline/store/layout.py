@@ -1,0 +1,468 @@
+"""The layout of a sweep's Zarr store: dimensions, chunks, variables and attributes."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ldpsim.pipeline.sweep import GridPoint, Sweep
+
+if TYPE_CHECKING:  # imported by template(): a command that only reads needs neither
+    import xarray as xr
+
+#: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
+META_GROUP = "ldpsim"
+#: Inside META_GROUP: the renames of an extension being committed
+#: (:func:`ldpsim.pipeline.store.store.finish_extension` completes them).
+EXTENSION_JOURNAL = "extension.json"
+
+
+VARIABLE_ATTRS: dict[str, dict[str, str]] = {
+    "estimate": {
+        "long_name": "Polyak-Ruppert average theta_bar_n of LDP-SGD",
+        "units": "parameter units",
+    },
+    "last": {"long_name": "last iterate theta_n of LDP-SGD", "units": "parameter units"},
+    "projected": {
+        "long_name": (
+            "projection of theta_bar_n onto the l1 ball of radius r around theta* "
+            "(SPEC 11; NaN: the model states no ball)"
+        ),
+        "units": "parameter units",
+    },
+    "lower": {"long_name": "lower confidence bound", "units": "parameter units"},
+    "upper": {"long_name": "upper confidence bound", "units": "parameter units"},
+    "truth": {"long_name": "true parameter theta*", "units": "parameter units"},
+    "pseudo_truth": {
+        "long_name": "limit theta_C of SGD with a clipped gradient (NaN: theta*, no clipping)",
+        "units": "parameter units",
+    },
+    "done": {"long_name": "replicate durably written", "units": "1"},
+    "failed": {"long_name": "replicate raised an error (see `ldpsim errors`)", "units": "1"},
+    "method_failed": {
+        "long_name": "interval method could not be computed there (see `ldpsim errors`)",
+        "units": "1",
+    },
+    "method_estimate": {
+        "long_name": "point estimate of the method (theta_bar_n but for the competitors)",
+        "units": "parameter units",
+    },
+    "seconds": {"long_name": "compute time of the replicate", "units": "s"},
+    "method_seconds": {
+        "long_name": "compute time of the method (a competitor's: all its work)",
+        "units": "s",
+    },
+    "job_id": {"long_name": "batch-system job id of the worker (0: none)", "units": "1"},
+    "code_version": {
+        "long_name": "generation of the 'units' attribute whose code computed the replicate "
+        "(-1: not recorded)",
+        "units": "1",
+    },
+}
+
+#: Variables that stores of older ldpsim versions lack, each with the variable whose
+#: dimensions, chunks and encoding it shares. Such a store is whole without them
+#: (readers treat them as optional); a run that writes to it adds them, filled with NaN
+#: (``pseudo_truth`` is then computed, like ``truth``, for every grid point).
+ADDED_VARIABLES: dict[str, str] = {
+    "last": "estimate",
+    "pseudo_truth": "truth",
+    "method_estimate": "lower",
+    "method_seconds": "method_failed",
+    "projected": "estimate",
+    "code_version": "done",
+}
+#: The added variables whose data type differs from the one they share the layout with:
+#: (zarr data type, fill value as zarr's metadata writes it).
+ADDED_DATA_TYPES: dict[str, tuple[str, object]] = {
+    "method_seconds": ("float64", "NaN"),
+    "code_version": ("int16", -1),
+}
+
+
+COORD_ATTRS = {
+    "rep": {"long_name": "replicate index"},
+    "coord": {"long_name": "coordinate j of theta"},
+    "method": {"long_name": "interval method label"},
+    "checkpoint": {"long_name": "number of SGD steps at which the interval is taken"},
+    "n": {"long_name": "number of SGD steps (sample size)"},
+    "tau": {"long_name": "quantile level"},
+    "eps": {"long_name": "local differential privacy parameter"},
+    "case": {"long_name": "label of a sweep case (spec values that vary together)"},
+    "delta": {"long_name": "local differential privacy parameter delta (gaussian)"},
+    "mu": {"long_name": "Gaussian differential privacy parameter (gdp)"},
+}
+
+
+#: Core-seconds a task aims at (its replicates' estimated cost, :mod:`ldpsim.pipeline.cost`):
+#: long enough that scheduling and a write cost little beside it, short enough to
+#: spread a sweep over many workers and to lose little when one dies.
+TASK_SECONDS = 1.0
+#: Most replicates in a task (and a chunk along 'rep').
+MAX_REP_CHUNK = 10_000
+#: Uncompressed bytes a chunk of the largest variable aims at: what a write re-encodes
+#: and a read decodes at a time (zarr's cost per chunk is fixed: few large chunks read
+#: fast).
+CHUNK_BYTES = 256 * 2**10
+#: The same for a shard, one file: a write rewrites the shards it touches.
+SHARD_BYTES = 2 * 2**20
+
+
+def default_rep_chunk(sweep: Sweep) -> int:
+    """Replicates per chunk (= per task): about :data:`TASK_SECONDS` of the sweep's most
+    expensive grid point, in [1, :data:`MAX_REP_CHUNK`] and at most the replicates; on the
+    GPU backend as many as allowed (a chunk is one kernel launch)."""
+    from ldpsim.pipeline.cost import replicate_seconds
+
+    if sweep.rep_chunk is not None:
+        return sweep.rep_chunk
+    if sweep.backend == "gpu":  # one launch holds a chunk: as many threads as can be
+        return min(MAX_REP_CHUNK, sweep.replicates)
+    seconds = max(replicate_seconds(p.normalized) for p in sweep.points())
+    return int(min(MAX_REP_CHUNK, sweep.replicates, max(1, TASK_SECONDS // seconds)))
+
+
+def _multiple(unit: int, target_bytes: int, unit_bytes: int, most: int) -> int:
+    """``unit`` times as many as fit in ``target_bytes`` (at least 1, at most ``most``)."""
+    return unit * max(1, min(most, target_bytes // max(1, unit_bytes)))
+
+
+def shard_shape(
+    grid_shape: tuple[int, ...], rep_chunk: int, replicates: int, rep_bytes: int
+) -> tuple[tuple[int, ...], int, int]:
+    """Shard and chunk extents: (grid points of a shard, replicates of a chunk, of a shard).
+
+    Along 'rep' a chunk holds whole tasks (``rep_chunk`` replicates), about
+    :data:`CHUNK_BYTES` of a grid point, and a shard whole chunks, about
+    :data:`SHARD_BYTES`; then a shard (and each of its chunks) takes grid points,
+    from the last grid axis backwards, so that a sweep of many small grid points ends
+    up in a few files. ``rep_bytes``: bytes of one replicate of one grid point in the
+    largest variable.
+    """
+    tasks = math.ceil(replicates / rep_chunk)
+    chunk_reps = _multiple(rep_chunk, CHUNK_BYTES, rep_bytes * rep_chunk, tasks)
+    chunks = math.ceil(replicates / chunk_reps)
+    shard_reps = _multiple(chunk_reps, SHARD_BYTES, rep_bytes * chunk_reps, chunks)
+    points = max(1, SHARD_BYTES // max(1, rep_bytes * shard_reps))
+    grid: list[int] = []
+    for size in reversed(grid_shape):
+        take = max(1, min(size, points))
+        grid.insert(0, take)
+        points //= take
+    return tuple(grid), chunk_reps, shard_reps
+
+
+def library_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("ldpsim", "numpy", "scipy", "numba", "dask", "distributed", "xarray", "zarr"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+@dataclass
+class Layout:
+    """Dimension names and sizes of a sweep's store, its chunks and shards.
+
+    A task computes ``rep_chunk`` replicates of a grid point at most. A shard (Zarr v3
+    sharding), one file, covers ``shard_grid`` grid points x ``shard_reps``
+    replicates, in chunks of ``shard_grid`` x ``chunk_reps`` (whole tasks). A store of
+    ldpsim <= 0.2 has no shards (``shard_reps`` None): a file per chunk of one grid
+    point x ``rep_chunk`` replicates.
+    """
+
+    axes: list[str]
+    axis_values: dict[str, list[Any]]
+    methods: list[str]
+    replicates: int
+    d: int
+    checkpoints: list[int] | None
+    rep_chunk: int
+    shard_reps: int | None = None
+    shard_grid: tuple[int, ...] | None = None
+    chunk_reps: int | None = None
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(len(self.axis_values[a]) for a in self.axes)
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard_reps is not None
+
+    def extra(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        if self.checkpoints is None:
+            return ("coord",), (self.d,)
+        return ("checkpoint", "coord"), (len(self.checkpoints), self.d)
+
+    def write_block(self) -> tuple[tuple[int, ...], int]:
+        """The unit a write covers: a shard (grid extent, replicates), or a chunk."""
+        if self.shard_reps is None or self.shard_grid is None:
+            return (1,) * len(self.axes), self.rep_chunk
+        return self.shard_grid, self.shard_reps
+
+    def task_chunks(self) -> int:
+        """How many chunks of at most ``rep_chunk`` replicates a grid point has."""
+        return math.ceil(self.replicates / self.rep_chunk)
+
+    def task_chunk_reps(self, chunk: int) -> range:
+        """The replicates of task chunk ``chunk`` (0 <= chunk < :meth:`task_chunks`)."""
+        rc = self.rep_chunk
+        return range(chunk * rc, min((chunk + 1) * rc, self.replicates))
+
+    @property
+    def zarr_chunk_reps(self) -> int:
+        """Replicates of a Zarr chunk (of a shard's chunk when sharded)."""
+        return self.chunk_reps or self.rep_chunk
+
+
+def layout_for(
+    sweep: Sweep,
+    rep_chunk: int | None = None,
+    shards: tuple[tuple[int, ...], int, int] | bool | None = True,
+) -> Layout:
+    """The layout of a new store for ``sweep``; ``rep_chunk`` and ``shards`` (grid extent,
+    chunk replicates, shard replicates; None: unsharded) of an existing store are passed
+    to keep them."""
+    points = sweep.points()
+    checkpoints = points[0].normalized.checkpoints
+    axis_values = {a: list(v) for a, v in sweep.grid.items()}
+    layout = Layout(
+        axes=list(sweep.grid),
+        axis_values=axis_values,
+        methods=list(sweep.methods),
+        replicates=sweep.replicates,
+        d=max(p.normalized.model.dim for p in points),
+        checkpoints=list(checkpoints) if checkpoints else None,
+        rep_chunk=rep_chunk or default_rep_chunk(sweep),
+    )
+    if shards is True:
+        rep_bytes = 8 * len(layout.methods) * math.prod(layout.extra()[1])
+        shards = shard_shape(layout.grid_shape, layout.rep_chunk, layout.replicates, rep_bytes)
+    if shards:
+        layout.shard_grid = tuple(shards[0])
+        layout.chunk_reps, layout.shard_reps = int(shards[1]), int(shards[2])
+    return layout
+
+
+def coord_array(name: str, values: list[Any]) -> np.ndarray:
+    if all(isinstance(v, str) for v in values):
+        return np.array(values, dtype=object)  # variable-length strings in Zarr v3
+    if name == "n" or all(isinstance(v, int) for v in values):
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=np.float64)
+
+
+def template(
+    sweep: Sweep, layout: Layout, units: dict[str, dict[str, Any]] | None = None
+) -> tuple[xr.Dataset, dict[str, dict[str, Any]]]:
+    """The lazily allocated Dataset of the SPEC section 7 layout (no data computed), and
+    the encoding (chunks, shards) of its variables for ``to_zarr``. ``units``: the
+    sweep's unit origins as the run read them (:func:`ldpsim.pipeline.store.code_identity.
+    sweep_units`; read here if None)."""
+    import dask.array as da
+    import xarray as xr
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    from ldpsim.pipeline.store.code_identity import UNITS_ATTR, sweep_units
+    from ldpsim.pipeline.store.digests import DIGESTS_ATTR, DIGESTS_VERSION
+    from ldpsim.tasks.streams.seeding import STREAMS_VERSION, streams_fingerprint
+
+    g_dims, g_shape = tuple(layout.axes), layout.grid_shape
+    r, m = layout.replicates, len(layout.methods)
+    x_dims, x_shape = layout.extra()
+    # Dask chunks as written: a shard (or, unsharded, a chunk) at a time.
+    g_block, rep_block = layout.write_block()
+
+    g = len(g_dims)
+    variables = {
+        "estimate": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
+        "last": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
+        "projected": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
+        "lower": (
+            (*g_dims, "method", "rep", *x_dims),
+            (*g_shape, m, r, *x_shape),
+            g + 1,
+            np.float64,
+            np.nan,
+        ),
+        "upper": (
+            (*g_dims, "method", "rep", *x_dims),
+            (*g_shape, m, r, *x_shape),
+            g + 1,
+            np.float64,
+            np.nan,
+        ),
+        "method_estimate": (
+            (*g_dims, "method", "rep", *x_dims),
+            (*g_shape, m, r, *x_shape),
+            g + 1,
+            np.float64,
+            np.nan,
+        ),
+        "method_seconds": (
+            (*g_dims, "method", "rep", *x_dims[:-1]),
+            (*g_shape, m, r, *x_shape[:-1]),
+            g + 1,
+            np.float64,
+            np.nan,
+        ),
+        # Per checkpoint: a method that fails at an early checkpoint (too few blocks)
+        # still counts at the later ones.
+        "method_failed": (
+            (*g_dims, "method", "rep", *x_dims[:-1]),
+            (*g_shape, m, r, *x_shape[:-1]),
+            g + 1,
+            bool,
+            False,
+        ),
+        "done": ((*g_dims, "rep"), (*g_shape, r), g, bool, False),
+        "failed": ((*g_dims, "rep"), (*g_shape, r), g, bool, False),
+        "seconds": ((*g_dims, "rep"), (*g_shape, r), g, np.float64, np.nan),
+        "job_id": ((*g_dims, "rep"), (*g_shape, r), g, np.int64, 0),
+        "code_version": ((*g_dims, "rep"), (*g_shape, r), g, np.int16, -1),
+    }
+    data: dict[str, Any] = {}
+    encoding: dict[str, dict[str, Any]] = {}
+    for name, (dims, shape, rep_axis, dtype, fill) in variables.items():
+        shard = [*g_block, *shape[g:]]
+        shard[rep_axis] = rep_block
+        data[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=tuple(shard)))
+        # A chunk covers the shard's grid points: few chunks to encode, however many
+        # grid points (unsharded, a chunk is one grid point: one writer per file).
+        inner = [*(g_block if layout.sharded else (1,) * g), *shape[g:]]
+        inner[rep_axis] = layout.zarr_chunk_reps
+        # zarr's default compressor, then a checksum of each chunk: a damaged chunk
+        # fails to decode and is reported (ldpsim.pipeline.store.damage) instead of being read
+        # as other numbers. Stores made before it have no checksum and read as before.
+        encoding[name] = {"chunks": tuple(inner), "compressors": (ZstdCodec(), Crc32cCodec())}
+        if layout.sharded:
+            encoding[name]["shards"] = tuple(shard)
+    data["truth"] = ((*g_dims, "coord"), truth_array(sweep, layout))
+    data["pseudo_truth"] = ((*g_dims, "coord"), truth_array(sweep, layout, pseudo=True))
+    variables = data
+    coords: dict[str, Any] = {a: coord_array(a, layout.axis_values[a]) for a in layout.axes}
+    coords.update(
+        method=np.array(layout.methods, dtype=object),
+        rep=np.arange(r, dtype=np.int64),
+        coord=np.arange(layout.d, dtype=np.int64),
+    )
+    if layout.checkpoints is not None:
+        coords["checkpoint"] = np.array(layout.checkpoints, dtype=np.int64)
+    # The arrays the sweep determines get a checksum too: a changed bit in a truth or a
+    # coordinate would change every summary silently (ldpsim.pipeline.store.integrity also
+    # recomputes and compares them).
+    for name in ("truth", "pseudo_truth", *coords):
+        encoding[name] = {"compressors": (ZstdCodec(), Crc32cCodec())}
+    ds = xr.Dataset(variables, coords=coords)
+    for name, attrs in VARIABLE_ATTRS.items():
+        ds[name].attrs.update(attrs)
+    for name, attrs in COORD_ATTRS.items():
+        if name in ds.coords:
+            ds[name].attrs.update(attrs)
+    ds.attrs.update(
+        title=f"ldpsim sweep {sweep.name!r}",
+        description=sweep.description,
+        sweep=sweep.to_json(),
+        identity=json.dumps(sweep.identity(), sort_keys=True, default=str),
+        level=float(sweep.points()[0].normalized.level),
+        rep_chunk=layout.rep_chunk,
+        **(
+            {
+                "shard_reps": layout.shard_reps,
+                "shard_grid": list(layout.shard_grid or ()),
+                "chunk_reps": layout.chunk_reps,
+            }
+            if layout.sharded
+            else {}
+        ),
+        versions=json.dumps(library_versions(), sort_keys=True),
+        streams_version=STREAMS_VERSION,
+        streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
+        **gpu_streams_attr(sweep),
+        **{UNITS_ATTR: json.dumps([units or sweep_units(sweep)], sort_keys=True)},
+        # Every data file's digest, bound to its place (ldpsim.pipeline.store.digests).
+        **{DIGESTS_ATTR: DIGESTS_VERSION},
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        conventions="done(grid, rep) is true only after that replicate's values are written",
+    )
+    return ds, encoding
+
+
+def gpu_streams_attr(sweep: Sweep) -> dict[str, str]:
+    """The ``gpu_streams`` root attribute of a GPU sweep's store: the version of its
+    Philox streams (:data:`ldpsim.tasks.streams.philox.STREAMS_VERSION`); none for the CPU."""
+    if sweep.backend != "gpu":
+        return {}
+    from ldpsim.tasks.streams.philox import STREAMS_VERSION as GPU_STREAMS
+
+    return {"gpu_streams": GPU_STREAMS}
+
+
+def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.ndarray:
+    """theta* for every grid point, NaN-padded to the store's d.
+
+    With ``pseudo``: the model's pseudo-truth theta_C (SPEC 9.5), all NaN at grid
+    points whose model converges to theta* (no clipping).
+    """
+    out = np.full((*layout.grid_shape, layout.d), np.nan)
+    for point in sweep.points():
+        index = store_index(layout, point)
+        model = point.normalized.model
+        truth = model.pseudo_truth() if pseudo else model.truth()
+        if truth is not None:
+            out[index][: len(truth)] = truth
+    return out
+
+
+def store_index(layout: Layout, point: GridPoint) -> tuple[int, ...]:
+    """The position of ``point`` along each grid axis of the store."""
+    # An exact (type, value) lookup, built once per layout; axis_position for the rest.
+    lookup = layout.__dict__.get("_positions")
+    if lookup is None:
+        lookup = {
+            a: {_exact(v): i for i, v in reversed(list(enumerate(layout.axis_values[a])))}
+            for a in layout.axes
+        }
+        layout.__dict__["_positions"] = lookup
+    out = []
+    for a in layout.axes:
+        value = point.values[a]
+        try:
+            out.append(lookup[a][_exact(value)])
+        except (KeyError, TypeError):
+            out.append(axis_position(layout.axis_values[a], value))
+    return tuple(out)
+
+
+def _exact(value: Any) -> tuple[type, Any]:
+    return type(value), value
+
+
+def axis_position(values: list[Any], value: Any) -> int:
+    for i, v in enumerate(values):
+        if (type(v) is type(value) and v == value) or (
+            isinstance(v, float) and isinstance(value, float) and math.isinf(v) and v == value
+        ):
+            return i
+    for i, v in enumerate(values):
+        if v == value:
+            return i
+    raise KeyError(value)
+
+
+def axis_contains(values: list[Any], value: Any) -> bool:
+    try:
+        axis_position(values, value)
+    except KeyError:
+        return False
+    return True

@@ -1,0 +1,92 @@
+"""Whether a path can hold a run's store, checked before anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
+from ldpsim.pipeline.store.reading import check_store
+
+
+def check_store_path(path: Path) -> None:
+    """Refuse a path that cannot hold this run's store, before anything is written.
+
+    Allowed: a new path below a writable folder, an empty folder (replaced by the
+    store), or a writable ldpsim store whose metadata are undamaged (see
+    :func:`check_store`).
+
+    Raises
+    ------
+    InputError
+        The path is not a folder, a non-empty folder that is not a store, the current
+        folder or one above it, on a read-only file system or otherwise not writable,
+        unreadable (e.g. a name longer than the file system allows), or a damaged store.
+    """
+    try:
+        kind = path_kind(path)
+        if kind is None:
+            parent = _existing_parent(path)
+            parent_kind = path_kind(parent)
+        elif kind == "folder" and not (path / "zarr.json").exists():
+            empty = not any(path.iterdir())
+    except OSError as exc:
+        raise InputError(
+            f"The store path {str(path)!r} cannot be used: {os_error_text(exc, path)}."
+        ) from None
+    if kind is None:
+        if parent_kind != "folder":
+            raise InputError(
+                f"The store path {str(path)!r} lies below {str(parent)!r}, which is a "
+                f"{parent_kind}, not a folder; choose a path inside a folder."
+            )
+        _check_writable(path, parent)
+        return
+    if kind != "folder":
+        raise InputError(
+            f"The store path {str(path)!r} is a {kind}; a store is a folder (a new path "
+            "such as outputs/NAME.zarr, or an existing ldpsim store)."
+        )
+    if (path / "zarr.json").exists():
+        # Chunks are decoded by the run (ldpsim.pipeline.store.damage), which recomputes the
+        # replicates of those that are damaged.
+        check_store(path, read_chunks=False)
+        _check_writable(path, path)
+        return
+    if not empty:
+        raise InputError(
+            f"The store path {str(path)!r} is a non-empty folder that is not a Zarr store; "
+            "choose a new path."
+        )
+    here = Path.cwd().resolve()
+    if path.resolve() in (here, *here.parents):
+        # The store replaces an empty folder by a rename, which cannot be done to the
+        # folder a process works in.
+        raise InputError(
+            f"The store path {str(path)!r} is the current folder or one above it; a store "
+            "is a folder of its own: give a new path such as ./NAME.zarr."
+        )
+    _check_writable(path, path.parent)
+    try:
+        path.rmdir()  # creation renames the finished store into place
+    except OSError as exc:
+        raise InputError(
+            f"The store path {str(path)!r} cannot be used: {os_error_text(exc, path)}."
+        ) from None
+
+
+def _check_writable(path: Path, folder: Path) -> None:
+    """Refuse ``path`` when ``folder`` (where its files are written) is not writable."""
+    why = unwritable_reason(folder)
+    if why is None:
+        return
+    raise InputError(
+        f"The store path {str(path)!r} is not writable ({why}: {str(folder)!r}); choose "
+        "a --store path in a writable folder."
+    )
+
+
+def _existing_parent(path: Path) -> Path:
+    for parent in [path.parent, *path.parent.parents]:
+        if path_kind(parent) is not None:
+            return parent
+    return Path("/")

@@ -1,0 +1,247 @@
+"""Paired comparisons of two interval methods on the same replicates, and planning."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ldpsim.pipeline.summary.records import records_over, render_records, with_case_parameters
+from ldpsim.pipeline.summary.table_layouts import latex_table, markdown_table, text_table
+from ldpsim.pipeline.summary.tables import (
+    CoordsMode,
+    TableFormat,
+    caption_head,
+    replicates_per_cell,
+    shown_coords,
+    table_rows,
+)
+from ldpsim.pipeline.summary.variables import grid_axes
+
+#: Variables of :func:`compare_methods` per coordinate, and of its coordinate means.
+COMPARE_FIELDS = ("coverage_diff", "coverage_diff_se", "length_ratio", "length_ratio_se")
+COMPARE_COUNT = "n_paired"
+COORD_MEAN_PREFIX = "coord_mean_"
+
+COMPARE_ATTRS: dict[str, dict[str, str]] = {
+    "coverage_diff": {
+        "long_name": "coverage of method a - coverage of method b, on the same replicates",
+        "units": "1",
+    },
+    "coverage_diff_se": {
+        "long_name": "paired standard error: sd over replicates of (I_a - I_b) / sqrt(R)",
+        "units": "1",
+    },
+    "length_ratio": {
+        "long_name": "mean length of method a / mean length of method b, same replicates",
+        "units": "1",
+    },
+    "length_ratio_se": {
+        "long_name": (
+            "delta-method standard error of length_ratio: sd over replicates of "
+            "(L_a - ratio L_b) / mean(L_b) / sqrt(R)"
+        ),
+        "units": "1",
+    },
+    "n_paired": {
+        "long_name": "replicates R where both methods have finite bounds (done)",
+        "units": "1",
+    },
+}
+
+
+def _paired(
+    covered_a: xr.DataArray,
+    covered_b: xr.DataArray,
+    length_a: xr.DataArray,
+    length_b: xr.DataArray,
+    use: xr.DataArray,
+) -> dict[str, xr.DataArray]:
+    """Coverage difference and length ratio over ``rep`` where ``use``, paired errors."""
+    count = use.sum("rep")
+    root = np.sqrt(count.where(count > 0))
+    ddof_count = (count - 1).where(count > 1)
+
+    def mean(x: xr.DataArray) -> xr.DataArray:
+        return x.where(use).sum("rep") / count.where(count > 0)
+
+    def sd(x: xr.DataArray) -> xr.DataArray:
+        centred = x - mean(x)
+        return np.sqrt((centred.where(use) ** 2).sum("rep") / ddof_count)
+
+    diff = covered_a.astype(np.float64) - covered_b.astype(np.float64)
+    mean_a, mean_b = mean(length_a), mean(length_b)
+    ratio = mean_a / mean_b.where(mean_b != 0)
+    # Empirical influence values of the ratio of means (nonparametric delta method).
+    influence = (length_a - ratio * length_b) / mean_b.where(mean_b != 0)
+    return {
+        "coverage_diff": mean(diff),
+        "coverage_diff_se": sd(diff) / root,
+        "length_ratio": ratio,
+        "length_ratio_se": sd(influence) / root,
+        "n_paired": count.astype(np.int64),
+    }
+
+
+def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
+    """Coverage difference and length ratio of methods ``a`` and ``b``, paired.
+
+    Both methods are computed on the same replicates, so their coverage indicators and
+    lengths are correlated: the standard error of the difference is that of the
+    per-replicate differences, not the two binomial errors combined. Only replicates
+    that are done and where both methods have finite bounds count.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A store's Dataset (``lower``, ``upper``, ``truth``, ``done``).
+    a, b : str
+        Method labels of the store, different.
+
+    Returns
+    -------
+    xarray.Dataset
+        Per grid point, [checkpoint,] coord: ``coverage_diff`` = cov_a - cov_b, with
+        ``coverage_diff_se`` = sd_r(I_a,r - I_b,r) / sqrt(R); ``length_ratio`` =
+        mean(L_a) / mean(L_b), with ``length_ratio_se`` from the delta method, sd_r((L_a,r -
+        ratio L_b,r) / mean(L_b)) / sqrt(R); ``n_paired`` (R). The same per grid point
+        [and checkpoint] for the means over the coordinates (prefix ``coord_mean_``): each
+        replicate's fraction of covered coordinates and its mean length over the
+        coordinates where both methods have bounds, then paired as above. NaN where
+        R = 0, NaN standard errors where R < 2. Attributes ``a``, ``b``, ``level``,
+        ``sweep``.
+
+    Raises
+    ------
+    ValueError
+        ``a`` or ``b`` is not a method of the store, or they are equal.
+    """
+    labels = [str(m) for m in ds["method"].values]
+    for name, label in (("a", a), ("b", b)):
+        if label not in labels:
+            raise ValueError(
+                f"The '{name}' parameter of compare_methods must be one of the store's "
+                f"methods: {', '.join(labels)}. Got {label!r}."
+            )
+    if a == b:
+        raise ValueError(f"compare_methods needs two different methods. Got {a!r} twice.")
+    truth = ds["truth"]
+    valid = truth.notnull()
+    done = ds["done"].astype(bool)
+    lower = {m: ds["lower"].sel({"method": m}, drop=True) for m in (a, b)}
+    upper = {m: ds["upper"].sel({"method": m}, drop=True) for m in (a, b)}
+    ok = {m: lower[m].notnull() & upper[m].notnull() for m in (a, b)}
+    covered = {m: (lower[m] <= truth) & (truth <= upper[m]) for m in (a, b)}
+    length = {m: upper[m] - lower[m] for m in (a, b)}
+    both = done & valid & ok[a] & ok[b]
+    per_coord = _paired(covered[a], covered[b], length[a], length[b], both)
+
+    # Coordinate means: per replicate over the coordinates where both have bounds.
+    coords = both.sum("coord")
+    per_rep = coords > 0
+
+    def fraction(x: xr.DataArray) -> xr.DataArray:
+        return x.where(both, 0).astype(np.float64).sum("coord") / coords.where(per_rep)
+
+    means = _paired(
+        fraction(covered[a]),
+        fraction(covered[b]),
+        fraction(length[a]),
+        fraction(length[b]),
+        per_rep,
+    )
+    out = xr.Dataset(
+        {**per_coord, **{COORD_MEAN_PREFIX + k: v for k, v in means.items()}}
+    ).compute()
+    order = [*grid_axes(ds), "checkpoint", "coord"]
+    out = out.transpose(*[d for d in order if d in out.dims])
+    for name, attrs in COMPARE_ATTRS.items():
+        out[name].attrs = dict(attrs)
+        out[COORD_MEAN_PREFIX + name].attrs = {
+            **attrs,
+            "long_name": attrs["long_name"] + " (per-replicate means over the coordinates)",
+        }
+    out.attrs = {k: ds.attrs[k] for k in ("level", "sweep") if k in ds.attrs}
+    out.attrs.update(a=a, b=b)
+    return out
+
+
+def parse_pair(text: str, labels: list[str]) -> tuple[str, str]:
+    """``'A,B'`` as two method labels of the store.
+
+    Raises
+    ------
+    ValueError
+        Not two comma-separated labels of ``labels``, or the same one twice.
+    """
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"--compare takes two methods as A,B (e.g. bb,sn). Got {text!r}.")
+    return check_pair(parts[0], parts[1], labels, "--compare")
+
+
+def check_pair(a: str, b: str, labels: list[str], where: str) -> tuple[str, str]:
+    """``a`` and ``b``, two different method labels of ``labels``.
+
+    Raises
+    ------
+    ValueError
+        A label the store lacks, or the same one twice (``where`` names the caller).
+    """
+    unknown = [label for label in (a, b) if label not in labels]
+    if unknown:
+        raise ValueError(
+            f"{where}: {', '.join(map(repr, unknown))} is not a method of the store; "
+            f"its methods are {', '.join(labels)}."
+        )
+    if a == b:
+        raise ValueError(f"{where} needs two different methods. Got {a!r} twice.")
+    return a, b
+
+
+def format_comparison(
+    comparison: xr.Dataset, fmt: TableFormat = "text", coords: CoordsMode = "auto"
+) -> str:
+    """A table of :func:`compare_methods`, laid out as ``tables.format_table``'s.
+
+    Parameters
+    ----------
+    comparison : xarray.Dataset
+        The output of :func:`compare_methods`.
+    fmt : {'text', 'markdown', 'latex', 'csv', 'json'}
+        ``csv`` and ``json`` hold one record per grid point, [checkpoint,] coord (with
+        ``coords='mean'``: per grid point [and checkpoint], the coordinate means); a
+        case's parameters follow ``case``
+        (:func:`~ldpsim.pipeline.summary.records.with_case_parameters`).
+    coords : {'auto', 'all', 'mean'}
+        As in ``format_table``: ``auto`` shows the coordinate means above 10 coordinates.
+
+    Returns
+    -------
+    str
+        The table, ending with a newline.
+    """
+    a, b = comparison.attrs["a"], comparison.attrs["b"]
+    shown = shown_coords(comparison, coords)
+    prefix = COORD_MEAN_PREFIX if shown == "mean" else ""
+    fields = [prefix + f for f in (*COMPARE_FIELDS, COMPARE_COUNT)]
+    if fmt in ("csv", "json"):
+        checkpoint = ["checkpoint"] if "checkpoint" in comparison.dims else []
+        dims = [*grid_axes(comparison), *checkpoint, *(["coord"] if not prefix else [])]
+        recs = with_case_parameters(comparison, records_over(comparison, dims, fields))
+        for rec in recs:
+            rec.update(a=a, b=b)
+        return render_records(recs, fmt, [*dims, *fields, "a", "b"])
+    stats = {
+        f"cover {a} - {b}": prefix + "coverage_diff",
+        f"length {a} / {b}": prefix + "length_ratio",
+    }
+    rows = table_rows(comparison, fmt, stats, per_method=False, per_coord=not prefix)
+    where = "the means over the coordinates, " if prefix else ""
+    caption = (
+        f"{caption_head(comparison)}; {where}coverage of {a} minus that of {b} and the ratio "
+        f"of their mean lengths, on the same replicates (paired Monte-Carlo standard errors "
+        f"in brackets; delta method for the ratio); "
+        f"{replicates_per_cell(comparison, prefix + COMPARE_COUNT)}"
+    )
+    render = {"markdown": markdown_table, "latex": latex_table}.get(fmt, text_table)
+    return render(caption, *rows)

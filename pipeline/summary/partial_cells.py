@@ -1,0 +1,207 @@
+"""Partial cells: summary statistics computed on fewer than all of a grid point's replicates.
+
+A replicate that failed, an interval method that failed in a replicate, or a replicate not
+computed yet leaves a cell of the summary with fewer replicates than its grid point has.
+Averaging over the replicates that happened to succeed is a selection, and it can be a
+biased one (a method that fails exactly where its interval would be wide). So every such
+cell is *marked* in the tables: a marker after its value and a footnote with the counts;
+``csv`` and ``json`` carry the counts of every cell (``n_done``, ``n_failed``,
+``n_replicates``); ``ldpsim summarize --strict`` exits 1 when any cell is marked.
+
+A cell whose replicates were computed by more than one version of the code of its units
+(a plugin edited between two runs, accepted with ``--accept-code-change``; the summary's
+``code_versions``, :mod:`ldpsim.pipeline.store.code_identity`) is marked too, and the footnote
+says how many versions it mixes.
+
+A cell that no replicate can fill, though some are done and no method failed there (a
+statistic the store has no values for, e.g. the last iterate in a store older than
+``last``), is ``n/a`` and not marked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ldpsim.pipeline.formatting import latex_escape
+
+#: Statistic -> (its count of replicates used, its count of replicates lost to failures).
+#: The counts are summary variables (:func:`ldpsim.pipeline.summary.summary.summarize`).
+COUNTS: dict[str, tuple[str, str]] = {
+    "coverage": ("n_done", "n_failed"),
+    "length": ("n_done", "n_failed"),
+    "predicted_coverage": ("n_done", "n_failed"),
+    "bias_over_sd": ("n_done", "n_failed"),
+    "variance_ratio": ("n_done", "n_failed"),
+    "replicates_needed": ("n_done", "n_failed"),
+    "coord_mean_coverage": ("coord_mean_n_done", "coord_mean_n_failed"),
+    "coord_mean_length": ("coord_mean_n_done", "coord_mean_n_failed"),
+    "coord_mean_replicates_needed": ("coord_mean_n_done", "coord_mean_n_failed"),
+    "joint_coverage": ("joint_n_done", "coord_mean_n_failed"),
+    "joint_replicates_needed": ("joint_n_done", "coord_mean_n_failed"),
+    "mse": ("mse_n_done", "replicates_failed"),
+    "mse_last": ("mse_last_n_done", "replicates_failed"),
+}
+
+#: The marker after a partial cell's value, per table format.
+MARKERS = {"text": "*", "markdown": "\\*", "latex": "$^{*}$"}
+
+
+def replicates(summary: xr.Dataset) -> int | None:
+    """The replicates per grid point of the summary (None for a summary without them)."""
+    value = summary.attrs.get("replicates")
+    return None if value is None else int(value)
+
+
+def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
+    """Where the cells of ``stat`` are marked: partial (:func:`fewer`) or mixing code
+    versions (the summary's ``code_versions`` above 1).
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        From :func:`ldpsim.pipeline.summary.summary.summarize`.
+    stat : str
+        A key of :data:`COUNTS`.
+    """
+    mask = fewer(summary, stat)
+    return mask | mixed(summary, mask)
+
+
+def mixed(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+    """Where the cells shaped ``like`` mix replicates of several code versions."""
+    if "code_versions" not in summary:
+        return xr.zeros_like(like, dtype=bool)
+    return (_versions_like(summary, like) > 1).transpose(*like.dims)
+
+
+def _versions_like(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+    """The cells' code versions shaped ``like`` (a statistic without a method axis: the
+    most versions of any method of its grid point)."""
+    versions = summary["code_versions"]
+    if "method" in versions.dims and "method" not in like.dims:
+        versions = versions.max("method")
+    return versions.broadcast_like(like)
+
+
+def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
+    """Where the cells of ``stat`` are partial: True where they count fewer replicates than
+    their grid point has, except where none counts by design (no method failed there and
+    some replicate of the grid point is done: a statistic the store has no values for).
+
+    Parameters
+    ----------
+    summary : xarray.Dataset
+        From :func:`ldpsim.pipeline.summary.summary.summarize`.
+    stat : str
+        A key of :data:`COUNTS`.
+    """
+    count_name, failed_name = COUNTS[stat]
+    count = summary[count_name]
+    total = replicates(summary)
+    if total is None or "replicates_done" not in summary:  # a summary of an older ldpsim
+        return xr.zeros_like(count, dtype=bool)
+    method_failures = summary[failed_name] - summary["replicates_failed"]
+    by_design = (count == 0) & (method_failures == 0) & (summary["replicates_done"] > 0)
+    if "methods_pending" in summary:  # a method added to the store, not computed yet
+        by_design &= _pending_like(summary, count) == 0
+    return (count < total) & ~by_design
+
+
+def _pending_like(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+    """The replicates that lack a cell's method (:func:`ldpsim.pipeline.store.pending.
+    pending_cells`) shaped ``like`` (a statistic without a method axis: any method's)."""
+    pending = summary["methods_pending"]
+    if "method" not in like.dims:
+        pending = pending.max("method")
+    return pending.broadcast_like(like)
+
+
+def any_partial(summary: xr.Dataset) -> bool:
+    """Whether any cell of a table statistic (:data:`COUNTS`) is partial, at the
+    coordinates each grid point has."""
+    return any(bool(shown_partial(summary, stat).any()) for stat in COUNTS if stat in summary)
+
+
+def shown_partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
+    """:func:`partial` at the coordinates each grid point has (the cells tables show)."""
+    mask = partial(summary, stat)
+    if "coord" in mask.dims and "coord_exists" in summary:
+        mask = mask & summary["coord_exists"]
+    return mask
+
+
+def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
+    """The footnote under a table whose cells of ``stats`` may be marked; '' if none is.
+
+    It says what the marker means, the range of the counts over the marked cells and how
+    to see each cell's counts and the failures.
+    """
+    total = replicates(summary)
+    used: list[np.ndarray] = []
+    lost: list[np.ndarray] = []
+    done: list[np.ndarray] = []  # replicates of the grid point done, and failed
+    failed: list[np.ndarray] = []
+    pending: list[np.ndarray] = []  # done, but for the cell's method (added, not computed)
+    versions: list[np.ndarray] = []  # code versions of the cells that mix them
+    for stat in stats:
+        if stat not in COUNTS or stat not in summary:
+            continue
+        shown = shown_partial(summary, stat)
+        mix = mixed(summary, shown) & shown
+        if mix.any():
+            cells = _versions_like(summary, mix).transpose(*mix.dims)
+            versions.append(cells.values[mix.values])
+        mask = shown & fewer(summary, stat)
+        count_name, failed_name = COUNTS[stat]
+        names = (
+            (used, count_name),
+            (lost, failed_name),
+            (done, "replicates_done"),
+            (failed, "replicates_failed"),
+        )
+        for values, name in names:
+            cells = summary[name].broadcast_like(mask).transpose(*mask.dims)
+            values.append(cells.values[mask.values])
+        if "methods_pending" in summary:
+            cells = _pending_like(summary, mask).transpose(*mask.dims)
+            pending.append(cells.values[mask.values])
+    counts = np.concatenate(used) if used else np.array([], dtype=int)
+    mixes = np.concatenate(versions) if versions else np.array([], dtype=int)
+    if total is None or counts.size + mixes.size == 0:
+        return ""
+    mix_text = (
+        f"mixes replicates of {span(mixes)} code versions (a unit's source changed "
+        "between runs, accepted with --accept-code-change; ldpsim report STORE lists them)"
+        if mixes.size
+        else ""
+    )
+    if counts.size == 0:
+        return _marked(f"{mix_text}.", fmt)
+    failures = np.concatenate(lost)
+    # Neither done nor failed, or done but for a method added since: not computed yet.
+    missing = total - np.concatenate(done) - np.concatenate(failed)
+    if pending:
+        missing = missing + np.concatenate(pending)
+
+    text = (
+        f"computed on fewer than all {total} replicates of its grid point: "
+        f"{span(counts)} counted, {span(failures)} lost to a failure of the replicate or "
+        f"of the method (ldpsim errors STORE), {span(missing)} not computed "
+        "yet (ldpsim run resumes them); a selection by failure can bias the cell. "
+        "--format csv gives each cell's n_done and n_failed."
+    )
+    return _marked(f"{text} Or: {mix_text}." if mix_text else text, fmt)
+
+
+def span(values: np.ndarray) -> str:
+    """``3`` or ``2-5``: the range of integer ``values``."""
+    lo, hi = int(values.min()), int(values.max())
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def _marked(text: str, fmt: str) -> str:
+    """The footnote ``text`` after the marker of ``fmt``."""
+    if fmt == "latex":
+        return "\\textsuperscript{*} " + latex_escape(text).replace("--", "-{}-")
+    return f"{MARKERS.get(fmt, '*')} {text}"
