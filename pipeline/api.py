@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ldpsim.pipeline import accessor as _accessor  # ds.ldpsim (registered if xarray is in)
 from ldpsim.pipeline.errors import (
+    EXIT_DAMAGED,
     EXIT_FAILED,
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from ldpsim.tasks.replicate import ReplicateResult
 
 __all__ = [
+    "EXIT_DAMAGED",
     "EXIT_FAILED",
     "EXIT_INCOMPLETE",
     "EXIT_OK",

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # distributed is imported when a cluster is started or reache
     from distributed import Client
 
 #: Where the shipped cluster configurations live (repository's cluster/ folder).
-CLUSTER_DIR = Path(__file__).resolve().parent.parent / "cluster"
+CLUSTER_DIR = Path(__file__).resolve().parents[2] / "cluster"  # ldpsim/cluster
 CONFIG_KEYS = ("kind", "options", "scale", "adapt", "start_timeout")
 #: Default seconds from the start of a cluster until its first worker has connected
 #: (cluster-file key ``start_timeout``, option ``--start-timeout``). Local workers start

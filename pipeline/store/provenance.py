@@ -51,7 +51,7 @@ def source_commit() -> str | None:
 
     None where ldpsim is not installed from a git checkout (a wheel), or git is missing.
     """
-    source = Path(__file__).resolve().parent.parent  # the folder holding pipeline/
+    source = Path(__file__).resolve().parents[2]  # the folder holding pipeline/
     if not (source / ".git").exists():
         return None
     try:

@@ -392,7 +392,7 @@ def test_messages_name_a_cell_and_quote_values_as_the_tables_and_the_api_do(stor
     assert str(info.value).endswith(" at the cell tau = 0.5, n = 1e4, method = bb, coord = 0.")
     assert "n = 1e4" in format_table(summary, "text")  # the table's column
     # One wording of a value (errors.shown_value) in the API, the accessor and here.
-    assert api._shown is shown_value
+    assert api.shown_value is shown_value
     assert shown_value(np.float64(0.5)) == "0.5" and shown_value("x" * 81) == "a str"
     with pytest.raises(InputError, match=r"returned 'many' at the cell tau = 0.5, n = 1e2"):
         api.summarize(store, statistics={"x": lambda c: np.str_("many")})

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ldpsim.pipeline.compute import runner
+from ldpsim.pipeline.compute import progress as progress_module
 from ldpsim.pipeline.compute.plan import plan
 from ldpsim.pipeline.compute.progress import Progress, eta_seconds
 from ldpsim.pipeline.cost import (
@@ -54,7 +54,7 @@ def test_eta_is_never_negative(monkeypatch):
     assert 0.1 + 0.2 > 0.3
     assert eta_seconds(10.0, 0.1 + 0.2, 0.3) == 0.0
     assert f"{eta_seconds(10.0, 0.1 + 0.2, 0.3):.0f}" == "0"
-    monkeypatch.setattr(runner, "PLAIN_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(progress_module, "PLAIN_PROGRESS_EVERY", 0.0)
     lines: list[str] = []
     progress = Progress(reps=3, cost=0.3, log=lines.append)
     for cost in (0.1, 0.2, 1e-17):
@@ -83,7 +83,7 @@ def test_tasks_weighed_by_their_work(tmp_path):
 
 
 def test_progress_lines_report_the_share_of_work(monkeypatch):
-    monkeypatch.setattr(runner, "PLAIN_PROGRESS_EVERY", 0.0)  # a line at every update
+    monkeypatch.setattr(progress_module, "PLAIN_PROGRESS_EVERY", 0.0)  # a line at every update
     lines: list[str] = []
     progress = Progress(reps=3, cost=4.0, log=lines.append)
     progress.update(1, 1.0)

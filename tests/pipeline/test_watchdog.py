@@ -11,7 +11,7 @@ from conftest import write_sweep
 from distributed import Client
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.compute import runner, watchdog
+from ldpsim.pipeline.compute import progress, watchdog
 from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.compute.watchdog import default_timeout
 from ldpsim.pipeline.store.reading import open_dataset
@@ -25,7 +25,7 @@ def test_default_timeout_is_generous():
 
 def test_stopped_worker_is_restarted_and_the_run_completes(tmp_path, local_cluster, monkeypatch):
     monkeypatch.setattr(watchdog, "LATE_MIN", 0.5)  # late after 0.5 s, not 30
-    monkeypatch.setattr(runner, "PLAIN_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(progress, "PLAIN_PROGRESS_EVERY", 0.0)
     sweep = load_sweep(write_sweep(tmp_path / "hang.toml", replicates=6, rep_chunk=1))
     with Client(local_cluster, set_as_default=False) as client:
         pids = client.run(os.getpid)
