@@ -10,6 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.gridspec import GridSpec
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator
 
 from ldpsim.pipeline.plots import TITLE_CHARS_PER_INCH
 
@@ -98,18 +99,23 @@ def narrow_layout(fig: Figure, width: float = NARROW_INCHES) -> Figure | None:
 
 
 def _wrap_tick_labels(ax: Axes, height: float) -> float:
-    """Wrap the y tick labels of ``ax`` that are words longer than
-    :data:`TICK_LABEL_CHARS` (a dot figure's grid points); the factor by which the
-    panel, ``height`` inches high, must grow for their lines (1 where none is)."""
+    """Wrap the y tick labels of ``ax`` that are words set by hand (a dot figure's grid
+    points: fixed ticks, plain text, not numbers) longer than :data:`TICK_LABEL_CHARS`;
+    the factor by which the panel, ``height`` inches high, must grow for their lines (1
+    where none is)."""
+    if not isinstance(ax.yaxis.get_major_locator(), FixedLocator):
+        return 1.0
     ticks = list(ax.get_yticks())
-    labels = [label.get_text() for label in ax.get_yticklabels()]
-    long = [text for text in labels if len(text) > TICK_LABEL_CHARS]
-    if not labels or len(labels) != len(ticks) or not any(c.isalpha() for c in "".join(long)):
+    # From the formatter: a shared axis's hidden labels are drawn as "".
+    labels = list(ax.yaxis.get_major_formatter().format_ticks(ticks))
+    if any(text.startswith("$") for text in labels):
+        return 1.0  # numbers (mathtext), not words
+    if all(len(text) <= TICK_LABEL_CHARS for text in labels):
         return 1.0
     wrapped = ["\n".join(textwrap.wrap(text, TICK_LABEL_CHARS)) or text for text in labels]
     ax.set_yticks(ticks, wrapped)
     lines = max(text.count("\n") + 1 for text in wrapped)
-    points = ax.get_yticklabels()[0].get_fontsize()
+    points = ax.yaxis.get_major_ticks()[0].label1.get_fontsize()
     needed = lines * points * LINE_SPACING / 72 * len(labels)
     return max(1.0, needed / height)
 
