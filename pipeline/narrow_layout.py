@@ -29,7 +29,8 @@ LINE_SPACING = 1.3
 def narrow_layout(fig: Figure, width: float = NARROW_INCHES) -> Figure | None:
     """Lay ``fig`` out again, in place, ``width`` inches wide with one panel per row.
 
-    The visible panels keep their order (row by row) and their heights; hidden spare
+    The visible panels keep their order (row by row) and their heights (as last drawn:
+    draw or save the figure first for the heights of its layout); hidden spare
     panels go; every panel gets its tick labels (shared axes label only the outer ones),
     and label ticks longer than :data:`TICK_LABEL_CHARS` characters are wrapped (their
     panel made higher as the lines need); the figure's legends become one legend above
@@ -51,7 +52,8 @@ def narrow_layout(fig: Figure, width: float = NARROW_INCHES) -> Figure | None:
         ``fig`` itself; None where its panels do not fit ``width`` (constrained layout
         gives up: labels wider than the figure), and ``fig`` is then of no further use.
     """
-    fig.draw_without_rendering()  # the panels' heights as the wide layout made them
+    # The panels' heights as last drawn: the wide figure's once it is saved (the report
+    # saves it first), else as its grid first placed them (a draw costs a second).
     panels = [ax for ax in fig.axes if ax.get_visible()]
     heights = [ax.get_position().height * fig.get_figheight() for ax in panels]
     for ax in [ax for ax in fig.axes if not ax.get_visible()]:
