@@ -10,6 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.gridspec import GridSpec
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator
 
 from ldpsim.pipeline.report.plots import TITLE_CHARS_PER_INCH
 
@@ -28,7 +29,8 @@ LINE_SPACING = 1.3
 def narrow_layout(fig: Figure, width: float = NARROW_INCHES) -> Figure | None:
     """Lay ``fig`` out again, in place, ``width`` inches wide with one panel per row.
 
-    The visible panels keep their order (row by row) and their heights; hidden spare
+    The visible panels keep their order (row by row) and their heights (as last drawn:
+    draw or save the figure first for the heights of its layout); hidden spare
     panels go; every panel gets its tick labels (shared axes label only the outer ones),
     and label ticks longer than :data:`TICK_LABEL_CHARS` characters are wrapped (their
     panel made higher as the lines need); the figure's legends become one legend above
@@ -50,7 +52,8 @@ def narrow_layout(fig: Figure, width: float = NARROW_INCHES) -> Figure | None:
         ``fig`` itself; None where its panels do not fit ``width`` (constrained layout
         gives up: labels wider than the figure), and ``fig`` is then of no further use.
     """
-    fig.draw_without_rendering()  # the panels' heights as the wide layout made them
+    # The panels' heights as last drawn: the wide figure's once it is saved (the report
+    # saves it first), else as its grid first placed them (a draw costs a second).
     panels = [ax for ax in fig.axes if ax.get_visible()]
     heights = [ax.get_position().height * fig.get_figheight() for ax in panels]
     for ax in [ax for ax in fig.axes if not ax.get_visible()]:
@@ -98,18 +101,23 @@ def narrow_layout(fig: Figure, width: float = NARROW_INCHES) -> Figure | None:
 
 
 def _wrap_tick_labels(ax: Axes, height: float) -> float:
-    """Wrap the y tick labels of ``ax`` that are words longer than
-    :data:`TICK_LABEL_CHARS` (a dot figure's grid points); the factor by which the
-    panel, ``height`` inches high, must grow for their lines (1 where none is)."""
+    """Wrap the y tick labels of ``ax`` that are words set by hand (a dot figure's grid
+    points: fixed ticks, plain text, not numbers) longer than :data:`TICK_LABEL_CHARS`;
+    the factor by which the panel, ``height`` inches high, must grow for their lines (1
+    where none is)."""
+    if not isinstance(ax.yaxis.get_major_locator(), FixedLocator):
+        return 1.0
     ticks = list(ax.get_yticks())
-    labels = [label.get_text() for label in ax.get_yticklabels()]
-    long = [text for text in labels if len(text) > TICK_LABEL_CHARS]
-    if not labels or len(labels) != len(ticks) or not any(c.isalpha() for c in "".join(long)):
+    # From the formatter: a shared axis's hidden labels are drawn as "".
+    labels = list(ax.yaxis.get_major_formatter().format_ticks(ticks))
+    if any(text.startswith("$") for text in labels):
+        return 1.0  # numbers (mathtext), not words
+    if all(len(text) <= TICK_LABEL_CHARS for text in labels):
         return 1.0
     wrapped = ["\n".join(textwrap.wrap(text, TICK_LABEL_CHARS)) or text for text in labels]
     ax.set_yticks(ticks, wrapped)
     lines = max(text.count("\n") + 1 for text in wrapped)
-    points = ax.get_yticklabels()[0].get_fontsize()
+    points = ax.yaxis.get_major_ticks()[0].label1.get_fontsize()
     needed = lines * points * LINE_SPACING / 72 * len(labels)
     return max(1.0, needed / height)
 

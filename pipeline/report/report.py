@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import math
@@ -117,12 +118,11 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
     }
 
 
-#: A label's width per character, in em of its font (system-ui's letters and digits
-#: average about 0.55 em, a bold header's more), and the cell's horizontal padding on a
-#: desktop and on a phone.
-EM_PER_CHAR = 0.62
+#: A label cell's horizontal padding on a desktop and on a phone, and room to spare
+#: beyond its text's width (:func:`text_em`), in em.
 LABEL_PADDING_EM = 1.2
 NARROW_PADDING_EM = 0.6
+LABEL_SLACK_EM = 0.15
 #: The widest label column on a desktop; wider labels wrap.
 MAX_LABEL_EM = 16.0
 #: The widest label column on a phone (a page up to 600 px wide): two such
@@ -133,14 +133,28 @@ NARROW_LABEL_EM = 6.5
 NARROW_LABEL_COLUMNS = 2
 
 
+@functools.lru_cache(maxsize=4096)
+def text_em(text: str, bold: bool = False) -> float:
+    """The width of ``text`` on one line, in em of its font, in DejaVu Sans: the font
+    matplotlib draws with and Chromium's system-ui on Debian, wider than most systems'
+    (a column sized by it is wide enough)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    font = FontProperties(family="DejaVu Sans", weight="bold" if bold else "normal", size=100)
+    width, _, _ = text_to_path.get_text_width_height_descent(text, font, ismath=False)
+    return width / 100
+
+
 def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """How a results table keeps its labels in view while its numbers scroll sideways.
 
     Every label column is sticky (``position: sticky``), each at a fixed width (its
-    longest label or name, at most :data:`MAX_LABEL_EM`) so that the next one sticks
-    right of it. On a phone only the last :data:`NARROW_LABEL_COLUMNS` stay columns (at
-    most :data:`NARROW_LABEL_EM` wide); the outer ones are hidden, and a heading row
-    names their values above each block of rows they label.
+    widest label or name, :func:`text_em`, at most :data:`MAX_LABEL_EM`) so that the
+    next one sticks right of it. On a phone only the last
+    :data:`NARROW_LABEL_COLUMNS` stay columns (at most :data:`NARROW_LABEL_EM` wide);
+    the outer ones are hidden, and a heading row names their values above each block of
+    rows they label.
 
     Parameters
     ----------
@@ -159,11 +173,11 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
     """
     count = len(names)
     outer = max(count - NARROW_LABEL_COLUMNS, 0)
-    longest = [len(name) for name in names]
+    text = [text_em(name, bold=True) + LABEL_SLACK_EM for name in names]
     current = [""] * count
     for row in rows:
         for i, label in enumerate(row["labels"]):
-            longest[i] = max(longest[i], len(label))
+            text[i] = max(text[i], text_em(label) + LABEL_SLACK_EM)
         current = [label or old for label, old in zip(row["labels"], current, strict=True)]
         changed = any(row["labels"][:outer])
         values = [
@@ -172,8 +186,8 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
             if value not in ("", "-")
         ]
         row["heading"] = ", ".join(values) if changed else ""
-    widths = [min(EM_PER_CHAR * n + LABEL_PADDING_EM, MAX_LABEL_EM) for n in longest]
-    narrow = [min(EM_PER_CHAR * n + NARROW_PADDING_EM, NARROW_LABEL_EM) for n in longest]
+    widths = [min(em + LABEL_PADDING_EM, MAX_LABEL_EM) for em in text]
+    narrow = [min(em + NARROW_PADDING_EM, NARROW_LABEL_EM) for em in text]
     properties = []
     left = narrow_left = 0.0
     for i in range(count):
@@ -419,7 +433,9 @@ def figure_image(stem: str, fig: Figure, caption: str) -> dict[str, Any]:
 
     alt = figure_alt(stem, fig)
     wide = png_uri(fig)
-    shown = math.ceil(wide["width"] * min(MIN_FIGURE_TEXT_PX / wide["min_text_px"], 1.0))
+    smallest = wide["min_text_px"]  # NaN for a figure without text
+    shrink = min(MIN_FIGURE_TEXT_PX / smallest, 1.0) if smallest > 0 else 1.0
+    shown = math.ceil(wide["width"] * shrink)
     narrow = narrow_layout(fig)
     return {
         "stem": stem,
@@ -880,9 +896,13 @@ def write_report(
 ) -> Path:
     """Write the HTML report of ``store`` to ``out`` (replaced if it exists).
 
-    The page is self-contained: styles inline, figures as PNG data URIs, no script and
-    no reference to anything outside the file, so it opens from a mail attachment
-    without a network.
+    The page is self-contained: styles inline, figures as PNG data URIs (the zip plots
+    as inline SVG), no script and no reference to anything outside the file, so it
+    opens from a mail attachment without a network. Each figure comes twice, as wide as
+    a desktop page and one panel per row for a phone, and opens full size on a click or
+    tap (CSS alone); results tables keep their label columns in view while their
+    numbers scroll; the print style keeps figures, captions and table headers with
+    their content.
 
     Parameters
     ----------

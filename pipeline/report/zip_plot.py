@@ -685,9 +685,9 @@ def store_zip_plots(ds: xr.Dataset, *, coord: int = 0, max_lines: int = ZIP_MAX_
 # -- the report's zip panels: SVG, drawn from the ranked intervals -----------------------
 #: One panel of the report's zip plots, in CSS px at 1:1 (the SVG's user units): four
 #: side by side fit a desktop page, two a 400 px phone.
-SVG_PANEL_SIZE = (240, 220)
+SVG_PANEL_SIZE = (240, 230)
 #: Every text of an SVG panel, in CSS px at 1:1: at two panels side by side on a 400 px
-#: phone (184 px, 0.77 of their size) still 10.7 px.
+#: phone (176 px or more, 0.73 of their size) still 10.3 px.
 SVG_FONT_PX = 14
 #: Most lines an SVG panel draws (the report's zip plots): a path segment each, so that
 #: a report of many grid points stays small; evenly spaced as in the figures.
@@ -747,7 +747,9 @@ def panel_svg(panel: ZipPanel, level: float, coord_in_title: bool, max_lines: in
         title = f"{panel.method}{where}: no interval"
     lines = textwrap.wrap(title, SVG_TITLE_CHARS, break_on_hyphens=False) or [title]
     left, right = SVG_MARGINS["left"], width - SVG_MARGINS["right"]
-    top = SVG_MARGINS["title_line"] * len(lines) + 8
+    # Room for two title lines in every panel, so that the panels of a row line up; the
+    # title's last line just above the plot.
+    top = SVG_MARGINS["title_line"] * max(len(lines), 2) + 8
     bottom = height - SVG_MARGINS["bottom"]
 
     def y_at(centile: float) -> float:
@@ -761,7 +763,8 @@ def panel_svg(panel: ZipPanel, level: float, coord_in_title: bool, max_lines: in
     ]
     for i, line in enumerate(lines):
         out.append(
-            f'<text x="{width / 2:.1f}" y="{SVG_MARGINS["title_line"] * (i + 1) - 2}" '
+            f'<text x="{width / 2:.1f}" '
+            f'y="{top - 10 - SVG_MARGINS["title_line"] * (len(lines) - 1 - i)}" '
             f'text-anchor="middle">{html.escape(line)}</text>'
         )
     if panel.count:
