@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test docs lint format bench clean
+.PHONY: run test test-suite docs lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ run: $(STAMP)
 	$(BIN)/ldpsim report outputs/demo.zarr --out outputs/demo-report.html
 	@echo "store: outputs/demo.zarr   figures: outputs/demo-figures/   report: outputs/demo-report.html"
 
+# SLURM runs for the whole suite: `cluster/slurm-local.sh around` starts it unless it is
+# running, runs `make test-suite`, and then stops only the daemons that its start
+# started (it records them), so a SLURM that was running before stays running.
 # The SLURM tests mostly wait for their jobs, so they run alongside the other tests in a
 # pytest process of their own; their output (-s: the job ids over time) is shown after the
 # others'. The tests of tasks/ (one replicate: compiling and statistics) run alongside the
@@ -34,7 +37,9 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 	bash tests/install-chromium.sh || echo "chromium unavailable (the report's browser test skips)"
-	bash cluster/slurm-local.sh start || echo "SLURM unavailable (tests marked slurm skip)"
+	bash cluster/slurm-local.sh around $(MAKE) --no-print-directory test-suite
+
+test-suite: $(STAMP)
 	@log=$$(mktemp); tasks_log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -ra -s -m slurm -p no:cacheprovider >$$log 2>&1 & slurm=$$!; \
 	$(BIN)/python -m pytest -q -ra -m "not slurm" -p no:cacheprovider tests/tasks \
@@ -49,7 +54,6 @@ test: $(STAMP)
 	wait $$slurm; slurm_rc=$$?; \
 	echo "==== pytest -m slurm (ran alongside; exit code $$slurm_rc) ===="; \
 	cat $$log; rm -f $$log; \
-	bash cluster/slurm-local.sh stop || true; \
 	test $$rc -eq 0 && test $$tasks_rc -eq 0 && test $$slurm_rc -eq 0
 
 # The Sphinx site (API reference, CLI options, the markdown docs) in build/docs/; any

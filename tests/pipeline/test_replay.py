@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,8 @@ from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.intervals.base import IntervalMethod
 
+#: A task's key, as a run names it (ldpsim.pipeline.runner.plan_layout).
+TASK_KEY = re.compile(r"ldpsim-[0-9a-f]{8}-\d+(-\d+)*-c\d+")
 #: Two grid points: c = 1 runs, c = 1e308 overflows at the first step.
 DIVERGING = {"grid": {"c": [1.0, 1e308]}, "spec": {"n": "1000"}}
 #: Two grid points whose bb fails at the checkpoint n = 3 (one block) in every replicate.
@@ -67,7 +70,12 @@ def test_errors_names_grid_points_by_their_values(diverging, capsys):
     out = capsys.readouterr().out
     # Both replicates, recorded by two tasks, under the grid point's values.
     assert "where: c = 1e+308: rep 0-1\n" in out, out
-    assert "ldpsim-" not in out
+    # No task key (ldpsim-<store token>-<point>-c<chunk>): not the two that recorded
+    # the failures, nor any other. (The tracebacks name files, whose paths may hold
+    # "ldpsim-" anywhere: a checkout in ~/ldpsim-main.)
+    keys = {_record(diverging, f"1__{rep}.json")["key"] for rep in (0, 1)}
+    assert len(keys) == 2 and all(TASK_KEY.fullmatch(key) for key in keys), keys
+    assert not TASK_KEY.search(out), out
     assert f"ldpsim replay {diverging} --rep R" in out
     names = GridNames.of({"tau": [0.5, 0.9], "n": [10_000, 100_000]})
     assert names.name_of_key("ldpsim-d064dd1e-1-0-c0") == "tau = 0.9, n = 1e4"

@@ -64,21 +64,22 @@ multiplier = "uniform"
 """
 
 
-def _script(command: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def _script(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(SCRIPT), command], capture_output=True, text=True, timeout=timeout
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout
     )
 
 
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(tmp_path_factory):
     """A running single-node SLURM for this module.
 
-    Stopped afterwards only if this fixture started it (`make test` starts it before
+    Afterwards only the daemons this fixture's start started are stopped (the start
+    records them): a SLURM that was running stays running (`make test` starts it before
     pytest and stops it after; a concurrent session may be using it too).
     """
-    was_up = _script("status").returncode == 0
-    start = _script("start")
+    record = tmp_path_factory.mktemp("slurm") / "started"
+    start = _script("start", "--record", str(record))
     if start.returncode in CANNOT_INSTALL and not os.environ.get("CI"):
         pytest.skip(
             f"SLURM unavailable ({CANNOT_INSTALL[start.returncode]}): {start.stderr[-500:]}"
@@ -92,9 +93,7 @@ def slurm():
     try:
         yield
     finally:
-        if not was_up:
-            _cancel_all()
-            _script("stop")
+        _script("stop", "--record", str(record))  # cancels the jobs of a SLURM it stops
 
 
 def _run_driver(args: list[str], cwd: Path, timeout: float = 180) -> str:
