@@ -187,12 +187,15 @@ stop_daemon() {
     rm -f "$2"
 }
 
-# owned_steps: the job step daemons started by this script's slurmd (they
-# write to its log): a slurmd killed while jobs run leaves them behind.
-owned_steps() {
+# kill_owned_steps: kill the job step daemons started by this script's slurmd
+# (they write to its log), which a slurmd killed while jobs run leaves behind.
+kill_owned_steps() {
     local p
     for p in $(pids_by_name slurmstepd); do
-        find "/proc/$p/fd" -lname "$LOG_DIR/slurmd.log" 2>/dev/null | grep -q . && echo "$p"
+        if find "/proc/$p/fd" -lname "$LOG_DIR/slurmd.log" 2>/dev/null | grep -q .; then
+            kill -KILL "$p" 2>/dev/null || true
+            log "killed slurmstepd ($p)"
+        fi
     done
     return 0
 }
@@ -515,8 +518,8 @@ cmd_stop() {
         munged=$(recorded munged || true)
         if [[ -n $slurmd ]]; then stop_pids slurmd "$slurmd"; rm -f "$SLURMD_PID"; fi
         if [[ -n $ctld ]]; then stop_pids slurmctld "$ctld"; rm -f "$CTLD_PID"; fi
-        # shellcheck disable=SC2046
-        [[ -z $slurmd ]] || stop_pids slurmstepd $(owned_steps)
+        # also those of a slurmd of the record that died
+        ! grep -q '^slurmd ' "$RECORD" || kill_owned_steps
         if [[ -n $munged ]]; then stop_pids munged "$munged"; rm -f "$MUNGE_PID"; fi
         echo "slurm-local: stopped what the start that wrote $RECORD started (${ours[*]})"
         return 0
@@ -525,8 +528,7 @@ cmd_stop() {
     pid_alive "$CTLD_PID" slurmctld >/dev/null && cancel_jobs
     stop_daemon slurmd "$SLURMD_PID"
     stop_daemon slurmctld "$CTLD_PID"
-    # shellcheck disable=SC2046
-    stop_pids slurmstepd $(owned_steps)
+    kill_owned_steps
     stop_daemon munged "$MUNGE_PID"
     echo "slurm-local: stopped (the slurmd, slurmctld and munged this script started are not running)"
 }
