@@ -833,7 +833,7 @@ def open_store(
         )
     load = _check_bool(load, "load", "open_store")
     check_store(path, read_chunks=False)
-    ds = open_dataset(path)
+    ds = open_dataset(path, chunks="auto" if not load else None)  # opened once
     _accessor.register()  # xarray is imported now: ds.ldpsim on what the caller gets
     if method is not None:
         selection = {"method": method, **selection}
@@ -855,7 +855,7 @@ def open_store(
     from ldpsim.pipeline.store.damage import refuse_damage
 
     refuse_damage(path)  # Zarr would read a missing file's values as NaN, silently
-    ds = load_dataset(path)
+    ds = load_dataset(path, dataset=ds)
     return ds.sel(selection) if selection else ds
 
 

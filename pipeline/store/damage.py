@@ -255,11 +255,14 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
         missing.pop(key, None)
     # A store that a run created records its sweep's identity; a Dataset saved by hand
     # (with made-up truths) does not, and its arrays are not compared.
-    determined: tuple[str, ...] = ()
-    if "identity" in attrs:  # decoded (a changed byte), or recomputed
+    # Decoded (a changed byte) or recomputed; a reader of a store with digests skips
+    # them (verify False): it decodes them when it reads them, which names a damaged one.
+    if "identity" in attrs and (verify or recompute or not digested):
         layout = functools.partial(stored_layout, path)
         found = determined_damage(path, read_sweep(path), layout, recompute=recompute)
         determined = tuple(sorted(determined_files | set(found)))
+    else:
+        determined = tuple(sorted(determined_files))
     return Damage(
         tuple(sorted(missing)),
         tuple(sorted(corrupt)),

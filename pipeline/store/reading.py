@@ -72,10 +72,7 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
     root = read_root(path)  # parsed, and checked against its recorded digest
     if root.get("node_type") != "group" or "sweep" not in root.get("attributes", {}):
         raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
-    try:
-        attrs = dict(zarr.open_group(str(path), mode="r", zarr_format=3).attrs)
-    except (ValueError, KeyError, TypeError, OSError) as exc:  # JSON or metadata errors
-        raise damaged(path, "zarr.json", exc) from None
+    attrs = dict(root["attributes"])  # what zarr reads as the group's attributes
     sweep = _sweep_from_json(path, attrs["sweep"])
     level = attrs.get("level")
     if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
@@ -347,23 +344,26 @@ def replicate_arrays(
     }
 
 
-def open_dataset(path: str | Path) -> xr.Dataset:
+def open_dataset(path: str | Path, chunks: str | None = "auto") -> xr.Dataset:
     """Open a store with xarray, lazily, through its consolidated metadata if it has them.
 
     They are always consistent (an extension replaces them in its last rename), while
     the arrays' own metadata are briefly mixed if a run is killed while committing one.
     Chunks are read when used; :func:`check_store` reads them all, and
-    :func:`load_dataset` reads them into memory.
+    :func:`load_dataset` reads them into memory. ``chunks``: xarray's ``chunks`` (dask's
+    ``"auto"``; None: numpy arrays read when used, what :func:`load_dataset` takes).
 
     Raises
     ------
     InputError
         Not an ldpsim store, or one whose metadata xarray cannot read.
     """
-    return _open(path, chunks="auto")
+    return _open(path, chunks=chunks)
 
 
-def load_dataset(path: str | Path, variables: list[str] | None = None) -> xr.Dataset:
+def load_dataset(
+    path: str | Path, variables: list[str] | None = None, dataset: xr.Dataset | None = None
+) -> xr.Dataset:
     """Read a store into memory (numpy arrays), each array in one zarr read.
 
     ``variables`` limits the data variables read (default: all); the coordinates are
@@ -374,12 +374,15 @@ def load_dataset(path: str | Path, variables: list[str] | None = None) -> xr.Dat
     chunk (one grid point x ``rep_chunk`` replicates) and is read again for every
     statistic computed from it.
 
+    ``dataset``: the store as :func:`open_dataset` opened it with ``chunks=None``, where
+    the caller has it (not opened again).
+
     Raises
     ------
     InputError
         As :func:`open_dataset`, and naming the first chunk that cannot be decoded.
     """
-    dataset = _open(path, chunks=None)
+    dataset = _open(path, chunks=None) if dataset is None else dataset
     if variables is not None:
         dataset = dataset[[name for name in variables if name in dataset]]
     try:

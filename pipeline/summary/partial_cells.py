@@ -68,6 +68,20 @@ def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
     return mask | mixed(summary, mask)
 
 
+def partials(summary: xr.Dataset, stats: dict[str, str]) -> dict[str, xr.DataArray]:
+    """:func:`partial` of each key of ``stats`` (a table's statistic), counted as the
+    statistic its value names (a key of :data:`COUNTS`): worked out once per pair of
+    counts, which many statistics share."""
+    masks: dict[tuple[str, str], xr.DataArray] = {}
+    out = {}
+    for name, counted in stats.items():
+        key = COUNTS[counted]
+        if key not in masks:
+            masks[key] = partial(summary, counted)
+        out[name] = masks[key]
+    return out
+
+
 def mixed(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
     """Where the cells shaped ``like`` mix replicates of several code versions."""
     if "code_versions" not in summary:
@@ -144,9 +158,9 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     failed: list[np.ndarray] = []
     pending: list[np.ndarray] = []  # done, but for the cell's method (added, not computed)
     versions: list[np.ndarray] = []  # code versions of the cells that mix them
-    for stat in stats:
-        if stat not in COUNTS or stat not in summary:
-            continue
+    # Statistics that share their counts share their marked cells: each pair once.
+    by_counts = {COUNTS[stat]: stat for stat in stats if stat in COUNTS and stat in summary}
+    for stat in by_counts.values():
         shown = shown_partial(summary, stat)
         mix = mixed(summary, shown) & shown
         if mix.any():

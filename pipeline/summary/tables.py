@@ -35,7 +35,7 @@ from ldpsim.pipeline.summary.nominal_claims import (
     departs,
     method_claims,
 )
-from ldpsim.pipeline.summary.partial_cells import COUNTS, MARKERS, footnote, partial
+from ldpsim.pipeline.summary.partial_cells import COUNTS, MARKERS, footnote, partials
 from ldpsim.pipeline.summary.records import (
     COORD_MEAN_RECORD_FIELDS,
     ERROR_FIELDS,
@@ -521,7 +521,7 @@ def table_rows(
     # A statistic given to summarize counts the replicates of the coverage.
     own = statistic_names(summary)
     counted = {var: var for var in COUNTS} | dict.fromkeys(own, "coverage")
-    marks = {var: partial(base, counted[var]) for var in stats.values() if var in counted}
+    marks = partials(base, {var: counted[var] for var in stats.values() if var in counted})
     marker = MARKERS.get(fmt, "*")
     skip_missing = "coord" in row_dims and "coord_exists" in summary
     method_axis = row_dims.index("method") if "method" in row_dims else None
