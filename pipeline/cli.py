@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="restart a worker whose task has run this long and run the task again (a "
         "hung worker); default from the cost model: max(120, 20 times the task's "
-        "estimate); inf: never. Tasks past 5 times their estimate show in the progress",
+        "estimate), at least 600 for a worker's first task (it compiles); inf: never. "
+        "Tasks past 5 times their estimate show in the progress",
     )
     run.add_argument("--replicates", type=_positive_int, help="override the replicate count")
     run.add_argument(

@@ -18,6 +18,10 @@ TIMEOUT_FACTOR = 20.0
 #: (about 4 s each with an empty cache, several per task when cheap grid points share
 #: one, more on a loaded machine), which the estimate leaves out.
 TIMEOUT_MIN = 120.0
+#: ... and a worker's first task of a run at least this many: on a loaded machine with
+#: an empty kernel cache its compiling alone took minutes (each worker compiles its own;
+#: a restart compiles again), and a worker restarted for it would never finish one.
+FIRST_TASK_MIN = 600.0
 #: A task is reported late in the progress line past this many times its estimate ...
 LATE_FACTOR = 5.0
 #: ... and this many seconds.
@@ -67,11 +71,16 @@ class Watchdog:
         self.since: dict[str, tuple[frozenset[str], float]] = {}  # worker -> (keys, since)
         self.checked = -math.inf
         self.late = ""  # what the progress line says about late tasks
+        #: Workers seen to move on from a task of this run: their kernels are compiled.
+        self.warm: set[str] = set()
 
-    def limit(self, keys: frozenset[str]) -> float:
+    def limit(self, keys: frozenset[str], worker: str | None = None) -> float:
+        """The timeout of a worker's tasks ``keys``: the run's, else the default, at least
+        :data:`FIRST_TASK_MIN` while the worker has not moved on from a first task."""
         if self.timeout is not None:
             return self.timeout
-        return default_timeout(max(self.estimates[key] for key in keys))
+        limit = default_timeout(max(self.estimates[key] for key in keys))
+        return limit if worker in self.warm else max(limit, FIRST_TASK_MIN)
 
     def check(self, now: float | None = None) -> str:
         """Look at the scheduler (at most every :data:`CHECK_EVERY` s); the late-task note."""
@@ -87,11 +96,13 @@ class Watchdog:
             if not ours:
                 continue
             before = self.since.get(worker)
+            if before is not None and before[0] != ours:
+                self.warm.add(worker)  # a task of it finished: its kernels are compiled
             started = before[1] if before is not None and before[0] == ours else now
             since[worker] = (ours, started)
             elapsed = now - started
             estimate = max(self.estimates[key] for key in ours)
-            if elapsed > self.limit(ours):
+            if elapsed > self.limit(ours, worker):
                 stuck.append((worker, ours, elapsed, estimate))
             elif elapsed > max(LATE_MIN, LATE_FACTOR * estimate):
                 late.append(f"{elapsed:.0f} s on {worker} (estimate {estimate:.2g} s)")
@@ -99,7 +110,7 @@ class Watchdog:
         for worker, keys, elapsed, estimate in stuck:
             self.log(
                 f"A task has run {elapsed:.0f} s on worker {worker}, past its timeout of "
-                f"{self.limit(keys):g} s (estimate {estimate:.2g} s; --task-timeout): "
+                f"{self.limit(keys, worker):g} s (estimate {estimate:.2g} s; --task-timeout): "
                 "restarting that worker (retiring it if it has no nanny); its task runs "
                 "again."
             )

@@ -59,3 +59,38 @@ def test_task_timeout_must_be_positive_seconds(value, tmp_path, capsys):
     code = main(["run", "demo", "--task-timeout", value, "--store", str(tmp_path / "s.zarr")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--task-timeout" in err[0], err
+
+
+class _Scheduler:
+    """What the watchdog reads of a client: the tasks each worker is processing."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, list[str]] = {}
+        self.restarted: list[str] = []
+
+    def processing(self) -> dict[str, list[str]]:
+        return self.tasks
+
+    def restart_workers(self, workers, **_) -> None:
+        self.restarted.extend(workers)
+
+
+def test_a_first_task_may_compile_for_minutes_a_later_one_may_not():
+    # Before (issue 43 item 10): on a loaded machine a worker compiling its kernels past
+    # 120 s was restarted, and compiled again.
+    from ldpsim.pipeline.compute.watchdog import FIRST_TASK_MIN, Watchdog
+
+    scheduler = _Scheduler()
+    watchdog = Watchdog(scheduler, {"a": 0.01, "b": 0.01}, None, log=lambda line: None)
+    scheduler.tasks = {"w": ["a"]}
+    watchdog.check(0.0)
+    watchdog.check(130.0)  # compiling, past the 120 s of a warm worker
+    assert scheduler.restarted == []
+    watchdog.check(FIRST_TASK_MIN + 1.0)
+    assert scheduler.restarted == ["w"]
+    scheduler.restarted.clear()
+    watchdog.check(FIRST_TASK_MIN + 2.0)  # its task was given again
+    scheduler.tasks = {"w": ["b"]}  # it moved on: warm
+    watchdog.check(FIRST_TASK_MIN + 3.0)
+    watchdog.check(FIRST_TASK_MIN + 125.0)
+    assert scheduler.restarted == ["w"]
