@@ -24,9 +24,9 @@ from ldpsim.tasks.streams import philox
 
 _SQRT_HALF = math.sqrt(0.5)
 #: How far the single-precision Phi of :func:`quantile_gradient` may lie from the
-#: double's: 2^-16. libdevice's erfcf is within 4 ulp (CUDA Math API, 2^-21 for values
-#: below 2), the input's rounding to single adds at most 2^-24 phi(x) |x| < 2^-26: so
-#: the true gap is below 2^-22, a sixteenth of the margin.
+#: double's: 2^-16. libdevice's erfcf is within 4 ulp (CUDA Math API: 2^-21 for values
+#: below 2, 2^-22 once halved), the input's rounding to single adds at most
+#: 2^-24 phi(x) |x| < 2^-26: so the true gap is below 2^-21, a 32nd of the margin.
 PHI_MARGIN = 2.0**-16
 
 

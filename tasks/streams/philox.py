@@ -22,7 +22,7 @@ the next draw of that kind (:data:`STREAMS_VERSION` names this layout):
   from the nearest quarter turn and two polynomials on [-pi/4, pi/4]
   (:func:`sin_cos_two_pi`), with no range reduction (u2 is already a fraction of a turn);
 * :func:`laplace`: ``scale * log(2u)`` for u < 1/2, ``-scale * log(2 - 2u)`` else, u
-  from :func:`random` (the inverse of the Laplace CDF; |x| <= 36.7 scale, the bound that
+  from :func:`random` (the inverse of the Laplace CDF; |x| <= 36.1 scale, the bound that
   53-bit uniforms put on any floating-point sampler, Mironov 2012).
 
 The functions are numba CUDA device functions; words travel as uint64 holding 32 bits,
