@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 from numba import cuda, float64
+from numba.core import config
 
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
 from ldpsim.tasks.streams.philox import start_state
@@ -138,8 +139,6 @@ def compile_gpu_kernel(
     a_cols = d if full_matrix else 1
     a_entries = a_size(d, full_matrix)
     n_model, n_mech, batch = int(n_model_params), int(n_mech_params), int(batch)
-    from numba.core import config
-
     # The register budget is a ptxas option at link time; the simulator has none.
     capped = register_budget(d) is not None and not config.ENABLE_CUDASIM
     budget = {"max_registers": register_budget(d)} if capped else {}
@@ -346,8 +345,6 @@ def run_gpu_replicates(
         centres), and ``snap_b``, ``snap_a`` and ``snap_theta`` at cuts that are not
         points. ``theta`` is the iterate at the last cut.
     """
-    from numba.core import config
-
     args = (model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts)
     args += (points, key, reps, full_matrix, times or LaunchTimes())
     if config.ENABLE_CUDASIM:
@@ -417,18 +414,25 @@ def _launch(
     inputs = [cuda.to_device(a) for a in (model_params, mech_params, theta0, cuts, point_of, reps)]
     before, after = cuda.event(), cuda.event()
     blocks, threads = launch_shape(n_reps)
-    before.record()
+    # The thread's default stream, named: per thread where the workers set
+    # NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1 (launches of 4 threads side by side), and
+    # the events, the kernel and the copy on it alike. The simulator has one stream.
+    stream = 0 if config.ENABLE_CUDASIM else cuda.default_stream()
+    launch = kernel[blocks, threads] if config.ENABLE_CUDASIM else kernel[blocks, threads, stream]
+    before.record(stream)
     times.allocation = time.perf_counter() - allocated
-    kernel[blocks, threads](
+    launch(
         *inputs[:3], float(c), float(gamma), inputs[3], inputs[4],
         np.uint64(key[0]), np.uint64(key[1]), inputs[5], out,
     )  # fmt: skip
-    after.record()
+    after.record(stream)
     after.synchronize()
     copying = time.perf_counter()
     elapsed = before.elapsed_time(after)  # ms; -1 in the simulator, which has no clock
     times.kernel = elapsed / 1e3 if elapsed > 0 else copying - allocated - times.allocation
-    out.copy_to_host(host)
+    out.copy_to_host(host, stream=stream)
+    if not config.ENABLE_CUDASIM:
+        stream.synchronize()
     unpacking = time.perf_counter()
     times.copies = unpacking - copying
     outputs = unpack(host, rows, cuts, points, n_reps)

@@ -376,3 +376,14 @@ def test_the_backend_is_cpu_or_gpu_and_keys_only_the_gpus_streams():
     assert normalize_spec({"model": "quantile", "n": 100, "backend": "cpu"}) == cpu
     gpu = normalize_spec({"model": "quantile", "n": 100, "backend": "gpu"})
     assert gpu.path_key()["backend"] == "gpu" and "streams" in gpu.path_key()
+
+
+def test_a_wave_is_what_the_registers_let_a_gpu_hold_at_once():
+    # An H100/H200 has 132 multiprocessors of 65,536 registers, allotted per warp in 256s:
+    # at 64 registers 8 blocks of 128 threads fit on one (135,168 threads in all), at the
+    # first kernel's 94 (3,072 a warp) only 5: 84,480, so 1e5 replicates ran as 1.18
+    # waves, the second 18% full (issue 44).
+    assert gpu_kernel.replicates_per_wave(64, 132) == 132 * 8 * 128 == 135_168
+    assert gpu_kernel.replicates_per_wave(94, 132) == 84_480
+    assert round(100_000 / gpu_kernel.replicates_per_wave(94, 132), 2) == 1.18
+    assert gpu_kernel.replicates_per_wave(16, 1) == 2_048  # the threads' own limit
