@@ -6,7 +6,8 @@ Usage: ``python3 benchmarks/gpu_machine.py [--dry-run] [--quick] [--out DIR] [--
 A machine with a GPU and 16 cores is lent now and then, for 15 minutes. This script is
 what it runs, first thing, so that none of those minutes goes to preparation:
 
-1. ``install``: where ldpsim, dask, distributed and zarr do not import (the lent
+1. ``machine``: the GPU (name, driver, memory), the cores, Python: printed first.
+2. ``install``: where ldpsim, dask, distributed and zarr do not import (the lent
    machine's Python 3.12 has numba and numba-cuda but not those), the wheels of
    ``.whl/`` are installed into a temporary folder that the parts then import from.
    ``.whl/`` is git-ignored; fill it before the machine is called::
@@ -14,7 +15,6 @@ what it runs, first thing, so that none of those minutes goes to preparation:
        mkdir -p .whl && cp ../shared/device/wheels/*.whl .whl/
        .venv/bin/pip wheel -q --no-deps -w .whl .      # ldpsim itself
 
-2. ``machine``: the GPU (name, driver, memory), the cores, Python: printed first.
 3. The parts, in order of value, each in a process of its own with its own time limit
    (:data:`PARTS`); a part that runs out is killed and reported as ``TIMEOUT``, and the
    next one starts. Together they fit in :data:`BUDGET_S`:
@@ -457,8 +457,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--limit {item!r}: PART=SECONDS with PART one of {', '.join(RUNNERS)}")
         limits[name] = float(seconds)
     start = time.monotonic()
-    env = ensure_installed(out, args.dry_run)
     found = machine(out)
+    env = ensure_installed(out, args.dry_run)
     simulator = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
     has_gpu = (bool(found["gpus"]) or (args.quick and simulator)) and not args.dry_run
     if args.quick:
