@@ -1,14 +1,21 @@
 """GPU benchmark: the GPU backend's kernel against one CPU core, and whole GPU sweeps.
 
-Usage: ``python benchmarks/gpu.py [--json] [--quick] [--repeats R] [--sweep NAME ...]``.
+Usage: ``python benchmarks/gpu.py [--json] [--quick] [--repeats R] [--case I] [--sweep NAME ...]``.
 
-For each case of :data:`CASES` (a model, a mechanism, n and a number of replicates R),
-one launch of R replicates (:meth:`ldpsim.tasks.grid_point.GridPointSetup.run_gpu`,
-transfers to and from the device included) is timed ``--repeats`` times after a first
-launch that compiles; the record holds the median. Beside it, on the same machine, one
-CPU core runs the CPU kernel (:func:`ldpsim.tasks.replicate.run_stats`) for one
-replicate of the same spec, and the estimates of the launch give sd x sqrt(n) against
-the oracle's sqrt(Sigma_11).
+For each case of :data:`CASES` (a model, a mechanism, n and a number of replicates R,
+or a number of whole waves of the GPU), one launch of R replicates
+(:meth:`ldpsim.tasks.grid_point.GridPointSetup.run_gpu`) is timed ``--repeats`` times
+after a first launch that compiles; the record holds the medians, of the launch end to
+end and of its stages apart (:class:`ldpsim.tasks.gpu.kernel.LaunchTimes`): the inputs
+(the replicates' keys are made on the device), the buffers, the kernel alone (between
+two CUDA events) and the one copy back into pinned memory. Beside it, on the same
+machine, one CPU core runs the CPU kernel (:func:`ldpsim.tasks.replicate.run_stats`)
+for one replicate of the same spec, and the estimates of the launch give sd x sqrt(n)
+against the oracle's sqrt(Sigma_11).
+
+A case of ``waves`` launches that many times the replicates resident at once on the
+GPU (its multiprocessors times the blocks of the kernel's registers that fit on one:
+:func:`ldpsim.tasks.gpu.kernel.replicates_per_wave`), so that no wave runs part-empty.
 
 ``--sweep NAME`` (repeatable) runs that built-in sweep end to end on the GPU backend
 (``ldpsim run NAME --backend gpu --cluster local-gpu``) into a temporary store and says
@@ -34,15 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.grid_point import GridPointSetup, needs_full_matrix
 from ldpsim.tasks.replicate import run_stats
 from ldpsim.tasks.spec import normalize_spec
 
-#: The cases: the issue's targets (quantile with randomized response at n = 1e5 and 1e5
-#: replicates: steps per second; n = 1e6 and 1,000 replicates: ns per step per thread)
-#: and the other models and mechanisms.
+#: The cases: the issue's targets (quantile with randomized response at n = 1e5 and one
+#: whole wave, 135,168 replicates on an H100 or H200: steps per second; n = 1e6 and
+#: 1,000 replicates: ns per step per thread) and the other models and mechanisms.
 CASES = [
-    {"model": "quantile", "eps": 1.0, "n": 100_000, "replicates": 100_000},
+    {"model": "quantile", "eps": 1.0, "n": 100_000, "waves": 1},
     {"model": "quantile", "eps": 1.0, "n": 1_000_000, "replicates": 1_000},
     {"model": "quantile", "eps": 1.0, "n": 1_000_000, "replicates": 16_896},
     {
@@ -71,6 +78,13 @@ JSON_FIELDS = {
     "launch_s": "s",
     "steps_per_s": "1/s",
     "ns_per_step_thread": "ns",
+    "kernel_s": "s",
+    "kernel_steps_per_s": "1/s",
+    "kernel_ns_per_step_thread": "ns",
+    "seeding_s": "s",
+    "allocation_s": "s",
+    "copies_s": "s",
+    "unpacking_s": "s",
     "cpu_ns_per_step": "ns",
     "cpu_cores_matched": "ratio",
     "sd_sqrt_n": "ratio",
@@ -106,23 +120,60 @@ def device_name() -> str:
 
 def case_name(case: dict[str, Any]) -> str:
     mechanism = case.get("mechanism", "randomized_response")
-    return f"{case['model']}-{mechanism}-n{case['n']:.0e}-R{case['replicates']}"
+    count = f"R{case['replicates']}" if "replicates" in case else f"W{case['waves']}"
+    return f"{case['model']}-{mechanism}-n{case['n']:.0e}-{count}"
+
+
+def wave_replicates(setup: GridPointSetup, waves: int, device: str) -> int:
+    """``waves`` times the replicates the GPU holds at once for ``setup``'s kernel (its
+    registers from the compiled kernel, the multiprocessors from the device); in the
+    simulator, ``waves`` times one block."""
+    from ldpsim.tasks.gpu import kernel
+
+    if device in ("simulator", "none"):
+        return waves * kernel.THREADS_PER_BLOCK
+    from numba import cuda
+
+    rs = setup.spec
+    compiled = kernel.compile_gpu_kernel(
+        rs.model.name,
+        rs.mechanism.name,
+        rs.model.dim,
+        setup.kernel_args[0].size,
+        setup.kernel_args[1].size,
+        needs_full_matrix(rs),
+        int(rs.batch),
+    )
+    registers = max(compiled.get_regs_per_thread().values())
+    multiprocessors = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return waves * kernel.replicates_per_wave(registers, multiprocessors)
 
 
 def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict[str, Any]:
-    """One record: the launch's median seconds, throughput and the CPU core beside it."""
-    spec = {k: v for k, v in case.items() if k != "replicates"}
+    """One record: the launch's median seconds, its stages, throughput and the CPU core
+    beside it."""
+    from ldpsim.tasks.gpu.kernel import LaunchTimes
+
+    spec = {k: v for k, v in case.items() if k not in ("replicates", "waves")}
     setup = GridPointSetup.of(normalize_spec({**spec, "methods": METHODS, "backend": "gpu"}))
-    reps = list(range(case["replicates"]))
     start = time.perf_counter()
-    setup.run_gpu(reps[:32])  # compiles (once per process and kernel)
+    setup.run_gpu(np.arange(32))  # compiles (once per process and kernel)
     compile_s = time.perf_counter() - start
-    times, outputs = [], None
+    count = case.get("replicates") or wave_replicates(setup, case["waves"], device)
+    reps = np.arange(count)
+    walls, stages, outputs = [], [], None
     for _ in range(repeats):
+        times = LaunchTimes()
         start = time.perf_counter()
-        outputs = setup.run_gpu(reps)
-        times.append(time.perf_counter() - start)
-    launch_s = statistics.median(times)
+        outputs = setup.run_gpu(reps, times)
+        walls.append(time.perf_counter() - start)
+        stages.append(times)
+    launch_s = statistics.median(walls)
+
+    def median(stage: str) -> float:
+        return statistics.median(getattr(times, stage) for times in stages)
+
+    kernel_s = median("kernel")
     n, d = case["n"], setup.spec.model.dim
     # theta_bar = shift + T_n / n at the last cut (StreamingStats.theta_bar), all at once.
     estimates = outputs[2][:, -1, :] + outputs[3][:, -1, :] / n
@@ -134,6 +185,10 @@ def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict
     run_stats(cpu_setup.spec, np.random.default_rng(1), cpu_setup)
     cpu_ns = (time.perf_counter() - start) / cpu_n * 1e9
     steps_per_s = n * len(reps) / launch_s
+
+    def seconds(value: float) -> float:
+        return float(f"{max(value, 1e-9):.4g}")  # a positive time, 4 digits
+
     return {
         "kind": "kernel",
         "case": case_name(case),
@@ -143,9 +198,16 @@ def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict
         "replicates": len(reps),
         "repeats": repeats,
         "compile_s": round(compile_s, 3),
-        "launch_s": round(launch_s, 4),
+        "launch_s": seconds(launch_s),
         "steps_per_s": float(f"{steps_per_s:.4g}"),
         "ns_per_step_thread": round(launch_s / n * 1e9, 2),
+        "kernel_s": seconds(kernel_s),
+        "kernel_steps_per_s": float(f"{n * len(reps) / kernel_s:.4g}"),
+        "kernel_ns_per_step_thread": round(kernel_s / n * 1e9, 2),
+        "seeding_s": seconds(median("seeding")),
+        "allocation_s": seconds(median("allocation")),
+        "copies_s": seconds(median("copies")),
+        "unpacking_s": seconds(median("unpacking")),
         "cpu_ns_per_step": round(cpu_ns, 2),
         "cpu_cores_matched": round(steps_per_s * cpu_ns * 1e-9, 1),
         "sd_sqrt_n": round(sd_sqrt_n, 4),
@@ -197,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [c for i, c in enumerate(CASES) if args.case is None or i in args.case]
     for case in [] if args.skip_kernels else chosen:
         if args.quick:
+            case = {k: v for k, v in case.items() if k != "waves"}
             case = {**case, "n": QUICK["n"], "replicates": QUICK["replicates"]}
         records.append(measure(case, repeats, sizes["cpu_n"], device))
         if not args.json:

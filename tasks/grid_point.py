@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,29 +115,62 @@ class GridPointSetup:
         """The compiled kernel on ``cuts`` from the PCG64 ``state`` (advanced in place)."""
         return self.kernel(*self.kernel_args, int(self.spec.batch), cuts, state)
 
-    def run_gpu(self, reps: list[int]) -> tuple[np.ndarray, ...]:
+    def run_gpu(
+        self, reps: Sequence[int] | np.ndarray, times: Any = None
+    ) -> tuple[np.ndarray, ...]:
         """Replicates ``reps`` on the GPU, in one launch (:mod:`ldpsim.tasks.gpu.kernel`).
 
         Returns the kernel's outputs stacked along a first axis of replicates: row i of
-        each array is what :meth:`run_kernel` returns for ``reps[i]``
-        (:func:`gpu_row`). Each replicate draws from its own Philox stream, keyed from
-        its seed sequence (:func:`ldpsim.tasks.streams.philox.replicate_keys` of
-        :meth:`data_state`).
+        each array is what :meth:`run_kernel` returns for ``reps[i]`` (:func:`gpu_row`),
+        for the statistics the methods read. When every method is ldpsim's own, the
+        launch transfers only those (:attr:`gpu_points`): ``seg_dev`` is then NaN, and
+        so are ``snap_b``, ``snap_a`` and ``snap_theta`` at cuts that are neither the
+        last nor a checkpoint. Each replicate draws from its own Philox stream: the grid
+        point's key (:attr:`gpu_key`) with the replicate's number as the counter's
+        upper words, made on the device. ``times``: a
+        :class:`ldpsim.tasks.gpu.kernel.LaunchTimes`, filled with the launch's stages.
         """
         from ldpsim.tasks.gpu.kernel import run_gpu_replicates
-        from ldpsim.tasks.streams.philox import replicate_keys
 
         rs = self.spec
-        states = np.array([self.data_state(rep) for rep in reps], dtype=np.uint64)
         return run_gpu_replicates(
             rs.model.name,
             rs.mechanism.name,
             *self.kernel_args,
             int(rs.batch),
             self.cuts,
-            replicate_keys(states.reshape(len(reps), 4)),
+            self.gpu_points,
+            self.gpu_key,
+            np.asarray(reps, dtype=np.int64),
             needs_full_matrix(rs),
+            times,
         )
+
+    @functools.cached_property
+    def gpu_key(self) -> tuple[int, int]:
+        """The Philox key of this grid point's GPU streams
+        (:func:`ldpsim.tasks.streams.philox.grid_point_key` of :attr:`entropy`)."""
+        from ldpsim.tasks.streams.philox import grid_point_key
+
+        return grid_point_key(self.entropy)
+
+    @functools.cached_property
+    def gpu_points(self) -> np.ndarray:
+        """Positions among the cuts where a GPU launch records b, A and the iterate.
+
+        ldpsim's own methods read those at the evaluation points only (the last step,
+        and each checkpoint: :meth:`ldpsim.tasks.stats.StreamingStats.prefix`), and T
+        and the centre at every cut. A method of a plugin may read anything: then every
+        cut is a point, and the launch transfers all.
+        """
+        own = all(
+            type(method).__module__.startswith("ldpsim.tasks.")
+            for method in self.spec.methods.values()
+        )
+        if not own:
+            return np.arange(self.cuts.size, dtype=np.int64)
+        ends = np.array([*(self.spec.checkpoints or ()), self.spec.n], dtype=np.int64)
+        return np.unique(np.searchsorted(self.cuts, ends)).astype(np.int64)
 
     def stats(self, raw: tuple) -> StreamingStats:
         """The streaming statistics of the kernel's output ``raw`` (:meth:`run_kernel`)."""

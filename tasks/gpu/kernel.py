@@ -1,16 +1,26 @@
 """The GPU backend's LDP-SGD kernel: a grid point's replicates in one launch.
 
 One CUDA thread runs one replicate's chain, from its own Philox stream
-(:mod:`ldpsim.tasks.streams.philox`), and records what the CPU kernel records
-(:func:`ldpsim.tasks.kernel.sgd.ldp_sgd`): the last iterate, and at every cut the segment
-sums, their centre, T_s, b_s, A_s (in full or its diagonal) and the iterate. The
-recentring at powers of two is the CPU kernel's, operation for operation, so the
-interval methods (bb in both forms, bm, sn, the oracle) run unchanged on the output.
+(:mod:`ldpsim.tasks.streams.philox`: the grid point's key, the replicate's number as the
+counter's upper words, made on the device), and records what the interval methods read
+of what the CPU kernel records (:func:`ldpsim.tasks.kernel.sgd.ldp_sgd`): at every cut
+the centre and T_s, and at the evaluation points (the last step and the checkpoints)
+b_s, A_s (its lower triangle, or its diagonal) and the iterate. The recentring at
+powers of two is the CPU kernel's, operation for operation, so the interval methods
+(bb in both forms, bm, sn, the oracle) run unchanged on the output.
+
+The outputs of a launch are one float64 array of (rows, replicates), row-major: thread
+r writes column r, so the 32 threads of a warp write 32 neighbouring doubles (coalesced),
+and the whole array comes back in one copy into page-locked (pinned) memory. The host
+then lays it out as the CPU kernel's tuple, stacked along a first axis of replicates
+(:func:`run_gpu_replicates`).
 
 The model's gradient and the mechanism's privatization are the device callbacks of
 :mod:`ldpsim.tasks.gpu.units`, compiled into the kernel with d a constant; all sums
-are float64. Compiled kernels are kept per process (numba's own cache keys them by
-their callbacks and constants).
+are float64. The kernel is compiled with at most :data:`MAX_REGISTERS` registers a
+thread, so that 1,024 threads are resident on each multiprocessor of an H100/H200.
+Compiled kernels are kept per process (numba's own cache keys them by their callbacks
+and constants).
 
 Reference: Dette, H. & Graw, C., Uncertainty quantification by block bootstrap for
 differentially private stochastic gradient descent (the statistics the kernel keeps);
@@ -19,12 +29,15 @@ SPEC section 4 (the recentring).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
+import time
 
 import numpy as np
 from numba import cuda, float64
+from numba.core import config
 
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
 from ldpsim.tasks.streams.philox import start_state
@@ -32,6 +45,11 @@ from ldpsim.tasks.streams.philox import start_state
 #: Threads per block of a launch (fewer for a launch of fewer replicates). A
 #: replicate's numbers do not depend on it.
 THREADS_PER_BLOCK = 128
+#: The kernel's register budget a thread for d = 1 (ptxas's ``maxrregcount``, see
+#: :func:`register_budget`). 65,536 registers of a multiprocessor then hold 8 blocks of
+#: 128 threads; at 94 (the first kernel's count) only 5 fit. The offline check
+#: (benchmarks/gpu_sass.py) shows that the step loop spills nothing at this budget.
+MAX_REGISTERS = 64
 #: numba's CUDA simulator swaps the ``cuda`` module of a kernel's globals while the
 #: kernel runs: two launches from two threads of one process would see each other's
 #: swap. There, launches are taken one at a time (on a GPU they run side by side).
@@ -47,12 +65,71 @@ _thread_state = threading.local()
 ETA_BATCH = 256
 
 
+def register_budget(d: int) -> int | None:
+    """The register budget of the kernel of dimension ``d``: :data:`MAX_REGISTERS` for
+    d = 1; none above, where the chain's own state (eight vectors of d doubles) would
+    spill to local memory inside the step loop."""
+    return MAX_REGISTERS if d == 1 else None
+
+
+def a_size(d: int, full_matrix: bool) -> int:
+    """How many entries of A a point records: its lower triangle, or its diagonal."""
+    return d * (d + 1) // 2 if full_matrix else d
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputRows:
+    """Where each statistic lies among the rows of a launch's output array.
+
+    ``K`` cuts, ``P`` points (cuts where b, A and the iterate are recorded), dimension
+    ``d``: the centre at each cut (K d rows, cut by cut, coordinate by coordinate), T at
+    each cut (K d), b at each point (P d), A at each point (P times :func:`a_size`: row
+    j's entries m <= j in turn, or the diagonal), the iterate at each point (P d).
+    """
+
+    n_cuts: int
+    n_points: int
+    d: int
+    full_matrix: bool
+
+    @property
+    def shift(self) -> int:
+        return 0
+
+    @property
+    def t(self) -> int:
+        return self.n_cuts * self.d
+
+    @property
+    def b(self) -> int:
+        return 2 * self.n_cuts * self.d
+
+    @property
+    def a(self) -> int:
+        return self.b + self.n_points * self.d
+
+    @property
+    def theta(self) -> int:
+        return self.a + self.n_points * a_size(self.d, self.full_matrix)
+
+    @property
+    def total(self) -> int:
+        return self.theta + self.n_points * self.d
+
+
 @functools.cache
 def compile_gpu_kernel(
-    model: str, mechanism: str, d: int, n_model_params: int, n_mech_params: int, full_matrix: bool
+    model: str,
+    mechanism: str,
+    d: int,
+    n_model_params: int,
+    n_mech_params: int,
+    full_matrix: bool,
+    batch: int = 1,
 ):
     """The CUDA kernel of one model and mechanism (by name), dimension d, parameter
-    vector lengths and whether A is kept in full (else its diagonal).
+    vector lengths, whether A is kept in full (else its diagonal) and the mini-batch
+    size (a constant: with 1, the step has no inner loop).
 
     Returns the ``numba.cuda`` kernel; it compiles at its first launch (once per
     process and key). Call it through :func:`run_gpu_replicates`.
@@ -60,16 +137,25 @@ def compile_gpu_kernel(
     sample_gradient = GPU_MODELS[model]
     privatize = GPU_MECHANISMS[mechanism]
     a_cols = d if full_matrix else 1
-    n_model, n_mech = int(n_model_params), int(n_mech_params)
+    a_entries = a_size(d, full_matrix)
+    n_model, n_mech, batch = int(n_model_params), int(n_mech_params), int(batch)
+    # The register budget is a ptxas option at link time; the simulator has none.
+    capped = register_budget(d) is not None and not config.ENABLE_CUDASIM
+    budget = {"max_registers": register_budget(d)} if capped else {}
 
-    @cuda.jit
+    @cuda.jit(**budget)
     def kernel(
-        model_in, mech_in, theta0, c, gamma, batch, cuts, streams,
-        theta_out, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta,
+        model_in, mech_in, theta0, c, gamma, cuts, point_of, key0, key1, reps, out
     ):  # fmt: skip
         # Every thread of a block runs the loop (the step sizes are shared, computed
         # between barriers); one past the last replicate repeats it and writes nothing.
-        n_reps = streams.shape[0]
+        n_reps = reps.shape[0]
+        n_cuts = cuts.shape[0]
+        n_points = (out.shape[0] - 2 * n_cuts * d) // (2 * d + a_entries)
+        t_rows = n_cuts * d
+        b_rows = 2 * n_cuts * d
+        a_rows = b_rows + n_points * d
+        theta_rows = a_rows + n_points * a_entries
         r = cuda.grid(1)
         active = r < n_reps
         row = r if active else n_reps - 1
@@ -85,7 +171,6 @@ def compile_gpu_kernel(
         gsum = cuda.local.array(d, float64)
         shift = cuda.local.array(d, float64)
         t = cuda.local.array(d, float64)
-        t_start = cuda.local.array(d, float64)
         bvec = cuda.local.array(d, float64)
         delta = cuda.local.array(d, float64)
         amat = cuda.local.array((d, a_cols), float64)
@@ -96,55 +181,60 @@ def compile_gpu_kernel(
             bvec[j] = 0.0
             for m in range(a_cols):
                 amat[j, m] = 0.0
-        s = start_state(streams[row, 0], streams[row, 1], streams[row, 2], streams[row, 3])
+        s = start_state(key0, key1, reps[row])
         i = 0
         fi = 0.0
-        for k in range(cuts.shape[0]):
+        for k in range(n_cuts):
             end = cuts[k]
-            for j in range(d):
-                if active:
-                    seg_shift[r, k, j] = shift[j]
-                t_start[j] = t[j]
-            while i < end:
-                if i % ETA_BATCH == 0:  # eta of steps i + 1 .. i + ETA_BATCH
-                    cuda.syncthreads()
-                    m = cuda.threadIdx.x
-                    while m < ETA_BATCH:
-                        eta_table[m] = c * math.pow(float(i + 1 + m), -gamma)
-                        m += cuda.blockDim.x
-                    cuda.syncthreads()
-                eta = eta_table[i % ETA_BATCH]
-                i += 1
-                fi += 1.0
-                for b in range(batch):
-                    s = sample_gradient(d, theta, model_params, s, g)
-                    s = privatize(d, g, mech_params, s)
-                    for j in range(d):
-                        gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
+            if active:
                 for j in range(d):
-                    step = gsum[j] / batch if batch > 1 else gsum[j]
-                    theta[j] = theta[j] - eta * step
-                    t[j] += theta[j] - shift[j]
-                    bvec[j] += fi * t[j]
-                    if not full_matrix:
-                        amat[j, 0] += t[j] * t[j]
-                if full_matrix:
+                    out[k * d + j, r] = shift[j]
+            while i < end:
+                # eta of steps i + 1 .. i + ETA_BATCH, between barriers (every thread of
+                # the block is at the same step i); then those steps, barrier-free.
+                cuda.syncthreads()
+                m = cuda.threadIdx.x
+                while m < ETA_BATCH:
+                    eta_table[m] = c * math.pow(float(i + 1 + m), -gamma)
+                    m += cuda.blockDim.x
+                cuda.syncthreads()
+                first = i
+                stop = min(end, first + ETA_BATCH)
+                while i < stop:
+                    eta = eta_table[i - first]
+                    i += 1
+                    fi += 1.0
+                    for b in range(batch):
+                        s = sample_gradient(d, theta, model_params, s, g)
+                        s = privatize(d, g, mech_params, s)
+                        for j in range(d):
+                            gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
                     for j in range(d):
-                        for m in range(j + 1):
-                            amat[j, m] += t[j] * t[m]
-            for j in range(d):
-                if not active:
-                    break
-                seg_dev[r, k, j] = t[j] - t_start[j]
-                snap_t[r, k, j] = t[j]
-                snap_b[r, k, j] = bvec[j]
-                snap_theta[r, k, j] = theta[j]
-                if full_matrix:
-                    for m in range(j + 1):
-                        snap_a[r, k, j, m] = amat[j, m]
-                        snap_a[r, k, m, j] = amat[j, m]
-                else:
-                    snap_a[r, k, j, 0] = amat[j, 0]
+                        step = gsum[j] / batch if batch > 1 else gsum[j]
+                        theta[j] = theta[j] - eta * step
+                        t[j] += theta[j] - shift[j]
+                        bvec[j] += fi * t[j]
+                        if not full_matrix:
+                            amat[j, 0] += t[j] * t[j]
+                    if full_matrix:
+                        for j in range(d):
+                            for m in range(j + 1):
+                                amat[j, m] += t[j] * t[m]
+            point = point_of[k]
+            if active:
+                for j in range(d):
+                    out[t_rows + k * d + j, r] = t[j]
+                if point >= 0:
+                    entry = a_rows + point * a_entries
+                    for j in range(d):
+                        out[b_rows + point * d + j, r] = bvec[j]
+                        out[theta_rows + point * d + j, r] = theta[j]
+                        if full_matrix:
+                            for m in range(j + 1):
+                                out[entry, r] = amat[j, m]
+                                entry += 1
+                        else:
+                            out[entry + j, r] = amat[j, 0]
             if end & (end - 1) != 0:
                 continue
             # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
@@ -167,11 +257,36 @@ def compile_gpu_kernel(
             for j in range(d):
                 bvec[j] -= c_s * delta[j]
                 t[j] -= sf * delta[j]
-        for j in range(d):
-            if active:
-                theta_out[r, j] = theta[j]
 
     return kernel
+
+
+@dataclasses.dataclass
+class LaunchTimes:
+    """Where a launch's seconds went (:func:`run_gpu_replicates`'s ``times``).
+
+    Attributes
+    ----------
+    seeding : float
+        The launch's inputs on the host: the replicates' numbers and the points (the
+        key words of each replicate are made on the device, from its number).
+    allocation : float
+        The device's output array and the pinned host buffer (kept per thread and
+        grown when a launch needs more), and the inputs copied to the device.
+    kernel : float
+        The kernel alone, between two CUDA events around it (in numba's simulator,
+        whose events keep no time, the host's clock around it).
+    copies : float
+        The output array to the pinned buffer, one transfer.
+    unpacking : float
+        The pinned buffer laid out as the kernel's tuple (new arrays).
+    """
+
+    seeding: float = 0.0
+    allocation: float = 0.0
+    kernel: float = 0.0
+    copies: float = 0.0
+    unpacking: float = 0.0
 
 
 def run_gpu_replicates(
@@ -184,10 +299,13 @@ def run_gpu_replicates(
     gamma: float,
     batch: int,
     cuts: np.ndarray,
-    streams: np.ndarray,
+    points: np.ndarray,
+    key: tuple[int, int],
+    reps: np.ndarray,
     full_matrix: bool,
+    times: LaunchTimes | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """Run one replicate per row of ``streams`` in one launch; the kernel's outputs.
+    """Run one replicate per entry of ``reps`` in one launch; the kernel's outputs.
 
     Parameters
     ----------
@@ -203,66 +321,178 @@ def run_gpu_replicates(
         Mini-batch size, >= 1.
     cuts : ndarray of int64 (K,)
         Strictly increasing segment ends, the last one n.
-    streams : ndarray of uint64 (R, 4)
-        Each replicate's stream (:func:`ldpsim.tasks.streams.philox.replicate_keys`).
+    points : ndarray of int64 (P,)
+        Increasing positions among the cuts where b, A and the iterate are recorded; the
+        last cut (n) among them.
+    key : tuple of 2 int
+        The grid point's Philox key (:func:`ldpsim.tasks.streams.philox.grid_point_key`).
+    reps : ndarray of int (R,)
+        The replicates' numbers: replicate ``reps[i]``'s stream is the key's counters
+        with upper words ``reps[i]``.
     full_matrix : bool
         Keep all of A, or its diagonal only.
+    times : LaunchTimes, optional
+        Filled with where the launch's seconds went.
 
     Returns
     -------
     tuple of ndarray
         ``theta`` (R, d), ``seg_dev``, ``seg_shift``, ``snap_t``, ``snap_b`` (R, K, d),
-        ``snap_a`` (R, K, d, d or 1) and ``snap_theta`` (R, K, d): row r is what
-        :func:`ldpsim.tasks.kernel.sgd.ldp_sgd` returns for a replicate.
+        ``snap_a`` (R, K, d, d or 1) and ``snap_theta`` (R, K, d), new C-contiguous
+        arrays: row i is what :func:`ldpsim.tasks.kernel.sgd.ldp_sgd` returns for
+        replicate ``reps[i]``, for the statistics transferred. Those not transferred are
+        NaN: ``seg_dev`` unless every cut is a point (then it is formed from T and the
+        centres), and ``snap_b``, ``snap_a`` and ``snap_theta`` at cuts that are not
+        points. ``theta`` is the iterate at the last cut.
     """
-    from numba.core import config
-
     args = (model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts)
+    args += (points, key, reps, full_matrix, times or LaunchTimes())
     if config.ENABLE_CUDASIM:
         with _SIMULATOR_LOCK:
-            return _launch(*args, streams, full_matrix)
+            return _launch(*args)
     if not getattr(_thread_state, "context", False):
         with _CONTEXT_LOCK:
             cuda.current_context()  # the driver, and this thread's context
         _thread_state.context = True
-    return _launch(*args, streams, full_matrix)
+    return _launch(*args)
+
+
+def launch_shape(n_reps: int) -> tuple[int, int]:
+    """(blocks, threads per block) of a launch of ``n_reps`` replicates."""
+    threads = max(1, min(THREADS_PER_BLOCK, n_reps))
+    return (n_reps + threads - 1) // threads, threads
+
+
+def replicates_per_wave(registers: int, multiprocessors: int, threads: int = THREADS_PER_BLOCK):
+    """How many threads of a kernel using ``registers`` a thread are resident at once on
+    a GPU of ``multiprocessors`` (compute capability 9.0: 65,536 registers, 2,048
+    threads and 32 blocks a multiprocessor, registers allotted per warp in 256s).
+
+    A launch of a multiple of this many replicates runs in whole waves: its last wave
+    is as full as the others.
+    """
+    per_warp = -(-registers * 32 // 256) * 256
+    warps = threads // 32
+    blocks = min(65_536 // (per_warp * warps), 2_048 // threads, 32)
+    return int(multiprocessors * blocks * threads)
+
+
+def _buffers(rows: int, n_reps: int):
+    """This thread's device output array and pinned host buffer, shaped (rows, n_reps):
+    views of buffers kept per thread, grown (never shrunk) when a launch needs more."""
+    size = rows * n_reps
+    kept = getattr(_thread_state, "buffers", None)
+    if kept is None or kept[0].size < size:
+        capacity = max(size, 1)
+        kept = (cuda.device_array(capacity, dtype=np.float64), cuda.pinned_array(capacity))
+        _thread_state.buffers = kept
+    device, host = kept
+    return device[:size].reshape(rows, n_reps), host[:size].reshape(rows, n_reps)
 
 
 def _launch(
-    model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts, streams,
-    full_matrix,
+    model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts, points,
+    key, reps, full_matrix, times,
 ) -> tuple[np.ndarray, ...]:  # fmt: skip
+    start = time.perf_counter()
     model_params = np.ascontiguousarray(model_params, dtype=np.float64)
     mech_params = np.ascontiguousarray(mech_params, dtype=np.float64)
     theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
     cuts = np.ascontiguousarray(cuts, dtype=np.int64)
-    streams = np.ascontiguousarray(streams, dtype=np.uint64)
-    d, n_reps, n_cuts = theta0.size, streams.shape[0], cuts.size
-    a_cols = d if full_matrix else 1
+    points = np.ascontiguousarray(points, dtype=np.int64)
+    reps = np.ascontiguousarray(reps, dtype=np.int64)
+    d, n_reps, n_cuts = theta0.size, reps.size, cuts.size
+    point_of = np.full(n_cuts, -1, dtype=np.int64)
+    point_of[points] = np.arange(points.size)
+    rows = OutputRows(n_cuts, points.size, d, bool(full_matrix))
     kernel = compile_gpu_kernel(
-        model, mechanism, d, model_params.size, mech_params.size, bool(full_matrix)
+        model, mechanism, d, model_params.size, mech_params.size, bool(full_matrix), int(batch)
     )
-    shapes = {
-        "theta": (n_reps, d),
-        "seg_dev": (n_reps, n_cuts, d),
-        "seg_shift": (n_reps, n_cuts, d),
-        "snap_t": (n_reps, n_cuts, d),
-        "snap_b": (n_reps, n_cuts, d),
-        "snap_a": (n_reps, n_cuts, d, a_cols),
-        "snap_theta": (n_reps, n_cuts, d),
-    }
-    outputs = {name: cuda.device_array(shape, dtype=np.float64) for name, shape in shapes.items()}
-    threads = max(1, min(THREADS_PER_BLOCK, n_reps))
-    blocks = (n_reps + threads - 1) // threads
-    kernel[blocks, threads](
-        cuda.to_device(model_params),
-        cuda.to_device(mech_params),
-        cuda.to_device(theta0),
-        float(c),
-        float(gamma),
-        int(batch),
-        cuda.to_device(cuts),
-        cuda.to_device(streams),
-        *outputs.values(),
-    )
-    return tuple(array.copy_to_host() for array in outputs.values())
+    allocated = time.perf_counter()
+    times.seeding = allocated - start
+    out, host = _buffers(rows.total, n_reps)
+    inputs = [cuda.to_device(a) for a in (model_params, mech_params, theta0, cuts, point_of, reps)]
+    before, after = cuda.event(), cuda.event()
+    blocks, threads = launch_shape(n_reps)
+    # The thread's default stream, named: per thread where the workers set
+    # NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1 (launches of 4 threads side by side), and
+    # the events, the kernel and the copy on it alike. The simulator has one stream.
+    stream = 0 if config.ENABLE_CUDASIM else cuda.default_stream()
+    launch = kernel[blocks, threads] if config.ENABLE_CUDASIM else kernel[blocks, threads, stream]
+    before.record(stream)
+    times.allocation = time.perf_counter() - allocated
+    launch(
+        *inputs[:3], float(c), float(gamma), inputs[3], inputs[4],
+        np.uint64(key[0]), np.uint64(key[1]), inputs[5], out,
+    )  # fmt: skip
+    after.record(stream)
+    after.synchronize()
+    copying = time.perf_counter()
+    elapsed = before.elapsed_time(after)  # ms; -1 in the simulator, which has no clock
+    times.kernel = elapsed / 1e3 if elapsed > 0 else copying - allocated - times.allocation
+    out.copy_to_host(host, stream=stream)
+    if not config.ENABLE_CUDASIM:
+        stream.synchronize()
+    unpacking = time.perf_counter()
+    times.copies = unpacking - copying
+    outputs = unpack(host, rows, cuts, points, n_reps)
+    times.unpacking = time.perf_counter() - unpacking
+    return outputs
+
+
+def unpack(
+    host: np.ndarray, rows: OutputRows, cuts: np.ndarray, points: np.ndarray, n_reps: int
+) -> tuple[np.ndarray, ...]:
+    """A launch's output array (rows, R) as the kernel's tuple, stacked by replicate (see
+    :func:`run_gpu_replicates`)."""
+    d, n_cuts, n_points = rows.d, rows.n_cuts, rows.n_points
+
+    def block(first: int, count: int, shape: tuple[int, ...]) -> np.ndarray:
+        # (count, R) -> (R, *shape), a new C-contiguous array.
+        return np.ascontiguousarray(host[first : first + count].T).reshape(n_reps, *shape)
+
+    seg_shift = block(rows.shift, n_cuts * d, (n_cuts, d))
+    snap_t = block(rows.t, n_cuts * d, (n_cuts, d))
+    every_cut = n_points == n_cuts
+    a_cols = d if rows.full_matrix else 1
+
+    def at_points(recorded: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        if every_cut:
+            return recorded
+        full = np.full((n_reps, n_cuts, *shape), np.nan)
+        full[:, points] = recorded
+        return full
+
+    snap_b = at_points(block(rows.b, n_points * d, (n_points, d)), (d,))
+    snap_theta = at_points(block(rows.theta, n_points * d, (n_points, d)), (d,))
+    entries = block(rows.a, n_points * a_size(d, rows.full_matrix), (n_points, -1))
+    if rows.full_matrix:
+        lower, column = np.tril_indices(d)
+        recorded = np.empty((n_reps, n_points, d, d))
+        recorded[:, :, lower, column] = entries
+        recorded[:, :, column, lower] = entries
+    else:
+        recorded = entries.reshape(n_reps, n_points, d, 1)
+    snap_a = at_points(recorded, (d, a_cols))
+    theta = snap_theta[:, -1].copy()
+    if every_cut:
+        seg_dev = segment_sums(snap_t, seg_shift, cuts)
+    else:
+        seg_dev = np.full((n_reps, n_cuts, d), np.nan)
+    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
+
+
+def segment_sums(snap_t: np.ndarray, seg_shift: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Each segment's sum of (theta_i - its centre), from T and the centres (R, K, d).
+
+    T just after cut k is T at k, recentred when k is a power of two (T -> T - s delta,
+    delta the change of centre); a segment's sum is T at its end less T just after
+    its start: the kernel's ``seg_dev`` to the last bits of the recentring.
+    """
+    after = snap_t.copy()
+    powers = np.flatnonzero((cuts[:-1] & (cuts[:-1] - 1)) == 0)
+    scale = cuts[powers].astype(np.float64)[None, :, None]
+    after[:, powers] -= scale * (seg_shift[:, powers + 1] - seg_shift[:, powers])
+    seg_dev = snap_t.copy()
+    seg_dev[:, 1:] -= after[:, :-1]
+    return seg_dev

@@ -2,22 +2,27 @@
 
 A counter-based generator (Salmon, Moraes, Dror & Shaw 2011): block ``m`` of a stream
 is ``philox4x32_10(counter, key)``, four 32-bit words, computed from the block's
-number alone. A replicate's stream is keyed by 128 bits drawn from its seed sequence
-(:func:`replicate_keys`): the Philox key (2 words) and the upper half of the counter (2
-words); the lower half counts the draws. So a replicate's numbers depend on its seed
-and nothing else: not on the launch shape, the block size, the GPU or the other
-replicates of a launch.
+number alone. All replicates of a grid point share one key, two 32-bit words hashed
+from the grid point's seed sequence (:func:`grid_point_key`: the seed and the spec's
+path key); replicate ``rep`` owns the counters whose upper half is ``rep`` (words 2 and
+3), and the lower half counts its blocks (words 0 and 1). So a replicate's numbers
+depend on the seed, the spec and ``rep``, and on nothing else: not on the launch shape,
+the block size, the GPU or the other replicates of a launch. Its key words are made on
+the device from ``rep`` itself: a launch needs no per-replicate seeding.
 
 A block gives two draws of a kind: :func:`standard_normal` keeps the second normal of a
 Box-Muller pair, and :func:`random` the second uniform of a block, in the state until
 the next draw of that kind (:data:`STREAMS_VERSION` names this layout):
 
-* :func:`random`: a uniform on (0, 1), ``(k + 1/2) 2^-53`` with k the top 53 bits of
-  words 0 and 1 (then of words 2 and 3);
-* :func:`standard_normal`: Box-Muller, ``sqrt(-2 log u1) (cos, then sin)(2 pi u2)``
-  with u1 and u2 the block's two uniforms;
+* :func:`random`: a uniform on (0, 1), ``(2k + 1) 2^-53`` with k the 52 bits of the top
+  20 bits of word 0 and all of word 1 (then words 2 and 3): every value of the grid
+  exactly, none of them 0 or 1 (:func:`unit_double`);
+* :func:`standard_normal`: Box-Muller, ``sqrt(-2 log u1) (cos, then sin)(2 pi u2)`` with
+  u1 and u2 the block's two uniforms; the sine and cosine of ``2 pi u2`` come together
+  from the nearest quarter turn and two polynomials on [-pi/4, pi/4]
+  (:func:`sin_cos_two_pi`), with no range reduction (u2 is already a fraction of a turn);
 * :func:`laplace`: ``scale * log(2u)`` for u < 1/2, ``-scale * log(2 - 2u)`` else, u
-  from :func:`random` (the inverse of the Laplace CDF; |x| <= 36.8 scale, the bound that
+  from :func:`random` (the inverse of the Laplace CDF; |x| <= 36.1 scale, the bound that
   53-bit uniforms put on any floating-point sampler, Mironov 2012).
 
 The functions are numba CUDA device functions; words travel as uint64 holding 32 bits,
@@ -44,8 +49,10 @@ import numpy as np
 from numba import cuda
 
 #: Names the streams' layout. A store records it; a change of this file's draws must
-#: change it, and a store of another version is not extended.
-STREAMS_VERSION = "philox4x32-10/pairs/1"
+#: change it, and a store of another version is not extended. Version 1
+#: (``philox4x32-10/pairs/1``) keyed each replicate from its own seed sequence and drew
+#: its sines and cosines with libdevice's ``sin`` and ``cos``.
+STREAMS_VERSION = "philox4x32-10/rep-counter/2"
 
 _M0 = np.uint64(0xD2511F53)
 _M1 = np.uint64(0xCD9E8D57)
@@ -54,18 +61,30 @@ _W1 = np.uint64(0xBB67AE85)
 _MASK = np.uint64(0xFFFFFFFF)
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
-_U5 = np.uint64(5)
-_U6 = np.uint64(6)
-_U31 = np.uint64(31)
+_U12 = np.uint64(12)
 _U32 = np.uint64(32)
 #: Flags of the state: a normal, a uniform kept for the next draw of its kind.
 _HAS_NORMAL = np.uint64(1)
 _HAS_UNIFORM = np.uint64(2)
 _NO_NORMAL = np.uint64(2)
 _NO_UNIFORM = np.uint64(1)
-_TWO_26 = 67108864.0
-_TWO_M53 = 1.0 / 9007199254740992.0
+_TWO_M20 = 2.0**-20
+_TWO_M52 = 2.0**-52
 _TWO_PI = 2.0 * math.pi
+# fdlibm's kernels of sin and cos on [-pi/4, pi/4] (k_sin.c, k_cos.c: |error| < 2^-58
+# of the polynomial against the function there).
+_S1 = -1.66666666666666324348e-01
+_S2 = 8.33333333332248946124e-03
+_S3 = -1.98412698298579493134e-04
+_S4 = 2.75573137070700676789e-06
+_S5 = -2.50507602534068634195e-08
+_S6 = 1.58969099521155010221e-10
+_C1 = 4.16666666666666019037e-02
+_C2 = -1.38888888888741095749e-03
+_C3 = 2.48015872894767294178e-05
+_C4 = -2.75573143513906633035e-07
+_C5 = 2.08757232129817482790e-09
+_C6 = -1.13596475577881948265e-11
 
 
 @cuda.jit(device=True)
@@ -98,9 +117,42 @@ def next_block(k0, k1, c2, c3, draws):
 
 @cuda.jit(device=True)
 def unit_double(a, b):
-    """A double in (0, 1), (k + 1/2) 2^-53, from the top bits of two 32-bit words (27 of
-    a, 26 of b)."""
-    return ((a >> _U5) * _TWO_26 + (b >> _U6) + 0.5) * _TWO_M53
+    """A double in (0, 1) from two 32-bit words: ``(2k + 1) 2^-53``, k = the top 20 bits
+    of ``a`` then the 32 of ``b``.
+
+    Each word is converted to a double directly (32-bit integers, exact) and the sum is
+    exact too: ``(a >> 12) 2^-20 + (b + 1/2) 2^-52`` is an odd multiple of 2^-53 below
+    1, which a double holds. So the 2^52 values are equally likely, symmetric about 1/2,
+    and never 0 or 1 (log and the inverse CDFs stay finite).
+    """
+    high = float(np.uint32(a >> _U12))
+    low = float(np.uint32(b))
+    return high * _TWO_M20 + (low + 0.5) * _TWO_M52
+
+
+@cuda.jit(device=True)
+def sin_cos_two_pi(u):
+    """``(sin 2 pi u, cos 2 pi u)`` for u in (0, 1), together.
+
+    u is a fraction of a turn already: the nearest quarter turn q (0..4) leaves
+    ``r = u - q/4``, |r| <= 1/8, exactly (a multiple of 2^-53 below 1/8), and x = 2 pi r
+    lies in [-pi/4, pi/4], where fdlibm's two polynomials give sin x and cos x to about
+    an ulp. The quarter turn then swaps and negates them. No division by pi, no
+    Payne-Hanek reduction, no branch: a dozen fused multiply-adds each.
+    """
+    q = math.floor(4.0 * u + 0.5)
+    x = _TWO_PI * (u - 0.25 * q)
+    z = x * x
+    sin_x = x + x * z * (_S1 + z * (_S2 + z * (_S3 + z * (_S4 + z * (_S5 + z * _S6)))))
+    cos_x = 1.0 - (
+        0.5 * z - z * z * (_C1 + z * (_C2 + z * (_C3 + z * (_C4 + z * (_C5 + z * _C6)))))
+    )
+    quarter = int(q) & 3
+    if quarter & 1:
+        sin_x, cos_x = cos_x, -sin_x
+    if quarter & 2:
+        sin_x, cos_x = -sin_x, -cos_x
+    return sin_x, cos_x
 
 
 @cuda.jit(device=True)
@@ -127,9 +179,9 @@ def standard_normal(s):
         return normal, (k0, k1, c2, c3, blocks, 0.0, uniform, flags & _NO_NORMAL)
     w0, w1, w2, w3 = next_block(k0, k1, c2, c3, blocks)
     radius = math.sqrt(-2.0 * math.log(unit_double(w0, w1)))
-    angle = _TWO_PI * unit_double(w2, w3)
-    return radius * math.cos(angle), (
-        k0, k1, c2, c3, blocks + _U1, radius * math.sin(angle), uniform, flags | _HAS_NORMAL
+    sin_a, cos_a = sin_cos_two_pi(unit_double(w2, w3))
+    return radius * cos_a, (
+        k0, k1, c2, c3, blocks + _U1, radius * sin_a, uniform, flags | _HAS_NORMAL
     )  # fmt: skip
 
 
@@ -143,37 +195,29 @@ def laplace(s, scale):
 
 
 @cuda.jit(device=True)
-def start_state(k0, k1, c2, c3):
-    """The state at the start of the stream keyed (k0, k1) with upper counter (c2, c3).
-
-    The words are masked to 32 bits here, so that the compiler knows it in every round:
-    the multiplies of :func:`philox4x32_10` are then 32 x 32 -> 64 bits, not 64 x 64.
-    """
-    return (k0 & _MASK, k1 & _MASK, c2 & _MASK, c3 & _MASK, _U0, 0.0, 0.0, _U0)
+def start_state(k0, k1, rep):
+    """The state at the start of replicate ``rep``'s stream under the key (k0, k1): the
+    counter's upper words are the low and high 32 bits of ``rep``."""
+    rep = np.uint64(rep)
+    return (k0 & _MASK, k1 & _MASK, rep & _MASK, rep >> _U32, _U0, 0.0, 0.0, _U0)
 
 
-def replicate_keys(states: np.ndarray) -> np.ndarray:
-    """The Philox key and counter words of each replicate, from its seed sequence.
+def grid_point_key(entropy: list[int]) -> tuple[int, int]:
+    """The Philox key of a grid point's replicates: two 32-bit words of its seed sequence.
 
     Parameters
     ----------
-    states : ndarray of uint64, shape (R, 4)
-        Each replicate's PCG64 state words as its seed sequence gives them
-        (:meth:`ldpsim.tasks.grid_point.GridPointSetup.data_state`): 256 hashed bits.
+    entropy : list of int
+        The grid point's entropy words, the seed's and the path key's
+        (:attr:`ldpsim.tasks.grid_point.GridPointSetup.entropy`).
 
     Returns
     -------
-    ndarray of uint64, shape (R, 4)
-        ``(k0, k1, c2, c3)`` per replicate: the key and the upper counter words, the
-        low and high 32 bits of the state's first two words (:func:`start_state`).
+    tuple of 2 int
+        ``SeedSequence(entropy).generate_state(2, uint32)``: numpy's hash of the words.
     """
-    states = np.asarray(states, dtype=np.uint64)
-    out = np.zeros((states.shape[0], 4), dtype=np.uint64)
-    out[:, 0] = states[:, 0] & _MASK
-    out[:, 1] = states[:, 0] >> _U32
-    out[:, 2] = states[:, 1] & _MASK
-    out[:, 3] = states[:, 1] >> _U32
-    return out
+    words = np.random.SeedSequence(entropy).generate_state(2, dtype=np.uint32)
+    return int(words[0]), int(words[1])
 
 
 def philox_blocks(counters: np.ndarray, keys: np.ndarray) -> np.ndarray:

@@ -180,3 +180,28 @@ def test_a_method_added_to_a_finished_gpu_store_equals_a_fresh_gpu_sweep(tmp_pat
     # The stored methods' files were never rewritten.
     kept = {k: v for k, v in before.items() if k.startswith(("lower/c/", "upper/c/"))}
     assert kept and all(tree_hash(store)[k] == v for k, v in kept.items())
+
+
+def test_a_store_of_the_first_gpu_streams_is_refused_in_one_line(
+    tmp_path, gpu_cluster, capfd, monkeypatch
+):
+    """Version 2 of the GPU streams (one key per grid point, the replicate in the counter,
+    other conversions and sines) draws other numbers: a store that recorded version 1
+    is not extended with them, and nothing in it changes."""
+    from ldpsim.tasks.streams import philox
+
+    address = ["--scheduler", gpu_cluster.scheduler_address]
+    store = tmp_path / "first.zarr"
+    sweep = tmp_path / "first.toml"
+    sweep.write_text(SWEEP.format(replicates=2).replace("tau = [0.5, 0.8]", "tau = [0.5]"))
+    assert STREAMS_VERSION == "philox4x32-10/rep-counter/2"
+    with monkeypatch.context() as patch:  # the store as version 1 wrote it
+        patch.setattr(philox, "STREAMS_VERSION", "philox4x32-10/pairs/1")
+        assert run([str(sweep), "--store", str(store), *address]) == 0
+    assert read_attrs(store)["gpu_streams"] == "philox4x32-10/pairs/1"
+    capfd.readouterr()
+    before = tree_hash(store)
+    code = run([str(sweep), "--store", str(store), "--replicates", "3", *address])
+    line = one_error_line(capfd.readouterr(), code)
+    assert "'philox4x32-10/pairs/1'" in line and f"'{STREAMS_VERSION}'" in line
+    assert tree_hash(store) == before

@@ -11,6 +11,7 @@ directly from the whole path.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -20,8 +21,14 @@ from sgd_reference import GRADIENTS, PRIVATIZERS, reference_path
 
 from ldpsim.tasks import normalize_spec
 from ldpsim.tasks.gpu import kernel as gpu_kernel
+from ldpsim.tasks.gpu.kernel import run_gpu_replicates
 from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, needs_full_matrix
-from ldpsim.tasks.streams.philox import philox4x32_10, philox_blocks, replicate_keys
+from ldpsim.tasks.streams.philox import (
+    philox4x32_10,
+    philox_blocks,
+    sin_cos_two_pi,
+    unit_double,
+)
 
 #: Random123's tests/kat_vectors, the three philox4x32 10 lines: counter, key, result.
 KNOWN_ANSWERS = [
@@ -36,12 +43,13 @@ KNOWN_ANSWERS = [
 
 
 class PhiloxStream:
-    """A replicate's GPU stream in numpy (tasks/streams/philox.py): a block gives two uniforms,
-    or a Box-Muller pair; the second is kept for the next draw of its kind."""
+    """A replicate's GPU stream in numpy (tasks/streams/philox.py, version 2): block m is
+    Philox of the counter (m, rep) under the grid point's key; a block gives two
+    uniforms, or a Box-Muller pair; the second is kept for the next draw of its kind."""
 
-    def __init__(self, row: np.ndarray) -> None:
-        self.key = (int(row[0]), int(row[1]))
-        self.high = (int(row[2]), int(row[3]))
+    def __init__(self, key: tuple[int, int], rep: int) -> None:
+        self.key = key
+        self.high = (rep & 0xFFFFFFFF, rep >> 32)
         self.blocks = 0
         self.normals: list[float] = []
         self.uniforms: list[float] = []
@@ -53,7 +61,8 @@ class PhiloxStream:
 
     @staticmethod
     def unit(a: int, b: int) -> float:
-        return ((a >> 5) * 2.0**26 + (b >> 6) + 0.5) * 2.0**-53
+        # (2k + 1) 2^-53 with k = (a >> 12) 2^32 + b, in exact integer arithmetic.
+        return float(2 * (((a >> 12) << 32) + b) + 1) * 2.0**-53
 
     def random(self) -> float:
         if not self.uniforms:
@@ -72,6 +81,13 @@ class PhiloxStream:
     def laplace(self, scale: float) -> float:
         u = self.random()
         return scale * math.log(2.0 * u) if u < 0.5 else -scale * math.log(2.0 - 2.0 * u)
+
+
+def philox_quantile_gradient(theta, params, rng, g):
+    # The kernel's form: 1{X <= theta}, X ~ N(loc, 1), is 1{U < Phi(theta - loc)}.
+    tau, loc = params[0], params[1]
+    p = 0.5 * math.erfc((loc - theta[0]) * math.sqrt(0.5))
+    g[0] = (1.0 if rng.random() < p else 0.0) - tau
 
 
 def philox_laplace(g, params, rng):
@@ -94,6 +110,7 @@ GPU_PRIVATIZERS = {
     "laplace": philox_laplace,
     "randomized_response": philox_randomized_response,
 }
+GPU_GRADIENTS = {**GRADIENTS, "quantile": philox_quantile_gradient}
 
 
 def test_philox_gives_random123s_known_answers():
@@ -116,10 +133,13 @@ def test_philox_gives_random123s_known_answers():
     assert out.tolist() == [list(w) for _, _, w in KNOWN_ANSWERS]
 
 
-def check_statistics(raw: tuple, path: np.ndarray, cuts: np.ndarray, theta0, full: bool):
-    """Every statistic of one replicate's kernel output ``raw``, from its whole path."""
+def check_statistics(raw: tuple, path: np.ndarray, cuts: np.ndarray, theta0, full: bool, points):
+    """Every statistic of one replicate's kernel output ``raw``, from its whole path: T
+    and the centre at every cut, b, A and the iterate at the ``points`` (NaN elsewhere),
+    the segment sums where every cut is a point (NaN otherwise)."""
     theta, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = raw
     np.testing.assert_allclose(theta, path[-1], rtol=1e-12)
+    every_cut = len(points) == len(cuts)
     prefix = np.cumsum(path, axis=0)
     shift = np.array(theta0, dtype=float)
     start = 0
@@ -129,17 +149,36 @@ def check_statistics(raw: tuple, path: np.ndarray, cuts: np.ndarray, theta0, ful
         scale = np.abs(path[:end]).sum() + end * np.abs(shift).sum() + 1.0
         tol = 1e-10 * scale
         np.testing.assert_allclose(seg_shift[k], shift, rtol=1e-11, atol=1e-13)
-        np.testing.assert_allclose(snap_theta[k], path[end - 1], rtol=1e-12)
-        np.testing.assert_allclose(seg_dev[k], (path[start:end] - shift).sum(0), atol=tol)
         np.testing.assert_allclose(snap_t[k], big_t[-1], atol=tol)
-        np.testing.assert_allclose(snap_b[k], (steps * big_t).sum(0), atol=tol * end)
-        a = big_t.T @ big_t
-        np.testing.assert_allclose(
-            snap_a[k] if full else snap_a[k][:, 0], a if full else np.diag(a), atol=tol * scale
-        )
+        if every_cut:
+            np.testing.assert_allclose(seg_dev[k], (path[start:end] - shift).sum(0), atol=tol)
+        else:
+            assert np.isnan(seg_dev[k]).all()
+        if k in points:
+            np.testing.assert_allclose(snap_theta[k], path[end - 1], rtol=1e-12)
+            np.testing.assert_allclose(snap_b[k], (steps * big_t).sum(0), atol=tol * end)
+            a = big_t.T @ big_t
+            np.testing.assert_allclose(
+                snap_a[k] if full else snap_a[k][:, 0],
+                a if full else np.diag(a),
+                atol=tol * scale,
+            )
+        else:
+            for field in (snap_theta, snap_b, snap_a):
+                assert np.isnan(field[k]).all()
         if end & (end - 1) == 0:  # a power of two: the running mean is the new centre
             shift = prefix[end - 1] / end
         start = end
+
+
+def reference_paths(setup: GridPointSetup, reps: list[int]) -> list[np.ndarray]:
+    """The numpy reference's path of each replicate of ``reps``, on its GPU stream."""
+    rs = setup.spec
+    eta = [rs.c * math.pow(float(i), -rs.gamma) for i in range(1, rs.n + 1)]
+    return [
+        reference_path(rs, PhiloxStream(setup.gpu_key, rep), GPU_PRIVATIZERS, GPU_GRADIENTS, eta)
+        for rep in reps
+    ]
 
 
 CASES = {
@@ -171,17 +210,30 @@ def test_the_kernel_follows_the_numpy_reference(name):
     spec = {**CASES[name], "backend": "gpu", "seed": 11}
     setup = GridPointSetup.of(normalize_spec(spec))
     rs = setup.spec
-    reps = [0, 3, 1]
+    reps = [0, 3, 2**32 + 1]  # a replicate number past 32 bits: the counter's 4th word
     outputs = setup.run_gpu(reps)
-    raws = [gpu_row(outputs, i) for i in range(len(reps))]
-    rows = replicate_keys(np.array([setup.data_state(rep) for rep in reps]))
-    eta = [rs.c * math.pow(float(i), -rs.gamma) for i in range(1, rs.n + 1)]
-    paths = []
-    for raw, row in zip(raws, rows, strict=True):
-        path = reference_path(rs, PhiloxStream(row), GPU_PRIVATIZERS, GRADIENTS, eta)
-        check_statistics(raw, path, setup.cuts, rs.theta0, needs_full_matrix(rs))
-        paths.append(path)
+    points = set(setup.gpu_points.tolist())
+    # Only the evaluation points (the last step and the checkpoints) are transferred.
+    assert points == {int(np.searchsorted(setup.cuts, p)) for p in rs.checkpoints or [rs.n]}
+    paths = reference_paths(setup, reps)
+    full = needs_full_matrix(rs)
+    for i, path in enumerate(paths):
+        check_statistics(gpu_row(outputs, i), path, setup.cuts, rs.theta0, full, points)
     assert not np.array_equal(paths[0], paths[1])  # the replicates' streams differ
+    # A launch that transfers every cut and all of A (a plugin method's): the same
+    # numbers, all there.
+    model, mechanism, every = rs.model.name, rs.mechanism.name, np.arange(setup.cuts.size)
+    whole = run_gpu_replicates(
+        model, mechanism, *setup.kernel_args, rs.batch, setup.cuts, every, setup.gpu_key,
+        np.array(reps[:1]), True,
+    )  # fmt: skip
+    check_statistics(gpu_row(whole, 0), paths[0], setup.cuts, rs.theta0, True, set(every))
+    got, trimmed = list(gpu_row(whole, 0)), gpu_row(outputs, 0)
+    if not full:
+        got[5] = np.diagonal(got[5], axis1=1, axis2=2)[..., None]
+    for a, b in zip(got, trimmed, strict=True):
+        same = ~np.isnan(b)
+        np.testing.assert_array_equal(a[same], b[same], strict=True)
 
 
 def test_a_replicates_numbers_do_not_depend_on_the_launch(monkeypatch):
@@ -196,14 +248,19 @@ def test_a_replicates_numbers_do_not_depend_on_the_launch(monkeypatch):
         np.testing.assert_array_equal(a, c, strict=True)
 
 
+def unit_doubles(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """The reference of philox.unit_double: (2k + 1) 2^-53, k = (w0 >> 12) 2^32 + w1."""
+    k = ((w0 >> np.uint64(12)) << np.uint64(32)) + w1
+    return (2 * k + 1).astype(np.float64) * 2.0**-53  # exact: 2k + 1 < 2^53
+
+
 def test_the_draws_have_their_laws():
     # 200,000 blocks of one key in the reference (which the kernel matches, above).
     m = 200_000
     counters = np.zeros((m, 4), dtype=np.uint64)
     counters[:, 0] = np.arange(m)
     w = philox_blocks(counters, (0x12345678, 0x9ABCDEF0))
-    u1 = ((w[:, 0] >> 5) * 2.0**26 + (w[:, 1] >> 6) + 0.5) * 2.0**-53
-    u2 = ((w[:, 2] >> 5) * 2.0**26 + (w[:, 3] >> 6) + 0.5) * 2.0**-53
+    u1, u2 = unit_doubles(w[:, 0], w[:, 1]), unit_doubles(w[:, 2], w[:, 3])
     radius, angle = np.sqrt(-2.0 * np.log(u1)), 2.0 * np.pi * u2
     normals = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])
     uniforms = np.concatenate([u1, u2])
@@ -220,16 +277,70 @@ def test_the_draws_have_their_laws():
     assert np.abs(bits - 0.5).max() < 5 * 0.5 / math.sqrt(m)
 
 
+def run_device(function, *columns: np.ndarray, outputs: int = 1) -> np.ndarray:
+    """``function`` (a device function) on each row of ``columns``, in one simulated thread."""
+
+    @cuda.jit
+    def each(args, out):
+        for i in range(args.shape[0]):
+            if outputs == 1:
+                out[i, 0] = function(*(args[i, j] for j in range(len(columns))))
+            else:
+                out[i, 0], out[i, 1] = function(*(args[i, j] for j in range(len(columns))))
+
+    args = np.stack(columns, axis=1)
+    out = np.zeros((args.shape[0], outputs))
+    each[1, 1](args, out)
+    return out
+
+
+def test_words_become_uniforms_exactly_on_their_grid():
+    # The device's conversion (two 32-bit words, each to a double directly) against the
+    # exact integer formula, at the edges and at random words: equal bit for bit, and
+    # strictly inside (0, 1) even for the largest k (v1's (k + 1/2) 2^-53 rounded to 1).
+    edges = [0, 1, 0xFFF, 0x1000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
+    words = np.array([(a, b) for a in edges for b in edges], dtype=np.uint64)
+    more = np.random.default_rng(3).integers(0, 2**32, size=(2_000, 2), dtype=np.uint64)
+    words = np.concatenate([words, more])
+    got = run_device(unit_double, words[:, 0], words[:, 1])[:, 0]
+    want = unit_doubles(words[:, 0], words[:, 1])
+    np.testing.assert_array_equal(got, want, strict=True)
+    assert got.min() == 2.0**-53 and got.max() == 1.0 - 2.0**-53
+
+
+def test_sine_and_cosine_of_a_turn_are_within_an_ulp_and_a_half():
+    # Against long double (64-bit significand) at every quarter- and eighth-turn edge
+    # and at random u: x = 2 pi r is rounded once (|x| <= pi/4: 2^-53 pi/4 absolute),
+    # fdlibm's polynomials are within 2^-58 of sin and cos, and their evaluation rounds
+    # to within an ulp of the result (< 1): so |error| < 1.5 2^-52 and far less on
+    # average; a swapped quarter or a wrong sign would be off by order 1.
+    rng = np.random.default_rng(4)
+    grid = np.arange(1, 8) / 8.0
+    edges = np.concatenate([grid, np.nextafter(grid, 0.0), np.nextafter(grid, 1.0)])
+    u = np.concatenate([edges, [2.0**-53, 1.0 - 2.0**-53], rng.random(4_000)])
+    got = run_device(sin_cos_two_pi, u, outputs=2)
+    two_pi = 2 * np.longdouble("3.14159265358979323846264338327950288")
+    angle = two_pi * u.astype(np.longdouble)
+    want = np.stack([np.sin(angle), np.cos(angle)], axis=1)
+    error = np.abs(got.astype(np.longdouble) - want).astype(np.float64)
+    assert error.max() < 1.5 * 2.0**-52, error.max()
+
+
 def test_randomized_responses_flip_probability_is_exact_to_the_uniforms_grid():
-    # u = (k + 1/2) 2^-53 for k = 0 .. 2^53 - 1, each with probability 2^-53: the flip
-    # probability P(u < q) is the count of such k times 2^-53, within 2^-53 of q, so the
-    # likelihood ratio (1 - P) / P of the reports is e^eps to 2^-53 / (q (1 - q)).
+    # u = (2k + 1) 2^-53 for k = 0 .. 2^52 - 1, each with probability 2^-52: the flip
+    # probability P = P(u < q) is the count of such k times 2^-52, within 2^-53 of q
+    # (the grid's points are 2^-52 apart and q lies between two), so the likelihood
+    # ratio (1 - P) / P of the reports is (1 - q) / q, which is e^eps to the rounding of
+    # q, within a factor 1 +- 2^-53 / (P (1 - q)). In exact rational arithmetic.
     for eps in (0.1, 1.0, 4.0, 10.0):
-        q = math.exp(-eps) / (1.0 + math.exp(-eps))
-        flip = math.ceil(q * 2.0**53 - 0.5) * 2.0**-53  # k with k + 1/2 < q 2^53
-        assert abs(flip - q) <= 2.0**-53
-        ratio = (1.0 - flip) / flip
-        assert abs(ratio / math.exp(eps) - 1.0) <= 1.01 * 2.0**-53 / (q * (1.0 - q))
+        q = Fraction(math.exp(-eps) / (1.0 + math.exp(-eps)))  # the kernel's params[0]
+        count = math.ceil((q * 2**53 - 1) / 2)  # the k with 2k + 1 < q 2^53
+        flip = Fraction(count, 2**52)
+        grid = Fraction(1, 2**53)
+        assert (2 * count - 1) * grid < q <= (2 * count + 1) * grid  # k = count - 1 is the last
+        assert abs(flip - q) <= Fraction(1, 2**53)
+        ratio = ((1 - flip) / flip) / ((1 - q) / q)
+        assert abs(ratio - 1) <= Fraction(1, 2**53) / (flip * (1 - q))
 
 
 @pytest.mark.parametrize(
@@ -265,3 +376,14 @@ def test_the_backend_is_cpu_or_gpu_and_keys_only_the_gpus_streams():
     assert normalize_spec({"model": "quantile", "n": 100, "backend": "cpu"}) == cpu
     gpu = normalize_spec({"model": "quantile", "n": 100, "backend": "gpu"})
     assert gpu.path_key()["backend"] == "gpu" and "streams" in gpu.path_key()
+
+
+def test_a_wave_is_what_the_registers_let_a_gpu_hold_at_once():
+    # An H100/H200 has 132 multiprocessors of 65,536 registers, allotted per warp in 256s:
+    # at 64 registers 8 blocks of 128 threads fit on one (135,168 threads in all), at the
+    # first kernel's 94 (3,072 a warp) only 5: 84,480, so 1e5 replicates ran as 1.18
+    # waves, the second 18% full (issue 44).
+    assert gpu_kernel.replicates_per_wave(64, 132) == 132 * 8 * 128 == 135_168
+    assert gpu_kernel.replicates_per_wave(94, 132) == 84_480
+    assert round(100_000 / gpu_kernel.replicates_per_wave(94, 132), 2) == 1.18
+    assert gpu_kernel.replicates_per_wave(16, 1) == 2_048  # the threads' own limit

@@ -1,0 +1,55 @@
+"""benchmarks/gpu_machine.py, the script a lent GPU machine runs, on a machine without one.
+
+Its dry run checks every part's commands against their programs' ``--help`` and skips
+the GPU parts with a line saying so; a part given a time limit too short is reported as
+run out, and the parts after it still run. So the script cannot rot between uses.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "benchmarks" / "gpu_machine.py"
+PARTS = ["gpu-benchmark", "validation", "kill-resume", "scaling", "end-to-end"]
+
+
+def machine_script(*args: str, out: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(SCRIPT), *args, "--out", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=180)
+
+
+def test_the_dry_run_checks_every_part_and_skips_the_gpu_parts(tmp_path):
+    result = machine_script("--dry-run", out=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("machine: GPU ") and " cores " in lines[0]  # first
+    assert lines[1].startswith("install: ")
+    for part in PARTS:
+        [skip] = [line for line in lines if line.startswith(f"SKIP {part}: dry run")]
+        assert skip.endswith("options checked"), skip  # no option unknown to its --help
+    assert "SKIP gpu-benchmark: dry run (a GPU part)" in result.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["part"] for s in summary] == PARTS
+    assert {s["status"] for s in summary} == {"skipped"}
+    machine = json.loads((tmp_path / "machine.json").read_text())
+    assert machine["cores"] >= 1 and isinstance(machine["gpus"], list)
+
+
+def test_a_part_that_runs_out_of_time_is_reported_and_the_rest_still_run(tmp_path):
+    # No GPU here: the GPU parts are skipped, the scaling part (a CPU part) starts its
+    # benchmark and is killed after 2 s; the end-to-end part after it still comes.
+    limits = ["--limit", "scaling=2", "--limit", "end-to-end=2"]
+    result = machine_script("--only", "scaling", "--only", "end-to-end", *limits, out=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    timeout = lines.index("TIMEOUT scaling: ran out of its 2 s; the next part starts")
+    assert any(line.startswith("-- end-to-end: ") for line in lines[timeout:])
+    summary = {s["part"]: s for s in json.loads((tmp_path / "summary.json").read_text())}
+    assert summary["scaling"]["status"] == "TIMEOUT"
+    assert summary["scaling"]["seconds"] < 10  # killed, not waited for
+    assert summary["end-to-end"]["status"] in ("skipped", "TIMEOUT")
+    assert "scaling.py --json" in (tmp_path / "scaling.log").read_text()
