@@ -253,8 +253,8 @@ np.save(sys.argv[2], np.stack([out["lower"], out["upper"]]))
 
 def test_the_bounds_do_not_depend_on_the_blas_kernel(tmp_path):
     # Before, bb's `e @ centred` and bm's products went through OpenBLAS, whose kernel
-    # depends on the processor: with OPENBLAS_CORETYPE=Prescott 5 of 40 bb bounds moved
-    # by an ulp. Now every sum is compiled, in a fixed order: the same bits anywhere.
+    # depends on the processor: with OPENBLAS_CORETYPE=Prescott 15 of bb's 80 bounds
+    # and 13 of bm's moved by an ulp. Now every sum is compiled, in a fixed order.
     spec = {
         "model": "quantile",
         "mechanism": "randomized_response",
