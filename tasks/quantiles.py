@@ -94,42 +94,51 @@ def select_ranks(values, ranks):
     smallest for each k of ``ranks``. Expected O(len(values)) per rank, in place.
 
     After rank k is placed, every value after it is at least as large, so the next rank
-    is searched for among those alone.
+    is searched for among those alone; rank k + 1 is then their minimum.
     """
     start = 0
     for k in ranks:
-        _quickselect(values, start, values.shape[0], k)
+        if k == start and start > 0:  # the smallest of the rest: one pass, no swaps
+            smallest = start
+            for i in range(start + 1, values.shape[0]):
+                if values[i] < values[smallest]:
+                    smallest = i
+            values[start], values[smallest] = values[smallest], values[start]
+        else:
+            _quickselect(values, start, values.shape[0] - 1, k)
         start = k + 1
 
 
 @njit(cache=True)
-def _quickselect(values, lo, hi, k):
-    # Hoare's selection with a median-of-three pivot and a three-way partition (ties go
-    # to the middle, so many equal values cost no more than distinct ones).
-    while hi - lo > 1:
-        a, b, c = values[lo], values[(lo + hi - 1) // 2], values[hi - 1]
-        if a > b:
-            a, b = b, a
-        if b > c:
-            b = c
-        pivot = a if a > b else b
-        less, i, more = lo, lo, hi
-        while i < more:
-            v = values[i]
-            if v < pivot:
-                values[i] = values[less]
-                values[less] = v
-                less += 1
-                i += 1
-            elif v > pivot:
-                more -= 1
-                values[i] = values[more]
-                values[more] = v
-            else:
-                i += 1
-        if k < less:
-            hi = less
-        elif k >= more:
-            lo = more
-        else:
-            return
+def _quickselect(values, low, high, k):
+    # numpy's introselect (npysort/selection.cpp) without its median-of-5 fallback:
+    # the median of three as the pivot, the smallest and largest of the three as
+    # sentinels, Hoare's partition (equal values split evenly). ``high`` is inclusive.
+    while low + 1 < high:
+        mid = low + (high - low) // 2
+        if values[high] < values[mid]:
+            values[high], values[mid] = values[mid], values[high]
+        if values[high] < values[low]:
+            values[high], values[low] = values[low], values[high]
+        if values[low] < values[mid]:
+            values[low], values[mid] = values[mid], values[low]
+        values[mid], values[low + 1] = values[low + 1], values[mid]
+        pivot = values[low]
+        ll, hh = low + 1, high
+        while True:
+            ll += 1
+            while values[ll] < pivot:
+                ll += 1
+            hh -= 1
+            while pivot < values[hh]:
+                hh -= 1
+            if hh < ll:
+                break
+            values[ll], values[hh] = values[hh], values[ll]
+        values[low], values[hh] = values[hh], values[low]
+        if hh >= k:
+            high = hh - 1
+        if hh <= k:
+            low = ll
+    if high == low + 1 and values[high] < values[low]:
+        values[high], values[low] = values[low], values[high]
