@@ -30,6 +30,7 @@ from __future__ import annotations
 import numbers
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -642,6 +643,7 @@ def run_report(
     if cluster:
         check_options(kind, options, "--cluster-option")
     check_plugin_callbacks(sweep)
+    check_batched_methods(sweep)
     for message in sweep.check_theory():
         print(f"warning: {message}", file=sys.stderr)
     if notes:  # said once the store's path is known to be usable: bad input is one line
@@ -727,6 +729,32 @@ def check_plugin_callbacks(sweep: Sweep) -> None:
         with plugin_code_errors():
             check(point.normalized for point in sweep.points())
     except (CallbackError, PluginCodeError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def check_batched_methods(sweep: Sweep) -> None:
+    """Check each plugin method's ``intervals_batch`` against its ``interval``.
+
+    The first replicates of the sweep's first grid point (up to
+    :data:`ldpsim.tasks.chunk.CHECKED_REPLICATES`, the start of the run's first chunk)
+    are computed both ways on this process (:func:`ldpsim.tasks.chunk.check_batch_api`);
+    the built-in methods are known good and not checked.
+
+    Raises
+    ------
+    InputError
+        The two ways disagree (one line naming the method, replicate and bound), or the
+        plugin's Python code raised (:func:`ldpsim.tasks.plugins.plugin_code_errors`).
+    """
+    from ldpsim.tasks.chunk import CHECKED_REPLICATES, BatchDisagreement, check_batch_api
+    from ldpsim.tasks.plugins import PluginCodeError, plugin_code_errors
+
+    first = sweep.points()[0].normalized
+    try:
+        with plugin_code_errors(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check_batch_api(first, range(min(sweep.replicates, CHECKED_REPLICATES)))
+    except (BatchDisagreement, PluginCodeError) as exc:
         raise InputError(str(exc)) from None
 
 

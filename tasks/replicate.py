@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import time
-import traceback
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ldpsim.tasks.chunk import (  # noqa: F401 (MethodFailure, checkpoint_stream: their old place)
+    MethodFailure,
+    checkpoint_stream,
+    chosen_methods,
+    compute_rows,
+)
 from ldpsim.tasks.grid_point import (
     GridPointSetup,
     needs_full_matrix,
     setup_of,
 )
 from ldpsim.tasks.kernel.sgd import ldp_sgd
-from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StreamingStats
 from ldpsim.tasks.streams.rng import set_state, state_of
 from ldpsim.tasks.validation import check_int
-from ldpsim.tasks.warm_up import warm_up_methods
 
 
 @dataclass(frozen=True)
@@ -62,30 +65,6 @@ class ReplicateResult:
     projected: np.ndarray | None = None
     method_tracebacks: dict[str, str] = field(default_factory=dict)
     warm_up_seconds: float = 0.0
-
-
-class MethodFailure(Exception):
-    """An interval method's exception, raised instead of recorded.
-
-    Raised by :func:`replicate_from_state` with ``raise_failures=True`` (``ldpsim
-    replay``, which reruns a recorded method failure); the method's own exception, with
-    its traceback, is the ``__cause__``.
-
-    Attributes
-    ----------
-    label : str
-        The method's label in the spec.
-    reason : str
-        The text a :class:`ReplicateResult` records for it in ``failures``
-        (``"ValueError at n = 3: bb needs at least 2 blocks; n = 3 gives 1."``).
-    """
-
-    def __init__(self, label: str, reason: str) -> None:
-        super().__init__(label, reason)
-        self.label, self.reason = label, reason
-
-    def __str__(self) -> str:
-        return f"method {self.label}: {self.reason}"
 
 
 def run_kernel(rs: ReplicateSpec, cuts: np.ndarray, data_rng: np.random.Generator) -> tuple:
@@ -185,17 +164,6 @@ def replicate_start(setup: GridPointSetup, rep: int) -> tuple[np.ndarray | None,
     return setup.data_state(rep), None
 
 
-def checkpoint_stream(rng: np.random.Generator, point: int) -> np.random.Generator:
-    """A child of a method's stream for the checkpoint ``point`` (< n).
-
-    The stream of the last point n is the method's own, so a method's interval at n is
-    the same with or without checkpoints, and one checkpoint does not shift another.
-    """
-    seq = rng.bit_generator.seed_seq
-    child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, int(point)))
-    return np.random.Generator(np.random.PCG64(child))
-
-
 def compute_replicate(
     rs: ReplicateSpec,
     data_rng: np.random.Generator,
@@ -271,112 +239,45 @@ def replicate_from_state(
     """
     start = time.perf_counter()
     rs = setup.spec
-    chosen = dict(rs.methods)
-    if methods is not None:
-        unknown = sorted(set(methods) - set(chosen))
-        if unknown:
-            raise ValueError(
-                f"The 'methods' parameter names labels the spec does not have: "
-                f"{', '.join(map(repr, unknown))}; its methods are {', '.join(chosen)}."
-            )
-        chosen = {label: method for label, method in chosen.items() if label in methods}
-    users = rs.users(tuple(np.uint64(w) for w in state)) if setup.own_estimate else None
-    # The kernel advances state in place; a diagnosis replays from its start.
+    chosen = chosen_methods(rs, methods)
+    # The kernel advances state in place; a diagnosis, and the competitors' users,
+    # replay from its start.
     start_state = None if state is None else state.copy()
     if raw is None:
         raw = setup.run_kernel(setup.cuts, state)
-    stats = setup.stats(raw)
-    points = rs.checkpoints or (rs.n,)
+    out = compute_rows(
+        setup,
+        tuple(np.asarray(output)[None] for output in raw),
+        chosen,
+        start=start,
+        start_state=lambda i: start_state,
+        stream_of=lambda label, i: method_rngs[label],
+        stream_labels={label for label, rng in method_rngs.items() if rng is not None},
+        per_replicate=chosen,
+        raise_failures=raise_failures,
+        raise_replicate_failures=True,
+    )
     labels = list(chosen)
-    d, n_points, n_methods = rs.model.dim, len(points), len(labels)
-    estimate = np.empty((n_points, d))
-    last = np.empty((n_points, d))
-    lower = np.full((n_methods, n_points, d), np.nan)
-    upper = np.full((n_methods, n_points, d), np.nan)
-    method_estimate = np.full((n_methods, n_points, d), np.nan)
-    method_seconds = np.full((n_methods, n_points), np.nan)
-    method_failed = np.zeros((n_methods, n_points), dtype=bool)
-    failures: dict[str, str] = {}
-    tracebacks: dict[str, str] = {}
-    radius = setup.radius
-    projected = None if radius is None else np.full((n_points, d), np.nan)
-    warm_up = 0.0
-    cold = setup.cold_methods  # empty after a set-up's first replicates: nothing to do
-    if cold and not cold.isdisjoint(chosen) and np.isfinite(stats.theta_bar).all():
-        # (a failed run, below, runs no method)
-        first_calls = {label: method for label, method in chosen.items() if label in cold}
-        warm_up = warm_up_methods(
-            first_calls, rs.model.name, rs.mechanism.name, rs.level, stats, users, method_rngs
-        )
-        cold.difference_update(first_calls)
-    for k, point in enumerate(points):
-        sub = stats if point == rs.n else stats.prefix(point)
-        estimate[k] = sub.theta_bar
-        last[k] = sub.last_iterate
-        where = f" at n = {point}" if rs.checkpoints else ""
-        if not np.isfinite(estimate[k]).all():  # the run failed: so does the replicate
-            # Imported here: the diagnosis compiles a checked loop, needed on failure only.
-            from ldpsim.tasks.diagnose import NonFiniteRun, diagnose_nonfinite
-
-            if start_state is None:  # the GPU's run: its replay on the CPU has other streams
-                raise NonFiniteRun(
-                    f"non-finite theta_bar{where} on the GPU backend (the step where it "
-                    "appeared is found on the CPU: run the grid point with backend = cpu)"
-                )
-            try:
-                diagnosis = diagnose_nonfinite(setup, start_state)
-            except Exception as exc:  # the replay itself failed: say so, keep the failure
-                diagnosis = f"the replay that finds the step failed ({type(exc).__name__}: {exc})"
-            raise NonFiniteRun(f"non-finite theta_bar{where}: {diagnosis}")
-        if projected is not None:
-            projected[k] = project_l1_ball(estimate[k], radius)
-        with np.errstate(all="raise"):
-            for i, (label, method) in enumerate(chosen.items()):
-                rng = method_rngs.get(label)
-                if rng is not None and point != rs.n:
-                    rng = checkpoint_stream(rng, point)
-                method_start = time.perf_counter()
-                try:
-                    if method.own_estimate:
-                        centre, lo, hi = method.estimate_interval(users, rs.level, rng)
-                    else:
-                        centre = estimate[k]
-                        lo, hi = method.interval(sub, rs.level, rng)
-                    if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
-                        lo, hi = intersect_with_ball(lo, hi, radius)
-                    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-                        raise FloatingPointError("non-finite interval bound")
-                except Exception as exc:  # any type: only this method's bounds are lost
-                    if raise_failures or label not in failures:
-                        reason = f"{type(exc).__name__}{where}: {exc}"
-                        if raise_failures:
-                            raise MethodFailure(label, reason) from exc
-                        failures[label] = reason
-                        tracebacks[label] = traceback.format_exc()
-                    method_failed[i, k] = True
-                    continue
-                finally:
-                    method_seconds[i, k] = time.perf_counter() - method_start
-                lower[i, k], upper[i, k] = lo, hi
-                method_estimate[i, k] = centre
-    seconds = time.perf_counter() - start - warm_up
     first = 0 if rs.checkpoints is None else slice(None)  # no checkpoint axis without them
-    if rs.checkpoints is None:
-        estimate, last = estimate[0], last[0]
-        projected = None if projected is None else projected[0]
+    errors = out["errors"].get(0, {})
+    projected = None if setup.radius is None else out["projected"][0, first]
+
+    def by_label(name: str) -> dict[str, np.ndarray]:
+        return dict(zip(labels, out[name][:, 0, first], strict=True))
+
     return ReplicateResult(
-        estimate=estimate,
-        last=last,
+        estimate=out["estimate"][0, first],
+        last=out["last"][0, first],
         truth=setup.truth,
-        lower=dict(zip(labels, lower[:, first], strict=True)),
-        upper=dict(zip(labels, upper[:, first], strict=True)),
-        seconds=seconds,
+        lower=by_label("lower"),
+        upper=by_label("upper"),
+        seconds=float(out["seconds"][0]),
         checkpoints=rs.checkpoints,
-        failures=failures,
-        method_failed=dict(zip(labels, method_failed[:, first], strict=True)),
-        method_estimate=dict(zip(labels, method_estimate[:, first], strict=True)),
-        method_seconds=dict(zip(labels, method_seconds[:, first], strict=True)),
+        failures=errors.get("methods", {}),
+        method_failed=by_label("method_failed"),
+        method_estimate=by_label("method_estimate"),
+        method_seconds=by_label("method_seconds"),
         projected=projected,
-        method_tracebacks=tracebacks,
-        warm_up_seconds=warm_up,
+        method_tracebacks=errors.get("tracebacks", {}),
+        warm_up_seconds=out["warm_up_seconds"],
     )

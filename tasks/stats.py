@@ -149,18 +149,9 @@ class StreamingStats:
         if ref.shape != (self.dim,):  # a scalar, as numpy's broadcasting took it
             # Not for every call: broadcast_to costs 4 us, twice a replicate.
             ref = np.ascontiguousarray(np.broadcast_to(ref, (self.dim,)))
-        return _deviation_sums(
-            self.snap_t,
-            self.seg_shift,
-            ref,
-            plan.recentred,
-            plan.recentred_cuts,
-            plan.left,
-            plan.right,
-            plan.after_zero,
-            plan.lengths,
-            plan.first,
-        )
+        out = np.empty((len(plan.first) - 1, self.dim))
+        _fill_deviation_sums(self.snap_t, self.seg_shift, ref, *plan_arrays(plan), out)
+        return out
 
     @property
     def full_matrix(self) -> bool:
@@ -200,21 +191,179 @@ class StreamingStats:
         The same operations in the same order as the diagonal of the full V_n, so the
         two agree bit for bit.
         """
-        s = float(self.n)
-        u = self.snap_t[-1] / s
-        b = self.snap_b[-1]
-        c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
         a = np.diagonal(self.snap_a[-1]) if self.full_matrix else self.snap_a[-1][:, 0]
-        v = a - u * b - b * u + c_s * (u * u)
-        return (v + v) / (2.0 * s * s)
+        return normalizer_diagonal(self.n, self.snap_t[-1], self.snap_b[-1], a)
+
+    def stacked(self) -> StackedStats:
+        """These statistics as a chunk of one replicate (:class:`StackedStats`): what a
+        method's batched path computes on, so that its per-replicate path is the same code."""
+        return StackedStats(
+            n=self.n,
+            cuts=self.cuts,
+            seg_dev=self.seg_dev[None],
+            seg_shift=self.seg_shift[None],
+            snap_t=self.snap_t[None],
+            snap_b=self.snap_b[None],
+            snap_a=self.snap_a[None],
+            snap_theta=self.snap_theta[None],
+            gamma=self.gamma,
+            asymptotic_cov=self.asymptotic_cov,
+        )
+
+
+def normalizer_diagonal(
+    n: int, snap_t: np.ndarray, snap_b: np.ndarray, a_diagonal: np.ndarray
+) -> np.ndarray:
+    """The diagonal of the self-normalizer V_n from the statistics at step n: T_n, b_n and
+    the diagonal of A_n, each of shape (..., d) (one replicate, or a chunk's stacked).
+
+    Elementwise, so one replicate's value is the same, bit for bit, alone or in a chunk.
+    """
+    s = float(n)
+    u = snap_t / s
+    c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
+    v = a_diagonal - u * snap_b - snap_b * u + c_s * (u * u)
+    return (v + v) / (2.0 * s * s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackedStats:
+    """The streaming statistics of a chunk's replicates of one grid point, stacked.
+
+    Every array of :class:`StreamingStats` with a leading axis of R replicates, as
+    the kernel's outputs of a chunk come (``seg_dev`` (R, K, d), ``snap_a`` (R, K, d,
+    d) or (R, K, d, 1), ...); ``n``, ``cuts``, ``gamma`` and ``asymptotic_cov`` are the
+    grid point's. A method's batched path (``intervals_batch``) computes every
+    replicate's interval from these in a few calls; :meth:`replicate` is one of them
+    as :class:`StreamingStats`, what ``interval`` gets. Each quantity here is the one
+    :class:`StreamingStats` gives, bit for bit, for each replicate.
+    """
+
+    n: int
+    cuts: np.ndarray
+    seg_dev: np.ndarray
+    seg_shift: np.ndarray
+    snap_t: np.ndarray
+    snap_b: np.ndarray
+    snap_a: np.ndarray
+    snap_theta: np.ndarray
+    gamma: float
+    asymptotic_cov: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """R, the number of replicates."""
+        return self.seg_dev.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.seg_dev.shape[2]
+
+    @functools.cached_property
+    def theta_bar(self) -> np.ndarray:
+        """Each replicate's Polyak-Ruppert average, (R, d) (read-only)."""
+        theta_bar = self.seg_shift[:, -1] + self.snap_t[:, -1] / self.n
+        theta_bar.flags.writeable = False
+        return theta_bar
+
+    @property
+    def last_iterate(self) -> np.ndarray:
+        """Each replicate's last iterate theta_n, (R, d)."""
+        return self.snap_theta[:, -1]
+
+    @property
+    def full_matrix(self) -> bool:
+        """Whether ``snap_a`` holds all of A (else only its diagonal)."""
+        return self.snap_a.shape[3] == self.dim
+
+    def _select(self, steps: slice, rows: slice | np.ndarray, n: int) -> StackedStats:
+        # C-contiguous copies where a slice is not: the compiled sums then meet one
+        # memory layout only (one compiled version, loaded once per process).
+        def take(array: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(array[rows, steps])
+
+        return StackedStats(
+            n=int(n),
+            cuts=self.cuts[steps],
+            seg_dev=take(self.seg_dev),
+            seg_shift=take(self.seg_shift),
+            snap_t=take(self.snap_t),
+            snap_b=take(self.snap_b),
+            snap_a=take(self.snap_a),
+            snap_theta=take(self.snap_theta),
+            gamma=self.gamma,
+            asymptotic_cov=self.asymptotic_cov,
+        )
+
+    def prefix(self, n: int) -> StackedStats:
+        """The statistics of every replicate's first ``n`` steps; ``n`` must be a cut."""
+        k = int(np.searchsorted(self.cuts, n))
+        if k >= len(self.cuts) or self.cuts[k] != n:
+            raise ValueError(f"Checkpoint {n} is not a cut of this run.")
+        return self._select(slice(0, k + 1), slice(None), n)
+
+    def rows(self, index: np.ndarray) -> StackedStats:
+        """The replicates ``index`` (positions along the first axis) alone."""
+        return self._select(slice(None), np.asarray(index, dtype=np.intp), self.n)
+
+    def replicate(self, i: int) -> StreamingStats:
+        """Replicate ``i`` as :class:`StreamingStats` (views, no copy)."""
+        return StreamingStats(
+            n=self.n,
+            cuts=self.cuts,
+            seg_dev=self.seg_dev[i],
+            seg_shift=self.seg_shift[i],
+            snap_t=self.snap_t[i],
+            snap_b=self.snap_b[i],
+            snap_a=self.snap_a[i],
+            snap_theta=self.snap_theta[i],
+            gamma=self.gamma,
+            asymptotic_cov=self.asymptotic_cov,
+        )
+
+    def deviation_sums(self, bounds: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """:meth:`StreamingStats.deviation_sums` of every replicate, (R, parts, d), in one
+        compiled call; ``ref`` is (R, d), (d,) or a scalar. Each replicate's sums are
+        the ones it gives alone, bit for bit."""
+        plan = partition_plan(self.cuts, np.asarray(bounds, dtype=np.int64))
+        ref = np.ascontiguousarray(np.broadcast_to(ref, (self.count, self.dim)), dtype=np.float64)
+        out = np.empty((self.count, len(plan.first) - 1, self.dim))
+        _fill_stacked_deviation_sums(
+            np.ascontiguousarray(self.snap_t),
+            np.ascontiguousarray(self.seg_shift),
+            ref,
+            *plan_arrays(plan),
+            out,
+        )
+        return out
+
+    def self_normalizer_diagonal(self) -> np.ndarray:
+        """Each replicate's :meth:`StreamingStats.self_normalizer_diagonal`, (R, d)."""
+        last = self.snap_a[:, -1]
+        a = np.diagonal(last, axis1=1, axis2=2) if self.full_matrix else last[:, :, 0]
+        return normalizer_diagonal(self.n, self.snap_t[:, -1], self.snap_b[:, -1], a)
+
+
+def plan_arrays(plan: PartitionPlan) -> tuple[np.ndarray, ...]:
+    """The arrays of ``plan`` in the order the compiled sums take them."""
+    return (
+        plan.recentred,
+        plan.recentred_cuts,
+        plan.left,
+        plan.right,
+        plan.after_zero,
+        plan.lengths,
+        plan.first,
+    )
 
 
 @njit(cache=True)
-def _deviation_sums(
-    snap_t, seg_shift, ref, recentred, recentred_cuts, left, right, after_zero, lengths, first
+def _fill_deviation_sums(
+    snap_t, seg_shift, ref, recentred, recentred_cuts, left, right, after_zero, lengths, first, out
 ):
-    """:meth:`StreamingStats.deviation_sums` in one compiled call (a replicate's bm and
-    bb each made a dozen numpy calls on arrays of a few rows: 15 us).
+    """:meth:`StreamingStats.deviation_sums` of one replicate into ``out`` (parts, d), in
+    one compiled call (a replicate's bm and bb each made a dozen numpy calls on arrays of
+    a few rows: 15 us).
 
     The same operations in the same order as the numpy expressions it replaces, so the
     same bits: T just after cut k around the centre of the next segment (the kernel
@@ -237,20 +386,40 @@ def _deviation_sums(
             start = t_after[left[p], j] if after_zero[p, 0] else 0.0
             pieces[p, j] = snap_t[r, j] - start + lengths[p, 0] * (seg_shift[r, j] - ref[j])
     n_parts = first.shape[0] - 1
-    out = np.empty((n_parts, d))
     for q in range(n_parts):
         a, b = first[q], first[q + 1]
         if b - a == 1:
             out[q] = pieces[a]
         else:
             sum_rows_as_numpy(pieces, a, b, out[q])
-    return out
+
+
+@njit(cache=True)
+def _fill_stacked_deviation_sums(
+    snap_t, seg_shift, ref, recentred, recentred_cuts, left, right, after_zero, lengths, first, out
+):
+    """:func:`_fill_deviation_sums` of every replicate of a chunk: ``snap_t``,
+    ``seg_shift`` (R, K, d), ``ref`` (R, d), ``out`` (R, parts, d)."""
+    for r in range(snap_t.shape[0]):
+        _fill_deviation_sums(
+            snap_t[r],
+            seg_shift[r],
+            ref[r],
+            recentred,
+            recentred_cuts,
+            left,
+            right,
+            after_zero,
+            lengths,
+            first,
+            out[r],
+        )
 
 
 @njit(cache=True)
 def sum_rows_as_numpy(rows, a, b, out):
     """``out[:] = rows[a:b].sum(axis=0)`` in numpy's order of additions: one column is
-    a contiguous run, which numpy sums pairwise (:func:`_pairwise_sum`); several
+    a contiguous run, which numpy sums pairwise (:func:`pairwise_sum`); several
     columns are added row by row."""
     d = rows.shape[1]
     if d > 1:
@@ -260,34 +429,41 @@ def sum_rows_as_numpy(rows, a, b, out):
             for j in range(d):
                 out[j] += rows[i, j]
         return
-    out[0] = _pairwise_sum(rows, a, b - a)
+    out[0] = pairwise_sum(rows[a:b, 0])
 
 
 @njit(cache=True)
-def _pairwise_sum(rows, a, n):
-    """The sum of rows[a:a + n, 0] as numpy's pairwise summation adds it, for n <= 128:
-    fewer than 8 items one by one from 0.0; more in eight partial sums, combined in
-    pairs, and the rest one by one. (numpy splits longer runs in halves; a part of a
-    partition has at most 65 pieces, one more than the powers of two inside it.)"""
-    if n > 128:
-        raise ValueError("more than 128 pieces in a part of the partition")
+def pairwise_sum(values):
+    """The sum of the 1-d array ``values`` as numpy's pairwise summation adds a contiguous
+    run (``np.sum``, ``np.add.reduce``): fewer than 8 items one by one from 0.0; up to 128
+    in eight partial sums, combined in pairs, and the rest one by one; more split in two
+    halves (the first a multiple of 8 items long), each summed so, and the two added.
+
+    The same bits as numpy for any length, and the same on every machine: numpy's order
+    does not depend on the processor (unlike a BLAS kernel's).
+    """
+    n = values.shape[0]
     if n < 8:
         total = 0.0
-        for i in range(a, a + n):
-            total += rows[i, 0]
+        for i in range(n):
+            total += values[i]
         return total
-    partial = np.empty(8)
-    for j in range(8):
-        partial[j] = rows[a + j, 0]
-    i = 8
-    while i < n - n % 8:
+    if n <= 128:
+        partial = np.empty(8)
         for j in range(8):
-            partial[j] += rows[a + i + j, 0]
-        i += 8
-    total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) + (
-        (partial[4] + partial[5]) + (partial[6] + partial[7])
-    )
-    while i < n:
-        total += rows[a + i, 0]
-        i += 1
-    return total
+            partial[j] = values[j]
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                partial[j] += values[i + j]
+            i += 8
+        total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) + (
+            (partial[4] + partial[5]) + (partial[6] + partial[7])
+        )
+        while i < n:
+            total += values[i]
+            i += 1
+        return total
+    half = n // 2
+    half -= half % 8
+    return pairwise_sum(values[:half]) + pairwise_sum(values[half:])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
 from pathlib import Path
 
 from distributed import WorkerPlugin
@@ -17,17 +18,20 @@ class InjectedFault(RuntimeError):
 
 
 class ComputeLogAndFaults(WorkerPlugin):
-    """Wrap the chunk and replicate functions of ``ldpsim.pipeline.compute.worker``.
+    """Wrap the chunk function of ``ldpsim.pipeline.compute.worker`` and the chains of
+    ``ldpsim.tasks.chunk``.
 
     Registered on a cluster (``client.register_plugin``), it is set up on every worker,
     also on one that a nanny restarts after a kill, and so it is seen by a run from any
-    client, an ``ldpsim run --scheduler`` subprocess included. Before each replicate it
-    appends ``"CHUNK_KEY REP"`` to ``compute_log`` (tests count computations) and reads
-    ``faults``, a JSON file ``{"raise": [[KEY_SUBSTRING, REP], ...], "exit": [...]}``
-    (absent: no fault): a listed replicate of a chunk whose key contains the substring
-    raises :class:`InjectedFault` (``raise``) or kills its worker process (``exit``).
-    No input of a real sweep fails only at run time on every platform, so the tests of
-    failure handling (recorded errors, KilledWorker) need this.
+    client, an ``ldpsim run --scheduler`` subprocess included. When a chunk's chains
+    run, it appends ``"CHUNK_KEY REP"`` for each of its replicates to ``compute_log``
+    (tests count computations) and reads ``faults``, a JSON file
+    ``{"raise": [[KEY_SUBSTRING, REP], ...], "exit": [...]}`` (absent: no fault): a
+    listed replicate of a chunk whose key contains the substring fails with
+    :class:`InjectedFault` as if its chain had raised it (``raise``: that replicate
+    alone), or kills its worker process (``exit``). No input of a real sweep fails only
+    at run time on every platform, so the tests of failure handling (recorded errors,
+    KilledWorker) need this.
 
     Parameters
     ----------
@@ -43,10 +47,11 @@ class ComputeLogAndFaults(WorkerPlugin):
 
     def setup(self, worker) -> None:
         import ldpsim.pipeline.compute.worker as module
+        import ldpsim.tasks.chunk as chunk_module
 
-        self.module = module
-        self.originals = module.run_chunk, module.run_replicate
-        run_chunk_original, run_replicate_original = self.originals
+        self.modules = module, chunk_module
+        self.originals = module.run_chunk, chunk_module.run_chains
+        run_chunk_original, run_chains_original = self.originals
         compute_log, faults = self.compute_log, self.faults
         current = {"key": ""}  # the chunk being computed (a task runs several)
 
@@ -54,17 +59,23 @@ class ComputeLogAndFaults(WorkerPlugin):
             current["key"] = key
             return run_chunk_original(spec, reps, methods, d, key, *more)
 
-        def run_replicate(spec, rep):
+        def run_chains(setup, reps):
             key = current["key"]
             with open(compute_log, "a") as f:
-                f.write(f"{key} {rep}\n")
-            inject_fault(faults, key, rep)
-            return run_replicate_original(spec, rep)
+                f.writelines(f"{key} {rep}\n" for rep in reps)
+            outputs, errors = run_chains_original(setup, reps)
+            for i, rep in enumerate(reps):
+                try:
+                    inject_fault(faults, key, rep)
+                except InjectedFault as exc:
+                    errors[i] = (exc, traceback.format_exc())
+            return outputs, errors
 
-        module.run_chunk, module.run_replicate = run_chunk, run_replicate
+        module.run_chunk, chunk_module.run_chains = run_chunk, run_chains
 
     def teardown(self, worker) -> None:
-        self.module.run_chunk, self.module.run_replicate = self.originals
+        module, chunk_module = self.modules
+        module.run_chunk, chunk_module.run_chains = self.originals
 
 
 def inject_fault(faults: str, key: str, rep: int) -> None:

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpsim.tasks import ReplicateResult, run_replicate
-from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, setup_of
-from ldpsim.tasks.replicate import replicate_from_state
+from ldpsim.tasks.chunk import compute_chunk
+from ldpsim.tasks.grid_point import GridPointSetup, setup_of
 
 
 def batch_job_id() -> int:
@@ -158,8 +157,11 @@ def run_chunk(
 ) -> dict[str, Any]:
     """Run replicates ``reps`` of the grid point ``spec``; never raises for a replicate.
 
-    ``launched``: the GPU backend's launch of these replicates (:func:`launch_gpu`), or
-    its error; the methods run on its outputs.
+    The chunk is computed whole (:func:`ldpsim.tasks.chunk.compute_chunk`: the chains,
+    then each method on the chunk's stacked statistics), with no Python loop over its
+    replicates for the methods that have a batched path. ``launched``: the GPU
+    backend's launch of these replicates (:func:`launch_gpu`), or its error; the
+    methods run on its outputs.
 
     Returns arrays shaped for the store: estimate, last and projected (R, [K,] d; the
     last NaN for a model without an l1 ball), lower, upper and method_estimate
@@ -169,7 +171,9 @@ def run_chunk(
     the methods' first calls in this process, in no replicate's seconds:
     :mod:`ldpsim.tasks.warm_up`), and an error record per failed replicate (traceback,
     parameters, seed) or per replicate with failed methods (each method's reason and
-    traceback).
+    traceback). ``seconds`` is the chunk's time divided evenly among its replicates
+    (on the GPU backend plus each one's share of the launch), and a batched method's
+    ``method_seconds`` its chunk's time divided so.
     """
     setup, setup_seconds = timed_setup(spec, units)
     rs = setup.spec
@@ -184,16 +188,6 @@ def run_chunk(
         "errors": {},
     }
     host = socket.gethostname()
-    dim = rs.model.dim
-    # Views of the coordinates the model has (the store's d may be larger): filled
-    # replicate by replicate without slicing again.
-    estimate, last, projected = (
-        out[name][..., :dim] for name in ("estimate", "last", "projected")
-    )
-    lower, upper, method_estimate = (
-        out[name][..., :dim] for name in ("lower", "upper", "method_estimate")
-    )
-    method_failed, method_seconds = out["method_failed"], out["method_seconds"]
 
     def record(rep: int, kind: str, error: str, **more: Any) -> dict[str, Any]:
         return {
@@ -204,74 +198,48 @@ def run_chunk(
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
 
-    replicate = replicates_of(setup, reps, launched)
+    launch = chains_of(setup, reps, launched)
+    if isinstance(launch, Exception):  # the launch failed: so does every replicate
+        out["failed"][:] = True
+        error = f"{type(launch).__name__}: {launch}"
+        text = "".join(traceback.format_exception(launch))
+        for rep in reps:
+            out["errors"][rep] = record(rep, "replicate", error, traceback=text)
+        return out
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for i, rep in enumerate(reps):
-            try:
-                result = replicate(i, rep)
-            except Exception as exc:
-                out["failed"][i] = True
-                error = f"{type(exc).__name__}: {exc}"
-                out["errors"][rep] = record(
-                    rep, "replicate", error, traceback=traceback.format_exc()
-                )
-                continue
-            estimate[i] = result.estimate
-            last[i] = result.last
-            if result.projected is not None:
-                projected[i] = result.projected
-            for m, label in enumerate(methods):
-                lower[m, i] = result.lower[label]
-                upper[m, i] = result.upper[label]
-                method_failed[m, i] = result.method_failed[label]
-                method_estimate[m, i] = result.method_estimate[label]
-                method_seconds[m, i] = result.method_seconds[label]
-            out["seconds"][i] = result.seconds
-            out["warm_up_seconds"] += result.warm_up_seconds
-            if result.failures:
-                error = "; ".join(f"{k}: {v}" for k, v in result.failures.items())
-                out["errors"][rep] = record(
-                    rep,
-                    "method",
-                    error,
-                    methods=result.failures,
-                    tracebacks=result.method_tracebacks,
-                )
+        chunk = compute_chunk(setup, reps, methods, raw=None if launch is None else launch.outputs)
+    dim = rs.model.dim
+    order = [chunk["methods"].index(label) for label in methods]
+    for name in ("estimate", "last", "projected"):
+        out[name][..., :dim] = chunk[name]
+    for name in ("lower", "upper", "method_estimate"):
+        out[name][..., :dim] = chunk[name][order]
+    for name in ("method_failed", "method_seconds"):
+        out[name][...] = chunk[name][order]
+    out["failed"][:] = chunk["failed"]
+    out["seconds"][:] = chunk["seconds"]
+    if launch is not None:  # each replicate's share of the launch
+        out["seconds"] += launch.seconds / max(n_reps, 1)
+    out["warm_up_seconds"] += chunk["warm_up_seconds"]
+    for rep, error in chunk["errors"].items():
+        more = {name: value for name, value in error.items() if name not in ("kind", "error")}
+        out["errors"][rep] = record(rep, error["kind"], error["error"], **more)
     return out
 
 
-def replicates_of(
+def chains_of(
     setup: GridPointSetup, reps: list[int], launched: Launch | Exception | None = None
-) -> Callable[[int, int], ReplicateResult]:
-    """How the chunk computes its i-th replicate ``rep``: ``replicate(i, rep)``.
-
-    On the CPU backend, :func:`ldpsim.tasks.run_replicate`. On the GPU backend the
-    chains of all ``reps`` ran in one launch (``launched``, or here when None), and
-    each replicate's methods run on its row of the output; each replicate's
-    ``seconds`` holds its share of the launch. A launch that failed fails every
-    replicate, with its error.
-    """
+) -> Launch | Exception | None:
+    """Where the chunk's chains come from: None on the CPU backend (the chunk runs
+    them); on the GPU backend the launch of all ``reps`` (``launched``, or made here
+    when None), or the exception that failed it."""
     if setup.spec.backend == "cpu":
-        return lambda i, rep: run_replicate(setup, rep)
+        return None
     if launched is None:  # the kernel and the methods in one task
         start = time.perf_counter()
         try:
             launched = Launch(setup.run_gpu(list(reps)), time.perf_counter() - start)
         except Exception as exc:
             launched = exc
-    if isinstance(launched, Exception):
-        failure = launched
-
-        def failed(i: int, rep: int) -> ReplicateResult:
-            raise failure
-
-        return failed
-    share = launched.seconds / max(len(reps), 1)
-
-    def replicate(i: int, rep: int) -> ReplicateResult:
-        raw = gpu_row(launched.outputs, i)
-        result = replicate_from_state(setup, None, setup.method_streams(rep), raw=raw)
-        return dataclasses.replace(result, seconds=result.seconds + share)
-
-    return replicate
+    return launched

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ldpsim.tasks.stats import StreamingStats
+from ldpsim.tasks.stats import StackedStats, StreamingStats
 
 if TYPE_CHECKING:
     from ldpsim.tasks.mechanisms.base import Mechanism
@@ -84,8 +85,62 @@ class IntervalMethod:
         """Return (lower, upper), each of shape (d,), at confidence ``level`` in (0, 1)."""
         raise NotImplementedError
 
+    def intervals_batch(
+        self, stats: StackedStats, level: float, rngs: Sequence[np.random.Generator] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Optional: the intervals of a whole chunk of replicates at once.
+
+        A method that implements it is computed by it in a run, one call per chunk
+        (of up to thousands of replicates) instead of one :meth:`interval` per
+        replicate; the built-in bb, bm, sn and the oracle do. It must give what
+        :meth:`interval` gives for each replicate: before a run, the driver computes
+        the first replicates of the sweep's first grid point both ways and refuses a
+        method whose two ways disagree (:func:`has_batch`; docs/extending.md).
+
+        Parameters
+        ----------
+        stats : StackedStats
+            The chunk's statistics, every array with a leading axis of R replicates
+            (``stats.theta_bar`` (R, d), ``stats.deviation_sums(bounds, ref)``
+            (R, parts, d)); ``stats.replicate(i)`` is what :meth:`interval` gets.
+        level : float
+            Confidence level, in (0, 1).
+        rngs : sequence of R Generators, or None
+            Each replicate's own stream (``rngs[i]`` is the ``rng`` :meth:`interval`
+            gets for replicate i), for a method with ``uses_rng``; else None.
+
+        Returns
+        -------
+        (lower, upper), each of shape (R, d)
+            A replicate whose bounds are not all finite (NaN) failed: that replicate's
+            cell alone; :meth:`interval` is then called for it, so that its exception
+            and traceback are recorded. An exception from this method makes the run
+            compute the chunk's replicates by :meth:`interval`, one at a time.
+
+        The default calls :meth:`interval` for each replicate (NaN where it raises);
+        it is not what a run calls (:func:`has_batch`).
+        """
+        lower = np.full((stats.count, stats.dim), np.nan)
+        upper = np.full((stats.count, stats.dim), np.nan)
+        for i in range(stats.count):
+            rng = None if rngs is None else rngs[i]
+            try:
+                with np.errstate(all="raise"):
+                    lower[i], upper[i] = self.interval(stats.replicate(i), level, rng)
+            except Exception:  # that replicate's cell alone
+                continue
+        return lower, upper
+
     def estimate_interval(
         self, users: Users, level: float, rng: np.random.Generator | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A competitor's (estimate, lower, upper), each of shape (d,), from ``users``."""
         raise NotImplementedError
+
+
+def has_batch(method: IntervalMethod) -> bool:
+    """Whether ``method`` computes a chunk's intervals in one call: its class implements
+    :meth:`IntervalMethod.intervals_batch` (a competitor, with ``own_estimate``, never)."""
+    if method.own_estimate:
+        return False
+    return type(method).intervals_batch is not IntervalMethod.intervals_batch

@@ -5,14 +5,17 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, get_args
 
 import numpy as np
+from numba import njit
 
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.critical_values import student_t_quantile
-from ldpsim.tasks.stats import StreamingStats, floor_power
+from ldpsim.tasks.quantiles import column_quantiles, linear_positions
+from ldpsim.tasks.stats import StackedStats, StreamingStats, floor_power, sum_rows_as_numpy
 from ldpsim.tasks.streams.multipliers import Multiplier, draw_multipliers
 from ldpsim.tasks.validation import check_choice, check_float, check_int
 from ldpsim.tasks.warnings import OutsideTheoryWarning
@@ -185,74 +188,197 @@ class BlockBootstrap(IntervalMethod):
     def interval(
         self, stats: StreamingStats, level: float, rng: np.random.Generator | None
     ) -> tuple[np.ndarray, np.ndarray]:
+        lower, upper, failed = self.bounds(stats.stacked(), level, [rng])
+        if failed[0]:
+            raise FloatingPointError(self.zero_sd_failure)
+        return lower[0], upper[0]
+
+    def intervals_batch(
+        self, stats: StackedStats, level: float, rngs: Sequence[np.random.Generator] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        lower, upper, _ = self.bounds(stats, level, rngs)
+        return lower, upper
+
+    @property
+    def zero_sd_failure(self) -> str:
+        """Why a replicate whose bootstrap sd is 0 in a coordinate has no interval."""
+        what = "interval" if not self.simultaneous and self.form == "t" else "band"
+        return f"a coordinate's bootstrap sd is 0: no {what}"
+
+    def bounds(
+        self, stats: StackedStats, level: float, rngs: Sequence[np.random.Generator] | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every replicate's interval: (lower, upper) (R, d) and ``failed`` (R,), True
+        where a coordinate's bootstrap sd is 0 (t form, simultaneous bands; its bounds
+        NaN). The same numbers for a replicate alone or in a chunk, on every machine:
+        compiled sums in a fixed order (:func:`bootstrap_draws`), no BLAS product."""
         n = stats.n
         if self.n_blocks(n) < 2:
             raise ValueError(f"bb needs at least 2 blocks; n = {n} gives {self.n_blocks(n)}.")
         block_len, n_blocks = self.block_len(n), self.n_blocks(n)
-        theta_bar = stats.theta_bar
-        bounds = block_bounds(block_len, n_blocks)
-        centred = stats.deviation_sums(bounds, theta_bar)  # S_j - l theta_bar, (m, d)
+        theta_bar = np.ascontiguousarray(stats.theta_bar)
+        centred = stats.deviation_sums(block_bounds(block_len, n_blocks), theta_bar)
+        scale = float(n_blocks * block_len)
+        shape = theta_bar.shape
+        lower, upper = np.empty(shape), np.empty(shape)
+        failed = np.zeros(shape[0], dtype=np.bool_)
         if self.simultaneous and self.band == "sidak":
-            return sidak_band(theta_bar, centred, block_len, level)
+            critical = t_critical(n_blocks, (1.0 + level ** (1.0 / stats.dim)) / 2.0)
+            symmetric_bounds(theta_bar, centred, scale, critical, lower, upper, failed)
+            return lower, upper, failed
         if not self.simultaneous and self.form == "t":
-            return t_interval(theta_bar, centred, block_len, level)
-        e = draw_multipliers(self.multiplier, (self.B, n_blocks), rng)
-        boot = e @ centred / (n_blocks * block_len)
-        if self.simultaneous:
-            return sup_t_band(theta_bar, boot, level)
+            critical = t_critical(n_blocks, (1.0 + level) / 2.0)
+            symmetric_bounds(theta_bar, centred, scale, critical, lower, upper, failed)
+            return lower, upper, failed
         alpha = 1.0 - level
-        q_lo, q_hi = linear_quantiles(boot, (alpha / 2, 1 - alpha / 2))
-        if self.form == "basic":
-            return theta_bar - q_hi, theta_bar - q_lo
-        return theta_bar + q_lo, theta_bar + q_hi
+        probs = (level,) if self.simultaneous else (alpha / 2, 1 - alpha / 2)
+        previous, following, weight, selected = linear_positions(self.B, probs)
+        # A block of replicates at a time: their multipliers and draws stay in memory.
+        rows = max(1, MULTIPLIERS_HELD // (self.B * n_blocks))
+        for start in range(0, shape[0], rows):
+            part = slice(start, min(start + rows, shape[0]))
+            multipliers = chunk_multipliers(self.multiplier, (self.B, n_blocks), rngs[part])
+            draws = bootstrap_draws(multipliers, centred[part], scale)
+            positions = (previous, following, weight, selected)
+            if self.simultaneous:
+                sup_t_bounds(
+                    theta_bar[part], draws, *positions, lower[part], upper[part], failed[part]
+                )
+            else:
+                basic = self.form == "basic"
+                quantile_bounds(
+                    theta_bar[part], draws, *positions, basic, lower[part], upper[part]
+                )
+        return lower, upper, failed
 
 
-@functools.lru_cache(maxsize=64)
-def _linear_positions(
-    count: int, probs: tuple[float, ...]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    virtual = (count - 1) * np.asarray(probs, dtype=np.float64)
-    previous = np.floor(virtual)
-    following = previous + 1
-    above = virtual >= count - 1
-    previous[above] = following[above] = -1
-    below = virtual < 0
-    previous[below] = following[below] = 0
-    previous, following = previous.astype(np.intp), following.astype(np.intp)
-    weight = (virtual - previous)[:, None]
-    kth = np.unique(np.concatenate(([0, -1], previous, following)))
-    return previous, following, weight, kth
+#: Multipliers held at once by bb's batched path (float64s, 16 MB): a chunk's
+#: replicates are drawn and bootstrapped this many at a time.
+MULTIPLIERS_HELD = 2**21
 
 
-def linear_quantiles(draws: np.ndarray, probs: tuple[float, ...]) -> np.ndarray:
-    """Column quantiles of ``draws`` by linear interpolation: ``np.quantile(draws, probs,
-    axis=0)``, the same numbers bit for bit, without its per-call overhead.
+def chunk_multipliers(
+    kind: Multiplier, size: tuple[int, int], rngs: Sequence[np.random.Generator]
+) -> np.ndarray:
+    """The multipliers of a chunk's replicates, (R, B, m): row i is what
+    :func:`ldpsim.tasks.streams.multipliers.draw_multipliers` draws from ``rngs[i]``,
+    replicate i's own stream (advanced as by that draw).
 
-    The positions and weights depend only on the number of rows and ``probs``, so
-    they are worked out once (cached); what is left per call is one partition and
-    numpy's interpolation formula (a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5).
-
-    Parameters
-    ----------
-    draws : ndarray, shape (B, d)
-        B >= 1 draws of d coordinates, float64. Partitioned in place along axis 0.
-    probs : tuple of float
-        Probabilities in [0, 1].
-
-    Returns
-    -------
-    ndarray, shape (len(probs), d)
-        A column holding a NaN gets NaN, as from ``np.quantile``.
+    The one place bb's multipliers are drawn: numpy's Generator per replicate.
     """
-    if np.isnan(draws).any():
-        return np.quantile(draws, probs, axis=0)
-    previous, following, weight, kth = _linear_positions(draws.shape[0], tuple(probs))
-    draws.partition(kth, axis=0)
-    low, high = draws[previous], draws[following]
-    step = high - low
-    out = low + step * weight
-    np.subtract(high, step * (1 - weight), out=out, where=weight >= 0.5)
+    out = np.empty((len(rngs), *size))
+    for i in range(len(rngs)):
+        out[i] = draw_multipliers(kind, size, rngs[i])
     return out
+
+
+@njit(cache=True)
+def bootstrap_draws(multipliers, centred, scale):
+    """theta*_r = sum_k e_rk centred_k / (m l) of each replicate: (R, B, d) from the
+    multipliers (R, B, m), the block deviations (R, m, d) and ``scale`` = m l.
+
+    Each sum runs over the blocks in order, from 0: the same bits on every machine (a
+    BLAS product's order depends on its kernel, which OpenBLAS picks by processor).
+    """
+    n_reps, n_draws, n_blocks = multipliers.shape
+    d = centred.shape[2]
+    draws = np.empty((n_reps, n_draws, d))
+    for r in range(n_reps):
+        for b in range(n_draws):
+            for j in range(d):
+                total = 0.0
+                for k in range(n_blocks):
+                    total += multipliers[r, b, k] * centred[r, k, j]
+                draws[r, b, j] = total / scale
+    return draws
+
+
+@njit(cache=True)
+def quantile_bounds(theta_bar, draws, previous, following, weight, selected, basic, lower, upper):
+    """bb's 'basic' [theta_bar - q_hi, theta_bar - q_lo] (``basic``) or 'percentile'
+    [theta_bar + q_lo, theta_bar + q_hi] interval of each replicate, q the two quantiles
+    of its draws (:func:`ldpsim.tasks.quantiles.column_quantiles`)."""
+    n_reps, n_draws, d = draws.shape
+    buffer = np.empty(n_draws)
+    q = np.empty(2)
+    for r in range(n_reps):
+        for j in range(d):
+            column_quantiles(draws[r, :, j], buffer, previous, following, weight, selected, q)
+            if basic:
+                lower[r, j] = theta_bar[r, j] - q[1]
+                upper[r, j] = theta_bar[r, j] - q[0]
+            else:
+                lower[r, j] = theta_bar[r, j] + q[0]
+                upper[r, j] = theta_bar[r, j] + q[1]
+
+
+@njit(cache=True)
+def sup_t_bounds(centre, draws, previous, following, weight, selected, lower, upper, failed):
+    """:func:`sup_t_band` of each replicate: draws (R, B, d), bounds (R, d); ``failed``
+    True (bounds NaN) where a coordinate's sd is 0. The sd is numpy's ``std(axis=0,
+    ddof=1)`` in numpy's order of additions (:func:`ldpsim.tasks.stats.sum_rows_as_numpy`)."""
+    n_reps, n_draws, d = draws.shape
+    total = np.empty(d)
+    sd = np.empty(d)
+    squares = np.empty((n_draws, d))
+    largest = np.empty(n_draws)
+    buffer = np.empty(n_draws)
+    critical = np.empty(1)
+    for r in range(n_reps):
+        boot = draws[r]
+        sum_rows_as_numpy(boot, 0, n_draws, total)
+        for b in range(n_draws):
+            for j in range(d):
+                deviation = boot[b, j] - total[j] / n_draws
+                squares[b, j] = deviation * deviation
+        sum_rows_as_numpy(squares, 0, n_draws, sd)
+        zero = False
+        for j in range(d):
+            sd[j] = np.sqrt(sd[j] / (n_draws - 1))
+            zero = zero or not sd[j] > 0.0
+        if zero:
+            failed[r] = True
+            lower[r] = np.nan
+            upper[r] = np.nan
+            continue
+        for b in range(n_draws):
+            top = abs(boot[b, 0]) / sd[0]
+            for j in range(1, d):
+                ratio = abs(boot[b, j]) / sd[j]
+                if ratio > top or np.isnan(ratio):  # np.max: a NaN wins
+                    top = ratio
+            largest[b] = top
+        column_quantiles(largest, buffer, previous, following, weight, selected, critical)
+        for j in range(d):
+            lower[r, j] = centre[r, j] - critical[0] * sd[j]
+            upper[r, j] = centre[r, j] + critical[0] * sd[j]
+
+
+@njit(cache=True)
+def symmetric_bounds(centre, centred, scale, critical, lower, upper, failed):
+    """centre_j +- critical sd_j of each replicate, sd_j = sqrt(sum_k centred_kj^2) /
+    (m l) (:func:`conditional_sd`; ``scale`` = m l), for bb's t form and Sidak's band;
+    ``failed`` True (bounds NaN) where a coordinate's sd is 0 or NaN."""
+    n_reps, n_blocks, d = centred.shape
+    squares = np.empty((n_blocks, d))
+    sd = np.empty(d)
+    for r in range(n_reps):
+        for k in range(n_blocks):
+            for j in range(d):
+                squares[k, j] = centred[r, k, j] * centred[r, k, j]
+        sum_rows_as_numpy(squares, 0, n_blocks, sd)
+        zero = False
+        for j in range(d):
+            sd[j] = np.sqrt(sd[j]) / scale
+            zero = zero or not sd[j] > 0.0
+        if zero:
+            failed[r] = True
+            lower[r] = np.nan
+            upper[r] = np.nan
+            continue
+        for j in range(d):
+            lower[r, j] = centre[r, j] - critical * sd[j]
+            upper[r, j] = centre[r, j] + critical * sd[j]
 
 
 def basic_interval(
@@ -301,17 +427,22 @@ def sup_t_band(
     -------
     (lower, upper), each of shape (d,)
         sd_j is the sample sd (ddof 1) of draws[:, j] and c the ``level`` quantile of
-        max_j |draws[r, j]| / sd_j. A zero sd raises FloatingPointError under the
-        replicate's ``np.errstate(all="raise")``.
+        max_j |draws[r, j]| / sd_j. A zero sd raises FloatingPointError.
 
     References
     ----------
     Montiel Olea, J. L. & Plagborg-Moller, M. (2019). Simultaneous confidence bands:
     theory, implementation, and an application to SVARs. J. Appl. Econometrics 34, 1-17.
     """
-    sd = draws.std(axis=0, ddof=1)
-    critical = np.quantile(np.max(np.abs(draws) / sd, axis=1), level)
-    return centre - critical * sd, centre + critical * sd
+    draws = np.ascontiguousarray(draws, dtype=np.float64)
+    previous, following, weight, selected = linear_positions(draws.shape[0], (level,))
+    lower, upper = np.empty((1, draws.shape[1])), np.empty((1, draws.shape[1]))
+    failed = np.zeros(1, dtype=np.bool_)
+    centre = np.ascontiguousarray(centre, dtype=np.float64)[None]
+    sup_t_bounds(centre, draws[None], previous, following, weight, selected, lower, upper, failed)
+    if failed[0]:
+        raise FloatingPointError("a coordinate's bootstrap sd is 0: no band")
+    return lower[0], upper[0]
 
 
 def sidak_band(
@@ -348,11 +479,8 @@ def sidak_band(
     normal distributions. J. Amer. Statist. Assoc. 62, 626-633.
     """
     n_blocks, d = centred.shape
-    sd = conditional_sd(centred, block_len)
-    if not np.all(sd > 0):
-        raise FloatingPointError("a coordinate's bootstrap sd is 0: no band")
     critical = t_critical(n_blocks, (1.0 + level ** (1.0 / d)) / 2.0)
-    return centre - critical * sd, centre + critical * sd
+    return one_symmetric_bounds(centre, centred, block_len, critical, "band")
 
 
 def conditional_sd(centred: np.ndarray, block_len: int) -> np.ndarray:
@@ -423,9 +551,21 @@ def t_interval(
     Chen, X., Lee, J. D., Tong, X. T. & Zhang, Y. (2020). Statistical inference for model
     parameters in stochastic gradient descent. Ann. Statist. 48, 251-273 (batch means).
     """
-    n_blocks = centred.shape[0]
-    sd = conditional_sd(centred, block_len)
-    if not np.all(sd > 0):
-        raise FloatingPointError("a coordinate's bootstrap sd is 0: no interval")
-    critical = t_critical(n_blocks, (1.0 + level) / 2.0)
-    return centre - critical * sd, centre + critical * sd
+    critical = t_critical(centred.shape[0], (1.0 + level) / 2.0)
+    return one_symmetric_bounds(centre, centred, block_len, critical, "interval")
+
+
+def one_symmetric_bounds(
+    centre: np.ndarray, centred: np.ndarray, block_len: int, critical: float, what: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`symmetric_bounds` of one replicate; FloatingPointError ("... no ``what``")
+    where a coordinate's sd is 0."""
+    centre = np.ascontiguousarray(centre, dtype=np.float64)
+    lower, upper = np.empty((1, centre.size)), np.empty((1, centre.size))
+    failed = np.zeros(1, dtype=np.bool_)
+    scale = float(centred.shape[0] * block_len)
+    centred = np.ascontiguousarray(centred, dtype=np.float64)[None]
+    symmetric_bounds(centre[None], centred, scale, critical, lower, upper, failed)
+    if failed[0]:
+        raise FloatingPointError(f"a coordinate's bootstrap sd is 0: no {what}")
+    return lower[0], upper[0]

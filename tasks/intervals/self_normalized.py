@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ldpsim.tasks.intervals.base import IntervalMethod
-from ldpsim.tasks.stats import StreamingStats
+from ldpsim.tasks.stats import StackedStats, StreamingStats
 
 #: Shipped table of quantiles of |U|, made by ``python -m ldpsim.tasks.intervals.self_normalized``.
 TABLE_PATH = Path(__file__).with_name("sn_critical_values.npz")
@@ -106,9 +107,23 @@ class SelfNormalized(IntervalMethod):
     def interval(
         self, stats: StreamingStats, level: float, rng: np.random.Generator | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        v = stats.self_normalizer_diagonal()
-        half = critical_value(level) * np.sqrt(v / stats.n)
-        return stats.theta_bar - half, stats.theta_bar + half
+        return self_normalized_bounds(stats, level)
+
+    def intervals_batch(
+        self, stats: StackedStats, level: float, rngs: Sequence[np.random.Generator] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self_normalized_bounds(stats, level)
+
+
+def self_normalized_bounds(
+    stats: StreamingStats | StackedStats, level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """sn's interval of one replicate (d,), or of each replicate of a chunk (R, d): the
+    same elementwise operations, so the same bits either way. A negative V_n,jj (only
+    from rounding) gives NaN (a failure of that replicate)."""
+    v = stats.self_normalizer_diagonal()
+    half = critical_value(level) * np.sqrt(v / stats.n)
+    return stats.theta_bar - half, stats.theta_bar + half
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ def test_replay_under_pdb_enters_the_debugger_where_it_failed(diverging, capsys,
     (tb,) = seen
     while tb.tb_next is not None:
         tb = tb.tb_next
-    assert tb.tb_frame.f_code.co_filename.endswith("replicate.py")  # raise NonFiniteRun
+    assert tb.tb_frame.f_code.co_filename.endswith("chunk.py")  # raise NonFiniteRun
     assert capsys.readouterr().err.count("Traceback") == 1  # printed once, before pdb
 
 

@@ -23,6 +23,8 @@ from scipy import stats as sps
 from sgd_reference import reference_path
 
 from ldpsim.tasks import plugins
+from ldpsim.tasks.chunk import check_batch_api, run_chains, stacked_stats
+from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.replicate import run_stats
 from ldpsim.tasks.spec import normalize_spec
 
@@ -480,3 +482,27 @@ def test_the_tutorial_method_is_the_example_method(example_site, with_site):
         expected = spec.methods["bm_t"].interval(stats, level, None)
         np.testing.assert_array_equal(tutorial.interval(stats, level, None), expected)
     assert len(code.strip().splitlines()) <= 40
+
+
+def test_the_tutorial_batched_method_is_the_example_method(example_site, with_site):
+    # docs/extending.md's second code block (intervals_batch), run as written after the
+    # first: the example bm_t's batched intervals, which agree with its interval and
+    # pass the check a run makes before it starts.
+    text = (REPO / "docs" / "extending.md").read_text()
+    namespace: dict = {}
+    for block in text.split("```python\n")[1:3]:
+        exec(compile(block.split("```", 1)[0], "docs/extending.md", "exec"), namespace)
+    tutorial = namespace["BatchMeansTBatched"](n_batches=8)
+    with_site(example_site)
+    rs = normalize_spec({"model": "quantile", "n": 4000, "methods": {"bm_t": {"n_batches": 8}}})
+    setup = GridPointSetup.of(rs)
+    stats = stacked_stats(setup, run_chains(setup, list(range(30)))[0])
+    example = rs.methods["bm_t"]
+    for level in (0.8, 0.95):
+        expected = example.intervals_batch(stats, level, None)
+        np.testing.assert_array_equal(tutorial.intervals_batch(stats, level, None), expected)
+        alone = [example.interval(stats.replicate(i), level, None) for i in range(30)]
+        alone = np.stack([np.stack(bounds) for bounds in alone], axis=1)  # (2, R, d)
+        scale = np.abs(alone).max()
+        np.testing.assert_allclose(np.stack(expected), alone, rtol=0, atol=1e-12 * scale)
+    assert check_batch_api(rs, range(20)) == 1

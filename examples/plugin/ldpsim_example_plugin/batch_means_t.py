@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
 
 from ldpsim.tasks.intervals.base import IntervalMethod
-from ldpsim.tasks.stats import StreamingStats
+from ldpsim.tasks.stats import StackedStats, StreamingStats
 from ldpsim.tasks.validation import check_int
 
 
@@ -51,5 +52,18 @@ class BatchMeansT(IntervalMethod):
         sums = stats.deviation_sums(bounds, centre)  # (K, d): sums of theta_i - centre
         means = sums / np.diff(bounds)[:, None]
         half = sps.t.ppf(0.5 + level / 2, len(ends) - 1) * means.std(axis=0, ddof=1)
+        half = half / np.sqrt(len(ends))
+        return centre - half, centre + half
+
+    def intervals_batch(
+        self, stats: StackedStats, level: float, rngs: Sequence[np.random.Generator] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The intervals of a whole chunk of replicates at once: (R, d) each."""
+        ends = self.cuts(stats.n, stats.gamma)
+        bounds = np.concatenate([[0], ends])
+        centre = stats.theta_bar  # (R, d)
+        sums = stats.deviation_sums(bounds, centre)  # (R, K, d)
+        means = sums / np.diff(bounds)[:, None]
+        half = sps.t.ppf(0.5 + level / 2, len(ends) - 1) * means.std(axis=1, ddof=1)
         half = half / np.sqrt(len(ends))
         return centre - half, centre + half

@@ -1,0 +1,144 @@
+"""Empirical quantiles by selection, compiled: numpy's linear interpolation, bit for bit."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import njit
+
+
+@functools.lru_cache(maxsize=64)
+def linear_positions(
+    count: int, probs: tuple[float, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where ``np.quantile(x, probs)`` (method 'linear') reads a sample of ``count`` values.
+
+    Returns
+    -------
+    (previous, following, weight, selected)
+        The order statistics below and above each quantile (0-based ranks, int64), the
+        interpolation weight between them (float64) and the sorted distinct ranks to
+        select. numpy's own: virtual index (count - 1) p, its floor and the next rank,
+        both clipped to the sample, and the weight from the clipped floor (so that the
+        bits are numpy's). Cached: they depend on the count and ``probs`` only.
+    """
+    virtual = (count - 1) * np.asarray(probs, dtype=np.float64)
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= count - 1
+    previous[above] = following[above] = -1
+    below = virtual < 0
+    previous[below] = following[below] = 0
+    weight = virtual - previous
+    previous = np.where(previous < 0, count - 1, previous).astype(np.int64)
+    following = np.where(following < 0, count - 1, following).astype(np.int64)
+    selected = np.unique(np.concatenate((previous, following)))
+    for array in (previous, following, weight, selected):
+        array.flags.writeable = False
+    return previous, following, weight, selected
+
+
+def linear_quantiles(draws: np.ndarray, probs: tuple[float, ...]) -> np.ndarray:
+    """Column quantiles of ``draws`` by linear interpolation: ``np.quantile(draws, probs,
+    axis=0)``, the same numbers bit for bit, by selection (no sort) in one compiled call.
+
+    Parameters
+    ----------
+    draws : ndarray, shape (B, d)
+        B >= 1 draws of d coordinates, float64 (not changed).
+    probs : tuple of float
+        Probabilities in [0, 1].
+
+    Returns
+    -------
+    ndarray, shape (len(probs), d)
+        A column holding a NaN gets NaN, as from ``np.quantile``.
+    """
+    draws = np.ascontiguousarray(draws, dtype=np.float64)
+    previous, following, weight, selected = linear_positions(draws.shape[0], tuple(probs))
+    out = np.empty((len(probs), draws.shape[1]))
+    buffer = np.empty(draws.shape[0])
+    for j in range(draws.shape[1]):
+        column_quantiles(draws[:, j], buffer, previous, following, weight, selected, out[:, j])
+    return out
+
+
+@njit(cache=True)
+def column_quantiles(values, buffer, previous, following, weight, selected, out):
+    """The quantiles of ``values`` (1-d) at :func:`linear_positions` into ``out``.
+
+    ``buffer`` (as long as ``values``) is overwritten. The order statistics are selected
+    (:func:`select_ranks`); between two of them the value is numpy's ``_lerp``: a + (b -
+    a) t, or b - (b - a)(1 - t) for t >= 0.5. A NaN among the values gives NaN.
+    """
+    count = values.shape[0]
+    for i in range(count):
+        if np.isnan(values[i]):
+            out[:] = np.nan
+            return
+        buffer[i] = values[i]
+    select_ranks(buffer, selected)
+    for p in range(previous.shape[0]):
+        low = buffer[previous[p]]
+        high = buffer[following[p]]
+        step = high - low
+        t = weight[p]
+        out[p] = high - step * (1.0 - t) if t >= 0.5 else low + step * t
+
+
+@njit(cache=True)
+def select_ranks(values, ranks):
+    """Put the order statistics of the given ``ranks`` (sorted, distinct, 0-based) of
+    ``values`` (1-d, no NaN) in their places: afterwards ``values[k]`` is the k-th
+    smallest for each k of ``ranks``. Expected O(len(values)) per rank, in place.
+
+    After rank k is placed, every value after it is at least as large, so the next rank
+    is searched for among those alone; rank k + 1 is then their minimum.
+    """
+    start = 0
+    for k in ranks:
+        if k == start and start > 0:  # the smallest of the rest: one pass, no swaps
+            smallest = start
+            for i in range(start + 1, values.shape[0]):
+                if values[i] < values[smallest]:
+                    smallest = i
+            values[start], values[smallest] = values[smallest], values[start]
+        else:
+            _quickselect(values, start, values.shape[0] - 1, k)
+        start = k + 1
+
+
+@njit(cache=True)
+def _quickselect(values, low, high, k):
+    # numpy's introselect (npysort/selection.cpp) without its median-of-5 fallback:
+    # the median of three as the pivot, the smallest and largest of the three as
+    # sentinels, Hoare's partition (equal values split evenly). ``high`` is inclusive.
+    while low + 1 < high:
+        mid = low + (high - low) // 2
+        if values[high] < values[mid]:
+            values[high], values[mid] = values[mid], values[high]
+        if values[high] < values[low]:
+            values[high], values[low] = values[low], values[high]
+        if values[low] < values[mid]:
+            values[low], values[mid] = values[mid], values[low]
+        values[mid], values[low + 1] = values[low + 1], values[mid]
+        pivot = values[low]
+        ll, hh = low + 1, high
+        while True:
+            ll += 1
+            while values[ll] < pivot:
+                ll += 1
+            hh -= 1
+            while pivot < values[hh]:
+                hh -= 1
+            if hh < ll:
+                break
+            values[ll], values[hh] = values[hh], values[ll]
+        values[low], values[hh] = values[hh], values[low]
+        if hh >= k:
+            high = hh - 1
+        if hh <= k:
+            low = ll
+    if high == low + 1 and values[high] < values[low]:
+        values[high], values[low] = values[low], values[high]

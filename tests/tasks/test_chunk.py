@@ -1,0 +1,280 @@
+"""A chunk computed whole (tasks/chunk.py): every batched method equals its per-replicate
+path, failures planted in some rows stay in their cells, and the bounds are the old
+numpy formulas' (to the order of a sum) and do not depend on the machine's BLAS."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from ldpsim.pipeline.compute.worker import run_chunk
+from ldpsim.tasks.chunk import compute_chunk, run_chains
+from ldpsim.tasks.diagnose import NonFiniteRun
+from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.intervals.base import has_batch
+from ldpsim.tasks.intervals.bootstrap import block_bounds, t_critical
+from ldpsim.tasks.intervals.critical_values import normal_quantile
+from ldpsim.tasks.intervals.self_normalized import critical_value
+from ldpsim.tasks.replicate import checkpoint_stream, replicate_from_state
+from ldpsim.tasks.spec import normalize_spec
+from ldpsim.tasks.streams.multipliers import draw_multipliers
+
+#: Every built-in method with a batched path, each form of bb and each multiplier, on a
+#: model with an l1 ball (projected estimates, intersected intervals) and d = 3.
+SPEC = {
+    "model": "sparse_mean",
+    "d": 3,
+    "sparsity": 1,
+    "magnitude": 1.0,
+    "coef": 0.0,
+    "mechanism": "laplace",
+    "eps": 1.0,
+    "n": 2000,
+    "checkpoints": [600],
+    "seed": 3,
+    "methods": {
+        "bb": {"form": "basic", "B": 99},
+        "bb_pct": {"method": "bb", "form": "percentile", "B": 100, "multiplier": "rademacher"},
+        "bb_gauss": {"method": "bb", "B": 50, "multiplier": "gaussian"},
+        "bb_t": {"method": "bb", "form": "t", "intersect_constraint": True},
+        "band": {"method": "bb", "simultaneous": True, "B": 101, "multiplier": "mammen"},
+        "band_sidak": {"method": "bb", "simultaneous": True, "band": "sidak"},
+        "bm": {},
+        "sn": {},
+        "oracle": {"intersect_constraint": True},
+    },
+}
+REPLICATES = 240
+#: Rows whose statistics are spoilt before the methods run, and how.
+BLOCK_NAN = (5, 77)  # a NaN in T at bb's first block end: bb's bounds at n are NaN
+COORDINATE_NAN = (30,)  # the same in one coordinate only
+NORMALIZER_NAN = (9, 150)  # a NaN in b_n: sn's bounds are NaN
+DIVERGED = (13,)  # theta_bar infinite: the replicate fails
+CONSTANT = (21, 222)  # a chain that never moved: every sd is 0 (bb t and the bands fail)
+
+
+@pytest.fixture(scope="module")
+def chunk():
+    """The set-up, the replicates and their chains' outputs with the failures planted."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        setup = GridPointSetup.of(normalize_spec(SPEC))
+    reps = list(range(100, 100 + REPLICATES))
+    raw, errors = run_chains(setup, reps)
+    assert not errors
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, _ = raw
+    block_end = int(np.searchsorted(setup.cuts, math.floor(2000**0.75)))
+    assert setup.cuts[block_end] == 299
+    snap_t[list(BLOCK_NAN), block_end] = np.nan
+    snap_t[list(COORDINATE_NAN), block_end, 1] = np.nan
+    snap_b[list(NORMALIZER_NAN), -1] = np.nan
+    seg_shift[list(DIVERGED), -1] = np.inf
+    for array in (seg_dev, snap_t, snap_b, snap_a):
+        array[list(CONSTANT)] = 0.0
+    seg_shift[list(CONSTANT)] = 0.25
+    return setup, reps, raw
+
+
+def test_every_builtin_method_with_statistics_has_a_batched_path():
+    rs = normalize_spec(SPEC)
+    assert all(has_batch(method) for method in rs.methods.values())
+    competitors = normalize_spec(
+        {"model": "mean", "d": 1, "n": 1000, "methods": {"fang": {}, "nprr": {}}}
+    )
+    assert not any(has_batch(method) for method in competitors.methods.values())
+
+
+def test_the_batched_chunk_equals_its_replicates_alone(chunk):
+    # Before: no chunk function; run_chunk looped over run_replicate. Each replicate
+    # alone (replicate_from_state, each method's interval) must give the chunk's values
+    # bit for bit, its failures in the same cells with the same reasons.
+    setup, reps, raw = chunk
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batched = compute_chunk(setup, reps, raw=raw)
+    labels = batched["methods"]
+    assert labels == list(SPEC["methods"])
+    failed_cells = {label: 0 for label in labels}
+    for i, rep in enumerate(reps):
+        row = tuple(output[i] for output in raw)
+        try:
+            alone = replicate_from_state(
+                setup, setup.data_state(rep), setup.method_streams(rep), raw=row
+            )
+        except NonFiniteRun as exc:
+            assert i in DIVERGED and batched["failed"][i]
+            record = batched["errors"][rep]
+            assert record["kind"] == "replicate" and record["error"] == f"NonFiniteRun: {exc}"
+            assert np.isnan(batched["lower"][:, i]).all() and np.isnan(batched["seconds"][i])
+            assert np.isnan(batched["estimate"][i]).all()
+            continue
+        assert not batched["failed"][i]
+        for name in ("estimate", "last", "projected"):
+            np.testing.assert_array_equal(batched[name][i], getattr(alone, name), strict=True)
+        for m, label in enumerate(labels):
+            for name in ("lower", "upper", "method_estimate", "method_failed"):
+                want = getattr(alone, name)[label]
+                np.testing.assert_array_equal(
+                    batched[name][m, i], want, err_msg=f"{name} {label} rep {rep}", strict=True
+                )
+            assert np.isfinite(batched["method_seconds"][m, i]).all()
+            failed_cells[label] += int(batched["method_failed"][m, i].sum())
+        record = batched["errors"].get(rep)
+        assert (record is not None) == bool(alone.failures), rep
+        if record is not None:
+            assert record["kind"] == "method" and record["methods"] == alone.failures
+            for label in alone.failures:
+                assert "Traceback" in record["tracebacks"][label]
+    # The planted failures, cell by cell (at n; the checkpoint's statistics are clean).
+    assert failed_cells["sn"] == len(NORMALIZER_NAN)
+    spoilt = len(BLOCK_NAN) + len(COORDINATE_NAN)
+    for label in ("bb", "bb_pct", "bb_gauss"):
+        assert failed_cells[label] == spoilt
+    for label in ("bb_t", "band", "band_sidak"):  # the constant chains too, at both points
+        assert failed_cells[label] == spoilt + 2 * len(CONSTANT)
+    assert failed_cells["oracle"] == 0
+    constant = batched["errors"][reps[CONSTANT[0]]]["methods"]
+    assert (
+        constant["band"]
+        == "FloatingPointError at n = 600: a coordinate's bootstrap sd is 0: no band"
+    )
+    assert constant["bb_t"].endswith("sd is 0: no interval")
+    assert batched["errors"][reps[BLOCK_NAN[0]]]["methods"]["bb"] == (
+        "FloatingPointError at n = 2000: non-finite interval bound"
+    )
+
+
+def test_a_chunk_split_in_two_gives_the_same_numbers(chunk):
+    # The values of a replicate do not depend on its chunk (nor on bb's blocks of rows).
+    setup, reps, _ = chunk
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = compute_chunk(setup, reps[:60])
+        parts = [compute_chunk(setup, reps[:25]), compute_chunk(setup, reps[25:60])]
+    for name in ("estimate", "lower", "upper", "method_failed", "failed"):
+        axis = 0 if whole[name].ndim <= 1 or name in ("estimate", "failed") else 1
+        joined = np.concatenate([part[name] for part in parts], axis=axis)
+        np.testing.assert_array_equal(whole[name], joined, err_msg=name, strict=True)
+
+
+def old_bounds(rs, label, stats, rng, level, radius):
+    """The bounds of ldpsim before the batched paths (commit 35c5de7), in numpy: BLAS
+    products (``e @ centred``, bm's ``sizes @ dev`` and SigmaHat), np.quantile, np.std."""
+    method = rs.methods[label]
+    theta_bar, n = stats.theta_bar, stats.n
+    if label == "sn":
+        half = critical_value(level) * np.sqrt(stats.self_normalizer_diagonal() / n)
+        return theta_bar - half, theta_bar + half
+    if label == "oracle":
+        half = normal_quantile(0.5 + level / 2) * np.sqrt(np.diag(stats.asymptotic_cov) / n)
+        return np.clip(theta_bar - half, -radius, radius), np.clip(
+            theta_bar + half, -radius, radius
+        )
+    if label == "bm":
+        e = method.bounds(n, stats.gamma)
+        sizes = np.diff(e).astype(np.float64)
+        dev = stats.deviation_sums(e, theta_bar) / sizes[:, None]
+        centred = dev - (sizes @ dev) / (n - e[0])
+        sigma = (centred * sizes[:, None]).T @ centred / len(sizes)
+        half = normal_quantile(0.5 + level / 2) * np.sqrt(np.diag(sigma) / n)
+        return theta_bar - half, theta_bar + half
+    block_len, n_blocks = method.block_len(n), method.n_blocks(n)
+    centred = stats.deviation_sums(block_bounds(block_len, n_blocks), theta_bar)
+    if method.form == "t" or method.band == "sidak":
+        sd = np.sqrt(np.sum(centred**2, axis=0)) / (n_blocks * block_len)
+        q = (1 + level ** (1 / stats.dim if method.simultaneous else 1)) / 2
+        critical = t_critical(n_blocks, q)
+        lower, upper = theta_bar - critical * sd, theta_bar + critical * sd
+        if method.intersect_constraint:
+            lower, upper = np.clip(lower, -radius, radius), np.clip(upper, -radius, radius)
+        return lower, upper
+    e = draw_multipliers(method.multiplier, (method.B, n_blocks), rng)
+    boot = e @ centred / (n_blocks * block_len)
+    if method.simultaneous:
+        sd = boot.std(axis=0, ddof=1)
+        critical = np.quantile(np.max(np.abs(boot) / sd, axis=1), level)
+        return theta_bar - critical * sd, theta_bar + critical * sd
+    alpha = 1 - level
+    q_lo, q_hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+    if method.form == "basic":
+        return theta_bar - q_hi, theta_bar - q_lo
+    return theta_bar + q_lo, theta_bar + q_hi
+
+
+def test_the_batched_bounds_are_the_old_formulas(chunk):
+    # The arithmetic itself, against numpy's of the code before: exact where no BLAS
+    # product was involved (bb's t form and Sidak's band, sn, the oracle), within the
+    # order of a sum (1e-12 of the largest bound) where one was.
+    setup, reps, _ = chunk
+    rs = setup.spec
+    reps = reps[:60]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batched = compute_chunk(setup, reps)
+    assert not batched["method_failed"].any()
+    raw = run_chains(setup, reps)[0]
+    stats = [setup.stats(tuple(output[i] for output in raw)) for i in range(len(reps))]
+    for m, label in enumerate(batched["methods"]):
+        for k, point in enumerate(rs.checkpoints):
+            lower, upper = batched["lower"][m, :, k], batched["upper"][m, :, k]
+            want = np.empty((2, *lower.shape))
+            for i, rep in enumerate(reps):
+                rng = setup.method_streams(rep).get(label)
+                if rng is not None and point != rs.n:
+                    rng = checkpoint_stream(rng, point)
+                sub = stats[i] if point == rs.n else stats[i].prefix(point)
+                want[:, i] = old_bounds(rs, label, sub, rng, rs.level, setup.radius)
+            if label in ("bb_t", "band_sidak", "sn", "oracle"):
+                np.testing.assert_array_equal(lower, want[0], err_msg=label)
+                np.testing.assert_array_equal(upper, want[1], err_msg=label)
+            else:
+                scale = np.abs(want).max()
+                np.testing.assert_allclose(lower, want[0], rtol=0, atol=1e-12 * scale)
+                np.testing.assert_allclose(upper, want[1], rtol=0, atol=1e-12 * scale)
+
+
+BLAS_CHILD = """
+import json, sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+from ldpsim.pipeline.compute.worker import run_chunk
+spec = json.loads(sys.argv[1])
+out = run_chunk(spec, list(range(40)), list(spec["methods"]), 1, "blas")
+np.save(sys.argv[2], np.stack([out["lower"], out["upper"]]))
+"""
+
+
+def test_the_bounds_do_not_depend_on_the_blas_kernel(tmp_path):
+    # Before, bb's `e @ centred` and bm's products went through OpenBLAS, whose kernel
+    # depends on the processor: with OPENBLAS_CORETYPE=Prescott 15 of bb's 80 bounds
+    # and 13 of bm's moved by an ulp. Now every sum is compiled, in a fixed order.
+    spec = {
+        "model": "quantile",
+        "mechanism": "randomized_response",
+        "n": 1000,
+        "seed": 11,
+        "methods": {"bb": {"form": "basic", "B": 500}, "bm": {}},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        here = run_chunk(spec, list(range(40)), list(spec["methods"]), 1, "blas")
+    path = tmp_path / "prescott.npy"
+    env = {**os.environ, "OPENBLAS_CORETYPE": "Prescott"}
+    done = subprocess.run(
+        [sys.executable, "-c", BLAS_CHILD, json.dumps(spec), str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    there = np.load(path)
+    np.testing.assert_array_equal(there[0], here["lower"])
+    np.testing.assert_array_equal(there[1], here["upper"])
