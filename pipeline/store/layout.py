@@ -103,10 +103,18 @@ COORD_ATTRS = {
 
 #: Core-seconds a task aims at (its replicates' estimated cost, :mod:`ldpsim.pipeline.cost`):
 #: long enough that scheduling and a write cost little beside it, short enough to
-#: spread a sweep over many workers and to lose little when one dies.
+#: spread a sweep over many workers and to lose little when one dies. The driver's work
+#: for a task does not grow with its replicates (docs/performance.md), so a second of
+#: cheap replicates is one task however many they are, up to :data:`MAX_REP_CHUNK`.
 TASK_SECONDS = 1.0
-#: Most replicates in a task (and a chunk along 'rep').
-MAX_REP_CHUNK = 10_000
+#: Most replicates in a task (and a chunk along 'rep') on the CPU backend: a second of
+#: replicates that cost 10 us each.
+MAX_REP_CHUNK = 100_000
+#: Most replicates in a chunk on the GPU backend: one kernel launch.
+GPU_REP_CHUNK = 10_000
+#: Most bytes of a chunk's result (:func:`result_bytes`), which the worker sends and
+#: the driver holds until it writes them.
+TASK_BYTES = 32 * 2**20
 #: Uncompressed bytes a chunk of the largest variable aims at: what a write re-encodes
 #: and a read decodes at a time (zarr's cost per chunk is fixed: few large chunks read
 #: fast).
@@ -115,18 +123,31 @@ CHUNK_BYTES = 256 * 2**10
 SHARD_BYTES = 2 * 2**20
 
 
+def result_bytes(methods: int, checkpoints: int, d: int) -> int:
+    """Bytes of one replicate in a chunk's result (``run_chunk``): estimate, last and
+    projected (K d floats), lower, upper and method_estimate (M K d), method_seconds
+    (M K floats) and method_failed (M K flags), seconds, job_id and failed."""
+    return 8 * checkpoints * d * (3 + 3 * methods) + 9 * methods * checkpoints + 17
+
+
 def default_rep_chunk(sweep: Sweep) -> int:
     """Replicates per chunk (= per task): about :data:`TASK_SECONDS` of the sweep's most
-    expensive grid point, in [1, :data:`MAX_REP_CHUNK`] and at most the replicates; on the
-    GPU backend as many as allowed (a chunk is one kernel launch)."""
+    expensive grid point, in [1, :data:`MAX_REP_CHUNK`], at most :data:`TASK_BYTES` of
+    results and at most the replicates; on the GPU backend as many as allowed, up to
+    :data:`GPU_REP_CHUNK` (a chunk is one kernel launch)."""
     from ldpsim.pipeline.cost import replicate_seconds
 
     if sweep.rep_chunk is not None:
         return sweep.rep_chunk
     if sweep.backend == "gpu":  # one launch holds a chunk: as many threads as can be
-        return min(MAX_REP_CHUNK, sweep.replicates)
-    seconds = max(replicate_seconds(p.normalized) for p in sweep.points())
-    return int(min(MAX_REP_CHUNK, sweep.replicates, max(1, TASK_SECONDS // seconds)))
+        return min(GPU_REP_CHUNK, sweep.replicates)
+    points = sweep.points()
+    seconds = max(replicate_seconds(p.normalized) for p in points)
+    checkpoints = len(points[0].normalized.checkpoints or ()) or 1
+    d = max(p.normalized.model.dim for p in points)
+    fits = TASK_BYTES // result_bytes(len(sweep.methods), checkpoints, d)
+    most = min(MAX_REP_CHUNK, sweep.replicates, max(1, fits))
+    return int(min(most, max(1, TASK_SECONDS // seconds)))
 
 
 def _multiple(unit: int, target_bytes: int, unit_bytes: int, most: int) -> int:
