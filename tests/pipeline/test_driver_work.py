@@ -23,7 +23,7 @@ import ldpsim.tasks
 from ldpsim.pipeline.compute.runner import submit
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.store.code_identity import sweep_units
-from ldpsim.pipeline.store.layout import layout_for
+from ldpsim.pipeline.store.layout import TASK_BYTES, layout_for, result_bytes
 from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
@@ -162,3 +162,35 @@ def piece(result: dict, chosen: np.ndarray) -> dict:
         else:  # (M, R, ...)
             out[name] = value[:, chosen]
     return out
+
+
+#: A sweep of cheap replicates with many coordinates: a second of them (2,903 by the cost
+#: model) would be 2,903 x 96 KB = 280 MB of results in one task, held by the driver.
+WIDE = """\
+replicates = 5000
+seed = 1
+[spec]
+model = "sparse_mean"
+magnitude = 1.0
+coef = 0.0
+eps = 1.0
+n = 10
+d = 1000
+sparsity = 1
+mechanism = "laplace"
+calibration = "sparse"
+[methods.oracle]
+[methods.bm]
+"""
+
+
+def test_a_task_holds_at_most_task_bytes_of_results(sweep_and_chunks, tmp_path):
+    _, _, _, large = sweep_and_chunks
+    # The bytes per replicate of a real chunk (3 methods, no checkpoints, d = 1).
+    arrays = sum(v.nbytes for v in large.values() if isinstance(v, np.ndarray))
+    assert arrays == LARGE * result_bytes(3, 1, 1)
+    (tmp_path / "wide.toml").write_text(WIDE)
+    wide = load_sweep(str(tmp_path / "wide.toml"))
+    rep_chunk = layout_for(wide).rep_chunk
+    assert rep_chunk * result_bytes(2, 1, 1000) <= TASK_BYTES
+    assert (rep_chunk + 1) * result_bytes(2, 1, 1000) > TASK_BYTES
