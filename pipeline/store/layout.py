@@ -119,6 +119,11 @@ TASK_BYTES = 32 * 2**20
 #: and a read decodes at a time (zarr's cost per chunk is fixed: few large chunks read
 #: fast).
 CHUNK_BYTES = 256 * 2**10
+#: zstd's level for the replicates' arrays: its fastest. The floats of a replicate are
+#: noise to a compressor (the default level 3 saved 6% of their bytes at 7 times the
+#: CPU, most of the client's work per replicate); runs of fill values and the flags
+#: still shrink to almost nothing.
+ZSTD_LEVEL = -1
 #: The same for a shard, one file: a write rewrites the shards it touches.
 SHARD_BYTES = 2 * 2**20
 
@@ -161,7 +166,8 @@ def shard_shape(
     """Shard and chunk extents: (grid points of a shard, replicates of a chunk, of a shard).
 
     Along 'rep' a chunk holds whole tasks (``rep_chunk`` replicates), about
-    :data:`CHUNK_BYTES` of a grid point, and a shard whole chunks, about
+    :data:`CHUNK_BYTES` of a grid point (one task when a task holds a quarter of that or
+    more), and a shard whole chunks, about
     :data:`SHARD_BYTES`; then a shard (and each of its chunks) takes grid points,
     from the last grid axis backwards, so that a sweep of many small grid points ends
     up in a few files. ``rep_bytes``: bytes of one replicate of one grid point in the
@@ -169,6 +175,10 @@ def shard_shape(
     """
     tasks = math.ceil(replicates / rep_chunk)
     chunk_reps = _multiple(rep_chunk, CHUNK_BYTES, rep_bytes * rep_chunk, tasks)
+    if rep_bytes * rep_chunk >= CHUNK_BYTES // 4:
+        # A task's result then fills whole chunks, and the client writes them without
+        # reading or re-encoding a chunk that other tasks fill later (docs/performance.md).
+        chunk_reps = rep_chunk
     chunks = math.ceil(replicates / chunk_reps)
     shard_reps = _multiple(chunk_reps, SHARD_BYTES, rep_bytes * chunk_reps, chunks)
     points = max(1, SHARD_BYTES // max(1, rep_bytes * shard_reps))
@@ -365,7 +375,10 @@ def template(
         # zarr's default compressor, then a checksum of each chunk: a damaged chunk
         # fails to decode and is reported (ldpsim.pipeline.store.damage) instead of being read
         # as other numbers. Stores made before it have no checksum and read as before.
-        encoding[name] = {"chunks": tuple(inner), "compressors": (ZstdCodec(), Crc32cCodec())}
+        encoding[name] = {
+            "chunks": tuple(inner),
+            "compressors": (ZstdCodec(level=ZSTD_LEVEL), Crc32cCodec()),
+        }
         if layout.sharded:
             encoding[name]["shards"] = tuple(shard)
     data["truth"] = ((*g_dims, "coord"), truth_array(sweep, layout))
