@@ -32,14 +32,23 @@ whose figures mean nothing. Without it the sizes are :data:`FULL`, those below.
   kernel cache. Medians over runs; the raw times are reported too
   (``first_replicate_s_*``, ``second_replicate_s``, and ``import_s``, the time to
   import ``ldpsim.tasks``, which none of the others includes).
-- ``replicate_overhead_us_n1e3``: what a replicate of :data:`REPLICATE` at n = 1000 costs
-  beyond its SGD steps, in one worker process: the time per replicate of
-  ``run_chunk`` (a task's loop: set-up shared, four interval methods, the arrays the
-  store takes) minus the time of the compiled kernel alone on the same grid point;
-  medians of 5 runs of 2,000 replicates.
+- A replicate of :data:`REPLICATE` at n = 1000 and at n = 10,000, split, in one worker
+  process (medians of 5 runs of 2,000 replicates): ``replicate_us_*`` the time per
+  replicate of ``run_chunk`` (a task's chunk: set-up shared, four interval methods, the
+  arrays the store takes); ``kernel_us_*`` the compiled kernel alone on the same grid
+  point; ``bb_us_*``, ``bm_us_*``, ``sn_us_*``, ``oracle_us_*`` each method's
+  ``method_seconds`` as ``run_chunk`` records them, per replicate (whatever the chunk
+  does: per replicate, or a batched call's time divided among its replicates);
+  ``bookkeeping_us_*`` what is left: the replicate minus the kernel and the methods
+  (seeding, failure checks, copies into the chunk's arrays); and
+  ``replicate_overhead_us_n1e3`` the replicate minus the kernel.
 - ``replicates_per_s_per_core_n1e3`` / ``_n1e4``: a sweep of 20,000 (n = 1e3) or 4,000
   (n = 1e4) replicates through :func:`ldpsim.pipeline.compute.runner.run_sweep` on a warmed
   2-worker LocalCluster into a new store: replicates / (wall seconds x workers).
+  ``driver_cpu_us_n1e3`` / ``_n1e4``: this process's CPU time during that sweep (the
+  driver: the client's collect-and-write loop, the scheduler and the nannies of the
+  local cluster, the store's creation) per replicate, after a small sweep that took the
+  one-off imports of a store's creation.
 - ``store_files_1e5``, ``status_s_1e5``, ``summarize_s_1e5``, ``noop_run_s_1e5``: a
   finished store of 100,000 replicates (4 grid points, n = 1000; ``store_replicates``):
   its files, and the wall time of ``ldpsim status``, ``ldpsim summarize`` and a second
@@ -71,7 +80,8 @@ class Sizes:
     repeats: int
     #: Workers of the overhead, throughput and store clusters (the speed-up uses 1 and 2).
     workers: int
-    #: Runs per median of ``replicate_overhead_us_n1e3`` and replicates per run.
+    #: Runs per median of the per-replicate split (``replicate_us_*`` and the fields beside
+    #: it) and replicates per run, at each n.
     replicate_overhead_repeats: int
     replicate_overhead_replicates: int
     #: (n, replicates) of each throughput sweep.
@@ -124,9 +134,23 @@ QUICK = Sizes(
 JSON_FIELDS = {
     "replicate_us_n1e3": "us",
     "kernel_us_n1e3": "us",
+    "bb_us_n1e3": "us",
+    "bm_us_n1e3": "us",
+    "sn_us_n1e3": "us",
+    "oracle_us_n1e3": "us",
+    "bookkeeping_us_n1e3": "us, difference",
     "replicate_overhead_us_n1e3": "us, difference",
+    "replicate_us_n1e4": "us",
+    "kernel_us_n1e4": "us",
+    "bb_us_n1e4": "us",
+    "bm_us_n1e4": "us",
+    "sn_us_n1e4": "us",
+    "oracle_us_n1e4": "us",
+    "bookkeeping_us_n1e4": "us, difference",
     "replicates_per_s_per_core_n1e3": "1/s",
     "replicates_per_s_per_core_n1e4": "1/s",
+    "driver_cpu_us_n1e3": "us",
+    "driver_cpu_us_n1e4": "us",
     "store_replicates": "count",
     "store_files_1e5": "count",
     "status_s_1e5": "s",
@@ -227,17 +251,18 @@ def make_sweep(tmp: Path, name: str, *, replicates, n, taus=(0.5,), rep_chunk=No
     return load_sweep(str(path))
 
 
-def run_timed(sweep, store, address) -> tuple[float, float, int]:
-    """(wall seconds, summed compute seconds, replicates) of one sweep into a new store."""
+def run_timed(sweep, store, address) -> tuple[float, float, int, float]:
+    """(wall seconds, summed compute seconds, replicates, this process's CPU seconds) of
+    one sweep into a new store."""
     from ldpsim.pipeline.compute.runner import run_sweep
     from ldpsim.pipeline.store.reading import open_dataset
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     report = run_sweep(sweep, store, scheduler=address, log=lambda *a: None)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert report.failed == 0, report
     seconds = np.asarray(open_dataset(store)["seconds"].values, dtype=float)
-    return wall, float(np.nansum(seconds)), int(np.isfinite(seconds).sum())
+    return wall, float(np.nansum(seconds)), int(np.isfinite(seconds).sum()), cpu
 
 
 def cluster(workers: int):
@@ -333,14 +358,14 @@ def overhead(tmp: Path, workers: int, replicates: int, repeats: int) -> dict:
         warm_every_worker(lc)
         run_timed(warm, tmp / "warm-o.zarr", lc.scheduler_address)
         for r in range(repeats):
-            wall, compute, reps = run_timed(
+            wall, compute, reps, _ = run_timed(
                 sweep, tmp / f"overhead-{r}.zarr", lc.scheduler_address
             )
             values.append((wall * workers - compute) / reps * 1e3)
             walls.append(wall)
             # The same for a sweep 4 x smaller: the difference removes the fixed per-sweep
             # cost (store creation, connecting), leaving the cost per added replicate.
-            wall_s, compute_s, reps_s = run_timed(
+            wall_s, compute_s, reps_s, _ = run_timed(
                 small, tmp / f"overhead-small-{r}.zarr", lc.scheduler_address
             )
             marginal.append(
@@ -368,7 +393,7 @@ def speedup(tmp: Path, replicates: int, n: int, repeats: int) -> dict:
             warm_every_worker(lc)
         for r in range(repeats):
             for workers, lc in clusters.items():
-                wall, _, _ = run_timed(
+                wall, _, _, _ = run_timed(
                     sweep, tmp / f"cpu-{workers}-{r}.zarr", lc.scheduler_address
                 )
                 walls[workers].append(wall)
@@ -415,31 +440,47 @@ def rss(n: float) -> tuple[float, float]:
     return float(out[-2]), float(out[-1])
 
 
-def replicate_overhead(repeats: int = 5, replicates: int = 2000) -> dict:
-    """Microseconds per replicate beyond the kernel at n = 1000 (module docstring)."""
+#: The n of the per-replicate split (:func:`replicate_split`), as they appear in field names.
+SPLIT_N = {1000: "n1e3", 10_000: "n1e4"}
+
+
+def replicate_split(repeats: int = 5, replicates: int = 2000) -> dict:
+    """Microseconds per replicate of a chunk, its kernel, each method and the rest, at
+    each n of :data:`SPLIT_N` (module docstring)."""
     from ldpsim.pipeline.compute.worker import run_chunk
     from ldpsim.tasks.grid_point import setup_of
 
-    spec = {**REPLICATE, "n": 1000, "tau": 0.5, "seed": 7}
     methods = list(REPLICATE["methods"])
-    setup = setup_of(spec)
-    run_chunk(spec, list(range(50)), methods, 1, "warm")
-    chunk, kernel = [], []
-    for r in range(repeats):
-        reps = list(range(r * replicates, (r + 1) * replicates))
-        start = time.perf_counter()
-        run_chunk(spec, reps, methods, 1, "bench")
-        chunk.append((time.perf_counter() - start) / replicates)
-        state = setup.data_state(0)
-        start = time.perf_counter()
-        for _ in range(replicates):
-            setup.run_kernel(setup.cuts, state)
-        kernel.append((time.perf_counter() - start) / replicates)
-    return {
-        "replicate_us_n1e3": round(float(np.median(chunk)) * 1e6, 1),
-        "kernel_us_n1e3": round(float(np.median(kernel)) * 1e6, 1),
-        "replicate_overhead_us_n1e3": round(float(np.median(np.subtract(chunk, kernel))) * 1e6, 1),
-    }
+    record: dict = {}
+    for n, suffix in SPLIT_N.items():
+        spec = {**REPLICATE, "n": n, "tau": 0.5, "seed": 7}
+        setup = setup_of(spec)
+        run_chunk(spec, list(range(50)), methods, 1, "warm")
+        chunk, kernel, method = [], [], []
+        for r in range(repeats):
+            reps = list(range(r * replicates, (r + 1) * replicates))
+            start = time.perf_counter()
+            result = run_chunk(spec, reps, methods, 1, "bench")
+            chunk.append((time.perf_counter() - start) / replicates)
+            # Each method's seconds per replicate as the chunk recorded them.
+            seconds = np.asarray(result["method_seconds"], dtype=float)
+            method.append(np.nansum(seconds.reshape(len(methods), -1), axis=1) / replicates)
+            state = setup.data_state(0)
+            start = time.perf_counter()
+            for _ in range(replicates):
+                setup.run_kernel(setup.cuts, state)
+            kernel.append((time.perf_counter() - start) / replicates)
+        per_method = np.median(method, axis=0)
+        record[f"replicate_us_{suffix}"] = round(float(np.median(chunk)) * 1e6, 1)
+        record[f"kernel_us_{suffix}"] = round(float(np.median(kernel)) * 1e6, 1)
+        for label, seconds in zip(methods, per_method, strict=True):
+            record[f"{label}_us_{suffix}"] = round(float(seconds) * 1e6, 2)
+        rest = np.subtract(chunk, kernel) - np.sum(method, axis=1)
+        record[f"bookkeeping_us_{suffix}"] = round(float(np.median(rest)) * 1e6, 1)
+        if suffix == "n1e3":
+            overhead = np.subtract(chunk, kernel)
+            record["replicate_overhead_us_n1e3"] = round(float(np.median(overhead)) * 1e6, 1)
+    return record
 
 
 def throughput(
@@ -452,12 +493,17 @@ def throughput(
     record = {}
     with cluster(workers) as lc:
         warm_every_worker(lc)
+        # A small sweep first: the driver's one-off imports and compilations of a store's
+        # creation (xarray, the streams' fingerprint) are in no timed sweep's CPU.
+        warm = make_sweep(tmp, "rate-warm", replicates=10, n=1000)
+        run_timed(warm, tmp / "rate-warm.zarr", lc.scheduler_address)
         for n, replicates in sweeps:
             sweep = make_sweep(tmp, f"rate-{n}", replicates=replicates // 2, n=n, taus=(0.3, 0.5))
-            wall, _, reps = run_timed(sweep, tmp / f"rate-{n}.zarr", lc.scheduler_address)
-            record[f"replicates_per_s_per_core_n{n:.0e}".replace("+0", "")] = round(
-                reps / (wall * workers), 1
-            )
+            # cpu: the driver's, this process's (its local cluster's scheduler and nannies).
+            wall, _, reps, cpu = run_timed(sweep, tmp / f"rate-{n}.zarr", lc.scheduler_address)
+            suffix = f"n{n:.0e}".replace("+0", "")
+            record[f"replicates_per_s_per_core_{suffix}"] = round(reps / (wall * workers), 1)
+            record[f"driver_cpu_us_{suffix}"] = round(cpu / reps * 1e6, 2)
     return record
 
 
@@ -534,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(name)
         if "scale" not in args.skip:
             record.update(
-                replicate_overhead(
+                replicate_split(
                     sizes.replicate_overhead_repeats, sizes.replicate_overhead_replicates
                 )
             )

@@ -18,7 +18,9 @@ the count itself), on a fresh local cluster of that many one-thread worker proce
   store's ``seconds``), the speed-up over the first (smallest) worker count, and the
   driver's CPU seconds (the client, the scheduler and the nannies: one process), whose
   replicates per CPU-second are what one driver can take before it is the ceiling, and
-  their split over its threads (main, distributed's event loop, zarr's writes; Linux);
+  their split over its threads (main, distributed's event loop, zarr's writes; Linux),
+  and the event loop's CPU per second while the cluster waits for work, before the run
+  (the driver's cost by the second rather than by the replicate);
 - a compute-bound probe, 64 replicates of n = 2e7 with the oracle only, one replicate a
   task: its wall time against its compute divided by the workers plus ``ready_s``.
 
@@ -71,6 +73,7 @@ JSON_FIELDS = {
     "driver_main_cpu_s": "s, difference",
     "driver_loop_cpu_s": "s, difference",
     "driver_store_io_cpu_s": "s, difference",
+    "driver_idle_loop_share": "ratio",
     "speedup": "ratio",
     "probe_replicates": "count",
     "probe_n": "count",
@@ -156,6 +159,29 @@ def thread_group(name: str) -> str:
     return "other"
 
 
+#: Seconds the idle cluster is watched for ``driver_idle_loop_share``.
+IDLE_SECONDS = 2.0
+
+
+def by_group(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    """CPU seconds of this process's threads between two :func:`thread_cpu` readings, by
+    :func:`thread_group`."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    parts = dict.fromkeys(("main", "loop", "store_io", "other"), 0.0)
+    for tid, seconds in after.items():
+        parts[thread_group(names.get(tid, ""))] += seconds - before.get(tid, 0.0)
+    return parts
+
+
+def idle_loop_share(seconds: float = IDLE_SECONDS) -> float:
+    """CPU seconds per second of distributed's event loop while the cluster has nothing
+    to do: what the driver pays by the second, whatever the replicates (heartbeats, the
+    scheduler's and the nannies' periodic checks)."""
+    before = thread_cpu()
+    time.sleep(seconds)
+    return by_group(before, thread_cpu())["loop"] / seconds
+
+
 def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int, dict[str, float]]:
     """(wall s, summed compute s, replicates, driver CPU s by part) of ``sweep`` into the
     new ``store``. The driver's CPU seconds are this process's, all its threads: the
@@ -169,11 +195,7 @@ def timed_run(sweep: Any, store: Path, client: Any) -> tuple[float, float, int, 
     start, cpu = time.perf_counter(), time.process_time()
     report = run_sweep(sweep, store, client=client, log=lambda *a: None, progress="none")
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    after = thread_cpu()
-    names = {t.native_id: t.name for t in threading.enumerate()}
-    parts = dict.fromkeys(("main", "loop", "store_io", "other"), 0.0)
-    for tid, seconds in after.items():
-        parts[thread_group(names.get(tid, ""))] += seconds - before.get(tid, 0.0)
+    parts = by_group(before, thread_cpu())
     if report.failed:
         raise RuntimeError(f"{report.failed} replicates failed in {store}")
     seconds = np.asarray(open_dataset(store)["seconds"].values, dtype=float)
@@ -211,6 +233,7 @@ def measure(
         first_task = time.perf_counter() - start
         spec = {"model": "quantile", "n": 1000, "methods": {"bb": {}, "bm": {}, "sn": {}}}
         client.run(run_replicate, spec, 0)  # every worker compiles (or loads) its kernel
+        idle = idle_loop_share()
         scale = load_sweep("scale", replicates=sizes["replicates"])
         wall, compute, done, parts = timed_run(scale, tmp / f"scale-{workers}.zarr", client)
         driver = parts["total"]
@@ -235,6 +258,7 @@ def measure(
         "driver_main_cpu_s": round(parts["main"], 3),
         "driver_loop_cpu_s": round(parts["loop"], 3),
         "driver_store_io_cpu_s": round(parts["store_io"], 3),
+        "driver_idle_loop_share": round(idle, 4),
         "speedup": 1.0,
         "probe_replicates": sizes["probe_replicates"],
         "probe_n": sizes["probe_n"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -116,6 +117,19 @@ def plan_work(
                 key = chunk_key(token, index, chunk, suffix)
                 work.append(Work(point, index, chunk, chosen, key))
     return work
+
+
+def task_reps(reps: Sequence[int]) -> Sequence[int]:
+    """``reps`` (ascending, as planned) as a task carries them: a ``range`` when they are
+    consecutive, as they are but for failed or repaired replicates.
+
+    Dask walks every element of a list in a task's arguments when it submits the task
+    (about a microsecond each, the driver's whole budget for a replicate); a range is
+    one object, and a worker iterates over it as over the list.
+    """
+    if len(reps) and reps[-1] - reps[0] + 1 == len(reps):
+        return range(int(reps[0]), int(reps[-1]) + 1)
+    return reps
 
 
 def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:

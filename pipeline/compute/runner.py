@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ldpsim.pipeline.compute.plan import Task, Work, group_tasks, plan, plan_layout
+from ldpsim.pipeline.compute.plan import Task, Work, group_tasks, plan, plan_layout, task_reps
 from ldpsim.pipeline.compute.progress import Progress, ProgressMode
 from ldpsim.pipeline.compute.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.compute.signals import check as check_signals
@@ -303,7 +303,7 @@ def submit(
         cpu = [address for address, info in workers.items() if not info.get("resources", {})]
         cpu_workers = {"workers": cpu, "allow_other_workers": True} if cpu else {}
     for task in tasks:
-        chunks = [(w.point.spec, w.reps, w.key) for w in task.works]
+        chunks = [(w.point.spec, task_reps(w.reps), w.key) for w in task.works]
         launched = ()
         if sweep.backend == "gpu":
             # The chains on a worker that holds a GPU (distributed's worker resources);

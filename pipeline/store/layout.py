@@ -103,30 +103,56 @@ COORD_ATTRS = {
 
 #: Core-seconds a task aims at (its replicates' estimated cost, :mod:`ldpsim.pipeline.cost`):
 #: long enough that scheduling and a write cost little beside it, short enough to
-#: spread a sweep over many workers and to lose little when one dies.
+#: spread a sweep over many workers and to lose little when one dies. The driver's work
+#: for a task does not grow with its replicates (docs/performance.md), so a second of
+#: cheap replicates is one task however many they are, up to :data:`MAX_REP_CHUNK`.
 TASK_SECONDS = 1.0
-#: Most replicates in a task (and a chunk along 'rep').
-MAX_REP_CHUNK = 10_000
+#: Most replicates in a task (and a chunk along 'rep') on the CPU backend: a second of
+#: replicates that cost 10 us each.
+MAX_REP_CHUNK = 100_000
+#: Most replicates in a chunk on the GPU backend: one kernel launch.
+GPU_REP_CHUNK = 10_000
+#: Most bytes of a chunk's result (:func:`result_bytes`), which the worker sends and
+#: the driver holds until it writes them.
+TASK_BYTES = 32 * 2**20
 #: Uncompressed bytes a chunk of the largest variable aims at: what a write re-encodes
 #: and a read decodes at a time (zarr's cost per chunk is fixed: few large chunks read
 #: fast).
 CHUNK_BYTES = 256 * 2**10
+#: zstd's level for the replicates' arrays: its fastest. The floats of a replicate are
+#: noise to a compressor (the default level 3 saved 6% of their bytes at 7 times the
+#: CPU, most of the client's work per replicate); runs of fill values and the flags
+#: still shrink to almost nothing.
+ZSTD_LEVEL = -1
 #: The same for a shard, one file: a write rewrites the shards it touches.
 SHARD_BYTES = 2 * 2**20
 
 
+def result_bytes(methods: int, checkpoints: int, d: int) -> int:
+    """Bytes of one replicate in a chunk's result (``run_chunk``): estimate, last and
+    projected (K d floats), lower, upper and method_estimate (M K d), method_seconds
+    (M K floats) and method_failed (M K flags), seconds, job_id and failed."""
+    return 8 * checkpoints * d * (3 + 3 * methods) + 9 * methods * checkpoints + 17
+
+
 def default_rep_chunk(sweep: Sweep) -> int:
     """Replicates per chunk (= per task): about :data:`TASK_SECONDS` of the sweep's most
-    expensive grid point, in [1, :data:`MAX_REP_CHUNK`] and at most the replicates; on the
-    GPU backend as many as allowed (a chunk is one kernel launch)."""
+    expensive grid point, in [1, :data:`MAX_REP_CHUNK`], at most :data:`TASK_BYTES` of
+    results and at most the replicates; on the GPU backend as many as allowed, up to
+    :data:`GPU_REP_CHUNK` (a chunk is one kernel launch)."""
     from ldpsim.pipeline.cost import replicate_seconds
 
     if sweep.rep_chunk is not None:
         return sweep.rep_chunk
     if sweep.backend == "gpu":  # one launch holds a chunk: as many threads as can be
-        return min(MAX_REP_CHUNK, sweep.replicates)
-    seconds = max(replicate_seconds(p.normalized) for p in sweep.points())
-    return int(min(MAX_REP_CHUNK, sweep.replicates, max(1, TASK_SECONDS // seconds)))
+        return min(GPU_REP_CHUNK, sweep.replicates)
+    points = sweep.points()
+    seconds = max(replicate_seconds(p.normalized) for p in points)
+    checkpoints = len(points[0].normalized.checkpoints or ()) or 1
+    d = max(p.normalized.model.dim for p in points)
+    fits = TASK_BYTES // result_bytes(len(sweep.methods), checkpoints, d)
+    most = min(MAX_REP_CHUNK, sweep.replicates, max(1, fits))
+    return int(min(most, max(1, TASK_SECONDS // seconds)))
 
 
 def _multiple(unit: int, target_bytes: int, unit_bytes: int, most: int) -> int:
@@ -140,7 +166,8 @@ def shard_shape(
     """Shard and chunk extents: (grid points of a shard, replicates of a chunk, of a shard).
 
     Along 'rep' a chunk holds whole tasks (``rep_chunk`` replicates), about
-    :data:`CHUNK_BYTES` of a grid point, and a shard whole chunks, about
+    :data:`CHUNK_BYTES` of a grid point (one task when a task holds a quarter of that or
+    more), and a shard whole chunks, about
     :data:`SHARD_BYTES`; then a shard (and each of its chunks) takes grid points,
     from the last grid axis backwards, so that a sweep of many small grid points ends
     up in a few files. ``rep_bytes``: bytes of one replicate of one grid point in the
@@ -148,6 +175,10 @@ def shard_shape(
     """
     tasks = math.ceil(replicates / rep_chunk)
     chunk_reps = _multiple(rep_chunk, CHUNK_BYTES, rep_bytes * rep_chunk, tasks)
+    if rep_bytes * rep_chunk >= CHUNK_BYTES // 4:
+        # A task's result then fills whole chunks, and the client writes them without
+        # reading or re-encoding a chunk that other tasks fill later (docs/performance.md).
+        chunk_reps = rep_chunk
     chunks = math.ceil(replicates / chunk_reps)
     shard_reps = _multiple(chunk_reps, SHARD_BYTES, rep_bytes * chunk_reps, chunks)
     points = max(1, SHARD_BYTES // max(1, rep_bytes * shard_reps))
@@ -344,7 +375,10 @@ def template(
         # zarr's default compressor, then a checksum of each chunk: a damaged chunk
         # fails to decode and is reported (ldpsim.pipeline.store.damage) instead of being read
         # as other numbers. Stores made before it have no checksum and read as before.
-        encoding[name] = {"chunks": tuple(inner), "compressors": (ZstdCodec(), Crc32cCodec())}
+        encoding[name] = {
+            "chunks": tuple(inner),
+            "compressors": (ZstdCodec(level=ZSTD_LEVEL), Crc32cCodec()),
+        }
         if layout.sharded:
             encoding[name]["shards"] = tuple(shard)
     data["truth"] = ((*g_dims, "coord"), truth_array(sweep, layout))

@@ -37,6 +37,7 @@ from ldpsim.pipeline.store.digests import (
     Write,
     determined_manifest,
     determined_names,
+    full_region,
     has_digests,
     writing,
 )
@@ -189,14 +190,22 @@ class Store:
         writes: list[Write] = []
 
         def write(name, method_axis, value_of):
-            """Merge every block's results into variable ``name`` (read now, written below)."""
-            for grid, reps, spots in placed:
-                where = (*grid, *([slice(None)] if method_axis else []), reps)
-                old = np.asarray(a[name][where])
-                for offset, pos, result in spots:
-                    view = old[offset]
-                    view[(slice(None),) * method_axis + (pos,)] = value_of(result)
-                writes.append(Write(name, a[name], where, old))
+            """Merge every block's results into variable ``name`` (read now, written below).
+
+            A block whose results cover its whole region is not read: nothing of what is
+            stored there survives the write."""
+            array = a[name]
+            for block in placed:
+                where = (*block.grid, *([slice(None)] if method_axis else []), block.reps)
+                if block.covered:
+                    shape = tuple(s.stop - s.start for s in full_region(where, array.shape))
+                    merged = np.empty(shape, dtype=array.dtype)
+                else:
+                    merged = np.asarray(array[where])
+                for offset, positions, result in block.spots:
+                    view = merged[offset]
+                    view[(slice(None),) * method_axis + (positions,)] = value_of(result)
+                writes.append(Write(name, array, where, merged))
 
         write("estimate", 0, lambda r: r["estimate"])
         for name in ("last", "projected"):
@@ -239,17 +248,7 @@ class Store:
             # Each variable for all blocks before the next, ``done`` last.
             for each in writes[:values]:
                 each.array[each.region] = each.values
-            # The records of replicates that failed before and are done now are removed;
-            # the folder is listed once, not probed once per replicate.
-            folder = self.path / META_GROUP / "errors"
-            recorded = set(os.listdir(folder)) if folder.is_dir() else set()
-            for index, _, result in results:
-                errors = result.get("errors", {})
-                for rep in result["reps"]:
-                    if rep in errors:
-                        self.write_error(index, int(rep), errors[rep])
-                    elif recorded and _error_name(index, int(rep)) in recorded:
-                        self.clear_error(index, int(rep))
+            self._write_errors(results)
             for each in writes[values:]:
                 each.array[each.region] = each.values
 
@@ -260,43 +259,69 @@ class Store:
             return contextlib.nullcontext()
         return writing(self.path, writes)
 
-    def _placed(
-        self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]
-    ) -> list[tuple[tuple[slice, ...], slice, list[tuple[tuple[int, ...], list[int], dict]]]]:
+    def _write_errors(self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]) -> None:
+        """Write the failure records of the results' failed replicates, and remove the
+        records of replicates that failed before and are done now.
+
+        The folder is listed once; the work grows with the failures, recorded or new,
+        never with the replicates written.
+        """
+        folder = self.path / META_GROUP / "errors"
+        recorded: dict[str, list[int]] = {}  # grid index's label -> replicates recorded
+        for name in os.listdir(folder) if folder.is_dir() else ():
+            label, _, rep = name.removesuffix(".json").rpartition("__")
+            if name.endswith(".json") and rep.isdigit():
+                recorded.setdefault(label, []).append(int(rep))
+        for index, _, result in results:
+            reps = replicate_positions(result)
+            errors = result.get("errors") or {}
+            failed = np.fromiter(errors, dtype=np.int64, count=len(errors))
+            failed = failed[np.isin(failed, reps)]
+            for rep in failed.tolist():
+                self.write_error(index, rep, errors[rep])
+            before = np.asarray(recorded.get(_index_label(index), ()), dtype=np.int64)
+            for rep in before[np.isin(before, reps) & ~np.isin(before, failed)].tolist():
+                self.clear_error(index, rep)
+
+    def _placed(self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]) -> list[Placed]:
         """Where each write block's results go, worked out once for all the variables.
 
         Per block: the shard's grid points, the chunks along 'rep' that the results
-        touch (zarr re-encodes those and keeps the shard's others as they are), and each
-        result's grid offset and replicate positions inside that region.
+        touch (zarr re-encodes those and keeps the shard's others as they are), each
+        result's grid offset and replicate positions inside that region (a slice when
+        they are consecutive), and whether the results cover the whole region. Array
+        operations per result: nothing here runs once per replicate.
         """
-        blocks: dict[tuple, list[tuple[tuple[int, ...], int, dict[str, Any]]]] = {}
+        blocks: dict[tuple, list[tuple[tuple[int, ...], dict[str, Any], np.ndarray]]] = {}
         g_block, rep_block = self.layout.write_block()
         for index, chunk, result in results:
             rep0 = self.layout.task_chunk_reps(chunk).start
             key = (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
-            blocks.setdefault(key, []).append((index, chunk, result))
+            positions = replicate_positions(result)
+            if len(positions):
+                blocks.setdefault(key, []).append((index, result, positions))
         grid_sizes = self.layout.grid_shape
         rep_chunk = self.layout.zarr_chunk_reps
+        end = self._arrays["done"].shape[-1]
         placed = []
         for key, members in blocks.items():
             grid = tuple(
                 slice(k * b, min((k + 1) * b, size))
                 for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
             )
-            touched = [r for _, _, result in members for r in result["reps"]]
-            first = min(touched) // rep_chunk * rep_chunk
-            last = (max(touched) // rep_chunk + 1) * rep_chunk
-            end = self._arrays["done"].shape[-1]
+            first = min(int(reps.min()) for _, _, reps in members)
+            last = max(int(reps.max()) for _, _, reps in members)
+            first = first // rep_chunk * rep_chunk
+            last = (last // rep_chunk + 1) * rep_chunk
             reps = slice(max(first, key[-1] * rep_block), min(last, end))
-            spots = [
-                (
-                    tuple(i - g.start for i, g in zip(index, grid, strict=True)),
-                    [r - reps.start for r in result["reps"]],
-                    result,
-                )
-                for index, _, result in members
-            ]
-            placed.append((grid, reps, spots))
+            covered = np.zeros((*(g.stop - g.start for g in grid), reps.stop - reps.start), bool)
+            spots = []
+            for index, result, positions in members:
+                offset = tuple(i - g.start for i, g in zip(index, grid, strict=True))
+                where = _as_slice(positions - reps.start)
+                covered[offset][where] = True
+                spots.append((offset, where, result))
+            placed.append(Placed(grid, reps, spots, bool(covered.all())))
         return placed
 
     def write_methods(
@@ -322,9 +347,9 @@ class Store:
         # Per result, (methods, reps): the cells already done, read before any write
         # (``method_seconds`` is written last, so a finite one vouches for the rest).
         held: dict[int, np.ndarray] = {}
-        for grid, reps, spots in placed:
-            seconds = np.asarray(a["method_seconds"][(*grid, added, reps)])
-            for offset, pos, result in spots:
+        for block in placed:
+            seconds = np.asarray(a["method_seconds"][(*block.grid, added, block.reps)])
+            for offset, pos, result in block.spots:
                 cells = seconds[offset][:, pos]
                 held[id(result)] = ~np.isnan(cells.reshape(*cells.shape[:2], -1)).all(axis=-1)
 
@@ -332,10 +357,10 @@ class Store:
 
         def write(name, value_of):
             """Merge every block's results into ``name`` (read now, written below)."""
-            for grid, reps, spots in placed:
-                where = (*grid, added, reps)
+            for block in placed:
+                where = (*block.grid, added, block.reps)
                 old = np.asarray(a[name][where])
-                for offset, pos, result in spots:
+                for offset, pos, result in block.spots:
                     new, kept = value_of(result), held[id(result)]
                     kept = kept.reshape(kept.shape + (1,) * (new.ndim - kept.ndim))
                     old[offset][:, pos] = np.where(kept, old[offset][:, pos], new)
@@ -441,9 +466,42 @@ class Store:
         (self.path / META_GROUP / "errors" / _error_name(index, rep)).unlink(missing_ok=True)
 
 
+def _index_label(index: tuple[int, ...]) -> str:
+    """A grid index in the file names of error records: ``2_0_1`` (``0``: no grid)."""
+    return "_".join(map(str, index)) or "0"
+
+
 def _error_name(index: tuple[int, ...], rep: int) -> str:
     """The file name of the error record of replicate ``rep`` at grid ``index``."""
-    return f"{'_'.join(map(str, index)) or '0'}__{rep}.json"
+    return f"{_index_label(index)}__{rep}.json"
+
+
+def replicate_positions(result: dict[str, Any]) -> np.ndarray:
+    """A chunk's ``result['reps']`` (a list or a range from the worker) as an int64 array."""
+    reps = result["reps"]
+    if isinstance(reps, range):
+        return np.arange(reps.start, reps.stop, reps.step, dtype=np.int64)
+    return np.asarray(reps, dtype=np.int64)
+
+
+def _as_slice(positions: np.ndarray) -> slice | np.ndarray:
+    """``positions`` (ascending, distinct) as a slice when they are consecutive: numpy
+    copies into a slice without an index array."""
+    if len(positions) and positions[-1] - positions[0] + 1 == len(positions):
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One write block of a write (:meth:`Store._placed`): its grid points, its region
+    along 'rep', each result's (grid offset, positions in the region, result), and
+    whether the results cover every replicate of the region at every grid point."""
+
+    grid: tuple[slice, ...]
+    reps: slice
+    spots: list[tuple[tuple[int, ...], slice | np.ndarray, dict[str, Any]]]
+    covered: bool
 
 
 @dataclass(frozen=True)
