@@ -20,6 +20,7 @@ from ldpsim.tasks.streams.seed_sequence import (
     entropy_words,
     generator_at,
     pcg64_state,
+    replicate_states,
     uint32_words,
 )
 from ldpsim.tasks.streams.seeding import (
@@ -209,6 +210,51 @@ class GridPointSetup:
             for method in self.spec.methods.values()
         )
         return bool(self.spec.checkpoints) or plugin
+
+    @functools.cached_property
+    def prefix(self) -> np.ndarray:
+        """:attr:`entropy` as a uint32 array: the words compiled seeding starts from
+        (:func:`ldpsim.tasks.streams.seed_sequence.replicate_states`)."""
+        return np.array(self.entropy, dtype=np.uint32)  # writable: compiled code is typed so
+
+    def data_states(self, reps) -> np.ndarray:
+        """The PCG64 states (uint64, (R, 4)) at which replicates ``reps``' data streams
+        start, in one compiled call: row i is :meth:`data_state` ``(reps[i])``."""
+        reps = np.ascontiguousarray(reps, dtype=np.int64)
+        return replicate_states(self.prefix, reps, np.empty(0, dtype=np.uint32))
+
+    def method_states(self, label: str, reps, point: int | None = None) -> np.ndarray:
+        """The PCG64 states (uint64, (R, 4)) at which the random method ``label``'s
+        streams of replicates ``reps`` start, in one compiled call.
+
+        Row i is the state of ``method_streams(reps[i])[label]``, or with a checkpoint
+        ``point`` < n of ``ldpsim.tasks.replicate.checkpoint_stream`` of that stream
+        (a child of its seed sequence, spawn key extended by ``point``). The point n,
+        or None, is the method's own stream, as a replicate uses it at n. A Generator
+        on such a state draws, as it starts, what those streams draw
+        (:func:`ldpsim.tasks.streams.multipliers.draw_multipliers_batch` draws bb's
+        multipliers from them directly).
+
+        Parameters
+        ----------
+        label : str
+            A method of the spec that draws random numbers (a key of
+            :attr:`method_words`).
+        reps : sequence of int
+            Replicates, >= 0.
+        point : int, optional
+            A checkpoint of the spec, or n.
+
+        Raises
+        ------
+        KeyError
+            ``label`` is not a random method of the spec.
+        """
+        key = list(self.spawn_keys[label])
+        if point is not None and int(point) != self.spec.n:
+            key += uint32_words(int(point))
+        reps = np.ascontiguousarray(reps, dtype=np.int64)
+        return replicate_states(self.prefix, reps, np.array(key, dtype=np.uint32))
 
     def data_state(self, rep: int) -> np.ndarray:
         """The PCG64 state (uint64, (4,)) at which replicate ``rep``'s data stream starts:

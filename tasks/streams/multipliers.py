@@ -1,16 +1,39 @@
 """The multipliers of the block bootstrap: iid draws of mean 0 and variance 1 from a
-replicate's own bootstrap stream (Dette & Graw), by law."""
+replicate's own bootstrap stream (Dette & Graw), by law.
+
+:func:`draw_multipliers` draws them with numpy's Generator; :func:`draw_multipliers_batch`
+draws the same numbers, bit for bit, for a whole chunk of replicates in one compiled
+call, each from its own stream's PCG64 state, with numpy's algorithms inlined
+(:mod:`ldpsim.tasks.streams.rng`); compiled code can call :func:`fill_multipliers` for
+one replicate.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
+from numba import njit
+
+from ldpsim.tasks.streams.rng import next_double, next_uint64, standard_normal
 
 Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
+#: The laws, in the order of their codes in compiled code (:func:`multiplier_code`).
+MULTIPLIERS: tuple[str, ...] = get_args(Multiplier)
 
+_SQRT3 = math.sqrt(3.0)
 _SQRT5 = math.sqrt(5.0)
+# Generator.uniform(low, high) draws low + (high - low) * next_double.
+_UNIFORM_LOW = -_SQRT3
+_UNIFORM_SPAN = _SQRT3 - -_SQRT3
+# Mammen's two-point law: (1 - sqrt5)/2 w.p. (sqrt5 + 1)/(2 sqrt5), else (1 + sqrt5)/2.
+_MAMMEN_P_LOW = (_SQRT5 + 1.0) / (2.0 * _SQRT5)
+_MAMMEN_LOW = (1.0 - _SQRT5) / 2.0
+_MAMMEN_HIGH = (1.0 + _SQRT5) / 2.0
+_M32 = np.uint64(0xFFFFFFFF)
+_U31 = np.uint64(31)
+_U32 = np.uint64(32)
 
 
 def draw_multipliers(kind: Multiplier, size: tuple[int, int], rng: np.random.Generator):
@@ -21,6 +44,129 @@ def draw_multipliers(kind: Multiplier, size: tuple[int, int], rng: np.random.Gen
         return 2.0 * rng.integers(0, 2, size) - 1.0
     if kind == "gaussian":
         return rng.standard_normal(size)
-    # Mammen's two-point law: (1 - sqrt5)/2 w.p. (sqrt5 + 1)/(2 sqrt5), else (1 + sqrt5)/2.
-    low = rng.random(size) < (_SQRT5 + 1.0) / (2.0 * _SQRT5)
-    return np.where(low, (1.0 - _SQRT5) / 2.0, (1.0 + _SQRT5) / 2.0)
+    low = rng.random(size) < _MAMMEN_P_LOW
+    return np.where(low, _MAMMEN_LOW, _MAMMEN_HIGH)
+
+
+def multiplier_code(kind: Multiplier) -> int:
+    """The code of the law ``kind`` in compiled code: its index in :data:`MULTIPLIERS`.
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is not one of :data:`MULTIPLIERS`.
+    """
+    try:
+        return MULTIPLIERS.index(kind)
+    except ValueError:
+        raise ValueError(
+            f"The multiplier law must be one of {', '.join(MULTIPLIERS)}. Got {kind!r}."
+        ) from None
+
+
+@njit(cache=True, nogil=True)
+def fill_multipliers(code, s, out):
+    """Fill ``out`` (1-d, C order) with the multipliers of law ``code`` drawn from the
+    PCG64 state ``s``, as :func:`draw_multipliers` draws ``out.size`` of them from a
+    fresh Generator at that state; returns the advanced state.
+
+    The draws are numpy's, bit for bit: uniform is ``Generator.uniform``'s ``low + (high
+    - low) * next_double``; rademacher is ``2 * integers(0, 2) - 1``, numpy's Lemire
+    sampler on 32-bit draws, which for the range {0, 1} is the top bit of each 32-bit
+    half of a 64-bit word, the low half first (PCG64 keeps the high half for the next
+    draw; its rejection step never rejects for a range of 2); gaussian is the ziggurat
+    of ``standard_normal``; mammen compares ``random()`` with the law's probability.
+
+    Parameters
+    ----------
+    code : int
+        :func:`multiplier_code` of the law.
+    s : tuple of 4 uint64
+        The stream's state (:mod:`ldpsim.tasks.streams.rng`), with no 32-bit half kept
+        (a fresh Generator's, as :func:`ldpsim.tasks.streams.seed_sequence.replicate_states`
+        gives it).
+    out : ndarray of float64, 1-d
+
+    Returns
+    -------
+    tuple of 4 uint64
+        The state after the draws. After an odd number of rademacher draws numpy's
+        Generator would still hold a 32-bit half, which this state does not.
+    """
+    count = out.size
+    if code == 0:
+        for i in range(count):
+            u, s = next_double(s)
+            out[i] = _UNIFORM_LOW + _UNIFORM_SPAN * u
+    elif code == 1:
+        for i in range(0, count - 1, 2):
+            word, s = next_uint64(s)
+            out[i] = 2.0 * np.float64((word & _M32) >> _U31) - 1.0
+            out[i + 1] = 2.0 * np.float64(word >> np.uint64(63)) - 1.0
+        if count % 2:
+            word, s = next_uint64(s)
+            out[count - 1] = 2.0 * np.float64((word & _M32) >> _U31) - 1.0
+    elif code == 2:
+        for i in range(count):
+            z, s = standard_normal(s)
+            out[i] = z
+    else:
+        for i in range(count):
+            u, s = next_double(s)
+            out[i] = _MAMMEN_LOW if u < _MAMMEN_P_LOW else _MAMMEN_HIGH
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _fill_batch(code, states, out):
+    for r in range(states.shape[0]):
+        fill_multipliers(code, (states[r, 0], states[r, 1], states[r, 2], states[r, 3]), out[r])
+
+
+def draw_multipliers_batch(
+    kind: Multiplier, states: np.ndarray, size: tuple[int, ...], out: np.ndarray | None = None
+) -> np.ndarray:
+    """The multipliers of many replicates, each from its own stream, in one compiled call.
+
+    Row r is, bit for bit, ``draw_multipliers(kind, size, rng)`` for ``rng =
+    Generator(PCG64())`` set to ``states[r]``: what a replicate's bb draws from its
+    method stream (:meth:`ldpsim.tasks.grid_point.GridPointSetup.method_states` gives
+    the states of a chunk).
+
+    Parameters
+    ----------
+    kind : {'uniform', 'rademacher', 'gaussian', 'mammen'}
+        The law (:func:`draw_multipliers`).
+    states : ndarray of uint64, shape (R, 4)
+        Each stream's PCG64 state ``(state_hi, state_lo, inc_hi, inc_lo)``, with no
+        32-bit half kept; not changed.
+    size : tuple of int
+        One replicate's shape, e.g. ``(B, n_blocks)``.
+    out : ndarray of float64, shape (R, *size), C-contiguous, optional
+        Where to write them (a chunk's buffer, reused); a new array by default.
+
+    Returns
+    -------
+    ndarray of float64, shape (R, *size)
+        ``out``, filled.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``, ``states`` not (R, 4), or ``out`` of another shape, type
+        or layout.
+    """
+    code = multiplier_code(kind)
+    states = np.ascontiguousarray(states, dtype=np.uint64)
+    if states.ndim != 2 or states.shape[1] != 4:
+        raise ValueError(f"The states must have shape (R, 4). Got {states.shape}.")
+    shape = (states.shape[0], *(int(n) for n in size))
+    if out is None:
+        out = np.empty(shape)
+    elif out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(
+            f"out must be a C-contiguous float64 array of shape {shape}. "
+            f"Got {out.dtype} {out.shape}."
+        )
+    _fill_batch(code, states, out.reshape(shape[0], -1))
+    return out

@@ -11,6 +11,7 @@ from ldpsim.tasks.streams.seed_sequence import (
     assembled_entropy,
     entropy_words,
     pcg64_state,
+    replicate_states,
     uint32_words,
 )
 from ldpsim.tasks.streams.seeding import data_stream_from_words, method_stream_from_words
@@ -52,3 +53,36 @@ def test_a_grid_points_streams_are_the_seeding_modules(rep):
         words = setup.method_words[label]
         expected = method_stream_from_words(setup.spec.seed, setup.path_words, rep, words)
         np.testing.assert_array_equal(generator.random(5), expected.random(5))
+
+
+def test_a_chunks_states_in_one_call_equal_numpy():
+    # Entropy of 0 to 6 values (short ones padded when there is a spawn key), with and
+    # without a spawn key, replicates of one and of two 32-bit words, repeated and out
+    # of order: row i is numpy's PCG64(SeedSequence([*values, reps[i]], spawn_key)).
+    rng = np.random.default_rng(2)
+    reps = np.array([5, 0, 1, 2**32 - 1, 2**32, 2**40 + 7, 5, 2**62 + 9], dtype=np.int64)
+    for trial in range(200):
+        values = [int(v) for v in rng.integers(0, 2**63, size=rng.integers(0, 7))]
+        if trial % 3 == 0:
+            values = [v % 1000 for v in values]
+        spawn_key = [] if trial % 2 else [int(v) for v in rng.integers(0, 2**40, size=3)]
+        got = replicate_states(
+            np.array(entropy_words(values), dtype=np.uint32),
+            reps,
+            np.array(entropy_words(spawn_key), dtype=np.uint32),
+        )
+        assert got.shape == (reps.size, 4) and got.dtype == np.uint64
+        for i, rep in enumerate(reps):
+            want = numpy_state([*values, int(rep)], spawn_key)
+            np.testing.assert_array_equal(got[i], want, err_msg=f"{trial} {rep}")
+
+
+def test_a_grid_points_data_states_in_one_call():
+    spec = {"model": "quantile", "n": 100, "seed": 2**40 + 1, "methods": {"bb": {}}}
+    setup = GridPointSetup.of(spec)
+    reps = [3, 0, 2**32 + 3, 3]
+    states = setup.data_states(reps)
+    for i, rep in enumerate(reps):
+        stream = data_stream_from_words(setup.spec.seed, setup.path_words, rep)
+        np.testing.assert_array_equal(states[i], np.array(state_of(stream), np.uint64))
+    assert setup.data_states([]).shape == (0, 4)

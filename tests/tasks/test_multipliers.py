@@ -1,0 +1,112 @@
+"""bb's multipliers drawn in compiled code for a chunk equal numpy's Generator, bit for bit.
+
+Each replicate's stream is built here by numpy itself (its SeedSequence, PCG64 and
+Generator: :func:`method_stream_from_words`, ``checkpoint_stream``), so neither the
+compiled seeding nor the compiled draws are checked against themselves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.replicate import checkpoint_stream
+from ldpsim.tasks.streams.multipliers import (
+    MULTIPLIERS,
+    draw_multipliers,
+    draw_multipliers_batch,
+    multiplier_code,
+)
+from ldpsim.tasks.streams.rng import state_of
+from ldpsim.tasks.streams.seeding import method_stream_from_words
+
+#: One replicate's shapes: single draws, an odd count (rademacher keeps a 32-bit half
+#: of its last word), bb's (B, n_blocks) at the paper's B, more than two axes, none.
+SIZES = [(1, 1), (1, 2), (3, 5), (500, 7), (2, 3, 3), (0, 4)]
+#: Replicates: the first ones, and words above 2**32 (two entropy words).
+REPS = [*range(120), 2**32 - 1, 2**32, 2**40 + 3]
+SPEC = {
+    "model": "quantile",
+    "n": 3000,
+    "seed": 2**33 + 5,
+    "checkpoints": [100, 1000],
+    "methods": {"bb": {"B": 50}, "bb_gauss": {"method": "bb", "multiplier": "gaussian"}},
+}
+
+
+@pytest.fixture(scope="module")
+def setup() -> GridPointSetup:
+    return GridPointSetup.of(SPEC)
+
+
+def numpy_stream(setup: GridPointSetup, label: str, rep: int, point: int | None):
+    """Replicate ``rep``'s stream of ``label`` (at a checkpoint ``point``), numpy's own."""
+    words = setup.method_words[label]
+    rng = method_stream_from_words(setup.spec.seed, setup.path_words, rep, words)
+    return rng if point is None else checkpoint_stream(rng, point)
+
+
+@pytest.mark.parametrize("point", [None, 100, 1000, 3000])
+def test_method_states_are_numpys_streams(setup, point):
+    for label in setup.method_words:
+        states = setup.method_states(label, REPS, point)
+        assert states.shape == (len(REPS), 4) and states.dtype == np.uint64
+        # The point n is the method's own stream (a replicate uses it at n).
+        own = None if point == setup.spec.n else point
+        for i, rep in enumerate(REPS):
+            want = np.array(state_of(numpy_stream(setup, label, rep, own)), dtype=np.uint64)
+            np.testing.assert_array_equal(states[i], want, err_msg=f"{label} {rep} {point}")
+
+
+@pytest.mark.parametrize("kind", MULTIPLIERS)
+def test_every_law_and_size_equals_numpy(setup, kind):
+    for point in (None, 1000):
+        states = setup.method_states("bb", REPS, point)
+        for size in SIZES:
+            got = draw_multipliers_batch(kind, states, size)
+            assert got.shape == (len(REPS), *size) and got.dtype == np.float64
+            for i, rep in enumerate(REPS):
+                want = draw_multipliers(kind, size, numpy_stream(setup, "bb", rep, point))
+                assert got[i].tobytes() == want.tobytes(), (kind, size, rep, point)
+
+
+def test_the_draws_take_every_value_and_path():
+    # The comparisons above mean something only if the draws reach every branch:
+    # rademacher both signs from both 32-bit halves, mammen both points, gaussian the
+    # ziggurat's slow path (about 1% of draws, the tail beyond r = 3.654 with P =
+    # 2.6e-4: at 2e5 draws expected 52, sd 7; 20 is far below).
+    states = np.array(
+        [state_of(np.random.Generator(np.random.PCG64(seed))) for seed in range(4)],
+        dtype=np.uint64,
+    )
+    rademacher = draw_multipliers_batch("rademacher", states, (50_000,))
+    for half in (rademacher[:, 0::2], rademacher[:, 1::2]):
+        assert set(np.unique(half)) == {-1.0, 1.0}
+    assert len(np.unique(draw_multipliers_batch("mammen", states, (1000,)))) == 2
+    gaussian = draw_multipliers_batch("gaussian", states, (50_000,))
+    assert np.sum(np.abs(gaussian) > 3.6541528853610088) >= 20
+    for i in range(4):
+        numpy_draws = np.random.Generator(np.random.PCG64(i)).standard_normal(50_000)
+        assert gaussian[i].tobytes() == numpy_draws.tobytes()
+
+
+def test_out_is_filled_and_states_are_left_as_they_were(setup):
+    states = setup.method_states("bb", range(5))
+    before = states.copy()
+    out = np.full((5, 4, 3), np.nan)
+    assert draw_multipliers_batch("uniform", states, (4, 3), out=out) is out
+    np.testing.assert_array_equal(states, before)
+    np.testing.assert_array_equal(out, draw_multipliers_batch("uniform", states, (4, 3)))
+
+
+def test_bad_arguments_say_what_is_allowed(setup):
+    states = setup.method_states("bb", range(2))
+    with pytest.raises(ValueError, match="one of uniform, rademacher, gaussian, mammen"):
+        multiplier_code("normal")
+    with pytest.raises(ValueError, match=r"shape \(R, 4\)"):
+        draw_multipliers_batch("uniform", states[:, :3], (2, 2))
+    with pytest.raises(ValueError, match=r"float64 array of shape \(2, 2, 2\)"):
+        draw_multipliers_batch("uniform", states, (2, 2), out=np.empty((2, 2, 3)))
+    with pytest.raises(KeyError):
+        setup.method_states("no-such-method", [0])
