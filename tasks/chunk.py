@@ -5,6 +5,7 @@ path (``intervals_batch``), and replicate by replicate where it has not."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import traceback
 import warnings
@@ -70,21 +71,38 @@ class ChunkStreams(Sequence):
     """One random method's streams for replicates of a chunk, at one point: item i is
     replicate ``rows[i]``'s stream at its start (at a checkpoint below n, its child,
     :func:`checkpoint_stream`). Each item is made when asked for; a slice is the same
-    for those rows."""
+    for those rows.
+
+    ``states_of(rows, point)``, where given, returns the PCG64 states (uint64, (R, 4))
+    at which those streams start, all in one compiled call
+    (:meth:`ldpsim.tasks.grid_point.GridPointSetup.method_states`): :meth:`states`, which
+    a built-in method drawing from every stream of a chunk at once uses instead of the
+    Generators (bb's multipliers, :func:`ldpsim.tasks.intervals.bootstrap.chunk_multipliers`).
+    """
 
     def __init__(
-        self, stream_of: Callable[[int], np.random.Generator], rows: np.ndarray, point: int | None
+        self,
+        stream_of: Callable[[int], np.random.Generator],
+        rows: np.ndarray,
+        point: int | None,
+        states_of: Callable[[np.ndarray, int | None], np.ndarray] | None = None,
     ) -> None:
         self.stream_of, self.rows, self.point = stream_of, rows, point
+        self.states_of = states_of
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return ChunkStreams(self.stream_of, self.rows[index], self.point)
+            return ChunkStreams(self.stream_of, self.rows[index], self.point, self.states_of)
         rng = self.stream_of(int(self.rows[index]))
         return rng if self.point is None else checkpoint_stream(rng, self.point)
+
+    def states(self) -> np.ndarray | None:
+        """The streams' start states (uint64, (R, 4)), or None where they are only
+        available as Generators."""
+        return None if self.states_of is None else self.states_of(self.rows, self.point)
 
 
 def chosen_methods(
@@ -123,6 +141,11 @@ def run_chains(
 ) -> tuple[tuple[np.ndarray, ...], dict[int, tuple[BaseException, str]]]:
     """Every chain of replicates ``reps`` of ``setup``'s grid point (CPU backend).
 
+    All chains run in one compiled call that also seeds them
+    (:meth:`ldpsim.tasks.grid_point.GridPointSetup.run_chains`). Where that call raises
+    (a model's or mechanism's callback can), the chains run again one by one, so that
+    only the replicates whose chain raises fail.
+
     Returns
     -------
     (outputs, errors)
@@ -131,11 +154,16 @@ def run_chains(
         ``reps[i]`` from its data stream's start), and the exception and traceback of
         each row whose chain raised (its outputs NaN).
     """
+    try:
+        return setup.run_chains(reps), {}
+    except Exception:  # a chain raised: find which, row by row, below
+        pass
     outputs = empty_outputs(setup, len(reps))
     errors: dict[int, tuple[BaseException, str]] = {}
-    for i, rep in enumerate(reps):
+    states = setup.data_states(reps)  # every data stream's start, in one compiled call
+    for i in range(len(reps)):
         try:
-            row = setup.run_kernel(setup.cuts, setup.data_state(rep))
+            row = setup.run_kernel(setup.cuts, states[i])
         except Exception as exc:  # that replicate alone fails
             errors[i] = (exc, traceback.format_exc())
             continue
@@ -229,6 +257,11 @@ def compute_chunk(
     def stream_of(label: str, i: int) -> np.random.Generator:
         return setup.method_streams(reps[i])[label]
 
+    rep_array = np.asarray(reps, dtype=np.int64)
+
+    def states_of(label: str, rows: np.ndarray, point: int | None) -> np.ndarray:
+        return setup.method_states(label, rep_array[rows], point)
+
     out = compute_rows(
         setup,
         raw,
@@ -238,6 +271,7 @@ def compute_chunk(
         stream_of=stream_of,
         stream_labels=setup.method_words,
         chain_errors=chain_errors,
+        states_of=states_of,
     )
     out["errors"] = {reps[i]: record for i, record in out["errors"].items()}
     out["methods"] = list(chosen)
@@ -304,6 +338,7 @@ def compute_rows(
     stream_of: Callable[[str, int], np.random.Generator | None],
     stream_labels: Collection[str],
     chain_errors: Mapping[int, tuple[BaseException, str]] | None = None,
+    states_of: Callable[[str, np.ndarray, int | None], np.ndarray] | None = None,
     per_replicate: Collection[str] = (),
     raise_failures: bool = False,
     raise_replicate_failures: bool = False,
@@ -324,6 +359,10 @@ def compute_rows(
         The labels that have a stream.
     chain_errors : mapping row -> (exception, traceback)
         Rows whose chain raised.
+    states_of : callable (label, rows, point) -> ndarray, optional
+        The start states (uint64, (R, 4)) of those rows' streams of a random method at
+        a point (None: n), in one call (:class:`ChunkStreams`); without it the batched
+        methods draw from the Generators of ``stream_of``.
     per_replicate : collection of str
         Labels computed replicate by replicate even where they have a batched path.
     raise_failures : bool
@@ -388,7 +427,10 @@ def compute_rows(
     def streams(label: str, point: int, rows: np.ndarray) -> ChunkStreams | None:
         if label not in stream_labels:
             return None
-        return ChunkStreams(lambda i: stream_of(label, i), rows, None if point == rs.n else point)
+        by_states = None if states_of is None else functools.partial(states_of, label)
+        return ChunkStreams(
+            lambda i: stream_of(label, i), rows, None if point == rs.n else point, by_states
+        )
 
     warm_up = 0.0
     cold = setup.cold_methods  # empty after a set-up's first replicates: nothing to do

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ldpsim.tasks import plugins
-from ldpsim.tasks.kernel.sgd import compile_kernel
+from ldpsim.tasks.kernel.sgd import compile_kernel, run_one
 from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
 from ldpsim.tasks.stats import StreamingStats
 from ldpsim.tasks.streams.seed_sequence import (
@@ -114,7 +114,43 @@ class GridPointSetup:
 
     def run_kernel(self, cuts: np.ndarray, state: np.ndarray) -> tuple:
         """The compiled kernel on ``cuts`` from the PCG64 ``state`` (advanced in place)."""
-        return self.kernel(*self.kernel_args, int(self.spec.batch), cuts, state)
+        return run_one(self.kernel, *self.kernel_args, int(self.spec.batch), cuts, state)
+
+    def run_chains(self, reps) -> tuple[np.ndarray, ...]:
+        """Replicates ``reps``' LDP-SGD runs, seeded and run in one compiled call.
+
+        Each replicate's data stream is seeded in compiled code from the grid point's
+        seed words (the state :meth:`data_state` gives) and its chain run by the
+        kernel's own loop, with no Python per replicate.
+
+        Parameters
+        ----------
+        reps : sequence of int
+            Replicates, >= 0, in any order (repeats allowed).
+
+        Returns
+        -------
+        tuple of ndarray
+            The kernel's outputs stacked along a first axis of replicates: ``theta``
+            (R, d), ``seg_dev``, ``seg_shift``, ``snap_t``, ``snap_b`` (R, K, d),
+            ``snap_a`` (R, K, d, d or 1) and ``snap_theta`` (R, K, d), K =
+            ``len(cuts)``. Row i of each is, bit for bit, what :meth:`run_kernel`
+            returns on ``cuts`` from :meth:`data_state` ``(reps[i])`` (:func:`gpu_row`
+            takes it out). On the GPU backend: :meth:`run_gpu`, the same layout.
+
+        Notes
+        -----
+        Memory: R times one replicate's outputs, which a caller bounds by the size of
+        its chunks (``snap_a`` holds K d^2 numbers a replicate where a method needs all
+        of A).
+        """
+        if self.spec.backend == "gpu":
+            return self.run_gpu(list(reps))
+        reps = np.ascontiguousarray(reps, dtype=np.int64)
+        states = np.empty((reps.size, 4), dtype=np.uint64)  # where each chain ends: unused
+        return self.kernel(
+            *self.kernel_args, int(self.spec.batch), self.cuts, self.prefix, reps, states
+        )
 
     def run_gpu(
         self, reps: Sequence[int] | np.ndarray, times: Any = None

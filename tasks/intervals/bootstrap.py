@@ -16,7 +16,11 @@ from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.critical_values import student_t_quantile
 from ldpsim.tasks.quantiles import column_quantiles, linear_positions
 from ldpsim.tasks.stats import StackedStats, StreamingStats, floor_power, sum_rows_as_numpy
-from ldpsim.tasks.streams.multipliers import Multiplier, draw_multipliers
+from ldpsim.tasks.streams.multipliers import (
+    Multiplier,
+    draw_multipliers,
+    draw_multipliers_batch,
+)
 from ldpsim.tasks.validation import check_choice, check_float, check_int
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
@@ -264,8 +268,16 @@ def chunk_multipliers(
     :func:`ldpsim.tasks.streams.multipliers.draw_multipliers` draws from ``rngs[i]``,
     replicate i's own stream (advanced as by that draw).
 
-    The one place bb's multipliers are drawn: numpy's Generator per replicate.
+    The one place bb's multipliers are drawn: all of them in one compiled call where
+    ``rngs`` can give its streams' states (:class:`ldpsim.tasks.chunk.ChunkStreams`:
+    :func:`ldpsim.tasks.streams.multipliers.draw_multipliers_batch`, the same numbers,
+    streams left where they were, as nothing draws from them after bb), else numpy's
+    Generator per replicate.
     """
+    states = getattr(rngs, "states", None)
+    batch = states() if callable(states) else None
+    if batch is not None:
+        return draw_multipliers_batch(kind, batch, size)
     out = np.empty((len(rngs), *size))
     for i in range(len(rngs)):
         out[i] = draw_multipliers(kind, size, rngs[i])

@@ -16,8 +16,9 @@ from ldpsim.tasks.kernel.compile_errors import KernelCompileError, kernel_compil
 pin_template(sgd_loop)
 
 _VECTOR = types.Array(types.float64, 1, "C")
-#: The one signature every kernel is called with (:meth:`GridPointSetup.run_kernel`,
-#: :func:`ldp_sgd`): model_params, mech_params, theta0, c, gamma, batch, cuts, st.
+#: The one signature every kernel is called with (:func:`run_one`,
+#: :meth:`GridPointSetup.run_chains`): model_params, mech_params, theta0, c, gamma,
+#: batch, cuts, prefix, reps, states (see :func:`compile_kernel`).
 KERNEL_SIGNATURE = (
     _VECTOR,
     _VECTOR,
@@ -26,8 +27,12 @@ KERNEL_SIGNATURE = (
     types.float64,
     types.int64,
     types.Array(types.int64, 1, "C"),
-    types.Array(types.uint64, 1, "C"),
+    types.Array(types.uint32, 1, "C"),
+    types.Array(types.int64, 1, "C"),
+    types.Array(types.uint64, 2, "C"),
 )
+_NO_WORDS = np.empty(0, dtype=np.uint32)
+_NO_REPS = np.empty(0, dtype=np.int64)
 #: Kernels that failed to compile in this process, keyed like :func:`compile_kernel`:
 #: a failure is compiled once per process and then raised again from here.
 _failures: dict[tuple, KernelCompileError] = {}
@@ -79,7 +84,17 @@ def compile_kernel(
     callbacks inlined and d a constant. ``project`` is the model's projection of each
     new iterate's coordinate onto its parameter space (``Model.project``; the default
     changes nothing). ``full_matrix`` False keeps only the diagonal of A (see
-    :func:`ldp_sgd`). Call it through :func:`ldp_sgd`.
+    :func:`ldp_sgd`).
+
+    The compiled function runs a batch of chains: ``kernel(model_params, mech_params,
+    theta0, c, gamma, batch, cuts, prefix, reps, states)`` runs one chain per row of
+    ``states`` (R, 4), each seeded first from the words ``prefix`` and its replicate
+    ``reps[r]`` (a replicate's data stream, seeded in compiled code), or with ``reps``
+    empty from ``states`` as given; each row is advanced in place. It returns the
+    outputs :func:`ldp_sgd` describes, each with a first axis of R chains; a chain's
+    numbers do not depend on the others'. One chain: :func:`run_one`, or
+    :func:`ldp_sgd`; a grid point's replicates:
+    :meth:`ldpsim.tasks.grid_point.GridPointSetup.run_chains`.
 
     The compiled loop is cached on disk (:mod:`ldpsim.tasks.kernel.cache`), keyed by
     the source of every module it calls into: the first process compiles it (3 to 20
@@ -112,6 +127,22 @@ def compile_kernel(
         _failures[key] = failure
         raise failure.with_traceback(None) from None
     return kernel
+
+
+def run_one(
+    kernel, model_params, mech_params, theta0, c, gamma, batch, cuts, st
+) -> tuple[np.ndarray, ...]:
+    """One chain of the compiled ``kernel`` (:func:`compile_kernel`) from the PCG64 state
+    ``st`` (uint64, (4,), advanced in place): its outputs as :func:`ldp_sgd` returns them.
+
+    The arguments are :func:`ldp_sgd`'s, converted already (float64 and int64 arrays,
+    Python floats and int).
+    """
+    outputs = kernel(
+        model_params, mech_params, theta0, c, gamma, batch, cuts, _NO_WORDS, _NO_REPS,
+        st.reshape(1, 4),
+    )  # fmt: skip
+    return tuple(output[0] for output in outputs)
 
 
 def ldp_sgd(
@@ -215,7 +246,8 @@ def ldp_sgd(
         project,
         full_matrix,
     )
-    return kernel(
+    return run_one(
+        kernel,
         model_params,
         mech_params,
         theta0,

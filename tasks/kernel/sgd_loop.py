@@ -7,6 +7,15 @@ vectors and ``full_matrix`` (whether A = sum_r T_r T_r' is kept in full or only 
 diagonal), into a module of its own (:mod:`ldpsim.tasks.kernel.cache`), where numba can
 cache the compiled loop on disk. Its placeholder :func:`kernel` is never called.
 
+The compiled :func:`kernel` runs a batch of chains, one after another: a grid point's
+chunk of replicates, each seeded in the same call from the seed's words and its
+replicate (numpy's SeedSequence -> PCG64, :mod:`ldpsim.tasks.streams.seed_sequence`),
+or a single chain from a given state (:func:`ldpsim.tasks.kernel.sgd.run_one`). Each
+chain is :func:`one_chain`, the loop of one run on working arrays of its own (fresh
+arrays: the compiler knows they alias nothing, which keeps the d = 1 loop in
+registers), copied into the batch's outputs when it ends; its numbers do not depend on
+the batch.
+
 The model's ``project`` callback maps each coordinate of the new iterate onto the
 parameter space (a positivity floor on a scale); for every model without constraints
 it is :func:`ldpsim.tasks.kernel.sgd.no_projection`, which returns its argument and
@@ -33,6 +42,7 @@ from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from ldpsim.tasks.kernel.pointers import address, keep_alive
 from ldpsim.tasks.kernel.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
+from ldpsim.tasks.streams.seed_sequence import replicate_entropy, state_of_entropy
 
 # <bindings> The generated module replaces these lines (ldpsim.tasks.kernel.cache).
 sample_gradient = privatize = project = None
@@ -46,8 +56,67 @@ cache_to_disk = False
 # results, heartbeats and task-finished messages of the worker wait for the task.
 # error_model: no zero-division checks in the loop (none can occur).
 @njit(error_model="numpy", nogil=True, cache=cache_to_disk)
-def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
-    """One LDP-SGD run: the arguments and results of :func:`ldpsim.tasks.kernel.sgd.ldp_sgd`."""
+def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, reps, states):
+    """LDP-SGD runs, one per row of ``states``: the batched form of
+    :func:`ldpsim.tasks.kernel.sgd.ldp_sgd` (one run is a batch of one).
+
+    Parameters
+    ----------
+    model_params, mech_params, theta0, c, gamma, batch, cuts
+        As :func:`ldpsim.tasks.kernel.sgd.ldp_sgd`'s, shared by every run.
+    prefix : ndarray of uint32
+        The words of the seed sequence's values before the replicate's (the seed's and
+        the path key's), when ``reps`` is not empty.
+    reps : ndarray of int64
+        Replicates whose data streams the runs use, R of them: row r of ``states`` is
+        first set to the start of ``PCG64(SeedSequence([*values, reps[r]]))``, seeded
+        here (:func:`ldpsim.tasks.streams.seed_sequence.replicate_states`). Empty: the
+        runs start from ``states`` as given.
+    states : ndarray of uint64, shape (R, 4)
+        PCG64 states; each is advanced in place to where its run leaves it.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``theta`` (R, d), ``seg_dev``, ``seg_shift``, ``snap_t``, ``snap_b`` (R, K, d),
+        ``snap_a`` (R, K, d, d or 1) and ``snap_theta`` (R, K, d): row r is run r's
+        outputs, as :func:`ldpsim.tasks.kernel.sgd.ldp_sgd` describes them. A run's
+        numbers do not depend on the other runs of the call.
+    """
+    n_chains = states.shape[0]
+    n_cuts = cuts.shape[0]
+    a_cols = d if full_matrix else 1
+    theta = np.empty((n_chains, d))
+    seg_dev = np.empty((n_chains, n_cuts, d))
+    seg_shift = np.empty((n_chains, n_cuts, d))
+    snap_t = np.empty((n_chains, n_cuts, d))
+    snap_b = np.empty((n_chains, n_cuts, d))
+    snap_a = np.empty((n_chains, n_cuts, d, a_cols))
+    snap_theta = np.empty((n_chains, n_cuts, d))
+    if reps.size:  # seeded first, in a loop of its own
+        no_spawn_key = np.empty(0, dtype=np.uint32)
+        words = np.empty(prefix.size + 2, dtype=np.uint32)
+        for r in range(n_chains):
+            n_words = replicate_entropy(prefix, reps[r], no_spawn_key, words)
+            states[r, 0], states[r, 1], states[r, 2], states[r, 3] = state_of_entropy(
+                words, n_words
+            )
+    for r in range(n_chains):
+        outputs = one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, states[r])
+        theta[r] = outputs[0]
+        seg_dev[r] = outputs[1]
+        seg_shift[r] = outputs[2]
+        snap_t[r] = outputs[3]
+        snap_b[r] = outputs[4]
+        snap_a[r] = outputs[5]
+        snap_theta[r] = outputs[6]
+    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
+
+
+@njit(error_model="numpy", nogil=True, cache=cache_to_disk)
+def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
+    """One LDP-SGD run from the PCG64 state ``st`` (uint64, (4,), advanced in place):
+    the arguments and results of :func:`ldpsim.tasks.kernel.sgd.ldp_sgd`."""
     n_cuts = cuts.shape[0]
     theta = theta0.copy()
     g = np.empty(d)
