@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import synthetic as syn
 import xarray as xr
@@ -16,6 +17,7 @@ from ldpsim.pipeline.report.plots import (
     _errors_figure,
     _sparsity_figure,
     plot_store,
+    store_figures,
 )
 from ldpsim.pipeline.summary.summary import summarize
 
@@ -42,16 +44,26 @@ def test_plots_of_a_store_path_with_n_axis(tmp_path):
     check_files(files, out, ["coverage", "length", "diagnostics"])
 
 
+def drawn_kinds(ds: xr.Dataset) -> list[str]:
+    """The figures :func:`plot_store` would write for ``ds``, made but not drawn (drawing
+    and saving them is most of its time: about 1.5 s a file on a slow core)."""
+    figures = store_figures(ds)
+    for fig in figures.values():
+        plt.close(fig)
+    return list(figures)
+
+
 def test_plots_of_a_checkpoint_store(tmp_path):
-    # One replicate: no sd, so no diagnostics figure (it would be empty).
-    files = plot_store(syn.checkpoint_store(), tmp_path)
-    check_files(files, tmp_path, ["coverage", "length", "running", "errors"])
     files = plot_store(syn.checkpoint_store(reps=3), tmp_path / "three")
     stems = ["coverage", "length", "running", "diagnostics", "errors"]
     check_files(files, tmp_path / "three", stems)
-    # A store of an older ldpsim, without last iterates: the average's errors alone.
-    files = plot_store(syn.checkpoint_store(reps=3).drop_vars("last"), tmp_path / "old")
-    check_files(files, tmp_path / "old", stems)
+    # One replicate: no sd, so no diagnostics figure (it would be empty).
+    assert sorted(drawn_kinds(syn.checkpoint_store())) == sorted(
+        ["coverage", "length", "running", "errors"]
+    )
+    # A store of an older ldpsim, without last iterates: the average's errors alone
+    # (test_errors_figure_draws_both_mean_squared_errors), the same figures.
+    assert sorted(drawn_kinds(syn.checkpoint_store(reps=3).drop_vars("last"))) == sorted(stems)
 
 
 def test_errors_figure_draws_both_mean_squared_errors():
@@ -77,29 +89,33 @@ def test_errors_panels_per_grid_point(tmp_path):
     assert [ax.get_title() for ax in fig.axes] == ["eps=0.5", "eps=1"]
 
 
-def png_size(path: Path) -> tuple[int, int]:
-    """Width and height in pixels, from the PNG header's IHDR chunk."""
-    header = path.read_bytes()[16:24]
-    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
-
-
-def test_diagnostics_panels_wrap(tmp_path):
+def test_diagnostics_panels_wrap():
     # d = 1, 2 tau x 4 eps = 8 grid points: MAX_PANEL_COLUMNS side by side, the rest on
     # further rows; each grid point has a bias/sd panel above a variance-ratio panel.
+    # Sizes in pixels at plot_store's dpi, from the figures' sizes (saved without a
+    # tight bounding box, a PNG is the figure's size times the dpi: test_plots_of_a_
+    # store_path_with_n_axis saves them).
     store = syn.grid_store().isel(coord=[0]).expand_dims(eps=[0.5, 1.0, 2.0, 4.0])
-    plot_store(store, tmp_path)
-    width, height = png_size(tmp_path / "diagnostics.png")
+    figures = store_figures(store)
     dpi, (panel_w, panel_h) = 150, PANEL_SIZE
+
+    def pixels(stem: str) -> tuple[int, int]:
+        width, height = figures[stem].get_size_inches() * dpi
+        return round(width), round(height)
+
     rows = -(-8 // MAX_PANEL_COLUMNS)
     assert rows > 1
+    width, height = pixels("diagnostics")
     assert width == round(dpi * (panel_w * MAX_PANEL_COLUMNS + 2.0))
     assert height == round(dpi * (panel_h * 2 * rows + 0.6))
     # The coverage and length figures wrap the same way: one panel per grid point (one
     # coordinate).
     for stem in ("coverage", "length"):
-        width, height = png_size(tmp_path / f"{stem}.png")
+        width, height = pixels(stem)
         assert width == round(dpi * (panel_w * MAX_PANEL_COLUMNS + 2.0)), stem
         assert height == round(dpi * (panel_h * rows + 0.6)), stem
+    for fig in figures.values():
+        plt.close(fig)
 
 
 def test_bar_plots_without_n_axis(tmp_path):
@@ -117,8 +133,8 @@ def test_privacy_figures_for_a_store_with_eps_n_and_the_floor(tmp_path):
     stems = ["coverage", "length", "diagnostics", "privacy-length", "privacy-coverage"]
     check_files(files, tmp_path, stems)
     # Without the floor, no such figures.
-    files = plot_store(syn.grid_store().rename({"tau": "eps"}), tmp_path / "plain")
-    check_files(files, tmp_path / "plain", ["coverage", "length", "diagnostics"])
+    plain = drawn_kinds(syn.grid_store().rename({"tau": "eps"}))
+    assert sorted(plain) == ["coverage", "diagnostics", "length"]
 
 
 def sparse_store() -> xr.Dataset:
@@ -163,13 +179,12 @@ def sparse_store() -> xr.Dataset:
     return ds
 
 
-def test_sparsity_figure(tmp_path):
+def test_sparsity_figure():
     # One row per d, columns length / marginal / joint coverage against s; a line per
     # method and calibration (the case parameter that varies besides d and s), with the
     # values of the summary.
     store = sparse_store()
-    files = plot_store(store, tmp_path)
-    check_files(files, tmp_path, ["coverage", "length", "sparsity"])
+    assert sorted(drawn_kinds(store)) == ["coverage", "length", "sparsity"]
     summary = summarize(store)
     fig = _sparsity_figure(summary)
     axes = np.array(fig.axes).reshape(2, 3)
