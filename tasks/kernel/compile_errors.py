@@ -125,6 +125,10 @@ def blame(filename: str | None, callbacks: Mapping[str, object]) -> str | None:
     return near[0] if len(near) == 1 else None
 
 
+#: numba's "During: typing of ... at FILE (LINE)" lines of a compile error.
+TYPING_AT = re.compile(r"^During: typing of .* at (.+) \((\d+)\)$", re.MULTILINE)
+
+
 def kernel_compile_error(
     exc: BaseException, callbacks: Mapping[str, object], d: int
 ) -> KernelCompileError:
@@ -144,6 +148,18 @@ def kernel_compile_error(
     filename = getattr(loc, "filename", None)
     line = getattr(loc, "line", None)
     reason = short_reason(detail)
+    if _is_ldpsim(filename):
+        # numba names the outermost call (the batched kernel calling one chain's loop);
+        # its "During: typing of ... at FILE (LINE)" lines, innermost first, name the
+        # callback's own line.
+        filename, line = next(
+            (
+                (found, int(number))
+                for found, number in TYPING_AT.findall(detail)
+                if not _is_ldpsim(found)
+            ),
+            (filename, line),
+        )
     role = None if _is_ldpsim(filename) else blame(filename, callbacks)
     if _is_ldpsim(filename):
         # numba stopped in ldpsim's own code, the kernel or tasks.rng (e.g. a callback
