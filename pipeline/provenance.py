@@ -4,20 +4,6 @@
 Its names stay importable from here for one release (ldpsim 0.3; docs/changelog.md).
 """
 
-from __future__ import annotations
+from ldpsim.pipeline.moved import moved_names
 
-import importlib
-import warnings
-from typing import Any
-
-NEW = "ldpsim.pipeline.store.provenance"
-
-
-def __getattr__(name: str) -> Any:
-    value = getattr(importlib.import_module(NEW), name)
-    warnings.warn(
-        f"ldpsim.pipeline.provenance moved to {NEW}; the old path works in ldpsim 0.3 only.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return value
+__getattr__ = moved_names("ldpsim.pipeline.provenance", "ldpsim.pipeline.store.provenance")

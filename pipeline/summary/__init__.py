@@ -9,28 +9,8 @@ It may import the compute and store layers, the bottom layer and ``ldpsim.tasks`
 report.
 """
 
-from __future__ import annotations
+from ldpsim.pipeline.moved import moved_names
 
-import importlib
-import importlib.util
-import warnings
-from typing import Any
-
-
-def __getattr__(name: str) -> Any:
-    # ``ldpsim.pipeline.summary`` was a module before its layer became a folder: its public
-    # names stay importable from here for one release (docs/changelog.md).
-    if name.startswith("__") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        raise AttributeError(name)  # a submodule not imported yet: the import system's
-    module = importlib.import_module("ldpsim.pipeline.summary.summary")
-    try:
-        value = getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    warnings.warn(
-        f"ldpsim.pipeline.summary.{name} moved to ldpsim.pipeline.summary.summary.{name}; the old "
-        "path works in ldpsim 0.3 only.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return value
+# ``ldpsim.pipeline.summary`` was a module before its layer became a folder: its public
+# names stay importable from here for one release (docs/changelog.md).
+__getattr__ = moved_names("ldpsim.pipeline.summary", "ldpsim.pipeline.summary.summary")
