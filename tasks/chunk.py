@@ -175,21 +175,8 @@ def run_chains(
 def stacked_stats(setup: GridPointSetup, outputs: tuple[np.ndarray, ...]) -> StackedStats:
     """The statistics of a chunk from its stacked kernel outputs (:func:`run_chains`, or
     the GPU backend's launch): :meth:`GridPointSetup.stats` of every replicate at once."""
-    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = (
-        np.ascontiguousarray(output, dtype=np.float64) for output in outputs
-    )
-    return StackedStats(
-        n=setup.spec.n,
-        cuts=setup.cuts,
-        seg_dev=seg_dev,
-        seg_shift=seg_shift,
-        snap_t=snap_t,
-        snap_b=snap_b,
-        snap_a=snap_a,
-        snap_theta=snap_theta,
-        gamma=setup.spec.gamma,
-        asymptotic_cov=setup.asymptotic_cov,
-    )
+    contiguous = tuple(np.ascontiguousarray(output, dtype=np.float64) for output in outputs)
+    return StackedStats(**setup.stats_fields(contiguous))
 
 
 def compute_chunk(

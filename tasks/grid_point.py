@@ -211,8 +211,14 @@ class GridPointSetup:
 
     def stats(self, raw: tuple) -> StreamingStats:
         """The streaming statistics of the kernel's output ``raw`` (:meth:`run_kernel`)."""
+        return StreamingStats(**self.stats_fields(raw))
+
+    def stats_fields(self, raw: tuple) -> dict[str, Any]:
+        """The fields of the statistics of the kernel's outputs ``raw``, one replicate's
+        (:class:`StreamingStats`) or stacked over replicates
+        (:class:`ldpsim.tasks.stats.StackedStats`)."""
         _, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta = raw
-        return StreamingStats(
+        return dict(
             n=self.spec.n,
             cuts=self.cuts,
             seg_dev=seg_dev,
