@@ -626,7 +626,8 @@ def run_report(
             "tcp://HOST:8786; got an empty string. Leave it out to run on a local cluster."
         )
     # Everything about the cluster is checked here; connecting comes before any write.
-    kind = load_cluster_config(cluster)["kind"] if cluster else None
+    config = load_cluster_config(cluster) if cluster else None
+    kind = config["kind"] if config else None
     if client is None and scheduler is None and kind is None:
         kind = "local"
     if (jobs or adapt) and kind in (None, "local", "local-gpu"):
@@ -642,6 +643,17 @@ def run_report(
         raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
     if cluster:
         check_options(kind, options, "--cluster-option")
+    if kind == "local" and not Path(path).exists():
+        # The workers' forkserver imports on another core while the checks below and the
+        # store's inspection run (a second of imports on a 2-core machine).
+        from ldpsim.pipeline.compute.worker_start import (
+            WORKER_START_OPTION,
+            start_server_early,
+        )
+
+        # Without --cluster, cluster/local.yaml's default: the forkserver.
+        chosen = {**config["options"], **options} if config else {}
+        start_server_early((chosen.get(WORKER_START_OPTION) or "forkserver") == "forkserver")
     check_plugin_callbacks(sweep)
     check_batched_methods(sweep)
     for message in sweep.check_theory():

@@ -375,7 +375,18 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args) -> int:
     from ldpsim.pipeline import api
     from ldpsim.pipeline.compute.clusters import parse_cluster_options
+    from ldpsim.pipeline.compute.worker_start import WORKER_START_OPTION, start_server_early
 
+    options = parse_cluster_options(args.cluster_option)
+    if (
+        args.store is not None
+        and not Path(args.store).exists()
+        and args.scheduler is None
+        and args.cluster in (None, "local")
+    ):
+        # A new store on the local cluster: its workers' forkserver imports on another
+        # core while this process imports and checks the sweep.
+        start_server_early(options.get(WORKER_START_OPTION, "forkserver") == "forkserver")
     sweep = api.load_sweep(args.sweep, set=args.set, replicates=args.replicates)
     # The report alone: opening the store for a Dataset would cost a second here.
     report = api.run_report(
@@ -387,7 +398,7 @@ def cmd_run(args) -> int:
         cluster=args.cluster,
         jobs=args.jobs,
         adapt=args.adapt,
-        cluster_options=parse_cluster_options(args.cluster_option),
+        cluster_options=options,
         start_timeout=args.start_timeout,
         allow_long=args.yes,
         max_failures=args.max_failures,

@@ -16,15 +16,12 @@ import numpy as np
 
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.reading import read_attrs, read_sweep
+from ldpsim.pipeline.store.streams_record import running_fingerprint
 from ldpsim.pipeline.sweep import Sweep, adopt_recorded_choices
 from ldpsim.tasks.intervals.batch_means import BatchMeans
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
 from ldpsim.tasks.spec import build_methods, build_unit, find_unit
-from ldpsim.tasks.streams.seeding import (
-    STREAMS_VERSION,
-    streams_changed_since,
-    streams_fingerprint,
-)
+from ldpsim.tasks.streams.seeding import STREAMS_VERSION, streams_changed_since
 
 #: The release from which a new store records the choices of
 #: :func:`~ldpsim.pipeline.sweep.recommended_choices` (issue 24); before it, a method
@@ -266,7 +263,7 @@ def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
         for method in point.normalized.methods.values()
         if isinstance(method, BlockBootstrap)
     }
-    running = streams_fingerprint()
+    running = running_fingerprint()
     differ = sorted(
         part for part in used if part in recorded and recorded[part] != running.get(part)
     )

@@ -306,7 +306,8 @@ def template(
 
     from ldpsim.pipeline.store.code_identity import UNITS_ATTR, sweep_units
     from ldpsim.pipeline.store.digests import DIGESTS_ATTR, DIGESTS_VERSION
-    from ldpsim.tasks.streams.seeding import STREAMS_VERSION, streams_fingerprint
+    from ldpsim.pipeline.store.streams_record import running_fingerprint
+    from ldpsim.tasks.streams.seeding import STREAMS_VERSION
 
     g_dims, g_shape = tuple(layout.axes), layout.grid_shape
     r, m = layout.replicates, len(layout.methods)
@@ -421,7 +422,7 @@ def template(
         ),
         versions=json.dumps(library_versions(), sort_keys=True),
         streams_version=STREAMS_VERSION,
-        streams_fingerprint=json.dumps(streams_fingerprint(), sort_keys=True),
+        streams_fingerprint=json.dumps(running_fingerprint(), sort_keys=True),
         **gpu_streams_attr(sweep),
         **{UNITS_ATTR: json.dumps([units or sweep_units(sweep)], sort_keys=True)},
         # Every data file's digest, bound to its place (ldpsim.pipeline.store.digests).

@@ -37,8 +37,18 @@ def _qr_gradient(d, theta, params, s, g):
     return s
 
 
-#: E[Z^2] of Z ~ N(0, 1) truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1).
-TRUNCATED_VARIANCE = 1.0 - 2.0 * normal_pdf(1.0) / (2.0 * normal_cdf(1.0) - 1.0)
+def truncated_variance() -> float:
+    """E[Z^2] of Z ~ N(0, 1) truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1)."""
+    return 1.0 - 2.0 * normal_pdf(1.0) / (2.0 * normal_cdf(1.0) - 1.0)
+
+
+def __getattr__(name: str) -> float:
+    # TRUNCATED_VARIANCE on first use: Phi imports scipy.special (half a second), which a
+    # driver that never builds this model does not need.
+    if name == "TRUNCATED_VARIANCE":
+        globals()[name] = value = truncated_variance()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +111,7 @@ class QuantileRegression(Model):
 
     def covariate_cov(self) -> np.ndarray:
         """Sigma_X = E[x x'] = diag(1, v, ..., v)."""
-        return np.diag([1.0] + [TRUNCATED_VARIANCE] * (self.dim - 1))
+        return np.diag([1.0] + [truncated_variance()] * (self.dim - 1))
 
     def jacobian(self) -> np.ndarray:
         return normal_pdf(normal_ppf(self.tau)) * self.covariate_cov()

@@ -171,21 +171,25 @@ def test_a_local_cluster_of_threads_runs(tmp_path, capfd):
 #: A driver of its own: a forked local cluster, then one after the environment changed.
 FORK_SCRIPT = """
 import os, sys
-from distributed import Client
-from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
+from ldpsim.pipeline.compute.worker_start import start_server_early
 
 def worker_state():
     import os, sys
-    return ("ldpsim.tasks.grid_point" in sys.modules, os.environ.get("LDPSIM_START_MARK"),
-            os.environ.get("LDPSIM_GONE"))
+    return ("ldpsim.tasks.grid_point" in sys.modules,
+            "ldpsim.pipeline.compute.forkserver_preload" in sys.modules,
+            os.environ.get("LDPSIM_START_MARK"), os.environ.get("LDPSIM_GONE"))
 
 def states(**options):
+    from distributed import Client
+    from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
+
     cluster = build_cluster(load_cluster_config("local"), {"n_workers": 1, **options})
     with cluster, Client(cluster, set_as_default=False) as client:
         return sorted(set(client.run(worker_state).values()))
 
 if __name__ == "__main__":
     os.environ.update(LDPSIM_START_MARK="first", LDPSIM_GONE="here")
+    print(start_server_early(), "distributed" in sys.modules)
     print(states())
     os.environ["LDPSIM_START_MARK"] = "second"
     del os.environ["LDPSIM_GONE"]
@@ -196,10 +200,12 @@ if __name__ == "__main__":
 
 def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(tmp_path):
     """A local cluster's workers fork from a server that imported ldpsim's task modules
-    (ldpsim.pipeline.compute.worker_start): they hold them before their first task. A later
-    cluster of the same driver, after its environment changed, spawns its workers: they
-    see the new environment, not the server's (a variable removed stays removed).
-    worker_start: spawn always spawns."""
+    and set numba up (ldpsim.pipeline.compute.worker_start, forkserver_preload): they hold
+    them before their first task. The server may start before distributed is imported
+    (start_server_early, as `ldpsim run` does for a new store); the cluster then forks
+    from it. A later cluster of the same driver, after its environment changed, spawns
+    its workers: they see the new environment, not the server's (a variable removed
+    stays removed). worker_start: spawn always spawns."""
     script = tmp_path / "fork.py"
     script.write_text(FORK_SCRIPT)
     done = subprocess.run(
@@ -207,9 +213,10 @@ def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(t
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "[(True, 'first', 'here')]",
-        "[(False, 'second', None)]",
-        "[(False, 'second', None)]",
+        "True False",
+        "[(True, True, 'first', 'here')]",
+        "[(False, False, 'second', None)]",
+        "[(False, False, 'second', None)]",
     ]
 
 
