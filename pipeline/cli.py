@@ -22,6 +22,7 @@ from ldpsim.pipeline.errors import (
     InputError,
     RunStopped,
     StoreDamage,
+    is_absent,
     outcome,
 )
 from ldpsim.pipeline.errors import EXIT_FAILED as EXIT_FAILED
@@ -380,7 +381,7 @@ def cmd_run(args) -> int:
     options = parse_cluster_options(args.cluster_option)
     if (
         args.store is not None
-        and not Path(args.store).exists()
+        and is_absent(args.store)
         and args.scheduler is None
         and args.cluster in (None, "local")
     ):

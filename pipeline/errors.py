@@ -67,6 +67,16 @@ def path_kind(path: str | Path) -> str | None:
     return "special file"
 
 
+def is_absent(path: str | Path) -> bool:
+    """Whether nothing is at ``path`` (:func:`path_kind` None); False where the path
+    cannot be looked at (a name too long, a folder above it that cannot be read), which
+    the checks that use the path then word."""
+    try:
+        return path_kind(path) is None
+    except OSError:
+        return False
+
+
 def os_error_text(exc: OSError, path: str | Path | None = None) -> str:
     """The reason of an OSError in words, with the system's limits for a name too long."""
     text = exc.strerror or str(exc)
