@@ -38,6 +38,14 @@ SCHEDULER_CONNECT_TIMEOUT = 30.0
 
 #: The preload module of every local cluster's workers: they leave Ctrl-C to the driver.
 LOCAL_WORKER_PRELOAD = "ldpsim.pipeline.compute.worker_setup"
+#: The local cluster's option (cluster/local.yaml, ``--cluster-option``) that turns
+#: distributed's statistical profiler of the workers' tasks (the dashboard's Profile
+#: page) on or off; null keeps Dask's setting (:data:`PROFILE_KEY`, on by default). Off
+#: in local.yaml: it samples each task's Python stack every 10 ms, which cost the
+#: 72,000-replicate probe 7% of its wall time (docs/performance.md), and ldpsim's tasks
+#: spend their time in compiled code it cannot see into.
+WORKER_PROFILE_OPTION = "worker_profile"
+PROFILE_KEY = "distributed.worker.profile.enabled"
 
 
 def usable_cores() -> int:
@@ -61,10 +69,15 @@ def _local(options: dict[str, Any]):
     from distributed import LocalCluster
 
     start = options.pop(WORKER_START_OPTION, None) or "forkserver"
+    profile = options.pop(WORKER_PROFILE_OPTION, None)
     if options.get("processes") is False and "protocol" not in options:
         # Threads in this process: distributed would talk inproc://, which takes no host.
         options["protocol"] = "tcp://"
-    with forked_workers(start == "forkserver"):  # from one that imported ldpsim
+    import dask
+
+    # Each nanny hands its worker the configuration of the moment it is made (here).
+    profiling = {} if profile is None else {PROFILE_KEY: profile}
+    with forked_workers(start == "forkserver"), dask.config.set(profiling):
         return LocalCluster(**options)
 
 
@@ -335,7 +348,7 @@ def allowed_options(kind: str) -> set[str]:
         # worker_start is ldpsim's (ldpsim.pipeline.compute.worker_start).
         inits = (LocalCluster.__init__, Nanny.__init__, Worker.__init__)
         exclude = {"self", "loop", "asynchronous", "start", "worker_class", "scheduler_ip"}
-        return _parameters(inits) - exclude | {WORKER_START_OPTION}
+        return _parameters(inits) - exclude | {WORKER_START_OPTION, WORKER_PROFILE_OPTION}
     else:
         from dask_jobqueue import PBSCluster, SLURMCluster
         from dask_jobqueue.core import Job, JobQueueCluster
@@ -410,6 +423,12 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
             f"The {WORKER_START_OPTION!r} option of the local cluster ({source}) must be "
             f"{' or '.join(repr(w) for w in WORKER_STARTS)}, or null for the default. "
             f"Got {start!r}."
+        )
+    profile = options.get(WORKER_PROFILE_OPTION)
+    if profile is not None and not isinstance(profile, bool):
+        raise InputError(
+            f"The {WORKER_PROFILE_OPTION!r} option of the local cluster ({source}) must be "
+            f"true or false, or null for Dask's setting. Got {profile!r}."
         )
     if options.get("memory_limit") is not None:
         value = options["memory_limit"]

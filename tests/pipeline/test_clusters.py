@@ -76,6 +76,12 @@ START_FAILURES = [
         ["--cluster", "local", "--cluster-option", "worker_start=fork"],
         ["worker_start", "'forkserver' or 'spawn'", "'fork'"],
     ),
+    (
+        "worker-profile-not-a-bool",
+        None,
+        ["--cluster", "local", "--cluster-option", "worker_profile=sometimes"],
+        ["worker_profile", "true or false", "'sometimes'"],
+    ),
     ("jobs-on-local", None, ["--cluster", "local", "--jobs", "2"], ["--jobs", "--workers"]),
     ("adapt-on-local", None, ["--cluster", "local", "--adapt", "1:2"], ["--adapt", "batch"]),
 ]
@@ -218,6 +224,30 @@ def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(t
         "[(False, False, 'second', None)]",
         "[(False, False, 'second', None)]",
     ]
+
+
+def test_the_workers_profiler_is_off_unless_asked_for():
+    """cluster/local.yaml turns distributed's profiler of the workers' tasks off
+    (worker_profile: false); worker_profile=true turns it on, and a file without the
+    option keeps Dask's setting (on)."""
+    from distributed import Client
+
+    from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
+
+    def profiled(dask_worker) -> bool:
+        return "profile" in dask_worker.periodic_callbacks
+
+    config = load_cluster_config("local")
+    unset = {
+        **config,
+        "options": {k: v for k, v in config["options"].items() if k != "worker_profile"},
+    }
+    seen = []
+    for chosen, overrides in ((config, {}), (config, {"worker_profile": True}), (unset, {})):
+        cluster = build_cluster(chosen, {"n_workers": 1, **overrides})
+        with cluster, Client(cluster, set_as_default=False) as client:
+            seen.append(set(client.run(profiled).values()))
+    assert seen == [{False}, {True}, {True}]
 
 
 def _slurm_running() -> bool:
