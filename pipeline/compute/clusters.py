@@ -46,6 +46,16 @@ LOCAL_WORKER_PRELOAD = "ldpsim.pipeline.compute.worker_setup"
 #: spend their time in compiled code it cannot see into.
 WORKER_PROFILE_OPTION = "worker_profile"
 PROFILE_KEY = "distributed.worker.profile.enabled"
+#: Dask's housekeeping intervals in a local cluster (its scheduler and nannies run in the
+#: driver's event loop), each as distributed ships it and as ldpsim sets it: the event
+#: loop's responsiveness check and the system monitor (the dashboard's CPU and memory
+#: plots). At distributed's values the driver's loop used 0.07-0.09 CPU-seconds a second
+#: with 2 idle workers on the 2-core machine, at these 0.02-0.03 (docs/performance.md).
+#: A value the user configured otherwise is kept.
+HOUSEKEEPING = {
+    "distributed.admin.tick.interval": ("20ms", "200ms"),
+    "distributed.admin.system-monitor.interval": ("500ms", "2s"),
+}
 
 
 def usable_cores() -> int:
@@ -76,8 +86,14 @@ def _local(options: dict[str, Any]):
     import dask
 
     # Each nanny hands its worker the configuration of the moment it is made (here).
-    profiling = {} if profile is None else {PROFILE_KEY: profile}
-    with forked_workers(start == "forkserver"), dask.config.set(profiling):
+    settings = {
+        key: ours
+        for key, (shipped, ours) in HOUSEKEEPING.items()
+        if dask.config.get(key) == shipped
+    }
+    if profile is not None:
+        settings[PROFILE_KEY] = profile
+    with forked_workers(start == "forkserver"), dask.config.set(settings):
         return LocalCluster(**options)
 
 

@@ -229,25 +229,34 @@ def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(t
 def test_the_workers_profiler_is_off_unless_asked_for():
     """cluster/local.yaml turns distributed's profiler of the workers' tasks off
     (worker_profile: false); worker_profile=true turns it on, and a file without the
-    option keeps Dask's setting (on)."""
+    option keeps Dask's setting (on). The housekeeping intervals are ldpsim's where Dask
+    has its shipped values, the user's where they were configured."""
+    import dask
     from distributed import Client
 
     from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
 
-    def profiled(dask_worker) -> bool:
-        return "profile" in dask_worker.periodic_callbacks
+    def state(dask_worker) -> tuple:
+        tick = dask.config.get("distributed.admin.tick.interval")
+        return "profile" in dask_worker.periodic_callbacks, tick
 
     config = load_cluster_config("local")
-    unset = {
-        **config,
-        "options": {k: v for k, v in config["options"].items() if k != "worker_profile"},
-    }
+    options = {k: v for k, v in config["options"].items() if k != "worker_profile"}
+    unset = {**config, "options": options}
+    cases = [(config, {}, {}), (config, {"worker_profile": True}, {}), (unset, {}, {})]
+    cases.append((config, {}, {"distributed.admin.tick.interval": "50ms"}))
     seen = []
-    for chosen, overrides in ((config, {}), (config, {"worker_profile": True}), (unset, {})):
-        cluster = build_cluster(chosen, {"n_workers": 1, **overrides})
+    for chosen, overrides, configured in cases:
+        with dask.config.set(configured):
+            cluster = build_cluster(chosen, {"n_workers": 1, **overrides})
         with cluster, Client(cluster, set_as_default=False) as client:
-            seen.append(set(client.run(profiled).values()))
-    assert seen == [{False}, {True}, {True}]
+            seen.append(set(client.run(state).values()))
+    assert seen == [
+        {(False, "200ms")},
+        {(True, "200ms")},
+        {(True, "200ms")},
+        {(False, "50ms")},
+    ]
 
 
 def _slurm_running() -> bool:
