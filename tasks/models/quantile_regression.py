@@ -38,17 +38,11 @@ def _qr_gradient(d, theta, params, s, g):
 
 
 def truncated_variance() -> float:
-    """E[Z^2] of Z ~ N(0, 1) truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1)."""
+    """E[Z^2] of Z ~ N(0, 1) truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1).
+
+    A function, not a constant of the module: Phi imports scipy.special (half a second),
+    which a process that never builds this model does not need."""
     return 1.0 - 2.0 * normal_pdf(1.0) / (2.0 * normal_cdf(1.0) - 1.0)
-
-
-def __getattr__(name: str) -> float:
-    # TRUNCATED_VARIANCE on first use: Phi imports scipy.special (half a second), which a
-    # driver that never builds this model does not need.
-    if name == "TRUNCATED_VARIANCE":
-        globals()[name] = value = truncated_variance()
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

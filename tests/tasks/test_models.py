@@ -11,7 +11,7 @@ from scipy.spatial import distance
 
 from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.models.quantile_regression import TRUNCATED_VARIANCE
+from ldpsim.tasks.models.quantile_regression import truncated_variance
 from ldpsim.tasks.streams.rng import state_of
 
 NAMES = sorted(models.REGISTRY)
@@ -273,9 +273,10 @@ def test_spec_oracle_length_check():
 def test_quantile_regression_closed_forms():
     # SPEC 3.2: v = 1 - 2 phi(1) / (2 Phi(1) - 1) = 0.291125, Sigma_X = diag(1, v, ..., v),
     # G = f_e(0) Sigma_X, Delta = 2 max(tau, 1 - tau) * d.
-    assert TRUNCATED_VARIANCE == pytest.approx(0.291125, abs=5e-7)
+    variance = truncated_variance()
+    assert variance == pytest.approx(0.291125, abs=5e-7)
     model = models.QuantileRegression(tau=0.3, coef=[0.0, 0.0, 1.0, -1.0])
-    sigma_x = np.diag([1.0, TRUNCATED_VARIANCE, TRUNCATED_VARIANCE, TRUNCATED_VARIANCE])
+    sigma_x = np.diag([1.0, variance, variance, variance])
     np.testing.assert_allclose(model.jacobian(), stats.norm.pdf(stats.norm.ppf(0.3)) * sigma_x)
     np.testing.assert_allclose(model.gradient_cov(), 0.21 * sigma_x)
     assert model.l1_sensitivity() == pytest.approx(2 * 0.7 * 4)
@@ -288,5 +289,5 @@ def test_mean_closed_forms():
     model = models.Mean(d=3, loc=-1.5)
     assert np.array_equal(model.truth(), [-1.5, -1.5, -1.5])
     assert np.array_equal(model.jacobian(), np.eye(3))
-    np.testing.assert_allclose(model.gradient_cov(), TRUNCATED_VARIANCE * np.eye(3), rtol=1e-15)
+    np.testing.assert_allclose(model.gradient_cov(), truncated_variance() * np.eye(3), rtol=1e-15)
     assert model.l1_sensitivity() == 6.0
