@@ -647,14 +647,10 @@ def run_report(
     if kind == "local" and is_absent(path):
         # The workers' forkserver imports on another core while the checks below and the
         # store's inspection run (a second of imports on a 2-core machine).
-        from ldpsim.pipeline.compute.worker_start import (
-            WORKER_START_OPTION,
-            start_server_early,
-        )
+        from ldpsim.pipeline.compute.worker_start import forks, start_server_early
 
         # Without --cluster, cluster/local.yaml's default: the forkserver.
-        chosen = {**config["options"], **options} if config else {}
-        start_server_early((chosen.get(WORKER_START_OPTION) or "forkserver") == "forkserver")
+        start_server_early(forks({**config["options"], **options} if config else {}))
     check_plugin_callbacks(sweep)
     check_batched_methods(sweep)
     for message in sweep.check_theory():

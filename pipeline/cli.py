@@ -376,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args) -> int:
     from ldpsim.pipeline import api
     from ldpsim.pipeline.compute.clusters import parse_cluster_options
-    from ldpsim.pipeline.compute.worker_start import WORKER_START_OPTION, start_server_early
+    from ldpsim.pipeline.compute.worker_start import forks, start_server_early
 
     options = parse_cluster_options(args.cluster_option)
     if (
@@ -387,7 +387,7 @@ def cmd_run(args) -> int:
     ):
         # A new store on the local cluster: its workers' forkserver imports on another
         # core while this process imports and checks the sweep.
-        start_server_early(options.get(WORKER_START_OPTION, "forkserver") == "forkserver")
+        start_server_early(forks(options))
     sweep = api.load_sweep(args.sweep, set=args.set, replicates=args.replicates)
     # The report alone: opening the store for a Dataset would cost a second here.
     report = api.run_report(

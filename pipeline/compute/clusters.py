@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ldpsim.pipeline.compute.signals import check as check_signals
-from ldpsim.pipeline.compute.worker_start import WORKER_START_OPTION, WORKER_STARTS, forked_workers
+from ldpsim.pipeline.compute.worker_start import (
+    WORKER_START_OPTION,
+    WORKER_STARTS,
+    forked_workers,
+    forks,
+)
 from ldpsim.pipeline.errors import InputError
 
 if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
@@ -78,7 +83,8 @@ def _local(options: dict[str, Any]):
     options["preload"] = [*preload, LOCAL_WORKER_PRELOAD]
     from distributed import LocalCluster
 
-    start = options.pop(WORKER_START_OPTION, None) or "forkserver"
+    forked = forks(options)
+    options.pop(WORKER_START_OPTION, None)
     profile = options.pop(WORKER_PROFILE_OPTION, None)
     if options.get("processes") is False and "protocol" not in options:
         # Threads in this process: distributed would talk inproc://, which takes no host.
@@ -93,7 +99,7 @@ def _local(options: dict[str, Any]):
     }
     if profile is not None:
         settings[PROFILE_KEY] = profile
-    with forked_workers(start == "forkserver"), dask.config.set(settings):
+    with forked_workers(forked), dask.config.set(settings):
         return LocalCluster(**options)
 
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 #: Dask's configuration key for the start method of its worker processes.
 START_METHOD_KEY = "distributed.worker.multiprocessing-method"
@@ -47,6 +48,14 @@ WORKER_MODULES = (
 #: its workers start, and its values: the forkserver (default) or Dask's own method.
 WORKER_START_OPTION = "worker_start"
 WORKER_STARTS = ("forkserver", "spawn")
+
+
+def forks(options: Mapping[str, Any]) -> bool:
+    """Whether a local cluster of these options starts its workers from the forkserver:
+    its :data:`WORKER_START_OPTION` is 'forkserver' or not given (the default)."""
+    return (options.get(WORKER_START_OPTION) or "forkserver") == "forkserver"
+
+
 #: The packages whose source files :func:`start_fingerprint` covers (ldpsim's).
 SOURCE_PACKAGES = ("ldpsim.pipeline", "ldpsim.tasks")
 #: The environment variables :func:`start_fingerprint` covers, by prefix: those that
