@@ -103,13 +103,20 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
             )
     for r in range(n_chains):
         outputs = one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, states[r])
-        theta[r] = outputs[0]
-        seg_dev[r] = outputs[1]
-        seg_shift[r] = outputs[2]
-        snap_t[r] = outputs[3]
-        snap_b[r] = outputs[4]
-        snap_a[r] = outputs[5]
-        snap_theta[r] = outputs[6]
+        # Element by element: a slice assignment (theta[r] = ...) would compile numba's
+        # general broadcasting copy, with its shape checks, once per array: about half
+        # of a kernel's compile time.
+        for j in range(d):
+            theta[r, j] = outputs[0][j]
+        for k in range(n_cuts):
+            for j in range(d):
+                seg_dev[r, k, j] = outputs[1][k, j]
+                seg_shift[r, k, j] = outputs[2][k, j]
+                snap_t[r, k, j] = outputs[3][k, j]
+                snap_b[r, k, j] = outputs[4][k, j]
+                snap_theta[r, k, j] = outputs[6][k, j]
+                for m in range(a_cols):
+                    snap_a[r, k, j, m] = outputs[5][k, j, m]
     return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
 
 
@@ -146,7 +153,8 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
     i = 0
     for k in range(n_cuts):
         end = cuts[k]
-        seg_shift[k] = shift
+        for j in range(d):
+            seg_shift[k, j] = shift[j]
         t_start = t.copy()
         if d == 1:
             # Scalar specialisation of the loop below (same operations in the same

@@ -230,7 +230,8 @@ def replicate_entropy(prefix, rep, spawn_key, words):
         The number of words written.
     """
     n = prefix.size
-    words[:n] = prefix
+    for i in range(n):  # element by element: see ldpsim.tasks.kernel.sgd_loop.kernel
+        words[i] = prefix[i]
     value = np.uint64(rep)
     words[n] = np.uint32(value & _M32)
     n += 1
@@ -241,7 +242,8 @@ def replicate_entropy(prefix, rep, spawn_key, words):
         while n < POOL_SIZE:
             words[n] = 0
             n += 1
-        words[n : n + spawn_key.size] = spawn_key
+        for i in range(spawn_key.size):
+            words[n + i] = spawn_key[i]
         n += spawn_key.size
     return n
 
