@@ -28,13 +28,18 @@ time.
 
 Writes are atomic (a temporary file renamed into place; numba writes its own index and
 data files the same way), so processes that compile the same entry at once all
-succeed. Where the folder cannot be written, or a callback cannot be imported by name
-from another process (defined inside a function or in ``__main__``), the same source
-is compiled in memory, as every process did before this cache existed.
+succeed. :func:`compile_signature` also makes them take turns: a cluster's workers that
+start on the same new kernel together compile it once, the others waiting for its
+machine code instead of compiling it again beside it.
+
+Where the folder cannot be written, or a callback cannot be imported by name from
+another process (defined inside a function or in ``__main__``), the same source is
+compiled in memory, as every process did before this cache existed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -46,9 +51,14 @@ import sys
 import threading
 import types
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; processes then compile side by side
+    fcntl = None  # type: ignore[assignment]
 
 import llvmlite
 import llvmlite.binding
@@ -186,6 +196,42 @@ def compile_template(
     return getattr(
         _exec_in_memory(_fill_bindings(template.__name__, text, block), callables), function
     )
+
+
+def compile_signature(dispatcher: Any, signature: object) -> None:
+    """Compile ``dispatcher`` (from :func:`compile_template`) for ``signature``, one
+    process at a time per cached entry.
+
+    A process that finds another compiling the same entry waits for it (an advisory
+    lock on a file beside the generated module) and then loads the machine code the
+    other saved, instead of compiling it as well: the workers of a cluster, which start
+    on the same grid point at once, spend one compile's CPU time on a new kernel, not
+    one each. A dispatcher compiled in memory, a folder where the lock file cannot be
+    made, or a system without ``fcntl`` compiles without waiting. The lock goes with its
+    process: a process killed while compiling holds no one up.
+    """
+    with _entry_lock(dispatcher):
+        dispatcher.compile(signature)
+
+
+@contextlib.contextmanager
+def _entry_lock(dispatcher: Any) -> Iterator[None]:
+    module = sys.modules.get(getattr(dispatcher.py_func, "__module__", ""))
+    path = getattr(module, "__file__", None)
+    if fcntl is None or path is None:  # compiled in memory
+        yield
+        return
+    try:
+        handle = open(f"{path}.lock", "a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def code_fingerprint(roots: Iterable[object]) -> dict[str, object] | None:

@@ -9,7 +9,7 @@ from numba import njit, types
 from numba.core.errors import NumbaError
 
 from ldpsim.tasks.kernel import sgd_loop
-from ldpsim.tasks.kernel.cache import compile_template, pin_template
+from ldpsim.tasks.kernel.cache import compile_signature, compile_template, pin_template
 from ldpsim.tasks.kernel.compile_errors import KernelCompileError, kernel_compile_error
 
 # The template this process compiles, read now with the rest of its code.
@@ -118,7 +118,7 @@ def compile_kernel(
     bindings["full_matrix"] = bool(full_matrix)
     kernel = compile_template(sgd_loop, "kernel", bindings)
     try:
-        kernel.compile(KERNEL_SIGNATURE)
+        compile_signature(kernel, KERNEL_SIGNATURE)
     except NumbaError as exc:
         callbacks = {"sample_gradient": sample_gradient, "privatize": privatize}
         if project is not no_projection:
