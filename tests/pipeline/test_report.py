@@ -34,6 +34,16 @@ def page_text(page: str) -> str:
     return " ".join(html.unescape(text).split())
 
 
+@pytest.fixture
+def without_figures(monkeypatch):
+    """Reports drawn without their figures, for the tests of the rest of the page:
+    drawing them is most of a report's time, and test_report_of_a_store (and the browser
+    tests) check them."""
+    import ldpsim.pipeline.report.report as report
+
+    monkeypatch.setattr(report, "figure_images", lambda ds, summary: [])
+
+
 def failing_store(tmp_path: Path) -> Path:
     """grid_store with bb's failure records (more than are listed) and a failed replicate."""
     store = tmp_path / "s.zarr"
@@ -96,7 +106,7 @@ def test_report_of_a_store(tmp_path, capsys):
     assert not EXTERNAL.search(page.replace('src="data:', ""))
 
 
-def test_a_store_without_run_records_says_so(tmp_path):
+def test_a_store_without_run_records_says_so(tmp_path, without_figures):
     store = tmp_path / "s.zarr"
     syn.point_store().to_zarr(store, zarr_format=3, consolidated=False)
     text = page_text(render_report(build_context(store)))
@@ -186,11 +196,12 @@ def test_report_target_se_is_checked(target, tmp_path, capsys):
     assert "--target-se" in capsys.readouterr().err
 
 
-def test_a_large_store_is_summarized_lazily_with_the_same_page(tmp_path, monkeypatch):
+def test_a_large_store_is_summarized_lazily_with_the_same_page(
+    tmp_path, monkeypatch, without_figures
+):
     import ldpsim.pipeline.report.report as report
 
     store = failing_store(tmp_path)
-    monkeypatch.setattr(report, "figure_images", lambda ds, summary: [])  # tested above
     in_memory = report.build_context(store)
     monkeypatch.setattr(report, "IN_MEMORY_BYTES", 0)  # every store counts as large
     lazy = report.build_context(store)
@@ -227,7 +238,7 @@ def test_coverage_cells_flag_departures_and_use_wilson_at_0_and_1():
     assert DEPARTURE_MARK not in coverage_cell(float("nan"), float("nan"), 0, 0.9)[0]
 
 
-def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path):
+def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path, without_figures):
     from ldpsim.pipeline.report.report import write_report
     from ldpsim.pipeline.summary.tables import DEPARTURE_MARK
 
@@ -310,7 +321,7 @@ def test_the_header_and_banner_come_from_the_store(tmp_path):
     assert banner(complete, total, total, []) == []
 
 
-def test_the_report_shows_the_runs_command_lines(tmp_path):
+def test_the_report_shows_the_runs_command_lines(tmp_path, without_figures):
     store = failing_store(tmp_path)
     record_run(
         store,
@@ -427,7 +438,9 @@ WRONG_RUN_FIELDS = [
 ]
 
 
-def test_run_records_with_fields_of_the_wrong_type_show_them_as_unknown(tmp_path, capsys):
+def test_run_records_with_fields_of_the_wrong_type_show_them_as_unknown(
+    tmp_path, without_figures, capsys
+):
     store = failing_store(tmp_path)
     record_run(store, wall_seconds=2.0, computed=36, failed=0, cluster="local", command=["x"])
     folder = store / "ldpsim" / "runs"
