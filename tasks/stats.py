@@ -389,7 +389,8 @@ def _fill_deviation_sums(
     for q in range(n_parts):
         a, b = first[q], first[q + 1]
         if b - a == 1:
-            out[q] = pieces[a]
+            for j in range(d):  # element by element: a row assignment compiles numba's
+                out[q, j] = pieces[a, j]  # broadcasting copy, seconds of a cold start
         else:
             sum_rows_as_numpy(pieces, a, b, out[q])
 
