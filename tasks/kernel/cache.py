@@ -22,7 +22,7 @@ compiles it with numba's ``cache=True``. The file is named by a hash of
 
 Any change to any of these gives a new file name, so numba never finds an old entry for
 changed code: a new module is generated and compiled once, and later processes load its
-machine code instead of compiling it (about 0.2 s instead of 3 to 20 s, most of it
+machine code instead of compiling it (about 0.2 s instead of 2 to 10 s, most of it
 numba's own set-up). Files of superseded code stay behind; the folder can be deleted at any
 time.
 

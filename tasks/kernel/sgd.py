@@ -97,7 +97,7 @@ def compile_kernel(
     :meth:`ldpsim.tasks.grid_point.GridPointSetup.run_chains`.
 
     The compiled loop is cached on disk (:mod:`ldpsim.tasks.kernel.cache`), keyed by
-    the source of every module it calls into: the first process compiles it (3 to 20
+    the source of every module it calls into: the first process compiles it (2 to 10
     s), later processes load it in milliseconds; within a process it is built once.
     It is compiled here, for :data:`KERNEL_SIGNATURE`, not at its first call.
 
