@@ -207,8 +207,9 @@ def compile_signature(dispatcher: Any, signature: object) -> None:
     other saved, instead of compiling it as well: the workers of a cluster, which start
     on the same grid point at once, spend one compile's CPU time on a new kernel, not
     one each. A dispatcher compiled in memory, a folder where the lock file cannot be
-    made, or a system without ``fcntl`` compiles without waiting. The lock goes with its
-    process: a process killed while compiling holds no one up.
+    made or locked (some network file systems), or a system without ``fcntl`` compiles
+    without waiting. The lock goes with its process: a process killed while compiling
+    holds no one up.
     """
     with _entry_lock(dispatcher):
         dispatcher.compile(signature)
@@ -227,11 +228,16 @@ def _entry_lock(dispatcher: Any) -> Iterator[None]:
         yield
         return
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            locked = True
+        except OSError:  # a file system without locks (some network file systems)
+            locked = False
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def code_fingerprint(roots: Iterable[object]) -> dict[str, object] | None:

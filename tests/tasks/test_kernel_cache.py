@@ -26,6 +26,7 @@ from ldpsim.tasks.kernel.cache import (
     KERNEL_SUBFOLDER,
     cache_folder,
     code_fingerprint,
+    compile_signature,
     compile_template,
     pin_template,
 )
@@ -315,3 +316,24 @@ def test_a_template_edited_after_import_compiles_as_imported(tmp_path, monkeypat
     assert shifted(1.0) == 2.5  # 1 + 0.5 + the imported step 1.0, not the edited 2.0
     edited = [r for r in caplog.records if "changed on disk" in r.getMessage()]
     assert len(edited) == 1 and str(path) in edited[0].getMessage()
+
+
+def test_a_folder_that_cannot_lock_still_compiles(tmp_path, monkeypatch):
+    # Some network file systems refuse advisory locks: the entry compiles without one.
+    import ldpsim.tasks.kernel.cache as cache
+
+    if cache.fcntl is None:
+        pytest.skip("no fcntl here: nothing is locked")
+    (tmp_path / "kc_lockless.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("kc_lockless")
+
+    def refuse(handle, operation):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(cache.fcntl, "flock", refuse)
+    compile_signature(module.twice, "float64(float64)")
+    assert module.twice(1.5) == 3.0 and len(module.twice.signatures) == 1
+    assert (tmp_path / "kc_lockless.py.lock").exists()
