@@ -23,16 +23,22 @@ STEP_NS_D4 = 59.0
 #: measured medians of 0.06-0.09 s and 0.46-0.87 s; the sweep's 4,800 replicates are
 #: estimated at 8,980 core-seconds against 9,419 measured.
 STEP_NS_PER_COORDINATE = 4.4
-#: Seconds of one replicate's intervals at one checkpoint (bb with B = 200, bm, sn,
-#: oracle, their set-up shared by the replicates of a task). Median `method_seconds` of
-#: the `scale` sweep (n = 500 and 1000, 1e6 replicates; 2 cores, loaded): bb 67-73 us,
-#: bm 45-50, sn 13, oracle 8: 140 us, taken as 150.
-INTERVAL_SECONDS = 1.5e-4
-#: Per-replicate seeding, bookkeeping, scheduling and storage. The `scale` sweep: a
-#: replicate's own `seconds` (kernel, intervals) had a median of 184-213 us, and the run
-#: used 424 core-seconds for 833,376 replicates (0.51 ms each, the client's writes and
-#: two loaded cores included).
-REPLICATE_OVERHEAD_S = 1.5e-4
+#: Seconds of one replicate's intervals at one checkpoint, bb's multipliers apart: bm,
+#: sn, the oracle and bb's set-up, computed for a whole chunk at once (issue 42). Per
+#: replicate of a chunk of 2,000 (quantile, randomized response, n = 1e3; `benchmarks/
+#: pipeline.py`'s ``replicate_split``, 2026-11-29, with `benchmarks/kernels.py` at 20.5
+#: ns a quantile step, 3.2 times the 6.4 of :data:`STEP_NS_D1`): bm 0.62-0.85 us, sn
+#: 0.15, oracle 0.07, about 0.3 us scaled; taken as 1 us.
+INTERVAL_SECONDS = 1.0e-6
+#: Nanoseconds of bb per multiplier (B) and coordinate at one checkpoint: the same
+#: measurement gave bb 11.1 us with B = 200 and 31.4 us with B = 500 at n = 1e3 (20.5 and
+#: 44.3 us at n = 1e4): 68-79 ns per multiplier, 21-25 ns scaled by 3.2; taken as 25.
+BB_NS_PER_MULTIPLIER = 25.0
+#: Per-replicate seeding, chain set-up, copies into the chunk's arrays and the pipeline's
+#: share of a task. The same measurement: a replicate of the chunk cost 50.4 us with B =
+#: 200, of which the kernel's 1,000 steps 20.5 us and the methods 12.2 us: 17.7 us left,
+#: 5.5 us scaled by 3.2; taken as 6 us. (Before the chunk was computed whole: 150 us.)
+REPLICATE_OVERHEAD_S = 6.0e-6
 #: The competitors of SPEC 10, which do their own work on the users: method name ->
 #: (the parameter that multiplies the work per user, nanoseconds per user and unit of
 #: it for the quantile and the mean model). CPU seconds per replicate at n = 1e6, eps = 1
@@ -77,12 +83,19 @@ def replicate_seconds(spec: ReplicateSpec) -> float:
     """Core-seconds of one replicate of a normalized specification.
 
     Its ``n`` x ``batch`` privatized gradients (:func:`step_seconds`), the intervals at
-    each checkpoint (:data:`INTERVAL_SECONDS`; bb's B m d operations grow with B, which
-    this leaves out), the competitors' work (:func:`competitor_seconds`) and the
-    pipeline's per-replicate overhead. The progress bar weighs
-    each task by this too (only ratios matter there).
+    each checkpoint (:data:`INTERVAL_SECONDS`, and :data:`BB_NS_PER_MULTIPLIER` for each
+    of bb's B multipliers and each coordinate), the competitors' work
+    (:func:`competitor_seconds`) and the pipeline's per-replicate overhead. The layout
+    sizes a task by this (about a second of work), and the progress bar weighs each task
+    by it (only ratios matter there).
     """
-    intervals = INTERVAL_SECONDS * len(spec.checkpoints or (spec.n,))
+    bootstrap = (
+        sum(method.B for method in spec.methods.values() if method.name == "bb")
+        * spec.model.dim
+        * BB_NS_PER_MULTIPLIER
+        * 1e-9
+    )
+    intervals = (INTERVAL_SECONDS + bootstrap) * len(spec.checkpoints or (spec.n,))
     users = spec.n * spec.batch
     sparse = spec.model.gradient_sparsity() is not None
     steps = users * step_seconds(spec.model.dim, sparse)

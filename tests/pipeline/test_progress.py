@@ -10,6 +10,7 @@ from ldpsim.pipeline.compute import progress as progress_module
 from ldpsim.pipeline.compute.plan import plan
 from ldpsim.pipeline.compute.progress import Progress, eta_seconds
 from ldpsim.pipeline.cost import (
+    BB_NS_PER_MULTIPLIER,
     INTERVAL_SECONDS,
     REPLICATE_OVERHEAD_S,
     replicate_seconds,
@@ -23,22 +24,29 @@ def _point(*sets: str):
     return load_sweep("demo", ["grid.tau=[0.5]", "grid.n=[1000]", *sets], 1).points()[0]
 
 
-def test_cost_grows_with_steps_dimension_and_checkpoints():
+def test_cost_grows_with_steps_dimension_checkpoints_and_multipliers():
     step = step_seconds(1)
     base = replicate_seconds(_point().normalized)
     # Each SGD step adds one step at d = 1; the intervals and the overhead a fixed amount.
     more_steps = replicate_seconds(_point("grid.n=[3000]").normalized)
     assert more_steps - base == pytest.approx(2000 * step)
-    assert base == pytest.approx(1000 * step + INTERVAL_SECONDS + REPLICATE_OVERHEAD_S)
+    bootstrap = 500 * BB_NS_PER_MULTIPLIER * 1e-9  # the demo's bb has B = 500 (d = 1)
+    intervals = INTERVAL_SECONDS + bootstrap
+    assert base == pytest.approx(1000 * step + intervals + REPLICATE_OVERHEAD_S)
+    # bb's multipliers: B = 200 costs 300 multipliers less than B = 500.
+    fewer = replicate_seconds(_point("methods.bb.B=200").normalized)
+    assert base - fewer == pytest.approx(300 * BB_NS_PER_MULTIPLIER * 1e-9)
     # A mini-batch of 4 privatizes 4 gradients per step.
     assert replicate_seconds(_point("batch=4").normalized) - base == pytest.approx(3000 * step)
     # Intervals at 3 checkpoints cost 3 times those at n alone.
     with_checkpoints = replicate_seconds(_point("checkpoints=[10, 100, 1000]").normalized)
-    assert with_checkpoints - base == pytest.approx(2 * INTERVAL_SECONDS)
+    assert with_checkpoints - base == pytest.approx(2 * intervals)
     # quantile_regression, d = 4: each step costs the measured d = 4 step.
     qr = load_sweep("paper-table2", ["grid.n=[1000]"], 1).points()[0].normalized
     assert qr.model.dim == 4 and step_seconds(4) > 9 * step
-    expected = 1000 * step_seconds(4) + INTERVAL_SECONDS + REPLICATE_OVERHEAD_S
+    multipliers = sum(m.B for m in qr.methods.values() if m.name == "bb")
+    qr_bootstrap = multipliers * 4 * BB_NS_PER_MULTIPLIER * 1e-9
+    expected = 1000 * step_seconds(4) + INTERVAL_SECONDS + qr_bootstrap + REPLICATE_OVERHEAD_S
     assert replicate_seconds(qr) == pytest.approx(expected)
 
 
@@ -69,17 +77,17 @@ def test_tasks_weighed_by_their_work(tmp_path):
     store, _ = Store.open_or_create(tmp_path / "demo.zarr", sweep)
     work, already = plan(sweep, store)
     assert already == 0
-    fixed = INTERVAL_SECONDS + REPLICATE_OVERHEAD_S
+    fixed = INTERVAL_SECONDS + 500 * BB_NS_PER_MULTIPLIER * 1e-9 + REPLICATE_OVERHEAD_S
     one = {n: n * step_seconds(1) + fixed for n in (10**4, 10**5, 10**6)}
     by_n = {w.point.normalized.n: w.cost / len(w.reps) for w in work}
     assert by_n[10**6] / by_n[10**4] == pytest.approx(one[10**6] / one[10**4])
     # 6 grid points x 2 tasks of 50 replicates. By count the first task (n = 1e4) is
-    # 1/12 of the run; by work, half of the cheapest of one tau's 3 points: 4.8%.
+    # 1/12 of the run; by work, half of the cheapest of one tau's 3 points: 0.3%.
     assert len(work) == 12 and [len(w.reps) for w in work] == [50] * 12
     assert work[0].point.normalized.n == 10**4
     share = work[0].cost / sum(w.cost for w in work)
     assert share == pytest.approx(one[10**4] / (4 * sum(one.values())), rel=1e-12)
-    assert share < 0.05 < 1 / 12
+    assert share < 0.01 < 1 / 12
 
 
 def test_progress_lines_report_the_share_of_work(monkeypatch):
