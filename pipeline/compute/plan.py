@@ -10,6 +10,7 @@ key (:data:`CHUNK_KEY` reads it back).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -117,6 +118,36 @@ def plan_work(
                 key = chunk_key(token, index, chunk, suffix)
                 work.append(Work(point, index, chunk, chosen, key))
     return work
+
+
+def whole_block_tasks(tasks: list[Task], layout: Layout) -> set[str]:
+    """The keys of the tasks that compute every replicate of each write block they touch
+    (:meth:`Layout.write_block`), and that no other task touches: their workers may
+    encode those blocks' files themselves (:mod:`ldpsim.pipeline.store.handoff`).
+
+    Counted per chunk of work, never per replicate: a block is whole when the task's
+    replicates in it are as many as the block holds (a task's replicates are distinct
+    and not done).
+    """
+    g_block, rep_block = layout.write_block()
+    holders: dict[tuple[int, ...], set[str]] = {}
+    counts: dict[tuple[str, tuple[int, ...]], int] = {}
+    for task in tasks:
+        for w in task.works:
+            rep0 = layout.task_chunk_reps(w.chunk).start
+            block = (*(i // b for i, b in zip(w.index, g_block, strict=True)), rep0 // rep_block)
+            holders.setdefault(block, set()).add(task.key)
+            counts[task.key, block] = counts.get((task.key, block), 0) + len(w.reps)
+    whole = {task.key for task in tasks}
+    for (key, block), count in counts.items():
+        points = math.prod(
+            min((k + 1) * b, size) - k * b
+            for k, b, size in zip(block[:-1], g_block, layout.grid_shape, strict=True)
+        )
+        reps = min((block[-1] + 1) * rep_block, layout.replicates) - block[-1] * rep_block
+        if len(holders[block]) > 1 or count != points * reps:
+            whole.discard(key)
+    return whole
 
 
 def task_reps(reps: Sequence[int]) -> Sequence[int]:

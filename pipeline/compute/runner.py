@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ldpsim.pipeline.compute.plan import Task, Work, group_tasks, plan, plan_layout, task_reps
+from ldpsim.pipeline.compute.plan import (
+    Task,
+    Work,
+    group_tasks,
+    plan,
+    plan_layout,
+    task_reps,
+    whole_block_tasks,
+)
 from ldpsim.pipeline.compute.progress import Progress, ProgressMode
 from ldpsim.pipeline.compute.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.compute.signals import check as check_signals
@@ -22,6 +30,7 @@ from ldpsim.pipeline.errors import InputError, RunStopped, outcome
 from ldpsim.pipeline.store.code_identity import plan_units, sweep_units, task_hashes
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.digests import settle
+from ldpsim.pipeline.store.handoff import HANDED, Handoff
 from ldpsim.pipeline.store.identity import adopt_store_choices
 from ldpsim.pipeline.store.layout import META_GROUP, TASK_SECONDS, Layout, layout_for, store_index
 from ldpsim.pipeline.store.lock import RunLock
@@ -212,7 +221,8 @@ def run_sweep(
             early = None
             if not path.exists():
                 check_signals()  # a signal that came while the cluster started stops here
-                early = submit(connected, sweep, layout_for(sweep), path, None, shuffle, units)
+                # A new store's replicates get the generation 0.
+                early = submit(connected, sweep, layout_for(sweep), path, None, shuffle, units, 0)
             try:
                 # Creating a store is atomic and cleans up after an interruption (a
                 # signal raises inside, however slow the file system): what the tasks
@@ -276,12 +286,16 @@ def submit(
     done: np.ndarray | None,
     shuffle: int | None,
     units: dict[str, dict[str, Any]],
+    code_version: int,
 ) -> Submitted:
     """Plan the replicates not ``done`` (:func:`plan_layout`), group them into tasks
     and submit those (in a random order with the seed ``shuffle``: tests of order
     independence). Each task carries the source hash of every unit of ``units``
     (:func:`ldpsim.pipeline.store.code_identity.sweep_units`, as the run read them), which
-    its worker checks against the code it runs."""
+    its worker checks against the code it runs. A task that computes whole write blocks
+    (:func:`whole_block_tasks`) has its worker encode their files
+    (:mod:`ldpsim.pipeline.store.handoff`; ``code_version``: the generation its
+    replicates get)."""
     work, already = plan_layout(sweep, layout, path, done)
     if shuffle is not None:
         import random
@@ -302,8 +316,13 @@ def submit(
         workers = client.scheduler_info(n_workers=-1)["workers"]
         cpu = [address for address, info in workers.items() if not info.get("resources", {})]
         cpu_workers = {"workers": cpu, "allow_other_workers": True} if cpu else {}
+    whole = whole_block_tasks(tasks, layout)
     for task in tasks:
         chunks = [(w.point.spec, task_reps(w.reps), w.key) for w in task.works]
+        handoff = None
+        if task.key in whole:
+            places = tuple((w.index, w.chunk) for w in task.works)
+            handoff = Handoff(str(path.resolve()), layout, code_version, places)
         launched = ()
         if sweep.backend == "gpu":
             # The chains on a worker that holds a GPU (distributed's worker resources);
@@ -314,7 +333,8 @@ def submit(
                 ),
             )
         args = (chunks, methods, d, task.key, hashes, *launched)
-        futures[client.submit(run_task, *args, key=task.key, **cpu_workers)] = task
+        future = client.submit(run_task, *args, handoff=handoff, key=task.key, **cpu_workers)
+        futures[future] = task
     return Submitted(layout, work, already, tasks, futures)
 
 
@@ -380,7 +400,14 @@ def _execute(
                     outcome(replicates_failed=0, methods_failed=0, missing=max(lost, 1)),
                 ) from None
         submitted = submit(
-            client, sweep, store.layout, store.path, store.done_mask(), shuffle, units
+            client,
+            sweep,
+            store.layout,
+            store.path,
+            store.done_mask(),
+            shuffle,
+            units,
+            store.code_version,
         )
     from ldpsim.pipeline.compute.added_methods import (
         describe,
@@ -420,8 +447,11 @@ def _execute(
         written = time.monotonic()
         if batch or method_batch:
             try:
-                if batch:
-                    store.write_chunks(batch)
+                handed = [each for each in batch if HANDED in each[2]]
+                if len(handed) < len(batch):
+                    store.write_chunks([each for each in batch if HANDED not in each[2]])
+                if handed:  # the files their workers encoded, moved into place
+                    store.write_handed(handed)
                 if method_batch:
                     store.write_methods(method_batch, added.first)
             except OSError as exc:

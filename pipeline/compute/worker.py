@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.pipeline.store.handoff import Handoff, hand_off
 from ldpsim.tasks.chunk import compute_chunk
 from ldpsim.tasks.grid_point import GridPointSetup, setup_of
 
@@ -31,6 +32,7 @@ def run_task(
     key: str,
     units: dict[str, dict[str, str]] | None = None,
     launched: list[Launch | Exception] | None = None,
+    handoff: Handoff | None = None,
 ) -> list[dict[str, Any] | Exception]:
     """Run several chunks, each (grid point spec, replicates, chunk key): one Dask task
     (its key ``key``).
@@ -41,14 +43,18 @@ def run_task(
     whose units this process imported in another version fails
     (:func:`ldpsim.pipeline.store.code_identity.check_running_units`). ``launched``: on the
     GPU backend, each chunk's kernel outputs (:func:`launch_gpu`, run on a GPU worker),
-    on which this task runs the interval methods.
+    on which this task runs the interval methods. ``handoff``: the task computes whole
+    write blocks of the store, whose files this worker encodes when it can
+    (:func:`ldpsim.pipeline.store.handoff.hand_off`): the results then carry the files'
+    names in place of their arrays.
     """
 
     def compute(i: int, spec: dict[str, Any], reps: list[int], key: str) -> dict[str, Any]:
         launch = None if launched is None else launched[i]
         return run_chunk(spec, reps, methods, d, key, units, launch)
 
-    return each_chunk(chunks, compute)
+    results = each_chunk(chunks, compute)
+    return results if handoff is None else hand_off(handoff, results)
 
 
 def each_chunk(chunks: list[tuple[dict[str, Any], list[int], str]], compute: Callable) -> list:

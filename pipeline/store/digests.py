@@ -305,20 +305,15 @@ class Write:
     values: np.ndarray
 
 
-@contextlib.contextmanager
-def writing(path: Path, writes: list[Write]) -> Iterator[None]:
-    """Record the writes about to be made, let the caller make them, then record the
-    digests of the files they changed.
+#: What a write records before it changes any file: manifest name -> the file's place ->
+#: its regions about to be written, each ``[[[start, stop], ...], region digest]``.
+Planned = dict[str, dict[str, list[list[Any]]]]
 
-    Before: each touched file's manifest gets, under ``writing``, every region of the
-    file about to be written and the digest of its values (:func:`region_digest`).
-    After the caller's block: each touched file's digest (:func:`file_digest`; None if
-    the write left no file: zarr deletes a shard of fill values only) and no ``writing``.
-    If the block raises, the record stays, and the next run settles it (:func:`settle`).
-    """
-    manifests = Manifests(path)
-    planned: dict[str, dict[str, list[list[Any]]]] = {}
-    array_of: dict[str, zarr.Array] = {}
+
+def planned_entries(writes: list[Write]) -> Planned:
+    """The record of ``writes`` (:data:`Planned`): every region of every file they touch,
+    with the digest of its values (:func:`region_digest`), under its block's manifest."""
+    planned: Planned = {}
     for write in writes:
         region = full_region(write.region, write.array.shape)
         values = np.broadcast_to(np.asarray(write.values), tuple(s.stop - s.start for s in region))
@@ -327,7 +322,30 @@ def writing(path: Path, writes: list[Write]) -> Iterator[None]:
             entry = [[[s.start, s.stop] for s in part], region_digest(place, part, values[local])]
             manifest = block_manifest(write.array, coords)
             planned.setdefault(manifest, {}).setdefault(place, []).append(entry)
-            array_of[place] = write.array
+    return planned
+
+
+@contextlib.contextmanager
+def writing(path: Path, writes: list[Write]) -> Iterator[None]:
+    """Record the writes about to be made, let the caller make them, then record the
+    digests of the files they changed (:func:`recording` of :func:`planned_entries`)."""
+    arrays = {write.name: write.array for write in writes}
+    with recording(path, planned_entries(writes), arrays):
+        yield
+
+
+@contextlib.contextmanager
+def recording(path: Path, planned: Planned, arrays: dict[str, zarr.Array]) -> Iterator[None]:
+    """Record ``planned`` writes, let the caller make them, then record the digests of the
+    files they changed. ``arrays``: the store's arrays by name (a place's first part).
+
+    Before: each touched file's manifest gets, under ``writing``, every region of the
+    file about to be written and the digest of its values (:func:`region_digest`).
+    After the caller's block: each touched file's digest (:func:`file_digest`; None if
+    the write left no file: zarr deletes a shard of fill values only) and no ``writing``.
+    If the block raises, the record stays, and the next run settles it (:func:`settle`).
+    """
+    manifests = Manifests(path)
     contents = {}
     for name, places in planned.items():
         manifest = manifests.read(name)
@@ -338,7 +356,8 @@ def writing(path: Path, writes: list[Write]) -> Iterator[None]:
     for name, places in planned.items():
         manifest = contents[name]
         for place in places:
-            manifest["files"][place] = place_digest(path, place, array_of[place])
+            array = arrays[place.partition("/")[0]]
+            manifest["files"][place] = place_digest(path, place, array)
             manifest["writing"].pop(place, None)
         manifests.write(name, manifest)
 

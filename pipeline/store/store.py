@@ -6,8 +6,10 @@ sweep in :mod:`ldpsim.pipeline.store.identity` and the check of a --store path i
 :mod:`ldpsim.pipeline.store.store_path`.
 
 The store is the registry of what is done: a replicate's ``done`` flag is written
-only after its values, by the client, which is the only writer. Every write covers
-whole chunks (one grid point x ``rep_chunk`` replicates).
+only after its values, by the driver, which is the only writer of its data files
+(a worker may encode whole shards, which the driver moves into place:
+:mod:`ldpsim.pipeline.store.handoff`). Every write covers whole chunks (one grid point x
+``rep_chunk`` replicates).
 """
 
 from __future__ import annotations
@@ -30,17 +32,26 @@ import psutil
 import zarr
 
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.store.chunk_writes import (
+    Result,
+    chunk_writes,
+    placed_blocks,
+    replicate_positions,
+    variables_of,
+)
 from ldpsim.pipeline.store.code_identity import UNITS_ATTR, plan_units
 from ldpsim.pipeline.store.digests import (
     DETERMINED,
     FOLDER,
+    Planned,
     Write,
     determined_manifest,
     determined_names,
-    full_region,
     has_digests,
+    recording,
     writing,
 )
+from ldpsim.pipeline.store.handoff import HANDED, expected_places
 from ldpsim.pipeline.store.identity import added_methods, check_streams, identity_diff
 from ldpsim.pipeline.store.integrity import is_sealed, seal
 from ldpsim.pipeline.store.layout import (
@@ -80,8 +91,7 @@ class Store:
             str(self.path), mode=mode, zarr_format=3, use_consolidated=False
         )
         # A store of an older ldpsim lacks the ADDED_VARIABLES until a run adds them.
-        present = set(self.group.array_keys())
-        self._arrays = {name: self.group[name] for name in VARIABLE_ATTRS if name in present}
+        self._arrays = variables_of(self.group)
         #: The ``code_version`` the replicates written now get, and the unit changes
         #: this run accepted (:func:`ldpsim.pipeline.store.code_identity.plan_units`).
         self.code_version = 0
@@ -174,7 +184,7 @@ class Store:
         """Write one chunk's values, then its ``done`` flags (see :meth:`write_chunks`)."""
         self.write_chunks([(index, chunk, result)])
 
-    def write_chunks(self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]) -> None:
+    def write_chunks(self, results: list[Result]) -> None:
         """Write the values of several chunks, then their ``done`` flags.
 
         ``results`` holds (grid index, chunk, result) with arrays for the replicates in
@@ -184,73 +194,72 @@ class Store:
         loses a finished result. Each variable is written for all shards before the
         next, ``done`` last, so ``done`` never vouches for a value not yet on disk.
         """
-        a = self._arrays
-        m = len(self.layout.methods)
-        placed = self._placed(results)
-        writes: list[Write] = []
-
-        def write(name, method_axis, value_of):
-            """Merge every block's results into variable ``name`` (read now, written below).
-
-            A block whose results cover its whole region is not read: nothing of what is
-            stored there survives the write."""
-            array = a[name]
-            for block in placed:
-                where = (*block.grid, *([slice(None)] if method_axis else []), block.reps)
-                if block.covered:
-                    shape = tuple(s.stop - s.start for s in full_region(where, array.shape))
-                    merged = np.empty(shape, dtype=array.dtype)
-                else:
-                    merged = np.asarray(array[where])
-                for offset, positions, result in block.spots:
-                    view = merged[offset]
-                    view[(slice(None),) * method_axis + (positions,)] = value_of(result)
-                writes.append(Write(name, array, where, merged))
-
-        write("estimate", 0, lambda r: r["estimate"])
-        for name in ("last", "projected"):
-            if name in a:  # absent from a store of an older ldpsim opened without a run
-                write(name, 0, lambda r, name=name: r[name])
-        write("lower", 1, lambda r: r["lower"][:m])
-        write("upper", 1, lambda r: r["upper"][:m])
-        per_checkpoint = "checkpoint" in (a["method_failed"].metadata.dimension_names or ())
-
-        def method_failed(r):
-            if per_checkpoint:
-                return r["method_failed"]
-            # A store written before method_failed had the checkpoint axis.
-            return r["method_failed"].reshape(*r["method_failed"].shape[:2], -1).any(axis=2)
-
-        write("method_failed", 1, method_failed)
-        write("seconds", 0, lambda r: r["seconds"])
-        if "method_estimate" in a:  # absent from a store of an older ldpsim opened without a run
-            write("method_estimate", 1, lambda r: r["method_estimate"][:m])
-        if "method_seconds" in a:
-            total = "checkpoint" not in (a["method_seconds"].metadata.dimension_names or ())
-
-            def method_seconds(r):
-                if total:  # added beside a method_failed without the checkpoint axis
-                    return (
-                        r["method_seconds"][:m]
-                        .reshape(*r["method_seconds"].shape[:2], -1)
-                        .sum(axis=2)
-                    )
-                return r["method_seconds"][:m]
-
-            write("method_seconds", 1, method_seconds)
-        write("job_id", 0, lambda r: r["job_id"])
-        if "code_version" in a:  # absent from a store of an older ldpsim opened without a run
-            write("code_version", 0, lambda r: self.code_version)
-        write("failed", 0, lambda r: r["failed"])
-        values = len(writes)
-        write("done", 0, lambda r: ~r["failed"])
-        with self._recorded(writes):
+        values, done = chunk_writes(
+            self._arrays,
+            self.layout,
+            self.code_version,
+            results,
+            read=lambda array, where: np.asarray(array[where]),
+        )
+        with self._recorded([*values, *done]):
             # Each variable for all blocks before the next, ``done`` last.
-            for each in writes[:values]:
+            for each in values:
                 each.array[each.region] = each.values
             self._write_errors(results)
-            for each in writes[values:]:
+            for each in done:
                 each.array[each.region] = each.values
+
+    def write_handed(self, results: list[Result]) -> None:
+        """Move the files that workers encoded for ``results`` into place
+        (:mod:`ldpsim.pipeline.store.handoff`): the same record, order and digests as
+        :meth:`write_chunks`, with the values already encoded.
+
+        Raises
+        ------
+        RuntimeError
+            The files are not the whole files of the blocks these chunks fill, or one is
+            not in the store (a worker that wrote to another file system): nothing of
+            them is recorded or moved.
+        """
+        files = [result[HANDED] for _, _, result in results if result.get(HANDED) is not None]
+        values, done = expected_places(self._arrays, self.layout, results)
+        partials: dict[str, str | None] = {}
+        planned: Planned = {}
+        for handed in files:
+            if partials.keys() & handed.partials.keys():
+                raise RuntimeError("Two tasks encoded the same file of the store.")
+            partials.update(handed.partials)
+            for manifest, places in handed.planned.items():
+                planned.setdefault(manifest, {}).update(places)
+        handed_values = [place for handed in files for place in handed.values]
+        handed_done = [place for handed in files for place in handed.done]
+        missing = [p for p in partials.values() if p is not None and not (self.path / p).is_file()]
+        if set(handed_values) != values or set(handed_done) != done or missing:
+            raise RuntimeError(
+                f"The files that workers encoded for the store {str(self.path)!r} are not "
+                "those of the chunks they computed"
+                + (f" ({missing[0]!r} is not in the store)" if missing else "")
+                + "; nothing of them was moved into the store. Run again to compute them."
+            )
+        recorded = (
+            recording(self.path, planned, self._arrays)
+            if self.digests
+            else contextlib.nullcontext()
+        )
+        with recorded:
+            # Every block's values, then the failure records, ``done`` last.
+            for place in handed_values:
+                self._move(partials[place], place)
+            self._write_errors(results)
+            for place in handed_done:
+                self._move(partials[place], place)
+
+    def _move(self, partial: str | None, place: str) -> None:
+        """The encoded file ``partial`` to ``place``; None: remove the file there."""
+        if partial is None:
+            (self.path / place).unlink(missing_ok=True)
+        else:
+            os.replace(self.path / partial, self.path / place)
 
     def _recorded(self, writes: list[Write]) -> contextlib.AbstractContextManager:
         """The writes' digests recorded around them (:func:`ldpsim.pipeline.store.digests.
@@ -283,47 +292,6 @@ class Store:
             for rep in before[np.isin(before, reps) & ~np.isin(before, failed)].tolist():
                 self.clear_error(index, rep)
 
-    def _placed(self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]]) -> list[Placed]:
-        """Where each write block's results go, worked out once for all the variables.
-
-        Per block: the shard's grid points, the chunks along 'rep' that the results
-        touch (zarr re-encodes those and keeps the shard's others as they are), each
-        result's grid offset and replicate positions inside that region (a slice when
-        they are consecutive), and whether the results cover the whole region. Array
-        operations per result: nothing here runs once per replicate.
-        """
-        blocks: dict[tuple, list[tuple[tuple[int, ...], dict[str, Any], np.ndarray]]] = {}
-        g_block, rep_block = self.layout.write_block()
-        for index, chunk, result in results:
-            rep0 = self.layout.task_chunk_reps(chunk).start
-            key = (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
-            positions = replicate_positions(result)
-            if len(positions):
-                blocks.setdefault(key, []).append((index, result, positions))
-        grid_sizes = self.layout.grid_shape
-        rep_chunk = self.layout.zarr_chunk_reps
-        end = self._arrays["done"].shape[-1]
-        placed = []
-        for key, members in blocks.items():
-            grid = tuple(
-                slice(k * b, min((k + 1) * b, size))
-                for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
-            )
-            first = min(int(reps.min()) for _, _, reps in members)
-            last = max(int(reps.max()) for _, _, reps in members)
-            first = first // rep_chunk * rep_chunk
-            last = (last // rep_chunk + 1) * rep_chunk
-            reps = slice(max(first, key[-1] * rep_block), min(last, end))
-            covered = np.zeros((*(g.stop - g.start for g in grid), reps.stop - reps.start), bool)
-            spots = []
-            for index, result, positions in members:
-                offset = tuple(i - g.start for i, g in zip(index, grid, strict=True))
-                where = _as_slice(positions - reps.start)
-                covered[offset][where] = True
-                spots.append((offset, where, result))
-            placed.append(Placed(grid, reps, spots, bool(covered.all())))
-        return placed
-
     def write_methods(
         self, results: list[tuple[tuple[int, ...], int, dict[str, Any]]], first: int
     ) -> None:
@@ -343,7 +311,7 @@ class Store:
         """
         a = self._arrays
         added = slice(first, len(self.layout.methods))
-        placed = self._placed(results)
+        placed = placed_blocks(self.layout, a["done"].shape[-1], results)
         # Per result, (methods, reps): the cells already done, read before any write
         # (``method_seconds`` is written last, so a finite one vouches for the rest).
         held: dict[int, np.ndarray] = {}
@@ -474,34 +442,6 @@ def _index_label(index: tuple[int, ...]) -> str:
 def _error_name(index: tuple[int, ...], rep: int) -> str:
     """The file name of the error record of replicate ``rep`` at grid ``index``."""
     return f"{_index_label(index)}__{rep}.json"
-
-
-def replicate_positions(result: dict[str, Any]) -> np.ndarray:
-    """A chunk's ``result['reps']`` (a list or a range from the worker) as an int64 array."""
-    reps = result["reps"]
-    if isinstance(reps, range):
-        return np.arange(reps.start, reps.stop, reps.step, dtype=np.int64)
-    return np.asarray(reps, dtype=np.int64)
-
-
-def _as_slice(positions: np.ndarray) -> slice | np.ndarray:
-    """``positions`` (ascending, distinct) as a slice when they are consecutive: numpy
-    copies into a slice without an index array."""
-    if len(positions) and positions[-1] - positions[0] + 1 == len(positions):
-        return slice(int(positions[0]), int(positions[-1]) + 1)
-    return positions
-
-
-@dataclass(frozen=True)
-class Placed:
-    """One write block of a write (:meth:`Store._placed`): its grid points, its region
-    along 'rep', each result's (grid offset, positions in the region, result), and
-    whether the results cover every replicate of the region at every grid point."""
-
-    grid: tuple[slice, ...]
-    reps: slice
-    spots: list[tuple[tuple[int, ...], slice | np.ndarray, dict[str, Any]]]
-    covered: bool
 
 
 @dataclass(frozen=True)
@@ -883,7 +823,8 @@ def _remove_abandoned_creations(path: Path) -> None:
 
 
 def remove_partial_files(path: str | Path) -> int:
-    """Delete temp files a killed writer left behind (zarr's ``*.partial``, our ``*.tmp``).
+    """Delete temp files a killed writer left behind (zarr's ``*.partial``, our ``*.tmp``,
+    and the ``*.partial`` files of workers' encoded shards that no run moved into place).
 
     Called by a run holding the lock, so no other run writes the store's data. Run
     records are written after a run releases the lock, by a run of any host: their

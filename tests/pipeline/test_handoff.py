@@ -1,0 +1,243 @@
+"""Workers encode whole write blocks; the driver only moves them into place (issue 42 item 6).
+
+The driver then no longer encodes, checksums or even receives a replicate's values.
+These tests hold the handed write to the driver's own: the same bytes in every file,
+the same record and order (so a run killed between any two of its steps is settled and
+repaired as before), the same driver work for 60 replicates as for 600, and the
+fallback to the driver's write wherever a worker cannot write a block whole.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import tree_hash, write_sweep
+from test_driver_work import LARGE, lines_run, with_failures
+
+from ldpsim.pipeline.compute import runner
+from ldpsim.pipeline.compute.plan import group_tasks, plan, plan_layout, whole_block_tasks
+from ldpsim.pipeline.compute.worker import run_chunk
+from ldpsim.pipeline.store import digests
+from ldpsim.pipeline.store.damage import find_damage, repair
+from ldpsim.pipeline.store.digests import settle
+from ldpsim.pipeline.store.handoff import HANDED, KEPT, HandedFiles, Handoff, hand_off
+from ldpsim.pipeline.store.layout import TASK_SECONDS, layout_for
+from ldpsim.pipeline.store.reading import open_arrays, open_dataset
+from ldpsim.pipeline.store.store import Store
+from ldpsim.pipeline.sweep import load_sweep
+
+#: Where the two chunks of the sweep's one grid point go: one shard holds both.
+PLACES = (((0,), 0), ((0,), 1))
+
+
+@pytest.fixture(scope="module")
+def computed(tmp_path_factory):
+    """A sweep of one grid point whose one shard holds its two chunks of LARGE
+    replicates, and a real worker's results for both, with failures planted in the
+    second."""
+    folder = tmp_path_factory.mktemp("handoff")
+    sweep_file = write_sweep(
+        folder / "cheap.toml", replicates=2 * LARGE, rep_chunk=LARGE, grid={"n": [100]}
+    )
+    sweep = load_sweep(sweep_file)
+    layout = layout_for(sweep)
+    assert layout.write_block() == ((1,), 2 * LARGE)  # the premise: one block, two chunks
+    point = sweep.points()[0]
+    args = (list(layout.methods), layout.d, "in-process")
+    chunks = [
+        run_chunk(point.spec, list(range(c * LARGE, (c + 1) * LARGE)), *args) for c in (0, 1)
+    ]
+    chunks[1] = with_failures(chunks[1], LARGE)
+    return sweep, chunks
+
+
+def handoff_of(store: Store, places=PLACES) -> Handoff:
+    return Handoff(str(store.path), store.layout, store.code_version, places)
+
+
+def placed(results: list) -> list:
+    return [(*place, result) for place, result in zip(PLACES, results, strict=True)]
+
+
+def data_files(store: Path) -> dict[str, str]:
+    """Hashes of the store's files but the root metadata (its creation's attributes)."""
+    return {k: v for k, v in tree_hash(store).items() if k != "zarr.json"}
+
+
+def test_a_handed_block_is_byte_for_byte_the_driver_s_write(computed, tmp_path):
+    sweep, chunks = computed
+    driver, _ = Store.open_or_create(tmp_path / "driver.zarr", sweep)
+    worker, _ = Store.open_or_create(tmp_path / "worker.zarr", sweep)
+    driver.write_chunks(placed(chunks))
+    handed = hand_off(handoff_of(worker), chunks)
+    # What goes back to the driver: flags and failure records, not the values.
+    assert isinstance(handed[0][HANDED], HandedFiles) and handed[1][HANDED] is None
+    assert all(set(result) == {*KEPT, HANDED} for result in handed)
+    partials = sorted(p.relative_to(worker.path) for p in worker.path.rglob("*.partial"))
+    # A file of every variable's shard but those all fill values (NaN last, projected).
+    files = [p for p in handed[0][HANDED].partials.values() if p is not None]
+    assert sorted(map(Path, files)) == partials and len(partials) >= 8
+    assert not (worker.path / "lower/c/0/0/0/0").exists()  # nothing in place before the driver
+    worker.write_handed(placed(handed))
+    assert not list(worker.path.rglob("*.partial"))
+    assert data_files(worker.path) == data_files(driver.path)  # data, manifests, errors
+    assert find_damage(worker.path) is None or not find_damage(worker.path)
+    done = open_dataset(worker.path)["done"].values
+    assert done.sum() == 2 * LARGE - 2 and not done[0, LARGE] and not done[0, LARGE + 2]
+
+
+def test_chunks_that_fill_part_of_a_block_keep_their_arrays(computed, tmp_path):
+    sweep, chunks = computed
+    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    before = tree_hash(store.path)
+    assert hand_off(handoff_of(store, PLACES[:1]), chunks[:1]) == chunks[:1]
+    assert tree_hash(store.path) == before
+
+
+def test_a_worker_that_cannot_see_the_store_returns_its_arrays(computed, tmp_path):
+    # A worker on another file system, or a new store not created yet.
+    sweep, chunks = computed
+    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    elsewhere = Handoff(str(tmp_path / "elsewhere.zarr"), store.layout, 0, PLACES)
+    assert hand_off(elsewhere, chunks) == chunks
+    assert not (tmp_path / "elsewhere.zarr").exists()
+
+
+@pytest.mark.parametrize("tamper", ["a file left out", "a file on another file system"])
+def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, tamper):
+    sweep, chunks = computed
+    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    handed = hand_off(handoff_of(store), chunks)
+    files = handed[0][HANDED]
+    if tamper == "a file left out":
+        files.values.remove("lower/c/0/0/0/0")
+    else:
+        (store.path / files.partials["upper/c/0/0/0/0"]).unlink()
+    before = {k: v for k, v in tree_hash(store.path).items() if not k.endswith(".partial")}
+    with pytest.raises(RuntimeError, match="not those of the chunks they computed"):
+        store.write_handed(placed(handed))
+    after = {k: v for k, v in tree_hash(store.path).items() if not k.endswith(".partial")}
+    assert after == before
+
+
+@pytest.mark.parametrize("stop", ["before any move", "after one", "before done", "before digests"])
+def test_a_commit_killed_at_any_step_is_settled_and_repaired(
+    computed, tmp_path, monkeypatch, stop
+):
+    """The commit stops at ``stop``, its record left as a killed run leaves it. The next
+    run settles the record, repairs what it must and computes the rest: the store then
+    equals the driver's."""
+    sweep, chunks = computed
+    driver, _ = Store.open_or_create(tmp_path / "driver.zarr", sweep)
+    driver.write_chunks(placed(chunks))
+    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    handed = hand_off(handoff_of(store), chunks)
+    files = handed[0][HANDED]
+    values = sum(files.partials[place] is not None for place in files.values)
+    moves = {"before any move": 0, "after one": 1, "before done": values}.get(stop)
+    replace, count = os.replace, [0]
+
+    def killed(source, target):
+        if count[0] == moves:
+            raise KeyboardInterrupt  # the run stops here: nothing after runs
+        count[0] += 1
+        replace(source, target)
+
+    def no_digest(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    if stop == "before digests":
+        monkeypatch.setattr(digests, "place_digest", no_digest)
+    with pytest.raises(KeyboardInterrupt):
+        store.write_handed(placed(handed))
+    monkeypatch.undo()
+    # The next run, as runner._execute starts it: settle, find the damage, repair.
+    settle(store.path, open_arrays(store.path))
+    damage = find_damage(store.path)
+    if damage:
+        repair(store.path, damage)
+    reopened = Store(store.path, store.layout)
+    done = reopened.done_mask()
+    assert done.sum() in (0, 2 * LARGE - 2)  # all of the block, or none of it
+    assert done.any() == (stop == "before digests")
+    if not done.any():  # what the next run computes again
+        reopened.write_chunks(placed(chunks))
+    assert not find_damage(store.path)
+    ours = {k: v for k, v in data_files(store.path).items() if not k.endswith(".partial")}
+    assert ours == data_files(driver.path)
+
+
+def test_committing_handed_files_runs_the_same_python_for_60_replicates_as_for_600(
+    tmp_path,
+):
+    counts = []
+    for reps in (60, 600):
+        sweep_file = write_sweep(
+            tmp_path / f"s{reps}.toml", replicates=2 * reps, rep_chunk=reps, grid={"n": [100]}
+        )
+        sweep = load_sweep(sweep_file)
+        store, _ = Store.open_or_create(tmp_path / f"s{reps}.zarr", sweep)
+        point = sweep.points()[0]
+        args = (list(store.layout.methods), store.layout.d, "in-process")
+        chunks = [
+            run_chunk(point.spec, list(range(c * reps, (c + 1) * reps)), *args) for c in (0, 1)
+        ]
+        chunks[1] = with_failures(chunks[1], reps)
+        handed = hand_off(handoff_of(store), chunks)
+        counts.append(
+            lines_run(lambda store=store, handed=handed: store.write_handed(placed(handed)))
+        )
+    assert counts[0] == counts[1], counts
+
+
+def test_whole_blocks_are_those_one_task_fills_alone(tmp_path):
+    # scale with 2,000 replicates: one shard holds its 4 grid points.
+    sweep = load_sweep("scale", replicates=2000)
+    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    assert store.layout.write_block() == ((2, 2), 2000)
+    work, _ = plan(sweep, store)
+    one = group_tasks(work, TASK_SECONDS)  # 4 cheap chunks: one task
+    assert len(one) == 1 and whole_block_tasks(one, store.layout) == {one[0].key}
+    apart = group_tasks(work, 0.0)  # a task per chunk: each fills a quarter of the shard
+    assert len(apart) == 4 and whole_block_tasks(apart, store.layout) == set()
+    # A resumed store: one replicate done, the block's others in one task.
+    done = np.zeros((2, 2, 2000), dtype=bool)
+    done[1, 1, 7] = True
+    resumed, _ = plan_layout(sweep, store.layout, store.path, done)
+    assert whole_block_tasks(group_tasks(resumed, TASK_SECONDS), store.layout) == set()
+
+
+def test_a_run_hands_off_its_blocks_and_writes_what_the_driver_writes(
+    tmp_path, local_cluster, monkeypatch
+):
+    from distributed import Client
+
+    sweep = load_sweep("scale", replicates=500)
+    handed: list[int] = []
+    write_handed = Store.write_handed
+
+    def counted(self, results):
+        handed.append(len(results))
+        return write_handed(self, results)
+
+    monkeypatch.setattr(Store, "write_handed", counted)
+    stores = {}
+    with Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        for name in ("handed", "driver"):
+            if name == "driver":  # no task hands off: the driver writes everything
+                monkeypatch.setattr(runner, "whole_block_tasks", lambda tasks, layout: set())
+            path = tmp_path / f"{name}.zarr"
+            Store.open_or_create(path, sweep)  # an existing store: no task starts before it
+            report = runner.run_sweep(sweep, path, client=client, log=lambda *a: None)
+            assert report.computed == 4 * 500
+            stores[name] = open_dataset(path).load()
+    assert handed == [4]  # one task, its 4 chunks, handed off
+    timings = ("seconds", "method_seconds")
+    for name, values in stores["driver"].data_vars.items():
+        if name not in timings:
+            np.testing.assert_array_equal(stores["handed"][name].values, values.values, name)
+    assert not list(Path(tmp_path / "handed.zarr").rglob("*.partial"))
