@@ -7,6 +7,7 @@ import errno
 import os
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,12 +195,15 @@ def run_sweep(
 
         # Methods added to finished replicates run their chains again: with their code.
         check_chain_code(path, sweep, changes.methods_added, units)
-    lock = RunLock(path / META_GROUP) if path.exists() else None
+    # The token of this run's lock, chosen now: workers that encode shards check that
+    # the store's lock holds it (pipeline/store/handoff.py), also on a store not yet created.
+    token = uuid.uuid4().hex
+    lock = RunLock(path / META_GROUP, token=token) if path.exists() else None
 
     def take_lock(_: Path) -> None:
         # The store calls this once it exists and matches the sweep, before changing it.
         nonlocal lock
-        lock = lock or RunLock(path / META_GROUP)
+        lock = lock or RunLock(path / META_GROUP, token=token)
         if not lock.held:
             _acquire(lock, log)
 
@@ -222,7 +226,9 @@ def run_sweep(
             if not path.exists():
                 check_signals()  # a signal that came while the cluster started stops here
                 # A new store's replicates get the generation 0.
-                early = submit(connected, sweep, layout_for(sweep), path, None, shuffle, units, 0)
+                early = submit(
+                    connected, sweep, layout_for(sweep), path, None, shuffle, units, 0, token
+                )
             try:
                 # Creating a store is atomic and cleans up after an interruption (a
                 # signal raises inside, however slow the file system): what the tasks
@@ -245,7 +251,7 @@ def run_sweep(
                 early = None
             how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
             report = _execute(
-                sweep, store, changes, undamaged, connected, start, early, units, *how, log
+                sweep, store, changes, undamaged, connected, start, early, units, token, *how, log
             )
             report.code_changes = store.code_changes
             return report
@@ -287,6 +293,7 @@ def submit(
     shuffle: int | None,
     units: dict[str, dict[str, Any]],
     code_version: int,
+    token: str,
 ) -> Submitted:
     """Plan the replicates not ``done`` (:func:`plan_layout`), group them into tasks
     and submit those (in a random order with the seed ``shuffle``: tests of order
@@ -295,7 +302,7 @@ def submit(
     its worker checks against the code it runs. A task that computes whole write blocks
     (:func:`whole_block_tasks`) has its worker encode their files
     (:mod:`ldpsim.pipeline.store.handoff`; ``code_version``: the generation its
-    replicates get)."""
+    replicates get; ``token``: the run's lock token)."""
     work, already = plan_layout(sweep, layout, path, done)
     if shuffle is not None:
         import random
@@ -322,7 +329,7 @@ def submit(
         handoff = None
         if task.key in whole:
             places = tuple((w.index, w.chunk) for w in task.works)
-            handoff = Handoff(str(path.resolve()), layout, code_version, places)
+            handoff = Handoff(str(path.resolve()), token, layout, code_version, places)
         launched = ()
         if sweep.backend == "gpu":
             # The chains on a worker that holds a GPU (distributed's worker resources);
@@ -369,6 +376,7 @@ def _execute(
     start: float,
     early: Submitted | None,
     units: dict[str, dict[str, Any]],
+    token: str,
     shuffle: int | None,
     every: float,
     limit: FailureLimit,
@@ -408,6 +416,7 @@ def _execute(
             shuffle,
             units,
             store.code_version,
+            token,
         )
     from ldpsim.pipeline.compute.added_methods import (
         describe,

@@ -23,9 +23,11 @@ or chunks of an unsharded store) therefore encodes them on its worker:
    settled by the next run as before (:func:`ldpsim.pipeline.store.digests.settle`).
 
 Only the driver changes a store's data files: a worker's files are inert until the
-driver, which holds the lock, moves them. A worker that cannot see or write the store
-(another file system, no store yet while the driver creates it, a full disk) returns
-its arrays as before, and the driver writes them.
+driver, which holds the lock, moves them. A worker encodes only for a store whose lock
+holds the run's token (so it is that store, on a file system it shares with the
+driver, while that run holds it); one that cannot see or write the store (another file
+system, no store yet while the driver creates it, a full disk) returns its arrays as
+before, and the driver writes them.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ from ldpsim.pipeline.store.digests import (
     planned_entries,
     split_by_file,
 )
-from ldpsim.pipeline.store.layout import Layout
+from ldpsim.pipeline.store.layout import META_GROUP, Layout
+from ldpsim.pipeline.store.lock import holder_token
 
 #: The result key of a chunk whose arrays a worker wrote: the task's
 #: :class:`HandedFiles` in its first chunk's result, None in its others'.
@@ -65,14 +68,20 @@ KEPT = ("reps", "failed", "method_failed", "errors", "warm_up_seconds")
 
 @dataclass(frozen=True)
 class Handoff:
-    """What a task needs to encode its write blocks: the store's absolute path, its
-    layout, the generation (``code_version``) its replicates get, and each chunk's
-    (grid index, chunk along 'rep'), in the task's order."""
+    """What a task needs to encode its write blocks: the store's absolute path, the token
+    of the run's lock (:func:`ldpsim.pipeline.store.lock.holder_token`), the store's
+    layout, the generation (``code_version``) its replicates get, and each chunk's (grid
+    index, chunk along 'rep'), in the task's order."""
 
     path: str
+    token: str
     layout: Layout
     code_version: int
     places: tuple[tuple[tuple[int, ...], int], ...]
+
+
+class NotWhole(ValueError):
+    """Results that do not fill the files they touch whole: the driver writes them."""
 
 
 @dataclass(frozen=True)
@@ -90,14 +99,19 @@ class HandedFiles:
 
 def hand_off(handoff: Handoff, results: list[Any]) -> list[Any]:
     """A task's chunk results with their arrays in encoded files (module docstring), or
-    ``results`` unchanged where the worker cannot write them (a chunk that raised, a
-    block not covered whole, a store this worker cannot see or write)."""
+    ``results`` unchanged where the worker does not write them: a chunk that raised, a
+    store that this worker cannot see or write or that the run's lock does not hold
+    (another file system with a store at that path; a new store not created yet), a
+    block not covered whole. Any other error is raised: a bug fails the task loudly
+    rather than turning the hand-off off unseen."""
     if not results or any(isinstance(result, Exception) for result in results):
+        return results
+    if holder_token(Path(handoff.path) / META_GROUP) != handoff.token:
         return results
     placed = [(*place, result) for place, result in zip(handoff.places, results, strict=True)]
     try:
         files = encode(handoff, placed)
-    except (OSError, ValueError, KeyError):  # zarr's missing store or array is a KeyError
+    except (OSError, NotWhole):
         return results
     kept = [{key: result[key] for key in KEPT if key in result} for result in results]
     for i, result in enumerate(kept):
@@ -110,9 +124,9 @@ def encode(handoff: Handoff, results: list[Result]) -> HandedFiles:
 
     Raises
     ------
-    ValueError
+    NotWhole
         The results do not fill whole files.
-    OSError, KeyError
+    OSError
         The store is not there, or a file cannot be written; the files written so far
         are removed.
     """
@@ -121,7 +135,10 @@ def encode(handoff: Handoff, results: list[Result]) -> HandedFiles:
     root = Path(handoff.path)
     group = zarr.open_group(str(root), mode="r", zarr_format=3, use_consolidated=False)
     arrays = variables_of(group)
-    values, done = chunk_writes(arrays, handoff.layout, handoff.code_version, results)
+    try:
+        values, done = chunk_writes(arrays, handoff.layout, handoff.code_version, results)
+    except ValueError as exc:  # a block the results do not cover
+        raise NotWhole(str(exc)) from None
     for write in (*values, *done):
         whole_files(write.name, write.array.shape, file_shape(write.array), write.region)
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -137,17 +154,17 @@ def encode(handoff: Handoff, results: list[Result]) -> HandedFiles:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 partials[place] = partial
                 target.write_bytes(data)
+        return HandedFiles(
+            partials=partials,
+            values=[place for write in values for place in places_of(write)],
+            done=[place for write in done for place in places_of(write)],
+            planned=planned_entries([*values, *done]),
+        )
     except BaseException:
         for partial in partials.values():
             if partial is not None:
                 (root / partial).unlink(missing_ok=True)
         raise
-    return HandedFiles(
-        partials=partials,
-        values=[place for write in values for place in places_of(write)],
-        done=[place for write in done for place in places_of(write)],
-        planned=planned_entries([*values, *done]),
-    )
 
 
 def places_of(write: Write) -> list[str]:
@@ -186,14 +203,14 @@ def whole_files(
 
     Raises
     ------
-    ValueError
+    NotWhole
         It covers part of a file: encoding that file alone would lose the rest.
     """
     bounds = full_region(region, shape)
     for coords, part, _ in split_by_file(bounds, file):
         for c, size, extent, s in zip(coords, file, shape, part, strict=True):
             if s.start != c * size or s.stop != min((c + 1) * size, extent):
-                raise ValueError(f"a write of {name} covers part of a file")
+                raise NotWhole(f"a write of {name} covers part of a file")
 
 
 def expected_places(
@@ -204,12 +221,12 @@ def expected_places(
 
     Raises
     ------
-    ValueError
+    NotWhole
         Their blocks are not covered whole.
     """
     placed = placed_blocks(layout, arrays["done"].shape[-1], results)
     if not all(block.covered for block in placed):
-        raise ValueError("handed chunks that do not cover their write blocks")
+        raise NotWhole("handed chunks that do not cover their write blocks")
     values: set[str] = set()
     done: set[str] = set()
     for name, method_axis, _ in written_variables(arrays, len(layout.methods), 0):

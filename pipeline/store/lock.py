@@ -217,9 +217,16 @@ class RunLock:
         Seconds without a heartbeat after which this run's lock may be taken over by
         others, in [0.1, 86400]; None reads ``$LDPSIM_LOCK_TIMEOUT`` (default 60 s).
         Another run's lock is judged by the timeout written in its record.
+    token : str or None
+        The token its record carries while held (:func:`holder_token`): one the run chose
+        before it took the lock, so that its workers can tell that it holds the store
+        (:mod:`ldpsim.pipeline.store.handoff`); None: a new random one each time it is
+        taken.
     """
 
-    def __init__(self, folder: str | Path, stale_after: float | None = None) -> None:
+    def __init__(
+        self, folder: str | Path, stale_after: float | None = None, token: str | None = None
+    ) -> None:
         self.path = Path(folder) / LOCK_NAME
         #: The store the lock belongs to, absolute and resolved: a copy of the store
         #: (``cp -a``) carries the lock file but is not locked by it.
@@ -235,6 +242,7 @@ class RunLock:
         #: True once the heartbeat finds that another run has taken the lock over.
         self.lost = False
         self._token = ""
+        self._chosen_token = token
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._log: Callable[[str], Any] = print
@@ -278,7 +286,7 @@ class RunLock:
             heartbeat and command.
         """
         self._log = log
-        self._token = uuid.uuid4().hex
+        self._token = self._chosen_token or uuid.uuid4().hex
         record = {
             "pid": os.getpid(),
             **(_process_start(os.getpid()) or {}),  # tells this process from a reuse
@@ -485,6 +493,17 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def holder_token(folder: str | Path) -> str | None:
+    """The token of the run holding the lock in ``folder`` (the store's ``ldpsim``
+    sub-group) now; None when there is no lock or it cannot be read."""
+    try:
+        record = json.loads((Path(folder) / LOCK_NAME).read_bytes())
+    except (OSError, ValueError):
+        return None
+    token = record.get("token") if isinstance(record, dict) else None
+    return token if isinstance(token, str) else None
 
 
 def _seconds(value: Any, default: float) -> float:

@@ -218,8 +218,8 @@ class Store:
         ------
         RuntimeError
             The files are not the whole files of the blocks these chunks fill, or one is
-            not in the store (a worker that wrote to another file system): nothing of
-            them is recorded or moved.
+            not in the store: nothing of them is recorded or moved. A worker encodes only
+            for the store whose lock holds the run's token, so this is a bug.
         """
         files = [result[HANDED] for _, _, result in results if result.get(HANDED) is not None]
         values, done = expected_places(self._arrays, self.layout, results)
@@ -234,19 +234,27 @@ class Store:
         handed_values = [place for handed in files for place in handed.values]
         handed_done = [place for handed in files for place in handed.done]
         missing = [p for p in partials.values() if p is not None and not (self.path / p).is_file()]
-        if set(handed_values) != values or set(handed_done) != done or missing:
+        recorded = {place for places in planned.values() for place in places}
+        expected = values | done
+        if (
+            set(handed_values) != values
+            or set(handed_done) != done
+            or partials.keys() != expected
+            or recorded != expected
+            or missing
+        ):
             raise RuntimeError(
                 f"The files that workers encoded for the store {str(self.path)!r} are not "
                 "those of the chunks they computed"
                 + (f" ({missing[0]!r} is not in the store)" if missing else "")
                 + "; nothing of them was moved into the store. Run again to compute them."
             )
-        recorded = (
+        record = (
             recording(self.path, planned, self._arrays)
             if self.digests
             else contextlib.nullcontext()
         )
-        with recorded:
+        with record:
             # Every block's values, then the failure records, ``done`` last.
             for place in handed_values:
                 self._move(partials[place], place)

@@ -126,7 +126,9 @@ def test_submitting_a_task_runs_the_same_python_for_60_replicates_as_for_600(
             submitted: list = []
 
             def plan_and_submit(sized=sized, path=folder / f"{name}.zarr", out=submitted):
-                out.append(submit(client, sized, layout_for(sized), path, None, None, units, 0))
+                out.append(
+                    submit(client, sized, layout_for(sized), path, None, None, units, 0, "t")
+                )
 
             counts.append(lines_run(plan_and_submit))
             submitted[0].cancel(client)

@@ -24,7 +24,8 @@ from ldpsim.pipeline.store import digests
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.digests import settle
 from ldpsim.pipeline.store.handoff import HANDED, KEPT, HandedFiles, Handoff, hand_off
-from ldpsim.pipeline.store.layout import TASK_SECONDS, layout_for
+from ldpsim.pipeline.store.layout import META_GROUP, TASK_SECONDS, layout_for
+from ldpsim.pipeline.store.lock import RunLock
 from ldpsim.pipeline.store.reading import open_arrays, open_dataset
 from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
@@ -54,8 +55,29 @@ def computed(tmp_path_factory):
     return sweep, chunks
 
 
-def handoff_of(store: Store, places=PLACES) -> Handoff:
-    return Handoff(str(store.path), store.layout, store.code_version, places)
+#: The token of the run that holds the tests' stores.
+TOKEN = "a-run"
+
+
+@pytest.fixture
+def held():
+    """``held(store)``: the store's run lock taken with :data:`TOKEN`, as a run holds it
+    while its workers encode; released at the test's end."""
+    locks: list[RunLock] = []
+
+    def take(store: Store) -> Store:
+        lock = RunLock(store.path / META_GROUP, token=TOKEN)
+        lock.acquire(log=lambda *_: None)
+        locks.append(lock)
+        return store
+
+    yield take
+    for lock in locks:
+        lock.release()
+
+
+def handoff_of(store: Store, places=PLACES, token=TOKEN) -> Handoff:
+    return Handoff(str(store.path), token, store.layout, store.code_version, places)
 
 
 def placed(results: list) -> list:
@@ -67,10 +89,10 @@ def data_files(store: Path) -> dict[str, str]:
     return {k: v for k, v in tree_hash(store).items() if k != "zarr.json"}
 
 
-def test_a_handed_block_is_byte_for_byte_the_driver_s_write(computed, tmp_path):
+def test_a_handed_block_is_byte_for_byte_the_driver_s_write(computed, tmp_path, held):
     sweep, chunks = computed
     driver, _ = Store.open_or_create(tmp_path / "driver.zarr", sweep)
-    worker, _ = Store.open_or_create(tmp_path / "worker.zarr", sweep)
+    worker = held(Store.open_or_create(tmp_path / "worker.zarr", sweep)[0])
     driver.write_chunks(placed(chunks))
     handed = hand_off(handoff_of(worker), chunks)
     # What goes back to the driver: flags and failure records, not the values.
@@ -83,39 +105,59 @@ def test_a_handed_block_is_byte_for_byte_the_driver_s_write(computed, tmp_path):
     assert not (worker.path / "lower/c/0/0/0/0").exists()  # nothing in place before the driver
     worker.write_handed(placed(handed))
     assert not list(worker.path.rglob("*.partial"))
-    assert data_files(worker.path) == data_files(driver.path)  # data, manifests, errors
+    # Data, manifests, failure records; the lock is the run's own.
+    ours = {k: v for k, v in data_files(worker.path).items() if k != "ldpsim/lock.json"}
+    assert ours == data_files(driver.path)
     assert find_damage(worker.path) is None or not find_damage(worker.path)
     done = open_dataset(worker.path)["done"].values
     assert done.sum() == 2 * LARGE - 2 and not done[0, LARGE] and not done[0, LARGE + 2]
 
 
-def test_chunks_that_fill_part_of_a_block_keep_their_arrays(computed, tmp_path):
+def test_chunks_that_fill_part_of_a_block_keep_their_arrays(computed, tmp_path, held):
     sweep, chunks = computed
-    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
     before = tree_hash(store.path)
     assert hand_off(handoff_of(store, PLACES[:1]), chunks[:1]) == chunks[:1]
     assert tree_hash(store.path) == before
 
 
-def test_a_worker_that_cannot_see_the_store_returns_its_arrays(computed, tmp_path):
+def test_a_worker_that_cannot_see_the_store_returns_its_arrays(computed, tmp_path, held):
     # A worker on another file system, or a new store not created yet.
     sweep, chunks = computed
-    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
-    elsewhere = Handoff(str(tmp_path / "elsewhere.zarr"), store.layout, 0, PLACES)
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    elsewhere = Handoff(str(tmp_path / "elsewhere.zarr"), TOKEN, store.layout, 0, PLACES)
     assert hand_off(elsewhere, chunks) == chunks
     assert not (tmp_path / "elsewhere.zarr").exists()
 
 
-@pytest.mark.parametrize("tamper", ["a file left out", "a file on another file system"])
-def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, tamper):
+@pytest.mark.parametrize("holder", ["no run", "another run"])
+def test_a_store_the_run_does_not_hold_gets_no_files(computed, tmp_path, held, holder):
+    # A store at the same path that is not the run's (a copy on the worker's own disk,
+    # another run's), or the run's before it took the lock: the worker writes nothing.
     sweep, chunks = computed
     store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    if holder == "another run":
+        held(store)
+    before = tree_hash(store.path)
+    assert hand_off(handoff_of(store, token="this-run"), chunks) == chunks
+    assert tree_hash(store.path) == before
+
+
+@pytest.mark.parametrize(
+    "tamper", ["a file left out", "a file not in the store", "a file not recorded"]
+)
+def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, held, tamper):
+    sweep, chunks = computed
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
     handed = hand_off(handoff_of(store), chunks)
     files = handed[0][HANDED]
     if tamper == "a file left out":
         files.values.remove("lower/c/0/0/0/0")
-    else:
+    elif tamper == "a file not in the store":
         (store.path / files.partials["upper/c/0/0/0/0"]).unlink()
+    else:
+        for places in files.planned.values():
+            places.pop("estimate/c/0/0/0", None)
     before = {k: v for k, v in tree_hash(store.path).items() if not k.endswith(".partial")}
     with pytest.raises(RuntimeError, match="not those of the chunks they computed"):
         store.write_handed(placed(handed))
@@ -125,7 +167,7 @@ def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, tam
 
 @pytest.mark.parametrize("stop", ["before any move", "after one", "before done", "before digests"])
 def test_a_commit_killed_at_any_step_is_settled_and_repaired(
-    computed, tmp_path, monkeypatch, stop
+    computed, tmp_path, monkeypatch, held, stop
 ):
     """The commit stops at ``stop``, its record left as a killed run leaves it. The next
     run settles the record, repairs what it must and computes the rest: the store then
@@ -133,7 +175,7 @@ def test_a_commit_killed_at_any_step_is_settled_and_repaired(
     sweep, chunks = computed
     driver, _ = Store.open_or_create(tmp_path / "driver.zarr", sweep)
     driver.write_chunks(placed(chunks))
-    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
     handed = hand_off(handoff_of(store), chunks)
     files = handed[0][HANDED]
     values = sum(files.partials[place] is not None for place in files.values)
@@ -141,9 +183,10 @@ def test_a_commit_killed_at_any_step_is_settled_and_repaired(
     replace, count = os.replace, [0]
 
     def killed(source, target):
-        if count[0] == moves:
-            raise KeyboardInterrupt  # the run stops here: nothing after runs
-        count[0] += 1
+        if str(source).endswith(".partial"):  # a worker's file moved (not a manifest)
+            if count[0] == moves:
+                raise KeyboardInterrupt  # the run stops here: nothing after runs
+            count[0] += 1
         replace(source, target)
 
     def no_digest(*args):
@@ -167,20 +210,55 @@ def test_a_commit_killed_at_any_step_is_settled_and_repaired(
     if not done.any():  # what the next run computes again
         reopened.write_chunks(placed(chunks))
     assert not find_damage(store.path)
-    ours = {k: v for k, v in data_files(store.path).items() if not k.endswith(".partial")}
+    ours = {
+        k: v
+        for k, v in data_files(store.path).items()
+        if not k.endswith(".partial") and k != "ldpsim/lock.json"
+    }
     assert ours == data_files(driver.path)
+    assert count[0] == moves or stop == "before digests"
 
 
-def test_committing_handed_files_runs_the_same_python_for_60_replicates_as_for_600(
-    tmp_path,
-):
+def test_a_file_of_fill_values_only_replaces_the_file_that_was_there(computed, tmp_path, held):
+    # The block was written with failures (a 'failed' file); computed again without, its
+    # 'failed' flags are all the fill value: zarr writes no file, and the old one goes.
+    sweep, chunks = computed
+    run_again = dict(chunks[1], failed=np.zeros(LARGE, bool), errors={})
+    clean = [chunks[0], run_again]
+    driver, _ = Store.open_or_create(tmp_path / "driver.zarr", sweep)
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    for each in (driver, store):
+        each.write_chunks(placed(chunks))
+    assert (store.path / "failed/c/0/0").is_file()
+    driver.write_chunks(placed(clean))
+    handed = hand_off(handoff_of(store), clean)
+    assert handed[0][HANDED].partials["failed/c/0/0"] is None
+    store.write_handed(placed(handed))
+    assert not (store.path / "failed/c/0/0").exists()
+    ours = {k: v for k, v in data_files(store.path).items() if k != "ldpsim/lock.json"}
+    assert ours == data_files(driver.path)
+    assert not find_damage(store.path)
+
+
+def test_two_tasks_that_encoded_one_file_are_refused(computed, tmp_path, held):
+    sweep, chunks = computed
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    first, second = hand_off(handoff_of(store), chunks), hand_off(handoff_of(store), chunks)
+    before = {k: v for k, v in tree_hash(store.path).items() if not k.endswith(".partial")}
+    with pytest.raises(RuntimeError, match="Two tasks encoded the same file"):
+        store.write_handed([*placed(first), *placed(second)])
+    after = {k: v for k, v in tree_hash(store.path).items() if not k.endswith(".partial")}
+    assert after == before
+
+
+def test_committing_handed_files_runs_the_same_python_for_60_replicates_as_for_600(tmp_path, held):
     counts = []
     for reps in (60, 600):
         sweep_file = write_sweep(
             tmp_path / f"s{reps}.toml", replicates=2 * reps, rep_chunk=reps, grid={"n": [100]}
         )
         sweep = load_sweep(sweep_file)
-        store, _ = Store.open_or_create(tmp_path / f"s{reps}.zarr", sweep)
+        store = held(Store.open_or_create(tmp_path / f"s{reps}.zarr", sweep)[0])
         point = sweep.points()[0]
         args = (list(store.layout.methods), store.layout.d, "in-process")
         chunks = [
