@@ -23,9 +23,10 @@ TRIES = 4
 
 @pytest.fixture
 def big_store(tmp_path) -> Path:
-    """The scale sweep's store (1e6 replicates), done: `done` in 16 shards of 10 chunks."""
+    """The scale sweep's store (1e6 replicates), done, in tasks of 3,263 replicates (as
+    the cost model sized them before 2026-11-29): `done` in 16 shards of 20 chunks."""
     store = tmp_path / "big.zarr"
-    Store.open_or_create(store, load_sweep("scale"))
+    Store.open_or_create(store, load_sweep("scale", ["rep_chunk=3263"]))
     done = zarr.open_group(str(store), mode="r+")["done"]
     flags = np.ones(done.shape, dtype=bool)
     # As a run writes: the files' digests recorded (ldpsim.pipeline.store.digests).
