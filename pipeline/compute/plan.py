@@ -163,13 +163,21 @@ def task_reps(reps: Sequence[int]) -> Sequence[int]:
     return reps
 
 
+#: Tasks a run's work is grouped into at least, where its chunks allow: a run of a few
+#: seconds of work is still spread over the workers (2 workers and 3 tasks of a second
+#: leave one idle for a third of the run).
+MIN_TASKS = 32
+
+
 def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:
-    """Consecutive chunks grouped into tasks of about ``seconds`` of estimated work each.
+    """Consecutive chunks grouped into tasks of about ``seconds`` of estimated work each,
+    or less where that makes fewer than :data:`MIN_TASKS` tasks.
 
     A chunk is never split (it is at most a task's worth by the layout); chunks of
     grid points that cost little share a task, so a sweep of many small grid points
     is not many tiny tasks.
     """
+    seconds = min(seconds, sum(w.cost for w in work) / MIN_TASKS)
     tasks: list[Task] = []
     group: list[Work] = []
     cost = 0.0

@@ -18,13 +18,13 @@ from conftest import tree_hash, write_sweep
 from test_driver_work import LARGE, lines_run, with_failures
 
 from ldpsim.pipeline.compute import runner
-from ldpsim.pipeline.compute.plan import group_tasks, plan, plan_layout, whole_block_tasks
+from ldpsim.pipeline.compute.plan import Task, plan, plan_layout, whole_block_tasks
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.store import digests
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.digests import settle
 from ldpsim.pipeline.store.handoff import HANDED, KEPT, HandedFiles, Handoff, hand_off
-from ldpsim.pipeline.store.layout import META_GROUP, TASK_SECONDS, layout_for
+from ldpsim.pipeline.store.layout import META_GROUP, layout_for
 from ldpsim.pipeline.store.lock import RunLock
 from ldpsim.pipeline.store.reading import open_arrays, open_dataset
 from ldpsim.pipeline.store.store import Store
@@ -278,15 +278,39 @@ def test_whole_blocks_are_those_one_task_fills_alone(tmp_path):
     store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
     assert store.layout.write_block() == ((2, 2), 2000)
     work, _ = plan(sweep, store)
-    one = group_tasks(work, TASK_SECONDS)  # 4 cheap chunks: one task
-    assert len(one) == 1 and whole_block_tasks(one, store.layout) == {one[0].key}
-    apart = group_tasks(work, 0.0)  # a task per chunk: each fills a quarter of the shard
-    assert len(apart) == 4 and whole_block_tasks(apart, store.layout) == set()
+    assert len(work) == 4
+    one = [Task(work, "all")]
+    assert whole_block_tasks(one, store.layout) == {"all"}
+    apart = [Task([w], f"t{i}") for i, w in enumerate(work)]  # a quarter of the shard each
+    assert whole_block_tasks(apart, store.layout) == set()
+    split = [Task(work[:3], "three"), Task(work[3:], "one")]  # two tasks share the shard
+    assert whole_block_tasks(split, store.layout) == set()
     # A resumed store: one replicate done, the block's others in one task.
     done = np.zeros((2, 2, 2000), dtype=bool)
     done[1, 1, 7] = True
     resumed, _ = plan_layout(sweep, store.layout, store.path, done)
-    assert whole_block_tasks(group_tasks(resumed, TASK_SECONDS), store.layout) == set()
+    assert whole_block_tasks([Task(resumed, "rest")], store.layout) == set()
+
+
+#: Wide replicates (d = 200): a grid point's 600 replicates are one chunk and one shard,
+#: so that each task fills its shard whole.
+WIDE = """\
+replicates = 600
+seed = 3
+[spec]
+model = "sparse_mean"
+magnitude = 1.0
+coef = 0.0
+n = 10
+d = 200
+sparsity = 1
+mechanism = "laplace"
+calibration = "sparse"
+[grid]
+eps = [1.0, 2.0]
+[methods.oracle]
+[methods.bm]
+"""
 
 
 def test_a_run_hands_off_its_blocks_and_writes_what_the_driver_writes(
@@ -294,7 +318,9 @@ def test_a_run_hands_off_its_blocks_and_writes_what_the_driver_writes(
 ):
     from distributed import Client
 
-    sweep = load_sweep("scale", replicates=500)
+    (tmp_path / "wide.toml").write_text(WIDE)
+    sweep = load_sweep(str(tmp_path / "wide.toml"))
+    assert layout_for(sweep).write_block() == ((1,), 600)  # the premise: a shard a task
     handed: list[int] = []
     write_handed = Store.write_handed
 
@@ -311,9 +337,9 @@ def test_a_run_hands_off_its_blocks_and_writes_what_the_driver_writes(
             path = tmp_path / f"{name}.zarr"
             Store.open_or_create(path, sweep)  # an existing store: no task starts before it
             report = runner.run_sweep(sweep, path, client=client, log=lambda *a: None)
-            assert report.computed == 4 * 500
+            assert report.computed == 2 * 600
             stores[name] = open_dataset(path).load()
-    assert handed == [4]  # one task, its 4 chunks, handed off
+    assert sum(handed) == 2  # both tasks handed off
     timings = ("seconds", "method_seconds")
     for name, values in stores["driver"].data_vars.items():
         if name not in timings:

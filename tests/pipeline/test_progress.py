@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ldpsim.pipeline.compute import progress as progress_module
-from ldpsim.pipeline.compute.plan import plan
+from ldpsim.pipeline.compute.plan import MIN_TASKS, group_tasks, plan, plan_layout
 from ldpsim.pipeline.compute.progress import Progress, eta_seconds
 from ldpsim.pipeline.cost import (
     BB_NS_PER_MULTIPLIER,
@@ -16,6 +16,7 @@ from ldpsim.pipeline.cost import (
     replicate_seconds,
     step_seconds,
 )
+from ldpsim.pipeline.store.layout import TASK_SECONDS, layout_for
 from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
@@ -113,3 +114,19 @@ def test_a_bar_ends_full_and_nothing_to_do_draws_none(capsys):
     assert bar.n == bar.total and progress.bar is None
     progress.close()  # a stopped run closes it twice: harmless
     assert "100%" in capsys.readouterr().err
+
+
+def test_little_work_is_still_spread_over_tasks(tmp_path):
+    # 6 chunks worth under a second together: one task of a second would leave all but
+    # one worker idle; grouped to at least MIN_TASKS tasks, each chunk is a task.
+    sweep = load_sweep("demo", ["grid.n=[1000, 2000, 4000]"], 4000)
+    store, _ = Store.open_or_create(tmp_path / "demo.zarr", sweep)
+    work, _ = plan(sweep, store)
+    assert len(work) == 6 and sum(w.cost for w in work) < TASK_SECONDS
+    tasks = group_tasks(work, TASK_SECONDS)
+    assert [len(task.works) for task in tasks] == [1] * 6
+    # A chunk is never split: scale's 20 chunks of about a second each stay 20 tasks,
+    # fewer than MIN_TASKS.
+    big = load_sweep("scale")
+    big_work, _ = plan_layout(big, layout_for(big), tmp_path / "scale.zarr")
+    assert len(group_tasks(big_work, TASK_SECONDS)) == len(big_work) == 20 < MIN_TASKS
