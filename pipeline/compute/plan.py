@@ -134,8 +134,7 @@ def whole_block_tasks(tasks: list[Task], layout: Layout) -> set[str]:
     counts: dict[tuple[str, tuple[int, ...]], int] = {}
     for task in tasks:
         for w in task.works:
-            rep0 = layout.task_chunk_reps(w.chunk).start
-            block = (*(i // b for i, b in zip(w.index, g_block, strict=True)), rep0 // rep_block)
+            block = layout.block_of(w.index, w.chunk)
             holders.setdefault(block, set()).add(task.key)
             counts[task.key, block] = counts.get((task.key, block), 0) + len(w.reps)
     whole = {task.key for task in tasks}

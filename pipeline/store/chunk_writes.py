@@ -12,7 +12,7 @@ once per replicate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,8 +73,7 @@ def placed_blocks(layout: Layout, replicates: int, results: list[Result]) -> lis
     blocks: dict[tuple, list[tuple[tuple[int, ...], dict[str, Any], np.ndarray]]] = {}
     g_block, rep_block = layout.write_block()
     for index, chunk, result in results:
-        rep0 = layout.task_chunk_reps(chunk).start
-        key = (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
+        key = layout.block_of(index, chunk)
         positions = replicate_positions(result)
         if len(positions):
             blocks.setdefault(key, []).append((index, result, positions))
@@ -156,6 +155,16 @@ def block_region(block: Placed, method_axis: bool) -> tuple[slice, ...]:
     return (*block.grid, *([slice(None)] if method_axis else []), block.reps)
 
 
+def block_variables(
+    arrays: dict[str, Any], layout: Layout, code_version: int, placed: list[Placed]
+) -> Iterator[tuple[Variable, Placed, tuple[slice, ...]]]:
+    """Each variable of :func:`written_variables`, in order, with each block and its
+    region of that variable."""
+    for variable in written_variables(arrays, len(layout.methods), code_version):
+        for block in placed:
+            yield variable, block, block_region(block, variable[1])
+
+
 def chunk_writes(
     arrays: dict[str, Any],
     layout: Layout,
@@ -173,22 +182,20 @@ def chunk_writes(
     """
     placed = placed_blocks(layout, arrays["done"].shape[-1], results)
     writes: list[Write] = []
-    for name, method_axis, value_of in written_variables(
-        arrays, len(layout.methods), code_version
+    for (name, method_axis, value_of), block, where in block_variables(
+        arrays, layout, code_version, placed
     ):
         array = arrays[name]
-        for block in placed:
-            where = block_region(block, method_axis)
-            if block.covered:
-                shape = tuple(s.stop - s.start for s in full_region(where, array.shape))
-                merged = np.empty(shape, dtype=array.dtype)
-            elif read is None:
-                raise ValueError("the results do not cover their write blocks whole")
-            else:
-                merged = read(array, where)
-            for offset, positions, result in block.spots:
-                view = merged[offset]
-                view[(slice(None),) * method_axis + (positions,)] = value_of(result)
-            writes.append(Write(name, array, where, merged))
+        if block.covered:
+            shape = tuple(s.stop - s.start for s in full_region(where, array.shape))
+            merged = np.empty(shape, dtype=array.dtype)
+        elif read is None:
+            raise ValueError("the results do not cover their write blocks whole")
+        else:
+            merged = read(array, where)
+        for offset, positions, result in block.spots:
+            view = merged[offset]
+            view[(slice(None),) * method_axis + (positions,)] = value_of(result)
+        writes.append(Write(name, array, where, merged))
     done = [write for write in writes if write.name == "done"]
     return writes[: len(writes) - len(done)], done

@@ -42,11 +42,10 @@ import numpy as np
 
 from ldpsim.pipeline.store.chunk_writes import (
     Result,
-    block_region,
+    block_variables,
     chunk_writes,
     placed_blocks,
     variables_of,
-    written_variables,
 )
 from ldpsim.pipeline.store.digests import (
     Planned,
@@ -143,28 +142,24 @@ def encode(handoff: Handoff, results: list[Result]) -> HandedFiles:
         whole_files(write.name, write.array.shape, file_shape(write.array), write.region)
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
     partials: dict[str, str | None] = {}
+    places: dict[str, list[str]] = {"values": [], "done": []}
     try:
-        for write in (*values, *done):
-            for place, data in encoded_files(root, write).items():
-                if data is None:
-                    partials[place] = None
-                    continue
-                partial = f"{place}.{tag}.partial"
-                target = root / partial
-                target.parent.mkdir(parents=True, exist_ok=True)
-                partials[place] = partial
-                target.write_bytes(data)
-        return HandedFiles(
-            partials=partials,
-            values=[place for write in values for place in places_of(write)],
-            done=[place for write in done for place in places_of(write)],
-            planned=planned_entries([*values, *done]),
-        )
+        for part, writes in (("values", values), ("done", done)):
+            for write in writes:
+                for place, data in encoded_files(write).items():
+                    places[part].append(place)
+                    partial = None if data is None else f"{place}.{tag}.partial"
+                    partials[place] = partial  # before the write: removed if it fails
+                    if partial is not None:
+                        (root / partial).parent.mkdir(parents=True, exist_ok=True)
+                        (root / partial).write_bytes(data)
+        planned = planned_entries([*values, *done])
     except BaseException:
         for partial in partials.values():
             if partial is not None:
                 (root / partial).unlink(missing_ok=True)
         raise
+    return HandedFiles(partials, places["values"], places["done"], planned)
 
 
 def places_of(write: Write) -> list[str]:
@@ -176,7 +171,7 @@ def places_of(write: Write) -> list[str]:
     ]
 
 
-def encoded_files(root: Path, write: Write) -> dict[str, bytes | None]:
+def encoded_files(write: Write) -> dict[str, bytes | None]:
     """The bytes zarr writes for ``write`` in each file it touches (None: no file),
     encoded in memory with the metadata of the store's array: the same bytes as the
     store's own write of those whole files."""
@@ -184,8 +179,7 @@ def encoded_files(root: Path, write: Write) -> dict[str, bytes | None]:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.storage import MemoryStore
 
-    metadata = (root / write.name / "zarr.json").read_bytes()
-    contents = {"zarr.json": default_buffer_prototype().buffer.from_bytes(metadata)}
+    contents = dict(write.array.metadata.to_buffer_dict(default_buffer_prototype()))
     array = zarr.open_array(MemoryStore(store_dict=contents), mode="r+", zarr_format=3)
     array[write.region] = write.values
     out: dict[str, bytes | None] = {}
@@ -229,11 +223,9 @@ def expected_places(
         raise NotWhole("handed chunks that do not cover their write blocks")
     values: set[str] = set()
     done: set[str] = set()
-    for name, method_axis, _ in written_variables(arrays, len(layout.methods), 0):
+    for (name, _, _), _, region in block_variables(arrays, layout, 0, placed):
         array = arrays[name]
-        for block in placed:
-            region = block_region(block, method_axis)
-            whole_files(name, array.shape, file_shape(array), region)
-            write = Write(name, array, region, np.empty(0))
-            (done if name == "done" else values).update(places_of(write))
+        whole_files(name, array.shape, file_shape(array), region)
+        write = Write(name, array, region, np.empty(0))
+        (done if name == "done" else values).update(places_of(write))
     return values, done

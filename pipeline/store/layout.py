@@ -241,6 +241,13 @@ class Layout:
             return (1,) * len(self.axes), self.rep_chunk
         return self.shard_grid, self.shard_reps
 
+    def block_of(self, index: tuple[int, ...], chunk: int) -> tuple[int, ...]:
+        """The write block (:meth:`write_block`) holding task chunk ``chunk`` of the grid
+        point at ``index``: its position along each grid axis, then along 'rep'."""
+        g_block, rep_block = self.write_block()
+        rep0 = self.task_chunk_reps(chunk).start
+        return (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
+
     def task_chunks(self) -> int:
         """How many chunks of at most ``rep_chunk`` replicates a grid point has."""
         return math.ceil(self.replicates / self.rep_chunk)
