@@ -77,7 +77,7 @@ def test_a_kernel_that_keeps_all_of_a_runs_a_chunk_as_replicates():
         {
             "model": "quantile_regression",
             "mechanism": "laplace",
-            "coef": [0.0, 1.0, -1.0],
+            "coef": [0.0, 1.0, -1.0, 0.5],
             "n": N,
             "methods": {"sn": {}},
         }
@@ -85,7 +85,7 @@ def test_a_kernel_that_keeps_all_of_a_runs_a_chunk_as_replicates():
     rs = dataclasses.replace(rs, methods={"sn": FullMatrixSN()})
     assert needs_full_matrix(rs)
     setup = GridPointSetup.of(rs)
-    assert setup.run_chains([0])[5].shape[-2:] == (3, 3)
+    assert setup.run_chains([0])[5].shape[-2:] == (4, 4)
     assert_rows_are_the_per_replicate_kernel(setup, REPS)
 
 

@@ -224,13 +224,13 @@ def test_bb_with_band_sidak_is_the_sidak_band_of_its_blocks():
     # m l), rebuilt here from the same run's statistics; bit for bit. Its sd_j is the
     # conditional sd the bootstrap draws estimate: the sup-t band of B = 20,000 draws has
     # half-lengths c' sd*_j with sd*_j within relative sd 1 / sqrt(2 B) = 0.005 of sd_j,
-    # so half_j / sd_j is one constant times (1 + 0.005 Z_j), and the range of 30 such
+    # so half_j / sd_j is one constant times (1 + 0.005 Z_j), and the range of 10 such
     # ratios is below 2 * 4 sd (a wrong divisor, say n for m l, moves none of this but
     # fails the first check).
     n, level = 20_000, 0.9
     spec = {
         "model": "sparse_mean",
-        "d": 30,
+        "d": 10,
         "sparsity": 2,
         "eps": 1.0,
         "n": n,

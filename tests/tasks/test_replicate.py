@@ -27,14 +27,14 @@ def streams(rs, seed=11):
 
 
 def test_result_contract():
-    spec = {"model": "quantile_regression", "n": 20_000, "coef": [0.5, -1.0, 2.0]}
-    result = run_replicate(spec, rep=0)
+    coef = [0.5, -1.0, 2.0, 0.0]
+    result = run_replicate({"model": "quantile_regression", "n": 20_000, "coef": coef}, rep=0)
     assert isinstance(result, ReplicateResult)
-    assert result.estimate.shape == result.last.shape == result.truth.shape == (3,)
-    assert np.array_equal(result.truth, [0.5, -1.0, 2.0])
+    assert result.estimate.shape == result.last.shape == result.truth.shape == (4,)
+    assert np.array_equal(result.truth, coef)
     assert set(result.lower) == set(result.upper) == {"bb", "bm", "sn", "oracle"}
     for label in result.lower:
-        assert result.lower[label].shape == (3,)
+        assert result.lower[label].shape == (4,)
         assert np.all(result.lower[label] < result.upper[label])
     assert result.failures == {} and result.checkpoints is None
     assert {label: bool(f) for label, f in result.method_failed.items()} == dict.fromkeys(

@@ -27,7 +27,7 @@ CASES = {
         "mechanism": "laplace",
         "eps": 1.0,
     },
-    "mean-laplace-d3": {"model": "mean", "d": 3, "loc": 0.25, "mechanism": "laplace", "eps": 2.0},
+    "mean-laplace-d2": {"model": "mean", "d": 2, "loc": 0.25, "mechanism": "laplace", "eps": 2.0},
     # The d = 1 loop hands theta and the parameters over as tuples: models that index
     # their parameter vector (mean: the truncation box; quantile regression: tau,
     # Phi^-1(tau) and the coefficient) must give the same numbers through it.
