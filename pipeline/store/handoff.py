@@ -176,7 +176,7 @@ def encoded_files(write: Write) -> dict[str, bytes | None]:
     encoded in memory with the metadata of the store's array: the same bytes as the
     store's own write of those whole files."""
     import zarr
-    from zarr.core.buffer import default_buffer_prototype
+    from zarr.buffer import default_buffer_prototype
     from zarr.storage import MemoryStore
 
     contents = dict(write.array.metadata.to_buffer_dict(default_buffer_prototype()))
