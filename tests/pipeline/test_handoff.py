@@ -10,6 +10,10 @@ fallback to the driver's write wherever a worker cannot write a block whole.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -345,3 +349,55 @@ def test_a_run_hands_off_its_blocks_and_writes_what_the_driver_writes(
         if name not in timings:
             np.testing.assert_array_equal(stores["handed"][name].values, values.values, name)
     assert not list(Path(tmp_path / "handed.zarr").rglob("*.partial"))
+
+
+#: Six grid points of WIDE, each a task of one whole shard that takes a fraction of a
+#: second (n = 300): the kill lands while workers encode and the driver commits.
+WIDE_KILLED = WIDE.replace("n = 10\n", "n = 300\n").replace(
+    "eps = [1.0, 2.0]", "eps = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]"
+)
+
+
+def test_a_run_killed_while_workers_hand_off_resumes_to_the_uninterrupted_store(
+    tmp_path, local_cluster
+):
+    """SIGKILL to the whole `ldpsim run` process group once a shard is committed, then
+    `ldpsim run` again: the store equals an uninterrupted run's, with no file left over."""
+    from distributed import Client
+
+    sweep_file = tmp_path / "wide.toml"
+    sweep_file.write_text(WIDE_KILLED)
+    sweep = load_sweep(str(sweep_file))
+    assert layout_for(sweep).write_block() == ((1,), 600)  # the premise: a shard a task
+    baseline, killed = tmp_path / "baseline.zarr", tmp_path / "killed.zarr"
+    for path in (baseline, killed):  # existing stores: every task hands off
+        Store.open_or_create(path, sweep)
+    with Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        runner.run_sweep(sweep, baseline, client=client, log=lambda *a: None)
+    command = [sys.executable, "-m", "ldpsim.pipeline", "run", str(sweep_file)]
+    command += ["--store", str(killed), "--scheduler", local_cluster.scheduler_address]
+    env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}  # each task's result committed alone
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    proc = subprocess.Popen(command, start_new_session=True, env=env, **quiet)
+    deadline, done = time.monotonic() + 120, 0
+    while proc.poll() is None and time.monotonic() < deadline and done < 600:
+        done = int(open_dataset(killed)["done"].sum())
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before the kill"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    at_kill = int(open_dataset(killed)["done"].sum())
+    assert 600 <= at_kill < 6 * 600, at_kill
+    # The killed run's tasks end first (a task runs to its end when its client is gone):
+    # a file one of them wrote after the next run started would stay until the run after.
+    with Client(local_cluster.scheduler_address, set_as_default=False) as client:
+        while any(client.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    final, base = open_dataset(killed).load(), open_dataset(baseline).load()
+    for name, values in base.data_vars.items():
+        if name not in ("seconds", "method_seconds"):
+            np.testing.assert_array_equal(final[name].values, values.values, name)
+    assert not [p for pattern in ("*.partial", "*.tmp") for p in killed.rglob(pattern)]
+    assert not find_damage(killed)
