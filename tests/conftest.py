@@ -6,9 +6,11 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # The GPU backend's kernel runs in numba's CUDA simulator in the tests (no GPU needed,
@@ -174,6 +176,34 @@ def without_digests(store: Path) -> None:
 
     shutil.rmtree(store / "ldpsim" / FOLDER)
     edit_root_attrs(store, **{DIGESTS_ATTR: None})
+
+
+def done_count(store: Path) -> int:
+    """Replicates marked done in ``store``; -1 while it is not created yet or being created."""
+    from ldpsim.pipeline.store.reading import open_dataset
+
+    try:
+        return int(open_dataset(store)["done"].sum())
+    except Exception:  # not created yet, or being created
+        return -1
+
+
+def kill_when(command: list[str], ready: Callable[[], bool], env: dict[str, str]) -> None:
+    """Run ``command`` in a process group of its own and SIGKILL the whole group (the run
+    and any local cluster it started) as soon as ``ready()`` holds; fail if the run ends
+    first, or if ``ready()`` does not hold within 120 s."""
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    proc = subprocess.Popen(command, start_new_session=True, env=env, **quiet)
+    deadline = time.monotonic() + 120
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert proc.poll() is None, "the run finished before the kill"
+        assert ready(), "not ready to kill within 120 s"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def write_sweep(path: Path, *, replicates=4, rep_chunk=2, grid=None, spec=None, extra="") -> Path:

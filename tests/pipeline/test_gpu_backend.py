@@ -9,15 +9,13 @@ other backend, and for a model that has no GPU kernel.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import one_error_line, tree_hash
+from conftest import done_count, kill_when, one_error_line, tree_hash
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
@@ -97,23 +95,8 @@ def test_a_gpu_sweep_is_bit_identical_on_rerun_kill_resume_and_extension(tmp_pat
     command = [sys.executable, "-m", "ldpsim.pipeline", "run", str(sweep_file(tmp_path, 12))]
     command += ["--store", str(killed), *address]
     env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}
-    proc = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
-    )
-    deadline = time.monotonic() + 120
-    done = 0
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            done = int(open_dataset(killed)["done"].sum())
-        except Exception:  # not created yet
-            done = 0
-        if done >= 3:
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, "the run finished before the kill"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert done < 24
+    kill_when(command, lambda: done_count(killed) >= 3, env)
+    assert done_count(killed) < 24
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     for name in FIELDS:

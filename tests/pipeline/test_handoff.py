@@ -10,7 +10,6 @@ fallback to the driver's write wherever a worker cannot write a block whole.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import tree_hash, write_sweep
+from conftest import done_count, kill_when, tree_hash, write_sweep
 from test_driver_work import LARGE, lines_run, with_failures
 
 from ldpsim.pipeline.compute import runner
@@ -377,19 +376,12 @@ def test_a_run_killed_while_workers_hand_off_resumes_to_the_uninterrupted_store(
     command = [sys.executable, "-m", "ldpsim.pipeline", "run", str(sweep_file)]
     command += ["--store", str(killed), "--scheduler", local_cluster.scheduler_address]
     env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}  # each task's result committed alone
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    proc = subprocess.Popen(command, start_new_session=True, env=env, **quiet)
-    deadline, done = time.monotonic() + 120, 0
-    while proc.poll() is None and time.monotonic() < deadline and done < 600:
-        done = int(open_dataset(killed)["done"].sum())
-        time.sleep(0.02)
-    assert proc.poll() is None, "the run finished before the kill"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    at_kill = int(open_dataset(killed)["done"].sum())
+    kill_when(command, lambda: done_count(killed) >= 600, env)
+    at_kill = done_count(killed)
     assert 600 <= at_kill < 6 * 600, at_kill
     # The killed run's tasks end first (a task runs to its end when its client is gone):
     # a file one of them wrote after the next run started would stay until the run after.
+    deadline = time.monotonic() + 60
     with Client(local_cluster.scheduler_address, set_as_default=False) as client:
         while any(client.processing().values()) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import computed, tree_hash, write_sweep
+from conftest import computed, done_count, kill_when, tree_hash, write_sweep
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.runner import run_sweep
@@ -24,13 +22,6 @@ from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.sweep import load_sweep
 
 VALUES = ("estimate", "lower", "upper", "truth", "done", "failed", "method_failed")
-
-
-def done_count(store: Path) -> int:
-    try:
-        return int(open_dataset(store)["done"].sum())
-    except Exception:  # not created yet, or being created
-        return -1
 
 
 def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
@@ -69,19 +60,7 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
     # the store fills step by step, and kills land between and during writes.
     env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}
     for moment, when in (("early", 0), ("mid", 20), ("late", 64)):
-        proc = subprocess.Popen(
-            command,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        deadline = time.monotonic() + 90
-        while done_count(store) < when and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert proc.poll() is None, f"the run finished before the {moment} kill"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_when(command, lambda when=when: done_count(store) >= when, env)
         kills.append((moment, done_count(store)))
         if store.exists():
             # A kill between a file and its digest is not damage (ldpsim.pipeline.store.digests).

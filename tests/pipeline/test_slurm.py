@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zarr
+from conftest import done_count
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.store.reading import open_dataset
@@ -219,13 +219,6 @@ def _field(info: str, name: str) -> str:
     return next((w for w in info.split() if w.startswith(f"{name}=")), f"{name}=?")
 
 
-def _done_count(store: Path) -> int:
-    try:
-        return int(zarr.open_group(str(store), mode="r")["done"][...].sum())
-    except Exception:  # not created yet, or being written
-        return -1
-
-
 def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_path):
     # rep_chunk = 1 and about 0.06 s per replicate after compilation (n = 1e7 at 6 ns a
     # step): seconds of work after the first replicate lands, so the cancel falls in the
@@ -243,13 +236,13 @@ def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_
     )
     try:
         deadline = time.monotonic() + 120
-        while _done_count(store) < 1:
+        while done_count(store) < 1:
             assert driver.poll() is None, (tmp_path / "driver.log").read_text()
             assert time.monotonic() < deadline, "no replicate done within 120 s"
             time.sleep(0.05)
         jobs = _squeue_ids()
         subprocess.run(["scancel", *jobs], check=True)
-        print(f"\nscancel {jobs} after {_done_count(store)} of {total} replicates")
+        print(f"\nscancel {jobs} after {done_count(store)} of {total} replicates")
         time.sleep(2)
         assert driver.poll() is None, "the driver should hang (futures pending), not exit"
     finally:
@@ -372,7 +365,7 @@ def test_walltime_retirement_with_adapt(slurm, local_cluster, tmp_path):
             code = driver.wait(timeout=max(left, 1))
         except subprocess.TimeoutExpired:
             pytest.fail(
-                f"the SLURM run did not finish in {RETIRE_DEADLINE} s ({_done_count(store)} "
+                f"the SLURM run did not finish in {RETIRE_DEADLINE} s ({done_count(store)} "
                 f"of {2 * RETIRE_REPLICATES} done); driver log:\n"
                 f"{driver_log.read_text()[-3000:]}\n{_script('logs').stdout}"
             )
