@@ -159,7 +159,8 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
         if d == 1:
             # Scalar specialisation of the loop below (same operations in the same
             # order, so bit-identical): theta, T, b, A live in registers.
-            th, sh, tt, bb, aa = theta[0], shift[0], t[0], bvec[0], amat[0, 0]
+            theta_scalar, shift_scalar = theta[0], shift[0]
+            t_scalar, b_scalar, a_scalar = t[0], bvec[0], amat[0, 0]
             fi = float(i)
             while i < end:
                 i += 1
@@ -167,16 +168,16 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
                 eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
                 g0 = 0.0
                 for b in range(batch):  # one call site: the callbacks inline once
-                    state = sample_gradient(1, (th,), model_t, state, g_p)
+                    state = sample_gradient(1, (theta_scalar,), model_t, state, g_p)
                     state = privatize(1, g_p, mech_t, state)
                     g0 = g[0] if b == 0 else g0 + g[0]
                 if batch > 1:
                     g0 = g0 / batch
-                th = project(1, 0, th - eta * g0, model_t)
-                tt += th - sh
-                bb += fi * tt
-                aa += tt * tt
-            theta[0], t[0], bvec[0], amat[0, 0] = th, tt, bb, aa
+                theta_scalar = project(1, 0, theta_scalar - eta * g0, model_t)
+                t_scalar += theta_scalar - shift_scalar
+                b_scalar += fi * t_scalar
+                a_scalar += t_scalar * t_scalar
+            theta[0], t[0], bvec[0], amat[0, 0] = theta_scalar, t_scalar, b_scalar, a_scalar
         else:
             fi = float(i)
             while i < end:
