@@ -129,7 +129,6 @@ def whole_block_tasks(tasks: list[Task], layout: Layout) -> set[str]:
     replicates in it are as many as the block holds (a task's replicates are distinct
     and not done).
     """
-    g_block, rep_block = layout.write_block()
     holders: dict[tuple[int, ...], set[str]] = {}
     counts: dict[tuple[str, tuple[int, ...]], int] = {}
     for task in tasks:
@@ -139,12 +138,9 @@ def whole_block_tasks(tasks: list[Task], layout: Layout) -> set[str]:
             counts[task.key, block] = counts.get((task.key, block), 0) + len(w.reps)
     whole = {task.key for task in tasks}
     for (key, block), count in counts.items():
-        points = math.prod(
-            min((k + 1) * b, size) - k * b
-            for k, b, size in zip(block[:-1], g_block, layout.grid_shape, strict=True)
-        )
-        reps = min((block[-1] + 1) * rep_block, layout.replicates) - block[-1] * rep_block
-        if len(holders[block]) > 1 or count != points * reps:
+        grid, reps = layout.block_slices(block)
+        points = math.prod(g.stop - g.start for g in grid)
+        if len(holders[block]) > 1 or count != points * (reps.stop - reps.start):
             whole.discard(key)
     return whole
 

@@ -71,25 +71,20 @@ def placed_blocks(layout: Layout, replicates: int, results: list[Result]) -> lis
     length of the store's 'rep' axis.
     """
     blocks: dict[tuple, list[tuple[tuple[int, ...], dict[str, Any], np.ndarray]]] = {}
-    g_block, rep_block = layout.write_block()
     for index, chunk, result in results:
         key = layout.block_of(index, chunk)
         positions = replicate_positions(result)
         if len(positions):
             blocks.setdefault(key, []).append((index, result, positions))
-    grid_sizes = layout.grid_shape
     rep_chunk = layout.zarr_chunk_reps
     placed = []
     for key, members in blocks.items():
-        grid = tuple(
-            slice(k * b, min((k + 1) * b, size))
-            for k, b, size in zip(key[:-1], g_block, grid_sizes, strict=True)
-        )
+        grid, block_reps = layout.block_slices(key)
         first = min(int(reps.min()) for _, _, reps in members)
         last = max(int(reps.max()) for _, _, reps in members)
         first = first // rep_chunk * rep_chunk
         last = (last // rep_chunk + 1) * rep_chunk
-        reps = slice(max(first, key[-1] * rep_block), min(last, replicates))
+        reps = slice(max(first, block_reps.start), min(last, replicates))
         covered = np.zeros((*(g.stop - g.start for g in grid), reps.stop - reps.start), bool)
         spots = []
         for index, result, positions in members:

@@ -248,6 +248,17 @@ class Layout:
         rep0 = self.task_chunk_reps(chunk).start
         return (*(i // b for i, b in zip(index, g_block, strict=True)), rep0 // rep_block)
 
+    def block_slices(self, block: tuple[int, ...]) -> tuple[tuple[slice, ...], slice]:
+        """The grid points (a slice along each grid axis) and the replicates of write
+        block ``block`` (:meth:`block_of`), cut at the grid's and the replicates' ends."""
+        g_block, rep_block = self.write_block()
+        grid = tuple(
+            slice(k * b, min((k + 1) * b, size))
+            for k, b, size in zip(block[:-1], g_block, self.grid_shape, strict=True)
+        )
+        rep0 = block[-1] * rep_block
+        return grid, slice(rep0, min(rep0 + rep_block, self.replicates))
+
     def task_chunks(self) -> int:
         """How many chunks of at most ``rep_chunk`` replicates a grid point has."""
         return math.ceil(self.replicates / self.rep_chunk)
