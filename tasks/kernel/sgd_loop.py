@@ -21,11 +21,14 @@ parameter space (a positivity floor on a scale); for every model without constra
 it is :func:`ldpsim.tasks.kernel.sgd.no_projection`, which returns its argument and
 compiles to nothing: their loops are the same machine code as without the hook.
 
-One loop serves every model and mechanism. The callbacks are inlined into it and d is
-a constant, so the loop is compiled once per (callbacks, d, parameter lengths,
-full_matrix). With ``full_matrix`` False (no requested method reads an off-diagonal
-entry of A) every statistic is per coordinate: a step costs O(d) beyond the callbacks
-and the memory is O(K d) for K cuts, instead of O(d^2) and O(K d^2). The diagonal is
+One loop serves every model and mechanism. The callbacks are inlined into it, so the
+loop is compiled once per (callbacks, d, full_matrix) for d up to
+:data:`ldpsim.tasks.kernel.sgd.CONSTANT_D_MAX`, d a constant (for d = 1 also per length
+of the parameter vectors), and once per (callbacks, full_matrix) for every larger d,
+with the binding ``d = 0``: d is then read from ``theta0``. With ``full_matrix`` False
+(no requested method reads an off-diagonal entry of A) every statistic is per
+coordinate: a step costs O(d) beyond the callbacks and the memory is O(K d) for K
+cuts, instead of O(d^2) and O(K d^2). The diagonal is
 computed by the same operations in the same order either way, so it is bit-identical.
 
 For d = 1 the callbacks get theta and the parameters as tuples (values in registers)
@@ -85,14 +88,15 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
     """
     n_chains = states.shape[0]
     n_cuts = cuts.shape[0]
-    a_cols = d if full_matrix else 1
-    theta = np.empty((n_chains, d))
-    seg_dev = np.empty((n_chains, n_cuts, d))
-    seg_shift = np.empty((n_chains, n_cuts, d))
-    snap_t = np.empty((n_chains, n_cuts, d))
-    snap_b = np.empty((n_chains, n_cuts, d))
-    snap_a = np.empty((n_chains, n_cuts, d, a_cols))
-    snap_theta = np.empty((n_chains, n_cuts, d))
+    dim = d if d else theta0.shape[0]  # a constant unless the binding leaves it open
+    a_cols = dim if full_matrix else 1
+    theta = np.empty((n_chains, dim))
+    seg_dev = np.empty((n_chains, n_cuts, dim))
+    seg_shift = np.empty((n_chains, n_cuts, dim))
+    snap_t = np.empty((n_chains, n_cuts, dim))
+    snap_b = np.empty((n_chains, n_cuts, dim))
+    snap_a = np.empty((n_chains, n_cuts, dim, a_cols))
+    snap_theta = np.empty((n_chains, n_cuts, dim))
     if reps.size:  # seeded first, in a loop of its own
         no_spawn_key = np.empty(0, dtype=np.uint32)
         words = np.empty(prefix.size + 2, dtype=np.uint32)
@@ -106,10 +110,10 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
         # Element by element: a slice assignment (theta[r] = ...) would compile numba's
         # general broadcasting copy, with its shape checks, once per array: about half
         # of a kernel's compile time.
-        for j in range(d):
+        for j in range(dim):
             theta[r, j] = outputs[0][j]
         for k in range(n_cuts):
-            for j in range(d):
+            for j in range(dim):
                 seg_dev[r, k, j] = outputs[1][k, j]
                 seg_shift[r, k, j] = outputs[2][k, j]
                 snap_t[r, k, j] = outputs[3][k, j]
@@ -125,27 +129,28 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
     """One LDP-SGD run from the PCG64 state ``st`` (uint64, (4,), advanced in place):
     the arguments and results of :func:`ldpsim.tasks.kernel.sgd.ldp_sgd`."""
     n_cuts = cuts.shape[0]
+    dim = d if d else theta0.shape[0]
     theta = theta0.copy()
-    g = np.empty(d)
+    g = np.empty(dim)
     theta_p, g_p = address(theta), address(g)
     model_p, mech_p = address(model_params), address(mech_params)
     model_t = to_fixed_tuple(model_params, n_model_params)  # the d = 1 loop's form
     mech_t = to_fixed_tuple(mech_params, n_mech_params)
     state = (st[0], st[1], st[2], st[3])
-    gsum = np.empty(d)
+    gsum = np.empty(dim)
     shift = theta0.copy()
-    t = np.zeros(d)
-    bvec = np.zeros(d)
+    t = np.zeros(dim)
+    bvec = np.zeros(dim)
     # A = sum_r T_r T_r' in full (its lower triangle) only where a method needs the
     # matrix; else its diagonal alone, in column 0: O(d) per step and O(d) per cut.
-    a_cols = d if full_matrix else 1
-    amat = np.zeros((d, a_cols))
-    seg_dev = np.zeros((n_cuts, d))
-    seg_shift = np.empty((n_cuts, d))
-    snap_t = np.empty((n_cuts, d))
-    snap_b = np.empty((n_cuts, d))
-    snap_a = np.empty((n_cuts, d, a_cols))
-    snap_theta = np.empty((n_cuts, d))
+    a_cols = dim if full_matrix else 1
+    amat = np.zeros((dim, a_cols))
+    seg_dev = np.zeros((n_cuts, dim))
+    seg_shift = np.empty((n_cuts, dim))
+    snap_t = np.empty((n_cuts, dim))
+    snap_b = np.empty((n_cuts, dim))
+    snap_a = np.empty((n_cuts, dim, a_cols))
+    snap_theta = np.empty((n_cuts, dim))
     a1, a2, a3, a4, a5 = eta_series(gamma)
     ratios = np.empty(ETA_RESYNC_MASK + 1)
     ratios_p = address(ratios)
@@ -153,7 +158,7 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
     i = 0
     for k in range(n_cuts):
         end = cuts[k]
-        for j in range(d):
+        for j in range(dim):
             seg_shift[k, j] = shift[j]
         t_start = t.copy()
         if d == 1:
@@ -185,25 +190,25 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
                 fi += 1.0
                 eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
                 for b in range(batch):
-                    state = sample_gradient(d, theta_p, model_p, state, g_p)
-                    state = privatize(d, g_p, mech_p, state)
+                    state = sample_gradient(dim, theta_p, model_p, state, g_p)
+                    state = privatize(dim, g_p, mech_p, state)
                     if batch > 1:
-                        for j in range(d):
+                        for j in range(dim):
                             gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
                 if batch > 1:
-                    for j in range(d):
+                    for j in range(dim):
                         g[j] = gsum[j] / batch
-                for j in range(d):
-                    theta[j] = project(d, j, theta[j] - eta * g[j], model_p)
+                for j in range(dim):
+                    theta[j] = project(dim, j, theta[j] - eta * g[j], model_p)
                     t[j] += theta[j] - shift[j]
                     bvec[j] += fi * t[j]
                     if not full_matrix:
                         amat[j, 0] += t[j] * t[j]
                 if full_matrix:
-                    for j in range(d):
+                    for j in range(dim):
                         for m in range(j + 1):
                             amat[j, m] += t[j] * t[m]
-        for j in range(d):
+        for j in range(dim):
             seg_dev[k, j] = t[j] - t_start[j]
             snap_t[k, j] = t[j]
             snap_b[k, j] = bvec[j]
@@ -219,12 +224,12 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
         # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
         s = float(end)
         c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
-        delta = np.empty(d)
-        for j in range(d):
+        delta = np.empty(dim)
+        for j in range(dim):
             new_shift = shift[j] + t[j] / s
             delta[j] = new_shift - shift[j]
             shift[j] = new_shift
-        for j in range(d):
+        for j in range(dim):
             if full_matrix:
                 for m in range(j + 1):
                     amat[j, m] += (
@@ -232,7 +237,7 @@ def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
                     )
             else:
                 amat[j, 0] += -delta[j] * bvec[j] - bvec[j] * delta[j] + c_s * delta[j] * delta[j]
-        for j in range(d):
+        for j in range(dim):
             bvec[j] -= c_s * delta[j]
             t[j] -= s * delta[j]
     keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
