@@ -42,14 +42,19 @@ CASE_AXIS = "case"
 BUILTIN_DIR = "sweeps"
 
 
+def builtin_sweep_names() -> list[str]:
+    """Names of the sweeps shipped with ldpsim, sorted (their files are not read)."""
+    folder = resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR)
+    return sorted(e.name[: -len(".toml")] for e in folder.iterdir() if e.name.endswith(".toml"))
+
+
 def builtin_sweeps() -> dict[str, str]:
     """Name -> description of the sweeps shipped with ldpsim."""
-    out = {}
-    for entry in sorted(resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR).iterdir()):
-        if entry.name.endswith(".toml"):
-            data = tomllib.loads(entry.read_text())
-            out[entry.name[: -len(".toml")]] = data.get("description", "")
-    return out
+    folder = resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR)
+    return {
+        name: tomllib.loads(folder.joinpath(f"{name}.toml").read_text()).get("description", "")
+        for name in builtin_sweep_names()
+    }
 
 
 @dataclass(frozen=True)
@@ -619,7 +624,7 @@ def read_sweep_text(path: Path) -> str:
         The path does not exist, is not a file (a folder, ``/dev/null``), cannot be read,
         or is not UTF-8 text (TOML files are UTF-8).
     """
-    names = ", ".join(builtin_sweeps())
+    names = ", ".join(builtin_sweep_names())
     allowed = f"give a built-in sweep name ({names}) or a TOML file"
     try:
         kind = path_kind(path)
@@ -690,7 +695,7 @@ def load_sweep(
         data = _toml_data(source)
     else:
         source = str(source)
-        if source in builtin_sweeps():
+        if source in builtin_sweep_names():
             text = (
                 resources.files("ldpsim.pipeline")
                 .joinpath(BUILTIN_DIR, f"{source}.toml")
