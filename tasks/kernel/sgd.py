@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -125,7 +126,7 @@ def compile_kernel(
     )
     bindings["full_matrix"] = bool(full_matrix)
     bindings["d"] = int(d) if d <= CONSTANT_D_MAX else 0  # 0: read from theta0
-    kernel = compile_template(sgd_loop, "kernel", bindings)
+    kernel = _bound_kernel(tuple(bindings.items()))
     try:
         compile_signature(kernel, KERNEL_SIGNATURE)
     except NumbaError as exc:
@@ -136,6 +137,13 @@ def compile_kernel(
         _failures[key] = failure
         raise failure.with_traceback(None) from None
     return kernel
+
+
+@functools.cache
+def _bound_kernel(bindings: tuple[tuple[str, object], ...]) -> Any:
+    # One dispatcher per bindings, so that the d above CONSTANT_D_MAX share one compile
+    # also where it is compiled in memory (a callback defined in __main__).
+    return compile_template(sgd_loop, "kernel", dict(bindings))
 
 
 def run_one(
