@@ -89,11 +89,10 @@ def compile_kernel(
     compiled with the callbacks inlined, once per pair and d up to
     :data:`CONSTANT_D_MAX` (d a constant; for d = 1 the scalar loop, also per length of
     their parameter vectors), and once per pair for every larger d (read from
-    ``theta0``: a sweep over large d compiles one kernel).
-    ``project`` is the model's projection of each
-    new iterate's coordinate onto its parameter space (``Model.project``; the default
-    changes nothing). ``full_matrix`` False keeps only the diagonal of A (see
-    :func:`ldp_sgd`).
+    ``theta0``: a sweep over large d compiles one kernel). ``project`` is the model's
+    projection of each new iterate's coordinate onto its parameter space
+    (``Model.project``; the default changes nothing). ``full_matrix`` False keeps only
+    the diagonal of A (see :func:`ldp_sgd`).
 
     The compiled function runs a batch of chains: ``kernel(model_params, mech_params,
     theta0, c, gamma, batch, cuts, prefix, reps, states)`` runs one chain per row of

@@ -28,8 +28,8 @@ of the parameter vectors), and once per (callbacks, full_matrix) for every large
 with the binding ``d = 0``: d is then read from ``theta0``. With ``full_matrix`` False
 (no requested method reads an off-diagonal entry of A) every statistic is per
 coordinate: a step costs O(d) beyond the callbacks and the memory is O(K d) for K
-cuts, instead of O(d^2) and O(K d^2). The diagonal is
-computed by the same operations in the same order either way, so it is bit-identical.
+cuts, instead of O(d^2) and O(K d^2). The diagonal is computed by the same operations
+in the same order either way, so it is bit-identical.
 
 For d = 1 the callbacks get theta and the parameters as tuples (values in registers)
 and only ``g`` as a pointer: through pointers, every step would reload them from
