@@ -110,13 +110,13 @@ CASES = {
         "c": 3.0,
     },
     # SPEC 11: sparse gradients (Floyd's subset sampler, a categorical covariate) with
-    # the sparse and the dense calibration; s = d and d = 1 are the edge cases. d = 10
+    # the sparse and the dense calibration; s = d and d = 1 are the edge cases. d = 16
     # is above sgd.CONSTANT_D_MAX: the loop that reads d from theta0.
-    "sparse-mean-laplace-d10": {
+    "sparse-mean-laplace-d16": {
         "model": "sparse_mean",
-        "d": 10,
+        "d": 16,
         "sparsity": 2,
-        "coef": [0.5, -0.5, 1.0, 0.0, -1.0, 0.2, 0.3, -0.3, 0.0, 0.7],
+        "coef": [0.5, -0.5, 1.0, 0.0, -1.0, 0.2, 0.3, -0.3, 0.0, 0.7, 0.1, -0.1, 0, 0, 0, 0.4],
     },
     "sparse-mean-gaussian-dense-d5": {
         "model": "sparse_mean",
