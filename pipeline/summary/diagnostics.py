@@ -33,8 +33,9 @@ import numpy as np
 import xarray as xr
 from scipy.special import ndtr
 
-#: What :func:`normal_coverage` takes and returns: a scalar, an array or a DataArray.
-Values: TypeAlias = float | np.ndarray | xr.DataArray
+#: What :func:`normal_coverage` takes and returns: a scalar, an array, a DataArray or a
+#: Variable (:func:`interval_diagnostics` takes the last two).
+Values: TypeAlias = float | np.ndarray | xr.DataArray | xr.Variable
 
 #: Summary variables added by :func:`interval_diagnostics`, in table order.
 DIAGNOSTIC_FIELDS = (
@@ -86,7 +87,7 @@ DIAGNOSTIC_ATTRS: dict[str, dict[str, str]] = {
 }
 
 
-def _normal_pdf(x: xr.DataArray) -> xr.DataArray:
+def _normal_pdf(x: Values) -> Values:
     return np.exp(-0.5 * x**2) / math.sqrt(2.0 * math.pi)
 
 
@@ -111,31 +112,27 @@ def normal_coverage(bias_over_sd: Values, variance_ratio: Values, z: Values) -> 
     return ndtr(half - bias_over_sd) - ndtr(-half - bias_over_sd)
 
 
-def _mean(x: xr.DataArray, count: xr.DataArray) -> xr.DataArray:
+def _mean(x: Values, count: Values) -> Values:
     return x.sum("rep") / count.where(count > 0)
 
 
 def interval_diagnostics(
-    error: xr.DataArray,
-    length: xr.DataArray,
-    covered: xr.DataArray,
-    use: xr.DataArray,
-    z: xr.DataArray | float,
+    error: Values, length: Values, covered: Values, use: Values, z: Values
 ) -> xr.Dataset:
     """Bias over sd, variance ratio and predicted coverage, with standard errors.
 
     Parameters
     ----------
-    error : xarray.DataArray
+    error : xarray.DataArray or xarray.Variable
         theta_bar_n - theta* per replicate; has a ``rep`` dimension.
-    length : xarray.DataArray
+    length : xarray.DataArray or xarray.Variable
         Interval length upper - lower per replicate (broadcasts against ``error``, e.g.
         with an extra ``method`` dimension).
-    covered : xarray.DataArray of bool
+    covered : xarray.DataArray or xarray.Variable of bool
         Whether the interval covered theta* per replicate (broadcasts likewise).
-    use : xarray.DataArray of bool
+    use : xarray.DataArray or xarray.Variable of bool
         Which replicates count (done, with finite bounds); broadcasts likewise.
-    z : float or xarray.DataArray
+    z : float, xarray.DataArray or xarray.Variable
         z_{1 - alpha/2} > 0 (per grid point when the level is a grid axis).
 
     Returns

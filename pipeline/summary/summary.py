@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import xarray as xr
@@ -24,6 +24,9 @@ from ldpsim.pipeline.summary.variables import (
 
 #: Label of the oracle interval method (exact asymptotic covariance, SPEC section 5.4).
 ORACLE = "oracle"
+#: What the summary's arithmetic takes and gives: a DataArray, or a Variable (its values
+#: with named dimensions: :func:`summarize` computes on these, without coordinates).
+Labelled: TypeAlias = xr.DataArray | xr.Variable
 #: Default target Monte-Carlo standard error of a coverage, for ``replicates_needed``.
 TARGET_SE = 0.005
 
@@ -76,18 +79,28 @@ def nominal_level(ds: xr.Dataset) -> xr.DataArray:
     return xr.DataArray(float(ds.attrs.get("level", np.nan)))
 
 
-def _ratio(num: xr.DataArray, count: xr.DataArray) -> xr.DataArray:
+def _with_coords(
+    x: xr.Variable | xr.DataArray | xr.Dataset, ds: xr.Dataset
+) -> xr.DataArray | xr.Dataset:
+    # With the coordinates of ``ds`` that lie along its dimensions.
+    if isinstance(x, xr.Variable):
+        x = xr.DataArray(x)
+    dims = set(x.dims)
+    return x.assign_coords(
+        {name: coord for name, coord in ds.coords.items() if set(coord.dims) <= dims}
+    )
+
+
+def _ratio(num: Labelled, count: Labelled) -> Labelled:
     # NaN (not a warning or inf) where no replicate counts.
     return (num / count.where(count > 0)).astype(np.float64)
 
 
-def _binomial_se(p: xr.DataArray, count: xr.DataArray) -> xr.DataArray:
+def _binomial_se(p: Labelled, count: Labelled) -> Labelled:
     return np.sqrt(p * (1.0 - p) / count.where(count > 0))
 
 
-def _mean_sd_count(
-    x: xr.DataArray, use: xr.DataArray, dim: str
-) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
+def _mean_sd_count(x: Labelled, use: Labelled, dim: str) -> tuple[Labelled, Labelled, Labelled]:
     """Mean, sample sd (ddof 1) and count of ``x`` over ``dim`` where ``use`` holds.
 
     ``x`` must be finite wherever ``use`` holds, as every caller's ``use`` makes sure
@@ -102,9 +115,7 @@ def _mean_sd_count(
     return mean, sd, count
 
 
-def squared_error(
-    estimate: xr.DataArray, truth: xr.DataArray, done: xr.DataArray
-) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
+def squared_error(estimate: Labelled, truth: Labelled, done: Labelled) -> tuple[Labelled, ...]:
     """Mean over replicates of ||estimate - theta*||^2, its standard error and count.
 
     The norm runs over the coordinates where theta* is known (a grid point of smaller d
@@ -120,7 +131,7 @@ def squared_error(
     return mean, sd / np.sqrt(count.where(count > 0)), count.astype(np.int64)
 
 
-def coordinate_means(covered: xr.DataArray, length: xr.DataArray, ok: xr.DataArray) -> xr.Dataset:
+def coordinate_means(covered: Labelled, length: Labelled, ok: Labelled) -> xr.Dataset:
     """Coverage and length averaged over the coordinates, with replicate-level errors.
 
     The coordinates of one replicate share its data, so their coverage indicators are
@@ -135,11 +146,11 @@ def coordinate_means(covered: xr.DataArray, length: xr.DataArray, ok: xr.DataArr
 
     Parameters
     ----------
-    covered : xarray.DataArray
+    covered : xarray.DataArray or xarray.Variable
         Whether the interval covers theta*_j (dims ``rep`` and ``coord``, among others).
-    length : xarray.DataArray
+    length : xarray.DataArray or xarray.Variable
         upper - lower, with the dims of ``covered``.
-    ok : xarray.DataArray
+    ok : xarray.DataArray or xarray.Variable
         Where a replicate counts for a method at a coordinate: done, a real coordinate,
         finite bounds.
 
@@ -169,8 +180,8 @@ def coordinate_means(covered: xr.DataArray, length: xr.DataArray, ok: xr.DataArr
 
 
 def replicates_needed(
-    se: xr.DataArray, count: xr.DataArray, target_se: float, level: xr.DataArray
-) -> xr.DataArray:
+    se: Labelled, count: Labelled, target_se: float, level: Labelled
+) -> Labelled:
     """Replicates that give a coverage standard error of ``target_se``.
 
     A standard error falls as 1 / sqrt(R), so R replicates with standard error ``se``
@@ -180,18 +191,18 @@ def replicates_needed(
 
     Parameters
     ----------
-    se : xarray.DataArray
+    se : xarray.DataArray or xarray.Variable
         The Monte-Carlo standard error of a coverage from ``count`` replicates.
-    count : xarray.DataArray
+    count : xarray.DataArray or xarray.Variable
         The replicates R it comes from.
     target_se : float
         The standard error wanted, in (0, 1).
-    level : xarray.DataArray
+    level : xarray.DataArray or xarray.Variable
         The nominal level, the planning value where ``se`` is 0.
 
     Returns
     -------
-    xarray.DataArray
+    xarray.DataArray or xarray.Variable (as the inputs)
         float64 (NaN where unknown); whole numbers elsewhere.
     """
     # Rounded to 6 decimals first, so that 900.0000000001 (floating noise) needs 900.
@@ -352,10 +363,15 @@ def summarize(
     reserved = reserved_names() | {str(d) for d in ds.dims} | {str(c) for c in ds.coords}
     reserved |= set(case_coords(ds))
     statistics = check_statistics(statistics, reserved)
-    truth = ds["truth"]
+    # The arithmetic runs on the variables alone (xarray.Variable: named dimensions,
+    # no coordinates): every operation of two DataArrays aligns them first, which was
+    # more than half of a small store's summary, and these share one layout. The
+    # coordinates are put back at the end.
+    data = {name: ds[name].variable for name in ds.data_vars}
+    truth = data["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
-    done = ds["done"].astype(bool)
-    lower, upper = ds["lower"], ds["upper"]
+    done = data["done"].astype(bool)
+    lower, upper = data["lower"], data["upper"]
 
     # A failed method leaves NaN bounds exactly where it failed, so the bounds alone
     # decide. ``method_failed`` is not used: stores written before it had a checkpoint
@@ -376,21 +392,21 @@ def summarize(
     joint_covered = (covered | ~valid).all("coord")
     joint_n_done = joint_ok.sum("rep")
     joint_coverage = _ratio((joint_covered & joint_ok).sum("rep"), joint_n_done)
-    level = nominal_level(ds)
+    level = nominal_level(ds).variable
     joint_coverage_z = (joint_coverage - level) / _binomial_se(level, joint_n_done)
 
     coord_means = coordinate_means(covered, width, ok)
-    failed = ds["failed"].astype(bool) if "failed" in ds else xr.zeros_like(done)
+    failed = data["failed"].astype(bool) if "failed" in data else xr.zeros_like(done)
     # The bounds that a method failed to give: flagged ``method_failed`` (a store older
     # than the flag: every missing bound of a done replicate). Not flagged are the cells a
     # method does not compute by design (a competitor at checkpoints).
-    flagged = ds["method_failed"].astype(bool) if "method_failed" in ds else ~bounds_ok
+    flagged = data["method_failed"].astype(bool) if "method_failed" in data else ~bounds_ok
     method_lost = done & valid & ~bounds_ok & flagged
     replicates_failed = failed.sum("rep")
     n_failed = (failed & valid).sum("rep") + method_lost.sum("rep")
     coord_mean_n_failed = replicates_failed + method_lost.any("coord").sum("rep")
 
-    estimate = ds["estimate"]
+    estimate = data["estimate"]
     est_ok = done & valid & estimate.notnull()
     error = estimate - truth
     bias, _, n_est = _mean_sd_count(error, est_ok, "rep")
@@ -398,10 +414,10 @@ def summarize(
     _, est_sd, _ = _mean_sd_count(estimate, est_ok, "rep")
     mse, mse_se, mse_n_done = squared_error(estimate, truth, done)
     # A store of an older ldpsim has no last iterates: NaN statistics, count 0.
-    last = ds["last"] if "last" in ds else xr.full_like(estimate, np.nan)
+    last = data["last"] if "last" in data else xr.full_like(estimate, np.nan)
     mse_last, mse_last_se, mse_last_n_done = squared_error(last, truth, done)
     # NaN for a model without an l1 ball, and in a store older than the variable.
-    projected = ds["projected"] if "projected" in ds else xr.full_like(estimate, np.nan)
+    projected = data["projected"] if "projected" in data else xr.full_like(estimate, np.nan)
     mse_projected, mse_projected_se, mse_projected_n_done = squared_error(projected, truth, done)
     last_ok = done & valid & last.notnull()
     rmse_last = np.sqrt(
@@ -413,19 +429,20 @@ def summarize(
     # competitors did not exist), wherever it gave an interval.
     theta_bar = estimate.where(lower.notnull())
     method_estimate = (
-        ds["method_estimate"].fillna(theta_bar) if "method_estimate" in ds else theta_bar
+        data["method_estimate"].fillna(theta_bar) if "method_estimate" in data else theta_bar
     )
     method_ok = done & valid & method_estimate.notnull()
     method_error = method_estimate - truth
     method_bias, _, method_n = _mean_sd_count(method_error, method_ok, "rep")
     method_rmse = np.sqrt(_ratio((method_error.where(method_ok) ** 2).sum("rep"), method_n))
-    if "method_seconds" in ds:
-        method_seconds = ds["method_seconds"].where(done).mean("rep")
+    if "method_seconds" in data:
+        method_seconds = data["method_seconds"].where(done).mean("rep")
     else:
-        method_seconds = xr.full_like(done.isel(rep=0, drop=True), np.nan, dtype=float)
+        method_seconds = xr.full_like(done.isel(rep=0), np.nan, dtype=float)
 
     n = sample_size(ds)
-    z = xr.apply_ufunc(ndtri, 0.5 + nominal_level(ds) / 2.0)
+    n = None if n is None else n.variable
+    z = xr.apply_ufunc(ndtri, 0.5 + level / 2.0)
     label = oracle_label(ds)
     if n is None:
         sd = xr.full_like(est_sd, np.nan)
@@ -435,7 +452,8 @@ def summarize(
         oracle_sd = xr.full_like(est_sd, np.nan)
     else:
         # Not sel(method=...): 'method' is also sel's own keyword (inexact matching).
-        oracle_len = length.sel({"method": label}, drop=True)
+        methods = [str(m) for m in ds["method"].values]
+        oracle_len = length.isel(method=methods.index(label))
         oracle_sd = oracle_len / 2.0 / z * np.sqrt(n)
 
     # Over the replicates that count for each method, so that predicted and observed
@@ -457,7 +475,7 @@ def summarize(
             "coord_mean_n_failed": coord_mean_n_failed.astype(np.int64),
             "replicates_done": done.sum("rep").astype(np.int64),
             "replicates_failed": replicates_failed.astype(np.int64),
-            "methods_pending": pending_cells(ds).sum("rep").astype(np.int64),
+            "methods_pending": pending_cells(ds).variable.sum("rep").astype(np.int64),
             "joint_coverage": joint_coverage,
             "joint_coverage_se": _binomial_se(joint_coverage, joint_n_done),
             "joint_n_done": joint_n_done.astype(np.int64),
@@ -487,9 +505,15 @@ def summarize(
     out["coord_exists"] = valid
     versions = code_versions(ds)
     if versions is not None:  # a store of an older ldpsim opened without a run lacks it
-        out["code_versions"] = versions
+        out["code_versions"] = versions.variable
     if statistics:
-        own = cell_statistics.compute(statistics, lower, upper, method_estimate, truth, ok, level)
+        own = cell_statistics.compute(
+            statistics,
+            *(_with_coords(x, ds) for x in (lower, upper, method_estimate)),
+            ds["truth"],
+            _with_coords(ok, ds),
+            nominal_level(ds),
+        )
         out = out.assign(own.data_vars)
     out["replicates_needed"] = replicates_needed(out["coverage_se"], n_done, target_se, level)
     out["coord_mean_replicates_needed"] = replicates_needed(
@@ -498,6 +522,7 @@ def summarize(
     out["joint_replicates_needed"] = replicates_needed(
         out["joint_coverage_se"], out["joint_n_done"], target_se, level
     )
+    out = _with_coords(out, ds)
     order = [*grid_axes(ds), "method", "checkpoint", "coord"]
     out = out.transpose(*[d for d in order if d in out.dims])
     for name, attrs in SUMMARY_ATTRS.items():
