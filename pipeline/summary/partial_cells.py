@@ -64,38 +64,65 @@ def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
     stat : str
         A key of :data:`COUNTS`.
     """
-    mask = fewer(summary, stat)
+    return _labelled(_partial(summary, stat), summary)
+
+
+# The masks are worked out as variables (xarray.Variable: named dimensions, no
+# coordinates), read by position: the summary's variables share one layout, and
+# DataArrays would align their indexes at every operation, which was nearly all of a
+# small table's time.
+
+
+def _partial(summary: xr.Dataset, stat: str) -> xr.Variable:
+    mask = _fewer(summary, stat)
     return mask | mixed(summary, mask)
 
 
-def partials(summary: xr.Dataset, stats: dict[str, str]) -> dict[str, xr.DataArray]:
+def _labelled(mask: xr.Variable, summary: xr.Dataset) -> xr.DataArray:
+    """``mask`` with the coordinates of ``summary`` along its dimensions."""
+    dims = set(mask.dims)
+    coords = {name: c for name, c in summary.coords.items() if set(c.dims) <= dims}
+    return xr.DataArray(mask, coords=coords)
+
+
+def partials(summary: xr.Dataset, stats: dict[str, str]) -> dict[str, xr.Variable]:
     """:func:`partial` of each key of ``stats`` (a table's statistic), counted as the
     statistic its value names (a key of :data:`COUNTS`): worked out once per pair of
-    counts, which many statistics share."""
-    masks: dict[tuple[str, str], xr.DataArray] = {}
+    counts, which many statistics share. Variables (no coordinates): a table reads them
+    by position."""
+    masks: dict[tuple[str, str], xr.Variable] = {}
     out = {}
     for name, counted in stats.items():
         key = COUNTS[counted]
         if key not in masks:
-            masks[key] = partial(summary, counted)
+            masks[key] = _partial(summary, counted)
         out[name] = masks[key]
     return out
 
 
-def mixed(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+def mixed(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     """Where the cells shaped ``like`` mix replicates of several code versions."""
     if "code_versions" not in summary:
         return xr.zeros_like(like, dtype=bool)
-    return (_versions_like(summary, like) > 1).transpose(*like.dims)
+    return _versions_like(summary, like) > 1
 
 
-def _versions_like(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+def _versions_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     """The cells' code versions shaped ``like`` (a statistic without a method axis: the
     most versions of any method of its grid point)."""
-    versions = summary["code_versions"]
+    versions = summary["code_versions"].variable
     if "method" in versions.dims and "method" not in like.dims:
         versions = versions.max("method")
-    return versions.broadcast_like(like)
+    return _shaped(versions, like)
+
+
+def _shaped(values: xr.Variable, like: xr.Variable) -> xr.Variable:
+    """``values`` broadcast to the dimensions of ``like``, in its order."""
+    return values.set_dims(dict(like.sizes)).transpose(*like.dims)
+
+
+def _variable(summary: xr.Dataset, name: str) -> xr.Variable:
+    return summary[name].variable
 
 
 def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
@@ -110,38 +137,42 @@ def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
     stat : str
         A key of :data:`COUNTS`.
     """
+    return _labelled(_fewer(summary, stat), summary)
+
+
+def _fewer(summary: xr.Dataset, stat: str) -> xr.Variable:
     count_name, failed_name = COUNTS[stat]
-    count = summary[count_name]
+    count = _variable(summary, count_name)
     total = replicates(summary)
     if total is None or "replicates_done" not in summary:  # a summary of an older ldpsim
         return xr.zeros_like(count, dtype=bool)
-    method_failures = summary[failed_name] - summary["replicates_failed"]
-    by_design = (count == 0) & (method_failures == 0) & (summary["replicates_done"] > 0)
+    method_failures = _variable(summary, failed_name) - _variable(summary, "replicates_failed")
+    by_design = (count == 0) & (method_failures == 0) & (_variable(summary, "replicates_done") > 0)
     if "methods_pending" in summary:  # a method added to the store, not computed yet
         by_design &= _pending_like(summary, count) == 0
     return (count < total) & ~by_design
 
 
-def _pending_like(summary: xr.Dataset, like: xr.DataArray) -> xr.DataArray:
+def _pending_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     """The replicates that lack a cell's method (:func:`ldpsim.pipeline.store.pending.
     pending_cells`) shaped ``like`` (a statistic without a method axis: any method's)."""
-    pending = summary["methods_pending"]
+    pending = _variable(summary, "methods_pending")
     if "method" not in like.dims:
         pending = pending.max("method")
-    return pending.broadcast_like(like)
+    return _shaped(pending, like)
 
 
 def any_partial(summary: xr.Dataset) -> bool:
     """Whether any cell of a table statistic (:data:`COUNTS`) is partial, at the
     coordinates each grid point has."""
-    return any(bool(shown_partial(summary, stat).any()) for stat in COUNTS if stat in summary)
+    return any(bool(_shown_partial(summary, stat).any()) for stat in COUNTS if stat in summary)
 
 
-def shown_partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
+def _shown_partial(summary: xr.Dataset, stat: str) -> xr.Variable:
     """:func:`partial` at the coordinates each grid point has (the cells tables show)."""
-    mask = partial(summary, stat)
+    mask = _partial(summary, stat)
     if "coord" in mask.dims and "coord_exists" in summary:
-        mask = mask & summary["coord_exists"]
+        mask = _shaped(mask & _variable(summary, "coord_exists"), mask)
     return mask
 
 
@@ -161,12 +192,11 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     # Statistics that share their counts share their marked cells: each pair once.
     by_counts = {COUNTS[stat]: stat for stat in stats if stat in COUNTS and stat in summary}
     for stat in by_counts.values():
-        shown = shown_partial(summary, stat)
+        shown = _shown_partial(summary, stat)
         mix = mixed(summary, shown) & shown
         if mix.any():
-            cells = _versions_like(summary, mix).transpose(*mix.dims)
-            versions.append(cells.values[mix.values])
-        mask = shown & fewer(summary, stat)
+            versions.append(_versions_like(summary, mix).values[mix.values])
+        mask = shown & _fewer(summary, stat)
         count_name, failed_name = COUNTS[stat]
         names = (
             (used, count_name),
@@ -175,11 +205,9 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
             (failed, "replicates_failed"),
         )
         for values, name in names:
-            cells = summary[name].broadcast_like(mask).transpose(*mask.dims)
-            values.append(cells.values[mask.values])
+            values.append(_shaped(_variable(summary, name), mask).values[mask.values])
         if "methods_pending" in summary:
-            cells = _pending_like(summary, mask).transpose(*mask.dims)
-            pending.append(cells.values[mask.values])
+            pending.append(_pending_like(summary, mask).values[mask.values])
     counts = np.concatenate(used) if used else np.array([], dtype=int)
     mixes = np.concatenate(versions) if versions else np.array([], dtype=int)
     if total is None or counts.size + mixes.size == 0:
