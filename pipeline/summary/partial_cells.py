@@ -24,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from ldpsim.pipeline.formatting import latex_escape
+from ldpsim.pipeline.summary.variables import with_coords
 
 #: Statistic -> (its count of replicates used, its count of replicates lost to failures).
 #: The counts are summary variables (:func:`ldpsim.pipeline.summary.summary.summarize`).
@@ -64,7 +65,7 @@ def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
     stat : str
         A key of :data:`COUNTS`.
     """
-    return _labelled(_partial(summary, stat), summary)
+    return with_coords(_partial(summary, stat), summary)
 
 
 # The masks are worked out as variables (xarray.Variable: named dimensions, no
@@ -76,13 +77,6 @@ def partial(summary: xr.Dataset, stat: str) -> xr.DataArray:
 def _partial(summary: xr.Dataset, stat: str) -> xr.Variable:
     mask = _fewer(summary, stat)
     return mask | mixed(summary, mask)
-
-
-def _labelled(mask: xr.Variable, summary: xr.Dataset) -> xr.DataArray:
-    """``mask`` with the coordinates of ``summary`` along its dimensions."""
-    dims = set(mask.dims)
-    coords = {name: c for name, c in summary.coords.items() if set(c.dims) <= dims}
-    return xr.DataArray(mask, coords=coords)
 
 
 def partials(summary: xr.Dataset, stats: dict[str, str]) -> dict[str, xr.Variable]:
@@ -137,7 +131,7 @@ def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
     stat : str
         A key of :data:`COUNTS`.
     """
-    return _labelled(_fewer(summary, stat), summary)
+    return with_coords(_fewer(summary, stat), summary)
 
 
 def _fewer(summary: xr.Dataset, stat: str) -> xr.Variable:

@@ -20,6 +20,7 @@ from ldpsim.pipeline.summary.variables import (
     SUMMARY_ATTRS,
     grid_axes,
     reserved_names,
+    with_coords,
 )
 
 #: Label of the oracle interval method (exact asymptotic covariance, SPEC section 5.4).
@@ -77,18 +78,6 @@ def nominal_level(ds: xr.Dataset) -> xr.DataArray:
     if "level" in ds.dims:
         return ds["level"].astype(np.float64)
     return xr.DataArray(float(ds.attrs.get("level", np.nan)))
-
-
-def _with_coords(
-    x: xr.Variable | xr.DataArray | xr.Dataset, ds: xr.Dataset
-) -> xr.DataArray | xr.Dataset:
-    # With the coordinates of ``ds`` that lie along its dimensions.
-    if isinstance(x, xr.Variable):
-        x = xr.DataArray(x)
-    dims = set(x.dims)
-    return x.assign_coords(
-        {name: coord for name, coord in ds.coords.items() if set(coord.dims) <= dims}
-    )
 
 
 def _ratio(num: Labelled, count: Labelled) -> Labelled:
@@ -509,9 +498,9 @@ def summarize(
     if statistics:
         own = cell_statistics.compute(
             statistics,
-            *(_with_coords(x, ds) for x in (lower, upper, method_estimate)),
+            *(with_coords(x, ds) for x in (lower, upper, method_estimate)),
             ds["truth"],
-            _with_coords(ok, ds),
+            with_coords(ok, ds),
             nominal_level(ds),
         )
         out = out.assign(own.data_vars)
@@ -522,7 +511,7 @@ def summarize(
     out["joint_replicates_needed"] = replicates_needed(
         out["joint_coverage_se"], out["joint_n_done"], target_se, level
     )
-    out = _with_coords(out, ds)
+    out = with_coords(out, ds)
     order = [*grid_axes(ds), "method", "checkpoint", "coord"]
     out = out.transpose(*[d for d in order if d in out.dims])
     for name, attrs in SUMMARY_ATTRS.items():

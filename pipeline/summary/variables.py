@@ -238,3 +238,22 @@ def grid_axes(ds: xr.Dataset) -> list[str]:
     name = next(v for v in ("truth", "coverage", "coverage_diff") if v in ds)
     dims = ds[name].dims
     return [str(d) for d in dims if d not in NON_GRID_DIMS]
+
+
+def with_coords(
+    x: xr.Variable | xr.DataArray | xr.Dataset, ds: xr.Dataset
+) -> xr.DataArray | xr.Dataset:
+    """``x`` with the coordinates of ``ds`` that lie along its dimensions.
+
+    The summary computes on variables without coordinates (``xarray.Variable``: an
+    operation of two DataArrays first aligns their indexes, which was most of a small
+    store's summary); this puts the coordinates back. A Variable becomes a DataArray.
+    """
+    import xarray as xr
+
+    if isinstance(x, xr.Variable):
+        x = xr.DataArray(x)
+    dims = set(x.dims)
+    return x.assign_coords(
+        {name: coord for name, coord in ds.coords.items() if set(coord.dims) <= dims}
+    )
