@@ -174,7 +174,7 @@ def interval_diagnostics(
     coverage = _mean(hits, count)
     gap_influence = (hits - coverage) - p_influence
 
-    def standard_error(influence: xr.DataArray) -> xr.DataArray:
+    def standard_error(influence: Values) -> Values:
         # sd(IF) / sqrt(R), sd with ddof 1 (the influence values have mean 0).
         spread = (influence**2).sum("rep") / (count - 1).where(count > 2)
         return np.sqrt(spread / count)

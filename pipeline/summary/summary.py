@@ -25,9 +25,9 @@ from ldpsim.pipeline.summary.variables import (
 
 #: Label of the oracle interval method (exact asymptotic covariance, SPEC section 5.4).
 ORACLE = "oracle"
-#: What the summary's arithmetic takes and gives: a DataArray, or a Variable (its values
-#: with named dimensions: :func:`summarize` computes on these, without coordinates).
-Labelled: TypeAlias = xr.DataArray | xr.Variable
+#: What the summary's arithmetic takes and gives: an array with named dimensions, a
+#: DataArray or a Variable (no coordinates: :func:`summarize` computes on these).
+Dimensioned: TypeAlias = xr.DataArray | xr.Variable
 #: Default target Monte-Carlo standard error of a coverage, for ``replicates_needed``.
 TARGET_SE = 0.005
 
@@ -80,16 +80,18 @@ def nominal_level(ds: xr.Dataset) -> xr.DataArray:
     return xr.DataArray(float(ds.attrs.get("level", np.nan)))
 
 
-def _ratio(num: Labelled, count: Labelled) -> Labelled:
+def _ratio(num: Dimensioned, count: Dimensioned) -> Dimensioned:
     # NaN (not a warning or inf) where no replicate counts.
     return (num / count.where(count > 0)).astype(np.float64)
 
 
-def _binomial_se(p: Labelled, count: Labelled) -> Labelled:
+def _binomial_se(p: Dimensioned, count: Dimensioned) -> Dimensioned:
     return np.sqrt(p * (1.0 - p) / count.where(count > 0))
 
 
-def _mean_sd_count(x: Labelled, use: Labelled, dim: str) -> tuple[Labelled, Labelled, Labelled]:
+def _mean_sd_count(
+    x: Dimensioned, use: Dimensioned, dim: str
+) -> tuple[Dimensioned, Dimensioned, Dimensioned]:
     """Mean, sample sd (ddof 1) and count of ``x`` over ``dim`` where ``use`` holds.
 
     ``x`` must be finite wherever ``use`` holds, as every caller's ``use`` makes sure
@@ -104,7 +106,9 @@ def _mean_sd_count(x: Labelled, use: Labelled, dim: str) -> tuple[Labelled, Labe
     return mean, sd, count
 
 
-def squared_error(estimate: Labelled, truth: Labelled, done: Labelled) -> tuple[Labelled, ...]:
+def squared_error(
+    estimate: Dimensioned, truth: Dimensioned, done: Dimensioned
+) -> tuple[Dimensioned, ...]:
     """Mean over replicates of ||estimate - theta*||^2, its standard error and count.
 
     The norm runs over the coordinates where theta* is known (a grid point of smaller d
@@ -120,7 +124,7 @@ def squared_error(estimate: Labelled, truth: Labelled, done: Labelled) -> tuple[
     return mean, sd / np.sqrt(count.where(count > 0)), count.astype(np.int64)
 
 
-def coordinate_means(covered: Labelled, length: Labelled, ok: Labelled) -> xr.Dataset:
+def coordinate_means(covered: Dimensioned, length: Dimensioned, ok: Dimensioned) -> xr.Dataset:
     """Coverage and length averaged over the coordinates, with replicate-level errors.
 
     The coordinates of one replicate share its data, so their coverage indicators are
@@ -169,8 +173,8 @@ def coordinate_means(covered: Labelled, length: Labelled, ok: Labelled) -> xr.Da
 
 
 def replicates_needed(
-    se: Labelled, count: Labelled, target_se: float, level: Labelled
-) -> Labelled:
+    se: Dimensioned, count: Dimensioned, target_se: float, level: Dimensioned
+) -> Dimensioned:
     """Replicates that give a coverage standard error of ``target_se``.
 
     A standard error falls as 1 / sqrt(R), so R replicates with standard error ``se``
@@ -356,7 +360,7 @@ def summarize(
     # no coordinates): every operation of two DataArrays aligns them first, which was
     # more than half of a small store's summary, and these share one layout. The
     # coordinates are put back at the end.
-    data = {name: ds[name].variable for name in ds.data_vars}
+    data = {name: ds.variables[name] for name in ds.data_vars}
     truth = data["truth"]
     valid = truth.notnull()  # coordinates beyond a grid point's d are NaN-padded
     done = data["done"].astype(bool)
@@ -440,7 +444,7 @@ def summarize(
     if label is None or n is None:
         oracle_sd = xr.full_like(est_sd, np.nan)
     else:
-        # Not sel(method=...): 'method' is also sel's own keyword (inexact matching).
+        # By position: the variables have no coordinates.
         methods = [str(m) for m in ds["method"].values]
         oracle_len = length.isel(method=methods.index(label))
         oracle_sd = oracle_len / 2.0 / z * np.sqrt(n)
