@@ -48,11 +48,15 @@ def builtin_sweep_names() -> list[str]:
     return sorted(e.name[: -len(".toml")] for e in folder.iterdir() if e.name.endswith(".toml"))
 
 
+def builtin_sweep_text(name: str) -> str:
+    """The TOML text of the built-in sweep ``name`` (one of :func:`builtin_sweep_names`)."""
+    return resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR, f"{name}.toml").read_text()
+
+
 def builtin_sweeps() -> dict[str, str]:
     """Name -> description of the sweeps shipped with ldpsim."""
-    folder = resources.files("ldpsim.pipeline").joinpath(BUILTIN_DIR)
     return {
-        name: tomllib.loads(folder.joinpath(f"{name}.toml").read_text()).get("description", "")
+        name: tomllib.loads(builtin_sweep_text(name)).get("description", "")
         for name in builtin_sweep_names()
     }
 
@@ -696,11 +700,7 @@ def load_sweep(
     else:
         source = str(source)
         if source in builtin_sweep_names():
-            text = (
-                resources.files("ldpsim.pipeline")
-                .joinpath(BUILTIN_DIR, f"{source}.toml")
-                .read_text()
-            )
+            text = builtin_sweep_text(source)
             default = source
         else:
             text = read_sweep_text(Path(source))

@@ -104,7 +104,7 @@ def mixed(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
 def _versions_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     """The cells' code versions shaped ``like`` (a statistic without a method axis: the
     most versions of any method of its grid point)."""
-    versions = summary["code_versions"].variable
+    versions = summary.variables["code_versions"]
     if "method" in versions.dims and "method" not in like.dims:
         versions = versions.max("method")
     return _shaped(versions, like)
@@ -113,10 +113,6 @@ def _versions_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
 def _shaped(values: xr.Variable, like: xr.Variable) -> xr.Variable:
     """``values`` broadcast to the dimensions of ``like``, in its order."""
     return values.set_dims(dict(like.sizes)).transpose(*like.dims)
-
-
-def _variable(summary: xr.Dataset, name: str) -> xr.Variable:
-    return summary[name].variable
 
 
 def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
@@ -136,12 +132,12 @@ def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
 
 def _fewer(summary: xr.Dataset, stat: str) -> xr.Variable:
     count_name, failed_name = COUNTS[stat]
-    count = _variable(summary, count_name)
+    count = summary.variables[count_name]
     total = replicates(summary)
     if total is None or "replicates_done" not in summary:  # a summary of an older ldpsim
         return xr.zeros_like(count, dtype=bool)
-    method_failures = _variable(summary, failed_name) - _variable(summary, "replicates_failed")
-    by_design = (count == 0) & (method_failures == 0) & (_variable(summary, "replicates_done") > 0)
+    method_failures = summary.variables[failed_name] - summary.variables["replicates_failed"]
+    by_design = (count == 0) & (method_failures == 0) & (summary.variables["replicates_done"] > 0)
     if "methods_pending" in summary:  # a method added to the store, not computed yet
         by_design &= _pending_like(summary, count) == 0
     return (count < total) & ~by_design
@@ -150,7 +146,7 @@ def _fewer(summary: xr.Dataset, stat: str) -> xr.Variable:
 def _pending_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     """The replicates that lack a cell's method (:func:`ldpsim.pipeline.store.pending.
     pending_cells`) shaped ``like`` (a statistic without a method axis: any method's)."""
-    pending = _variable(summary, "methods_pending")
+    pending = summary.variables["methods_pending"]
     if "method" not in like.dims:
         pending = pending.max("method")
     return _shaped(pending, like)
@@ -166,7 +162,7 @@ def _shown_partial(summary: xr.Dataset, stat: str) -> xr.Variable:
     """:func:`partial` at the coordinates each grid point has (the cells tables show)."""
     mask = _partial(summary, stat)
     if "coord" in mask.dims and "coord_exists" in summary:
-        mask = _shaped(mask & _variable(summary, "coord_exists"), mask)
+        mask = _shaped(mask & summary.variables["coord_exists"], mask)
     return mask
 
 
@@ -199,7 +195,7 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
             (failed, "replicates_failed"),
         )
         for values, name in names:
-            values.append(_shaped(_variable(summary, name), mask).values[mask.values])
+            values.append(_shaped(summary.variables[name], mask).values[mask.values])
         if "methods_pending" in summary:
             pending.append(_pending_like(summary, mask).values[mask.values])
     counts = np.concatenate(used) if used else np.array([], dtype=int)
