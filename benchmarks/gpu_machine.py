@@ -31,9 +31,12 @@ what it runs, first thing, so that none of those minutes goes to preparation:
 
 ``--quick`` runs every part with tiny sizes, and the GPU parts in numba's CUDA simulator
 where ``NUMBA_ENABLE_CUDASIM=1`` (minutes): a check of the parts' code before a machine
-is called. Everything printed, each part's log and its JSON records go under ``--out`` (default
-``$OUT`` where set, else outputs/gpu-machine); ``summary.json`` lists each part's status
-and seconds. ``--dry-run`` runs the same script where there is no GPU, in seconds: the
+is called. The records go under ``--out`` (default ``$OUT`` where set, else
+outputs/gpu-machine), in at most 8 files, as many as a lent machine sends back:
+``summary.json`` (the machine, each part's status and seconds), ``log.txt`` (every
+part's output), and the parts' records ``gpu.json``, ``validation.json``,
+``kill-resume.json``, ``scaling.json``, ``scaling-fit.json`` and ``end-to-end.json``.
+``--dry-run`` runs the same script where there is no GPU, in seconds: the
 install check and the machine are real, the GPU parts are skipped with a line saying so,
 and every command of every part is checked against its program's ``--help`` (an option
 that no longer exists fails the dry run). tests/test_gpu_machine.py runs it in
@@ -84,12 +87,13 @@ VALIDATION_REPLICATES = 2_000
 QUICK_ENV = "LDPSIM_GPU_MACHINE_QUICK"
 QUICK_N = 300
 QUICK_REPLICATES = 4
-#: The kill-and-resume sweep: small chunks, so that a kill lands between writes.
+#: The kill-and-resume sweep: small chunks, so that a kill lands between writes (on the
+#: first H200 the whole sweep took 2 s once its workers had compiled).
 KILL_SWEEP = """
 description = "kill and resume on the GPU"
 replicates = 4000
 seed = 44
-rep_chunk = 250
+rep_chunk = 100
 backend = "gpu"
 [spec]
 model = "quantile"
@@ -105,6 +109,14 @@ B = 200
 """
 #: The fields compared bit for bit after the kill and resume.
 KILL_FIELDS = ("estimate", "last", "lower", "upper", "method_estimate", "done", "failed")
+
+#: Written as ``sitecustomize.py`` beside the installed wheels (every process of a part,
+#: workers included, imports it first): numpy's removed alias that numba-cuda still needs.
+ROW_STACK_SHIM = """import numpy
+
+if not hasattr(numpy, "row_stack"):
+    numpy.row_stack = numpy.vstack
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,16 +200,24 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def run_command(command: list[str], log: Path | None = None) -> subprocess.CompletedProcess:
+def run_command(
+    command: list[str], log: Path | None = None, quiet: bool = False
+) -> subprocess.CompletedProcess:
     """Run ``command``, raising on failure; its output kept in ``log`` when given, else
-    its tail printed (and the tail of its errors either way)."""
+    its tail printed unless ``quiet`` (and the tail of its errors either way)."""
     say("$ " + " ".join(command))
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     if log is not None:
         log.write_text(result.stdout)
-    tail = (result.stdout if log is None else "")[-2000:] + result.stderr[-2000:]
+    shown = log is None and not quiet
+    tail = (result.stdout if shown else "")[-2000:] + result.stderr[-2000:]
     if tail.strip():
         say(tail.rstrip())
+    if result.returncode != 0 and command[3:4] == ["run"] and "--store" in command:
+        # A run whose replicates failed exits 1: show why, for the next machine's fix.
+        store = command[command.index("--store") + 1]
+        errors = subprocess.run(ldpsim("errors", store), capture_output=True, text=True)
+        say((errors.stdout + errors.stderr)[-3000:].rstrip())
     result.check_returncode()
     return result
 
@@ -218,6 +238,9 @@ def own_cluster():
 
 
 def validation(out: Path, work: Path) -> None:
+    """Each cell's run and summary; ``validation.json`` rewritten after each cell, so the
+    cells done before a timeout are kept."""
+    records = []
     with own_cluster() as cluster:
         for sweep, tau, n in VALIDATION_CELLS[: 2 if quick() else None]:
             store = work / f"{sweep}-{tau}-{n}.zarr"
@@ -226,9 +249,9 @@ def validation(out: Path, work: Path) -> None:
             run_command(run)
             wall = time.perf_counter() - start
             record = {"sweep": sweep, "tau": tau, "n": n, "wall_s": round(wall, 2)}
-            summary = out / f"validation-{sweep}-tau{tau}-n{n}-summary.json"
-            record["summary"] = json.loads(run_command(summarize, summary).stdout)
-            (out / f"validation-{sweep}-tau{tau}-n{n}.json").write_text(json.dumps(record))
+            record["summary"] = json.loads(run_command(summarize, quiet=True).stdout)
+            records.append(record)
+            (out / "validation.json").write_text(json.dumps(records, indent=1))
             say(f"validation: {sweep} tau = {tau} n = {n}: {wall:.1f} s")
 
 
@@ -261,7 +284,7 @@ def kill_resume(out: Path, work: Path) -> None:
                     done, total = int(ds["done"].sum()), int(ds["done"].size)
                 except Exception:  # not created yet
                     done = 0
-                if total and done >= total // 4:
+                if done > 0:  # the first chunks are stored: kill now
                     break
                 time.sleep(0.05)
             finished_first = proc.poll() is not None
@@ -280,7 +303,7 @@ def kill_resume(out: Path, work: Path) -> None:
     record = {
         "replicates": total,
         "done_at_kill": done,
-        "killed_before_the_end": not finished_first,
+        "killed_before_the_end": not finished_first and done < total,
         "uninterrupted_wall_s": round(wall, 2),
         "bit_identical": same,
     }
@@ -299,8 +322,15 @@ def end_to_end(out: Path, work: Path) -> None:
     records = []
     for command in part_commands("end-to-end", out, work):
         start = time.perf_counter()
-        run_command(command)
-        records.append({"command": " ".join(command[3:5]), "wall_s": time.perf_counter() - start})
+        result = run_command(command)
+        wall = time.perf_counter() - start
+        computed = [line for line in result.stdout.splitlines() if line.startswith("Computed")]
+        store = command[command.index("--store") + 1]
+        summary = run_command(ldpsim("summarize", store), quiet=True).stdout.splitlines()
+        seconds = [line for line in summary if line.startswith("median seconds")]
+        records.append(
+            {"command": " ".join(command[3:5]), "wall_s": wall, "run": computed + seconds}
+        )
         say(f"end-to-end: {records[-1]['command']} --backend gpu: {records[-1]['wall_s']:.1f} s")
         (out / "end-to-end.json").write_text(json.dumps(records, indent=1))
 
@@ -336,6 +366,9 @@ def ensure_installed(out: Path, dry_run: bool) -> dict[str, str]:
     say(f"install: {len(wheels)} wheels into {target} in {time.perf_counter() - start:.1f} s")
     if result.returncode != 0:
         say(f"install: pip failed: {result.stderr[-2000:]}")
+    # numba-cuda 0.30.4 registers an overload of np.row_stack, which numpy 2.5 removed:
+    # without it every CUDA compile fails (found on the first lent H200, numpy 2.5.2).
+    (Path(target) / "sitecustomize.py").write_text(ROW_STACK_SHIM)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [target, env.get("PYTHONPATH")]))
     env["PATH"] = os.pathsep.join([str(Path(target) / "bin"), env.get("PATH", "")])
     return env
@@ -376,7 +409,6 @@ def machine(out: Path) -> dict[str, Any]:
         f"machine: GPU {gpus or 'none'}; {record['cores']} cores ({record['cpu']}); "
         f"Python {record['python']}"
     )
-    (out / "machine.json").write_text(json.dumps(record, indent=1))
     return record
 
 
@@ -401,7 +433,8 @@ def run_part(part: Part, limit: float, out: Path, env: dict[str, str]) -> str:
         "--out",
         str(out),
     ]
-    log = (out / f"{part.name}.log").open("w")
+    log = (out / "log.txt").open("a")
+    log.write(f"== {part.name}\n")
     proc = subprocess.Popen(
         command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
@@ -457,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--limit {item!r}: PART=SECONDS with PART one of {', '.join(RUNNERS)}")
         limits[name] = float(seconds)
     start = time.monotonic()
+    (out / "log.txt").write_text("")  # the parts append to it
     found = machine(out)
     env = ensure_installed(out, args.dry_run)
     simulator = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
@@ -492,7 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = round(time.monotonic() - begun, 2)
         summary.append({"part": part.name, "status": status, "seconds": seconds})
         say(f"-- {part.name}: {status} ({seconds} s)")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    record = {"machine": found, "parts": summary}
+    (out / "summary.json").write_text(json.dumps(record, indent=1))
     say(f"done in {time.monotonic() - start:.0f} s; records in {out}")
     return 0 if all(not s["status"].startswith("failed") for s in summary) else 1
 

@@ -15,6 +15,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "gpu_machine.py"
 PARTS = ["gpu-benchmark", "validation", "kill-resume", "scaling", "end-to-end"]
+#: What a lent machine sends back from $OUT: at most 8 files.
+MAX_FILES = 8
+
+
+def written(out: Path) -> list[str]:
+    """The files the script left under ``out``: no more than a lent machine sends back."""
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert len(names) <= MAX_FILES, names
+    return names
 
 
 def machine_script(*args: str, out: Path) -> subprocess.CompletedProcess:
@@ -33,10 +42,11 @@ def test_the_dry_run_checks_every_part_and_skips_the_gpu_parts(tmp_path):
         assert skip.endswith("options checked"), skip  # no option unknown to its --help
     assert "SKIP gpu-benchmark: dry run (a GPU part)" in result.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert [s["part"] for s in summary] == PARTS
-    assert {s["status"] for s in summary} == {"skipped"}
-    machine = json.loads((tmp_path / "machine.json").read_text())
+    assert [s["part"] for s in summary["parts"]] == PARTS
+    assert {s["status"] for s in summary["parts"]} == {"skipped"}
+    machine = summary["machine"]
     assert machine["cores"] >= 1 and isinstance(machine["gpus"], list)
+    assert written(tmp_path) == ["log.txt", "summary.json"]
 
 
 def test_a_part_that_runs_out_of_time_is_reported_and_the_rest_still_run(tmp_path):
@@ -48,8 +58,11 @@ def test_a_part_that_runs_out_of_time_is_reported_and_the_rest_still_run(tmp_pat
     lines = result.stdout.splitlines()
     timeout = lines.index("TIMEOUT scaling: ran out of its 2 s; the next part starts")
     assert any(line.startswith("-- end-to-end: ") for line in lines[timeout:])
-    summary = {s["part"]: s for s in json.loads((tmp_path / "summary.json").read_text())}
+    record = json.loads((tmp_path / "summary.json").read_text())
+    summary = {s["part"]: s for s in record["parts"]}
     assert summary["scaling"]["status"] == "TIMEOUT"
     assert summary["scaling"]["seconds"] < 10  # killed, not waited for
     assert summary["end-to-end"]["status"] in ("skipped", "TIMEOUT")
-    assert "scaling.py --json" in (tmp_path / "scaling.log").read_text()
+    log = (tmp_path / "log.txt").read_text()
+    assert "== scaling\n" in log and "scaling.py --json" in log
+    assert "summary.json" in written(tmp_path)
