@@ -48,11 +48,14 @@ from ldpsim.tasks.spec import normalize_spec
 
 #: The cases: the issue's targets (quantile with randomized response at n = 1e5 and one
 #: whole wave, 135,168 replicates on an H100 or H200: steps per second; n = 1e6 and
-#: 1,000 replicates: ns per step per thread) and the other models and mechanisms.
+#: 1,000 replicates: ns per step per thread), the quantile's spread at n = 1e4 and the
+#: other models and mechanisms.
 CASES = [
     {"model": "quantile", "eps": 1.0, "n": 100_000, "waves": 1},
     {"model": "quantile", "eps": 1.0, "n": 1_000_000, "replicates": 1_000},
     {"model": "quantile", "eps": 1.0, "n": 1_000_000, "replicates": 16_896},
+    # The spread at n = 1e4 against the CPU's (docs/studies/gpu.md: one length there).
+    {"model": "quantile", "eps": 1.0, "n": 10_000, "replicates": 100_000},
     {
         "model": "quantile_regression",
         "mechanism": "gaussian",
