@@ -21,13 +21,14 @@ what it runs, first thing, so that none of those minutes goes to preparation:
 
    - ``gpu-benchmark``: ``benchmarks/gpu.py`` (kernel-only and end to end, stage by
      stage, every case);
-   - ``validation``: the cells of docs/studies/gpu.md on the GPU, the three missing ones
-     first, each summarized as JSON;
+   - ``validation``: the cells of docs/studies/gpu.md on the GPU (all 8 measured on an
+     H200, 2026-11-29; a rerun checks the kernel of the day), each summarized as JSON;
    - ``kill-resume``: a GPU sweep killed (SIGKILL) part-way and resumed, against an
      uninterrupted run: bit-identical or not;
    - ``scaling``: ``benchmarks/scaling.py`` on 1, 2, 4, ... 16 workers, and ``--fit``;
    - ``end-to-end``: ``ldpsim run paper-table1 --backend gpu`` and ``ldpsim run scale
-     --backend gpu``, timed.
+     --backend gpu``, timed, then ``scale`` again on a cluster whose workers have
+     compiled, with Dask's task stream summed for its launches and methods.
 
 ``--quick`` runs every part with tiny sizes, and the GPU parts in numba's CUDA simulator
 where ``NUMBA_ENABLE_CUDASIM=1`` (minutes): a check of the parts' code before a machine
@@ -69,8 +70,8 @@ REPO = Path(__file__).resolve().parents[1]
 BUDGET_S = 540
 #: Seconds the install may take.
 INSTALL_LIMIT_S = 60
-#: What each validation run computes: the three cells docs/studies/gpu.md lacks, then
-#: the five it has (measured with the first GPU streams), again with today's.
+#: What each validation run computes: the cells of docs/studies/gpu.md (the three that
+#: the first GPU streams lacked first, as measured on 2026-11-29).
 VALIDATION_CELLS = [
     ("demo", 0.5, 100_000),
     ("demo", 0.9, 10_000),
