@@ -183,8 +183,8 @@ def part_commands(name: str, out: Path, work: Path) -> list[list[str]]:
             benchmark("scaling.py", "--fit", records, "--json"),
         ]
     if name == "end-to-end":
-        small = ["--replicates", str(QUICK_REPLICATES), "--set", f"grid.n=[{QUICK_N}]"]
-        small = small if quick() else []
+        quick_sizes = ["--replicates", str(QUICK_REPLICATES), "--set", f"grid.n=[{QUICK_N}]"]
+        small = quick_sizes if quick() else []
         cold = [
             ldpsim(
                 "run", sweep, "--backend", "gpu", "--cluster", "local-gpu",
