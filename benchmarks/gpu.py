@@ -22,7 +22,7 @@ GPU (its multiprocessors times the blocks of the kernel's registers that fit on 
 where its time went: the wall time, the GPU launches' seconds (summed over launches)
 and the interval methods' core-seconds, read back from the store.
 
-``--quick`` runs each case with n = 200 and 8 replicates, one timed launch (in numba's
+``--quick`` runs each case with n = 200 and 4 replicates, one timed launch (in numba's
 CUDA simulator where there is no GPU: NUMBA_ENABLE_CUDASIM=1, whose Python threads
 make every launch cost seconds), and the cases that then coincide (the quantile's
 three) once: a check that the benchmark works, whose figures mean nothing.
@@ -104,7 +104,7 @@ SWEEP_FIELDS = {
     "launch_s": "s",
     "methods_core_s": "s",
 }
-QUICK = {"n": 200, "replicates": 8, "repeats": 1, "cpu_n": 2_000}
+QUICK = {"n": 200, "replicates": 4, "repeats": 1, "cpu_n": 2_000}
 FULL = {"repeats": 3, "cpu_n": 1_000_000}
 
 
@@ -161,9 +161,10 @@ def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict
     spec = {k: v for k, v in case.items() if k not in ("replicates", "waves")}
     setup = GridPointSetup.of(normalize_spec({**spec, "methods": METHODS, "backend": "gpu"}))
     start = time.perf_counter()
-    # A first launch compiles (once per process and kernel); a case of whole waves then
-    # counts the compiled kernel's registers.
-    setup.run_gpu(np.arange(32))
+    # A first launch, of one replicate, compiles (once per process and kernel); a case of
+    # whole waves then counts the compiled kernel's registers. (In numba's CUDA simulator
+    # every replicate of a launch is a Python thread: 32 took 15 s at n = 200, d = 4.)
+    setup.run_gpu(np.arange(1))
     count = case.get("replicates") or wave_replicates(setup, case["waves"], device)
     reps = np.arange(count)
     compile_s = time.perf_counter() - start

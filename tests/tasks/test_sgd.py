@@ -39,20 +39,21 @@ CASES = {
         "mechanism": "laplace",
         "eps": 1.0,
     },
-    "qr-none-d1-batch2": {
+    "qr-laplace-d1-batch2": {
         "model": "quantile_regression",
         "tau": 0.7,
         "coef": [-1.0],
-        "mechanism": "none",
+        "mechanism": "laplace",
+        "eps": 0.5,
         "batch": 2,
     },
     # Gaussian noise, and per-user budgets: the budget is drawn before each user's noise.
     "mean-gaussian-d2": {"model": "mean", "d": 2, "mechanism": "gaussian", "eps": 0.5},
     "qr-gdp-d4": {"model": "quantile_regression", "mechanism": "gdp", "mu": 2.0},
     "quantile-gdp-per-user": {"model": "quantile", "mechanism": "gdp", "budget_range": [1, 2]},
-    "mean-gaussian-per-user-d3": {
+    "mean-gaussian-per-user-d2": {
         "model": "mean",
-        "d": 3,
+        "d": 2,
         "mechanism": "gaussian",
         "budget_range": [0.2, 0.9],
         "delta": 1e-3,
@@ -63,20 +64,25 @@ CASES = {
         "budget_range": [0.5, 3.0],
         "batch": 2,
     },
-    "qr-laplace-per-user-d4": {
-        "model": "quantile_regression",
+    "mean-laplace-per-user-d2": {
+        "model": "mean",
+        "d": 2,
         "mechanism": "laplace",
         "budget_range": [1.0, 2.0],
     },
-    "mean-laplace-per-user-d1": {"model": "mean", "mechanism": "laplace", "budget_range": [1, 1]},
-    # SPEC 9: the robust regressions, with Mallows weights or clipping, d = 1 and 5
+    "mean-laplace-one-budget-d2": {
+        "model": "mean",
+        "d": 2,
+        "mechanism": "laplace",
+        "budget_range": [1, 1],
+    },
+    # SPEC 9: the robust regressions, with Mallows weights or clipping, 3 and 5
     # covariates. The gdp noise (sd 2 Delta2) drives sigma below the 1e-3 floor (at
     # least at the first step): the projection is exercised (test_huber_floor_is_hit).
     "huber-mallows-gdp-d5": {"model": "huber_regression", "mechanism": "gdp", "mu": 0.5},
-    "huber-mallows-none-d1": {"model": "huber_regression", "d": 1, "mechanism": "none"},
-    "huber-clip-laplace-d1": {
+    "huber-mallows-none-d5": {"model": "huber_regression", "mechanism": "none"},
+    "huber-clip-laplace-d5": {
         "model": "huber_regression",
-        "d": 1,
         "weights": "none",
         "clip": 2.0,
         "eps": 2.0,
@@ -93,10 +99,10 @@ CASES = {
         "theta0": 0.5,
     },
     "logistic-mallows-laplace-d5": {"model": "logistic_regression", "eps": 2.0},
-    "logistic-mallows-none-d1": {"model": "logistic_regression", "d": 1, "mechanism": "none"},
-    "logistic-clip-gdp-d1": {
+    "logistic-mallows-none-d5": {"model": "logistic_regression", "mechanism": "none"},
+    "logistic-clip-gdp-d3": {
         "model": "logistic_regression",
-        "d": 1,
+        "d": 3,
         "weights": "none",
         "clip": 1.0,
         "mechanism": "gdp",
@@ -118,10 +124,10 @@ CASES = {
         "sparsity": 2,
         "coef": [0.5, -0.5, 1.0, 0.0, -1.0, 0.2, 0.3, -0.3, 0.0, 0.7, 0.1, -0.1, 0, 0, 0, 0.4],
     },
-    "sparse-mean-gaussian-dense-d5": {
+    "sparse-mean-gaussian-dense-d10": {
         "model": "sparse_mean",
-        "d": 5,
-        "sparsity": 5,
+        "d": 10,
+        "sparsity": 10,
         "magnitude": 2.0,
         "mechanism": "gaussian",
         "calibration": "dense",
