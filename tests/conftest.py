@@ -73,7 +73,7 @@ def local_cluster(cluster_files):
 
     # The housekeeping and profiler settings of ldpsim's own local clusters: at Dask's
     # defaults these 2 workers, their nannies and the scheduler use about 9 CPU-seconds
-    # a minute while idle, about 2.5 at these (measured 2026-11-29), and this cluster
+    # a minute while idle, about 2.5 at these (measured 2026-11-30), and this cluster
     # lives the whole session.
     quiet = {key: ours for key, (_shipped, ours) in HOUSEKEEPING.items()} | {PROFILE_KEY: False}
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES, **quiet}):

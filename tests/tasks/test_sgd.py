@@ -76,9 +76,11 @@ CASES = {
         "mechanism": "laplace",
         "budget_range": [1, 1],
     },
-    # SPEC 9: the robust regressions, with Mallows weights or clipping, 3 and 5
-    # covariates. The gdp noise (sd 2 Delta2) drives sigma below the 1e-3 floor (at
-    # least at the first step): the projection is exercised (test_huber_floor_is_hit).
+    # SPEC 9: the robust regressions, with Mallows weights or clipping, at the built-in
+    # sweeps' 5 covariates (logistic also 3), whose loops their tests compile anyway:
+    # the loop is one template for every d > 1 (a compile is about 4.5 s). The gdp
+    # noise (sd 2 Delta2) drives sigma below the 1e-3 floor (at least at the first
+    # step): the projection is exercised (test_huber_floor_is_hit).
     "huber-mallows-gdp-d5": {"model": "huber_regression", "mechanism": "gdp", "mu": 0.5},
     "huber-mallows-none-d5": {"model": "huber_regression", "mechanism": "none"},
     "huber-clip-laplace-d5": {
