@@ -25,7 +25,7 @@ and the interval methods' core-seconds, read back from the store.
 ``--quick`` runs each case with n = 200 and 4 replicates, one timed launch (in numba's
 CUDA simulator where there is no GPU: NUMBA_ENABLE_CUDASIM=1, whose Python threads
 make every launch cost seconds), and the cases that then coincide (the quantile's
-three) once: a check that the benchmark works, whose figures mean nothing.
+four) once: a check that the benchmark works, whose figures mean nothing.
 """
 
 from __future__ import annotations
