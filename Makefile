@@ -31,22 +31,22 @@ run: $(STAMP)
 # SLURM runs for the whole suite: `cluster/slurm-local.sh around` starts it unless it is
 # running, runs `make test-suite`, and then stops only the daemons that its start
 # started (it records them), so a SLURM that was running before stays running.
-# The SLURM tests mostly wait for their jobs, so they run alongside the others in a
+# The SLURM tests mostly wait for their jobs, so they run alongside the other tests in a
 # pytest process of their own; their output (-s: the job ids over time) is shown after the
-# others'. The other tests are spread over $(TEST_PROCESSES) processes by pytest-xdist, a
-# whole test file at a time (--dist loadfile: a file's fixtures are set up once), the
-# heaviest files first (tests/conftest.py orders them): their tests wait on subprocesses,
-# clusters and disks often enough that 2 processes left the cores of a 2-core machine
-# idle for 18% of a fresh clone's run (1,667 CPU-seconds in 1,019 s, 2026-11-30); 3 keep
-# them busier. Each process that needs the session's LocalCluster starts its own. The exit code is non-zero if a test fails.
+# others'. The tests of tasks/ (one replicate: compiling and statistics) run alongside the
+# pipeline's (clusters, stores, subprocesses: much waiting) in a third process, so that
+# both cores stay busy; the notebooks' and the benchmarks' tests (subprocesses, about
+# two minutes) run in that third process too, which would otherwise finish first (in a
+# fresh clone's run of 2026-11-29 with them: 953 s, the pipeline's 865 s). The exit code
+# is non-zero if a test of any process fails.
 # The report's browser test needs Debian's chromium: tests/install-chromium.sh installs it
 # when missing (root or passwordless sudo, apt reachable).
-TEST_PROCESSES := 3
-# The slowest tests of each run: where the suite's 10 minutes go.
+ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py
+# Each process lists its slowest tests: where the suite's 10 minutes go.
 DURATIONS := --durations=15 --durations-min=5
 # tests/warm_caches.py writes the package's bytecode and numba's compiled package
-# functions once, on the core that the lint and install steps leave idle, instead of in
-# every test process and worker that starts at once.
+# functions once, beside the lint and install steps (which leave a core idle), instead of
+# in every test process and worker that starts at once.
 test: $(STAMP)
 	$(BIN)/python tests/warm_caches.py & warm=$$!; \
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports --no-cache; \
@@ -56,16 +56,21 @@ test: $(STAMP)
 	bash cluster/slurm-local.sh around $(MAKE) --no-print-directory test-suite
 
 test-suite: $(STAMP)
-	@log=$$(mktemp); \
+	@log=$$(mktemp); tasks_log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -ra -s -m slurm -p no:cacheprovider $(DURATIONS) >$$log 2>&1 & slurm=$$!; \
-	trap 'kill $$slurm 2>/dev/null; rm -f $$log' INT TERM; \
-	echo "pytest -n $(TEST_PROCESSES) -m 'not slurm' (-m slurm runs alongside, output below)"; \
-	$(BIN)/python -m pytest -q -ra -n $(TEST_PROCESSES) --dist loadfile -m "not slurm" \
-		-p no:cacheprovider $(DURATIONS); rc=$$?; \
+	$(BIN)/python -m pytest -q -ra -m "not slurm" -p no:cacheprovider $(DURATIONS) tests/tasks \
+		$(ALONGSIDE) >$$tasks_log 2>&1 & tasks=$$!; \
+	trap 'kill $$slurm $$tasks 2>/dev/null; rm -f $$log $$tasks_log' INT TERM; \
+	echo "pytest -m 'not slurm' --ignore=tests/tasks (tests/tasks $(ALONGSIDE) and -m slurm run alongside, output below)"; \
+	$(BIN)/python -m pytest -q -ra -m "not slurm" $(DURATIONS) --ignore=tests/tasks \
+		$(ALONGSIDE:%=--ignore=%); rc=$$?; \
+	wait $$tasks; tasks_rc=$$?; \
+	echo "==== pytest tests/tasks $(ALONGSIDE) (ran alongside; exit code $$tasks_rc) ===="; \
+	cat $$tasks_log; rm -f $$tasks_log; \
 	wait $$slurm; slurm_rc=$$?; \
 	echo "==== pytest -m slurm (ran alongside; exit code $$slurm_rc) ===="; \
 	cat $$log; rm -f $$log; \
-	test $$rc -eq 0 && test $$slurm_rc -eq 0
+	test $$rc -eq 0 && test $$tasks_rc -eq 0 && test $$slurm_rc -eq 0
 
 # The Sphinx site (API reference, CLI options, the markdown docs) in build/docs/; any
 # warning fails the build. The test extra installs the docs extra's packages.

@@ -52,36 +52,6 @@ def assert_same_values(got, want, field: str, err_msg: str = "") -> None:
     )
 
 
-#: The test files that took longest in a fresh clone's `make test` (wall seconds on 2
-#: busy cores, 2026-11-30: 292, 86, 76, 73, 70, 63, 63, 60, 59, 52, 45, 41, 39, 38),
-#: longest first. They are collected before the others, so that the processes over which
-#: `make test` hands out whole files (pytest-xdist's --dist loadfile) start them first and
-#: no long file runs alone at the end. No test depends on the order.
-LONGEST_FILES = (
-    "tests/tasks/test_chains.py",
-    "tests/tasks/test_competitors.py",
-    "tests/tasks/test_sgd.py",
-    "tests/test_benchmarks.py",
-    "tests/pipeline/test_added_methods.py",
-    "tests/test_packaging.py",
-    "tests/tasks/test_plugins.py",
-    "tests/pipeline/test_report_browser.py",
-    "tests/test_notebook.py",
-    "tests/pipeline/test_store_writes.py",
-    "tests/pipeline/test_batched_plugins.py",
-    "tests/pipeline/test_store.py",
-    "tests/tasks/test_kernel_cache.py",
-    "tests/pipeline/test_gpu_backend.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the tests of :data:`LONGEST_FILES` first, in that order (a stable sort: each
-    file's tests, and the other files, keep their order)."""
-    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
-
 #: Times a task may kill its worker before the scheduler gives up (KilledWorker).
 ALLOWED_FAILURES = 1
 
