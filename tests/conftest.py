@@ -69,13 +69,13 @@ def local_cluster(cluster_files):
     import dask
     from distributed import Client, LocalCluster
 
-    from ldpsim.pipeline.compute.clusters import HOUSEKEEPING, PROFILE_KEY
+    from ldpsim.pipeline.compute.clusters import housekeeping_settings
 
     # The housekeeping and profiler settings of ldpsim's own local clusters: at Dask's
     # defaults these 2 workers, their nannies and the scheduler use about 9 CPU-seconds
     # a minute while idle, about 2.5 at these (measured 2026-11-30), and this cluster
     # lives the whole session.
-    quiet = {key: ours for key, (_shipped, ours) in HOUSEKEEPING.items()} | {PROFILE_KEY: False}
+    quiet = housekeeping_settings(profile=False)
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES, **quiet}):
         cluster = LocalCluster(
             n_workers=2,

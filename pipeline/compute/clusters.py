@@ -63,6 +63,24 @@ HOUSEKEEPING = {
 }
 
 
+def housekeeping_settings(profile: bool | None = None) -> dict[str, Any]:
+    """The Dask configuration a local cluster is made under: :data:`HOUSEKEEPING`'s
+    intervals where distributed's shipped value is still set (a value the user configured
+    otherwise is kept), and the workers' profiler on or off (``profile``; None keeps
+    Dask's setting, :data:`PROFILE_KEY`)."""
+    import dask
+    import distributed.config  # noqa: F401  (registers distributed's defaults with dask)
+
+    settings = {
+        key: ours
+        for key, (shipped, ours) in HOUSEKEEPING.items()
+        if dask.config.get(key) == shipped
+    }
+    if profile is not None:
+        settings[PROFILE_KEY] = profile
+    return settings
+
+
 def usable_cores() -> int:
     """The cores this process may run on (its CPU affinity, which a container or a batch
     job may restrict below the machine's count), at least 1."""
@@ -92,14 +110,7 @@ def _local(options: dict[str, Any]):
     import dask
 
     # Each nanny hands its worker the configuration of the moment it is made (here).
-    settings = {
-        key: ours
-        for key, (shipped, ours) in HOUSEKEEPING.items()
-        if dask.config.get(key) == shipped
-    }
-    if profile is not None:
-        settings[PROFILE_KEY] = profile
-    with forked_workers(forked), dask.config.set(settings):
+    with forked_workers(forked), dask.config.set(housekeeping_settings(profile)):
         return LocalCluster(**options)
 
 
