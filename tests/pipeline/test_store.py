@@ -454,7 +454,7 @@ eps = 2.0
 mechanism = "gdp"
 mu = 1.0
 [cases.budgets]
-mechanism = "gdp"
+mechanism = "laplace"
 budget_range = [1.0, 2.0]
 [methods.bb]
 B = 50
