@@ -78,12 +78,12 @@ CASES = {
     },
     # SPEC 9: the robust regressions, with Mallows weights or clipping, at the built-in
     # sweeps' 5 covariates (logistic also 3) and their mechanisms, whose loops their
-    # tests compile anyway: the loop is one template for every d > 1 and mechanism
-    # "none" is another callback (a compile is 5 to 7 CPU-seconds in `make test`). The gdp
-    # calibration is checked here (huber-mallows-gdp-d5), not again with the quantile
-    # regression; per-user Gaussian budgets at d > 1 with the logistic regression. The gdp
-    # noise (sd 2 Delta2) drives sigma below the 1e-3 floor (at least at the first
-    # step): the projection is exercised (test_huber_floor_is_hit).
+    # tests compile anyway (each mechanism, "none" too, is a loop of its own; a compile
+    # is 5 to 7 CPU-seconds in `make test`). The gdp calibration is checked here
+    # (huber-mallows-gdp-d5), not again with the quantile regression; per-user Gaussian
+    # budgets at d > 1 with the logistic regression. The gdp noise (sd 2 Delta2) drives
+    # sigma below the 1e-3 floor (at least at the first step): the projection is
+    # exercised (test_huber_floor_is_hit).
     "huber-mallows-gdp-d5": {"model": "huber_regression", "mechanism": "gdp", "mu": 0.5},
     "huber-mallows-none-d5": {"model": "huber_regression", "mechanism": "none"},
     "huber-clip-laplace-d5": {
