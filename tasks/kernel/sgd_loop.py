@@ -11,10 +11,9 @@ The compiled :func:`kernel` runs a batch of chains, one after another: a grid po
 chunk of replicates, each seeded in the same call from the seed's words and its
 replicate (numpy's SeedSequence -> PCG64, :mod:`ldpsim.tasks.streams.seed_sequence`),
 or a single chain from a given state (:func:`ldpsim.tasks.kernel.sgd.run_one`). Each
-chain is :func:`one_chain`, the loop of one run on working arrays of its own (fresh
-arrays: the compiler knows they alias nothing, which keeps the d = 1 loop in
-registers), copied into the batch's outputs when it ends; its numbers do not depend on
-the batch.
+chain is the loop of one run on working arrays of its own (fresh arrays: the compiler
+knows they alias nothing, which keeps the d = 1 loop in registers), written into its
+row of the batch's outputs at each cut; its numbers do not depend on the batch.
 
 The model's ``project`` callback maps each coordinate of the new iterate onto the
 parameter space (a positivity floor on a scale); for every model without constraints
@@ -90,7 +89,7 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
     n_cuts = cuts.shape[0]
     dim = d if d else theta0.shape[0]  # a constant unless the binding leaves it open
     a_cols = dim if full_matrix else 1
-    theta = np.empty((n_chains, dim))
+    theta_out = np.empty((n_chains, dim))
     seg_dev = np.empty((n_chains, n_cuts, dim))
     seg_shift = np.empty((n_chains, n_cuts, dim))
     snap_t = np.empty((n_chains, n_cuts, dim))
@@ -105,141 +104,121 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
             states[r, 0], states[r, 1], states[r, 2], states[r, 3] = state_of_entropy(
                 words, n_words
             )
-    for r in range(n_chains):
-        outputs = one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, states[r])
-        # Element by element: a slice assignment (theta[r] = ...) would compile numba's
-        # general broadcasting copy, with its shape checks, once per array: about half
-        # of a kernel's compile time.
-        for j in range(dim):
-            theta[r, j] = outputs[0][j]
-        for k in range(n_cuts):
-            for j in range(dim):
-                seg_dev[r, k, j] = outputs[1][k, j]
-                seg_shift[r, k, j] = outputs[2][k, j]
-                snap_t[r, k, j] = outputs[3][k, j]
-                snap_b[r, k, j] = outputs[4][k, j]
-                snap_theta[r, k, j] = outputs[6][k, j]
-                for m in range(a_cols):
-                    snap_a[r, k, j, m] = outputs[5][k, j, m]
-    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
-
-
-@njit(error_model="numpy", nogil=True, cache=cache_to_disk)
-def one_chain(model_params, mech_params, theta0, c, gamma, batch, cuts, st):
-    """One LDP-SGD run from the PCG64 state ``st`` (uint64, (4,), advanced in place):
-    the arguments and results of :func:`ldpsim.tasks.kernel.sgd.ldp_sgd`."""
-    n_cuts = cuts.shape[0]
-    dim = d if d else theta0.shape[0]
-    theta = theta0.copy()
-    g = np.empty(dim)
-    theta_p, g_p = address(theta), address(g)
     model_p, mech_p = address(model_params), address(mech_params)
     model_t = to_fixed_tuple(model_params, n_model_params)  # the d = 1 loop's form
     mech_t = to_fixed_tuple(mech_params, n_mech_params)
-    state = (st[0], st[1], st[2], st[3])
-    gsum = np.empty(dim)
-    shift = theta0.copy()
-    t = np.zeros(dim)
-    bvec = np.zeros(dim)
-    # A = sum_r T_r T_r' in full (its lower triangle) only where a method needs the
-    # matrix; else its diagonal alone, in column 0: O(d) per step and O(d) per cut.
-    a_cols = dim if full_matrix else 1
-    amat = np.zeros((dim, a_cols))
-    seg_dev = np.zeros((n_cuts, dim))
-    seg_shift = np.empty((n_cuts, dim))
-    snap_t = np.empty((n_cuts, dim))
-    snap_b = np.empty((n_cuts, dim))
-    snap_a = np.empty((n_cuts, dim, a_cols))
-    snap_theta = np.empty((n_cuts, dim))
     a1, a2, a3, a4, a5 = eta_series(gamma)
-    ratios = np.empty(ETA_RESYNC_MASK + 1)
-    ratios_p = address(ratios)
-    eta = 0.0
-    i = 0
-    for k in range(n_cuts):
-        end = cuts[k]
-        for j in range(dim):
-            seg_shift[k, j] = shift[j]
-        t_start = t.copy()
-        if d == 1:
-            # Scalar specialisation of the loop below (same operations in the same
-            # order, so bit-identical): theta, T, b, A live in registers.
-            theta_scalar, shift_scalar = theta[0], shift[0]
-            t_scalar, b_scalar, a_scalar = t[0], bvec[0], amat[0, 0]
-            fi = float(i)
-            while i < end:
-                i += 1
-                fi += 1.0
-                eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
-                g0 = 0.0
-                for b in range(batch):  # one call site: the callbacks inline once
-                    state = sample_gradient(1, (theta_scalar,), model_t, state, g_p)
-                    state = privatize(1, g_p, mech_t, state)
-                    g0 = g[0] if b == 0 else g0 + g[0]
-                if batch > 1:
-                    g0 = g0 / batch
-                theta_scalar = project(1, 0, theta_scalar - eta * g0, model_t)
-                t_scalar += theta_scalar - shift_scalar
-                b_scalar += fi * t_scalar
-                a_scalar += t_scalar * t_scalar
-            theta[0], t[0], bvec[0], amat[0, 0] = theta_scalar, t_scalar, b_scalar, a_scalar
-        else:
-            fi = float(i)
-            while i < end:
-                i += 1
-                fi += 1.0
-                eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
-                for b in range(batch):
-                    state = sample_gradient(dim, theta_p, model_p, state, g_p)
-                    state = privatize(dim, g_p, mech_p, state)
+    # One chain after another, each the loop of one run on working arrays of its own
+    # (fresh arrays: the compiler knows they alias nothing, which keeps the d = 1 loop
+    # in registers), written into row r of the outputs at each cut. The loop is inline
+    # here rather than a function of its own: a second compiled function (its own
+    # outputs, copied into the batch's) cost about a second more of every kernel's
+    # compile time (a quarter of it).
+    for r in range(n_chains):
+        st = states[r]
+        theta = theta0.copy()
+        g = np.empty(dim)
+        theta_p, g_p = address(theta), address(g)
+        state = (st[0], st[1], st[2], st[3])
+        gsum = np.empty(dim)
+        shift = theta0.copy()
+        t = np.zeros(dim)
+        bvec = np.zeros(dim)
+        # A = sum_r T_r T_r' in full (its lower triangle) only where a method needs the
+        # matrix; else its diagonal alone, in column 0: O(d) per step and O(d) per cut.
+        amat = np.zeros((dim, a_cols))
+        ratios = np.empty(ETA_RESYNC_MASK + 1)
+        ratios_p = address(ratios)
+        eta = 0.0
+        i = 0
+        for k in range(n_cuts):
+            end = cuts[k]
+            for j in range(dim):
+                seg_shift[r, k, j] = shift[j]
+            t_start = t.copy()
+            if d == 1:
+                # Scalar specialisation of the loop below (same operations in the same
+                # order, so bit-identical): theta, T, b, A live in registers.
+                theta_scalar, shift_scalar = theta[0], shift[0]
+                t_scalar, b_scalar, a_scalar = t[0], bvec[0], amat[0, 0]
+                fi = float(i)
+                while i < end:
+                    i += 1
+                    fi += 1.0
+                    eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
+                    g0 = 0.0
+                    for b in range(batch):  # one call site: the callbacks inline once
+                        state = sample_gradient(1, (theta_scalar,), model_t, state, g_p)
+                        state = privatize(1, g_p, mech_t, state)
+                        g0 = g[0] if b == 0 else g0 + g[0]
+                    if batch > 1:
+                        g0 = g0 / batch
+                    theta_scalar = project(1, 0, theta_scalar - eta * g0, model_t)
+                    t_scalar += theta_scalar - shift_scalar
+                    b_scalar += fi * t_scalar
+                    a_scalar += t_scalar * t_scalar
+                theta[0], t[0], bvec[0], amat[0, 0] = theta_scalar, t_scalar, b_scalar, a_scalar
+            else:
+                fi = float(i)
+                while i < end:
+                    i += 1
+                    fi += 1.0
+                    eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
+                    for b in range(batch):
+                        state = sample_gradient(dim, theta_p, model_p, state, g_p)
+                        state = privatize(dim, g_p, mech_p, state)
+                        if batch > 1:
+                            for j in range(dim):
+                                gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
                     if batch > 1:
                         for j in range(dim):
-                            gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
-                if batch > 1:
+                            g[j] = gsum[j] / batch
                     for j in range(dim):
-                        g[j] = gsum[j] / batch
-                for j in range(dim):
-                    theta[j] = project(dim, j, theta[j] - eta * g[j], model_p)
-                    t[j] += theta[j] - shift[j]
-                    bvec[j] += fi * t[j]
-                    if not full_matrix:
-                        amat[j, 0] += t[j] * t[j]
+                        theta[j] = project(dim, j, theta[j] - eta * g[j], model_p)
+                        t[j] += theta[j] - shift[j]
+                        bvec[j] += fi * t[j]
+                        if not full_matrix:
+                            amat[j, 0] += t[j] * t[j]
+                    if full_matrix:
+                        for j in range(dim):
+                            for m in range(j + 1):
+                                amat[j, m] += t[j] * t[m]
+            for j in range(dim):
+                seg_dev[r, k, j] = t[j] - t_start[j]
+                snap_t[r, k, j] = t[j]
+                snap_b[r, k, j] = bvec[j]
+                snap_theta[r, k, j] = theta[j]
                 if full_matrix:
-                    for j in range(dim):
-                        for m in range(j + 1):
-                            amat[j, m] += t[j] * t[m]
-        for j in range(dim):
-            seg_dev[k, j] = t[j] - t_start[j]
-            snap_t[k, j] = t[j]
-            snap_b[k, j] = bvec[j]
-            snap_theta[k, j] = theta[j]
-            if full_matrix:
-                for m in range(j + 1):
-                    snap_a[k, j, m] = amat[j, m]
-                    snap_a[k, m, j] = amat[j, m]
-            else:
-                snap_a[k, j, 0] = amat[j, 0]
-        if end & (end - 1) != 0:
-            continue
-        # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
-        s = float(end)
-        c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
-        delta = np.empty(dim)
-        for j in range(dim):
-            new_shift = shift[j] + t[j] / s
-            delta[j] = new_shift - shift[j]
-            shift[j] = new_shift
-        for j in range(dim):
-            if full_matrix:
-                for m in range(j + 1):
-                    amat[j, m] += (
-                        -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
+                    for m in range(j + 1):
+                        snap_a[r, k, j, m] = amat[j, m]
+                        snap_a[r, k, m, j] = amat[j, m]
+                else:
+                    snap_a[r, k, j, 0] = amat[j, 0]
+            if end & (end - 1) != 0:
+                continue
+            # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
+            s = float(end)
+            c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
+            delta = np.empty(dim)
+            for j in range(dim):
+                new_shift = shift[j] + t[j] / s
+                delta[j] = new_shift - shift[j]
+                shift[j] = new_shift
+            for j in range(dim):
+                if full_matrix:
+                    for m in range(j + 1):
+                        amat[j, m] += (
+                            -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
+                        )
+                else:
+                    amat[j, 0] += (
+                        -delta[j] * bvec[j] - bvec[j] * delta[j] + c_s * delta[j] * delta[j]
                     )
-            else:
-                amat[j, 0] += -delta[j] * bvec[j] - bvec[j] * delta[j] + c_s * delta[j] * delta[j]
+            for j in range(dim):
+                bvec[j] -= c_s * delta[j]
+                t[j] -= s * delta[j]
+        keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
+        st[0], st[1] = state[0], state[1]
         for j in range(dim):
-            bvec[j] -= c_s * delta[j]
-            t[j] -= s * delta[j]
-    keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
-    st[0], st[1] = state[0], state[1]
-    return theta, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
+            theta_out[r, j] = theta[j]
+    return theta_out, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
