@@ -53,13 +53,17 @@ WORKER_PROFILE_OPTION = "worker_profile"
 PROFILE_KEY = "distributed.worker.profile.enabled"
 #: Dask's housekeeping intervals in a local cluster (its scheduler and nannies run in the
 #: driver's event loop), each as distributed ships it and as ldpsim sets it: the event
-#: loop's responsiveness check and the system monitor (the dashboard's CPU and memory
-#: plots). At distributed's values the driver's loop used 0.07-0.09 CPU-seconds a second
-#: with 2 idle workers on the 2-core machine, at these 0.02-0.03 (docs/performance.md).
-#: A value the user configured otherwise is kept.
+#: loop's responsiveness check, the system monitor (the dashboard's CPU and memory
+#: plots), and how often each nanny and worker reads its worker's memory (against the
+#: memory limit: ldpsim's tasks hold no data to spill, and twice a second still stops a
+#: runaway worker). At distributed's values the driver's loop used 0.07-0.09
+#: CPU-seconds a second with 2 idle workers on the 2-core machine; the whole idle
+#: cluster used 9.1 CPU-seconds a minute, 2.4-2.5 with the first two changed, 1.6 with
+#: all three (docs/performance.md). A value the user configured otherwise is kept.
 HOUSEKEEPING = {
     "distributed.admin.tick.interval": ("20ms", "200ms"),
     "distributed.admin.system-monitor.interval": ("500ms", "2s"),
+    "distributed.worker.memory.monitor-interval": ("100ms", "500ms"),
 }
 
 

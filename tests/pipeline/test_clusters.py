@@ -238,7 +238,8 @@ def test_the_workers_profiler_is_off_unless_asked_for():
 
     def state(dask_worker) -> tuple:
         tick = dask.config.get("distributed.admin.tick.interval")
-        return "profile" in dask_worker.periodic_callbacks, tick
+        memory = dask_worker.memory_manager.memory_monitor_interval
+        return "profile" in dask_worker.periodic_callbacks, tick, memory
 
     config = load_cluster_config("local")
     options = {k: v for k, v in config["options"].items() if k != "worker_profile"}
@@ -252,10 +253,10 @@ def test_the_workers_profiler_is_off_unless_asked_for():
         with cluster, Client(cluster, set_as_default=False) as client:
             seen.append(set(client.run(state).values()))
     assert seen == [
-        {(False, "200ms")},
-        {(True, "200ms")},
-        {(True, "200ms")},
-        {(False, "50ms")},
+        {(False, "200ms", 0.5)},
+        {(True, "200ms", 0.5)},
+        {(True, "200ms", 0.5)},
+        {(False, "50ms", 0.5)},
     ]
 
 
