@@ -40,13 +40,13 @@ run: $(STAMP)
 # pytest process of their own; their output (-s: the job ids over time) is shown after the
 # others'. The tests of tasks/ (one replicate: compiling and statistics) run alongside the
 # pipeline's (clusters, stores, subprocesses: much waiting) in a third process, so that
-# both cores stay busy; the notebooks' and the benchmarks' tests (subprocesses, about
-# two minutes) run in that third process too, which would otherwise finish first (in a
-# fresh clone's run of 2026-11-29 with them: 953 s, the pipeline's 865 s). The exit code
-# is non-zero if a test of any process fails.
+# both cores stay busy; the notebooks', the benchmarks' and the installed wheel's tests
+# (subprocesses, about three minutes) run in that third process too, which would
+# otherwise finish first (in a fresh clone's run of 2026-11-30 without the wheel's: 777
+# s, the pipeline's 847 s). The exit code is non-zero if a test of any process fails.
 # The report's browser test needs Debian's chromium: tests/install-chromium.sh installs it
 # when missing (root or passwordless sudo, apt reachable).
-ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py
+ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py tests/test_packaging.py
 # Each process lists its slowest tests: where the suite's 10 minutes go.
 DURATIONS := --durations=15 --durations-min=5
 # The package is installed editable, so nothing compiled its modules' bytecode; where

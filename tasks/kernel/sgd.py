@@ -93,7 +93,8 @@ def compile_kernel(
     ``theta0``: a sweep over large d compiles one kernel). ``project`` is the model's
     projection of each new iterate's coordinate onto its parameter space
     (``Model.project``; the default changes nothing). ``full_matrix`` False keeps only
-    the diagonal of A (see :func:`ldp_sgd`).
+    the diagonal of A (see :func:`ldp_sgd`); at d = 1 that is all of A, and the two
+    forms are one loop, compiled once.
 
     The compiled function runs a batch of chains: ``kernel(model_params, mech_params,
     theta0, c, gamma, batch, cuts, prefix, reps, states)`` runs one chain per row of
@@ -117,6 +118,8 @@ def compile_kernel(
         callback, its file and line). The failure is kept: a later call with the same
         arguments in this process raises it again without compiling.
     """
+    # At d = 1 the matrix is its diagonal: both forms are the same loop, compiled once.
+    full_matrix = bool(full_matrix) and d != 1
     key = (sample_gradient, privatize, d, n_model_params, n_mech_params, project, full_matrix)
     failure = _failures.get(key)
     if failure is not None:
@@ -124,7 +127,7 @@ def compile_kernel(
     bindings = callback_bindings(
         sample_gradient, privatize, d, n_model_params, n_mech_params, project
     )
-    bindings["full_matrix"] = bool(full_matrix)
+    bindings["full_matrix"] = full_matrix
     bindings["d"] = int(d) if d <= CONSTANT_D_MAX else 0  # 0: read from theta0
     kernel = _bound_kernel(tuple(bindings.items()))
     try:

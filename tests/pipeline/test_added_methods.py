@@ -34,8 +34,7 @@ from ldpsim.pipeline.store.reading import (
 
 #: The stored methods: a random one (bb draws multipliers) and a deterministic one.
 STORED = "[methods.bb]\nB = 50\n[methods.oracle]\n"
-#: Two added: a random one on its own stream, and sn (it needs all of A: another kernel
-#: variant than the stored methods ran).
+#: Two added: a random one on its own stream, and sn.
 ADDED = '[methods.bb_basic]\nmethod = "bb"\nform = "basic"\nB = 50\n[methods.sn]\n'
 #: Per replicate and method, as a fresh store holds them (not the timings).
 COMPARED = ("lower", "upper", "method_estimate", "method_failed", "estimate", "done", "failed")
