@@ -144,12 +144,15 @@ def start_server_early(wanted: bool = True) -> bool:
     2-core machine). Returns whether a server runs (:func:`usable_server`).
 
     ``ldpsim run`` calls it before it reads the sweep, for a store that does not exist
-    yet on a local cluster whose workers fork: a refused run leaves a server that ends
-    once it has imported (the driver is gone), and a run with nothing to do starts none.
+    yet on a local cluster whose workers fork; a run with nothing to do starts none. The
+    driver stops the server when it exits (:func:`stop_server`): a refused run would
+    otherwise leave it importing for seconds more, on a core of its own and holding the
+    run's stdout and stderr open, so that a pipe reading them waited for it.
     Imports neither distributed nor ldpsim's tasks here: the server's own multiprocessing
     context is distributed's (one per start method).
     """
     global _server_fingerprint
+    import atexit
     import multiprocessing
     import multiprocessing.forkserver
 
@@ -158,5 +161,21 @@ def start_server_early(wanted: bool = True) -> bool:
         return False
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(WORKER_MODULES))
     multiprocessing.forkserver.ensure_running()
+    if _server_fingerprint is None:
+        atexit.register(stop_server)
     _server_fingerprint = fingerprint
     return True
+
+
+def stop_server() -> None:
+    """Terminate this process's forkserver, whatever it is doing (importing
+    :data:`WORKER_MODULES`, or waiting to fork). Workers forked from it before are not
+    touched: their nannies own them."""
+    import psutil
+
+    for child in psutil.Process().children():
+        try:
+            if "multiprocessing.forkserver" in " ".join(child.cmdline()):
+                child.terminate()
+        except psutil.Error:  # gone meanwhile
+            pass

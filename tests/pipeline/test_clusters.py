@@ -8,6 +8,7 @@ start must leave S byte for byte as it was and create nothing.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -224,6 +225,32 @@ def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(t
         "[(False, False, 'second', None)]",
         "[(False, False, 'second', None)]",
     ]
+
+
+#: A driver that starts the forkserver early, as `ldpsim run` does, then stops it.
+STOP_SCRIPT = """
+import psutil
+from ldpsim.pipeline.compute.worker_start import start_server_early, stop_server
+
+if __name__ == "__main__":
+    assert start_server_early()
+    children = psutil.Process().children()
+    (server,) = [c for c in children if "multiprocessing.forkserver" in " ".join(c.cmdline())]
+    stop_server()
+    print(int(server.wait(timeout=60)))
+"""
+
+
+def test_a_driver_stops_its_forkserver_while_it_imports():
+    """A refused `ldpsim run` exits while the server it started early still imports
+    ldpsim's worker modules; at exit the driver terminates it (stop_server), which would
+    otherwise wait for forks as long as the driver lives, or import on after it is gone
+    with the run's stdout and stderr held open."""
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(-signal.SIGTERM)]
 
 
 def test_the_workers_profiler_is_off_unless_asked_for():
