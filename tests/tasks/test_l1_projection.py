@@ -49,12 +49,13 @@ def test_lemma_3_1_for_any_point_in_the_ball(data, radius):
     # ||theta_bar - theta*||_inf; and it is never farther from theta* than theta_bar
     # (a projection onto a convex set containing theta*).
     d = data.draw(st.integers(1, 30))
-    # No subnormals: scaling one to the ball's radius would overflow to inf.
     unit = st.floats(-1, 1, allow_subnormal=False)
     direction = data.draw(hnp.arrays(np.float64, d, elements=unit))
     scale = data.draw(st.floats(0, 1))
     norm = np.abs(direction).sum()
-    truth = direction * (scale * radius / norm) if norm > 0 else direction
+    # Divided by the norm first (entries of at most 1): radius / norm overflowed to inf
+    # where the norm was the smallest normal double (hypothesis found 2.2e-308).
+    truth = direction / norm * (scale * radius) if norm > 0 else direction
     error = data.draw(hnp.arrays(np.float64, d, elements=st.floats(-50, 50)))
     estimate = truth + error
     projected = project_l1_ball(estimate, radius)
