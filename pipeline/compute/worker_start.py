@@ -167,15 +167,29 @@ def start_server_early(wanted: bool = True) -> bool:
     return True
 
 
+def server_processes() -> list:
+    """This process's forkserver (a list of none or one ``psutil.Process``): its child
+    whose command line runs ``multiprocessing.forkserver``."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if "multiprocessing.forkserver" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:  # gone meanwhile
+            pass
+    return found
+
+
 def stop_server() -> None:
     """Terminate this process's forkserver, whatever it is doing (importing
     :data:`WORKER_MODULES`, or waiting to fork). Workers forked from it before are not
     touched: their nannies own them."""
     import psutil
 
-    for child in psutil.Process().children():
+    for server in server_processes():
         try:
-            if "multiprocessing.forkserver" in " ".join(child.cmdline()):
-                child.terminate()
+            server.terminate()
         except psutil.Error:  # gone meanwhile
             pass

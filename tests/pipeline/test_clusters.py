@@ -229,13 +229,11 @@ def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(t
 
 #: A driver that starts the forkserver early, as `ldpsim run` does, then stops it.
 STOP_SCRIPT = """
-import psutil
-from ldpsim.pipeline.compute.worker_start import start_server_early, stop_server
+from ldpsim.pipeline.compute.worker_start import server_processes, start_server_early, stop_server
 
 if __name__ == "__main__":
     assert start_server_early()
-    children = psutil.Process().children()
-    (server,) = [c for c in children if "multiprocessing.forkserver" in " ".join(c.cmdline())]
+    (server,) = server_processes()
     stop_server()
     print(int(server.wait(timeout=60)))
 """
