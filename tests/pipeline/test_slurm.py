@@ -307,23 +307,23 @@ def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_
 #: The shortest walltime SLURM knows (it counts in minutes). SLURM kills a job at the
 #: limit, or up to 30 s later (slurmctld checks limits periodically).
 WALLTIME = "00:01:00"
-#: Each worker closes itself gracefully after 25 s +- 2 s from its start (its imports
+#: Each worker closes itself gracefully after 15 s +- 2 s from its start (its imports
 #: done), and its job ends about 6 s later, well before the walltime; --adapt starts
 #: new jobs in place of the retired ones.
-LIFETIME, STAGGER = "25s", "2s"
+LIFETIME, STAGGER = "15s", "2s"
 MAX_JOBS = 2
-#: 2 x 90 replicates of n = 2e7, 0.42 s each with the four methods on this project's
+#: 2 x 50 replicates of n = 2e7, 0.42 s each with the four methods on this project's
 #: 2-core machine (measured 2026-11-28: 10 replicates in 4.2 s on one idle worker):
-#: about 75 s of work. A job spends about 9 s of CPU starting Python and loading the
-#: kernels; on idle cores the two jobs of the first generation did 111 of 2 x 60
-#: replicates (2026-11-30), so they cannot do all 180 (the margin of 1.6 that 2 x 130
-#: had over 161 with 40 s workers), and those of the second (and, when the cores are
-#: shared, of later ones) finish it. Until 2026-11-30 the workers lived 40 s and the
-#: sweep was 2 x 130 replicates, about 110 s of work, most of the SLURM tests' CPU
-#: time. The reference is not the whole sweep run again beside it in this process, but
-#: each job's first and last replicate of each grid point, recomputed once the run is
-#: over (:func:`_each_jobs_replicates`).
-RETIRE_REPLICATES, RETIRE_N = 90, 20_000_000
+#: about 42 s of work. On idle cores a worker computes for about its lifetime less 2 s
+#: (the two jobs of the first generation did 111 replicates with 25 s workers,
+#: 2026-11-30), so with 15 s workers the first generation does about 62 of the 100
+#: (a margin of 1.6), and those of the second (and, when the cores are shared, of
+#: later ones) finish it. The sweep was 2 x 130 replicates with 40 s workers until
+#: 2026-11-30 (about 110 s of work), then 2 x 90 with 25 s workers (75 s): most of the
+#: SLURM tests' CPU time. The reference is not the whole sweep run again beside it in
+#: this process, but each job's first and last replicate of each grid point,
+#: recomputed once the run is over (:func:`_each_jobs_replicates`).
+RETIRE_REPLICATES, RETIRE_N = 50, 20_000_000
 #: Generous: the 2 cores are shared with the rest of `make test`.
 RETIRE_DEADLINE = 480
 
@@ -364,7 +364,7 @@ def _job_logs(folder: Path) -> dict[int, dict[str, bool]]:
 
 @pytest.mark.timeout(RETIRE_DEADLINE + 120)
 def test_walltime_retirement_with_adapt(slurm, tmp_path):
-    """1-minute jobs whose workers retire after 25 s, --adapt 1:2: every replicate done.
+    """1-minute jobs whose workers retire after 15 s, --adapt 1:2: every replicate done.
 
     A worker reaching its --lifetime asks the scheduler to retire it: its running task is
     handed back (`Scheduler.remove_worker(expected=True)` does not count it towards
