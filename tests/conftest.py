@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import signal
@@ -239,6 +240,30 @@ def demo_store(tmp_path_factory, local_cluster) -> Path:
     code = main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)])
     assert code == 0
     return store
+
+
+@pytest.fixture(scope="session")
+def failing_report(tmp_path_factory) -> tuple[Path, Path, str]:
+    """(store, page, what `ldpsim report STORE` printed): the report, figures drawn, of
+    test_report.py's failing_store with one run recorded (2 min 5 s, 36 computed).
+
+    test_report.py reads the page and test_report_browser.py shows it in chromium: one
+    report for both, since drawing its figures takes 8 to 10 CPU-seconds (measured
+    2026-11-30) and neither changes the store or the page.
+    """
+    from test_report import failing_store
+
+    from ldpsim.pipeline.cli import main
+    from ldpsim.pipeline.report.report import default_report_path
+    from ldpsim.pipeline.store.provenance import read_runs, record_run
+
+    store = failing_store(tmp_path_factory.mktemp("failing-report"))
+    assert read_runs(store) == []  # an old store: no run recorded
+    record_run(store, wall_seconds=125.0, computed=36, failed=0, cluster="local")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["report", str(store)]) == 0
+    return store, default_report_path(store), printed.getvalue()
 
 
 def scheduler(cluster) -> list[str]:

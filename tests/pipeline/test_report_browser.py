@@ -23,11 +23,10 @@ import xarray as xr
 import zarr
 from matplotlib.image import imread
 from test_plot_text import mixed_store
-from test_report import failing_store, page_text
+from test_report import page_text
 
 from ldpsim.pipeline.report.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.report.report import PIXEL_RATIO, write_report
-from ldpsim.pipeline.store.provenance import record_run
 from ldpsim.pipeline.summary.summary import summarize
 
 #: Chromium's own background traffic (updates, time, spelling) is switched off where it
@@ -96,10 +95,10 @@ def browse(page: Path, tmp_path: Path, *mode: str) -> tuple[str, list[str]]:
     return result.stdout, requested
 
 
-def test_report_in_a_browser_without_network(tmp_path):
-    store = failing_store(tmp_path)
-    record_run(store, wall_seconds=3.5, computed=108, failed=0, cluster="local")
-    page = write_report(store, tmp_path / "report.html")
+def test_report_in_a_browser_without_network(failing_report, tmp_path):
+    # The report of test_report_of_a_store (conftest's failing_report): figures, tables,
+    # failures and a recorded run.
+    _, page, _ = failing_report
 
     # The check sees a page's requests: a page with an external image and style sheet.
     canary = tmp_path / "canary.html"
@@ -121,7 +120,7 @@ def test_report_in_a_browser_without_network(tmp_path):
         "cover 0.829 (0.064)",
         "method bb: 3 replicates",
         "Runs that wrote to the store",
-        "3.5 s n/a 108 0 local",
+        "2 min 5 s n/a 36 0 local",
     ):
         assert words in text, words
     pixels = imread(screenshot)
@@ -136,19 +135,21 @@ def test_report_in_a_browser_without_network(tmp_path):
 
 
 # -- layout: phone width, figure text, alt text, banner ----------------------------------
-#: A page that loads the report in an iframe of a given width and writes what it measures
-#: into ``<pre id="measure">`` (the report itself runs no script: its policy forbids it).
-#: Chromium lets a file page read a file iframe's DOM with --allow-file-access-from-files.
-#: It measures, in this order: the page; every figure shown (an image, or a zip plot's
-#: SVG panel) with its size; each results table's label cells and numbers, before and
-#: after its box is scrolled to its right end; then it taps the first figure and measures
-#: what opens.
+#: A page that loads the report in iframes of given widths, side by side ({frames}: one
+#: MEASURE_FRAME each), and writes what it measures in each, by width, into
+#: ``<pre id="measure">`` once all are measured (the report itself runs no script: its
+#: policy forbids it). Chromium lets a file page read a file iframe's DOM with
+#: --allow-file-access-from-files. It measures, in this order: the page; every figure
+#: shown (an image, or a zip plot's SVG panel) with its size; each results table's label
+#: cells and numbers, before and after its box is scrolled to its right end; then it taps
+#: the first figure and measures what opens.
 MEASURE_HARNESS = """<!DOCTYPE html><html><body style="margin:0">
-<iframe id="page" src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
+<div style="display:flex;align-items:flex-start">{frames}</div>
 <pre id="measure"></pre>
 <script>
-const frame = document.getElementById("page");
-frame.addEventListener("load", () => {
+const frames = [...document.querySelectorAll("iframe")];
+const measuredByWidth = {};
+frames.forEach((frame) => frame.addEventListener("load", () => {
   const doc = frame.contentDocument;
   const root = doc.documentElement;
   const shown = (e) => e.getClientRects().length > 0;
@@ -219,11 +220,19 @@ frame.addEventListener("load", () => {
       viewport: [root.clientWidth, frame.contentWindow.innerHeight],
       close: Boolean(figure.querySelector("a.close")) && shown(figure.querySelector("a.close")),
     };
-    document.getElementById("measure").textContent = JSON.stringify(measured);
+    measuredByWidth[frame.dataset.width] = measured;
+    if (Object.keys(measuredByWidth).length === frames.length) {
+      document.getElementById("measure").textContent = JSON.stringify(measuredByWidth);
+    }
   }, 500);
-});
+}));
 </script></body></html>
 """
+#: An iframe of MEASURE_HARNESS: the page ``{src}`` shown ``{width}`` CSS px wide.
+MEASURE_FRAME = (
+    '<iframe src="{src}" data-width="{width}" '
+    'style="width:{width}px;height:900px;border:0;flex:none"></iframe>'
+)
 #: The page widths the layout is measured at: a phone, and the desktop the figures are
 #: sized for.
 PHONE_PX, DESKTOP_PX = 400, 1280
@@ -236,17 +245,23 @@ PHONE_MIN_TEXT_PX = 9.0
 PHONE_LABEL_SHARE = 0.6
 
 
-def measure(page: Path, tmp_path: Path, width: int) -> dict:
-    """What MEASURE_HARNESS measures of ``page`` shown ``width`` CSS px wide."""
-    harness = page.with_name(f"measure-{page.stem}-{width}.html")
-    harness.write_text(MEASURE_HARNESS.replace("{src}", page.name).replace("{width}", str(width)))
+def measure(
+    page: Path, tmp_path: Path, widths: tuple[int, ...] = (PHONE_PX, DESKTOP_PX)
+) -> dict[int, dict]:
+    """What MEASURE_HARNESS measures of ``page`` shown at each of ``widths`` CSS px, by
+    width: in one chromium, the page side by side at each width. A chromium per width
+    measured the same, at 0.6 CPU-seconds and 0.6 to 2.4 s more per width (the three
+    reports here, measured 2026-11-30)."""
+    frames = "".join(MEASURE_FRAME.format(src=page.name, width=width) for width in widths)
+    harness = page.with_name(f"measure-{page.stem}-{'-'.join(map(str, widths))}.html")
+    harness.write_text(MEASURE_HARNESS.replace("{frames}", frames))
     command = [
         *offline_prefix(),
         find_chromium(),
         *CHROMIUM_FLAGS,
         f"--user-data-dir={tmp_path / 'profile'}",
         "--allow-file-access-from-files",
-        f"--window-size={width + 100},1000",
+        f"--window-size={sum(widths) + 100},1000",
         "--virtual-time-budget=10000",  # the load event fires before the DOM is dumped
         "--dump-dom",
         harness.as_uri(),
@@ -255,19 +270,23 @@ def measure(page: Path, tmp_path: Path, width: int) -> dict:
     assert result.returncode == 0, result.stderr[-2000:]
     found = re.search(r'<pre id="measure">(.*?)</pre>', result.stdout, re.S)
     assert found and found.group(1), result.stdout[-2000:]
-    return json.loads(html.unescape(found.group(1)))
+    measured = json.loads(html.unescape(found.group(1)))
+    return {width: measured[str(width)] for width in widths}
 
 
-def check_layout(page: Path, tmp_path: Path, partial: bool, phone: dict | None = None) -> None:
+def check_layout(
+    page: Path, tmp_path: Path, partial: bool, layouts: dict[int, dict] | None = None
+) -> None:
     """Issue 33's browser checks of a report page, and issue 43's on a phone
-    (:func:`check_phone`); ``phone``: the page measured at PHONE_PX, if it is."""
-    phone = phone or measure(page, tmp_path, PHONE_PX)
+    (:func:`check_phone`); ``layouts``: the page measured at PHONE_PX and DESKTOP_PX
+    (:func:`measure`), if it is."""
+    layouts = layouts or measure(page, tmp_path)
+    phone, desktop = layouts[PHONE_PX], layouts[DESKTOP_PX]
     # No sideways scrolling of the page on a phone: wide tables scroll in their boxes.
     assert phone["scrollWidth"] <= phone["clientWidth"], phone
     assert phone["wide"] == [], phone["wide"]
     assert phone["tables"] == phone["boxed"] > 0
     check_phone(phone)
-    desktop = measure(page, tmp_path, DESKTOP_PX)
     assert desktop["scrollWidth"] <= desktop["clientWidth"], desktop["wide"]
     assert desktop["images"], "no figure"
     for image in desktop["images"]:
@@ -401,26 +420,28 @@ def test_the_demo_report_lays_out_on_a_phone_and_a_desktop(demo_store, tmp_path)
 
 
 @pytest.fixture(scope="module")
-def remedies_like(tmp_path_factory) -> tuple[Path, dict]:
-    """The report of :func:`many_panel_store` and what it measures at PHONE_PX."""
+def remedies_like(tmp_path_factory) -> tuple[Path, dict[int, dict]]:
+    """The report of :func:`many_panel_store` and what it measures at PHONE_PX and
+    DESKTOP_PX (:func:`measure`)."""
     folder = tmp_path_factory.mktemp("remedies-like")
     store = save_store(many_panel_store(), folder / "remedies-like.zarr")
     page = write_report(store, folder / "remedies-like.html")
-    return page, measure(page, folder, PHONE_PX)
+    return page, measure(page, folder)
 
 
 @pytest.fixture(scope="module")
-def sparse_like(tmp_path_factory) -> tuple[Path, dict]:
-    """The report of :func:`many_coordinate_store` and what it measures at PHONE_PX."""
+def sparse_like(tmp_path_factory) -> tuple[Path, dict[int, dict]]:
+    """The report of :func:`many_coordinate_store` and what it measures at PHONE_PX and
+    DESKTOP_PX (:func:`measure`)."""
     folder = tmp_path_factory.mktemp("sparse-like")
     store = save_store(many_coordinate_store(), folder / "sparse-like.zarr")
     page = write_report(store, folder / "sparse-like.html")
-    return page, measure(page, folder, PHONE_PX)
+    return page, measure(page, folder)
 
 
 def test_a_many_panel_partial_report_lays_out_with_its_banner(remedies_like, tmp_path):
-    page, phone = remedies_like
-    check_layout(page, tmp_path, partial=True, phone=phone)
+    page, layouts = remedies_like
+    check_layout(page, tmp_path, partial=True, layouts=layouts)
     ds = many_panel_store()
     text = page_text(page.read_text())
     done, total = int(ds["done"].sum()), ds["done"].size
@@ -431,8 +452,8 @@ def test_a_many_panel_partial_report_lays_out_with_its_banner(remedies_like, tmp
 
 
 def test_a_many_coordinate_report_lays_out(sparse_like, tmp_path):
-    page, phone = sparse_like
-    check_layout(page, tmp_path, partial=False, phone=phone)
+    page, layouts = sparse_like
+    check_layout(page, tmp_path, partial=False, layouts=layouts)
     text = page_text(page.read_text())
     assert "d = 4, 12 (by grid point)" in text
     # The dot figures' panels (named in their alt text): never coordinate 0 alone.
@@ -444,13 +465,15 @@ def test_a_many_coordinate_report_lays_out(sparse_like, tmp_path):
 # -- issue 43: a phone, print -------------------------------------------------------------
 def test_results_tables_keep_their_labels_in_view_on_a_phone(remedies_like):
     # Its tables are wider than a phone (a column per n): their numbers scroll.
-    _, phone = remedies_like
+    _, layouts = remedies_like
+    phone = layouts[PHONE_PX]
     assert [table for table in phone["results"] if table["scrolls"]]
     check_sticky_tables(phone)
 
 
 def test_figures_are_readable_on_a_phone_and_open_full_size(remedies_like):
-    _, phone = remedies_like
+    _, layouts = remedies_like
+    phone = layouts[PHONE_PX]
     assert phone["images"], "no figure"
     for image in phone["images"]:
         assert image["minText"] * image["shown"] / image["css"] >= PHONE_MIN_TEXT_PX, image
