@@ -22,10 +22,11 @@ GPU (its multiprocessors times the blocks of the kernel's registers that fit on 
 where its time went: the wall time, the GPU launches' seconds (summed over launches)
 and the interval methods' core-seconds, read back from the store.
 
-``--quick`` runs each case with n = 200 and 4 replicates, one timed launch (in numba's
-CUDA simulator where there is no GPU: NUMBA_ENABLE_CUDASIM=1, whose Python threads
-make every launch cost seconds), and the cases that then coincide (the quantile's
-four) once: a check that the benchmark works, whose figures mean nothing.
+``--quick`` runs each case with n = 50 and 2 replicates (the fewest with a spread), one
+timed launch (in numba's CUDA simulator where there is no GPU: NUMBA_ENABLE_CUDASIM=1,
+whose Python threads make every launch cost seconds), and the cases that then coincide
+(the quantile's four) once: a check that the benchmark works, whose figures mean
+nothing.
 """
 
 from __future__ import annotations
@@ -104,7 +105,10 @@ SWEEP_FIELDS = {
     "launch_s": "s",
     "methods_core_s": "s",
 }
-QUICK = {"n": 200, "replicates": 4, "repeats": 1, "cpu_n": 2_000}
+#: ``--quick``'s sizes. In the simulator each replicate of a launch is a Python thread
+#: that runs its n steps: the quick run took 4.0 to 5.8 CPU-seconds at n = 200 and 4
+#: replicates, 2.9 to 3.8 at 50 and 2 (2026-11-30, 2 busy cores).
+QUICK = {"n": 50, "replicates": 2, "repeats": 1, "cpu_n": 2_000}
 FULL = {"repeats": 3, "cpu_n": 1_000_000}
 
 

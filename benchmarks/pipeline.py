@@ -4,9 +4,10 @@ Usage: ``python benchmarks/pipeline.py [--json] [--quick] [--skip PART] [--speed
 ``python benchmarks/pipeline.py --scaling [...]`` is ``benchmarks/scaling.py [...]``.
 
 ``--quick`` runs every part through the same code with the sizes of :data:`QUICK`
-(hundreds of replicates, 1-worker clusters where the part is not about 2 workers, one
-run per median, no n = 1e9) in under a minute: a check that the benchmark still works,
-whose figures mean nothing. Without it the sizes are :data:`FULL`, those below.
+(tens to hundreds of replicates, one 1-worker cluster shared by the parts that are not
+about 2 workers, one run per median, the compile part's replicate with the oracle only,
+no n = 1e9) in under a minute: a check that the benchmark still works, whose figures
+mean nothing. Without it the sizes are :data:`FULL`, those below.
 
 - ``overhead_ms_per_replicate``: a sweep of many tiny replicates (quantile, n = 1000)
   through :func:`ldpsim.pipeline.compute.runner.run_sweep` on a warmed LocalCluster to a temporary
@@ -58,6 +59,7 @@ whose figures mean nothing. Without it the sizes are :data:`FULL`, those below.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -66,10 +68,21 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+#: The replicate that the memory and hardware measurements run, and that the workers
+#: compile before timed sweeps (the same spec as the benchmark sweeps' grid points).
+REPLICATE = {
+    "model": "quantile",
+    "mechanism": "randomized_response",
+    "eps": 1.0,
+    "methods": {"bb": {"B": 500}, "bm": {}, "sn": {}, "oracle": {}},
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +93,12 @@ class Sizes:
     repeats: int
     #: Workers of the overhead, throughput and store clusters (the speed-up uses 1 and 2).
     workers: int
+    #: Whether the parts share one cluster per worker count (:class:`Clusters`), the
+    #: store's ``ldpsim run`` included (``--scheduler``), instead of each part starting
+    #: its own. Measured 2026-11-30 on 2 busy cores: a 1-worker cluster's start, warm-up
+    #: and close took 2.2 CPU-seconds, the quick store's ``ldpsim run`` 6.0 to 6.7 with
+    #: a cluster of its own and 2.8 to 3.4 on a running one, a quick sweep 0.4.
+    shared_clusters: bool
     #: Runs per median of the per-replicate split (``replicate_us_*`` and the fields beside
     #: it) and replicates per run, at each n.
     replicate_overhead_repeats: int
@@ -97,11 +116,17 @@ class Sizes:
     pair_start_delay_s: float
     #: n of the replicates whose peak memory is measured.
     rss_n: tuple[float, ...]
+    #: The interval methods (of :data:`REPLICATE`'s) of the replicate whose first run
+    #: the compile part times. A method's compiled functions are compiled too in the
+    #: cold runs (numba's empty cache): with the oracle only, a cold run took 6.8 to 7.9
+    #: CPU-seconds against 13 to 17 with all four (2026-11-30, 2 busy cores).
+    compile_methods: tuple[str, ...]
 
 
 FULL = Sizes(
     repeats=3,
     workers=2,
+    shared_clusters=False,
     replicate_overhead_repeats=5,
     replicate_overhead_replicates=2000,
     throughput_sweeps=((1000, 20_000), (10_000, 4_000)),
@@ -111,12 +136,14 @@ FULL = Sizes(
     speedup_n=int(1e8),
     pair_start_delay_s=15.0,
     rss_n=(1e6, 1e9),
+    compile_methods=tuple(REPLICATE["methods"]),
 )
 QUICK = Sizes(
     repeats=1,
     workers=1,
-    replicate_overhead_repeats=2,
-    replicate_overhead_replicates=200,
+    shared_clusters=True,
+    replicate_overhead_repeats=1,
+    replicate_overhead_replicates=50,
     throughput_sweeps=((1000, 200), (10_000, 40)),
     store_replicates=200,
     overhead_replicates=40,
@@ -124,6 +151,7 @@ QUICK = Sizes(
     speedup_n=int(2e5),
     pair_start_delay_s=2.0,
     rss_n=(1e6,),
+    compile_methods=("oracle",),
 )
 
 #: The fields of the JSON record and their units: "count" a positive integer; "s", "ms",
@@ -218,15 +246,6 @@ B = 500
 [methods.oracle]
 """
 
-#: The replicate that the memory and hardware measurements run, and that the workers
-#: compile before timed sweeps (the same spec as the benchmark sweeps' grid points).
-REPLICATE = {
-    "model": "quantile",
-    "mechanism": "randomized_response",
-    "eps": 1.0,
-    "methods": {"bb": {"B": 500}, "bm": {}, "sn": {}, "oracle": {}},
-}
-
 # A fresh process: compile on a tiny replicate, wait until the start time (two copies
 # start together), run one replicate at n; print peak RSS (MB) and its seconds.
 CHILD = """
@@ -277,6 +296,61 @@ def cluster(workers: int):
     )
 
 
+class Clusters:
+    """The local clusters (:func:`cluster`) of the parts of one run, as a context.
+
+    Parameters
+    ----------
+    shared : bool
+        False: each part starts a cluster of its own and closes it when it ends, and the
+        store's ``ldpsim run`` starts one too (``--workers``). True: the parts share one
+        cluster per worker count, started by the first part that asks for it and closed
+        when this context ends, and ``ldpsim run`` computes on it (``--scheduler``).
+    """
+
+    def __init__(self, shared: bool) -> None:
+        self.shared = shared
+        self._stack = contextlib.ExitStack()
+        self._kept: dict[int, Any] = {}
+
+    def __enter__(self) -> Clusters:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+
+    def _kept_cluster(self, workers: int) -> Any:
+        if workers not in self._kept:
+            self._kept[workers] = self._stack.enter_context(cluster(workers))
+        return self._kept[workers]
+
+    @contextlib.contextmanager
+    def of(self, workers: int) -> Iterator[Any]:
+        """A cluster of ``workers`` one-thread worker processes for one part.
+
+        Parameters
+        ----------
+        workers : int
+            Its worker processes, >= 1.
+
+        Yields
+        ------
+        distributed.LocalCluster
+            A new cluster, closed when the part's block ends; or the shared one, which
+            stays open.
+        """
+        if self.shared:
+            yield self._kept_cluster(workers)
+        else:
+            with cluster(workers) as lc:
+                yield lc
+
+    def shared_address(self, workers: int) -> str | None:
+        """The scheduler address of the shared cluster of ``workers`` (started if need
+        be), for a process that computes on it; None where the clusters are not shared."""
+        return self._kept_cluster(workers).scheduler_address if self.shared else None
+
+
 # A fresh process: import, then two replicates of the spec argv[1], timed apart.
 FIRST_REPLICATE = """
 import json, sys, time
@@ -293,12 +367,12 @@ print(json.dumps({"import_s": imported - start, "first_s": first - imported,
 """
 
 
-def first_replicate(caches: dict[str, Path]) -> dict[str, float]:
-    """Times of a fresh process's import and first two replicates, with ``caches``."""
+def first_replicate(spec: dict, caches: dict[str, Path]) -> dict[str, float]:
+    """Times of a fresh process's import and first two replicates of ``spec``, with
+    ``caches``."""
     env = {**os.environ, **{name: str(path) for name, path in caches.items()}}
-    spec = json.dumps({**REPLICATE, "n": 1000})
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(FIRST_REPLICATE), spec],
+        [sys.executable, "-c", textwrap.dedent(FIRST_REPLICATE), json.dumps(spec)],
         env=env,
         capture_output=True,
         text=True,
@@ -308,16 +382,22 @@ def first_replicate(caches: dict[str, Path]) -> dict[str, float]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def compile_times(tmp: Path, runs: int) -> dict:
-    """compile_s_cold, compile_s_warm and compile_s_in_memory (module docstring)."""
+def compile_times(tmp: Path, runs: int, methods: tuple[str, ...] = FULL.compile_methods) -> dict:
+    """compile_s_cold, compile_s_warm and compile_s_in_memory (module docstring), of
+    :data:`REPLICATE` at n = 1000 with its interval ``methods``."""
+    spec = {
+        **REPLICATE,
+        "methods": {name: REPLICATE["methods"][name] for name in methods},
+        "n": 1000,
+    }
     (tmp / "not-a-folder").write_text("")
     times: dict[str, list[dict[str, float]]] = {"cold": [], "warm": [], "in_memory": []}
     for r in range(runs):
         caches = {"LDPSIM_CACHE_DIR": tmp / f"kernels-{r}", "NUMBA_CACHE_DIR": tmp / f"numba-{r}"}
-        times["cold"].append(first_replicate(caches))
-        times["warm"].append(first_replicate(caches))
+        times["cold"].append(first_replicate(spec, caches))
+        times["warm"].append(first_replicate(spec, caches))
         unwritable = {**caches, "LDPSIM_CACHE_DIR": tmp / "not-a-folder" / "kernels"}
-        times["in_memory"].append(first_replicate(unwritable))
+        times["in_memory"].append(first_replicate(spec, unwritable))
     record: dict = {}
     for kind, runs_of_kind in times.items():
         record[f"compile_s_{kind}"] = round(
@@ -347,14 +427,14 @@ def warm_every_worker(lc) -> None:
         client.run(_compile_here)
 
 
-def overhead(tmp: Path, workers: int, replicates: int, repeats: int) -> dict:
+def overhead(tmp: Path, clusters: Clusters, workers: int, replicates: int, repeats: int) -> dict:
     taus = (0.3, 0.5)
     per_tau = replicates // len(taus)
     warm = make_sweep(tmp, "warm-o", replicates=20, n=1000, taus=taus)
     sweep = make_sweep(tmp, "overhead", replicates=per_tau, n=1000, taus=taus)
     small = make_sweep(tmp, "overhead-small", replicates=per_tau // 4, n=1000, taus=taus)
     values, walls, marginal = [], [], []
-    with cluster(workers) as lc:
+    with clusters.of(workers) as lc:
         warm_every_worker(lc)
         run_timed(warm, tmp / "warm-o.zarr", lc.scheduler_address)
         for r in range(repeats):
@@ -382,17 +462,17 @@ def overhead(tmp: Path, workers: int, replicates: int, repeats: int) -> dict:
     }
 
 
-def speedup(tmp: Path, replicates: int, n: int, repeats: int) -> dict:
+def speedup(tmp: Path, clusters: Clusters, replicates: int, n: int, repeats: int) -> dict:
     # Both clusters live side by side (idle workers cost nothing) and the timed sweeps
     # alternate between them, so that a change of load on the host hits both alike.
     sweep = make_sweep(tmp, "cpu", replicates=replicates, n=n, rep_chunk=1)
     walls: dict[int, list[float]] = {1: [], 2: []}
-    with cluster(1) as one, cluster(2) as two:
-        clusters = {1: one, 2: two}
-        for lc in clusters.values():
+    with clusters.of(1) as one, clusters.of(2) as two:
+        by_workers = {1: one, 2: two}
+        for lc in by_workers.values():
             warm_every_worker(lc)
         for r in range(repeats):
-            for workers, lc in clusters.items():
+            for workers, lc in by_workers.items():
                 wall, _, _, _ = run_timed(
                     sweep, tmp / f"cpu-{workers}-{r}.zarr", lc.scheduler_address
                 )
@@ -485,13 +565,14 @@ def replicate_split(repeats: int = 5, replicates: int = 2000) -> dict:
 
 def throughput(
     tmp: Path,
+    clusters: Clusters,
     workers: int = 2,
     sweeps: tuple[tuple[int, int], ...] = FULL.throughput_sweeps,
 ) -> dict:
     """Replicates per second per core at n = 1e3 and 1e4 (module docstring); ``sweeps``
     holds the (n, replicates) of each."""
     record = {}
-    with cluster(workers) as lc:
+    with clusters.of(workers) as lc:
         warm_every_worker(lc)
         # A small sweep first: the driver's one-off imports and compilations of a store's
         # creation (xarray, the streams' fingerprint) are in no timed sweep's CPU.
@@ -508,10 +589,15 @@ def throughput(
 
 
 def store_reads(
-    tmp: Path, repeats: int = 3, workers: int = 2, replicates: int = FULL.store_replicates
+    tmp: Path,
+    clusters: Clusters,
+    repeats: int = 3,
+    workers: int = 2,
+    replicates: int = FULL.store_replicates,
 ) -> dict:
-    """Files of a store of ``replicates`` (1e5) replicates, 4 grid points, and the time
-    of status, summarize, a no-op run."""
+    """Files of a store of ``replicates`` (1e5) replicates, 4 grid points, computed on
+    ``workers`` by ``ldpsim run`` (on a cluster of its own, or on the shared one of
+    ``clusters``), and the time of status, summarize, a no-op run."""
     taus = [0.2, 0.4, 0.6, 0.8]
     sweep_file = tmp / "reads.toml"
     sweep_file.write_text(
@@ -519,8 +605,10 @@ def store_reads(
     )
     store = tmp / "reads.zarr"
     ldpsim = [sys.executable, "-m", "ldpsim.pipeline"]
+    scheduler = clusters.shared_address(workers)
+    where = ["--workers", str(workers)] if scheduler is None else ["--scheduler", scheduler]
     subprocess.run(
-        [*ldpsim, "run", str(sweep_file), "--store", str(store), "--workers", str(workers)],
+        [*ldpsim, "run", str(sweep_file), "--store", str(store), *where],
         check=True,
         capture_output=True,
     )
@@ -578,23 +666,37 @@ def main(argv: list[str] | None = None) -> int:
     record: dict = {}
     with tempfile.TemporaryDirectory(prefix="ldpsim-bench-") as name:
         tmp = Path(name)
-        if "scale" not in args.skip:
-            record.update(
-                replicate_split(
-                    sizes.replicate_overhead_repeats, sizes.replicate_overhead_replicates
+        # Shared clusters are closed before the parts without Dask: idle, a 1-worker and a
+        # 2-worker cluster cost 0.2 CPU-seconds a second (2026-11-30).
+        with Clusters(sizes.shared_clusters) as clusters:
+            if "scale" not in args.skip:
+                record.update(
+                    replicate_split(
+                        sizes.replicate_overhead_repeats, sizes.replicate_overhead_replicates
+                    )
                 )
-            )
-            record.update(throughput(tmp, sizes.workers, sizes.throughput_sweeps))
-            record.update(store_reads(tmp, sizes.repeats, sizes.workers, sizes.store_replicates))
-        if "overhead" not in args.skip:
-            record.update(overhead(tmp, sizes.workers, sizes.overhead_replicates, sizes.repeats))
+                record.update(throughput(tmp, clusters, sizes.workers, sizes.throughput_sweeps))
+                record.update(
+                    store_reads(
+                        tmp, clusters, sizes.repeats, sizes.workers, sizes.store_replicates
+                    )
+                )
+            if "overhead" not in args.skip:
+                record.update(
+                    overhead(
+                        tmp, clusters, sizes.workers, sizes.overhead_replicates, sizes.repeats
+                    )
+                )
+            if "speedup" not in args.skip:
+                record.update(
+                    speedup(tmp, clusters, sizes.speedup_replicates, speedup_n, sizes.repeats)
+                )
         if "speedup" not in args.skip:
-            record.update(speedup(tmp, sizes.speedup_replicates, speedup_n, sizes.repeats))
             record.update(
                 hardware_pair_speedup(speedup_n, sizes.repeats, sizes.pair_start_delay_s)
             )
         if "compile" not in args.skip:
-            record.update(compile_times(tmp, sizes.repeats))
+            record.update(compile_times(tmp, sizes.repeats, sizes.compile_methods))
     if "rss" not in args.skip:
         for n in sizes.rss_n:
             mb, seconds = rss(n)
