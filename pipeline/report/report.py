@@ -404,9 +404,19 @@ def png_uri(fig: Figure) -> dict[str, Any]:
     """
     from PIL import Image
 
+    # Agg's pixels as they are (RGBA, row by row), not a PNG of them that would only be
+    # decoded again here: the same pixels, without the first PNG's compression (a quarter
+    # of a large figure's time, measured 2026-11-30), so the same bytes in the end.
+    dpi = CSS_PX_PER_INCH * PIXEL_RATIO
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=CSS_PX_PER_INCH * PIXEL_RATIO)
-    image = Image.open(buffer).convert("RGB").quantize(PNG_COLOURS, Image.Quantize.FASTOCTREE)
+    fig.savefig(buffer, format="rgba", dpi=dpi)
+    pixels = buffer.getvalue()
+    # Agg's canvas is the figure's size in pixels, truncated (FigureCanvasBase's rule).
+    columns, rows = (int(inches * dpi + 1e-8) for inches in fig.get_size_inches())
+    if len(pixels) != 4 * columns * rows:
+        raise RuntimeError(f"{len(pixels)} bytes of RGBA are not {columns} x {rows} pixels")
+    image = Image.frombuffer("RGBA", (columns, rows), pixels, "raw", "RGBA", 0, 1)
+    image = image.convert("RGB").quantize(PNG_COLOURS, Image.Quantize.FASTOCTREE)
     packed = io.BytesIO()
     image.save(packed, format="png", optimize=True)
     width, height = fig.get_size_inches() * CSS_PX_PER_INCH
