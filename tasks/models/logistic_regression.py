@@ -62,10 +62,15 @@ def _mean_gradient_scalars(d: int, weights: str, clip: float | None, a: float, b
             w = np.minimum(1.0, 2.0 / sq)
             h1, h0, om1, om0 = w * r1, w * r0, w, w
         else:
+            # abs(r1), not -r1: where s rounds to 1 (a + b sqrt(d) v above about 37, as
+            # at d >= 5 in the tails) r1 is +0.0, and -r1 = -0.0 made the factor
+            # min(1, C / -0.0) = -inf and the clipped residual 0 x -inf = NaN (no root
+            # found). Elsewhere r1 < 0 and abs(r1) = -r1: the same numbers.
             norm = np.sqrt(sq)
-            h1 = r1 * np.minimum(1.0, clip / (-r1 * norm))
-            h0 = r0 * np.minimum(1.0, clip / (r0 * norm))
-            om1 = (-r1 * norm <= clip).astype(float)
+            with np.errstate(divide="ignore"):  # a zero residual: factor 1 (C / 0 = inf)
+                h1 = r1 * np.minimum(1.0, clip / (abs(r1) * norm))
+                h0 = r0 * np.minimum(1.0, clip / (r0 * norm))
+            om1 = (abs(r1) * norm <= clip).astype(float)
             om0 = (r0 * norm <= clip).astype(float)
         mean = p_star * h1 + (1 - p_star) * h0
         jac = s * (1 - s) * (p_star * om1 + (1 - p_star) * om0)
@@ -84,7 +89,8 @@ def _mean_gradient_scalars(d: int, weights: str, clip: float | None, a: float, b
         if clip is None:
             return [1.0 - v * v]
         s = special.expit(a + b * sqrt_d * v)
-        return [clip**2 / (1.0 - s) ** 2 - 1.0 - v * v, clip**2 / s**2 - 1.0 - v * v]
+        with np.errstate(divide="ignore"):  # s rounded to 0 or 1: no kink (inf)
+            return [clip**2 / (1.0 - s) ** 2 - 1.0 - v * v, clip**2 / s**2 - 1.0 - v * v]
 
     return expect(integrand, d - 1, inner_kinks)
 

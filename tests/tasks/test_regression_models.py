@@ -152,6 +152,19 @@ def test_logistic_pseudo_truth_spec_check():
     assert model.l2_sensitivity() == 2.0
 
 
+def test_logistic_pseudo_truth_where_the_tails_round_s_to_one():
+    # At d = 5, C = 1 a + b sqrt(d) v passes 37 in the quadrature's tails, where s rounds
+    # to 1 and the residual s - 1 to +0.0: the clipped residual was 0 x -inf = NaN there
+    # and no root was found (RuntimeError). theta_C is the root of the clipped mean
+    # gradient: the simulated mean gradient there is 0 within 4 Monte-Carlo se.
+    model = LogisticRegression(d=5, weights="none", clip=1.0)
+    theta_c = model.pseudo_truth()
+    assert np.all(theta_c[2:] == theta_c[1])  # exchangeable slopes
+    grads = model.sample_gradients(theta_c, 100_000, seed=5)
+    se = grads.std(axis=0, ddof=1) / math.sqrt(grads.shape[0])
+    assert np.all(np.abs(grads.mean(axis=0)) <= 4 * se), (grads.mean(axis=0), se)
+
+
 def test_huber_pseudo_truth_keeps_beta():
     # Clipping biases only the scale: g_beta is odd in the error, the norm even.
     model = HuberRegression(d=2, weights="none", clip=2.0)
