@@ -250,6 +250,16 @@ def demo_store(tmp_path_factory, local_cluster) -> Path:
     return store
 
 
+@pytest.fixture
+def without_figures(monkeypatch):
+    """Reports drawn without their figures, for the tests of the rest of the page:
+    drawing them is most of a report's time, and test_report_of_a_store (and the browser
+    tests) check them."""
+    import ldpsim.pipeline.report.report as report
+
+    monkeypatch.setattr(report, "figure_images", lambda ds, summary: [])
+
+
 @pytest.fixture(scope="session")
 def failing_report(tmp_path_factory) -> tuple[Path, Path, str]:
     """(store, page, what `ldpsim report STORE` printed): the report, figures drawn, of

@@ -85,7 +85,9 @@ tau = [0.5, 0.9]
 """
 
 
-def test_added_methods_failures_are_named_by_their_grid_point(tmp_path, local_cluster, capsys):
+def test_added_methods_failures_are_named_by_their_grid_point(
+    tmp_path, local_cluster, capsys, without_figures
+):
     from conftest import scheduler
 
     from ldpsim.pipeline.cli import EXIT_FAILED, EXIT_OK

@@ -536,7 +536,7 @@ def test_replay_says_whether_it_equals_the_store_and_names_both_code_versions(
 
 
 def test_the_route_to_replay_a_store_of_registered_units_is_python(
-    registered_store, no_registered_units, capsys
+    registered_store, no_registered_units, capsys, without_figures
 ):
     route = (
         "Rerun one in Python: the store used the interval method 'point_interval' (class "

@@ -34,16 +34,6 @@ def page_text(page: str) -> str:
     return " ".join(html.unescape(text).split())
 
 
-@pytest.fixture
-def without_figures(monkeypatch):
-    """Reports drawn without their figures, for the tests of the rest of the page:
-    drawing them is most of a report's time, and test_report_of_a_store (and the browser
-    tests) check them."""
-    import ldpsim.pipeline.report.report as report
-
-    monkeypatch.setattr(report, "figure_images", lambda ds, summary: [])
-
-
 def failing_store(tmp_path: Path) -> Path:
     """grid_store with bb's failure records (more than are listed) and a failed replicate."""
     store = tmp_path / "s.zarr"
