@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import ldpsim_with_site
+from conftest import ldpsim_with_site, pip_install
 
 from ldpsim.pipeline.cli import main
 from ldpsim.tasks import plugins
@@ -91,8 +89,7 @@ def flaky_site(tmp_path_factory) -> Path:
     (source / "flaky_plugin" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
     (source / "pyproject.toml").write_text(PYPROJECT)
     site = root / "site"
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
-    subprocess.run([*pip, "--target", str(site), str(source)], check=True, capture_output=True)
+    pip_install(source, site)
     return site
 
 

@@ -11,14 +11,12 @@ import csv
 import io
 import math
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ldpsim_with_site
+from conftest import ldpsim_with_site, pip_install
 from scipy import stats as sps
 from sgd_reference import reference_path
 
@@ -36,12 +34,7 @@ def _pip_install(source: Path, target: Path) -> None:
     # A copy, so that the build leaves nothing in the repository's folder.
     copy = target.parent / f"{source.name}-source"
     shutil.copytree(source, copy)
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
-    subprocess.run(
-        [*pip, "--target", str(target), str(copy)],
-        check=True,
-        capture_output=True,
-    )
+    pip_install(copy, target)
 
 
 @pytest.fixture(scope="session")

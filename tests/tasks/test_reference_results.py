@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_same_values
+from conftest import assert_same_values, pip_install
 
 from ldpsim.pipeline.compute.worker import run_chunk
 
@@ -68,21 +68,7 @@ def test_the_example_plugin_sweep_is_bit_identical_to_the_reference(tmp_path):
     site = tmp_path / "site"
     source = tmp_path / "plugin-source"
     shutil.copytree(REFERENCE.parents[1] / "examples" / "plugin", source)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--target",
-            str(site),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    pip_install(source, site)
     # In a process of its own, with the plugin installed for real on its path.
     code = (
         f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}, "
