@@ -42,18 +42,9 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
     store = tmp_path / "crash.zarr"
     total = 80
     log = cluster_files["compute_log"]
-    command = [
-        sys.executable,
-        "-m",
-        "ldpsim.pipeline",
-        "run",
-        "scale",
-        *reduced,
-        "--store",
-        str(store),
-        "--scheduler",
-        local_cluster.scheduler_address,
-    ]
+    args = ["run", "scale", *reduced, "--store", str(store)]
+    args += ["--scheduler", local_cluster.scheduler_address]
+    command = [sys.executable, "-m", "ldpsim.pipeline", *args]
     kills = []
     done_at_kill: list[tuple[int, set]] = []  # (log length, replicates done) at each kill
     # Each task's results written as they come (a chunk of one replicate per task):
@@ -74,7 +65,7 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
                 )
             )
     # Resume to the end, in this process (the killed runs were processes of their own).
-    assert main(command[3:]) == 0
+    assert main(args) == 0
     final = open_dataset(store).load()
     base = open_dataset(baseline).load()
     for name in VALUES:
