@@ -263,13 +263,13 @@ def without_figures(monkeypatch):
 @pytest.fixture(scope="session")
 def failing_report(tmp_path_factory) -> tuple[Path, Path, str]:
     """(store, page, what `ldpsim report STORE` printed): the report, figures drawn, of
-    test_report.py's failing_store with one run recorded (2 min 5 s, 36 computed).
+    synthetic.failing_store with one run recorded (2 min 5 s, 36 computed).
 
     test_report.py reads the page and test_report_browser.py shows it in chromium: one
     report for both, since drawing its figures takes 8 to 10 CPU-seconds (measured
     2026-11-30) and neither changes the store or the page.
     """
-    from test_report import failing_store
+    from synthetic import failing_store
 
     from ldpsim.pipeline.cli import main
     from ldpsim.pipeline.report.report import default_report_path

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
+import zarr
 from scipy.stats import norm
 
 LEVEL = 0.9
@@ -415,3 +417,30 @@ def sparse_shaped_store(
     )
     ds.attrs.update(level=LEVEL, sweep=json.dumps(sweep), rep_chunk=reps, versions="{}")
     return ds
+
+
+def failing_store(folder: Path) -> Path:
+    """``folder``/s.zarr: grid_store written as a store, with bb's failure records (more
+    than a report lists) and a failed replicate (test_report.py and conftest's
+    failing_report)."""
+    from ldpsim.pipeline.report.report import MAX_FAILURES_SHOWN
+
+    store = folder / "s.zarr"
+    ds = grid_store()
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((2, 2, 2, REPS), 0.25))
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    errors = store / "ldpsim" / "errors"
+    errors.mkdir()
+    for rep in range(MAX_FAILURES_SHOWN + 3):
+        record = {
+            "key": "tau=0.5,n=100",
+            "rep": rep,
+            "seed": 1000 + rep,
+            "spec": {"model": "quantile", "tau": 0.5, "n": 100, "seed": 0},
+            "kind": "method",
+            "error": "bb: LinAlgError: singular <matrix>",
+            "methods": {"bb": "LinAlgError: singular <matrix>"},
+        }
+        (errors / f"0_0__{rep}.json").write_text(json.dumps(record))
+    return store

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,31 +33,8 @@ def page_text(page: str) -> str:
     return " ".join(html.unescape(text).split())
 
 
-def failing_store(tmp_path: Path) -> Path:
-    """grid_store with bb's failure records (more than are listed) and a failed replicate."""
-    store = tmp_path / "s.zarr"
-    ds = syn.grid_store()
-    ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((2, 2, 2, syn.REPS), 0.25))
-    ds.to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
-    folder = store / "ldpsim" / "errors"
-    folder.mkdir()
-    for rep in range(MAX_FAILURES_SHOWN + 3):
-        record = {
-            "key": "tau=0.5,n=100",
-            "rep": rep,
-            "seed": 1000 + rep,
-            "spec": {"model": "quantile", "tau": 0.5, "n": 100, "seed": 0},
-            "kind": "method",
-            "error": "bb: LinAlgError: singular <matrix>",
-            "methods": {"bb": "LinAlgError: singular <matrix>"},
-        }
-        (folder / f"0_0__{rep}.json").write_text(json.dumps(record))
-    return store
-
-
 def test_report_of_a_store(failing_report):
-    # `ldpsim report` of failing_store, once a run is recorded (conftest's failing_report:
+    # `ldpsim report` of syn.failing_store, once a run is recorded (conftest's failing_report:
     # test_report_browser.py shows the same page in chromium).
     store, out, printed = failing_report
     assert printed.strip() == str(out)
@@ -189,7 +165,7 @@ def test_a_large_store_is_summarized_lazily_with_the_same_page(
 ):
     import ldpsim.pipeline.report.report as report
 
-    store = failing_store(tmp_path)
+    store = syn.failing_store(tmp_path)
     in_memory = report.build_context(store)
     monkeypatch.setattr(report, "IN_MEMORY_BYTES", 0)  # every store counts as large
     lazy = report.build_context(store)
@@ -230,7 +206,7 @@ def test_report_tables_have_captions_scopes_groups_and_marks(tmp_path, without_f
     from ldpsim.pipeline.report.report import write_report
     from ldpsim.pipeline.summary.tables import DEPARTURE_MARK
 
-    store = failing_store(tmp_path)
+    store = syn.failing_store(tmp_path)
     # At a nominal 99%, bb's 0.829 (0.064) and 0.857 (0.059) are more than 2 se short.
     edit_root_attrs(store, level=0.99)
     page = write_report(store, tmp_path / "r.html").read_text()
@@ -282,7 +258,7 @@ def test_the_csv_download_holds_the_summary(tmp_path):
     from ldpsim.pipeline.report.report import summary_csv
     from ldpsim.pipeline.summary.summary import summarize
 
-    store = failing_store(tmp_path)
+    store = syn.failing_store(tmp_path)
     summary = summarize(xr.open_zarr(store, consolidated=False).load())
     link = summary_csv(summary)
     text = base64.b64decode(link["uri"].removeprefix("data:text/csv;base64,")).decode()
@@ -310,7 +286,7 @@ def test_the_header_and_banner_come_from_the_store(tmp_path):
 
 
 def test_the_report_shows_the_runs_command_lines(tmp_path, without_figures):
-    store = failing_store(tmp_path)
+    store = syn.failing_store(tmp_path)
     record_run(
         store,
         wall_seconds=1.0,
@@ -429,7 +405,7 @@ WRONG_RUN_FIELDS = [
 def test_run_records_with_fields_of_the_wrong_type_show_them_as_unknown(
     tmp_path, without_figures, capsys
 ):
-    store = failing_store(tmp_path)
+    store = syn.failing_store(tmp_path)
     record_run(store, wall_seconds=2.0, computed=36, failed=0, cluster="local", command=["x"])
     folder = store / "ldpsim" / "runs"
     (written,) = folder.glob("*.json")
