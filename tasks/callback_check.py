@@ -16,6 +16,7 @@ import numpy as np
 from numba.core.errors import NumbaError
 
 from ldpsim.tasks import plugins
+from ldpsim.tasks.compile_lock import in_turn
 from ldpsim.tasks.diagnose import checked_function
 from ldpsim.tasks.grid_point import kernel_key
 from ldpsim.tasks.kernel.compile_errors import KernelCompileError, kernel_compile_error
@@ -112,7 +113,7 @@ def _check_states(rs: ReplicateSpec, key: tuple) -> None:
     model_states, mech_states = np.zeros_like(states), np.zeros_like(states)
     callbacks = {"sample_gradient": key[0], "privatize": key[1]}
     try:
-        checked_function(key, "probe")(
+        in_turn(checked_function(key, "probe"))(
             np.ascontiguousarray(model.params(), dtype=np.float64),
             np.ascontiguousarray(mechanism.params(model), dtype=np.float64),
             np.ascontiguousarray(rs.theta0, dtype=np.float64),

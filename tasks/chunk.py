@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.tasks import compile_lock
 from ldpsim.tasks.diagnose import NonFiniteRun, diagnose_nonfinite
 from ldpsim.tasks.grid_point import GridPointSetup, needs_full_matrix
 from ldpsim.tasks.intervals.base import IntervalMethod, has_batch
@@ -21,7 +22,7 @@ from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StackedStats
 from ldpsim.tasks.users import Users
-from ldpsim.tasks.warm_up import warm_up_methods
+from ldpsim.tasks.warm_up import WARMED_UP, warm_up_key, warm_up_methods
 
 #: A batched plugin method and its own per-replicate path may differ by this much,
 #: relative to the largest bound of the chunk: the order of a sum (what the built-in
@@ -425,15 +426,51 @@ def compute_rows(
         row = int(alive[0])
         first_calls = {label: method for label, method in chosen.items() if label in cold}
         rngs = {label: stream_of(label, row) for label in first_calls if label in stream_labels}
-        warm_up = warm_up_methods(
-            first_calls,
-            rs.model.name,
-            rs.mechanism.name,
-            rs.level,
-            stats.replicate(row),
-            users.get(row),
-            rngs,
-        )
+        # ldpsim's own methods of the statistics (their first calls take milliseconds
+        # once compiled) warm up one process at a time, their batched path on this row
+        # too, so that a cluster's workers starting together compile their functions
+        # once; the competitors' replays and the plugins' methods side by side.
+        model_name, mechanism_name = rs.model.name, rs.mechanism.name
+        own = {
+            label
+            for label, method in first_calls.items()
+            if is_builtin(method)
+            and not method.own_estimate
+            and warm_up_key(method, model_name, mechanism_name) not in WARMED_UP
+        }
+
+        def first_calls_of(labels: Collection[str]) -> float:
+            chosen_calls = {label: first_calls[label] for label in labels}
+            return warm_up_methods(
+                chosen_calls,
+                model_name,
+                mechanism_name,
+                rs.level,
+                stats.replicate(row),
+                users.get(row),
+                rngs,
+            )
+
+        if own:
+            start_warm_up = time.perf_counter()
+            with compile_lock.package_lock():
+                first_calls_of(own)
+                one_row = np.array([row])
+                for label in own:
+                    if not has_batch(first_calls[label]) or label in per_replicate:
+                        continue
+                    try:
+                        with np.errstate(all="ignore"):
+                            batch_bounds(
+                                first_calls[label],
+                                stats.rows(one_row),
+                                rs.level,
+                                streams(label, rs.n, one_row),
+                            )
+                    except Exception:  # the timed pass records it; here only the start-up
+                        pass
+            warm_up = time.perf_counter() - start_warm_up
+        warm_up += first_calls_of([label for label in first_calls if label not in own])
         cold.difference_update(first_calls)
 
     def one_by_one(m: int, k: int, rows: Iterable[int], spent: float = 0.0) -> None:

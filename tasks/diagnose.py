@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from ldpsim.tasks.compile_lock import in_turn
 from ldpsim.tasks.grid_point import GridPointSetup, kernel_key
 from ldpsim.tasks.kernel import checked_loop
 from ldpsim.tasks.kernel.cache import compile_template, pin_template
@@ -84,7 +85,7 @@ def diagnose_nonfinite(setup: GridPointSetup, start_state) -> str:
     model_params, mech_params, theta0, c, gamma = setup.kernel_args
     state = np.array(as_state(start_state), dtype=np.uint64)
     found = np.full(theta0.size, np.nan)
-    loop = checked_function(kernel_key(rs), "checked_loop")
+    loop = in_turn(checked_function(kernel_key(rs), "checked_loop"))
     kind, step, draw, eta, before, gradient, largest, largest_step = loop(
         model_params, mech_params, theta0, c, gamma, int(rs.batch), int(rs.n), state, found
     )

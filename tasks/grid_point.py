@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ldpsim.tasks import plugins
+from ldpsim.tasks.compile_lock import in_turn
 from ldpsim.tasks.kernel.sgd import compile_kernel, run_one
 from ldpsim.tasks.spec import ReplicateSpec, normalize_spec
 from ldpsim.tasks.stats import StreamingStats
@@ -263,7 +264,7 @@ class GridPointSetup:
         """The PCG64 states (uint64, (R, 4)) at which replicates ``reps``' data streams
         start, in one compiled call: row i is :meth:`data_state` ``(reps[i])``."""
         reps = np.ascontiguousarray(reps, dtype=np.int64)
-        return replicate_states(self.prefix, reps, np.empty(0, dtype=np.uint32))
+        return in_turn(replicate_states)(self.prefix, reps, np.empty(0, dtype=np.uint32))
 
     def method_states(self, label: str, reps, point: int | None = None) -> np.ndarray:
         """The PCG64 states (uint64, (R, 4)) at which the random method ``label``'s
@@ -296,12 +297,13 @@ class GridPointSetup:
         if point is not None and int(point) != self.spec.n:
             key += uint32_words(int(point))
         reps = np.ascontiguousarray(reps, dtype=np.int64)
-        return replicate_states(self.prefix, reps, np.array(key, dtype=np.uint32))
+        return in_turn(replicate_states)(self.prefix, reps, np.array(key, dtype=np.uint32))
 
     def data_state(self, rep: int) -> np.ndarray:
         """The PCG64 state (uint64, (4,)) at which replicate ``rep``'s data stream starts:
         that of :meth:`data_stream`."""
-        return pcg64_state(np.array([*self.entropy, *uint32_words(rep)], dtype=np.uint32))
+        words = np.array([*self.entropy, *uint32_words(rep)], dtype=np.uint32)
+        return in_turn(pcg64_state)(words)
 
     def data_stream(self, rep: int) -> np.random.Generator:
         """Replicate ``rep``'s data-and-noise stream
@@ -330,7 +332,7 @@ class GridPointSetup:
             self.generators.by_label = generators
         entropy = [*self.entropy, *uint32_words(rep)]
         for label, spawn_key in self.spawn_keys.items():
-            state = pcg64_state(assembled_entropy(entropy, spawn_key))
+            state = in_turn(pcg64_state)(assembled_entropy(entropy, spawn_key))
             generator_at(generators[label].bit_generator, state)
         return generators
 

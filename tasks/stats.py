@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ldpsim.tasks.compile_lock import in_turn
+
 
 def floor_power(x: float, p: float) -> int:
     """floor(x ** p) robust to rounding: exact powers such as (1e8)**0.75 give 1e6."""
@@ -150,7 +152,7 @@ class StreamingStats:
             # Not for every call: broadcast_to costs 4 us, twice a replicate.
             ref = np.ascontiguousarray(np.broadcast_to(ref, (self.dim,)))
         out = np.empty((len(plan.first) - 1, self.dim))
-        _fill_deviation_sums(self.snap_t, self.seg_shift, ref, *plan_arrays(plan), out)
+        in_turn(_fill_deviation_sums)(self.snap_t, self.seg_shift, ref, *plan_arrays(plan), out)
         return out
 
     @property
@@ -328,7 +330,7 @@ class StackedStats:
         plan = partition_plan(self.cuts, np.asarray(bounds, dtype=np.int64))
         ref = np.ascontiguousarray(np.broadcast_to(ref, (self.count, self.dim)), dtype=np.float64)
         out = np.empty((self.count, len(plan.first) - 1, self.dim))
-        _fill_stacked_deviation_sums(
+        in_turn(_fill_stacked_deviation_sums)(
             np.ascontiguousarray(self.snap_t),
             np.ascontiguousarray(self.seg_shift),
             ref,

@@ -7,7 +7,7 @@ the driver: about a second of a run's start on a 2-core machine, for a value tha
 changes with the code and the libraries behind it.
 
 :func:`running_fingerprint` therefore keeps it in a file of the kernel cache folder
-(:func:`ldpsim.tasks.kernel.cache.cache_folder`, subfolder ``streams``), named by a hash
+(:func:`ldpsim.tasks.compile_lock.cache_folder`, subfolder ``streams``), named by a hash
 of everything the value is a function of: the source of every module the fingerprint's
 code reaches and every constant it reads
 (:func:`ldpsim.tasks.kernel.cache.code_fingerprint`: the samplers, the seeding, the
@@ -26,7 +26,8 @@ import json
 import os
 import uuid
 
-from ldpsim.tasks.kernel.cache import cache_folder, code_fingerprint, environment_fingerprint
+from ldpsim.tasks.compile_lock import cache_folder
+from ldpsim.tasks.kernel.cache import code_fingerprint, environment_fingerprint
 from ldpsim.tasks.streams.seeding import FINGERPRINT_PARTS, streams_fingerprint
 
 #: The subfolder of the kernel cache folder that holds the fingerprints.

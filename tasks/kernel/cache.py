@@ -28,9 +28,11 @@ time.
 
 Writes are atomic (a temporary file renamed into place; numba writes its own index and
 data files the same way), so processes that compile the same entry at once all
-succeed. :func:`compile_signature` also makes them take turns: a cluster's workers that
-start on the same new kernel together compile it once, the others waiting for its
-machine code instead of compiling it again beside it.
+succeed. :func:`ldpsim.tasks.compile_lock.compile_signature` also makes them take
+turns: a cluster's workers that start on the same new kernel together compile it once,
+the others waiting for its machine code instead of compiling it again beside it. The
+folder (:func:`ldpsim.tasks.compile_lock.cache_folder`) and the locks live in
+:mod:`ldpsim.tasks.compile_lock`, which the package's own compiled functions use too.
 
 Where the folder cannot be written, or a callback cannot be imported by name from
 another process (defined inside a function or in ``__main__``), the same source is
@@ -39,7 +41,6 @@ compiled in memory, as every process did before this cache existed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -51,22 +52,17 @@ import sys
 import threading
 import types
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks; processes then compile side by side
-    fcntl = None  # type: ignore[assignment]
 
 import llvmlite
 import llvmlite.binding
 import numba
 import numpy as np
 
-#: Environment variable that names the cache folder (default: see :func:`cache_folder`).
-CACHE_DIR_VARIABLE = "LDPSIM_CACHE_DIR"
+from ldpsim.tasks.compile_lock import CACHE_DIR_VARIABLE, cache_folder
+
 #: The subfolder of the cache folder that holds the generated kernel modules.
 KERNEL_SUBFOLDER = "kernels"
 #: Version of the generated modules' format; part of every key.
@@ -95,21 +91,6 @@ _log = logging.getLogger(__name__)
 _import_lock = threading.Lock()
 _warned_folders: set[str] = set()
 _warned_templates: set[str] = set()
-
-
-def cache_folder() -> Path:
-    """The folder of ldpsim's compiled kernels.
-
-    ``$LDPSIM_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/ldpsim``, else
-    ``~/.cache/ldpsim``. Nothing is created here; a folder that cannot be created or
-    written makes :func:`compile_template` compile in memory.
-    """
-    chosen = os.environ.get(CACHE_DIR_VARIABLE)
-    if chosen:
-        return Path(chosen).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "ldpsim"
 
 
 #: Each template's source as this process first read it (:func:`pin_template`).
@@ -196,48 +177,6 @@ def compile_template(
     return getattr(
         _exec_in_memory(_fill_bindings(template.__name__, text, block), callables), function
     )
-
-
-def compile_signature(dispatcher: Any, signature: object) -> None:
-    """Compile ``dispatcher`` (from :func:`compile_template`) for ``signature``, one
-    process at a time per cached entry.
-
-    A process that finds another compiling the same entry waits for it (an advisory
-    lock on a file beside the generated module) and then loads the machine code the
-    other saved, instead of compiling it as well: the workers of a cluster, which start
-    on the same grid point at once, spend one compile's CPU time on a new kernel, not
-    one each. A dispatcher compiled in memory, a folder where the lock file cannot be
-    made or locked (some network file systems), or a system without ``fcntl`` compiles
-    without waiting. The lock goes with its process: a process killed while compiling
-    holds no one up.
-    """
-    with _entry_lock(dispatcher):
-        dispatcher.compile(signature)
-
-
-@contextlib.contextmanager
-def _entry_lock(dispatcher: Any) -> Iterator[None]:
-    module = sys.modules.get(getattr(dispatcher.py_func, "__module__", ""))
-    path = getattr(module, "__file__", None)
-    if fcntl is None or path is None:  # compiled in memory
-        yield
-        return
-    try:
-        handle = open(f"{path}.lock", "a")
-    except OSError:
-        yield
-        return
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            locked = True
-        except OSError:  # a file system without locks (some network file systems)
-            locked = False
-        try:
-            yield
-        finally:
-            if locked:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def code_fingerprint(roots: Iterable[object]) -> dict[str, object] | None:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ldpsim.tasks.kernel.cache import cache_folder
+from ldpsim.tasks.compile_lock import cache_folder
 
 # numba's messages begin with the pipeline step that failed, then the reason.
 _HEADER = re.compile(r"^Failed in \w+ mode pipeline \(step: [^)]*\)$")

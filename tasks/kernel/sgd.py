@@ -9,8 +9,9 @@ import numpy as np
 from numba import njit, types
 from numba.core.errors import NumbaError
 
+from ldpsim.tasks.compile_lock import compile_signature
 from ldpsim.tasks.kernel import sgd_loop
-from ldpsim.tasks.kernel.cache import compile_signature, compile_template, pin_template
+from ldpsim.tasks.kernel.cache import compile_template, pin_template
 from ldpsim.tasks.kernel.compile_errors import KernelCompileError, kernel_compile_error
 
 # The template this process compiles, read now with the rest of its code.

@@ -16,6 +16,7 @@ from typing import Literal, get_args
 import numpy as np
 from numba import njit
 
+from ldpsim.tasks.compile_lock import in_turn
 from ldpsim.tasks.streams.rng import next_double, next_uint64, standard_normal
 
 Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
@@ -168,5 +169,5 @@ def draw_multipliers_batch(
             f"out must be a C-contiguous float64 array of shape {shape}. "
             f"Got {out.dtype} {out.shape}."
         )
-    _fill_batch(code, states, out.reshape(shape[0], -1))
+    in_turn(_fill_batch)(code, states, out.reshape(shape[0], -1))
     return out

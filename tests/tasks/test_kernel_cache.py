@@ -20,13 +20,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldpsim.tasks import compile_lock
+from ldpsim.tasks.compile_lock import (
+    CACHE_DIR_VARIABLE,
+    LOCK_SUBFOLDER,
+    cache_folder,
+    compile_signature,
+)
 from ldpsim.tasks.kernel import sgd_loop
 from ldpsim.tasks.kernel.cache import (
-    CACHE_DIR_VARIABLE,
     KERNEL_SUBFOLDER,
-    cache_folder,
     code_fingerprint,
-    compile_signature,
     compile_template,
     pin_template,
 )
@@ -318,11 +322,51 @@ def test_a_template_edited_after_import_compiles_as_imported(tmp_path, monkeypat
     assert len(edited) == 1 and str(path) in edited[0].getMessage()
 
 
+#: A process's first call of one of the package's compiled functions through in_turn,
+#: with numba's cache in NUMBA_CACHE_DIR: it waits for its sibling (both imported), so
+#: that the two calls start together.
+FIRST_CALL = """
+import json, pathlib, sys, time
+import numpy as np
+from ldpsim.tasks.compile_lock import in_turn
+from ldpsim.tasks.stats import pairwise_sum
+barrier = pathlib.Path(sys.argv[1])
+(barrier / str(time.monotonic_ns())).touch()
+while len(list(barrier.iterdir())) < 2:
+    time.sleep(0.001)
+value = in_turn(pairwise_sum)(np.arange(10.0))
+print(json.dumps({
+    "value": value,
+    "hits": sum(pairwise_sum.stats.cache_hits.values()),
+    "misses": sum(pairwise_sum.stats.cache_misses.values()),
+}))
+"""
+
+
+def test_processes_calling_a_package_function_first_at_once_compile_it_once(tmp_path):
+    # The workers of a new cluster reach the chunk's compiled functions together; with
+    # an empty numba cache (here one of its own) one compiles, the other waits for its
+    # lock and loads the machine code. The lock is in the cache folder, not in the
+    # package.
+    cache, barrier = tmp_path / "cache", tmp_path / "barrier"
+    barrier.mkdir()
+    env = {**child_env(tmp_path, cache), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    command = [sys.executable, "-c", FIRST_CALL, str(barrier)]
+    together = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outs = list(map(finish, together))
+    assert [out["value"] for out in outs] == [45.0, 45.0]
+    assert sorted((out["misses"], out["hits"]) for out in outs) == [(0, 1), (1, 0)]
+    assert (cache / LOCK_SUBFOLDER / "ldpsim.tasks.stats.lock").exists()
+
+
 def test_a_folder_that_cannot_lock_still_compiles(tmp_path, monkeypatch):
     # Some network file systems refuse advisory locks: the entry compiles without one.
-    import ldpsim.tasks.kernel.cache as cache
-
-    if cache.fcntl is None:
+    if compile_lock.fcntl is None:
         pytest.skip("no fcntl here: nothing is locked")
     (tmp_path / "kc_lockless.py").write_text(
         "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
@@ -333,7 +377,7 @@ def test_a_folder_that_cannot_lock_still_compiles(tmp_path, monkeypatch):
     def refuse(handle, operation):
         raise OSError(37, "No locks available")
 
-    monkeypatch.setattr(cache.fcntl, "flock", refuse)
+    monkeypatch.setattr(compile_lock.fcntl, "flock", refuse)
     compile_signature(module.twice, "float64(float64)")
     assert module.twice(1.5) == 3.0 and len(module.twice.signatures) == 1
     assert (tmp_path / "kc_lockless.py.lock").exists()

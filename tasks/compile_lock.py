@@ -1,0 +1,162 @@
+"""Compiled code made one process at a time: the cache folder and its locks.
+
+numba compiles a function at its first call in each process, or loads the machine code
+that an earlier process saved (``cache=True``). Processes that reach the same function
+together before any has saved it, as a cluster's workers do on their first chunk with a
+new ldpsim or a new kernel, would each compile it side by side: one compile's CPU time
+per process instead of one in all. :func:`compile_signature` compiles under an advisory
+lock, so that the others wait for the machine code and load it; :func:`in_turn` does
+the same at the first call, from Python, of one of the package's compiled functions.
+
+Where the lock file cannot be made or locked (an unwritable cache folder, some network
+file systems), or on a system without ``fcntl``, processes compile without waiting, as
+numba alone does. A lock goes with its process: one killed while compiling holds no one
+up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; processes then compile side by side
+    fcntl = None  # type: ignore[assignment]
+
+import numba
+
+#: Environment variable that names the cache folder (default: see :func:`cache_folder`).
+CACHE_DIR_VARIABLE = "LDPSIM_CACHE_DIR"
+#: The subfolder of the cache folder that holds the locks of the package's own compiled
+#: functions (a generated kernel's lock lies beside its module).
+LOCK_SUBFOLDER = "locks"
+#: The package whose modules' locks go into :data:`LOCK_SUBFOLDER`.
+PACKAGE = "ldpsim."
+
+
+def cache_folder() -> Path:
+    """The folder of ldpsim's compiled kernels and their locks.
+
+    ``$LDPSIM_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/ldpsim``, else
+    ``~/.cache/ldpsim``. Nothing is created here; a folder that cannot be created or
+    written makes :func:`ldpsim.tasks.kernel.cache.compile_template` compile in memory.
+    """
+    chosen = os.environ.get(CACHE_DIR_VARIABLE)
+    if chosen:
+        return Path(chosen).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "ldpsim"
+
+
+def compile_signature(dispatcher: Any, signature: object) -> None:
+    """Compile ``dispatcher`` for ``signature``, one process at a time per module.
+
+    A process that finds another compiling in the same module waits for it and then
+    loads the machine code the other saved, instead of compiling it as well. The lock is
+    a file beside a generated kernel's module
+    (:func:`ldpsim.tasks.kernel.cache.compile_template`), or ``locks/<module>.lock`` in
+    :func:`cache_folder` for a module of the package. A dispatcher compiled in memory
+    compiles without waiting.
+
+    Parameters
+    ----------
+    dispatcher : numba dispatcher
+    signature : tuple of numba types, or a signature numba accepts
+    """
+    with _module_lock(dispatcher):
+        dispatcher.compile(signature)
+
+
+def in_turn(dispatcher: Any) -> Any:
+    """``dispatcher`` (a ``cache=True`` function of the package, or a generated loop of
+    :func:`ldpsim.tasks.kernel.cache.compile_template`) ready to be called from Python,
+    its first call in this process compiling in turn with other processes.
+
+    The first call reads its arguments' types with ``numba.typeof`` (as numba's own
+    call does) and compiles them by :func:`compile_signature` before it runs. Two
+    processes that make their first call of a chunk's functions at once on an empty
+    cache (bb, bm, sn and the oracle: 6 to 10 CPU-seconds of compiling) then spend that
+    once, not twice. Once the function has a signature in this process, this returns
+    the dispatcher itself: a later call, or a call with other types, goes straight to
+    numba.
+
+    Parameters
+    ----------
+    dispatcher : numba dispatcher
+
+    Returns
+    -------
+    callable
+        Called with the dispatcher's arguments.
+    """
+    if dispatcher.signatures:
+        return dispatcher
+    return functools.partial(_first_call, dispatcher)
+
+
+def _first_call(dispatcher: Any, *args: object) -> Any:
+    compile_signature(dispatcher, tuple(numba.typeof(arg) for arg in args))
+    return dispatcher(*args)
+
+
+@contextlib.contextmanager
+def package_lock(name: str = "ldpsim") -> Iterator[None]:
+    """Hold the lock ``locks/<name>.lock`` of :func:`cache_folder` (exclusive, across
+    processes) for the block; without it where it cannot be made or locked.
+
+    The default is the lock under which ldpsim's own interval methods make their first
+    calls in a process (:func:`ldpsim.tasks.chunk.compute_rows`): the functions they
+    reach compile once for processes that start together.
+    """
+    try:
+        path = cache_folder() / LOCK_SUBFOLDER / f"{name}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        yield
+        return
+    with _file_lock(path):
+        yield
+
+
+@contextlib.contextmanager
+def _module_lock(dispatcher: Any) -> Iterator[None]:
+    module = sys.modules.get(getattr(dispatcher.py_func, "__module__", ""))
+    path = getattr(module, "__file__", None)
+    if path is None:  # compiled in memory
+        yield
+    elif module.__name__.startswith(PACKAGE):  # never a lock file beside the package's
+        with package_lock(module.__name__):
+            yield
+    else:
+        with _file_lock(Path(f"{path}.lock")):
+            yield
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    if fcntl is None:
+        yield
+        return
+    try:
+        handle = open(path, "a")
+    except OSError:
+        yield
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            locked = True
+        except OSError:  # a file system without locks (some network file systems)
+            locked = False
+        try:
+            yield
+        finally:
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
