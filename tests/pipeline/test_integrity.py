@@ -13,6 +13,7 @@ import itertools
 import json
 import shutil
 import tarfile
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,24 @@ def test_no_flipped_bit_changes_a_determined_array_silently(kind, request, tmp_p
         assert found == flips  # the checksum: every bit of every file
     else:
         assert found > flips // 2
+
+
+def test_a_flipped_count_of_an_old_stores_strings_is_damage_read_before_decoding(tmp_path):
+    # Bit 4 of byte 12 of the old layout's method file (no checksum) makes the count its
+    # vlen-utf8 chunk declares 2**28 + 4 instead of 4: zarr's decoder allocated for that
+    # many strings, 2.1 GB and 8 CPU-seconds, before it failed. The count is read first.
+    with tarfile.open(OLD_LAYOUT) as archive:
+        archive.extractall(tmp_path, filter="data")
+    store = tmp_path / "old.zarr"
+    _flip(store / "method" / "c" / "0", 12, bit=4)
+    tracemalloc.start()
+    try:
+        damage = find_damage(store, verify=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert damage.determined == ("method",)
+    assert peak < 50e6, f"{peak / 1e6:.0f} MB"
 
 
 def test_a_flipped_truth_is_damage_that_a_run_repairs(demo_store, local_cluster, tmp_path, capsys):
