@@ -22,7 +22,7 @@ from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StackedStats
 from ldpsim.tasks.users import Users
-from ldpsim.tasks.warm_up import WARMED_UP, warm_up_key, warm_up_methods
+from ldpsim.tasks.warm_up import is_warm, warm_up_methods
 
 #: A batched plugin method and its own per-replicate path may differ by this much,
 #: relative to the largest bound of the chunk: the order of a sum (what the built-in
@@ -436,7 +436,7 @@ def compute_rows(
             for label, method in first_calls.items()
             if is_builtin(method)
             and not method.own_estimate
-            and warm_up_key(method, model_name, mechanism_name) not in WARMED_UP
+            and not is_warm(method, model_name, mechanism_name)
         }
 
         def first_calls_of(labels: Collection[str]) -> float:

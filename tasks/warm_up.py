@@ -34,6 +34,11 @@ def warm_up_key(method: Any, model: str, mechanism: str) -> tuple[str, str, str]
     return f"{type(method).__module__}.{type(method).__qualname__}", model, mechanism
 
 
+def is_warm(method: Any, model: str, mechanism: str) -> bool:
+    """Whether this process has called ``method`` for ``model`` and ``mechanism``."""
+    return warm_up_key(method, model, mechanism) in WARMED_UP
+
+
 def warm_up_methods(
     methods: Mapping[str, Any],
     model: str,
