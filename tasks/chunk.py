@@ -22,7 +22,7 @@ from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StackedStats
 from ldpsim.tasks.users import Users
-from ldpsim.tasks.warm_up import is_warm, warm_up_methods
+from ldpsim.tasks.warm_up import warm_up_methods
 
 #: A batched plugin method and its own per-replicate path may differ by this much,
 #: relative to the largest bound of the chunk: the order of a sum (what the built-in
@@ -316,6 +316,12 @@ def nonfinite_run(
     return NonFiniteRun(f"non-finite theta_bar{where}: {diagnosis}")
 
 
+#: (class, "one" or "batch"): the paths of ldpsim's own statistics methods whose first
+#: calls this process made under :func:`ldpsim.tasks.compile_lock.package_lock`
+#: (:func:`compute_rows`): a replicate alone, and the batched path.
+IN_TURN_WARM: set[tuple[type, str]] = set()
+
+
 def compute_rows(
     setup: GridPointSetup,
     raw: tuple[np.ndarray, ...],
@@ -426,18 +432,27 @@ def compute_rows(
         row = int(alive[0])
         first_calls = {label: method for label, method in chosen.items() if label in cold}
         rngs = {label: stream_of(label, row) for label in first_calls if label in stream_labels}
-        # ldpsim's own methods of the statistics (their first calls take milliseconds
-        # once compiled) warm up one process at a time, their batched path on this row
-        # too, so that a cluster's workers starting together compile their functions
-        # once; the competitors' replays and the plugins' methods side by side.
+        # ldpsim's own methods of the statistics make their first calls in this process
+        # (their batched path on this row too) one process of the host at a time, so
+        # that a cluster's workers starting together compile the functions they reach
+        # once; once per class and path, as that code does not depend on the model. The
+        # competitors' replays and the plugins' methods warm up side by side.
         model_name, mechanism_name = rs.model.name, rs.mechanism.name
-        own = {
+        batched = {
+            label
+            for label, method in first_calls.items()
+            if has_batch(method) and label not in per_replicate
+        }
+        own = [
             label
             for label, method in first_calls.items()
             if is_builtin(method)
             and not method.own_estimate
-            and not is_warm(method, model_name, mechanism_name)
-        }
+            and (
+                (type(method), "one") not in IN_TURN_WARM
+                or (label in batched and (type(method), "batch") not in IN_TURN_WARM)
+            )
+        ]
 
         def first_calls_of(labels: Collection[str]) -> float:
             chosen_calls = {label: first_calls[label] for label in labels}
@@ -452,23 +467,26 @@ def compute_rows(
             )
 
         if own:
-            start_warm_up = time.perf_counter()
+            start_warm_up = time.perf_counter()  # the wait for the lock included
             with compile_lock.package_lock():
                 first_calls_of(own)
                 one_row = np.array([row])
                 for label in own:
-                    if not has_batch(first_calls[label]) or label in per_replicate:
+                    method = first_calls[label]
+                    IN_TURN_WARM.add((type(method), "one"))
+                    if label not in batched:
                         continue
                     try:
                         with np.errstate(all="ignore"):
                             batch_bounds(
-                                first_calls[label],
+                                method,
                                 stats.rows(one_row),
                                 rs.level,
                                 streams(label, rs.n, one_row),
                             )
                     except Exception:  # the timed pass records it; here only the start-up
                         pass
+                    IN_TURN_WARM.add((type(method), "batch"))
             warm_up = time.perf_counter() - start_warm_up
         warm_up += first_calls_of([label for label in first_calls if label not in own])
         cold.difference_update(first_calls)

@@ -11,7 +11,7 @@ the same at the first call, from Python, of one of the package's compiled functi
 Where the lock file cannot be made or locked (an unwritable cache folder, some network
 file systems), or on a system without ``fcntl``, processes compile without waiting, as
 numba alone does. A lock goes with its process: one killed while compiling holds no one
-up.
+up; one stopped or stuck holds others up for at most :data:`LOCK_WAIT_S`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,9 @@ CACHE_DIR_VARIABLE = "LDPSIM_CACHE_DIR"
 LOCK_SUBFOLDER = "locks"
 #: The package whose modules' locks go into :data:`LOCK_SUBFOLDER`.
 PACKAGE = "ldpsim."
+#: Seconds a process waits for a lock before it compiles without it: longer than any
+#: compile (2 to 10 s a kernel, up to a minute on a loaded machine).
+LOCK_WAIT_S = 120.0
 
 
 def cache_folder() -> Path:
@@ -113,15 +118,20 @@ def _first_call(dispatcher: Any, *args: object) -> Any:
 
 @contextlib.contextmanager
 def package_lock(name: str = "ldpsim") -> Iterator[None]:
-    """Hold the lock ``locks/<name>.lock`` of :func:`cache_folder` (exclusive, across
-    processes) for the block; without it where it cannot be made or locked.
+    """Hold the lock ``locks/<name>@<host>.lock`` of :func:`cache_folder` (exclusive,
+    across the processes of this host) for the block; without it where it cannot be
+    made or locked, or after :data:`LOCK_WAIT_S`.
 
     The default is the lock under which ldpsim's own interval methods make their first
     calls in a process (:func:`ldpsim.tasks.chunk.compute_rows`): the functions they
-    reach compile once for processes that start together.
+    reach compile once for processes that start together. Per host: numba saves the
+    package's machine code per CPU model, in the package's folder or in
+    ``NUMBA_CACHE_DIR``, which other nodes may not share, so the workers of other
+    nodes, which a cache folder in a shared home would otherwise make wait, compile
+    their own beside them.
     """
     try:
-        path = cache_folder() / LOCK_SUBFOLDER / f"{name}.lock"
+        path = cache_folder() / LOCK_SUBFOLDER / f"{name}@{socket.gethostname()}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         yield
@@ -155,13 +165,31 @@ def _file_lock(path: Path) -> Iterator[None]:
         yield
         return
     with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            locked = True
-        except OSError:  # a file system without locks (some network file systems)
-            locked = False
+        locked = _wait_for(handle)
         try:
             yield
         finally:
             if locked:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _wait_for(handle: Any) -> bool:
+    """Lock ``handle``'s file, waiting at most :data:`LOCK_WAIT_S`; whether it is locked.
+
+    A holder that is stopped (a suspended job) or stuck would otherwise hold everyone up:
+    past the wait, the process compiles beside it, as it would without the lock. A file
+    system without locks (some network file systems) locks nothing.
+    """
+    deadline = time.monotonic() + LOCK_WAIT_S
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:  # held by another process (or thread)
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+        except OSError:
+            return False

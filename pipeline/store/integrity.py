@@ -347,7 +347,7 @@ def determined_damage(
     for name in names:
         try:
             if not _strings_fit(path, name, group[name]):
-                raise ValueError(f"a chunk of {name} declares more strings than it holds")
+                raise ValueError(f"a chunk of {name} declares another count of strings")
             stored[name] = np.asarray(group[name][...])
         except Exception:  # a codec's own exception (checksum: ValueError; zstd: RuntimeError)
             out.append(name)

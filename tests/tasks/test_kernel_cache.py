@@ -13,6 +13,7 @@ import importlib
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -361,7 +362,26 @@ def test_processes_calling_a_package_function_first_at_once_compile_it_once(tmp_
     outs = list(map(finish, together))
     assert [out["value"] for out in outs] == [45.0, 45.0]
     assert sorted((out["misses"], out["hits"]) for out in outs) == [(0, 1), (1, 0)]
-    assert (cache / LOCK_SUBFOLDER / "ldpsim.tasks.stats.lock").exists()
+    assert (cache / LOCK_SUBFOLDER / f"ldpsim.tasks.stats@{socket.gethostname()}.lock").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_held_lock_is_waited_for_only_so_long(tmp_path, monkeypatch):
+    # A holder that is stopped (a suspended job) or stuck: past LOCK_WAIT_S the process
+    # compiles beside it, as without the lock. Another open file description of the
+    # lock file conflicts as another process's would.
+    if compile_lock.fcntl is None:
+        pytest.skip("no fcntl here: nothing is locked")
+    (tmp_path / "kc_held.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("kc_held")
+    monkeypatch.setattr(compile_lock, "LOCK_WAIT_S", 0.2)
+    with open(tmp_path / "kc_held.py.lock", "a") as holder:
+        compile_lock.fcntl.flock(holder, compile_lock.fcntl.LOCK_EX)
+        compile_signature(module.twice, "float64(float64)")
+    assert module.twice(1.5) == 3.0 and len(module.twice.signatures) == 1
 
 
 def test_a_folder_that_cannot_lock_still_compiles(tmp_path, monkeypatch):
