@@ -66,9 +66,9 @@ def compile_signature(dispatcher: Any, signature: object) -> None:
     A process that finds another compiling in the same module waits for it and then
     loads the machine code the other saved, instead of compiling it as well. The lock is
     a file beside a generated kernel's module
-    (:func:`ldpsim.tasks.kernel.cache.compile_template`), or ``locks/<module>.lock`` in
-    :func:`cache_folder` for a module of the package. A dispatcher compiled in memory
-    compiles without waiting.
+    (:func:`ldpsim.tasks.kernel.cache.compile_template`), or
+    ``locks/<module>@<host>.lock`` in :func:`cache_folder` for a module of the package
+    (:func:`package_lock`). A dispatcher compiled in memory compiles without waiting.
 
     Parameters
     ----------

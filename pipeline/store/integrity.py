@@ -302,8 +302,8 @@ def _strings_fit(path: str | Path, name: str, array: Any) -> bool:
     zarr's vlen-utf8 decoder allocates the declared count before it reads a string: a
     flipped bit in that count (bit 4 of byte 12 of an old store's ``method`` file made
     it 2**28 + 4) cost 2 GB and 8 CPU-seconds before the decoder failed. A checksummed
-    array, another type, or a compressor other than zstd (the old layout's) is left to
-    the decoder.
+    array, another serializer, or a compressor other than zstd (the old layout's) is
+    left to the decoder.
     """
     if type(array.serializer).__name__ != "VLenUTF8Codec" or _checksummed(array):
         return True
