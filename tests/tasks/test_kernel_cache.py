@@ -365,18 +365,24 @@ def test_processes_calling_a_package_function_first_at_once_compile_it_once(tmp_
     assert (cache / LOCK_SUBFOLDER / f"ldpsim.tasks.stats@{socket.gethostname()}.lock").exists()
 
 
+def lockable_module(tmp_path: Path, monkeypatch, name: str):
+    """A module ``name`` in ``tmp_path`` with a cached compiled ``twice``, imported; the
+    test is skipped where there is no fcntl (nothing is locked)."""
+    if compile_lock.fcntl is None:
+        pytest.skip("no fcntl here: nothing is locked")
+    (tmp_path / f"{name}.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
 @pytest.mark.timeout(60)
 def test_a_held_lock_is_waited_for_only_so_long(tmp_path, monkeypatch):
     # A holder that is stopped (a suspended job) or stuck: past LOCK_WAIT_S the process
     # compiles beside it, as without the lock. Another open file description of the
     # lock file conflicts as another process's would.
-    if compile_lock.fcntl is None:
-        pytest.skip("no fcntl here: nothing is locked")
-    (tmp_path / "kc_held.py").write_text(
-        "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("kc_held")
+    module = lockable_module(tmp_path, monkeypatch, "kc_held")
     monkeypatch.setattr(compile_lock, "LOCK_WAIT_S", 0.2)
     with open(tmp_path / "kc_held.py.lock", "a") as holder:
         compile_lock.fcntl.flock(holder, compile_lock.fcntl.LOCK_EX)
@@ -386,13 +392,7 @@ def test_a_held_lock_is_waited_for_only_so_long(tmp_path, monkeypatch):
 
 def test_a_folder_that_cannot_lock_still_compiles(tmp_path, monkeypatch):
     # Some network file systems refuse advisory locks: the entry compiles without one.
-    if compile_lock.fcntl is None:
-        pytest.skip("no fcntl here: nothing is locked")
-    (tmp_path / "kc_lockless.py").write_text(
-        "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("kc_lockless")
+    module = lockable_module(tmp_path, monkeypatch, "kc_lockless")
 
     def refuse(handle, operation):
         raise OSError(37, "No locks available")
