@@ -29,16 +29,6 @@ import numpy as np
 WARMED_UP: set[tuple[str, str, str]] = set()
 
 
-def warm_up_key(method: Any, model: str, mechanism: str) -> tuple[str, str, str]:
-    """The key of :data:`WARMED_UP` for ``method`` of a model and mechanism (names)."""
-    return f"{type(method).__module__}.{type(method).__qualname__}", model, mechanism
-
-
-def is_warm(method: Any, model: str, mechanism: str) -> bool:
-    """Whether this process has called ``method`` for ``model`` and ``mechanism``."""
-    return warm_up_key(method, model, mechanism) in WARMED_UP
-
-
 def warm_up_methods(
     methods: Mapping[str, Any],
     model: str,
@@ -72,7 +62,10 @@ def warm_up_methods(
     float
         The seconds the calls took, >= 0 (0 when every method had run).
     """
-    keys = {label: warm_up_key(method, model, mechanism) for label, method in methods.items()}
+    keys = {
+        label: (f"{type(method).__module__}.{type(method).__qualname__}", model, mechanism)
+        for label, method in methods.items()
+    }
     cold = {label: key for label, key in keys.items() if key not in WARMED_UP}
     if not cold:
         return 0.0
