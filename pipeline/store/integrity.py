@@ -17,7 +17,7 @@ import hashlib
 import itertools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -281,13 +281,16 @@ def _checksummed(array: Any) -> bool:
     return any(type(codec).__name__ == "Crc32cCodec" for codec in array.compressors)
 
 
+def _chunk_files(path: str | Path, name: str, array: Any) -> Iterator[Path]:
+    """The path of each chunk's file of the (unsharded) array ``name``, there or not."""
+    counts = [-(-size // chunk) for size, chunk in zip(array.shape, array.chunks, strict=True)]
+    for coords in itertools.product(*(range(count) for count in counts)):
+        yield Path(path) / name / array.metadata.encode_chunk_key(coords)
+
+
 def _every_chunk_stored(path: str | Path, name: str, array: Any) -> bool:
     """Whether every chunk of the (unsharded) array ``name`` has its file."""
-    counts = [-(-size // chunk) for size, chunk in zip(array.shape, array.chunks, strict=True)]
-    return all(
-        (Path(path) / name / array.metadata.encode_chunk_key(coords)).is_file()
-        for coords in itertools.product(*(range(count) for count in counts))
-    )
+    return all(file.is_file() for file in _chunk_files(path, name, array))
 
 
 #: numcodecs' vlen-utf8 encoding: a chunk starts with its count of strings (uint32 LE).
@@ -312,9 +315,7 @@ def _strings_fit(path: str | Path, name: str, array: Any) -> bool:
     from numcodecs import Zstd
 
     per_chunk = int(np.prod(array.chunks))
-    counts = [-(-size // chunk) for size, chunk in zip(array.shape, array.chunks, strict=True)]
-    for coords in itertools.product(*(range(count) for count in counts)):
-        file = Path(path) / name / array.metadata.encode_chunk_key(coords)
+    for file in _chunk_files(path, name, array):
         if file.is_file():
             head = bytes(Zstd().decode(file.read_bytes()))[:VLEN_COUNT_BYTES]
             if int.from_bytes(head, "little") != per_chunk:
@@ -346,9 +347,10 @@ def determined_damage(
     out, stored = [], {}
     for name in names:
         try:
-            if not _strings_fit(path, name, group[name]):
+            array = group[name]
+            if not _strings_fit(path, name, array):
                 raise ValueError(f"a chunk of {name} declares another count of strings")
-            stored[name] = np.asarray(group[name][...])
+            stored[name] = np.asarray(array[...])
         except Exception:  # a codec's own exception (checksum: ValueError; zstd: RuntimeError)
             out.append(name)
     # Zarr reads a missing chunk file as the fill value, checksum or not: a store of
