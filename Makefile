@@ -8,19 +8,26 @@ STAMP := $(VENV)/.installed
 
 # uv installs the project and its test extra, and pip, in under half of pip's time (the
 # venv and uv included, 34 to 40 s against 86 s on a fresh 2-core machine with empty
-# caches). Like pip, it compiles the modules' bytecode as it installs
-# (--compile-bytecode): uv's default leaves that to the first import, and the suite's
-# many fresh processes then each compiled it again, side by side. uv itself comes from
-# the system Python's pip into $(UV_TOOL), and the venv starts without pip (venv's
-# ensurepip took 6 of those seconds; uv installs pip). Where that pip or uv is missing
-# or fails, the venv gets ensurepip's pip, which does the same install.
+# caches). The modules' bytecode is compiled as pip would (uv's default leaves that to
+# the first import, and the suite's many fresh processes then each compiled it again,
+# side by side), but by compileall, without the packages' own test folders, which no
+# process imports: 29 per cent of the installed source (pandas' tests alone are 1,143
+# files), 20 s and 36 CPU-seconds instead of uv's --compile-bytecode's 26 s and 49
+# (2026-11-30, 2 cores). Where a module fails to compile, it is compiled when imported.
+# uv itself comes from the system Python's pip into $(UV_TOOL), and the venv starts
+# without pip (venv's ensurepip took 6 of those seconds; uv installs pip). Where that
+# pip or uv is missing or fails, the venv gets ensurepip's pip, which does the same
+# install and compiles every module.
 UV_TOOL := $(VENV)/uv-tool
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
 	{ $(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
 			--upgrade --target $(UV_TOOL) uv \
-		&& $(UV_TOOL)/bin/uv pip install --quiet --compile-bytecode \
-			--python $(BIN)/python --upgrade-package pip -e '.[test]' pip; } \
+		&& $(UV_TOOL)/bin/uv pip install --quiet \
+			--python $(BIN)/python --upgrade-package pip -e '.[test]' pip \
+		&& { $(BIN)/python -m compileall -qq -j 0 -x /tests/ \
+			"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+			|| true; }; } \
 		|| { $(BIN)/python -m ensurepip --upgrade \
 			&& $(BIN)/python -m pip install --quiet --upgrade pip \
 			&& $(BIN)/python -m pip install --quiet -e '.[test]'; }

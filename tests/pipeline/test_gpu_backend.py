@@ -81,12 +81,8 @@ def test_a_gpu_sweep_is_bit_identical_on_rerun_kill_resume_and_extension(tmp_pat
     assert alone.estimate[0] == base["estimate"].isel(tau=1, rep=7, coord=0).item(), index
     bb = list(base["method"].values).index("bb")
     assert alone.upper["bb"][0] == base["upper"].isel(tau=1, rep=7, coord=0, method=bb).item()
-    # Rerun into a new store: the same numbers.
-    again = tmp_path / "again.zarr"
-    assert run([str(sweep_file(tmp_path, 12)), "--store", str(again), *address]) == 0
-    for name in FIELDS:
-        np.testing.assert_array_equal(open_dataset(again)[name].values, base[name].values, name)
-    # Extension: 6 replicates, then 12.
+    # Extension: 6 replicates into a new store (a rerun of the first six: the same
+    # numbers), then 12.
     grown = tmp_path / "grown.zarr"
     assert run([str(sweep_file(tmp_path, 6)), "--store", str(grown), *address]) == 0
     assert run([str(sweep_file(tmp_path, 12)), "--store", str(grown), *address]) == 0

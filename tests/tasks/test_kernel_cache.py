@@ -156,9 +156,6 @@ def test_changed_code_runs_never_the_old_cache(tmp_path):
     assert (first["misses"], first["hits"]) == (1, 0)
     assert first["theta"] == expected_theta(*original)
     assert Path(first["file"]).parent == cache / KERNEL_SUBFOLDER
-    again = run_child(plugins, cache)
-    assert (again["misses"], again["hits"]) == (0, 1)  # loaded, not compiled
-    assert again["theta"] == first["theta"]
     # numba checks only the source file of the function it caches (the kernel's): none
     # of the changes below touches it, so numba alone would run the old machine code.
     changes = {
@@ -174,7 +171,7 @@ def test_changed_code_runs_never_the_old_cache(tmp_path):
         assert out["theta"] == expected_theta(*changed), what
         assert out["theta"] != previous, what
         previous = out["theta"]
-    # Back to the original code: its entry is still there.
+    # Back to the original code: its entry is still there, loaded, not compiled.
     write_callbacks(plugins)
     back = run_child(plugins, cache)
     assert (back["misses"], back["hits"]) == (0, 1)
