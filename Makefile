@@ -44,21 +44,23 @@ run: $(STAMP)
 # running, runs `make test-suite`, and then stops only the daemons that its start
 # started (it records them), so a SLURM that was running before stays running.
 # The SLURM tests mostly wait for their jobs, so they run alongside the other tests in a
-# pytest process of their own; their output (-s: the job ids over time) is shown after the
-# others'. The tests of tasks/ (one replicate: compiling and statistics) run alongside the
-# pipeline's (clusters, stores, subprocesses: much waiting) in a third process, so that
-# both cores stay busy; the notebooks' and the benchmarks' tests (subprocesses, about
-# two minutes) run in that third process too, which would otherwise finish first (in a
-# fresh clone's run of 2026-11-30 without them: 777 s, the pipeline's 847 s). The
-# installed wheel's tests run with the pipeline's since that process waits less
-# (2026-11-30). Not a fourth process for these: tried in a fresh clone, the processes
-# kept 1.9 cores busy instead of 1.83, but the benchmarks' test, its clusters waiting
-# longer beside three busy processes, took 101 CPU-seconds instead of 59 (tests of pure
-# computation 10 to 15 per cent more: a slower hour), and the pipeline's tests ended a
-# minute after the others. The exit code is non-zero if a test of any process fails.
+# pytest process of their own; their output (-s: the job ids over time) is shown after
+# the others'. The tests of tasks/ (one replicate: compiling and statistics) run
+# alongside the pipeline's (clusters, stores, subprocesses: much waiting) in a third
+# process, so that both cores stay busy; the notebooks', the benchmarks' and the docs
+# build's tests (subprocesses, about two minutes) run in that third process too, which
+# would otherwise finish first (in a fresh clone's run of 2026-11-30 without them: 777
+# s, the pipeline's 847 s). The installed wheel's tests run with the pipeline's since
+# its refusal tests wait less (2026-11-30: with the docs' there too, the pipeline's
+# process took 582 s, the tasks' 552 s). Not a fourth process for these: tried in a
+# fresh clone, the processes kept 1.9 cores busy instead of 1.83, but the benchmarks'
+# test, its clusters waiting longer beside three busy processes, took 101 CPU-seconds
+# instead of 59 (tests of pure computation 10 to 15 per cent more: a slower hour), and
+# the pipeline's tests ended a minute after the others. The exit code is non-zero if a
+# test of any process fails.
 # The report's browser test needs Debian's chromium: tests/install-chromium.sh installs it
 # when missing (root or passwordless sudo, apt reachable).
-ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py
+ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py tests/test_docs_build.py
 # The SLURM process collects only the files that mark tests `slurm` (found by grep), not
 # the whole of tests/: collecting every module (hypothesis, matplotlib, ...) to select
 # six tests cost about 14 CPU-seconds (2026-11-30), 3.6 for these files.
