@@ -22,7 +22,7 @@ from ldpsim.tasks.l1_projection import intersect_with_ball, project_l1_ball
 from ldpsim.tasks.spec import ReplicateSpec
 from ldpsim.tasks.stats import StackedStats
 from ldpsim.tasks.users import Users
-from ldpsim.tasks.warm_up import warm_up_methods
+from ldpsim.tasks.warm_up import IN_TURN_WARM, warm_up_methods
 
 #: A batched plugin method and its own per-replicate path may differ by this much,
 #: relative to the largest bound of the chunk: the order of a sum (what the built-in
@@ -314,12 +314,6 @@ def nonfinite_run(
     except Exception as exc:  # the replay itself failed: say so, keep the failure
         diagnosis = f"the replay that finds the step failed ({type(exc).__name__}: {exc})"
     return NonFiniteRun(f"non-finite theta_bar{where}: {diagnosis}")
-
-
-#: (class, "one" or "batch"): the paths of ldpsim's own statistics methods whose first
-#: calls this process made under :func:`ldpsim.tasks.compile_lock.package_lock`
-#: (:func:`compute_rows`): a replicate alone, and the batched path.
-IN_TURN_WARM: set[tuple[type, str]] = set()
 
 
 def compute_rows(

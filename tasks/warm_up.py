@@ -27,6 +27,10 @@ import numpy as np
 #: compiled code a method reaches depends on its class and, for a competitor's replay,
 #: on the model and mechanism; not on the grid point's other values.
 WARMED_UP: set[tuple[str, str, str]] = set()
+#: (class, "one" or "batch"): the paths of ldpsim's own statistics methods whose first
+#: calls this process made under :func:`ldpsim.tasks.compile_lock.package_lock`
+#: (:func:`ldpsim.tasks.chunk.compute_rows`): a replicate alone, and the batched path.
+IN_TURN_WARM: set[tuple[type, str]] = set()
 
 
 def warm_up_methods(
