@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import paced_worker
 import pytest
 from conftest import done_count
 
@@ -247,15 +248,19 @@ def _field(info: str, name: str) -> str:
 
 
 def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_path):
-    # rep_chunk = 1 and about 0.06 s per replicate after compilation (n = 1e7 at 6 ns a
-    # step): seconds of work after the first replicate lands, so the cancel falls in the
-    # middle of the run. At n = 1e6 (6 ms a replicate) a fast machine finished the run
-    # before the cancel reached the jobs.
-    sweep = _write_sweep(tmp_path, replicates=40, n=10_000_000)
+    # rep_chunk = 1 and each replicate paced to 0.5 s on its worker (tests/paced_worker.py;
+    # the chain, n = 1e5, takes milliseconds): 20 s of work after the first replicate
+    # lands, so the cancel falls in the middle of the run on any machine. Sized in CPU
+    # time (n = 1e6, 6 ms a replicate) a fast machine finished the run before the cancel
+    # reached the jobs; n = 1e7 made the local resume compute 79 long replicates.
+    sweep = _write_sweep(tmp_path, replicates=40, n=100_000)
     store = tmp_path / "cancelled.zarr"
     total = 2 * 40
     log = (tmp_path / "driver.log").open("w")
-    cmd = [*LDPSIM, "run", str(sweep), "--store", str(store), "--cluster", "slurm", "--jobs", "2"]
+    cmd = [
+        *LDPSIM, "run", str(sweep), "--store", str(store), "--cluster", "slurm", "--jobs", "2",
+        "--cluster-option", f'worker_extra_args=["--preload", "{paced_worker.__file__}"]',
+    ]  # fmt: skip
     # Results written as they come (not every 2 s): the first lands early in the run.
     env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}
     driver = subprocess.Popen(
@@ -312,18 +317,18 @@ WALLTIME = "00:01:00"
 #: new jobs in place of the retired ones.
 LIFETIME, STAGGER = "15s", "2s"
 MAX_JOBS = 2
-#: 2 x 50 replicates of n = 2e7, 0.42 s each with the four methods on this project's
-#: 2-core machine (measured 2026-11-28: 10 replicates in 4.2 s on one idle worker):
-#: about 42 s of work. On idle cores a worker computes for about its lifetime less 2 s
-#: (the two jobs of the first generation did 111 replicates with 25 s workers,
-#: 2026-11-30), so with 15 s workers the first generation does about 62 of the 100
-#: (a margin of 1.6), and those of the second (and, when the cores are shared, of
-#: later ones) finish it. The sweep was 2 x 130 replicates with 40 s workers until
-#: 2026-11-30 (about 110 s of work), then 2 x 90 with 25 s workers (75 s): most of the
-#: SLURM tests' CPU time. The reference is not the whole sweep run again beside it in
-#: this process, but each job's first and last replicate of each grid point,
-#: recomputed once the run is over (:func:`_each_jobs_replicates`).
-RETIRE_REPLICATES, RETIRE_N = 50, 20_000_000
+#: 2 x 50 replicates, each made to take 0.5 s of wall time on its worker by a Dask
+#: preload (tests/paced_worker.py; the chain itself, n = 1e5, takes milliseconds): 50 s
+#: of work, whatever the machine's speed and load. A worker lives 13 to 17 s, so the
+#: two jobs of the first generation do at most 68 replicates (both for 17 s from the
+#: same start, with nothing but the pace), and those of the second (and, when the
+#: cores are busy, of later ones) finish the run. Until 2026-11-30 the replicates were
+#: sized in CPU time (n = 2e7, 0.42 s each on this project's 2-core machine); on a
+#: faster, idle machine the first two jobs finished all 100 before either retired.
+#: The reference is not the whole sweep run again beside it in this process, but each
+#: job's first and last replicate of each grid point, recomputed once the run is over
+#: (:func:`_each_jobs_replicates`).
+RETIRE_REPLICATES, RETIRE_N = 50, 100_000
 #: Generous: the 2 cores are shared with the rest of `make test`.
 RETIRE_DEADLINE = 480
 
@@ -375,7 +380,10 @@ def test_walltime_retirement_with_adapt(slurm, tmp_path):
     """
     sweep = _write_sweep(tmp_path, replicates=RETIRE_REPLICATES, n=RETIRE_N)
     store = tmp_path / "retire.zarr"
-    lifetime = f'["--lifetime", "{LIFETIME}", "--lifetime-stagger", "{STAGGER}"]'
+    lifetime = (
+        f'["--lifetime", "{LIFETIME}", "--lifetime-stagger", "{STAGGER}", '
+        f'"--preload", "{paced_worker.__file__}"]'
+    )
     cmd = [
         *LDPSIM, "run", str(sweep), "--store", str(store), "--cluster", "slurm",
         "--adapt", f"1:{MAX_JOBS}", "--cluster-option", f"walltime={WALLTIME}",
