@@ -358,6 +358,11 @@ WIDE_KILLED = WIDE.replace("n = 10\n", "n = 300\n").replace(
 )
 
 
+def _running_tasks(dask_worker) -> int:
+    """Tasks running on a worker (``Client.run``), released ones that still run included."""
+    return dask_worker.state.executing_count + len(dask_worker.state.long_running)
+
+
 def test_a_run_killed_while_workers_hand_off_resumes_to_the_uninterrupted_store(
     tmp_path, local_cluster
 ):
@@ -382,9 +387,16 @@ def test_a_run_killed_while_workers_hand_off_resumes_to_the_uninterrupted_store(
     assert 600 <= at_kill < 4 * 600, at_kill
     # The killed run's tasks end first (a task runs to its end when its client is gone):
     # a file one of them wrote after the next run started would stay until the run after.
+    # The scheduler forgets a gone client's tasks at once, so ask the workers: a released
+    # task that is still running counts in its worker's executing_count (Dask's state
+    # machine calls it cancelled). Waiting on the scheduler's `processing()` alone let
+    # such a task write its files after the next run's clean-up (2 of 11 runs on a fast
+    # machine, 2026-11-30).
     deadline = time.monotonic() + 60
     with Client(local_cluster.scheduler_address, set_as_default=False) as client:
-        while any(client.processing().values()) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (
+            any(client.processing().values()) or any(client.run(_running_tasks).values())
+        ):
             time.sleep(0.05)
     assert main(["run", *args]) == 0  # in this process: no second interpreter to start
     final, base = open_dataset(killed).load(), open_dataset(baseline).load()
