@@ -644,7 +644,7 @@ def run_report(
         raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
     if cluster:
         check_options(kind, options, "--cluster-option")
-    if kind == "local" and is_absent(path):
+    if kind in ("local", "local-gpu") and is_absent(path):
         # The workers' forkserver imports on another core while the checks below and the
         # store's inspection run (a second of imports on a 2-core machine).
         from ldpsim.pipeline.compute.worker_start import forks, start_server_early

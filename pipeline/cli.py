@@ -383,9 +383,9 @@ def cmd_run(args) -> int:
         args.store is not None
         and is_absent(args.store)
         and args.scheduler is None
-        and args.cluster in (None, "local")
+        and args.cluster in (None, "local", "local-gpu")
     ):
-        # A new store on the local cluster: its workers' forkserver imports on another
+        # A new store on a local cluster: its workers' forkserver imports on another
         # core while this process imports and checks the sweep.
         start_server_early(forks(options))
     sweep = api.load_sweep(args.sweep, set=args.set, replicates=args.replicates)

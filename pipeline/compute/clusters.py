@@ -129,6 +129,7 @@ LOCAL_GPU_OPTIONS = frozenset(
         "dashboard_address",
         "silence_logs",
         "memory_limit",
+        WORKER_START_OPTION,
     }
 )
 
@@ -147,18 +148,13 @@ def visible_gpus() -> int:
         return 0
 
 
-#: Environment of a GPU worker: each of its threads launches on a CUDA stream of its
-#: own, so that the launches of several tasks run side by side on the device.
-GPU_WORKER_ENV = {"NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM": "1"}
-
-
 def _local_gpu(options: dict[str, Any]):
     """One worker per visible GPU and CPU workers for the interval methods, on this machine.
 
     A GPU worker sees its own device only (``CUDA_VISIBLE_DEVICES``) and declares the
     resource "GPU" = ``launches_per_gpu`` (default 4), each launch taking 1: so many
     launches (tasks of other grid points) run side by side on the device, each on its
-    thread's CUDA stream (:data:`GPU_WORKER_ENV`).
+    thread's own default CUDA stream (:func:`ldpsim.tasks.gpu.kernel.run_gpu_replicates`).
     """
     from distributed import Nanny, Scheduler, SpecCluster
 
@@ -193,7 +189,7 @@ def _local_gpu(options: dict[str, Any]):
                 **base,
                 "nthreads": max(base["nthreads"], launches),
                 "resources": {"GPU": launches},
-                "env": {**GPU_WORKER_ENV, "CUDA_VISIBLE_DEVICES": devices[i % len(devices)]},
+                "env": {"CUDA_VISIBLE_DEVICES": devices[i % len(devices)]},
             },
         }
         for i in range(gpus)
@@ -208,7 +204,11 @@ def _local_gpu(options: dict[str, Any]):
             "dashboard_address": dashboard,
         },
     }
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=silence)
+    # Forked from the server that imported ldpsim's worker modules, as the local
+    # cluster's: each worker then starts without importing them (a GPU worker imports
+    # numba's CUDA target itself, after the fork: the server never touches CUDA).
+    with forked_workers(forks(options)):
+        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=silence)
 
 
 def _batch_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -411,13 +411,16 @@ def _launch(
     allocated = time.perf_counter()
     times.seeding = allocated - start
     out, host = _buffers(rows.total, n_reps)
-    inputs = [cuda.to_device(a) for a in (model_params, mech_params, theta0, cuts, point_of, reps)]
+    # The thread's own default stream, for the inputs, the events, the kernel and the
+    # copy alike: the launches of a GPU worker's threads then run side by side. Named,
+    # because numba-cuda's ``default_stream`` is the legacy stream, which serializes
+    # every thread's work, whatever NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM says under its
+    # NVIDIA bindings. The simulator has one stream.
+    stream = 0 if config.ENABLE_CUDASIM else cuda.per_thread_default_stream()
+    arrays = (model_params, mech_params, theta0, cuts, point_of, reps)
+    inputs = [cuda.to_device(a, stream=stream) for a in arrays]
     before, after = cuda.event(), cuda.event()
     blocks, threads = launch_shape(n_reps)
-    # The thread's default stream, named: per thread where the workers set
-    # NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1 (launches of 4 threads side by side), and
-    # the events, the kernel and the copy on it alike. The simulator has one stream.
-    stream = 0 if config.ENABLE_CUDASIM else cuda.default_stream()
     launch = kernel[blocks, threads] if config.ENABLE_CUDASIM else kernel[blocks, threads, stream]
     before.record(stream)
     times.allocation = time.perf_counter() - allocated
