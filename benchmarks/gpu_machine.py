@@ -27,8 +27,9 @@ what it runs, first thing, so that none of those minutes goes to preparation:
      uninterrupted run: bit-identical or not;
    - ``scaling``: ``benchmarks/scaling.py`` on 1, 2, 4, ... 16 workers, and ``--fit``;
    - ``end-to-end``: ``ldpsim run paper-table1 --backend gpu`` and ``ldpsim run scale
-     --backend gpu``, timed, then ``scale`` again on a cluster whose workers have
-     compiled, with Dask's task stream summed for its launches and methods.
+     --backend gpu``, timed, then ``scale`` twice on one more cluster, its workers fresh
+     and then warm, with Dask's task stream summed for its launches and methods (and
+     each worker's first task).
 
 ``--quick`` runs every part with tiny sizes, and the GPU parts in numba's CUDA simulator
 where ``NUMBA_ENABLE_CUDASIM=1`` (minutes): a check of the parts' code before a machine
@@ -88,17 +89,19 @@ VALIDATION_REPLICATES = 2_000
 QUICK_ENV = "LDPSIM_GPU_MACHINE_QUICK"
 QUICK_N = 300
 QUICK_REPLICATES = 4
-#: The kill-and-resume sweep: small chunks, so that a kill lands between writes (on the
-#: first H200 the whole sweep took 2 s once its workers had compiled).
+#: The kill-and-resume sweep: small chunks, so that a kill lands between writes. At
+#: n = 1e5 (4,000 replicates) the whole sweep took 2 s once the workers had compiled, on
+#: both H200 runs, and its store's first done flags came with the last: nothing was
+#: interrupted. At n = 1e6 a launch of 100 replicates takes about 0.3 s.
 KILL_SWEEP = """
 description = "kill and resume on the GPU"
-replicates = 4000
+replicates = 2000
 seed = 44
 rep_chunk = 100
 backend = "gpu"
 [spec]
 model = "quantile"
-n = 100_000
+n = 1_000_000
 eps = 1.0
 [grid]
 tau = [0.5, 0.9]
@@ -133,9 +136,9 @@ class Part:
 PARTS = [
     Part("gpu-benchmark", 90, gpu=True),
     Part("validation", 100, gpu=True),
-    Part("kill-resume", 50, gpu=True),
-    Part("scaling", 130, gpu=False),
-    Part("end-to-end", 150, gpu=True),
+    Part("kill-resume", 70, gpu=True),
+    Part("scaling", 120, gpu=False),
+    Part("end-to-end", 160, gpu=True),
 ]
 
 
@@ -270,7 +273,7 @@ def kill_resume(out: Path, work: Path) -> None:
     sweep = work / "kill.toml"
     text = KILL_SWEEP
     if quick():
-        text = text.replace("4000", "24").replace("250", "3").replace("100_000", str(QUICK_N))
+        text = text.replace("2000", "24").replace("1_000_000", str(QUICK_N))
     sweep.write_text(text)
     with own_cluster() as cluster:
         address = ["--scheduler", cluster.scheduler_address]
@@ -279,8 +282,14 @@ def kill_resume(out: Path, work: Path) -> None:
         run_command(ldpsim("run", str(sweep), "--store", str(baseline), *address))
         wall = time.perf_counter() - start
         command = ldpsim("run", str(sweep), "--store", str(killed), *address)
+        # Each task's results written as they come (not every 2 s): the kill lands
+        # between writes even where the whole run takes a few seconds.
         proc = subprocess.Popen(
-            command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            command,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "LDPSIM_WRITE_EVERY": "0"},
         )
         done, total = 0, 0
         try:
@@ -327,9 +336,9 @@ def scaling(out: Path, work: Path) -> None:
 
 def end_to_end(out: Path, work: Path) -> None:
     """paper-table1 and scale, each on a cluster of its own (the issues' targets), then
-    scale again on a cluster whose workers have run a small scale first (their kernels
-    compiled), with Dask's task stream summed by task name: where a warm run's seconds
-    go."""
+    scale twice on one more cluster, with Dask's task stream summed by kind of task:
+    first on its fresh workers (what their first tasks cost), then on the same workers,
+    warm (where a warm run's seconds go)."""
     *cold, warm = part_commands("end-to-end", out, work)
     records: list[dict[str, Any]] = []
 
@@ -354,36 +363,58 @@ def end_to_end(out: Path, work: Path) -> None:
         address = cluster.scheduler_address
         command = [address if arg == "tcp://ADDRESS" else arg for arg in warm]
         store = command.index("--store") + 1
-        warm_up = [*command[:store], str(work / "warm-up.zarr"), *command[store + 1 :]]
-        run_command([*warm_up, "--replicates", str(QUICK_REPLICATES if quick() else 1000)])
+
+        def stored_in(name: str) -> list[str]:
+            return [*command[:store], str(work / name), *command[store + 1 :]]
+
         client.get_task_stream()  # starts the scheduler's record
-        start = time.time()
-        record = timed(command, "run scale (a cluster already started)")
-        record["tasks"] = task_stream_totals(client.get_task_stream(start=start), start)
-        (out / "end-to-end.json").write_text(json.dumps(records, indent=1))
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        names = {address: info.get("name") for address, info in workers.items()}
+        # The first run gives every worker tasks (41 on 16 workers): the second's are warm.
+        for name, label in (("scale-fresh.zarr", "fresh workers"), (None, "warm workers")):
+            start = time.time()
+            record = timed(stored_in(name) if name else command, f"run scale ({label})")
+            stream = client.get_task_stream(start=start)
+            record["tasks"] = task_stream_totals(stream, start, names)
+            (out / "end-to-end.json").write_text(json.dumps(records, indent=1))
 
 
-def task_stream_totals(stream: list[dict[str, Any]], start: float) -> dict[str, dict[str, float]]:
+def task_stream_totals(
+    stream: list[dict[str, Any]], start: float, names: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Dask's task stream since ``start`` (seconds since the epoch), summed by kind of
     task (the GPU launches, whose keys end in ``-gpu``, and the tasks that run the
     methods on their outputs): tasks, seconds computing and transferring, first start
-    and last stop from ``start``."""
-    totals: dict[str, dict[str, float]] = {}
-    for record in stream:
+    and last stop from ``start``; and, by worker (``names``: address -> worker name),
+    the seconds of each worker's first task of that kind (a fresh worker's first task
+    loads its compiled code)."""
+    totals: dict[str, dict[str, Any]] = {}
+    firsts: dict[tuple[str, str], tuple[float, float]] = {}
+    for record in sorted(stream, key=lambda r: min(p["start"] for p in r["startstops"])):
         name = "launches" if str(record["key"]).endswith("-gpu") else "methods"
         entry = totals.setdefault(
             name, {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0, "first_s": 1e9, "last_s": 0.0}
         )
         entry["tasks"] += 1
+        compute = 0.0
         for part in record["startstops"]:
             seconds = part["stop"] - part["start"]
             if part["action"] == "compute":
                 entry["compute_s"] += seconds
+                compute += seconds
             elif part["action"] == "transfer":
                 entry["transfer_s"] += seconds
             entry["first_s"] = min(entry["first_s"], part["start"] - start)
             entry["last_s"] = max(entry["last_s"], part["stop"] - start)
-    return {name: {k: round(v, 4) for k, v in entry.items()} for name, entry in totals.items()}
+        worker = str((names or {}).get(record.get("worker"), record.get("worker")))
+        firsts.setdefault((name, worker), (compute, entry["last_s"]))
+    out: dict[str, Any] = {
+        name: {k: round(v, 4) for k, v in entry.items()} for name, entry in totals.items()
+    }
+    for name in out:
+        seconds = sorted(c for (kind, _), (c, _) in firsts.items() if kind == name)
+        out[name]["first_task_per_worker_s"] = [round(c, 3) for c in seconds]
+    return out
 
 
 RUNNERS = {
