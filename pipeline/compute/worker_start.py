@@ -17,7 +17,8 @@ other choice is kept; other platforms keep 'spawn'). The option ``worker_start: 
 ``local`` and ``local-gpu``. On a GPU machine (one H200 and 15 CPU workers, 2026-11-30)
 the forked workers' first chunks of interval methods took 1.0-1.5 s instead of 3.6-5.5 s
 when spawned, and ``ldpsim run scale --backend gpu --cluster local-gpu`` 16.2 s instead
-of 23.8 s end to end (docs/performance.md). The server imports no CUDA module, so a GPU
+of 23.8 s end to end (docs/performance.md, with its caveat: an install there without
+bytecode). The server imports no CUDA module, so a GPU
 worker initializes CUDA after its fork, with its own ``CUDA_VISIBLE_DEVICES`` (which its
 nanny sets in the forked process).
 
