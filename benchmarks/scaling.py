@@ -22,7 +22,13 @@ the count itself), on a fresh local cluster of that many one-thread worker proce
   and the event loop's CPU per second while the cluster waits for work, before the run
   (the driver's cost by the second rather than by the replicate);
 - a compute-bound probe, 64 replicates of n = 2e7 with the oracle only, one replicate a
-  task: its wall time against its compute divided by the workers plus ``ready_s``.
+  task: its wall time against its compute divided by the workers plus ``ready_s``;
+- for the largest count only, the sweep again and then with twice the replicates, into
+  new stores on the same warm cluster: the driver's CPU seconds the second takes more
+  than the first, per replicate more (``driver_margin_replicates_per_cpu_s``). A whole
+  run's figure counts
+  the driver's fixed costs (its imports, the store's creation), which at 200,000
+  replicates are most of its CPU; the margin is what a larger run adds.
 
 Each worker count is measured in a process of its own, as ``ldpsim run`` starts one: the
 forkserver's own start is in every count's ``ready_s``.
@@ -80,6 +86,9 @@ JSON_FIELDS = {
     "probe_wall_s": "s",
     "probe_compute_s": "s",
     "probe_over_bound": "ratio",
+    # the largest count only: replicates per driver CPU-second at the margin (twice the
+    # replicates against once); absent from the others' records
+    "driver_margin_replicates_per_cpu_s": "1/s",
 }
 #: The fields of ``--fit``'s output and their units (benchmarks/README.md, its own table).
 FIT_FIELDS = {
@@ -89,7 +98,7 @@ FIT_FIELDS = {
     "contention_per_worker": "ratio",  # s: c(w) = c1 (1 + s (w - 1))
     "task_s_per_replicate": "s, difference",  # u (>= 0): its task beyond its own time
     "step_s": "s",  # an SGD step's core time on one worker (the probe)
-    "driver_replicates_per_s": "1/s",  # D: what one driver takes
+    "driver_replicates_per_s": "1/s",  # D: what one driver takes (at the margin)
     "fixed_s": "s, difference",  # f (>= 0): a run's wall time beyond its computing
     # the worker count from which the driver is the ceiling; null: never
     "saturating_workers": "ratio",
@@ -213,9 +222,14 @@ def import_task_modules() -> None:
 
 
 def measure(
-    workers: int, tmp: Path, sizes: dict[str, int], worker_start: str = "forkserver"
+    workers: int,
+    tmp: Path,
+    sizes: dict[str, int],
+    worker_start: str = "forkserver",
+    margin: bool = False,
 ) -> dict[str, Any]:
-    """One record: a fresh cluster of ``workers``, its start, the sweep, the probe."""
+    """One record: a fresh cluster of ``workers``, its start, the sweep, the probe; and
+    with ``margin`` the sweep again with twice the replicates (the driver's margin)."""
     from distributed import Client
 
     from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config, usable_cores
@@ -243,6 +257,17 @@ def measure(
         )
         probe = load_sweep(str(probe_file))
         probe_wall, probe_compute, _, _ = timed_run(probe, tmp / f"probe-{workers}.zarr", client)
+        more: dict[str, Any] = {}
+        if margin:
+            # The sweep again, then with twice the replicates: the first run paid the
+            # process's first imports and first writes, which the difference must not hold.
+            _, _, done_again, again = timed_run(scale, tmp / f"again-{workers}.zarr", client)
+            double = load_sweep("scale", replicates=2 * sizes["replicates"])
+            _, _, done_twice, twice = timed_run(double, tmp / f"twice-{workers}.zarr", client)
+            extra = twice["total"] - again["total"]
+            # At tiny sizes (--quick) the difference is noise, and may be <= 0.
+            rate = (done_twice - done_again) / extra if extra > 0 else None
+            more["driver_margin_replicates_per_cpu_s"] = rate and round(rate, 1)
     return {
         "workers": workers,
         "cores": usable_cores(),
@@ -265,6 +290,7 @@ def measure(
         "probe_wall_s": round(probe_wall, 3),
         "probe_compute_s": round(probe_compute, 3),
         "probe_over_bound": round(probe_wall / (probe_compute / workers + ready), 3),
+        **more,
     }
 
 
@@ -292,11 +318,12 @@ def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     a worker ``u`` more (the task's loop, packing the results), and a run costs ``f``
     once (the store's creation, the closing): least squares of what each wall time
     leaves, ``wall - R c(w) / w = f + u R / w``, for ``R`` replicates. One driver takes
-    at most ``D`` replicates a second (the median of ``driver_replicates_per_cpu_s``:
-    the client, the scheduler and the nannies share one interpreter; its fixed CPU, the
-    store's creation above all, counts too, so ``D`` is low: on small runs very, on the
-    full table by about a quarter on 2 cores, and driver-bound projections are that
-    much too slow). A run then takes
+    at most ``D`` replicates a second: ``driver_margin_replicates_per_cpu_s`` (the
+    client, the scheduler and the nannies share one interpreter; what twice the
+    replicates cost it more, on the largest count), or where no record has it, the
+    median of ``driver_replicates_per_cpu_s``, whose fixed CPU (the imports, the
+    store's creation) makes ``D`` low: at 200,000 replicates about 10 times, on a
+    16-core Xeon, and driver-bound projections that much too slow. A run then takes
 
         ``wall(w) = f + R max((c(w) + u) / w, 1 / D)``,
 
@@ -325,7 +352,10 @@ def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     contention = slope / c1
     own = c1 * (1 + contention * (workers - 1))
     share, fixed = nonnegative_line(replicates / workers, walls - replicates * own / workers)
-    driver = float(np.median([r["driver_replicates_per_cpu_s"] for r in records]))
+    margins = [r.get("driver_margin_replicates_per_cpu_s") for r in records]
+    margins = [m for m in margins if m]
+    whole = [r["driver_replicates_per_cpu_s"] for r in records]
+    driver = float(np.median(margins or whole))
     one = min(records, key=lambda r: r["workers"])
     if "probe_n" not in one:
         raise ValueError("records without probe_n (scaling.py before 2026-11-27): run it again")
@@ -428,9 +458,10 @@ def fit_text(model: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def measured_apart(workers: int, args: argparse.Namespace) -> dict[str, Any]:
+def measured_apart(workers: int, args: argparse.Namespace, margin: bool) -> dict[str, Any]:
     """The record of ``workers``, measured by this script in a process of its own."""
     command = [sys.executable, __file__, "--json", "--workers", str(workers)]
+    command += ["--margin"] if margin else []
     command += ["--quick"] if args.quick else []
     command += ["--replicates", str(args.replicates)] if args.replicates else []
     command += ["--worker-start", args.worker_start]
@@ -458,6 +489,12 @@ def main(argv: list[str] | None = None) -> int:
         default="forkserver",
         help="how the local workers start (the local cluster's worker_start option)",
     )
+    parser.add_argument(
+        "--margin",
+        action="store_true",
+        help="also the sweep with twice the replicates, for the driver's margin (without "
+        "--workers: on the largest count; with it: on each count listed)",
+    )
     args = parser.parse_args(argv)
     if args.fit:
         model = fit(json.loads(Path(args.fit).read_text()))
@@ -479,11 +516,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     records = []
     for workers in counts:
+        # Without --workers, the largest count; with it, where --margin asks (each count
+        # measured apart gets --workers and the parent's choice).
+        margin = args.margin if args.workers else workers == max(counts)
         if len(counts) == 1:
             with tempfile.TemporaryDirectory(prefix="ldpsim-scaling-") as name:
-                record = measure(workers, Path(name), sizes, args.worker_start)
+                record = measure(workers, Path(name), sizes, args.worker_start, margin)
         else:  # each count in a new process, as a run starts its cluster
-            record = measured_apart(workers, args)
+            record = measured_apart(workers, args, margin)
         records.append(record)
         records[-1]["speedup"] = round(records[0]["wall_s"] / records[-1]["wall_s"], 3)
         if not args.json:

@@ -225,8 +225,16 @@ def test_scaling_output_has_the_documented_fields(outputs):
     records = outputs["scaling"]
     assert isinstance(records, list) and records
     assert records[0]["workers"] == 1 and records[0]["speedup"] == 1.0
+    margin = "driver_margin_replicates_per_cpu_s"
+    largest = max(record["workers"] for record in records)
+    without = {k: v for k, v in constants["JSON_FIELDS"].items() if k != margin}
     for record in records:
-        check_record(record, constants["JSON_FIELDS"], f"scaling.py {record['workers']}")
+        # The driver's margin in the largest count's record only; null where --quick's
+        # difference of two tiny runs was noise.
+        assert (margin in record) == (record["workers"] == largest)
+        checked = {k: v for k, v in record.items() if k != margin or v is not None}
+        fields = constants["JSON_FIELDS"] if margin in checked else without
+        check_record(checked, fields, f"scaling.py {record['workers']}")
 
 
 #: A fresh process that must succeed, its output as text.
@@ -276,6 +284,9 @@ def test_the_fit_recovers_the_model_that_made_the_records():
     assert not projected[1_000_000, 1]["driver_bound"]
     assert projected[1_000_000, 1]["wall_s"] == pytest.approx(fixed + 1e7 * cost / 32, abs=0.1)
     assert projected[1_000_000, 100]["driver_bound"]
+    # A record with the driver's margin: D is that, not the whole runs' rate.
+    records[-1]["driver_margin_replicates_per_cpu_s"] = 2e6
+    assert fit(records)["driver_replicates_per_s"] == 2e6
 
 
 def test_the_fit_of_the_quick_run_has_the_documented_fields(outputs, tmp_path):
