@@ -90,7 +90,7 @@ QUICK_ENV = "LDPSIM_GPU_MACHINE_QUICK"
 QUICK_N = 300
 QUICK_REPLICATES = 4
 #: The kill-and-resume sweep: small chunks, so that a kill lands between writes. At
-#: n = 1e5 (4,000 replicates) the whole sweep took 2 s once the workers had compiled, on
+#: n = 1e5 (2 x 4,000 replicates) the whole sweep took 2 s once the workers had compiled, on
 #: both H200 runs, and its store's first done flags came with the last: nothing was
 #: interrupted. At n = 1e6 a launch of 100 replicates takes about 0.3 s.
 KILL_SWEEP = """
@@ -137,8 +137,8 @@ PARTS = [
     Part("gpu-benchmark", 90, gpu=True),
     Part("validation", 100, gpu=True),
     Part("kill-resume", 70, gpu=True),
-    Part("scaling", 120, gpu=False),
-    Part("end-to-end", 160, gpu=True),
+    Part("scaling", 130, gpu=False),
+    Part("end-to-end", 150, gpu=True),
 ]
 
 
@@ -389,7 +389,7 @@ def task_stream_totals(
     the seconds of each worker's first task of that kind (a fresh worker's first task
     loads its compiled code)."""
     totals: dict[str, dict[str, Any]] = {}
-    firsts: dict[tuple[str, str], tuple[float, float]] = {}
+    firsts: dict[str, dict[str, float]] = {}
     for record in sorted(stream, key=lambda r: min(p["start"] for p in r["startstops"])):
         name = "launches" if str(record["key"]).endswith("-gpu") else "methods"
         entry = totals.setdefault(
@@ -407,13 +407,12 @@ def task_stream_totals(
             entry["first_s"] = min(entry["first_s"], part["start"] - start)
             entry["last_s"] = max(entry["last_s"], part["stop"] - start)
         worker = str((names or {}).get(record.get("worker"), record.get("worker")))
-        firsts.setdefault((name, worker), (compute, entry["last_s"]))
+        firsts.setdefault(name, {}).setdefault(worker, round(compute, 3))
     out: dict[str, Any] = {
         name: {k: round(v, 4) for k, v in entry.items()} for name, entry in totals.items()
     }
     for name in out:
-        seconds = sorted(c for (kind, _), (c, _) in firsts.items() if kind == name)
-        out[name]["first_task_per_worker_s"] = [round(c, 3) for c in seconds]
+        out[name]["first_task_s_by_worker"] = firsts[name]
     return out
 
 

@@ -322,8 +322,8 @@ def fit(records: list[dict[str, Any]]) -> dict[str, Any]:
     client, the scheduler and the nannies share one interpreter; what twice the
     replicates cost it more, on the largest count), or where no record has it, the
     median of ``driver_replicates_per_cpu_s``, whose fixed CPU (the imports, the
-    store's creation) makes ``D`` low: at 200,000 replicates about 10 times, on a
-    16-core Xeon, and driver-bound projections that much too slow. A run then takes
+    store's creation) makes ``D`` low: at 200,000 replicates a sixth of the margin's on
+    the 2-core machine, and driver-bound projections that much too slow. A run then takes
 
         ``wall(w) = f + R max((c(w) + u) / w, 1 / D)``,
 

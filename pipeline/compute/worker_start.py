@@ -16,16 +16,17 @@ other choice is kept; other platforms keep 'spawn'). The option ``worker_start: 
 (``--cluster-option worker_start=spawn``) keeps Dask's start. Both local clusters fork:
 ``local`` and ``local-gpu``. On a GPU machine (one H200 and 15 CPU workers, 2026-11-30)
 the forked workers' first chunks of interval methods took 1.0-1.5 s instead of 3.6-5.5 s
-when spawned, and ``ldpsim run scale --backend gpu --cluster local-gpu`` 16.2 s instead
-of 23.8 s end to end (docs/performance.md, with its caveat: an install there without
-bytecode). The server imports no CUDA module, so a GPU
+when spawned (docs/performance.md, with its caveat: an install there without bytecode;
+``ldpsim run scale --backend gpu --cluster local-gpu`` took 16.2 s end to end forked,
+15.4-23.8 s spawned, one run against three). The server imports no CUDA module, so a GPU
 worker initializes CUDA after its fork, with its own ``CUDA_VISIBLE_DEVICES`` (which its
 nanny sets in the forked process).
 
 The server is started once per driver process, by its first cluster, and serves later
 ones: its workers have the code and the environment of that moment. A later cluster
 forks from it only while neither changed (:func:`start_fingerprint`: the environment
-variables that matter, ``sys.path`` and the size and modification time of ldpsim's source files); a
+variables that matter, but those Dask's nanny sets itself, ``sys.path`` and the size
+and modification time of ldpsim's source files); a
 notebook that edited ldpsim or changed a variable gets spawned workers, which import the
 code as it is now. A worker a nanny restarts is spawned too.
 """
@@ -82,19 +83,40 @@ ENVIRONMENT_PREFIXES = (
     "DASK_",
 )
 
+#: Variables that Dask's nanny sets in the driver's environment when it starts its
+#: first worker, and in every worker's, forked or spawned, whatever the driver had:
+#: ``distributed.nanny.pre-spawn-environ`` (its defaults) and ``PYTHONHASHSEED``.
+#: :func:`start_fingerprint` leaves them out, so that a driver's later clusters fork
+#: from the server its first one started (they changed the driver's environment, not
+#: what a worker gets).
+NANNY_VARIABLES = frozenset(
+    {
+        "MALLOC_TRIM_THRESHOLD_",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "PYTHONHASHSEED",
+    }
+)
+
 #: The fingerprint of the driver when it started the forkserver (None: not started).
 _server_fingerprint: str | None = None
 
 
 def start_fingerprint() -> str:
     """A hash of what a forked worker inherits from the moment its server started: the
-    environment variables of :data:`ENVIRONMENT_PREFIXES`, ``sys.path``, and the size and
-    modification time of every source file of :data:`SOURCE_PACKAGES`."""
+    environment variables of :data:`ENVIRONMENT_PREFIXES` but :data:`NANNY_VARIABLES`,
+    ``sys.path``, and the size and modification time of every source file of
+    :data:`SOURCE_PACKAGES`."""
     import hashlib
     import importlib
 
     digest = hashlib.sha256()
-    variables = {k: v for k, v in os.environ.items() if k.startswith(ENVIRONMENT_PREFIXES)}
+    variables = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(ENVIRONMENT_PREFIXES) and k not in NANNY_VARIABLES
+    }
     digest.update(repr(sorted(variables.items())).encode())
     digest.update(repr(sys.path).encode())
     for name in SOURCE_PACKAGES:

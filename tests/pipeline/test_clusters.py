@@ -205,6 +205,7 @@ if __name__ == "__main__":
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
     print(start_server_early(), "distributed" in sys.modules)
     print(states())
+    print(states())
     os.environ["LDPSIM_START_MARK"] = "second"
     del os.environ["LDPSIM_GONE"]
     print(states())
@@ -217,9 +218,11 @@ def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(t
     and set numba up (ldpsim.pipeline.compute.worker_start, forkserver_preload): they hold
     them before their first task. The server may start before distributed is imported
     (start_server_early, as `ldpsim run` does for a new store); the cluster then forks
-    from it. A later cluster of the same driver, after its environment changed, spawns
-    its workers: they see the new environment, not the server's (a variable removed
-    stays removed). worker_start: spawn always spawns."""
+    from it, and so does the driver's next cluster, although Dask's nanny set its
+    variables (OMP_NUM_THREADS, PYTHONHASHSEED, ...) in the driver meanwhile. A later
+    cluster of the same driver, after its environment changed, spawns its workers: they
+    see the new environment, not the server's (a variable removed stays removed).
+    worker_start: spawn always spawns."""
     script = tmp_path / "fork.py"
     script.write_text(FORK_SCRIPT)
     done = subprocess.run(
@@ -228,6 +231,7 @@ def test_local_workers_fork_with_ldpsim_imported_until_the_environment_changes(t
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "True False",
+        "[(True, True, 'first', 'here')]",
         "[(True, True, 'first', 'here')]",
         "[(False, False, 'second', None)]",
         "[(False, False, 'second', None)]",
