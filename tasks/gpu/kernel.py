@@ -390,6 +390,32 @@ def _buffers(rows: int, n_reps: int):
     return device[:size].reshape(rows, n_reps), host[:size].reshape(rows, n_reps)
 
 
+def _device_inputs(arrays: tuple[np.ndarray, ...], stream) -> list:
+    """This thread's device copies of the launch's 1-d input ``arrays``, copied on
+    ``stream``: views of buffers kept per thread (one per input), grown (never shrunk)
+    when a launch needs more.
+
+    Once they are large enough, a launch allocates nothing on the device and so frees
+    nothing: numba frees arrays in batches, with ``cuMemFree``, which may wait for every
+    stream of the device, and so for the kernel of another thread's launch.
+    """
+    kept = getattr(_thread_state, "inputs", None)
+    if kept is None:
+        kept = _thread_state.inputs = [None] * len(arrays)
+    views = []
+    for i, array in enumerate(arrays):
+        if array.size == 0:  # numba allocates nothing for an empty array
+            views.append(cuda.to_device(array, stream=stream))
+            continue
+        buffer = kept[i]
+        if buffer is None or buffer.size < array.size or buffer.dtype != array.dtype:
+            buffer = kept[i] = cuda.device_array(array.size, dtype=array.dtype)
+        view = buffer[: array.size]
+        view.copy_to_device(array, stream=stream)
+        views.append(view)
+    return views
+
+
 def _launch(
     model, mechanism, model_params, mech_params, theta0, c, gamma, batch, cuts, points,
     key, reps, full_matrix, times,
@@ -417,8 +443,7 @@ def _launch(
     # every thread's work, whatever NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM says under its
     # NVIDIA bindings. The simulator has one stream.
     stream = 0 if config.ENABLE_CUDASIM else cuda.per_thread_default_stream()
-    arrays = (model_params, mech_params, theta0, cuts, point_of, reps)
-    inputs = [cuda.to_device(a, stream=stream) for a in arrays]
+    inputs = _device_inputs((model_params, mech_params, theta0, cuts, point_of, reps), stream)
     before, after = cuda.event(), cuda.event()
     blocks, threads = launch_shape(n_reps)
     launch = kernel[blocks, threads] if config.ENABLE_CUDASIM else kernel[blocks, threads, stream]
