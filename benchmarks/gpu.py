@@ -17,6 +17,12 @@ A case of ``waves`` launches that many times the replicates resident at once on 
 GPU (its multiprocessors times the blocks of the kernel's registers that fit on one:
 :func:`ldpsim.tasks.gpu.kernel.replicates_per_wave`), so that no wave runs part-empty.
 
+Then one more record, ``side_by_side``: :data:`SIDE_BY_SIDE_LAUNCHES` launches of
+:data:`SIDE_BY_SIDE_CASE`, first one after the other in one thread, then at once, one a
+thread, as a GPU worker's threads run them (each thread's own default stream:
+:func:`ldpsim.tasks.gpu.kernel.run_gpu_replicates`). Their ratio is near 1 where the
+device runs them one after the other, near 1 / launches where it runs them side by side.
+
 ``--sweep NAME`` (repeatable) runs that built-in sweep end to end on the GPU backend
 (``ldpsim run NAME --backend gpu --cluster local-gpu``) into a temporary store and says
 where its time went: the wall time, the GPU launches' seconds (summed over launches)
@@ -104,6 +110,20 @@ SWEEP_FIELDS = {
     "wall_s": "s",
     "launch_s": "s",
     "methods_core_s": "s",
+}
+#: The side-by-side record: this many launches of this case (0.33 s a launch on an H200,
+#: 1,000 threads: a small part of the device, as paper-table1's n = 1e8 launches are).
+SIDE_BY_SIDE_LAUNCHES = 4
+SIDE_BY_SIDE_CASE = {"model": "quantile", "eps": 1.0, "n": 1_000_000, "replicates": 1_000}
+#: The fields of the side-by-side record.
+SIDE_BY_SIDE_FIELDS = {
+    "kind": "name",
+    "case": "name",
+    "device": "name",
+    "launches": "count",
+    "one_after_another_s": "s",
+    "side_by_side_s": "s",
+    "ratio": "ratio",
 }
 #: ``--quick``'s sizes. In the simulator each replicate of a launch is a Python thread
 #: that runs its n steps: the quick run took 4.0 to 5.8 CPU-seconds at n = 200 and 4
@@ -226,6 +246,44 @@ def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict
     }
 
 
+def side_by_side(case: dict[str, Any], launches: int, device: str) -> dict[str, Any]:
+    """``launches`` launches of ``case``: their seconds one after the other in this
+    thread, and at once, one a thread (each thread's first launch, which sets up its
+    context and buffers, before; a barrier starts the timed ones together)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = {k: v for k, v in case.items() if k != "replicates"}
+    setup = GridPointSetup.of(normalize_spec({**spec, "methods": METHODS, "backend": "gpu"}))
+    reps = np.arange(case["replicates"])
+    setup.run_gpu(reps)  # compiles; this thread's buffers
+    start = time.perf_counter()
+    for _ in range(launches):
+        setup.run_gpu(reps)
+    one_after_another = time.perf_counter() - start
+    ready = threading.Barrier(launches)
+
+    def launch(_: int) -> tuple[float, float]:
+        setup.run_gpu(reps)  # this thread's context and buffers
+        ready.wait()
+        begin = time.perf_counter()
+        setup.run_gpu(reps)
+        return begin, time.perf_counter()
+
+    with ThreadPoolExecutor(launches) as pool:
+        spans = list(pool.map(launch, range(launches)))
+    together = max(stop for _, stop in spans) - min(begin for begin, _ in spans)
+    return {
+        "kind": "side_by_side",
+        "case": case_name(case),
+        "device": device,
+        "launches": launches,
+        "one_after_another_s": float(f"{max(one_after_another, 1e-9):.4g}"),
+        "side_by_side_s": float(f"{max(together, 1e-9):.4g}"),
+        "ratio": round(together / one_after_another, 3),
+    }
+
+
 def run_sweep_timed(name: str, device: str, replicates: int | None) -> dict[str, Any]:
     """``ldpsim run NAME --backend gpu --cluster local-gpu``; where its time went."""
     from ldpsim.pipeline import api
@@ -280,6 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [c for i, c in enumerate(quick) if c not in quick[:i]]
     for case in [] if args.skip_kernels else chosen:
         records.append(measure(case, repeats, sizes["cpu_n"], device))
+        if not args.json:
+            print(json.dumps(records[-1]), flush=True)
+    if not args.skip_kernels:
+        case = SIDE_BY_SIDE_CASE
+        if args.quick:
+            case = {**case, **{k: QUICK[k] for k in ("n", "replicates")}}
+        records.append(side_by_side(case, SIDE_BY_SIDE_LAUNCHES, device))
         if not args.json:
             print(json.dumps(records[-1]), flush=True)
     for name in args.sweep:

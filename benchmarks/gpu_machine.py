@@ -20,7 +20,7 @@ what it runs, first thing, so that none of those minutes goes to preparation:
    next one starts. Together they fit in :data:`BUDGET_S`:
 
    - ``gpu-benchmark``: ``benchmarks/gpu.py`` (kernel-only and end to end, stage by
-     stage, every case);
+     stage, every case; 4 launches one after the other and side by side);
    - ``validation``: the cells of docs/studies/gpu.md on the GPU (all 8 measured on an
      H200, 2026-11-29; a rerun checks the kernel of the day), each summarized as JSON;
    - ``kill-resume``: a GPU sweep killed (SIGKILL) part-way and resumed, against an

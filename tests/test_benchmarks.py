@@ -214,10 +214,15 @@ def test_gpu_output_has_the_documented_fields(outputs):
         json.dumps({k: v for k, v in case.items() if k not in sized}, sort_keys=True)
         for case in constants["CASES"]
     }
-    assert len(records) == len(cases)
-    for record in records:
+    *kernels, together = records
+    assert len(kernels) == len(cases)
+    for record in kernels:
         check_record(record, constants["JSON_FIELDS"], f"gpu.py {record['case']}")
         assert record["kind"] == "kernel" and record["device"] == "simulator"
+    # Then the launches side by side (in the simulator one at a time: a lock).
+    check_record(together, constants["SIDE_BY_SIDE_FIELDS"], "gpu.py side_by_side")
+    assert together["kind"] == "side_by_side"
+    assert together["launches"] == constants["SIDE_BY_SIDE_LAUNCHES"]
 
 
 def test_scaling_output_has_the_documented_fields(outputs):
