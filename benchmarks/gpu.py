@@ -177,13 +177,25 @@ def wave_replicates(setup: GridPointSetup, waves: int, device: str) -> int:
     return waves * kernel.replicates_per_wave(registers, multiprocessors)
 
 
+def case_spec(case: dict[str, Any]) -> dict[str, Any]:
+    """The spec of a case: its items but the launch's size (replicates or waves)."""
+    return {k: v for k, v in case.items() if k not in ("replicates", "waves")}
+
+
+def gpu_setup(case: dict[str, Any]) -> GridPointSetup:
+    """The GPU backend's set-up of a case's spec, with :data:`METHODS`."""
+    return GridPointSetup.of(
+        normalize_spec({**case_spec(case), "methods": METHODS, "backend": "gpu"})
+    )
+
+
 def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict[str, Any]:
     """One record: the launch's median seconds, its stages, throughput and the CPU core
     beside it."""
     from ldpsim.tasks.gpu.kernel import LaunchTimes
 
-    spec = {k: v for k, v in case.items() if k not in ("replicates", "waves")}
-    setup = GridPointSetup.of(normalize_spec({**spec, "methods": METHODS, "backend": "gpu"}))
+    spec = case_spec(case)
+    setup = gpu_setup(case)
     start = time.perf_counter()
     # A first launch, of one replicate, compiles (once per process and kernel); a case of
     # whole waves then counts the compiled kernel's registers. (In numba's CUDA simulator
@@ -253,8 +265,7 @@ def side_by_side(case: dict[str, Any], launches: int, device: str) -> dict[str, 
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    spec = {k: v for k, v in case.items() if k != "replicates"}
-    setup = GridPointSetup.of(normalize_spec({**spec, "methods": METHODS, "backend": "gpu"}))
+    setup = gpu_setup(case)
     reps = np.arange(case["replicates"])
     setup.run_gpu(reps)  # compiles; this thread's buffers
     start = time.perf_counter()
