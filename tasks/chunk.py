@@ -78,7 +78,8 @@ class ChunkStreams(Sequence):
     at which those streams start, all in one compiled call
     (:meth:`ldpsim.tasks.grid_point.GridPointSetup.method_states`): :meth:`states`, which
     a built-in method drawing from every stream of a chunk at once uses instead of the
-    Generators (bb's multipliers, :func:`ldpsim.tasks.intervals.bootstrap.chunk_multipliers`).
+    Generators (bb's multipliers,
+    :func:`ldpsim.tasks.intervals.bootstrap_bounds.multiplier_bounds`).
     """
 
     def __init__(

@@ -275,7 +275,7 @@ class GridPointSetup:
         (a child of its seed sequence, spawn key extended by ``point``). The point n,
         or None, is the method's own stream, as a replicate uses it at n. A Generator
         on such a state draws, as it starts, what those streams draw
-        (:func:`ldpsim.tasks.streams.multipliers.draw_multipliers_batch` draws bb's
+        (:func:`ldpsim.tasks.intervals.bootstrap_bounds.multiplier_bounds` draws bb's
         multipliers from them directly).
 
         Parameters

@@ -69,22 +69,119 @@ def column_quantiles(values, buffer, previous, following, weight, selected, out)
     """The quantiles of ``values`` (1-d) at :func:`linear_positions` into ``out``.
 
     ``buffer`` (as long as ``values``) is overwritten. The order statistics are selected
-    (:func:`select_ranks`); between two of them the value is numpy's ``_lerp``: a + (b -
-    a) t, or b - (b - a)(1 - t) for t >= 0.5. A NaN among the values gives NaN.
+    (:func:`keep_extremes` where every rank lies near an end of the sample, else
+    :func:`select_ranks` on a copy); between two of them the value is numpy's ``_lerp``:
+    a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5. A NaN among the values gives NaN.
     """
     count = values.shape[0]
+    has_nan = False
     for i in range(count):
-        if np.isnan(values[i]):
-            out[:] = np.nan
-            return
-        buffer[i] = values[i]
-    select_ranks(buffer, selected)
+        has_nan |= np.isnan(values[i])
+    if has_nan:
+        out[:] = np.nan
+        return
+    n_low, n_high = extreme_counts(count, selected)
+    if n_low * n_low <= EXTREMES_FACTOR * count and n_high * n_high <= EXTREMES_FACTOR * count:
+        keep_extremes(values, n_low, n_high, buffer)
+    else:
+        for i in range(count):  # element by element: a slice copy compiles numba's
+            buffer[i] = values[i]  # broadcasting copy, seconds of a cold start
+        select_ranks(buffer, selected)
     for p in range(previous.shape[0]):
         low = buffer[previous[p]]
         high = buffer[following[p]]
         step = high - low
         t = weight[p]
         out[p] = high - step * (1.0 - t) if t >= 0.5 else low + step * t
+
+
+#: :func:`column_quantiles` keeps the extremes (:func:`keep_extremes`) where the values
+#: kept at each end, k, satisfy k^2 <= EXTREMES_FACTOR * count, and selects otherwise.
+#: Their costs, compiled, per sample at the 0.025 and 0.975 quantiles: 1.2 against 3.4 us
+#: at count 200 (k = 6), 3.2 against 8.1 at 500, 15.7 against 31.7 at 2,000 (k = 51),
+#: 60 against 79 at 5,000 (k = 126), 179 against 156 at 10,000 (k = 251).
+EXTREMES_FACTOR = 4
+
+
+@njit(cache=True)
+def extreme_counts(count, ranks):
+    """How many of the smallest and of the largest values hold ``ranks`` (sorted,
+    distinct, 0-based, below ``count``): ranks below count / 2 count from the bottom,
+    the others from the top. (0, 0) for no ranks."""
+    n_low, n_high = 0, 0
+    for k in ranks:
+        if 2 * k < count:
+            n_low = k + 1
+        elif n_high == 0:
+            n_high = count - k
+    return n_low, n_high
+
+
+@njit(cache=True)
+def keep_extremes(values, n_low, n_high, out):
+    """Write the ``n_low`` smallest of ``values`` (1-d, no NaN) into ``out[:n_low]``,
+    ascending, and the ``n_high`` largest into ``out[count - n_high:]``, ascending:
+    ``out[k]`` is then the k-th smallest value (0-based) for every k below ``n_low``
+    and from ``count - n_high`` on (n_low + n_high <= count). ``values`` is not changed.
+
+    One pass per end, each with a sorted buffer of the values kept so far: a value goes
+    in only where it beats the buffer's last, which after the first few values is rare
+    (about k log(count / k) insertions of k steps each). Equal values are interchangeable:
+    only the sign of a zero could tell them apart, and bb's draws (sums from 0.0) and
+    their ratios to an sd are never -0.0.
+    """
+    if n_low > 0:
+        _keep_smallest(values, n_low, out)
+    if n_high > 0:
+        _keep_largest(values, n_high, out)
+
+
+@njit(cache=True, inline="always")
+def _keep_smallest(values, keep, out):
+    # out[:keep]: ascending. The first `keep` values by insertion, then only a value
+    # below the largest kept.
+    for i in range(keep):
+        value = values[i]
+        p = i
+        while p > 0 and value < out[p - 1]:
+            out[p] = out[p - 1]
+            p -= 1
+        out[p] = value
+    last = keep - 1
+    bound = out[last]
+    for i in range(keep, values.shape[0]):
+        value = values[i]
+        if value < bound:
+            p = last
+            while p > 0 and value < out[p - 1]:
+                out[p] = out[p - 1]
+                p -= 1
+            out[p] = value
+            bound = out[last]
+
+
+@njit(cache=True, inline="always")
+def _keep_largest(values, keep, out):
+    # out[count - keep:]: ascending, filled from its end (out[count - 1] the largest).
+    top = values.shape[0] - 1
+    for i in range(keep):
+        value = values[i]
+        p = i
+        while p > 0 and value > out[top - p + 1]:
+            out[top - p] = out[top - p + 1]
+            p -= 1
+        out[top - p] = value
+    last = keep - 1
+    bound = out[top - last]
+    for i in range(keep, values.shape[0]):
+        value = values[i]
+        if value > bound:
+            p = last
+            while p > 0 and value > out[top - p + 1]:
+                out[top - p] = out[top - p + 1]
+                p -= 1
+            out[top - p] = value
+            bound = out[top - last]
 
 
 @njit(cache=True)

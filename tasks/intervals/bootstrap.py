@@ -10,17 +10,21 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, get_args
 
 import numpy as np
-from numba import njit
 
+from ldpsim.tasks.compile_lock import in_turn
 from ldpsim.tasks.intervals.base import IntervalMethod
-from ldpsim.tasks.intervals.critical_values import student_t_quantile
-from ldpsim.tasks.quantiles import column_quantiles, linear_positions
-from ldpsim.tasks.stats import StackedStats, StreamingStats, floor_power, sum_rows_as_numpy
-from ldpsim.tasks.streams.multipliers import (
-    Multiplier,
-    draw_multipliers,
-    draw_multipliers_batch,
+from ldpsim.tasks.intervals.bootstrap_bounds import (
+    BASIC,
+    PERCENTILE,
+    SUP_T,
+    multiplier_bounds,
+    sup_t_replicate,
+    symmetric_bounds,
 )
+from ldpsim.tasks.intervals.critical_values import student_t_quantile
+from ldpsim.tasks.quantiles import linear_positions
+from ldpsim.tasks.stats import StackedStats, StreamingStats, floor_power
+from ldpsim.tasks.streams.multipliers import Multiplier, draw_multipliers, multiplier_code
 from ldpsim.tasks.validation import check_choice, check_float, check_int
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
@@ -215,7 +219,8 @@ class BlockBootstrap(IntervalMethod):
         """Every replicate's interval: (lower, upper) (R, d) and ``failed`` (R,), True
         where a coordinate's bootstrap sd is 0 (t form, simultaneous bands; its bounds
         NaN). The same numbers for a replicate alone or in a chunk, on every machine:
-        compiled sums in a fixed order (:func:`bootstrap_draws`), no BLAS product."""
+        compiled sums in a fixed order (:mod:`ldpsim.tasks.intervals.bootstrap_bounds`),
+        no BLAS product."""
         n = stats.n
         if self.n_blocks(n) < 2:
             raise ValueError(f"bb needs at least 2 blocks; n = {n} gives {self.n_blocks(n)}.")
@@ -236,161 +241,37 @@ class BlockBootstrap(IntervalMethod):
             return lower, upper, failed
         alpha = 1.0 - level
         probs = (level,) if self.simultaneous else (alpha / 2, 1 - alpha / 2)
-        previous, following, weight, selected = linear_positions(self.B, probs)
-        # A block of replicates at a time: their multipliers and draws stay in memory.
+        positions = linear_positions(self.B, probs)
+        form = SUP_T if self.simultaneous else BASIC if self.form == "basic" else PERCENTILE
+        code = multiplier_code(self.multiplier)
+        states = getattr(rngs, "states", None)
+        batch = states() if callable(states) else None
+        if batch is not None:  # every replicate's multipliers drawn in the compiled call
+            none_given = np.empty((0, self.B, n_blocks))
+            in_turn(multiplier_bounds)(
+                code, batch, none_given, centred, scale, form, *positions, theta_bar,
+                lower, upper, failed,
+            )  # fmt: skip
+            return lower, upper, failed
+        # Generators only (a replicate alone): numpy draws the multipliers, a block of
+        # replicates at a time, so that they stay in memory.
+        no_states = np.empty((0, 4), dtype=np.uint64)
         rows = max(1, MULTIPLIERS_HELD // (self.B * n_blocks))
         for start in range(0, shape[0], rows):
             part = slice(start, min(start + rows, shape[0]))
-            multipliers = chunk_multipliers(self.multiplier, (self.B, n_blocks), rngs[part])
-            draws = bootstrap_draws(multipliers, centred[part], scale)
-            positions = (previous, following, weight, selected)
-            if self.simultaneous:
-                sup_t_bounds(
-                    theta_bar[part], draws, *positions, lower[part], upper[part], failed[part]
-                )
-            else:
-                basic = self.form == "basic"
-                quantile_bounds(
-                    theta_bar[part], draws, *positions, basic, lower[part], upper[part]
-                )
+            given = np.stack(
+                [draw_multipliers(self.multiplier, (self.B, n_blocks), rng) for rng in rngs[part]]
+            )
+            in_turn(multiplier_bounds)(
+                code, no_states, given, centred[part], scale, form, *positions,
+                theta_bar[part], lower[part], upper[part], failed[part],
+            )  # fmt: skip
         return lower, upper, failed
 
 
-#: Multipliers held at once by bb's batched path (float64s, 16 MB): a chunk's
-#: replicates are drawn and bootstrapped this many at a time.
+#: Multipliers drawn by numpy's Generators held at once by bb (float64s, 16 MB): where a
+#: chunk's streams are Generators only, its replicates are bootstrapped this many at a time.
 MULTIPLIERS_HELD = 2**21
-
-
-def chunk_multipliers(
-    kind: Multiplier, size: tuple[int, int], rngs: Sequence[np.random.Generator]
-) -> np.ndarray:
-    """The multipliers of a chunk's replicates, (R, B, m): row i is what
-    :func:`ldpsim.tasks.streams.multipliers.draw_multipliers` draws from ``rngs[i]``,
-    replicate i's own stream (advanced as by that draw).
-
-    The one place bb's multipliers are drawn: all of them in one compiled call where
-    ``rngs`` can give its streams' states (:class:`ldpsim.tasks.chunk.ChunkStreams`:
-    :func:`ldpsim.tasks.streams.multipliers.draw_multipliers_batch`, the same numbers,
-    streams left where they were, as nothing draws from them after bb), else numpy's
-    Generator per replicate.
-    """
-    states = getattr(rngs, "states", None)
-    batch = states() if callable(states) else None
-    if batch is not None:
-        return draw_multipliers_batch(kind, batch, size)
-    out = np.empty((len(rngs), *size))
-    for i in range(len(rngs)):
-        out[i] = draw_multipliers(kind, size, rngs[i])
-    return out
-
-
-@njit(cache=True)
-def bootstrap_draws(multipliers, centred, scale):
-    """theta*_r = sum_k e_rk centred_k / (m l) of each replicate: (R, B, d) from the
-    multipliers (R, B, m), the block deviations (R, m, d) and ``scale`` = m l.
-
-    Each sum runs over the blocks in order, from 0: the same bits on every machine (a
-    BLAS product's order depends on its kernel, which OpenBLAS picks by processor).
-    """
-    n_reps, n_draws, n_blocks = multipliers.shape
-    d = centred.shape[2]
-    draws = np.empty((n_reps, n_draws, d))
-    for r in range(n_reps):
-        for b in range(n_draws):
-            for j in range(d):
-                total = 0.0
-                for k in range(n_blocks):
-                    total += multipliers[r, b, k] * centred[r, k, j]
-                draws[r, b, j] = total / scale
-    return draws
-
-
-@njit(cache=True)
-def quantile_bounds(theta_bar, draws, previous, following, weight, selected, basic, lower, upper):
-    """bb's 'basic' [theta_bar - q_hi, theta_bar - q_lo] (``basic``) or 'percentile'
-    [theta_bar + q_lo, theta_bar + q_hi] interval of each replicate, q the two quantiles
-    of its draws (:func:`ldpsim.tasks.quantiles.column_quantiles`)."""
-    n_reps, n_draws, d = draws.shape
-    buffer = np.empty(n_draws)
-    q = np.empty(2)
-    for r in range(n_reps):
-        for j in range(d):
-            column_quantiles(draws[r, :, j], buffer, previous, following, weight, selected, q)
-            if basic:
-                lower[r, j] = theta_bar[r, j] - q[1]
-                upper[r, j] = theta_bar[r, j] - q[0]
-            else:
-                lower[r, j] = theta_bar[r, j] + q[0]
-                upper[r, j] = theta_bar[r, j] + q[1]
-
-
-@njit(cache=True)
-def sup_t_bounds(centre, draws, previous, following, weight, selected, lower, upper, failed):
-    """:func:`sup_t_band` of each replicate: draws (R, B, d), bounds (R, d); ``failed``
-    True (bounds NaN) where a coordinate's sd is 0. The sd is numpy's ``std(axis=0,
-    ddof=1)`` in numpy's order of additions (:func:`ldpsim.tasks.stats.sum_rows_as_numpy`)."""
-    n_reps, n_draws, d = draws.shape
-    total = np.empty(d)
-    sd = np.empty(d)
-    squares = np.empty((n_draws, d))
-    largest = np.empty(n_draws)
-    buffer = np.empty(n_draws)
-    critical = np.empty(1)
-    for r in range(n_reps):
-        boot = draws[r]
-        sum_rows_as_numpy(boot, 0, n_draws, total)
-        for b in range(n_draws):
-            for j in range(d):
-                deviation = boot[b, j] - total[j] / n_draws
-                squares[b, j] = deviation * deviation
-        sum_rows_as_numpy(squares, 0, n_draws, sd)
-        zero = False
-        for j in range(d):
-            sd[j] = np.sqrt(sd[j] / (n_draws - 1))
-            zero = zero or not sd[j] > 0.0
-        if zero:
-            failed[r] = True
-            lower[r] = np.nan
-            upper[r] = np.nan
-            continue
-        for b in range(n_draws):
-            top = abs(boot[b, 0]) / sd[0]
-            for j in range(1, d):
-                ratio = abs(boot[b, j]) / sd[j]
-                if ratio > top or np.isnan(ratio):  # np.max: a NaN wins
-                    top = ratio
-            largest[b] = top
-        column_quantiles(largest, buffer, previous, following, weight, selected, critical)
-        for j in range(d):
-            lower[r, j] = centre[r, j] - critical[0] * sd[j]
-            upper[r, j] = centre[r, j] + critical[0] * sd[j]
-
-
-@njit(cache=True)
-def symmetric_bounds(centre, centred, scale, critical, lower, upper, failed):
-    """centre_j +- critical sd_j of each replicate, sd_j = sqrt(sum_k centred_kj^2) /
-    (m l) (:func:`conditional_sd`; ``scale`` = m l), for bb's t form and Sidak's band;
-    ``failed`` True (bounds NaN) where a coordinate's sd is 0 or NaN."""
-    n_reps, n_blocks, d = centred.shape
-    squares = np.empty((n_blocks, d))
-    sd = np.empty(d)
-    for r in range(n_reps):
-        for k in range(n_blocks):
-            for j in range(d):
-                squares[k, j] = centred[r, k, j] * centred[r, k, j]
-        sum_rows_as_numpy(squares, 0, n_blocks, sd)
-        zero = False
-        for j in range(d):
-            sd[j] = np.sqrt(sd[j]) / scale
-            zero = zero or not sd[j] > 0.0
-        if zero:
-            failed[r] = True
-            lower[r] = np.nan
-            upper[r] = np.nan
-            continue
-        for j in range(d):
-            lower[r, j] = centre[r, j] - critical * sd[j]
-            upper[r, j] = centre[r, j] + critical * sd[j]
 
 
 def basic_interval(
@@ -447,14 +328,13 @@ def sup_t_band(
     theory, implementation, and an application to SVARs. J. Appl. Econometrics 34, 1-17.
     """
     draws = np.ascontiguousarray(draws, dtype=np.float64)
-    previous, following, weight, selected = linear_positions(draws.shape[0], (level,))
-    lower, upper = np.empty((1, draws.shape[1])), np.empty((1, draws.shape[1]))
-    failed = np.zeros(1, dtype=np.bool_)
-    centre = np.ascontiguousarray(centre, dtype=np.float64)[None]
-    sup_t_bounds(centre, draws[None], previous, following, weight, selected, lower, upper, failed)
-    if failed[0]:
+    (n_draws, d), positions = draws.shape, linear_positions(draws.shape[0], (level,))
+    lower, upper = np.empty(d), np.empty(d)
+    centre = np.ascontiguousarray(centre, dtype=np.float64)
+    buffers = (np.empty(d), np.empty(d), np.empty((n_draws, d)), *np.empty((2, n_draws)))
+    if sup_t_replicate(centre, draws, *positions, lower, upper, *buffers, np.empty(1)):
         raise FloatingPointError("a coordinate's bootstrap sd is 0: no band")
-    return lower[0], upper[0]
+    return lower, upper
 
 
 def sidak_band(

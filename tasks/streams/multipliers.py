@@ -1,11 +1,11 @@
 """The multipliers of the block bootstrap: iid draws of mean 0 and variance 1 from a
 replicate's own bootstrap stream (Dette & Graw), by law.
 
-:func:`draw_multipliers` draws them with numpy's Generator; :func:`draw_multipliers_batch`
-draws the same numbers, bit for bit, for a whole chunk of replicates in one compiled
-call, each from its own stream's PCG64 state, with numpy's algorithms inlined
-(:mod:`ldpsim.tasks.streams.rng`); compiled code can call :func:`fill_multipliers` for
-one replicate.
+:func:`draw_multipliers` draws them with numpy's Generator; :func:`fill_multipliers`
+draws the same numbers, bit for bit, in compiled code from a stream's PCG64 state, with
+numpy's algorithms inlined (:mod:`ldpsim.tasks.streams.rng`): bb's compiled path
+(:func:`ldpsim.tasks.intervals.bootstrap_bounds.multiplier_bounds`) calls it for each
+replicate of a chunk.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Literal, get_args
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.compile_lock import in_turn
 from ldpsim.tasks.streams.rng import next_double, next_uint64, standard_normal
 
 Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
@@ -116,58 +115,3 @@ def fill_multipliers(code, s, out):
             u, s = next_double(s)
             out[i] = _MAMMEN_LOW if u < _MAMMEN_P_LOW else _MAMMEN_HIGH
     return s
-
-
-@njit(cache=True, nogil=True)
-def _fill_batch(code, states, out):
-    for r in range(states.shape[0]):
-        fill_multipliers(code, (states[r, 0], states[r, 1], states[r, 2], states[r, 3]), out[r])
-
-
-def draw_multipliers_batch(
-    kind: Multiplier, states: np.ndarray, size: tuple[int, ...], out: np.ndarray | None = None
-) -> np.ndarray:
-    """The multipliers of many replicates, each from its own stream, in one compiled call.
-
-    Row r is, bit for bit, ``draw_multipliers(kind, size, rng)`` for ``rng =
-    Generator(PCG64())`` set to ``states[r]``: what a replicate's bb draws from its
-    method stream (:meth:`ldpsim.tasks.grid_point.GridPointSetup.method_states` gives
-    the states of a chunk).
-
-    Parameters
-    ----------
-    kind : {'uniform', 'rademacher', 'gaussian', 'mammen'}
-        The law (:func:`draw_multipliers`).
-    states : ndarray of uint64, shape (R, 4)
-        Each stream's PCG64 state ``(state_hi, state_lo, inc_hi, inc_lo)``, with no
-        32-bit half kept; not changed.
-    size : tuple of int
-        One replicate's shape, e.g. ``(B, n_blocks)``.
-    out : ndarray of float64, shape (R, *size), C-contiguous, optional
-        Where to write them (a chunk's buffer, reused); a new array by default.
-
-    Returns
-    -------
-    ndarray of float64, shape (R, *size)
-        ``out``, filled.
-
-    Raises
-    ------
-    ValueError
-        An unknown ``kind``, ``states`` not (R, 4), or ``out`` of another shape, type
-        or layout.
-    """
-    code = multiplier_code(kind)
-    states = np.ascontiguousarray(states, dtype=np.uint64)
-    if states.ndim != 2 or states.shape[1] != 4:
-        raise ValueError(f"The states must have shape (R, 4). Got {states.shape}.")
-    shape = (states.shape[0], *(int(n) for n in size))
-    if out is None:
-        out = np.empty(shape)
-    elif out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
-        raise ValueError(
-            f"out must be a C-contiguous float64 array of shape {shape}. "
-            f"Got {out.dtype} {out.shape}."
-        )
-    in_turn(_fill_batch)(code, states, out.reshape(shape[0], -1))
-    return out

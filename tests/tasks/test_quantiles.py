@@ -1,0 +1,71 @@
+"""Compiled quantiles by selection against numpy's ``np.quantile``, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ldpsim.tasks.quantiles import (
+    EXTREMES_FACTOR,
+    extreme_counts,
+    keep_extremes,
+    linear_positions,
+    linear_quantiles,
+)
+
+PROBS = [
+    (0.025, 0.975),  # bb's basic and percentile intervals at 95%
+    (0.95,),  # the sup-t band's critical value
+    (0.005, 0.995),
+    (0.5,),
+    (0.0, 0.3, 1.0),
+]
+
+
+def uses_extremes(count: int, probs: tuple[float, ...]) -> bool:
+    n_low, n_high = extreme_counts(count, linear_positions(count, probs)[3])
+    return max(n_low, n_high) ** 2 <= EXTREMES_FACTOR * count
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 200, 500, 2000, 10_000])
+@pytest.mark.parametrize("probs", PROBS)
+def test_linear_quantiles_equal_numpys(count, probs):
+    rng = np.random.default_rng(count)
+    draws = np.column_stack(
+        [
+            rng.standard_normal(count),
+            np.round(rng.standard_normal(count), 1),  # many ties
+            np.sort(rng.standard_normal(count)),  # ascending: every value enters the buffer
+            -np.sort(rng.standard_normal(count)),  # descending
+            np.full(count, 2.5),
+        ]
+    )
+    expected = np.quantile(draws, probs, axis=0)
+    np.testing.assert_array_equal(linear_quantiles(draws, probs), expected, strict=True)
+
+
+def test_both_selections_are_exercised():
+    # The cases above run through the extremes at bb's quantiles and through
+    # quickselect at the median and at large counts.
+    assert uses_extremes(2000, (0.025, 0.975)) and uses_extremes(500, (0.95,))
+    assert not uses_extremes(500, (0.5,)) and not uses_extremes(10_000, (0.025, 0.975))
+
+
+def test_a_nan_gives_nan_in_its_column_only():
+    draws = np.random.default_rng(1).standard_normal((500, 3))
+    draws[17, 1] = np.nan
+    out = linear_quantiles(draws, (0.025, 0.975))
+    assert np.isnan(out[:, 1]).all()
+    np.testing.assert_array_equal(
+        out[:, [0, 2]], np.quantile(draws[:, [0, 2]], (0.025, 0.975), axis=0)
+    )
+
+
+def test_keep_extremes_places_the_order_statistics():
+    values = np.random.default_rng(2).permutation(100).astype(float)
+    out = np.full(100, -1.0)
+    keep_extremes(values, 7, 5, out)
+    np.testing.assert_array_equal(out[:7], np.arange(7.0))
+    np.testing.assert_array_equal(out[95:], np.arange(95.0, 100.0))
+    np.testing.assert_array_equal(out[7:95], -1.0)  # nothing else written
+    assert sorted(values) == list(range(100))  # the input unchanged
