@@ -17,7 +17,13 @@ from numba import njit
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from ldpsim.tasks.kernel.pointers import address, keep_alive
-from ldpsim.tasks.kernel.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
+from ldpsim.tasks.kernel.step_sizes import (
+    ETA_EXACT_BELOW,
+    ETA_RESYNC_MASK,
+    eta_series,
+    fill_exact,
+    next_eta,
+)
 
 # <bindings> The generated module replaces these lines (ldpsim.tasks.kernel.cache).
 sample_gradient = privatize = project = None
@@ -86,8 +92,9 @@ def checked_loop(model_params, mech_params, theta0, c, gamma, batch, n, st, foun
     mech_t = to_fixed_tuple(mech_params, n_mech_params)
     state = (st[0], st[1], st[2], st[3])
     a1, a2, a3, a4, a5 = eta_series(gamma)
-    ratios = np.empty(ETA_RESYNC_MASK + 1)
-    ratios_p = address(ratios)
+    ratios, exact = np.empty(ETA_RESYNC_MASK + 1), np.empty(ETA_EXACT_BELOW)
+    fill_exact(c, gamma, exact)
+    ratios_p, exact_p = address(ratios), address(exact)
     eta = 0.0
     largest = 0.0  # the largest |theta_j| so far, theta_0 included (step 0)
     for j in range(d):
@@ -104,7 +111,7 @@ def checked_loop(model_params, mech_params, theta0, c, gamma, batch, n, st, foun
     while i < n and kind == FINITE:
         i += 1
         fi += 1.0
-        eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
+        eta = next_eta(i, fi, eta, c, gamma, exact_p, ratios_p, a1, a2, a3, a4, a5)
         for j in range(d):
             before[j] = theta[j]
         g0 = 0.0
@@ -164,5 +171,5 @@ def checked_loop(model_params, mech_params, theta0, c, gamma, batch, n, st, foun
     if kind == FINITE:
         for j in range(d):
             found[j] = theta[j]
-    keep_alive(g, ratios)
+    keep_alive(g, ratios, exact)
     return kind, step, draw, eta, before, gradient, largest, largest_step

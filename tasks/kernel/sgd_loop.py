@@ -43,7 +43,13 @@ from numba import njit
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from ldpsim.tasks.kernel.pointers import address, keep_alive
-from ldpsim.tasks.kernel.step_sizes import ETA_RESYNC_MASK, eta_series, next_eta
+from ldpsim.tasks.kernel.step_sizes import (
+    ETA_EXACT_BELOW,
+    ETA_RESYNC_MASK,
+    eta_series,
+    fill_exact,
+    next_eta,
+)
 from ldpsim.tasks.streams.seed_sequence import replicate_entropy, state_of_entropy
 
 # <bindings> The generated module replaces these lines (ldpsim.tasks.kernel.cache).
@@ -108,34 +114,45 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
     model_t = to_fixed_tuple(model_params, n_model_params)  # the d = 1 loop's form
     mech_t = to_fixed_tuple(mech_params, n_mech_params)
     a1, a2, a3, a4, a5 = eta_series(gamma)
-    # One chain after another, each the loop of one run on working arrays of its own
-    # (fresh arrays: the compiler knows they alias nothing, which keeps the d = 1 loop
-    # in registers), written into row r of the outputs at each cut. The loop is inline
-    # here rather than a function of its own: a second compiled function (its own
-    # outputs, copied into the batch's) cost about a second more of every kernel's
-    # compile time (a quarter of it).
+    exact = np.empty(ETA_EXACT_BELOW)  # the first steps' sizes, once for every chain
+    fill_exact(c, gamma, exact)
+    # The working arrays, allocated once and set afresh for each chain (fresh arrays:
+    # the compiler knows they alias nothing, which keeps the d = 1 loop in registers).
+    theta = np.empty(dim)
+    g = np.empty(dim)
+    gsum = np.empty(dim)
+    shift = np.empty(dim)
+    t = np.empty(dim)
+    t_start = np.empty(dim)
+    bvec = np.empty(dim)
+    delta = np.empty(dim)
+    # A = sum_r T_r T_r' in full (its lower triangle) only where a method needs the
+    # matrix; else its diagonal alone, in column 0: O(d) per step and O(d) per cut.
+    amat = np.empty((dim, a_cols))
+    ratios = np.empty(ETA_RESYNC_MASK + 1)  # filled at step 512, before its first read
+    theta_p, g_p = address(theta), address(g)
+    ratios_p, exact_p = address(ratios), address(exact)
+    # One chain after another, each the loop of one run, written into row r of the
+    # outputs at each cut. The loop is inline here rather than a function of its own: a
+    # second compiled function (its own outputs, copied into the batch's) cost about a
+    # second more of every kernel's compile time (a quarter of it).
     for r in range(n_chains):
         st = states[r]
-        theta = theta0.copy()
-        g = np.empty(dim)
-        theta_p, g_p = address(theta), address(g)
         state = (st[0], st[1], st[2], st[3])
-        gsum = np.empty(dim)
-        shift = theta0.copy()
-        t = np.zeros(dim)
-        bvec = np.zeros(dim)
-        # A = sum_r T_r T_r' in full (its lower triangle) only where a method needs the
-        # matrix; else its diagonal alone, in column 0: O(d) per step and O(d) per cut.
-        amat = np.zeros((dim, a_cols))
-        ratios = np.empty(ETA_RESYNC_MASK + 1)
-        ratios_p = address(ratios)
+        for j in range(dim):
+            theta[j] = theta0[j]
+            shift[j] = theta0[j]
+            t[j] = 0.0
+            bvec[j] = 0.0
+            for m in range(a_cols):
+                amat[j, m] = 0.0
         eta = 0.0
         i = 0
         for k in range(n_cuts):
             end = cuts[k]
             for j in range(dim):
                 seg_shift[r, k, j] = shift[j]
-            t_start = t.copy()
+                t_start[j] = t[j]
             if d == 1:
                 # Scalar specialisation of the loop below (same operations in the same
                 # order, so bit-identical): theta, T, b, A live in registers.
@@ -145,7 +162,7 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
                 while i < end:
                     i += 1
                     fi += 1.0
-                    eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
+                    eta = next_eta(i, fi, eta, c, gamma, exact_p, ratios_p, a1, a2, a3, a4, a5)
                     g0 = 0.0
                     for b in range(batch):  # one call site: the callbacks inline once
                         state = sample_gradient(1, (theta_scalar,), model_t, state, g_p)
@@ -163,7 +180,7 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
                 while i < end:
                     i += 1
                     fi += 1.0
-                    eta = next_eta(i, fi, eta, c, gamma, ratios_p, a1, a2, a3, a4, a5)
+                    eta = next_eta(i, fi, eta, c, gamma, exact_p, ratios_p, a1, a2, a3, a4, a5)
                     for b in range(batch):
                         state = sample_gradient(dim, theta_p, model_p, state, g_p)
                         state = privatize(dim, g_p, mech_p, state)
@@ -199,7 +216,6 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
             # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
             s = float(end)
             c_s = s * (s + 1.0) * (2.0 * s + 1.0) / 6.0
-            delta = np.empty(dim)
             for j in range(dim):
                 new_shift = shift[j] + t[j] / s
                 delta[j] = new_shift - shift[j]
@@ -217,8 +233,8 @@ def kernel(model_params, mech_params, theta0, c, gamma, batch, cuts, prefix, rep
             for j in range(dim):
                 bvec[j] -= c_s * delta[j]
                 t[j] -= s * delta[j]
-        keep_alive(g, ratios)  # theta is used below; the parameters are the caller's
         st[0], st[1] = state[0], state[1]
         for j in range(dim):
             theta_out[r, j] = theta[j]
+    keep_alive(theta, g, ratios, exact)  # the parameters are the caller's
     return theta_out, seg_dev, seg_shift, snap_t, snap_b, snap_a, snap_theta
