@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
 import platform
-import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ldpsim.pipeline.sweep import GridPoint, Sweep
-
-if TYPE_CHECKING:  # imported by template(): a command that only reads needs neither
-    import xarray as xr
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
@@ -309,146 +304,6 @@ def coord_array(name: str, values: list[Any]) -> np.ndarray:
     if name == "n" or all(isinstance(v, int) for v in values):
         return np.array(values, dtype=np.int64)
     return np.array(values, dtype=np.float64)
-
-
-def template(
-    sweep: Sweep, layout: Layout, units: dict[str, dict[str, Any]] | None = None
-) -> tuple[xr.Dataset, dict[str, dict[str, Any]]]:
-    """The lazily allocated Dataset of the SPEC section 7 layout (no data computed), and
-    the encoding (chunks, shards) of its variables for ``to_zarr``. ``units``: the
-    sweep's unit origins as the run read them (:func:`ldpsim.pipeline.store.code_identity.
-    sweep_units`; read here if None)."""
-    import dask.array as da
-    import xarray as xr
-    from zarr.codecs import Crc32cCodec, ZstdCodec
-
-    from ldpsim.pipeline.store.code_identity import UNITS_ATTR, sweep_units
-    from ldpsim.pipeline.store.digests import DIGESTS_ATTR, DIGESTS_VERSION
-    from ldpsim.pipeline.store.streams_record import running_fingerprint
-    from ldpsim.tasks.streams.seeding import STREAMS_VERSION
-
-    g_dims, g_shape = tuple(layout.axes), layout.grid_shape
-    r, m = layout.replicates, len(layout.methods)
-    x_dims, x_shape = layout.extra()
-    # Dask chunks as written: a shard (or, unsharded, a chunk) at a time.
-    g_block, rep_block = layout.write_block()
-
-    g = len(g_dims)
-    variables = {
-        "estimate": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
-        "last": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
-        "projected": ((*g_dims, "rep", *x_dims), (*g_shape, r, *x_shape), g, np.float64, np.nan),
-        "lower": (
-            (*g_dims, "method", "rep", *x_dims),
-            (*g_shape, m, r, *x_shape),
-            g + 1,
-            np.float64,
-            np.nan,
-        ),
-        "upper": (
-            (*g_dims, "method", "rep", *x_dims),
-            (*g_shape, m, r, *x_shape),
-            g + 1,
-            np.float64,
-            np.nan,
-        ),
-        "method_estimate": (
-            (*g_dims, "method", "rep", *x_dims),
-            (*g_shape, m, r, *x_shape),
-            g + 1,
-            np.float64,
-            np.nan,
-        ),
-        "method_seconds": (
-            (*g_dims, "method", "rep", *x_dims[:-1]),
-            (*g_shape, m, r, *x_shape[:-1]),
-            g + 1,
-            np.float64,
-            np.nan,
-        ),
-        # Per checkpoint: a method that fails at an early checkpoint (too few blocks)
-        # still counts at the later ones.
-        "method_failed": (
-            (*g_dims, "method", "rep", *x_dims[:-1]),
-            (*g_shape, m, r, *x_shape[:-1]),
-            g + 1,
-            bool,
-            False,
-        ),
-        "done": ((*g_dims, "rep"), (*g_shape, r), g, bool, False),
-        "failed": ((*g_dims, "rep"), (*g_shape, r), g, bool, False),
-        "seconds": ((*g_dims, "rep"), (*g_shape, r), g, np.float64, np.nan),
-        "job_id": ((*g_dims, "rep"), (*g_shape, r), g, np.int64, 0),
-        "code_version": ((*g_dims, "rep"), (*g_shape, r), g, np.int16, -1),
-    }
-    data: dict[str, Any] = {}
-    encoding: dict[str, dict[str, Any]] = {}
-    for name, (dims, shape, rep_axis, dtype, fill) in variables.items():
-        shard = [*g_block, *shape[g:]]
-        shard[rep_axis] = rep_block
-        data[name] = (dims, da.full(shape, fill, dtype=dtype, chunks=tuple(shard)))
-        # A chunk covers the shard's grid points: few chunks to encode, however many
-        # grid points (unsharded, a chunk is one grid point: one writer per file).
-        inner = [*(g_block if layout.sharded else (1,) * g), *shape[g:]]
-        inner[rep_axis] = layout.zarr_chunk_reps
-        # zarr's default compressor, then a checksum of each chunk: a damaged chunk
-        # fails to decode and is reported (ldpsim.pipeline.store.damage) instead of being read
-        # as other numbers. Stores made before it have no checksum and read as before.
-        encoding[name] = {
-            "chunks": tuple(inner),
-            "compressors": (ZstdCodec(level=ZSTD_LEVEL), Crc32cCodec()),
-        }
-        if layout.sharded:
-            encoding[name]["shards"] = tuple(shard)
-    data["truth"] = ((*g_dims, "coord"), truth_array(sweep, layout))
-    data["pseudo_truth"] = ((*g_dims, "coord"), truth_array(sweep, layout, pseudo=True))
-    variables = data
-    coords: dict[str, Any] = {a: coord_array(a, layout.axis_values[a]) for a in layout.axes}
-    coords.update(
-        method=np.array(layout.methods, dtype=object),
-        rep=np.arange(r, dtype=np.int64),
-        coord=np.arange(layout.d, dtype=np.int64),
-    )
-    if layout.checkpoints is not None:
-        coords["checkpoint"] = np.array(layout.checkpoints, dtype=np.int64)
-    # The arrays the sweep determines get a checksum too: a changed bit in a truth or a
-    # coordinate would change every summary silently (ldpsim.pipeline.store.integrity also
-    # recomputes and compares them).
-    for name in ("truth", "pseudo_truth", *coords):
-        encoding[name] = {"compressors": (ZstdCodec(), Crc32cCodec())}
-    ds = xr.Dataset(variables, coords=coords)
-    for name, attrs in VARIABLE_ATTRS.items():
-        ds[name].attrs.update(attrs)
-    for name, attrs in COORD_ATTRS.items():
-        if name in ds.coords:
-            ds[name].attrs.update(attrs)
-    ds.attrs.update(
-        title=f"ldpsim sweep {sweep.name!r}",
-        description=sweep.description,
-        sweep=sweep.to_json(),
-        identity=json.dumps(sweep.identity(), sort_keys=True, default=str),
-        level=float(sweep.points()[0].normalized.level),
-        rep_chunk=layout.rep_chunk,
-        **(
-            {
-                "shard_reps": layout.shard_reps,
-                "shard_grid": list(layout.shard_grid or ()),
-                "chunk_reps": layout.chunk_reps,
-            }
-            if layout.sharded
-            else {}
-        ),
-        versions=json.dumps(library_versions(), sort_keys=True),
-        streams_version=STREAMS_VERSION,
-        streams_fingerprint=json.dumps(running_fingerprint(), sort_keys=True),
-        **gpu_streams_attr(sweep),
-        **{UNITS_ATTR: json.dumps([units or sweep_units(sweep)], sort_keys=True)},
-        # Every data file's digest, bound to its place (ldpsim.pipeline.store.digests).
-        **{DIGESTS_ATTR: DIGESTS_VERSION},
-        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        conventions="done(grid, rep) is true only after that replicate's values are written",
-    )
-    return ds, encoding
 
 
 def gpu_streams_attr(sweep: Sweep) -> dict[str, str]:

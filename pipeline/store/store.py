@@ -65,7 +65,6 @@ from ldpsim.pipeline.store.layout import (
     coord_array,
     layout_for,
     store_index,
-    template,
     truth_array,
 )
 from ldpsim.pipeline.store.provenance import RUNS_FOLDER
@@ -76,6 +75,7 @@ from ldpsim.pipeline.store.reading import (
     stored_layout,
 )
 from ldpsim.pipeline.store.store_path import check_store_path
+from ldpsim.pipeline.store.template import template, write_template
 from ldpsim.pipeline.sweep import CASE_AXIS, GridPoint, Sweep
 
 
@@ -785,18 +785,9 @@ def _create_atomically(
     tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        dataset, encoding = template(sweep, layout, units)
-        dataset.to_zarr(
-            str(tmp),
-            compute=False,
-            mode="w-",
-            consolidated=False,
-            zarr_format=3,
-            encoding=encoding,
-            # The coordinates and truths are written now, every chunk of them (a
-            # missing file is damage); the replicates' arrays are only allocated.
-            write_empty_chunks=True,
-        )
+        # The coordinates and truths are written now, every chunk of them (a missing
+        # file is damage); the replicates' arrays are only allocated.
+        write_template(tmp, *template(sweep, layout, units))
         zarr.open_group(str(tmp / META_GROUP), mode="w", zarr_format=3)
         consolidate(tmp)
         manifest = determined_manifest(tmp, determined_names(tmp))
