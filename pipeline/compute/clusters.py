@@ -51,6 +51,16 @@ LOCAL_WORKER_PRELOAD = "ldpsim.pipeline.compute.worker_setup"
 #: spend their time in compiled code it cannot see into.
 WORKER_PROFILE_OPTION = "worker_profile"
 PROFILE_KEY = "distributed.worker.profile.enabled"
+#: ``dashboard_address: auto`` (cluster/local.yaml, local-gpu.yaml): a dashboard on a
+#: free loopback port (:data:`AUTO_DASHBOARD_ADDRESS`) for a run estimated at
+#: :data:`DASHBOARD_SECONDS` or more on its workers (the cost model's core-seconds over
+#: the worker count; a GPU run always), none for a shorter one: starting it costs the
+#: driver about 0.3 CPU-seconds (bokeh's imports and pages) on the run's critical path,
+#: a tenth of the 72,000-replicate probe's (docs/performance.md), and such a run is over
+#: before a browser has loaded the page.
+DASHBOARD_AUTO = "auto"
+DASHBOARD_SECONDS = 30.0
+AUTO_DASHBOARD_ADDRESS = "127.0.0.1:0"
 #: Dask's housekeeping intervals in a local cluster (its scheduler and nannies run in the
 #: driver's event loop), each as distributed ships it and as ldpsim sets it: the event
 #: loop's responsiveness check, the system monitor (the dashboard's CPU and memory
@@ -108,6 +118,16 @@ def _local(options: dict[str, Any]):
     forked = forks(options)
     options.pop(WORKER_START_OPTION, None)
     profile = options.pop(WORKER_PROFILE_OPTION, None)
+    if options.get("dashboard_address") == DASHBOARD_AUTO:  # not resolved by connect()
+        options["dashboard_address"] = auto_dashboard(None)
+    if options.get("dashboard_address") is None:
+        # No dashboard: distributed's scheduler still serves its health and metrics
+        # pages, at port 8787 unless told otherwise: at a free loopback port instead.
+        options["dashboard_address"] = AUTO_DASHBOARD_ADDRESS
+        options["scheduler_kwargs"] = {
+            **(options.get("scheduler_kwargs") or {}),
+            "dashboard": False,
+        }
     if options.get("processes") is False and "protocol" not in options:
         # Threads in this process: distributed would talk inproc://, which takes no host.
         options["protocol"] = "tcp://"
@@ -196,6 +216,7 @@ def _local_gpu(options: dict[str, Any]):
     }
     workers.update({f"cpu-{j}": {"cls": Nanny, "options": dict(base)} for j in range(cpus)})
     dashboard = options.get("dashboard_address")
+    dashboard = auto_dashboard(None) if dashboard == DASHBOARD_AUTO else dashboard
     scheduler = {
         "cls": Scheduler,
         "options": {
@@ -479,7 +500,7 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
                 f'such as "4GB", a fraction of the memory in (0, 1], "auto", or 0 or '
                 f"null for no limit. Got {value!r}."
             )
-    if options.get("dashboard_address") is not None:
+    if options.get("dashboard_address") not in (None, DASHBOARD_AUTO):
         value = options["dashboard_address"]
         try:
             ports = [a["port"] for a in clean_dashboard_address(value)]
@@ -488,8 +509,9 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
         if isinstance(value, bool) or not all(0 <= int(p) <= 65535 for p in ports):
             raise InputError(
                 f"The 'dashboard_address' option of the local cluster ({source}) must be "
-                f'"[HOST]:PORT" with PORT in [0, 65535] (0: a free port), or null for '
-                f"none. Got {value!r}."
+                f'"[HOST]:PORT" with PORT in [0, 65535] (0: a free port), "auto" (one for '
+                f"a run estimated at {DASHBOARD_SECONDS:.0f} s or more), or null for none. "
+                f"Got {value!r}."
             )
 
 
@@ -671,6 +693,7 @@ def connect(
     start_timeout: float | None = None,
     client: Client | None = None,
     log: Callable[[str], Any] = print,
+    work_seconds: float | None = None,
 ) -> Iterator[Client]:
     """Yield a Client with at least one worker: attached to ``scheduler``, or on a cluster.
 
@@ -685,6 +708,9 @@ def connect(
     ``start_timeout`` (seconds, in (0, inf]) the file's ``start_timeout``: how long to
     wait for the first worker (defaults: :data:`START_TIMEOUT`,
     :data:`SCHEDULER_START_TIMEOUT`). A cluster started here is shut down on exit.
+    ``work_seconds``: the run's estimated work in core-seconds (the cost model's), which
+    decides a local cluster's ``dashboard_address: auto`` (:data:`DASHBOARD_AUTO`); None:
+    a dashboard.
 
     Raises
     ------
@@ -700,7 +726,7 @@ def connect(
     if client is not None:
         yield _wait_for_own(client, started + (start_timeout or SCHEDULER_START_TIMEOUT))
         return
-    dask_cluster = None
+    dask_cluster, kind, dashboard = None, None, True
     where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
     try:
         with StartProblems() as problems:
@@ -716,6 +742,14 @@ def connect(
                     overrides = dict(options or {})
                     if kind == "local" and workers is not None:
                         overrides["n_workers"] = workers
+                    merged = {**config["options"], **overrides}
+                    if merged.get("dashboard_address") == DASHBOARD_AUTO:
+                        seconds = None if work_seconds is None or kind != "local" else (
+                            work_seconds / (merged.get("n_workers") or usable_cores())
+                        )  # fmt: skip
+                        overrides["dashboard_address"] = auto_dashboard(seconds)
+                        merged = {**config["options"], **overrides}
+                    dashboard = merged.get("dashboard_address") is not None
                     dask_cluster = build_cluster(config, overrides)
                     from distributed import Client
 
@@ -730,11 +764,22 @@ def connect(
                 raise InputError(
                     f"The {where} could not start: {_root_cause(exc)}{hint}"
                 ) from None
-        log(f"Dask {where}; dashboard: {client.dashboard_link}")
+        if kind in ("local", "local-gpu") and not dashboard:
+            log(f"Dask {where}; no dashboard (dashboard_address: auto starts one for a run "
+                f"estimated at {DASHBOARD_SECONDS:.0f} s or more).")  # fmt: skip
+        else:
+            log(f"Dask {where}; dashboard: {client.dashboard_link}")
         yield client
     finally:
         with quiet_distributed():
             _shut_down(client, dask_cluster)
+
+
+def auto_dashboard(seconds: float | None) -> str | None:
+    """The dashboard address ``dashboard_address: auto`` stands for, for a run estimated
+    at ``seconds`` of wall time on its workers (None: not estimated): a free loopback
+    port, or None (no dashboard) below :data:`DASHBOARD_SECONDS`."""
+    return AUTO_DASHBOARD_ADDRESS if seconds is None or seconds >= DASHBOARD_SECONDS else None
 
 
 def _shut_down(client: Client | None, dask_cluster: Any) -> None:

@@ -27,6 +27,7 @@ from ldpsim.pipeline.compute.plan import (
 from ldpsim.pipeline.compute.progress import Progress, ProgressMode
 from ldpsim.pipeline.compute.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.compute.signals import check as check_signals
+from ldpsim.pipeline.cost import sweep_seconds
 from ldpsim.pipeline.errors import InputError, RunStopped, outcome
 from ldpsim.pipeline.store.code_identity import plan_units, sweep_units, task_hashes
 from ldpsim.pipeline.store.damage import find_damage, repair
@@ -212,6 +213,7 @@ def run_sweep(
             _acquire(lock, log)  # another run holding the store is refused before connecting
         where = {"workers": workers, "scheduler": scheduler, "cluster": cluster, "jobs": jobs}
         where.update(adapt=adapt, options=options, start_timeout=start_timeout, client=client)
+        where.update(work_seconds=sweep_seconds(sweep))  # a dashboard or none (auto)
         from ldpsim.pipeline.compute.clusters import connect
 
         with connect(**where, log=log) as connected, contextlib.ExitStack() as stack:

@@ -317,6 +317,38 @@ def test_the_workers_profiler_is_off_unless_asked_for():
     ]
 
 
+def test_a_dashboard_only_for_a_run_estimated_at_30_seconds_or_more(capsys):
+    """cluster/local.yaml's ``dashboard_address: auto``: a dashboard for a run the cost
+    model puts at 30 s or more on the workers, none below (no bokeh page; the
+    scheduler's own health page on a free loopback port, not 8787), one where nothing
+    is estimated; an address in the file or on the command line as given."""
+    import urllib.error
+    import urllib.request
+
+    from ldpsim.pipeline.compute.clusters import DASHBOARD_SECONDS, auto_dashboard, connect
+
+    assert auto_dashboard(None) == auto_dashboard(DASHBOARD_SECONDS) == "127.0.0.1:0"
+    assert auto_dashboard(DASHBOARD_SECONDS * 0.99) is None
+
+    def status_page(client) -> int:
+        port = client.scheduler_info()["services"]["dashboard"]
+        assert port != 8787
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=30).status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    # 2 workers: 59 core-seconds are 29.5 s of wall time, 61 are 30.5.
+    for work, page, line in [(59.0, 404, "no dashboard"), (61.0, 200, "dashboard: http")]:
+        with connect(workers=2, work_seconds=work) as client:
+            assert status_page(client) == page
+        assert line in capsys.readouterr().out
+    with connect(
+        workers=1, work_seconds=1.0, cluster="local", options={"dashboard_address": "127.0.0.1:0"}
+    ) as client:
+        assert status_page(client) == 200
+
+
 def _slurm_running() -> bool:
     script = ROOT / "cluster" / "slurm-local.sh"
     if shutil.which("sinfo") is None:
