@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib
 import inspect
 import json
 import os
@@ -52,10 +53,19 @@ CODE_KEYS = {"source_sha256": "source", "package_sha256": "package"}
 
 
 def _source_sha256(cls: type) -> str | None:
-    """SHA-256 (hex) of the file holding ``cls``'s module; None where there is none."""
+    """SHA-256 (hex) of the file holding ``cls``'s module, followed by the files of the
+    modules its ``source_modules`` names (a built-in unit's compiled helpers: each
+    name, then the file, in that order); None where there is none. A class without
+    ``source_modules`` hashes its module's file alone, as ldpsim always has."""
     try:
         file = inspect.getsourcefile(cls)
-        return hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else None
+        if not file:
+            return None
+        digest = hashlib.sha256(Path(file).read_bytes())
+        for name in getattr(cls, "source_modules", ()):
+            helper = inspect.getsourcefile(importlib.import_module(name))
+            digest.update(b"\0" + name.encode() + b"\0" + Path(str(helper)).read_bytes())
+        return digest.hexdigest()
     except (TypeError, OSError):  # a class made in an interpreter, a file gone
         return None
 

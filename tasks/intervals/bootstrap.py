@@ -132,6 +132,13 @@ class BlockBootstrap(IntervalMethod):
 
     name = "bb"
     uses_rng: ClassVar[bool] = True
+    #: The modules whose source is part of bb's identity in a store, beside this one
+    #: (:mod:`ldpsim.pipeline.store.code_identity`): its compiled intervals and the
+    #: quantiles they read off the draws.
+    source_modules: ClassVar[tuple[str, ...]] = (
+        "ldpsim.tasks.intervals.bootstrap_bounds",
+        "ldpsim.tasks.quantiles",
+    )
 
     B: int = 500
     beta: float = DEFAULT_BETA

@@ -275,12 +275,13 @@ def test_an_edited_helper_module_of_a_plugin_is_a_new_code_version(
     run = ["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]
     assert main(run) == 0
 
-    # The store as an ldpsim without package hashes wrote it: each unit known by the
-    # file of its module (the plugin's and a built-in's), the same hashes as now.
+    # The store as an ldpsim without package hashes wrote it: the plugin known by the
+    # file of its module, the same hash as now (bb by its module and the helpers it
+    # names: test_a_built_in_units_source_covers_the_helper_modules_it_names).
     (generation,) = read_generations(xr.open_zarr(store).attrs)
-    for key in ("method:package_half_width", "method:bb"):
-        file = Path(inspect.getsourcefile(plugins.registry("method")[key.partition(":")[2]]))
-        assert generation[key]["source_sha256"] == hashlib.sha256(file.read_bytes()).hexdigest()
+    file = Path(inspect.getsourcefile(plugins.registry("method")["package_half_width"]))
+    digest = hashlib.sha256(file.read_bytes()).hexdigest()
+    assert generation["method:package_half_width"]["source_sha256"] == digest
     older = {key: dict(origin) for key, origin in generation.items()}
     assert older["method:package_half_width"].pop("package_sha256")
     assert not any("package_sha256" in origin for origin in older.values())
@@ -437,3 +438,32 @@ def test_a_change_marks_only_the_cells_whose_units_changed():
     versions = code_versions(ds)
     assert versions.sel({"method": "bb"}).item() == 1
     assert versions.sel({"method": "hw"}).item() == 2
+
+
+def test_a_built_in_units_source_covers_the_helper_modules_it_names(tmp_path, monkeypatch):
+    """bb's identity covers its compiled intervals and quantiles (``source_modules``): an
+    edit of either is a new code version; a unit that names none hashes its own module's
+    file alone, as stores have always recorded it."""
+    from ldpsim.pipeline.store.code_identity import unit_origin
+    from ldpsim.tasks.intervals.batch_means import BatchMeans
+    from ldpsim.tasks.intervals.bootstrap import BlockBootstrap
+
+    def file_sha256(cls: type) -> str:
+        return hashlib.sha256(Path(inspect.getsourcefile(cls)).read_bytes()).hexdigest()
+
+    assert unit_origin(BatchMeans)["source_sha256"] == file_sha256(BatchMeans)
+    assert unit_origin(BlockBootstrap)["source_sha256"] != file_sha256(BlockBootstrap)
+    assert BlockBootstrap.source_modules == (
+        "ldpsim.tasks.intervals.bootstrap_bounds",
+        "ldpsim.tasks.quantiles",
+    )
+    # A unit of its own whose helper module is edited.
+    (tmp_path / "identity_helper.py").write_text("SCALE = 1.0\n")
+    (tmp_path / "identity_unit.py").write_text(
+        "import identity_helper\n\n\nclass Unit:\n    source_modules = ('identity_helper',)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    unit = importlib.import_module("identity_unit").Unit
+    before = unit_origin(unit)["source_sha256"]
+    (tmp_path / "identity_helper.py").write_text("SCALE = 2.0\n")
+    assert unit_origin(unit)["source_sha256"] != before
