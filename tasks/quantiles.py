@@ -122,66 +122,90 @@ def keep_extremes(values, n_low, n_high, out):
     """Write the ``n_low`` smallest of ``values`` (1-d, no NaN) into ``out[:n_low]``,
     ascending, and the ``n_high`` largest into ``out[count - n_high:]``, ascending:
     ``out[k]`` is then the k-th smallest value (0-based) for every k below ``n_low``
-    and from ``count - n_high`` on (n_low + n_high <= count). ``values`` is not changed.
+    and from ``count - n_high`` on (n_low + n_high <= count). ``values`` is not changed;
+    the rest of ``out`` is scratch.
 
-    One pass per end, each with a sorted buffer of the values kept so far: a value goes
-    in only where it beats the buffer's last, which after the first few values is rare
-    (about k log(count / k) insertions of k steps each). Equal values are interchangeable:
+    Each end keeps a sorted buffer of the k values kept so far, and a value goes in
+    only where it beats the buffer's last. Over all the values that happens about k
+    log(count / k) times, mostly early, each a mispredicted branch and k / 2 moves; so
+    where the sample is large enough, a bound is taken first, the (k / 8 + 6)-th
+    extreme of every 8th value: the values beyond it (about 1.5 k, and at least k but
+    for about 1 sample in 300, which then takes the plain pass) are gathered without
+    a branch and only they go through the buffer. Equal values are interchangeable:
     only the sign of a zero could tell them apart, and bb's draws (sums from 0.0) and
     their ratios to an sd are never -0.0.
     """
+    count = values.shape[0]
+    free_lo, free_hi = n_low, count - n_high
     if n_low > 0:
-        _keep_smallest(values, n_low, out)
+        _keep_least(values, n_low, 1.0, out, 0, 1, free_lo, free_hi)
     if n_high > 0:
-        _keep_largest(values, n_high, out)
+        _keep_least(values, n_high, -1.0, out, count - 1, -1, free_lo, free_hi)
+
+
+#: :func:`keep_extremes` bounds a sample of at least SAMPLED_FROM values by every
+#: SAMPLE_EVERY-th value's (k / SAMPLE_EVERY + SAMPLE_MARGIN)-th extreme. Per end, at
+#: bb's 90% level with B = 500 (k = 26), 1.7 against 2.7 us (2026-11-30).
+SAMPLED_FROM = 256
+SAMPLE_EVERY = 8
+SAMPLE_MARGIN = 6
 
 
 @njit(cache=True, inline="always")
-def _keep_smallest(values, keep, out):
-    # out[:keep]: ascending. The first `keep` values by insertion, then only a value
-    # below the largest kept.
-    for i in range(keep):
-        value = values[i]
-        p = i
-        while p > 0 and value < out[p - 1]:
-            out[p] = out[p - 1]
+def _keep_least(values, keep, sign, out, base, direction, free_lo, free_hi):
+    # The `keep` least of sign * values, ascending, at out[base + direction * p] (p <
+    # keep), multiplied back by sign; out[free_lo:free_hi] is scratch.
+    count = values.shape[0]
+    rank = keep // SAMPLE_EVERY + SAMPLE_MARGIN
+    samples = count // SAMPLE_EVERY
+    capacity = free_hi - free_lo
+    done = False
+    if count >= SAMPLED_FROM and 4 * rank <= samples and 2 * keep <= capacity:
+        _insert_least(values, 0, samples * SAMPLE_EVERY, SAMPLE_EVERY, rank, sign, out, free_lo, 1)
+        bound = out[free_lo + rank - 1]
+        gathered = 0
+        for i in range(count):
+            value = sign * values[i]
+            out[free_lo + gathered] = value
+            gathered += value <= bound
+            if gathered == capacity:
+                break
+        if keep <= gathered < capacity:
+            _insert_least(out, free_lo, free_lo + gathered, 1, keep, 1.0, out, base, direction)
+            done = True
+    if not done:
+        _insert_least(values, 0, count, 1, keep, sign, out, base, direction)
+    if sign < 0:
+        for p in range(keep):
+            out[base + direction * p] = -out[base + direction * p]
+
+
+@njit(cache=True, inline="always")
+def _insert_least(values, start, stop, step, keep, sign, out, base, direction):
+    # The `keep` least of sign * values[start:stop:step] (at least `keep` of them),
+    # ascending, at out[base + direction * p]: the first `keep` by insertion, then only
+    # a value below the largest kept.
+    i = start
+    for n in range(keep):
+        value = sign * values[i]
+        p = n
+        while p > 0 and value < out[base + direction * (p - 1)]:
+            out[base + direction * p] = out[base + direction * (p - 1)]
             p -= 1
-        out[p] = value
-    last = keep - 1
+        out[base + direction * p] = value
+        i += step
+    last = base + direction * (keep - 1)
     bound = out[last]
-    for i in range(keep, values.shape[0]):
-        value = values[i]
+    while i < stop:
+        value = sign * values[i]
         if value < bound:
-            p = last
-            while p > 0 and value < out[p - 1]:
-                out[p] = out[p - 1]
+            p = keep - 1
+            while p > 0 and value < out[base + direction * (p - 1)]:
+                out[base + direction * p] = out[base + direction * (p - 1)]
                 p -= 1
-            out[p] = value
+            out[base + direction * p] = value
             bound = out[last]
-
-
-@njit(cache=True, inline="always")
-def _keep_largest(values, keep, out):
-    # out[count - keep:]: ascending, filled from its end (out[count - 1] the largest).
-    top = values.shape[0] - 1
-    for i in range(keep):
-        value = values[i]
-        p = i
-        while p > 0 and value > out[top - p + 1]:
-            out[top - p] = out[top - p + 1]
-            p -= 1
-        out[top - p] = value
-    last = keep - 1
-    bound = out[top - last]
-    for i in range(keep, values.shape[0]):
-        value = values[i]
-        if value > bound:
-            p = last
-            while p > 0 and value > out[top - p + 1]:
-                out[top - p] = out[top - p + 1]
-                p -= 1
-            out[top - p] = value
-            bound = out[top - last]
+        i += step
 
 
 @njit(cache=True)

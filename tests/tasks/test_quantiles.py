@@ -51,6 +51,21 @@ def test_both_selections_are_exercised():
     assert not uses_extremes(500, (0.5,)) and not uses_extremes(10_000, (0.025, 0.975))
 
 
+def test_a_sample_whose_bound_misses_takes_the_plain_pass():
+    # The smallest and the largest values all at the sampled places (every 8th): the
+    # bound from the sample then leaves fewer than k values beyond it on either side.
+    count = 2000
+    order = np.concatenate(
+        [np.arange(0, count, 8), np.setdiff1d(np.arange(count), np.arange(0, count, 8))]
+    )
+    ranks = np.empty(count)
+    ranks[order] = np.arange(count, dtype=float)
+    values = np.where(np.arange(count) % 8 == 0, ranks, 1e6 + ranks)  # the sampled ones least
+    for draws in (values, -values):
+        got = linear_quantiles(draws[:, None], (0.025, 0.975))
+        np.testing.assert_array_equal(got, np.quantile(draws[:, None], (0.025, 0.975), axis=0))
+
+
 def test_a_nan_gives_nan_in_its_column_only():
     draws = np.random.default_rng(1).standard_normal((500, 3))
     draws[17, 1] = np.nan
