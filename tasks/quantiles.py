@@ -97,10 +97,11 @@ def column_quantiles(values, buffer, previous, following, weight, selected, out)
 
 #: :func:`column_quantiles` keeps the extremes (:func:`keep_extremes`) where the values
 #: kept at each end, k, satisfy k^2 <= EXTREMES_FACTOR * count, and selects otherwise.
-#: Their costs, compiled, per sample at the 0.025 and 0.975 quantiles: 1.2 against 3.4 us
-#: at count 200 (k = 6), 3.2 against 8.1 at 500, 15.7 against 31.7 at 2,000 (k = 51),
-#: 60 against 79 at 5,000 (k = 126), 179 against 156 at 10,000 (k = 251).
-EXTREMES_FACTOR = 4
+#: Their times per sample, compiled, extremes over selection (2026-11-30, the machine
+#: busy with a test suite: ratios only): 0.26 at count 200 (k = 6), 0.43 at 500 (k =
+#: 14), 0.64 at 500 (k = 26), 0.40 at 2,000 (k = 51), 0.55 at 2,000 (k = 101), 0.90 at
+#: 5,000 (k = 251), 0.68 at 10,000 (k = 251), 2.6 at 10,000 (k = 501).
+EXTREMES_FACTOR = 16
 
 
 @njit(cache=True)
@@ -129,9 +130,11 @@ def keep_extremes(values, n_low, n_high, out):
     only where it beats the buffer's last. Over all the values that happens about k
     log(count / k) times, mostly early, each a mispredicted branch and k / 2 moves; so
     where the sample is large enough, a bound is taken first, the (k / 8 + 6)-th
-    extreme of every 8th value: the values beyond it (about 1.5 k, and at least k but
-    for about 1 sample in 300, which then takes the plain pass) are gathered without
-    a branch and only they go through the buffer. Equal values are interchangeable:
+    extreme of every 8th value: the values beyond it are gathered without a branch and
+    only they go through the buffer. For normal draws, about 72 values for k = 26 of
+    500 (bb's 90% level), and fewer than k, which sends the sample to the plain pass,
+    in about 1 sample in 800; relatively fewer as k grows (1.9 k and 1 in 64 for k = 51
+    of 2,000; 1.3 k and 1 in 10 for k = 126 of 5,000). Equal values are interchangeable:
     only the sign of a zero could tell them apart, and bb's draws (sums from 0.0) and
     their ratios to an sd are never -0.0.
     """
@@ -160,7 +163,7 @@ def _keep_least(values, keep, sign, out, base, direction, free_lo, free_hi):
     samples = count // SAMPLE_EVERY
     capacity = free_hi - free_lo
     done = False
-    if count >= SAMPLED_FROM and 4 * rank <= samples and 2 * keep <= capacity:
+    if count >= SAMPLED_FROM and 4 * rank <= samples and max(2 * keep, rank) <= capacity:
         _insert_least(values, 0, samples * SAMPLE_EVERY, SAMPLE_EVERY, rank, sign, out, free_lo, 1)
         bound = out[free_lo + rank - 1]
         gathered = 0

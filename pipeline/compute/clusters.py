@@ -51,13 +51,14 @@ LOCAL_WORKER_PRELOAD = "ldpsim.pipeline.compute.worker_setup"
 #: spend their time in compiled code it cannot see into.
 WORKER_PROFILE_OPTION = "worker_profile"
 PROFILE_KEY = "distributed.worker.profile.enabled"
-#: ``dashboard_address: auto`` (cluster/local.yaml, local-gpu.yaml): a dashboard on a
-#: free loopback port (:data:`AUTO_DASHBOARD_ADDRESS`) for a run estimated at
-#: :data:`DASHBOARD_SECONDS` or more on its workers (the cost model's core-seconds over
-#: the worker count; a GPU run always), none for a shorter one: starting it costs the
-#: driver about 0.3 CPU-seconds (bokeh's imports and pages) on the run's critical path,
-#: a tenth of the 72,000-replicate probe's (docs/performance.md), and such a run is over
-#: before a browser has loaded the page.
+#: ``dashboard_address: auto`` (cluster/local.yaml): a dashboard on a free loopback port
+#: (:data:`AUTO_DASHBOARD_ADDRESS`) for a run estimated at :data:`DASHBOARD_SECONDS` or
+#: more on its workers (the cost model's core-seconds of the whole sweep, done
+#: replicates included, over the worker count), none for a shorter one; ``local-gpu``
+#: takes it too and always starts one. Starting it costs the driver about 0.3
+#: CPU-seconds (bokeh's imports and pages) before the first task: 0.14 s of the
+#: 72,000-replicate probe's 3.04 (docs/performance.md), and such a run is over before a
+#: browser has loaded the page.
 DASHBOARD_AUTO = "auto"
 DASHBOARD_SECONDS = 30.0
 AUTO_DASHBOARD_ADDRESS = "127.0.0.1:0"
@@ -120,7 +121,7 @@ def _local(options: dict[str, Any]):
     profile = options.pop(WORKER_PROFILE_OPTION, None)
     if options.get("dashboard_address") == DASHBOARD_AUTO:  # not resolved by connect()
         options["dashboard_address"] = auto_dashboard(None)
-    if options.get("dashboard_address") is None:
+    if "dashboard_address" in options and options["dashboard_address"] is None:
         # No dashboard: distributed's scheduler still serves its health and metrics
         # pages, at port 8787 unless told otherwise: at a free loopback port instead.
         options["dashboard_address"] = AUTO_DASHBOARD_ADDRESS
@@ -222,7 +223,8 @@ def _local_gpu(options: dict[str, Any]):
         "options": {
             "host": host,
             "dashboard": dashboard is not None,
-            "dashboard_address": dashboard,
+            # Without one, the scheduler's health page on a free loopback port (not 8787).
+            "dashboard_address": AUTO_DASHBOARD_ADDRESS if dashboard is None else dashboard,
         },
     }
     # Forked from the server that imported ldpsim's worker modules, as the local
@@ -726,7 +728,7 @@ def connect(
     if client is not None:
         yield _wait_for_own(client, started + (start_timeout or SCHEDULER_START_TIMEOUT))
         return
-    dask_cluster, kind, dashboard = None, None, True
+    dask_cluster, kind, dashboard, auto = None, None, True, False
     where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
     try:
         with StartProblems() as problems:
@@ -743,13 +745,15 @@ def connect(
                     if kind == "local" and workers is not None:
                         overrides["n_workers"] = workers
                     merged = {**config["options"], **overrides}
-                    if merged.get("dashboard_address") == DASHBOARD_AUTO:
+                    auto = merged.get("dashboard_address") == DASHBOARD_AUTO
+                    if auto:
                         seconds = None if work_seconds is None or kind != "local" else (
                             work_seconds / (merged.get("n_workers") or usable_cores())
                         )  # fmt: skip
                         overrides["dashboard_address"] = auto_dashboard(seconds)
                         merged = {**config["options"], **overrides}
-                    dashboard = merged.get("dashboard_address") is not None
+                    # An absent key: distributed's own dashboard.
+                    dashboard = merged.get("dashboard_address", "") is not None
                     dask_cluster = build_cluster(config, overrides)
                     from distributed import Client
 
@@ -765,8 +769,12 @@ def connect(
                     f"The {where} could not start: {_root_cause(exc)}{hint}"
                 ) from None
         if kind in ("local", "local-gpu") and not dashboard:
-            log(f"Dask {where}; no dashboard (dashboard_address: auto starts one for a run "
-                f"estimated at {DASHBOARD_SECONDS:.0f} s or more).")  # fmt: skip
+            why = (
+                f"a run estimated at under {DASHBOARD_SECONDS:.0f} s; dashboard_address: auto"
+                if auto
+                else "dashboard_address: null"
+            )
+            log(f"Dask {where}; no dashboard ({why}).")
         else:
             log(f"Dask {where}; dashboard: {client.dashboard_link}")
         yield client

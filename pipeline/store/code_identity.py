@@ -66,7 +66,7 @@ def _source_sha256(cls: type) -> str | None:
             helper = inspect.getsourcefile(importlib.import_module(name))
             digest.update(b"\0" + name.encode() + b"\0" + Path(str(helper)).read_bytes())
         return digest.hexdigest()
-    except (TypeError, OSError):  # a class made in an interpreter, a file gone
+    except (TypeError, OSError, ImportError):  # made in an interpreter, a file gone
         return None
 
 

@@ -22,7 +22,8 @@ from ldpsim.tasks.streams.multipliers import fill_multipliers
 BASIC, PERCENTILE, SUP_T = 0, 1, 2
 
 
-@njit(cache=True)
+# nogil: a Dask worker's event loop runs while a chunk's intervals are computed.
+@njit(cache=True, nogil=True)
 def multiplier_bounds(
     code, states, given, centred, scale, form, previous, following, weight, selected,
     centre, lower, upper, failed,
@@ -141,7 +142,7 @@ def sup_t_replicate(
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def symmetric_bounds(centre, centred, scale, critical, lower, upper, failed):
     """centre_j +- critical sd_j of each replicate, sd_j = sqrt(sum_k centred_kj^2) /
     (m l) (:func:`ldpsim.tasks.intervals.bootstrap.conditional_sd`; ``scale`` = m l),

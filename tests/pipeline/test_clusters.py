@@ -347,6 +347,11 @@ def test_a_dashboard_only_for_a_run_estimated_at_30_seconds_or_more(capsys):
         workers=1, work_seconds=1.0, cluster="local", options={"dashboard_address": "127.0.0.1:0"}
     ) as client:
         assert status_page(client) == 200
+    with connect(
+        workers=1, work_seconds=1e6, cluster="local", options={"dashboard_address": None}
+    ) as client:
+        assert status_page(client) == 404
+    assert "no dashboard (dashboard_address: null)" in capsys.readouterr().out
 
 
 def _slurm_running() -> bool:

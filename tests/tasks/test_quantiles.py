@@ -15,6 +15,7 @@ from ldpsim.tasks.quantiles import (
 
 PROBS = [
     (0.025, 0.975),  # bb's basic and percentile intervals at 95%
+    (0.05, 0.95),  # at 90%
     (0.95,),  # the sup-t band's critical value
     (0.005, 0.995),
     (0.5,),
@@ -48,7 +49,7 @@ def test_both_selections_are_exercised():
     # The cases above run through the extremes at bb's quantiles and through
     # quickselect at the median and at large counts.
     assert uses_extremes(2000, (0.025, 0.975)) and uses_extremes(500, (0.95,))
-    assert not uses_extremes(500, (0.5,)) and not uses_extremes(10_000, (0.025, 0.975))
+    assert not uses_extremes(500, (0.5,)) and not uses_extremes(10_000, (0.05, 0.95))
 
 
 def test_a_sample_whose_bound_misses_takes_the_plain_pass():
@@ -84,3 +85,13 @@ def test_keep_extremes_places_the_order_statistics():
     np.testing.assert_array_equal(out[95:], np.arange(95.0, 100.0))
     np.testing.assert_array_equal(out[7:95], -1.0)  # nothing else written
     assert sorted(values) == list(range(100))  # the input unchanged
+
+
+def test_keep_extremes_stays_inside_out_when_the_ends_fill_it():
+    # 297 + 1 of 300 values kept: no room between the ends for the sampled bound.
+    values = np.random.default_rng(3).standard_normal(300)
+    big = np.full(310, -7.0)
+    keep_extremes(values, 297, 1, big[:300])
+    np.testing.assert_array_equal(big[300:], -7.0)
+    np.testing.assert_array_equal(big[:297], np.sort(values)[:297])
+    assert big[299] == values.max()
