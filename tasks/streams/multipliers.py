@@ -1,11 +1,11 @@
 """The multipliers of the block bootstrap: iid draws of mean 0 and variance 1 from a
 replicate's own bootstrap stream (Dette & Graw), by law.
 
-:func:`draw_multipliers` draws them with numpy's Generator; :func:`fill_multipliers`
-draws the same numbers, bit for bit, in compiled code from a stream's PCG64 state, with
-numpy's algorithms inlined (:mod:`ldpsim.tasks.streams.rng`): bb's compiled path
-(:func:`ldpsim.tasks.intervals.bootstrap_bounds.multiplier_bounds`) calls it for each
-replicate of a chunk.
+:func:`draw_multipliers` draws them with numpy's Generator; :func:`next_multiplier`
+draws the same numbers, one at a time and bit for bit, in compiled code from a
+stream's PCG64 state, with numpy's algorithms inlined (:mod:`ldpsim.tasks.streams.rng`):
+bb's compiled path (:func:`ldpsim.tasks.intervals.bootstrap_bounds.multiplier_bounds`)
+sums each replicate's draws as it makes its multipliers.
 """
 
 from __future__ import annotations
@@ -64,18 +64,18 @@ def multiplier_code(kind: Multiplier) -> int:
         ) from None
 
 
-@njit(cache=True, nogil=True)
-def fill_multipliers(code, s, out):
-    """Fill ``out`` (1-d, C order) with the multipliers of law ``code`` drawn from the
-    PCG64 state ``s``, as :func:`draw_multipliers` draws ``out.size`` of them from a
-    fresh Generator at that state; returns the advanced state.
+@njit(cache=True, inline="always")
+def next_multiplier(code, s, held, has_held):
+    """The next multiplier of law ``code`` from the PCG64 state ``s``: what
+    :func:`draw_multipliers` draws next from a Generator at that state, bit for bit,
+    when the draws are taken one after another in C order from a fresh state.
 
-    The draws are numpy's, bit for bit: uniform is ``Generator.uniform``'s ``low + (high
-    - low) * next_double``; rademacher is ``2 * integers(0, 2) - 1``, numpy's Lemire
-    sampler on 32-bit draws, which for the range {0, 1} is the top bit of each 32-bit
-    half of a 64-bit word, the low half first (PCG64 keeps the high half for the next
-    draw; its rejection step never rejects for a range of 2); gaussian is the ziggurat
-    of ``standard_normal``; mammen compares ``random()`` with the law's probability.
+    numpy's algorithms: uniform is ``Generator.uniform``'s ``low + (high - low) *
+    next_double``; rademacher is ``2 * integers(0, 2) - 1``, numpy's Lemire sampler on
+    32-bit draws, which for the range {0, 1} is the top bit of each 32-bit half of a
+    64-bit word, the low half first (its rejection step never rejects for a range of
+    2); gaussian is the ziggurat of ``standard_normal``; mammen compares ``random()``
+    with the law's probability.
 
     Parameters
     ----------
@@ -83,35 +83,27 @@ def fill_multipliers(code, s, out):
         :func:`multiplier_code` of the law.
     s : tuple of 4 uint64
         The stream's state (:mod:`ldpsim.tasks.streams.rng`), with no 32-bit half kept
-        (a fresh Generator's, as :func:`ldpsim.tasks.streams.seed_sequence.replicate_states`
-        gives it).
-    out : ndarray of float64, 1-d
+        at the first call (a fresh Generator's, as
+        :func:`ldpsim.tasks.streams.seed_sequence.replicate_states` gives it).
+    held, has_held : uint64, bool
+        A rademacher word whose upper half is the next draw, and whether there is one:
+        (0, False) at the first call, then what the previous call returned.
 
     Returns
     -------
-    tuple of 4 uint64
-        The state after the draws. After an odd number of rademacher draws numpy's
-        Generator would still hold a 32-bit half, which this state does not.
+    (float, tuple of 4 uint64, uint64, bool)
+        The multiplier, the advanced state, and the new ``held``, ``has_held``.
     """
-    count = out.size
     if code == 0:
-        for i in range(count):
-            u, s = next_double(s)
-            out[i] = _UNIFORM_LOW + _UNIFORM_SPAN * u
-    elif code == 1:
-        for i in range(0, count - 1, 2):
-            word, s = next_uint64(s)
-            out[i] = 2.0 * np.float64((word & _M32) >> _U31) - 1.0
-            out[i + 1] = 2.0 * np.float64(word >> np.uint64(63)) - 1.0
-        if count % 2:
-            word, s = next_uint64(s)
-            out[count - 1] = 2.0 * np.float64((word & _M32) >> _U31) - 1.0
-    elif code == 2:
-        for i in range(count):
-            z, s = standard_normal(s)
-            out[i] = z
-    else:
-        for i in range(count):
-            u, s = next_double(s)
-            out[i] = _MAMMEN_LOW if u < _MAMMEN_P_LOW else _MAMMEN_HIGH
-    return s
+        u, s = next_double(s)
+        return _UNIFORM_LOW + _UNIFORM_SPAN * u, s, held, has_held
+    if code == 1:
+        if has_held:
+            return 2.0 * np.float64(held >> np.uint64(63)) - 1.0, s, held, False
+        word, s = next_uint64(s)
+        return 2.0 * np.float64((word & _M32) >> _U31) - 1.0, s, word, True
+    if code == 2:
+        z, s = standard_normal(s)
+        return z, s, held, has_held
+    u, s = next_double(s)
+    return (_MAMMEN_LOW if u < _MAMMEN_P_LOW else _MAMMEN_HIGH), s, held, has_held

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 
 from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.replicate import checkpoint_stream
 from ldpsim.tasks.streams.multipliers import (
     MULTIPLIERS,
     draw_multipliers,
-    fill_multipliers,
     multiplier_code,
+    next_multiplier,
 )
 from ldpsim.tasks.streams.rng import state_of
 from ldpsim.tasks.streams.seeding import method_stream_from_words
@@ -40,14 +41,23 @@ def setup() -> GridPointSetup:
     return GridPointSetup.of(SPEC)
 
 
+@njit
+def _fill(code, states, out):
+    for r in range(states.shape[0]):
+        state = (states[r, 0], states[r, 1], states[r, 2], states[r, 3])
+        held, has_held = np.uint64(0), False
+        for i in range(out.shape[1]):
+            out[r, i], state, held, has_held = next_multiplier(code, state, held, has_held)
+
+
 def compiled_draws(kind: str, states: np.ndarray, size: tuple[int, ...]) -> np.ndarray:
-    """Each stream's multipliers as bb's compiled path draws them (``fill_multipliers``
-    of each row's state, as :func:`ldpsim.tasks.intervals.bootstrap_bounds.multiplier_bounds`
-    calls it), stacked: (R, *size)."""
-    out = np.empty((len(states), *size))
-    for i, state in enumerate(states):
-        fill_multipliers(multiplier_code(kind), tuple(state), out[i].reshape(-1))
-    return out
+    """Each stream's multipliers as bb's compiled path draws them (``next_multiplier``
+    from each row's state, one after another, as
+    :func:`ldpsim.tasks.intervals.bootstrap_bounds.drawn_sums` calls it), stacked:
+    (R, *size)."""
+    out = np.empty((len(states), int(np.prod(size))))
+    _fill(multiplier_code(kind), np.ascontiguousarray(states, dtype=np.uint64), out)
+    return out.reshape(len(states), *size)
 
 
 def numpy_stream(setup: GridPointSetup, label: str, rep: int, point: int | None):
