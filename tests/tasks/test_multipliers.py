@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import njit
 
 from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.intervals.bootstrap_bounds import drawn_sums, fill_multipliers, weighted_sums
 from ldpsim.tasks.replicate import checkpoint_stream
 from ldpsim.tasks.streams.multipliers import (
     MULTIPLIERS,
     draw_multipliers,
     multiplier_code,
-    next_multiplier,
 )
 from ldpsim.tasks.streams.rng import state_of
 from ldpsim.tasks.streams.seeding import method_stream_from_words
@@ -41,22 +40,14 @@ def setup() -> GridPointSetup:
     return GridPointSetup.of(SPEC)
 
 
-@njit
-def _fill(code, states, out):
-    for r in range(states.shape[0]):
-        state = (states[r, 0], states[r, 1], states[r, 2], states[r, 3])
-        held, has_held = np.uint64(0), False
-        for i in range(out.shape[1]):
-            out[r, i], state, held, has_held = next_multiplier(code, state, held, has_held)
-
-
 def compiled_draws(kind: str, states: np.ndarray, size: tuple[int, ...]) -> np.ndarray:
-    """Each stream's multipliers as bb's compiled path draws them (``next_multiplier``
-    from each row's state, one after another, as
-    :func:`ldpsim.tasks.intervals.bootstrap_bounds.drawn_sums` calls it), stacked:
+    """Each stream's multipliers as bb's compiled path draws them at d > 1
+    (:func:`ldpsim.tasks.intervals.bootstrap_bounds.fill_multipliers`, one
+    ``next_multiplier`` after another, the sums of d = 1 taking the same draws), stacked:
     (R, *size)."""
     out = np.empty((len(states), int(np.prod(size))))
-    _fill(multiplier_code(kind), np.ascontiguousarray(states, dtype=np.uint64), out)
+    for i, state in enumerate(np.ascontiguousarray(states, dtype=np.uint64)):
+        fill_multipliers(multiplier_code(kind), tuple(state), out[i])
     return out.reshape(len(states), *size)
 
 
@@ -116,3 +107,19 @@ def test_bad_arguments_say_what_is_allowed(setup):
         multiplier_code("normal")
     with pytest.raises(KeyError):
         setup.method_states("no-such-method", [0])
+
+
+@pytest.mark.parametrize("kind", MULTIPLIERS)
+def test_sums_made_as_the_multipliers_come_equal_the_sums_of_the_drawn_ones(setup, kind):
+    # bb at d = 1 adds each multiplier into its draw's sum as it is drawn (drawn_sums);
+    # at d > 1, and from numpy's Generators, it draws them first (weighted_sums). B m
+    # odd: rademacher's 32-bit halves cross the draws' rows.
+    n_draws, n_blocks, scale = 37, 5, 185.0
+    states = setup.method_states("bb", REPS)
+    centred = np.random.default_rng(4).standard_normal((len(REPS), n_blocks, 1))
+    multipliers = compiled_draws(kind, states, (n_draws, n_blocks))
+    as_they_come, from_array = np.empty((n_draws, 1)), np.empty((n_draws, 1))
+    for i, state in enumerate(states):
+        drawn_sums(multiplier_code(kind), tuple(state), centred[i], scale, as_they_come)
+        weighted_sums(multipliers[i], centred[i], scale, from_array)
+        assert as_they_come.tobytes() == from_array.tobytes(), (kind, i)
