@@ -162,7 +162,8 @@ def forked_workers(wanted: bool = True) -> Iterator[bool]:
         # distributed sets its own preload list at its first forkserver context; ours
         # replaces it before the server starts (the first cluster's first worker). To
         # make its list, distributed imports every package it knows in this process:
-        # pandas, which the driver never uses (0.1-0.25 of its CPU-seconds).
+        # pandas, which the driver never uses (0.24-0.27 of its CPU-seconds on a slow
+        # day of the 2-core machine).
         with imports_refused(DRIVER_UNUSED):
             context = get_mp_context()
         context.set_forkserver_preload(list(WORKER_MODULES))
@@ -178,7 +179,9 @@ DRIVER_UNUSED = ("pandas",)
 def imports_refused(names: tuple[str, ...]) -> Iterator[None]:
     """Within the block, importing one of ``names`` that is not imported yet raises
     ImportError (a None in ``sys.modules``, Python's documented way); after it, they
-    import as usual. For a call that imports a package only if it can."""
+    import as usual. For a short call that imports a package only if it can: the
+    refusal is the whole process's, so another thread that imports one of ``names``
+    meanwhile fails too (a driver's other threads import nothing then)."""
     refused = [name for name in names if name not in sys.modules]
     for name in refused:
         sys.modules[name] = None  # type: ignore[assignment]

@@ -138,6 +138,7 @@ class BlockBootstrap(IntervalMethod):
     source_modules: ClassVar[tuple[str, ...]] = (
         "ldpsim.tasks.intervals.bootstrap_bounds",
         "ldpsim.tasks.quantiles",
+        "ldpsim.tasks.streams.multipliers",
     )
 
     B: int = 500

@@ -441,9 +441,9 @@ def test_a_change_marks_only_the_cells_whose_units_changed():
 
 
 def test_a_built_in_units_source_covers_the_helper_modules_it_names(tmp_path, monkeypatch):
-    """bb's identity covers its compiled intervals and quantiles (``source_modules``): an
-    edit of either is a new code version; a unit that names none hashes its own module's
-    file alone, as stores have always recorded it."""
+    """bb's identity covers its compiled intervals, quantiles and multiplier laws
+    (``source_modules``): an edit of any is a new code version; a unit that names none
+    hashes its own module's file alone, as stores have always recorded it."""
     from ldpsim.pipeline.store.code_identity import unit_origin
     from ldpsim.tasks.intervals.batch_means import BatchMeans
     from ldpsim.tasks.intervals.bootstrap import BlockBootstrap
@@ -456,6 +456,7 @@ def test_a_built_in_units_source_covers_the_helper_modules_it_names(tmp_path, mo
     assert BlockBootstrap.source_modules == (
         "ldpsim.tasks.intervals.bootstrap_bounds",
         "ldpsim.tasks.quantiles",
+        "ldpsim.tasks.streams.multipliers",
     )
     # A unit of its own whose helper module is edited.
     (tmp_path / "identity_helper.py").write_text("SCALE = 1.0\n")
