@@ -125,8 +125,8 @@ def package_lock(name: str = "ldpsim") -> Iterator[None]:
     The default is the lock under which ldpsim's own interval methods make their first
     calls in a process (:func:`ldpsim.tasks.chunk.compute_rows`): the functions they
     reach compile once for processes that start together. Per host: numba saves the
-    package's machine code per CPU model, in the package's folder or in
-    ``NUMBA_CACHE_DIR``, which other nodes may not share, so the workers of other
+    package's machine code per CPU model (in the cache folder's ``package/<key>``,
+    :mod:`ldpsim.tasks.compiled`), which other nodes may not share, so the workers of other
     nodes, which a cache folder in a shared home would otherwise make wait, compile
     their own beside them.
     """

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit
+
+from ldpsim.tasks.compiled import cached_njit
 
 
 @functools.lru_cache(maxsize=64)
@@ -64,7 +65,7 @@ def linear_quantiles(draws: np.ndarray, probs: tuple[float, ...]) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@cached_njit()
 def column_quantiles(values, buffer, previous, following, weight, selected, out):
     """The quantiles of ``values`` (1-d) at :func:`linear_positions` into ``out``.
 
@@ -104,7 +105,7 @@ def column_quantiles(values, buffer, previous, following, weight, selected, out)
 EXTREMES_FACTOR = 16
 
 
-@njit(cache=True)
+@cached_njit()
 def extreme_counts(count, ranks):
     """How many of the smallest and of the largest values hold ``ranks`` (sorted,
     distinct, 0-based, below ``count``): ranks below count / 2 count from the bottom,
@@ -118,7 +119,7 @@ def extreme_counts(count, ranks):
     return n_low, n_high
 
 
-@njit(cache=True)
+@cached_njit()
 def keep_extremes(values, n_low, n_high, out):
     """Write the ``n_low`` smallest of ``values`` (1-d, no NaN) into ``out[:n_low]``,
     ascending, and the ``n_high`` largest into ``out[count - n_high:]``, ascending:
@@ -154,7 +155,7 @@ SAMPLE_EVERY = 8
 SAMPLE_MARGIN = 6
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _keep_least(values, keep, sign, out, base, direction, free_lo, free_hi):
     # The `keep` least of sign * values, ascending, at out[base + direction * p] (p <
     # keep), multiplied back by sign; out[free_lo:free_hi] is scratch.
@@ -183,7 +184,7 @@ def _keep_least(values, keep, sign, out, base, direction, free_lo, free_hi):
             out[base + direction * p] = -out[base + direction * p]
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _insert_least(values, start, stop, step, keep, sign, out, base, direction):
     # The `keep` least of sign * values[start:stop:step] (at least `keep` of them),
     # ascending, at out[base + direction * p]: the first `keep` by insertion, then only
@@ -211,7 +212,7 @@ def _insert_least(values, start, stop, step, keep, sign, out, base, direction):
         i += step
 
 
-@njit(cache=True)
+@cached_njit()
 def select_ranks(values, ranks):
     """Put the order statistics of the given ``ranks`` (sorted, distinct, 0-based) of
     ``values`` (1-d, no NaN) in their places: afterwards ``values[k]`` is the k-th
@@ -233,7 +234,7 @@ def select_ranks(values, ranks):
         start = k + 1
 
 
-@njit(cache=True)
+@cached_njit()
 def _quickselect(values, low, high, k):
     # numpy's introselect (npysort/selection.cpp) without its median-of-5 fallback:
     # the median of three as the pivot, the smallest and largest of the three as

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from ldpsim.tasks.compile_lock import in_turn
+from ldpsim.tasks.compiled import cached_njit
 
 
 def floor_power(x: float, p: float) -> int:
@@ -359,7 +359,7 @@ def plan_arrays(plan: PartitionPlan) -> tuple[np.ndarray, ...]:
     )
 
 
-@njit(cache=True)
+@cached_njit()
 def _fill_deviation_sums(
     snap_t, seg_shift, ref, recentred, recentred_cuts, left, right, after_zero, lengths, first, out
 ):
@@ -397,7 +397,7 @@ def _fill_deviation_sums(
             sum_rows_as_numpy(pieces, a, b, out[q])
 
 
-@njit(cache=True)
+@cached_njit()
 def _fill_stacked_deviation_sums(
     snap_t, seg_shift, ref, recentred, recentred_cuts, left, right, after_zero, lengths, first, out
 ):
@@ -419,7 +419,7 @@ def _fill_stacked_deviation_sums(
         )
 
 
-@njit(cache=True)
+@cached_njit()
 def sum_rows_as_numpy(rows, a, b, out):
     """``out[:] = rows[a:b].sum(axis=0)`` in numpy's order of additions: one column is
     a contiguous run, which numpy sums pairwise (:func:`pairwise_sum`); several
@@ -435,7 +435,7 @@ def sum_rows_as_numpy(rows, a, b, out):
     out[0] = pairwise_sum(rows[a:b, 0])
 
 
-@njit(cache=True)
+@cached_njit()
 def pairwise_sum(values):
     """The sum of the 1-d array ``values`` as numpy's pairwise summation adds a contiguous
     run (``np.sum``, ``np.add.reduce``): fewer than 8 items one by one from 0.0; up to 128

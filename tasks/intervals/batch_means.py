@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from ldpsim.tasks.compiled import cached_njit
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap, block_partition
 from ldpsim.tasks.intervals.critical_values import normal_quantile
@@ -129,7 +129,7 @@ class BatchMeans(IntervalMethod):
         return theta_bar - half, theta_bar + half
 
 
-@njit(cache=True)
+@cached_njit()
 def batch_means_variances(sums, sizes, pooled_steps):
     """The diagonal of bm's SigmaHat for each replicate, (R, d), from its deviation sums
     over the batches (R, M, d) (sums of theta_i - theta_bar), the batch sizes n_k (M,)

@@ -15,8 +15,8 @@ which OpenBLAS picks by processor).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ldpsim.tasks.compiled import cached_njit
 from ldpsim.tasks.quantiles import column_quantiles
 from ldpsim.tasks.stats import sum_rows_as_numpy
 from ldpsim.tasks.streams.multipliers import next_multiplier
@@ -26,7 +26,7 @@ BASIC, PERCENTILE, SUP_T = 0, 1, 2
 
 
 # nogil: a Dask worker's event loop runs while a chunk's intervals are computed.
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def multiplier_bounds(
     code, states, given, centred, scale, form, previous, following, weight, selected,
     centre, lower, upper, failed,
@@ -95,7 +95,7 @@ def multiplier_bounds(
                 upper[r, j] = centre[r, j] + q[1]
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def drawn_sums(code, state, centred, scale, draws):
     """draws[b, 0] = sum_k e_bk centred[k, 0] / scale (d = 1), the multipliers e of law
     ``code`` drawn from ``state`` in C order, each added into its draw's sum as it
@@ -110,7 +110,7 @@ def drawn_sums(code, state, centred, scale, draws):
         draws[b, 0] = total / scale
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def fill_multipliers(code, state, out):
     """``out`` (1-d) filled with the multipliers of law ``code`` drawn from ``state``
     in order (:func:`ldpsim.tasks.streams.multipliers.next_multiplier`)."""
@@ -119,7 +119,7 @@ def fill_multipliers(code, state, out):
         out[i], state, held, has_held = next_multiplier(code, state, held, has_held)
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def weighted_sums(multipliers, centred, scale, draws):
     """draws[b, j] = sum_k multipliers[b, k] centred[k, j] / scale, each sum from 0 over
     the blocks in order."""
@@ -133,7 +133,7 @@ def weighted_sums(multipliers, centred, scale, draws):
             draws[b, j] = total / scale
 
 
-@njit(cache=True)
+@cached_njit()
 def sup_t_replicate(
     centre, draws, previous, following, weight, selected, lower, upper,
     total, sd, squares, largest, buffer, critical,
@@ -173,7 +173,7 @@ def sup_t_replicate(
     return False
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def symmetric_bounds(centre, centred, scale, critical, lower, upper, failed):
     """centre_j +- critical sd_j of each replicate, sd_j = sqrt(sum_k centred_kj^2) /
     (m l) (:func:`ldpsim.tasks.intervals.bootstrap.conditional_sd`; ``scale`` = m l),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ldpsim.tasks.compiled import cached_njit
 from ldpsim.tasks.kernel.pointers import address, keep_alive
 from ldpsim.tasks.streams.rng import unlikely
 
@@ -14,7 +15,7 @@ ETA_EXACT_BELOW = 512
 ETA_RESYNC_MASK = 255
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def eta_series(gamma):
     """Coefficients a1..a5 of (1 - y)^gamma = 1 + a1 y + ... + a5 y^5 + O(y^6)."""
     a1 = -gamma
@@ -25,7 +26,7 @@ def eta_series(gamma):
     return a1, a2, a3, a4, a5
 
 
-@njit(cache=True, error_model="numpy")  # no zero-division check: it would block SIMD
+@cached_njit(error_model="numpy")  # no zero-division check: it would block SIMD
 def fill_ratios(fi0, ratios, a1, a2, a3, a4, a5):
     """ratios[m] = (1 - 1/i)^gamma = eta_i / eta_{i-1} for i = fi0 + m, m = 1..255."""
     # By a 5-term series (truncation error < 1e-16 for i >= 512). The terms are
@@ -36,7 +37,7 @@ def fill_ratios(fi0, ratios, a1, a2, a3, a4, a5):
         ratios[m] = 1.0 + y * (a1 + y * (a2 + y * (a3 + y * (a4 + y * a5))))
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def fill_exact(c, gamma, exact):
     """exact[i] = c i^-gamma for i = 1 .. ETA_EXACT_BELOW - 1 (``exact[0]`` unused): the
     steps :func:`next_eta` reads from this table, computed once per kernel call rather

@@ -14,8 +14,8 @@ import math
 from typing import Literal, get_args
 
 import numpy as np
-from numba import njit
 
+from ldpsim.tasks.compiled import cached_njit
 from ldpsim.tasks.streams.rng import next_double, next_uint64, standard_normal
 
 Multiplier = Literal["uniform", "rademacher", "gaussian", "mammen"]
@@ -64,7 +64,7 @@ def multiplier_code(kind: Multiplier) -> int:
         ) from None
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def next_multiplier(code, s, held, has_held):
     """The next multiplier of law ``code`` from the PCG64 state ``s``: what
     :func:`draw_multipliers` draws next from a Generator at that state, bit for bit,

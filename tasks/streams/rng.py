@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ldpsim.tasks.compiled import cached_njit
 from ldpsim.tasks.streams.ziggurat import (
     fe_double,
     fi_double,
@@ -149,7 +150,7 @@ def set_state(rng: np.random.Generator, s) -> None:
     rng.bit_generator.state = state
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def next_uint64(s):
     """numpy's ``pcg64_next64``: advance the LCG, output XSL-RR of the new state."""
     hi, lo, inc_hi, inc_lo = s
@@ -161,20 +162,20 @@ def next_uint64(s):
     return (x >> rot) | (x << ((_U64 - rot) & _U63)), (new_hi, new_lo, inc_hi, inc_lo)
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def next_double(s):
     """A uniform double in [0, 1): numpy's ``next_double`` (53 random bits)."""
     r, s = next_uint64(s)
     return np.float64(r >> _U11) * _TWO_M53, s
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def random(s):
     """``Generator.random()``: uniform on [0, 1). Returns ``(u, s)``."""
     return next_double(s)
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _ziggurat_candidate(r):
     # numpy's split of one 64-bit word: 8 bits of layer, 1 of sign, 52 of abscissa.
     idx = np.intp(r & _LOW8)
@@ -186,7 +187,7 @@ def _ziggurat_candidate(r):
     return idx, rabs, x
 
 
-@njit(cache=True)
+@cached_njit()
 def _normal_slow(s, idx, rabs, x):
     # The 1% of ziggurat draws outside the rectangles (numpy's random_standard_normal),
     # kept out of line so that the inlined fast path stays small.
@@ -210,7 +211,7 @@ def _normal_slow(s, idx, rabs, x):
             return x, s
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def standard_normal(s):
     """``Generator.standard_normal()``: numpy's 256-step ziggurat (Marsaglia & Tsang).
 
@@ -223,7 +224,7 @@ def standard_normal(s):
     return _normal_slow(s, idx, rabs, x)
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _exponential_candidate(r):
     # numpy's split of one 64-bit word for the exponential ziggurat: bits 3-10 pick the
     # layer, bits 11-63 the abscissa; bits 0-2 are unused.
@@ -233,7 +234,7 @@ def _exponential_candidate(r):
     return idx, ri, np.float64(ri) * we_double[idx]
 
 
-@njit(cache=True)
+@cached_njit()
 def _exponential_slow(s, idx, x):
     # numpy's standard_exponential_unlikely, then its retry, out of line.
     while True:
@@ -248,7 +249,7 @@ def _exponential_slow(s, idx, x):
             return x, s
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _exponential_from(r, s):
     # The exponential whose first word r has been drawn already.
     idx, ri, x = _exponential_candidate(r)
@@ -257,7 +258,7 @@ def _exponential_from(r, s):
     return _exponential_slow(s, idx, x)
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def standard_exponential(s):
     """``Generator.standard_exponential()``: numpy's 256-step ziggurat.
 
@@ -267,7 +268,7 @@ def standard_exponential(s):
     return _exponential_from(r, s)
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def laplace(s, loc, scale):
     """A Laplace(loc, scale) draw: ``loc + scale * sign * E`` (not numpy's sampler).
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from numba import njit
 
+from ldpsim.tasks.compiled import cached_njit
 from ldpsim.tasks.streams.rng import next_uint64
 
 _M32 = np.uint64(0xFFFFFFFF)
@@ -58,7 +58,7 @@ def entropy_words(values: Iterable[int]) -> list[int]:
     return [word for value in values for word in uint32_words(int(value))]
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _hashmix(value, hash_const):
     value = (value ^ hash_const) & _M32
     hash_const = (hash_const * _MULT_A) & _M32
@@ -66,18 +66,18 @@ def _hashmix(value, hash_const):
     return value ^ (value >> _XSHIFT), hash_const
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _mix(x, y):
     result = (_MIX_MULT_L * x - _MIX_MULT_R * y) & _M32
     return result ^ (result >> _XSHIFT)
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _pool_word(entropy, n, i):
     return np.uint64(entropy[i]) if i < n else _ZERO
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _mix_in(m0, m1, m2, m3, value, hash_const):
     # One word hashed into each pool word in turn (mix_entropy's loop over i_dst).
     hashed, hash_const = _hashmix(value, hash_const)
@@ -91,7 +91,7 @@ def _mix_in(m0, m1, m2, m3, value, hash_const):
     return m0, m1, m2, m3, hash_const
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def state_of_entropy(entropy, n):
     """The PCG64 state of ``PCG64(SeedSequence(...))`` from the first ``n`` words of
     ``entropy``, the sequence's assembled entropy, as a tuple of 4 uint64 for compiled
@@ -172,7 +172,7 @@ def state_of_entropy(entropy, n):
     return s[0], s[1], inc_hi, inc_lo
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _generate_word(pool_word, hash_const):
     value = (pool_word ^ hash_const) & _M32
     hash_const = (hash_const * _MULT_B) & _M32
@@ -180,7 +180,7 @@ def _generate_word(pool_word, hash_const):
     return value ^ (value >> _XSHIFT), hash_const
 
 
-@njit(cache=True)
+@cached_njit()
 def pcg64_state(entropy: np.ndarray) -> np.ndarray:
     """The state of ``PCG64(SeedSequence(...))`` from the sequence's assembled entropy.
 
@@ -203,7 +203,7 @@ def pcg64_state(entropy: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def replicate_entropy(prefix, rep, spawn_key, words):
     """Write the assembled entropy of replicate ``rep``'s stream into ``words``.
 
@@ -248,7 +248,7 @@ def replicate_entropy(prefix, rep, spawn_key, words):
     return n
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def replicate_states(prefix: np.ndarray, reps: np.ndarray, spawn_key: np.ndarray) -> np.ndarray:
     """The PCG64 states of many replicates' streams, in one compiled call.
 

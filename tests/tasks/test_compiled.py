@@ -1,0 +1,101 @@
+"""The package's compiled functions never run machine code of other code.
+
+numba's own disk cache checks only the file of the function it caches; a function whose
+callee lives in another module kept the callee's old machine code after that module
+changed (numba 0.68). :func:`ldpsim.tasks.compiled.cached_njit` keys the cache by every
+file of the folder. Each check runs in fresh processes on two modules of its own, whose
+numbers it knows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ldpsim.tasks.compiled import cached_njit, machine_code_folder, source_key
+
+CALLEE = """
+from pathlib import Path
+from ldpsim.tasks.compiled import cached_njit
+
+@cached_njit(Path(__file__).parent)
+def step(x):
+    return x + {step}
+"""
+
+CALLER = """
+from pathlib import Path
+from ldpsim.tasks.compiled import cached_njit
+from callee import step
+
+@cached_njit(Path(__file__).parent)
+def scaled(x):
+    return 10 * step(x)
+"""
+
+#: One process's first call: its value and whether numba loaded it from the cache.
+CALL = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from caller import scaled
+value = scaled(1)
+print(json.dumps({"value": value, "hits": sum(scaled.stats.cache_hits.values())}))
+"""
+
+
+def call(folder: Path, cache: Path) -> dict:
+    env = {**os.environ, "LDPSIM_CACHE_DIR": str(cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", CALL, str(folder)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_changed_callee_module_is_compiled_again_never_loaded_stale(tmp_path):
+    folder, cache = tmp_path / "modules", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "callee.py").write_text(CALLEE.format(step=1))
+    (folder / "caller.py").write_text(CALLER)
+    assert call(folder, cache) == {"value": 20, "hits": 0}  # compiled, saved
+    assert call(folder, cache) == {"value": 20, "hits": 1}  # loaded
+    first_key = source_key.__wrapped__(folder)
+    # Only the callee's module changes; the caller's file stays as it was.
+    (folder / "callee.py").write_text(CALLEE.format(step=2))
+    assert call(folder, cache) == {"value": 30, "hits": 0}  # not the old 20
+    assert call(folder, cache) == {"value": 30, "hits": 1}
+    keys = sorted(path.name for path in (cache / "package").iterdir())
+    assert keys == sorted([first_key, source_key.__wrapped__(folder)])
+
+
+def test_an_unwritable_cache_folder_compiles_in_memory(tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("LDPSIM_CACHE_DIR", str(blocked))
+    assert machine_code_folder(tmp_path) is None
+
+    @cached_njit(tmp_path)
+    def twice(x):
+        return 2.0 * x
+
+    assert twice(1.5) == 3.0
+    assert twice.stats.cache_path is None and not any(tmp_path.rglob("*.nbi"))
+
+
+def test_the_key_covers_sources_and_data_files_only(tmp_path):
+    key = source_key.__wrapped__  # not the process's cached value
+    (tmp_path / "unit.py").write_text("A = 1\n")
+    (tmp_path / "table.npz").write_bytes(b"1")
+    (tmp_path / "notes.txt").write_text("a")
+    before = key(tmp_path)
+    (tmp_path / "notes.txt").write_text("b")
+    assert key(tmp_path) == before
+    (tmp_path / "table.npz").write_bytes(b"2")  # a table compiled code reads
+    assert key(tmp_path) != before
+    (tmp_path / "table.npz").write_bytes(b"1")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "more.py").write_text("")
+    assert key(tmp_path) != before
