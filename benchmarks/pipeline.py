@@ -28,9 +28,11 @@ mean nothing. Without it the sizes are :data:`FULL`, those below.
   the time of a second replicate in the same process (the replicate's own time), with
   an empty kernel cache (cold: ``LDPSIM_CACHE_DIR`` and ``NUMBA_CACHE_DIR`` new empty
   folders, so that nothing compiled before is found) and with the cache an earlier
-  process filled (warm). ``compile_s_in_memory``: the same with the kernel cache
-  folder unwritable, numba's own caches warm: what every process paid before the
-  kernel cache. Medians over runs; the raw times are reported too
+  process filled (warm). ``compile_s_in_memory``: the same with ldpsim's cache folder
+  unwritable, so that the kernel and (since 2026-12-01, ``tasks/compiled.py``) the
+  package's compiled functions compile in memory: what every process pays without a
+  cache folder (earlier figures had the package's functions warm in numba's own cache,
+  and are not comparable). Medians over runs; the raw times are reported too
   (``first_replicate_s_*``, ``second_replicate_s``, and ``import_s``, the time to
   import ``ldpsim.tasks``, which none of the others includes).
 - A replicate of :data:`REPLICATE` at n = 1000 and at n = 10,000, split, in one worker

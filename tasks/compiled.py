@@ -12,26 +12,30 @@ module returned ``g``'s old result after ``g``'s file changed.
 :func:`cached_njit` therefore keeps the package's machine code in a folder of ldpsim's
 cache folder (:func:`ldpsim.tasks.compile_lock.cache_folder`) named by a hash of every
 source and data file of :mod:`ldpsim.tasks` (:func:`source_key`): changed code finds a
-folder of its own and compiles once, and no process loads machine code of other code.
-Where that folder cannot be made or written, the functions compile in memory, once per
-process. Folders of superseded code stay behind; the cache folder can be deleted at any
-time. (The SGD kernels have a cache of their own, keyed the same way module by module:
+folder of its own and compiles once. Where that folder cannot be made or written, or the
+package's files cannot all be read, the functions compile in memory, once per process,
+with one warning; so does a module whose file changed after the process made its key
+(an edit during a long sweep), as the SGD kernels' templates do. Folders of superseded
+code stay behind; the cache folder can be deleted at any time. numba's own subfolder
+names the module's folder, so each installation and each CPU model compiles once. (The
+SGD kernels have a cache of their own, keyed the same way module by module:
 :mod:`ldpsim.tasks.kernel.cache`.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
+import logging
 import os
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numba
 
-from ldpsim.tasks.compile_lock import cache_folder
+from ldpsim.tasks.compile_lock import CACHE_DIR_VARIABLE, cache_folder
 
 #: The folder whose files key the package's machine code: ldpsim's tasks, where every
 #: compiled function of the package lives.
@@ -44,28 +48,49 @@ KEYED_SUFFIXES = (".py", ".npz")
 PACKAGE_SUBFOLDER = "package"
 
 
+#: numba's ``config.CACHE_DIR`` is the process's: one dispatcher is made under it at a
+#: time (a GPU worker's threads may import modules side by side).
+_CACHE_DIR_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
+_warned: set[str] = set()
+
+
 @functools.cache
+def source_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of every regular file of ``folder`` (recursively, caches left out) whose
+    suffix is one of :data:`KEYED_SUFFIXES`, by path relative to ``folder``. Read once
+    per process and folder (about 0.7 MB for the package). Raises OSError where a file
+    cannot be read."""
+    digests = {}
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in KEYED_SUFFIXES and "__pycache__" not in path.parts and path.is_file():
+            digests[path.relative_to(folder).as_posix()] = hashlib.sha256(
+                path.read_bytes()
+            ).hexdigest()
+    return digests
+
+
 def source_key(folder: Path) -> str:
-    """16 hex digits of a SHA-256 of every file of ``folder`` (recursively, caches left
-    out) whose suffix is one of :data:`KEYED_SUFFIXES`: its path and its bytes.
-    Computed once per process and folder (about 0.7 MB for the package)."""
+    """16 hex digits of a SHA-256 of :func:`source_digests` (paths and contents)."""
     digest = hashlib.sha256()
-    files = sorted(
-        path
-        for path in folder.rglob("*")
-        if path.suffix in KEYED_SUFFIXES and "__pycache__" not in path.parts
-    )
-    for path in files:
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
+    for name, file_digest in source_digests(folder).items():
+        digest.update(f"{name}\0{file_digest}\n".encode())
     return digest.hexdigest()[:16]
 
 
 def machine_code_folder(folder: Path) -> str | None:
     """The folder of the machine code of ``folder``'s compiled functions, made where
-    missing: ``<cache folder>/package/<source_key>``; None where it cannot be made or
-    written."""
-    return made_folder(cache_folder() / PACKAGE_SUBFOLDER / source_key(folder))
+    missing: ``<cache folder>/package/<source_key>``; None (with a warning, once) where
+    it cannot be made or written or the files cannot be read."""
+    try:
+        path = cache_folder() / PACKAGE_SUBFOLDER / source_key(folder)
+    except OSError as exc:
+        _warn_once(str(folder), f"cannot read its files ({exc})")
+        return None
+    made = made_folder(path)
+    if made is None:
+        _warn_once(str(path), "cannot write the folder")
+    return made
 
 
 @functools.cache
@@ -79,29 +104,34 @@ def made_folder(path: Path) -> str | None:
     return str(path) if os.access(path, os.W_OK | os.X_OK) else None
 
 
-@contextlib.contextmanager
-def numba_cache_dir(path: str) -> Iterator[None]:
-    """numba's ``config.CACHE_DIR`` set to ``path`` for the block: a dispatcher made with
-    ``cache=True`` inside it keeps its cache there (numba fixes the place when it makes
-    the dispatcher)."""
-    before = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = path
+def unchanged_since_keyed(function: Any, folder: Path) -> bool:
+    """Whether ``function``'s file is as :func:`source_digests` read it (a module edited
+    after the key was made would otherwise put new machine code under the old key)."""
+    path = Path(function.__code__.co_filename).resolve()
     try:
-        yield
-    finally:
-        numba.config.CACHE_DIR = before
+        name = path.relative_to(folder.resolve()).as_posix()
+        return source_digests(folder).get(name) == file_digest(path)
+    except (OSError, ValueError):
+        return False
+
+
+@functools.cache
+def file_digest(path: Path) -> str:
+    """SHA-256 of a module's file as the process decorates its functions (once a file)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any], Any]:
     """``numba.njit(cache=True, **options)``, its machine code kept under the key of
-    ``folder``'s code (:func:`machine_code_folder`), or compiled in memory where that
-    folder cannot be written.
+    ``folder``'s code (:func:`machine_code_folder`); compiled in memory where that folder
+    cannot be used, where the function's module changed since the key was made, or where
+    numba would not keep the cache in that folder.
 
     Parameters
     ----------
     folder : Path
-        The folder whose files key the cache: the package's (default) or, in a test, a
-        folder of its own modules.
+        The folder whose files key the cache, holding the decorated function's module:
+        the package's (default) or, in a test, a folder of its own modules.
     **options
         numba's, as for ``njit`` (``nogil``, ``inline``, ``error_model``, ...).
     """
@@ -110,7 +140,37 @@ def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any]
         place = machine_code_folder(folder)
         if place is None:
             return numba.njit(**options)(function)
-        with numba_cache_dir(place):
-            return numba.njit(cache=True, **options)(function)
+        if not unchanged_since_keyed(function, folder):
+            _warn_once(
+                function.__code__.co_filename,
+                "changed on disk after this process read the package; restart to cache it",
+            )
+            return numba.njit(**options)(function)
+        with _CACHE_DIR_LOCK:
+            before = numba.config.CACHE_DIR
+            numba.config.CACHE_DIR = place
+            try:
+                dispatcher = numba.njit(cache=True, **options)(function)
+            finally:
+                numba.config.CACHE_DIR = before
+        # numba falls back to a folder of its own choosing where it finds the given one
+        # unwritable (its own check), and a NUMBA_CACHE_LOCATOR_CLASSES setting bypasses it.
+        if not str(dispatcher.stats.cache_path or "").startswith(place):
+            _warn_once(place, f"numba keeps the cache in {dispatcher.stats.cache_path}")
+            return numba.njit(**options)(function)
+        return dispatcher
 
     return decorate
+
+
+def _warn_once(where: str, why: str) -> None:
+    if where in _warned:
+        return
+    _warned.add(where)
+    _log.warning(
+        "ldpsim cannot cache its compiled functions for %s (%s); compiling them in memory, "
+        "which every new process repeats. %s chooses the cache folder.",
+        where,
+        why,
+        CACHE_DIR_VARIABLE,
+    )

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ldpsim.tasks.compiled import cached_njit, machine_code_folder, source_key
+from ldpsim.tasks.compiled import cached_njit, machine_code_folder, source_digests, source_key
 
 CALLEE = """
 from pathlib import Path
@@ -47,7 +47,8 @@ print(json.dumps({"value": value, "hits": sum(scaled.stats.cache_hits.values())}
 
 
 def call(folder: Path, cache: Path) -> dict:
-    env = {**os.environ, "LDPSIM_CACHE_DIR": str(cache)}
+    # No bytecode: the callee's two versions have the same size and may share a second.
+    env = {**os.environ, "LDPSIM_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(
         [sys.executable, "-c", CALL, str(folder)], capture_output=True, text=True, env=env
     )
@@ -62,13 +63,19 @@ def test_a_changed_callee_module_is_compiled_again_never_loaded_stale(tmp_path):
     (folder / "caller.py").write_text(CALLER)
     assert call(folder, cache) == {"value": 20, "hits": 0}  # compiled, saved
     assert call(folder, cache) == {"value": 20, "hits": 1}  # loaded
-    first_key = source_key.__wrapped__(folder)
+    first_key = fresh_key(folder)
     # Only the callee's module changes; the caller's file stays as it was.
     (folder / "callee.py").write_text(CALLEE.format(step=2))
     assert call(folder, cache) == {"value": 30, "hits": 0}  # not the old 20
     assert call(folder, cache) == {"value": 30, "hits": 1}
     keys = sorted(path.name for path in (cache / "package").iterdir())
-    assert keys == sorted([first_key, source_key.__wrapped__(folder)])
+    assert keys == sorted([first_key, fresh_key(folder)])
+
+
+def fresh_key(folder: Path) -> str:
+    """The key of the folder's files as they are now (not the process's first reading)."""
+    source_digests.cache_clear()
+    return source_key(folder)
 
 
 def test_an_unwritable_cache_folder_compiles_in_memory(tmp_path, monkeypatch):
@@ -86,16 +93,37 @@ def test_an_unwritable_cache_folder_compiles_in_memory(tmp_path, monkeypatch):
 
 
 def test_the_key_covers_sources_and_data_files_only(tmp_path):
-    key = source_key.__wrapped__  # not the process's cached value
     (tmp_path / "unit.py").write_text("A = 1\n")
     (tmp_path / "table.npz").write_bytes(b"1")
     (tmp_path / "notes.txt").write_text("a")
-    before = key(tmp_path)
+    (tmp_path / ".#unit.py").symlink_to(tmp_path / "gone")  # an editor's lock: dangling
+    before = fresh_key(tmp_path)
     (tmp_path / "notes.txt").write_text("b")
-    assert key(tmp_path) == before
+    assert fresh_key(tmp_path) == before
     (tmp_path / "table.npz").write_bytes(b"2")  # a table compiled code reads
-    assert key(tmp_path) != before
+    assert fresh_key(tmp_path) != before
     (tmp_path / "table.npz").write_bytes(b"1")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "more.py").write_text("")
-    assert key(tmp_path) != before
+    assert fresh_key(tmp_path) != before
+
+
+def test_a_module_edited_after_the_key_was_made_compiles_in_memory(tmp_path, monkeypatch):
+    # An edit during a long sweep: the process keyed the folder before it; the new code
+    # must not land under the old key.
+    monkeypatch.setenv("LDPSIM_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    (folder / "late.py").write_text(
+        "from pathlib import Path\n"
+        "from ldpsim.tasks.compiled import cached_njit\n\n"
+        "@cached_njit(Path(__file__).parent)\n"
+        "def three():\n    return 3\n"
+    )
+    fresh_key(folder)
+    (folder / "late.py").write_text((folder / "late.py").read_text().replace("3", "4"))
+    monkeypatch.syspath_prepend(str(folder))
+    import late
+
+    assert late.three() == 4 and late.three.stats.cache_path is None
+    assert not any((tmp_path / "cache").rglob("*.nbi"))

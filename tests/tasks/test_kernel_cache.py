@@ -321,8 +321,8 @@ def test_a_template_edited_after_import_compiles_as_imported(tmp_path, monkeypat
 
 
 #: A process's first call of one of the package's compiled functions through in_turn,
-#: with numba's cache in NUMBA_CACHE_DIR: it waits for its sibling (both imported), so
-#: that the two calls start together.
+#: their machine code in the test's cache folder (package/): it waits for its sibling
+#: (both imported), so that the two calls start together.
 FIRST_CALL = """
 import json, pathlib, sys, time
 import numpy as np
@@ -343,12 +343,12 @@ print(json.dumps({
 
 def test_processes_calling_a_package_function_first_at_once_compile_it_once(tmp_path):
     # The workers of a new cluster reach the chunk's compiled functions together; with
-    # an empty numba cache (here one of its own) one compiles, the other waits for its
-    # lock and loads the machine code. The lock is in the cache folder, not in the
-    # package.
+    # an empty cache (the test's own cache folder, which holds the package's machine
+    # code) one compiles, the other waits for its lock and loads the machine code. The
+    # lock is in the cache folder, not in the package.
     cache, barrier = tmp_path / "cache", tmp_path / "barrier"
     barrier.mkdir()
-    env = {**child_env(tmp_path, cache), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env = child_env(tmp_path, cache)
     command = [sys.executable, "-c", FIRST_CALL, str(barrier)]
     together = [
         subprocess.Popen(
