@@ -53,6 +53,8 @@ PACKAGE_SUBFOLDER = "package"
 _CACHE_DIR_LOCK = threading.Lock()
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
+#: What :func:`cached_njit`'s warnings name.
+WHAT = "the package's compiled functions"
 
 
 @functools.cache
@@ -70,8 +72,10 @@ def source_digests(folder: Path) -> dict[str, str]:
     return digests
 
 
+@functools.cache
 def source_key(folder: Path) -> str:
-    """16 hex digits of a SHA-256 of :func:`source_digests` (paths and contents)."""
+    """16 hex digits of a SHA-256 of :func:`source_digests` (paths and contents), once
+    per process and folder."""
     digest = hashlib.sha256()
     for name, file_digest in source_digests(folder).items():
         digest.update(f"{name}\0{file_digest}\n".encode())
@@ -85,11 +89,11 @@ def machine_code_folder(folder: Path) -> str | None:
     try:
         path = cache_folder() / PACKAGE_SUBFOLDER / source_key(folder)
     except OSError as exc:
-        _warn_once(str(folder), f"cannot read its files ({exc})")
+        warn_in_memory(WHAT, str(folder), f"cannot read its files: {exc}")
         return None
     made = made_folder(path)
     if made is None:
-        _warn_once(str(path), "cannot write the folder")
+        warn_in_memory(WHAT, str(path), "cannot write the folder")
     return made
 
 
@@ -141,7 +145,8 @@ def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any]
         if place is None:
             return numba.njit(**options)(function)
         if not unchanged_since_keyed(function, folder):
-            _warn_once(
+            warn_in_memory(
+                WHAT,
                 function.__code__.co_filename,
                 "changed on disk after this process read the package; restart to cache it",
             )
@@ -156,20 +161,23 @@ def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any]
         # numba falls back to a folder of its own choosing where it finds the given one
         # unwritable (its own check), and a NUMBA_CACHE_LOCATOR_CLASSES setting bypasses it.
         if not str(dispatcher.stats.cache_path or "").startswith(place):
-            _warn_once(place, f"numba keeps the cache in {dispatcher.stats.cache_path}")
+            warn_in_memory(WHAT, place, f"numba keeps it in {dispatcher.stats.cache_path}")
             return numba.njit(**options)(function)
         return dispatcher
 
     return decorate
 
 
-def _warn_once(where: str, why: str) -> None:
+def warn_in_memory(what: str, where: str, why: str) -> None:
+    """Warn, once per process and ``where``, that ``what`` (compiled functions, the
+    kernels) compile in memory because they cannot be cached there (``why``)."""
     if where in _warned:
         return
     _warned.add(where)
     _log.warning(
-        "ldpsim cannot cache its compiled functions for %s (%s); compiling them in memory, "
-        "which every new process repeats. %s chooses the cache folder.",
+        "ldpsim cannot cache %s in %s (%s); compiling them in memory, which every new "
+        "process repeats. Set %s to a writable folder.",
+        what,
         where,
         why,
         CACHE_DIR_VARIABLE,

@@ -61,7 +61,8 @@ import llvmlite.binding
 import numba
 import numpy as np
 
-from ldpsim.tasks.compile_lock import CACHE_DIR_VARIABLE, cache_folder
+from ldpsim.tasks.compile_lock import cache_folder
+from ldpsim.tasks.compiled import warn_in_memory
 
 #: The subfolder of the cache folder that holds the generated kernel modules.
 KERNEL_SUBFOLDER = "kernels"
@@ -89,7 +90,6 @@ NUMBA_CODEGEN_VARIABLES = (
 
 _log = logging.getLogger(__name__)
 _import_lock = threading.Lock()
-_warned_folders: set[str] = set()
 _warned_templates: set[str] = set()
 
 
@@ -170,7 +170,7 @@ def compile_template(
         except (OSError, ImportError, RuntimeError) as exc:
             # OSError: the folder cannot be written; RuntimeError: numba found no
             # writable place for its cache files ("no locator available").
-            _warn_once(folder, exc)
+            warn_in_memory("compiled kernels", str(folder), f"{type(exc).__name__}: {exc}")
     else:
         _log.debug("%s: a callback cannot be cached on disk; compiling in memory", function)
     block = _binding_lines(bindings, {}, cache_to_disk=False)
@@ -466,20 +466,6 @@ def _exec_in_memory(source: str, namespace: dict[str, object]) -> types.ModuleTy
     module.__dict__.update(namespace)
     exec(compile(source, filename, "exec"), module.__dict__)
     return module
-
-
-def _warn_once(folder: Path, exc: BaseException) -> None:
-    if str(folder) in _warned_folders:
-        return
-    _warned_folders.add(str(folder))
-    _log.warning(
-        "ldpsim cannot cache compiled kernels in %s (%s: %s); compiling them in memory, "
-        "which every new process repeats. Set %s to a writable folder.",
-        folder,
-        type(exc).__name__,
-        exc,
-        CACHE_DIR_VARIABLE,
-    )
 
 
 def _warn_edited(template: types.ModuleType) -> None:

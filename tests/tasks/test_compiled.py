@@ -75,6 +75,7 @@ def test_a_changed_callee_module_is_compiled_again_never_loaded_stale(tmp_path):
 def fresh_key(folder: Path) -> str:
     """The key of the folder's files as they are now (not the process's first reading)."""
     source_digests.cache_clear()
+    source_key.cache_clear()
     return source_key(folder)
 
 
