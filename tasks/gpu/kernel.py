@@ -19,8 +19,11 @@ The model's gradient and the mechanism's privatization are the device callbacks 
 :mod:`ldpsim.tasks.gpu.units`, compiled into the kernel with d a constant; all sums
 are float64. The kernel is compiled with at most :data:`MAX_REGISTERS` registers a
 thread, so that 1,024 threads are resident on each multiprocessor of an H100/H200.
-Compiled kernels are kept per process (numba's own cache keys them by their callbacks
-and constants).
+The kernel's source is the template :mod:`ldpsim.tasks.gpu.kernel_loop`, compiled as the
+CPU kernels are (:mod:`ldpsim.tasks.kernel.cache`): a module generated per model,
+mechanism, d, parameter lengths, mini-batch and matrix form, whose file name is a hash of
+all the code it reaches, and which numba-cuda caches on disk. A process compiles each
+kernel at its first launch, or loads it compiled by an earlier process.
 
 Reference: Dette, H. & Graw, C., Uncertainty quantification by block bootstrap for
 differentially private stochastic gradient descent (the statistics the kernel keeps);
@@ -31,16 +34,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import threading
 import time
+from importlib.metadata import PackageNotFoundError, version
 
+import numba
 import numpy as np
-from numba import cuda, float64
+from numba import cuda
 from numba.core import config
 
+from ldpsim.tasks.gpu import kernel_loop
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
-from ldpsim.tasks.streams.philox import start_state
+from ldpsim.tasks.kernel.cache import compile_template
 
 #: Threads per block of a launch (fewer for a launch of fewer replicates). A
 #: replicate's numbers do not depend on it.
@@ -59,10 +64,6 @@ _SIMULATOR_LOCK = threading.Lock()
 #: side by side). Each thread's first call is taken under this lock.
 _CONTEXT_LOCK = threading.Lock()
 _thread_state = threading.local()
-#: Step sizes a block computes at a time, into shared memory: eta_i = c i^-gamma is the
-#: same for every replicate, so a thread computes a pow every ETA_BATCH / (block size)
-#: steps instead of every step.
-ETA_BATCH = 256
 
 
 def register_budget(d: int) -> int | None:
@@ -131,134 +132,36 @@ def compile_gpu_kernel(
     vector lengths, whether A is kept in full (else its diagonal) and the mini-batch
     size (a constant: with 1, the step has no inner loop).
 
-    Returns the ``numba.cuda`` kernel; it compiles at its first launch (once per
-    process and key). Call it through :func:`run_gpu_replicates`.
+    Returns the ``numba.cuda`` kernel; at its first launch in a process it is loaded
+    from the disk cache, or compiled and written there where no earlier process did
+    (:mod:`ldpsim.tasks.kernel.cache`; in memory where the cache folder cannot be
+    written). Call it through :func:`run_gpu_replicates`.
     """
-    sample_gradient = GPU_MODELS[model]
-    privatize = GPU_MECHANISMS[mechanism]
-    a_cols = d if full_matrix else 1
-    a_entries = a_size(d, full_matrix)
-    n_model, n_mech, batch = int(n_model_params), int(n_mech_params), int(batch)
     # The register budget is a ptxas option at link time; the simulator has none.
-    capped = register_budget(d) is not None and not config.ENABLE_CUDASIM
-    budget = {"max_registers": register_budget(d)} if capped else {}
+    simulated = bool(config.ENABLE_CUDASIM)
+    bindings = {
+        "sample_gradient": GPU_MODELS[model],
+        "privatize": GPU_MECHANISMS[mechanism],
+        "d": int(d),
+        "n_model": int(n_model_params),
+        "n_mech": int(n_mech_params),
+        "batch": int(batch),
+        "a_cols": int(d) if full_matrix else 1,
+        "a_entries": a_size(int(d), bool(full_matrix)),
+        "full_matrix": bool(full_matrix),
+        "max_registers": None if simulated else register_budget(int(d)),
+        "numba_cuda_version": _numba_cuda_version(),
+    }
+    return compile_template(kernel_loop, "kernel", bindings)
 
-    @cuda.jit(**budget)
-    def kernel(
-        model_in, mech_in, theta0, c, gamma, cuts, point_of, key0, key1, reps, out
-    ):  # fmt: skip
-        # Every thread of a block runs the loop (the step sizes are shared, computed
-        # between barriers); one past the last replicate repeats it and writes nothing.
-        n_reps = reps.shape[0]
-        n_cuts = cuts.shape[0]
-        n_points = (out.shape[0] - 2 * n_cuts * d) // (2 * d + a_entries)
-        t_rows = n_cuts * d
-        b_rows = 2 * n_cuts * d
-        a_rows = b_rows + n_points * d
-        theta_rows = a_rows + n_points * a_entries
-        r = cuda.grid(1)
-        active = r < n_reps
-        row = r if active else n_reps - 1
-        eta_table = cuda.shared.array(ETA_BATCH, float64)
-        model_params = cuda.local.array(n_model, float64)
-        mech_params = cuda.local.array(n_mech, float64)
-        for j in range(n_model):
-            model_params[j] = model_in[j]
-        for j in range(n_mech):
-            mech_params[j] = mech_in[j]
-        theta = cuda.local.array(d, float64)
-        g = cuda.local.array(d, float64)
-        gsum = cuda.local.array(d, float64)
-        shift = cuda.local.array(d, float64)
-        t = cuda.local.array(d, float64)
-        bvec = cuda.local.array(d, float64)
-        delta = cuda.local.array(d, float64)
-        amat = cuda.local.array((d, a_cols), float64)
-        for j in range(d):
-            theta[j] = theta0[j]
-            shift[j] = theta0[j]
-            t[j] = 0.0
-            bvec[j] = 0.0
-            for m in range(a_cols):
-                amat[j, m] = 0.0
-        s = start_state(key0, key1, reps[row])
-        i = 0
-        fi = 0.0
-        for k in range(n_cuts):
-            end = cuts[k]
-            if active:
-                for j in range(d):
-                    out[k * d + j, r] = shift[j]
-            while i < end:
-                # eta of steps i + 1 .. i + ETA_BATCH, between barriers (every thread of
-                # the block is at the same step i); then those steps, barrier-free.
-                cuda.syncthreads()
-                m = cuda.threadIdx.x
-                while m < ETA_BATCH:
-                    eta_table[m] = c * math.pow(float(i + 1 + m), -gamma)
-                    m += cuda.blockDim.x
-                cuda.syncthreads()
-                first = i
-                stop = min(end, first + ETA_BATCH)
-                while i < stop:
-                    eta = eta_table[i - first]
-                    i += 1
-                    fi += 1.0
-                    for b in range(batch):
-                        s = sample_gradient(d, theta, model_params, s, g)
-                        s = privatize(d, g, mech_params, s)
-                        for j in range(d):
-                            gsum[j] = g[j] if b == 0 else gsum[j] + g[j]
-                    for j in range(d):
-                        step = gsum[j] / batch if batch > 1 else gsum[j]
-                        theta[j] = theta[j] - eta * step
-                        t[j] += theta[j] - shift[j]
-                        bvec[j] += fi * t[j]
-                        if not full_matrix:
-                            amat[j, 0] += t[j] * t[j]
-                    if full_matrix:
-                        for j in range(d):
-                            for m in range(j + 1):
-                                amat[j, m] += t[j] * t[m]
-            point = point_of[k]
-            if active:
-                for j in range(d):
-                    out[t_rows + k * d + j, r] = t[j]
-                if point >= 0:
-                    entry = a_rows + point * a_entries
-                    for j in range(d):
-                        out[b_rows + point * d + j, r] = bvec[j]
-                        out[theta_rows + point * d + j, r] = theta[j]
-                        if full_matrix:
-                            for m in range(j + 1):
-                                out[entry, r] = amat[j, m]
-                                entry += 1
-                        else:
-                            out[entry + j, r] = amat[j, 0]
-            if end & (end - 1) != 0:
-                continue
-            # Recentre on the running mean: T_r -> T_r - r delta for every r <= s.
-            sf = float(end)
-            c_s = sf * (sf + 1.0) * (2.0 * sf + 1.0) / 6.0
-            for j in range(d):
-                new_shift = shift[j] + t[j] / sf
-                delta[j] = new_shift - shift[j]
-                shift[j] = new_shift
-            for j in range(d):
-                if full_matrix:
-                    for m in range(j + 1):
-                        amat[j, m] += (
-                            -delta[j] * bvec[m] - bvec[j] * delta[m] + c_s * delta[j] * delta[m]
-                        )
-                else:
-                    amat[j, 0] += (
-                        -delta[j] * bvec[j] - bvec[j] * delta[j] + c_s * delta[j] * delta[j]
-                    )
-            for j in range(d):
-                bvec[j] -= c_s * delta[j]
-                t[j] -= sf * delta[j]
 
-    return kernel
+def _numba_cuda_version() -> str:
+    """numba-cuda's version, part of a GPU kernel's key (its modules are named
+    ``numba.cuda``, which the key's walk of the code counts as numba's)."""
+    try:
+        return version("numba-cuda")
+    except PackageNotFoundError:  # numba's own CUDA target, before numba-cuda
+        return f"numba {numba.__version__}"
 
 
 @dataclasses.dataclass

@@ -11,7 +11,9 @@ directly from the whole path.
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +22,13 @@ from scipy import stats
 from sgd_reference import GRADIENTS, PRIVATIZERS, reference_path
 
 from ldpsim.tasks import normalize_spec
+from ldpsim.tasks.compile_lock import cache_folder
 from ldpsim.tasks.gpu import kernel as gpu_kernel
+from ldpsim.tasks.gpu import kernel_loop
 from ldpsim.tasks.gpu.kernel import run_gpu_replicates
+from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
 from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, needs_full_matrix
+from ldpsim.tasks.kernel.cache import KERNEL_SUBFOLDER, code_fingerprint
 from ldpsim.tasks.streams.philox import (
     philox4x32_10,
     philox_blocks,
@@ -246,6 +252,28 @@ def test_a_replicates_numbers_do_not_depend_on_the_launch(monkeypatch):
     for a, b, c in rows:
         np.testing.assert_array_equal(a, b, strict=True)
         np.testing.assert_array_equal(a, c, strict=True)
+
+
+def test_each_kernel_is_a_generated_module_of_the_disk_cache_keyed_by_its_code():
+    # The kernel's source is the template with one model's, mechanism's and size's
+    # bindings, in a module of the cache folder that numba-cuda caches on disk (the
+    # simulator ignores the flag: on a GPU, benchmarks/gpu_machine.py's runs show it).
+    quantile = gpu_kernel.compile_gpu_kernel("quantile", "randomized_response", 1, 2, 1, True)
+    mean = gpu_kernel.compile_gpu_kernel("mean", "gaussian", 2, 3, 1, False)
+    folder = cache_folder() / KERNEL_SUBFOLDER
+    modules = [sys.modules[kernel.__module__] for kernel in (quantile, mean)]
+    assert modules[0] is not modules[1]
+    for module in modules:
+        assert Path(module.__file__).parent == folder
+        assert Path(module.__file__).stem.startswith("kernel_loop_")
+        assert module.cache_to_disk is True
+    assert modules[0].sample_gradient is GPU_MODELS["quantile"]
+    assert (modules[1].d, modules[1].a_entries, modules[1].full_matrix) == (2, 2, False)
+    # The key covers the callbacks' modules and the Philox stream they draw from.
+    fingerprint = code_fingerprint(
+        [kernel_loop.kernel, GPU_MODELS["quantile"], GPU_MECHANISMS["randomized_response"]]
+    )
+    assert {"ldpsim.tasks.gpu.units", "ldpsim.tasks.streams.philox"} <= set(fingerprint["modules"])
 
 
 def unit_doubles(w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
