@@ -197,7 +197,8 @@ def measure(case: dict[str, Any], repeats: int, cpu_n: int, device: str) -> dict
     spec = case_spec(case)
     setup = gpu_setup(case)
     start = time.perf_counter()
-    # A first launch, of one replicate, compiles (once per process and kernel); a case of
+    # A first launch, of one replicate, compiles (or loads from the kernel cache what an
+    # earlier process compiled; once per process and kernel); a case of
     # whole waves then counts the compiled kernel's registers. (In numba's CUDA simulator
     # every replicate of a launch is a Python thread: 32 took 15 s at n = 200, d = 4.)
     setup.run_gpu(np.arange(1))

@@ -12,8 +12,9 @@ the innermost loop that holds the Philox rounds (the instructions one replicate 
 per SGD step, once each; a branch's two sides both counted).
 
 ``--revision REV`` compiles the kernel of a git revision of this repository instead
-(its tasks/gpu/ and tasks/streams/philox.py, read with ``git show``): the figures
-before a change, by the same tool.
+(its tasks/gpu/ and tasks/streams/philox.py, read with ``git show``; a template of
+tasks/gpu/kernel_loop.py is compiled through this tree's tasks/kernel/cache.py, into a
+temporary cache folder): the figures before a change, by the same tool.
 
 Needs numba-cuda and, from PyPI, nvidia-cuda-nvcc-cu12 (NVVM, ptxas),
 nvidia-cuda-nvrtc-cu12 (numba-cuda asks it for the architectures) and
@@ -132,22 +133,24 @@ def kernel_module(revision: str | None) -> types.ModuleType:
         from ldpsim.tasks.gpu import kernel
 
         return kernel
+    from ldpsim.tasks.compile_lock import CACHE_DIR_VARIABLE
+
     folder = Path(tempfile.mkdtemp(prefix="gpu-sass-"))
+    # The revision's generated kernel modules import its modules loaded here: they go to a
+    # cache folder of their own, not the user's.
+    os.environ[CACHE_DIR_VARIABLE] = str(folder / "cache")
     names = {"philox": "tasks/streams/philox.py", "units": "tasks/gpu/units.py"}
     names["kernel_loop"] = "tasks/gpu/kernel_loop.py"  # since the kernels' disk cache
     names["kernel"] = "tasks/gpu/kernel.py"
     prefix = f"gpu_sass_{re.sub(r'[^0-9A-Za-z]', '_', revision)}"
     modules = {}
     for name, path in names.items():
-        shown = subprocess.run(
-            ["git", "-C", str(REPO), "show", f"{revision}:{path}"],
-            capture_output=True,
-            text=True,
-            check=name != "kernel_loop",
-        )
-        if shown.returncode != 0:
+        where = f"{revision}:{path}"
+        present = ["git", "-C", str(REPO), "cat-file", "-e", where]
+        if name == "kernel_loop" and subprocess.run(present, capture_output=True).returncode:
             continue  # a revision whose kernel has no template
-        text = shown.stdout
+        show = ["git", "-C", str(REPO), "show", where]
+        text = subprocess.run(show, capture_output=True, text=True, check=True).stdout
         text = text.replace(
             "from ldpsim.tasks.streams import philox", f"import {prefix}_philox as philox"
         )

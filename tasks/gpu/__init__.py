@@ -2,5 +2,7 @@
 device versions of the models' and mechanisms' callbacks (``units``), on the Philox
 streams of :mod:`ldpsim.tasks.streams.philox`.
 
-It imports :mod:`ldpsim.tasks.streams` and the helpers only.
+Its kernel is a template (``kernel_loop``) compiled through the CPU kernels' disk cache
+(:mod:`ldpsim.tasks.kernel.cache`). It imports that, :mod:`ldpsim.tasks.streams` and the
+helpers only.
 """

@@ -23,7 +23,8 @@ The kernel's source is the template :mod:`ldpsim.tasks.gpu.kernel_loop`, compile
 CPU kernels are (:mod:`ldpsim.tasks.kernel.cache`): a module generated per model,
 mechanism, d, parameter lengths, mini-batch and matrix form, whose file name is a hash of
 all the code it reaches, and which numba-cuda caches on disk. A process compiles each
-kernel at its first launch, or loads it compiled by an earlier process.
+kernel at its first launch, or loads it compiled by an earlier process (on a GPU: not
+measured yet; numba's simulator ignores the cache).
 
 Reference: Dette, H. & Graw, C., Uncertainty quantification by block bootstrap for
 differentially private stochastic gradient descent (the statistics the kernel keeps);
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
@@ -45,7 +47,10 @@ from numba.core import config
 
 from ldpsim.tasks.gpu import kernel_loop
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
-from ldpsim.tasks.kernel.cache import compile_template
+from ldpsim.tasks.kernel.cache import compile_template, pin_template
+
+# The template as this process first read it: kernels compiled later keep to it.
+pin_template(kernel_loop)
 
 #: Threads per block of a launch (fewer for a launch of fewer replicates). A
 #: replicate's numbers do not depend on it.
@@ -64,6 +69,10 @@ _SIMULATOR_LOCK = threading.Lock()
 #: side by side). Each thread's first call is taken under this lock.
 _CONTEXT_LOCK = threading.Lock()
 _thread_state = threading.local()
+#: numba-cuda's environment variables that change a kernel's machine code, which its own
+#: disk cache does not key (its key holds the signature, numba-cuda's and CUDA's
+#: versions and the device's compute capability): part of each kernel's key.
+CUDA_CODEGEN_VARIABLES = ("NUMBA_CUDA_DEBUGINFO", "NUMBA_FORCE_CUDA_CC")
 
 
 def register_budget(d: int) -> int | None:
@@ -151,13 +160,15 @@ def compile_gpu_kernel(
         "full_matrix": bool(full_matrix),
         "max_registers": None if simulated else register_budget(int(d)),
         "numba_cuda_version": _numba_cuda_version(),
+        "cuda_settings": tuple((name, os.environ.get(name)) for name in CUDA_CODEGEN_VARIABLES),
     }
     return compile_template(kernel_loop, "kernel", bindings)
 
 
 def _numba_cuda_version() -> str:
-    """numba-cuda's version, part of a GPU kernel's key (its modules are named
-    ``numba.cuda``, which the key's walk of the code counts as numba's)."""
+    """numba-cuda's version, part of a GPU kernel's key: its modules are named
+    ``numba.cuda``, which the key's walk of the code counts as numba's. (numba-cuda 0.30
+    keys its own cache by its version too; an older one may not.)"""
     try:
         return version("numba-cuda")
     except PackageNotFoundError:  # numba's own CUDA target, before numba-cuda

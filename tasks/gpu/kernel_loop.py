@@ -4,11 +4,13 @@ This file is a template, as :mod:`ldpsim.tasks.kernel.sgd_loop` is for the CPU:
 :func:`ldpsim.tasks.gpu.kernel.compile_gpu_kernel` copies it, with the lines between the
 ``<bindings>`` markers replaced by one model's ``sample_gradient`` and one mechanism's
 ``privatize`` (device functions of :mod:`ldpsim.tasks.gpu.units`), the dimension d, the
-lengths of their parameter vectors, the mini-batch size, whether A is kept in full and
-the register budget, into a module of its own (:mod:`ldpsim.tasks.kernel.cache`). There
-numba-cuda caches the compiled kernel on disk (``cache=True``), keyed by the file's name,
-a hash of everything the kernel's code depends on; a GPU worker's first launch then
-loads it instead of compiling it. Its placeholder :func:`kernel` is never launched.
+lengths of their parameter vectors, the mini-batch size, whether A is kept in full,
+the register budget, numba-cuda's version and the settings of numba-cuda that change
+the machine code (neither read by the kernel: they key the file), into a module of its
+own (:mod:`ldpsim.tasks.kernel.cache`). There numba-cuda caches the compiled kernel on
+disk (``cache=True``); the file's name is a hash of everything the kernel's code depends
+on, so a process that finds it loads the kernel compiled by an earlier one instead of
+compiling it. Its placeholder :func:`kernel` is never launched.
 
 One CUDA thread runs one replicate's chain; :mod:`ldpsim.tasks.gpu.kernel` describes
 what it records and how a launch lays it out (:class:`ldpsim.tasks.gpu.kernel.OutputRows`).
@@ -37,12 +39,11 @@ d = n_model = n_mech = batch = a_cols = a_entries = 1
 full_matrix = True
 max_registers = None
 numba_cuda_version = ""
+cuda_settings = ()
 cache_to_disk = False
 # </bindings>
 
 # ptxas's register budget (ldpsim.tasks.gpu.kernel.register_budget); None: ptxas's own.
-# The version of numba-cuda above keys the generated module: numba's own code is keyed by
-# numba's version, and numba-cuda's modules are named numba.cuda.
 register_options = {} if max_registers is None else {"max_registers": max_registers}
 
 

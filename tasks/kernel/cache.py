@@ -18,7 +18,8 @@ compiles it with numba's ``cache=True``. The file is named by a hash of
   constants, read from a data file);
 - the versions of Python, numba, llvmlite and numpy (their code, and that of the
   standard library, is not walked), the host CPU and the numba settings that change
-  the generated code.
+  the generated code (the GPU kernel binds numba-cuda's version and settings as
+  constants of its own, :mod:`ldpsim.tasks.gpu.kernel`).
 
 Any change to any of these gives a new file name, so numba never finds an old entry for
 changed code: a new module is generated and compiled once, and later processes load its
@@ -30,7 +31,8 @@ Writes are atomic (a temporary file renamed into place; numba writes its own ind
 data files the same way), so processes that compile the same entry at once all
 succeed. :func:`ldpsim.tasks.compile_lock.compile_signature` also makes them take
 turns: a cluster's workers that start on the same new kernel together compile it once,
-the others waiting for its machine code instead of compiling it again beside it. The
+the others waiting for its machine code instead of compiling it again beside it (the CPU
+kernels; a node's GPU workers, one per GPU, each compile a new GPU kernel). The
 folder (:func:`ldpsim.tasks.compile_lock.cache_folder`) and the locks live in
 :mod:`ldpsim.tasks.compile_lock`, which the package's own compiled functions use too.
 
@@ -133,7 +135,9 @@ def compile_template(
         A module whose source has one block of placeholder assignments between the
         lines :data:`BINDINGS_BEGIN` and :data:`BINDINGS_END`, among them
         ``cache_to_disk = False``, and whose ``function`` is decorated with
-        ``njit(..., cache=cache_to_disk)``. Its own ``function`` is never compiled.
+        ``njit(..., cache=cache_to_disk)`` (or numba-cuda's ``cuda.jit``: the GPU
+        kernel, :mod:`ldpsim.tasks.gpu.kernel_loop`). Its own ``function`` is never
+        compiled.
     function : str
         Name of the compiled function in ``template``.
     bindings : mapping of str to object
