@@ -44,6 +44,12 @@ and every command of every part is checked against its program's ``--help`` (an 
 that no longer exists fails the dry run). tests/test_gpu_machine.py runs it in
 ``make test``.
 
+Since 2026-12-01 the GPU kernel is kept compiled on disk (numba-cuda's ``cache=True``, in
+ldpsim's kernel cache folder), which no machine has run yet. Should the first launches
+fail with an error of numba-cuda's cache, ``LDPSIM_CACHE_DIR=/dev/null/none python3
+benchmarks/gpu_machine.py`` (a folder that cannot be made) compiles every kernel in
+memory, as before (a warning says so); the parts inherit the variable.
+
 Only the standard library is imported here: the parts import ldpsim in their own
 processes, after the install.
 """
