@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
@@ -47,7 +46,7 @@ from numba.core import config
 
 from ldpsim.tasks.gpu import kernel_loop
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
-from ldpsim.tasks.kernel.cache import compile_template, pin_template
+from ldpsim.tasks.kernel.cache import compile_template, pin_template, settings_of
 
 # The template as this process first read it: kernels compiled later keep to it.
 pin_template(kernel_loop)
@@ -69,10 +68,12 @@ _SIMULATOR_LOCK = threading.Lock()
 #: side by side). Each thread's first call is taken under this lock.
 _CONTEXT_LOCK = threading.Lock()
 _thread_state = threading.local()
-#: numba-cuda's environment variables that change a kernel's machine code, which its own
-#: disk cache does not key (its key holds the signature, numba-cuda's and CUDA's
-#: versions and the device's compute capability): part of each kernel's key.
-CUDA_CODEGEN_VARIABLES = ("NUMBA_CUDA_DEBUGINFO", "NUMBA_FORCE_CUDA_CC")
+#: numba-cuda's settings that change a kernel's machine code, which its own disk cache
+#: does not key (its key holds the signature, numba-cuda's and CUDA's versions and the
+#: device's compute capability): part of each kernel's key, as its compiler reads them
+#: (``NUMBA_CUDA_DEBUGINFO``, ``NUMBA_FORCE_CUDA_CC``, ``NUMBA_OPT``, from the
+#: environment or a ``.numba_config.yaml``: :func:`cuda_settings`).
+CUDA_CODEGEN_SETTINGS = ("CUDA_DEBUGINFO_DEFAULT", "FORCE_CUDA_CC", "OPT")
 
 
 def register_budget(d: int) -> int | None:
@@ -160,9 +161,21 @@ def compile_gpu_kernel(
         "full_matrix": bool(full_matrix),
         "max_registers": None if simulated else register_budget(int(d)),
         "numba_cuda_version": _numba_cuda_version(),
-        "cuda_settings": tuple((name, os.environ.get(name)) for name in CUDA_CODEGEN_VARIABLES),
+        "cuda_settings": cuda_settings(),
     }
     return compile_template(kernel_loop, "kernel", bindings)
+
+
+def cuda_settings() -> tuple[tuple[str, str], ...]:
+    """:data:`CUDA_CODEGEN_SETTINGS` as numba-cuda's compiler reads them: numba-cuda's
+    own configuration (``numba.cuda.core.config``: its ``NUMBA_*`` variables, or a
+    ``.numba_config.yaml`` in the working folder), or numba's where its own CUDA target
+    is the one installed."""
+    try:
+        from numba.cuda.core import config as cuda_config
+    except ImportError:  # numba's own CUDA target, before numba-cuda: numba's settings
+        cuda_config = config
+    return tuple(settings_of(cuda_config, CUDA_CODEGEN_SETTINGS).items())
 
 
 def _numba_cuda_version() -> str:

@@ -62,6 +62,7 @@ import llvmlite
 import llvmlite.binding
 import numba
 import numpy as np
+from numba.core import config as numba_config
 
 from ldpsim.tasks.compile_lock import cache_folder
 from ldpsim.tasks.compiled import warn_in_memory
@@ -77,17 +78,20 @@ BINDINGS_END = "# </bindings>"
 CACHE_FLAG = "cache_to_disk"
 #: Packages identified by their version instead of by walking their code.
 VERSIONED_PACKAGES = frozenset({"numba", "llvmlite", "numpy"})
-#: numba's environment variables that change the machine code it generates.
-NUMBA_CODEGEN_VARIABLES = (
-    "NUMBA_OPT",
-    "NUMBA_LOOP_VECTORIZE",
-    "NUMBA_SLP_VECTORIZE",
-    "NUMBA_ENABLE_AVX",
-    "NUMBA_CPU_NAME",
-    "NUMBA_CPU_FEATURES",
-    "NUMBA_BOUNDSCHECK",
-    "NUMBA_DEBUGINFO",
-    "NUMBA_FULL_TRACEBACKS",
+#: numba's settings that change the machine code it generates, as its compiler reads
+#: them (``numba.core.config``): from the ``NUMBA_*`` environment variables, or from a
+#: ``.numba_config.yaml`` in the working folder (``boundscheck: 1`` there is
+#: ``NUMBA_BOUNDSCHECK=1``).
+NUMBA_CODEGEN_SETTINGS = (
+    "OPT",
+    "LOOP_VECTORIZE",
+    "SLP_VECTORIZE",
+    "ENABLE_AVX",
+    "CPU_NAME",
+    "CPU_FEATURES",
+    "BOUNDSCHECK",
+    "DEBUGINFO_DEFAULT",
+    "FULL_TRACEBACKS",
 )
 
 _log = logging.getLogger(__name__)
@@ -227,8 +231,16 @@ def environment_fingerprint() -> dict[str, object]:
         "triple": llvmlite.binding.get_process_triple(),
         "cpu": llvmlite.binding.get_host_cpu_name(),
         "cpu_features": features,
-        "numba_settings": {name: os.environ.get(name) for name in NUMBA_CODEGEN_VARIABLES},
+        "numba_settings": settings_of(numba_config, NUMBA_CODEGEN_SETTINGS),
     }
+
+
+def settings_of(config: object, names: Iterable[str]) -> dict[str, str]:
+    """The values of the settings ``names`` of a numba ``config`` module, as text (None
+    for a setting this version lacks), read again first as numba's compiler does (a
+    ``NUMBA_*`` variable set since the import counts)."""
+    config.reload_config()  # type: ignore[attr-defined]
+    return {name: repr(getattr(config, name, None)) for name in names}
 
 
 def import_by_name(module: str, qualname: str) -> object:

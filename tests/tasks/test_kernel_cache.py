@@ -267,6 +267,42 @@ def test_cache_folder(monkeypatch, variables, expected):
     assert cache_folder() == Path(expected)
 
 
+#: The settings of both keys (the CPU kernels' environment, the GPU kernels' numba-cuda
+#: settings), printed by a fresh process.
+SETTINGS_SCRIPT = """\
+import json
+from ldpsim.tasks.gpu.kernel import cuda_settings
+from ldpsim.tasks.kernel.cache import environment_fingerprint
+print(json.dumps([environment_fingerprint()["numba_settings"], cuda_settings()]))
+"""
+
+
+def test_a_numba_config_file_keys_the_kernels_as_its_variables_do(tmp_path):
+    # numba and numba-cuda read a .numba_config.yaml in the working folder as NUMBA_*
+    # variables; both kernels' keys must see what their compilers see, from either.
+    def settings(folder: Path, **variables: str) -> list:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+        environment["NUMBA_ENABLE_CUDASIM"] = "1"
+        done = subprocess.run(
+            [sys.executable, "-c", SETTINGS_SCRIPT],
+            cwd=folder,
+            env={**environment, **variables},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout)
+
+    plain, configured = tmp_path / "plain", tmp_path / "configured"
+    plain.mkdir()
+    configured.mkdir()
+    (configured / ".numba_config.yaml").write_text("boundscheck: 1\ncuda_debuginfo: 1\n")
+    default = settings(plain)
+    from_file = settings(configured)
+    assert from_file == settings(plain, NUMBA_BOUNDSCHECK="1", NUMBA_CUDA_DEBUGINFO="1")
+    assert from_file[0] != default[0] and from_file[1] != default[1]
+
+
 def test_fingerprint_follows_the_loaded_code_not_only_the_file():
     # A long-lived process that imported a module before its file was edited holds the
     # old code: its key must differ from the one a fresh process computes from the new
