@@ -158,8 +158,10 @@ def run_chains(
     """
     try:
         return setup.run_chains(reps), {}
-    except Exception:  # a chain raised: find which, row by row, below
-        pass
+    except Exception as exc:  # a chain raised: find which, row by row, below
+        if setup.kernel is None:  # a GPU set-up: its launch failed, every replicate with it
+            text = traceback.format_exc()
+            return empty_outputs(setup, len(reps)), {i: (exc, text) for i in range(len(reps))}
     outputs = empty_outputs(setup, len(reps))
     errors: dict[int, tuple[BaseException, str]] = {}
     states = setup.data_states(reps)  # every data stream's start, in one compiled call
@@ -234,6 +236,8 @@ def compute_chunk(
     """
     start = time.perf_counter()
     reps = [int(rep) for rep in reps]
+    if any(rep < 0 for rep in reps):
+        raise ValueError(f"Replicate indices must be >= 0. Got {min(reps)}.")
     chosen = chosen_methods(setup.spec, methods)
     chain_errors: dict[int, tuple[BaseException, str]] = {}
     if raw is None:
@@ -280,12 +284,13 @@ def method_cell(
     rng: np.random.Generator | None,
     radius: float | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One method's (estimate, lower, upper) for one replicate at one point, each (d,).
+    """One method's (estimate, lower, upper) for one replicate at one point, each (d,),
+    the bounds intersected with the model's l1 ball where the method asks for it
+    (``intersect_constraint``); they may be non-finite (:func:`finite_bounds`).
 
     ``stats`` is the replicate's :class:`ldpsim.tasks.stats.StreamingStats` there;
     a competitor (``own_estimate``) gets ``users`` instead. Raises what the method
-    raises, and FloatingPointError for a bound that is not finite (after the
-    intersection with the model's l1 ball, ``intersect_constraint``).
+    raises.
     """
     if method.own_estimate:
         centre, lower, upper = method.estimate_interval(users, level, rng)
@@ -294,9 +299,12 @@ def method_cell(
         lower, upper = method.interval(stats, level, rng)
     if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
         lower, upper = intersect_with_ball(lower, upper, radius)
-    if not (np.isfinite(lower).all() and np.isfinite(upper).all()):
-        raise FloatingPointError("non-finite interval bound")
     return centre, lower, upper
+
+
+def finite_bounds(lower: np.ndarray, upper: np.ndarray) -> bool:
+    """Whether every bound of an interval is finite: a cell whose bounds are not fails."""
+    return bool(np.isfinite(lower).all() and np.isfinite(upper).all())
 
 
 def nonfinite_run(
@@ -488,36 +496,49 @@ def compute_rows(
 
     def one_by_one(m: int, k: int, rows: Iterable[int], spent: float = 0.0) -> None:
         # The method ``labels[m]`` at point k for each of ``rows``, alone: the reference
-        # for every method, and the path of those without a batched one.
+        # for every method, and the path of those without a batched one. A method with
+        # a batched path fails a cell as that path does, by a bound that is not finite
+        # (floating-point warnings alone, an underflow, fail nothing), and is then run
+        # once more with numpy raising, to name the operation that went wrong; one
+        # without keeps numpy raising throughout (issue 23's rule).
         label, point = labels[m], points[k]
         method, sub = chosen[label], subs[k]
-        with np.errstate(all="raise"):
-            for i in rows:
-                rng = streams(label, point, np.array([i]))
-                method_start = time.perf_counter()
-                try:
-                    centre, lo, hi = method_cell(
-                        method,
-                        sub.replicate(i),
-                        users.get(i),
-                        rs.level,
-                        None if rng is None else rng[0],
-                        setup.radius,
-                    )
-                except Exception as exc:  # any type: only this cell is lost
-                    method_failed[m, i, k] = True
-                    reasons = failures.setdefault(i, {})
-                    if raise_failures or label not in reasons:
-                        reason = f"{type(exc).__name__}{where_of(point)}: {exc}"
-                        if raise_failures:
-                            raise MethodFailure(label, reason) from exc
-                        reasons[label] = reason
-                        tracebacks.setdefault(i, {})[label] = traceback.format_exc()
-                    continue
-                finally:
-                    method_seconds[m, i, k] = spent + time.perf_counter() - method_start
-                lower[m, i, k], upper[m, i, k] = lo, hi
-                method_estimate[m, i, k] = centre
+        by_rows = has_batch(method)
+
+        def cell(i: int, errors: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            rng = streams(label, point, np.array([i]))
+            with np.errstate(all=errors):
+                return method_cell(
+                    method,
+                    sub.replicate(i),
+                    users.get(i),
+                    rs.level,
+                    None if rng is None else rng[0],
+                    setup.radius,
+                )
+
+        for i in rows:
+            method_start = time.perf_counter()
+            try:
+                centre, lo, hi = cell(i, "ignore" if by_rows else "raise")
+                if not finite_bounds(lo, hi):
+                    if by_rows:
+                        cell(i, "raise")  # numpy names the operation, where it can
+                    raise FloatingPointError("non-finite interval bound")
+            except Exception as exc:  # any type: only this cell is lost
+                method_failed[m, i, k] = True
+                reasons = failures.setdefault(i, {})
+                if raise_failures or label not in reasons:
+                    reason = f"{type(exc).__name__}{where_of(point)}: {exc}"
+                    if raise_failures:
+                        raise MethodFailure(label, reason) from exc
+                    reasons[label] = reason
+                    tracebacks.setdefault(i, {})[label] = traceback.format_exc()
+                continue
+            finally:
+                method_seconds[m, i, k] = spent + time.perf_counter() - method_start
+            lower[m, i, k], upper[m, i, k] = lo, hi
+            method_estimate[m, i, k] = centre
 
     for k, point in enumerate(points):
         sub = subs[k] if len(alive) == count else subs[k].rows(alive)

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numba
+import numba.core.config
 
 from ldpsim.tasks.compile_lock import CACHE_DIR_VARIABLE, cache_folder
 
@@ -55,6 +57,24 @@ _log = logging.getLogger(__name__)
 _warned: set[str] = set()
 #: What :func:`cached_njit`'s warnings name.
 WHAT = "the package's compiled functions"
+#: The folders in which this process found a changed file (:func:`package_changed`).
+_changed_folders: set[Path] = set()
+#: numba's settings that change the machine code it generates, as its compiler reads
+#: them (``numba.core.config``): from the ``NUMBA_*`` environment variables, or from a
+#: ``.numba_config.yaml`` in the working folder (``boundscheck: 1`` there is
+#: ``NUMBA_BOUNDSCHECK=1``). Part of every key of compiled code (:func:`source_key`,
+#: and the kernels' :mod:`ldpsim.tasks.kernel.cache`).
+NUMBA_CODEGEN_SETTINGS = (
+    "OPT",
+    "LOOP_VECTORIZE",
+    "SLP_VECTORIZE",
+    "ENABLE_AVX",
+    "CPU_NAME",
+    "CPU_FEATURES",
+    "BOUNDSCHECK",
+    "DEBUGINFO_DEFAULT",
+    "FULL_TRACEBACKS",
+)
 
 
 @functools.cache
@@ -74,12 +94,23 @@ def source_digests(folder: Path) -> dict[str, str]:
 
 @functools.cache
 def source_key(folder: Path) -> str:
-    """16 hex digits of a SHA-256 of :func:`source_digests` (paths and contents), once
-    per process and folder."""
+    """16 hex digits of a SHA-256 of :func:`source_digests` (paths and contents) and of
+    numba's code-generation settings (:data:`NUMBA_CODEGEN_SETTINGS`, which numba's own
+    index leaves out), once per process and folder."""
     digest = hashlib.sha256()
     for name, file_digest in source_digests(folder).items():
         digest.update(f"{name}\0{file_digest}\n".encode())
+    settings = settings_of(numba.core.config, NUMBA_CODEGEN_SETTINGS)
+    digest.update(json.dumps(settings, sort_keys=True).encode())
     return digest.hexdigest()[:16]
+
+
+def settings_of(config: Any, names: Iterable[str]) -> dict[str, str]:
+    """The values of the settings ``names`` of a numba ``config`` module (numba's, or
+    numba-cuda's), as text (None for a setting this version lacks), read again first as
+    numba's compiler does (a ``NUMBA_*`` variable set since the import counts)."""
+    config.reload_config()
+    return {name: repr(getattr(config, name, None)) for name in names}
 
 
 def machine_code_folder(folder: Path) -> str | None:
@@ -106,6 +137,19 @@ def made_folder(path: Path) -> str | None:
     except OSError:
         return None
     return str(path) if os.access(path, os.W_OK | os.X_OK) else None
+
+
+def package_changed(function: Any, folder: Path) -> bool:
+    """Whether ``function``'s file, or the file of a function decorated before it in
+    this process, changed since :func:`source_digests` read ``folder``: a function
+    decorated after such a change may call the changed code (its module imported
+    the changed one), which its own file does not show, so it is not cached either."""
+    if folder in _changed_folders:
+        return True
+    if unchanged_since_keyed(function, folder):
+        return False
+    _changed_folders.add(folder)
+    return True
 
 
 def unchanged_since_keyed(function: Any, folder: Path) -> bool:
@@ -144,11 +188,12 @@ def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any]
         place = machine_code_folder(folder)
         if place is None:
             return numba.njit(**options)(function)
-        if not unchanged_since_keyed(function, folder):
+        if package_changed(function, folder):
             warn_in_memory(
                 WHAT,
-                function.__code__.co_filename,
-                "changed on disk after this process read the package; restart to cache it",
+                str(folder),
+                "a file changed on disk after this process read the package (first "
+                f"seen at {function.__code__.co_filename}); restart to cache them",
             )
             return numba.njit(**options)(function)
         with _CACHE_DIR_LOCK:

@@ -40,7 +40,15 @@ def project_l1_ball(v: np.ndarray, radius: float) -> np.ndarray:
         cumulative = np.cumsum(ordered) - radius
         ranks = np.arange(1, len(x) + 1)
         # rho: the largest k with ordered[k-1] > (cumsum_k - r) / k; lambda from it.
-        rho = np.flatnonzero(ordered > cumulative / ranks)[-1]
+        # k = 1 always holds (r > 0), but not in floating point where x_max - r rounds
+        # to x_max (|v| beyond 2**53 r): lambda is then x_max - r, and the ball's point
+        # puts r on the largest coordinates, shared where they tie.
+        holds = np.flatnonzero(ordered > cumulative / ranks)
+        if not len(holds):
+            largest = size == ordered[0]
+            out[row] = np.sign(x) * np.where(largest, radius / largest.sum(), 0.0)
+            continue
+        rho = holds[-1]
         threshold = cumulative[rho] / (rho + 1)
         out[row] = np.sign(x) * np.maximum(size - threshold, 0.0)
     return out.reshape(v.shape)

@@ -44,9 +44,10 @@ import numpy as np
 from numba import cuda
 from numba.core import config
 
+from ldpsim.tasks.compiled import settings_of
 from ldpsim.tasks.gpu import kernel_loop
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
-from ldpsim.tasks.kernel.cache import compile_template, pin_template, settings_of
+from ldpsim.tasks.kernel.cache import compile_template, pin_template
 
 # The template as this process first read it: kernels compiled later keep to it.
 pin_template(kernel_loop)

@@ -43,6 +43,8 @@ compiled in memory, as every process did before this cache existed.
 
 from __future__ import annotations
 
+import enum
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -51,6 +53,7 @@ import linecache
 import logging
 import os
 import sys
+import sysconfig
 import threading
 import types
 import uuid
@@ -65,7 +68,7 @@ import numpy as np
 from numba.core import config as numba_config
 
 from ldpsim.tasks.compile_lock import cache_folder
-from ldpsim.tasks.compiled import warn_in_memory
+from ldpsim.tasks.compiled import NUMBA_CODEGEN_SETTINGS, settings_of, warn_in_memory
 
 #: The subfolder of the cache folder that holds the generated kernel modules.
 KERNEL_SUBFOLDER = "kernels"
@@ -78,21 +81,6 @@ BINDINGS_END = "# </bindings>"
 CACHE_FLAG = "cache_to_disk"
 #: Packages identified by their version instead of by walking their code.
 VERSIONED_PACKAGES = frozenset({"numba", "llvmlite", "numpy"})
-#: numba's settings that change the machine code it generates, as its compiler reads
-#: them (``numba.core.config``): from the ``NUMBA_*`` environment variables, or from a
-#: ``.numba_config.yaml`` in the working folder (``boundscheck: 1`` there is
-#: ``NUMBA_BOUNDSCHECK=1``).
-NUMBA_CODEGEN_SETTINGS = (
-    "OPT",
-    "LOOP_VECTORIZE",
-    "SLP_VECTORIZE",
-    "ENABLE_AVX",
-    "CPU_NAME",
-    "CPU_FEATURES",
-    "BOUNDSCHECK",
-    "DEBUGINFO_DEFAULT",
-    "FULL_TRACEBACKS",
-)
 
 _log = logging.getLogger(__name__)
 _import_lock = threading.Lock()
@@ -235,14 +223,6 @@ def environment_fingerprint() -> dict[str, object]:
     }
 
 
-def settings_of(config: object, names: Iterable[str]) -> dict[str, str]:
-    """The values of the settings ``names`` of a numba ``config`` module, as text (None
-    for a setting this version lacks), read again first as numba's compiler does (a
-    ``NUMBA_*`` variable set since the import counts)."""
-    config.reload_config()  # type: ignore[attr-defined]
-    return {name: repr(getattr(config, name, None)) for name in names}
-
-
 def import_by_name(module: str, qualname: str) -> object:
     """The object ``qualname`` (dotted for class attributes) of the module ``module``."""
     value: object = importlib.import_module(module)
@@ -260,6 +240,7 @@ class _DependencyWalker:
         self.codes: dict[str, str] = {}
         self.unhashable: set[str] = set()
         self._seen: set[int] = set()
+        self._modules_read: set[str] = set()
         self._keep: list[object] = []  # keeps visited objects alive, so ids stay unique
 
     def visit(self, obj: object) -> None:
@@ -270,6 +251,7 @@ class _DependencyWalker:
         py_func = getattr(obj, "py_func", None)  # a numba dispatcher
         if isinstance(py_func, types.FunctionType):
             self.visit(py_func)
+            self._add_options(py_func, getattr(obj, "targetoptions", None))
         elif isinstance(obj, types.FunctionType):
             self._visit_function(obj)
         elif isinstance(getattr(obj, "__wrapped__", None), types.FunctionType):
@@ -278,6 +260,7 @@ class _DependencyWalker:
             self._add_module(obj.__name__)
         elif isinstance(obj, type):
             self._add_module(obj.__module__)
+            self._add_class_constants(obj)
         elif isinstance(obj, tuple | list):
             for item in obj:
                 self.visit(item)
@@ -302,9 +285,7 @@ class _DependencyWalker:
                 continue  # a builtin, or the name of an attribute
             value = func.__globals__[name]
             if isinstance(value, types.ModuleType) and not _is_versioned(value.__name__):
-                self._add_module(value.__name__)
-                for attribute in sorted(names & set(dir(value))):  # module.attribute
-                    self._visit_value(value.__name__, attribute, getattr(value, attribute))
+                self._visit_module_attributes(value, names)
             else:
                 self._visit_value(module, name, value)
         for index, cell in enumerate(func.__closure__ or ()):
@@ -316,11 +297,55 @@ class _DependencyWalker:
         for index, default in enumerate(func.__defaults__ or ()):
             self._visit_value(module, f"{func.__qualname__}:default{index}", default)
 
+    def _visit_module_attributes(self, module: types.ModuleType, names: set[str]) -> None:
+        """A module read by a function, and those of its attributes that the function's
+        code names (``module.attribute``, and ``module.submodule.attribute`` on)."""
+        if module.__name__ in self._modules_read:
+            return
+        self._modules_read.add(module.__name__)
+        self._add_module(module.__name__)
+        for attribute in sorted(names & set(dir(module))):
+            value = getattr(module, attribute)
+            if isinstance(value, types.ModuleType) and not _is_versioned(value.__name__):
+                self._visit_module_attributes(value, names)
+            else:
+                self._visit_value(module.__name__, attribute, value)
+
     def _visit_value(self, module: str, name: str, value: object) -> None:
         if _is_constant(value):
             self.constants.add((module, name, _hash_constant(value)))
-        else:
-            self.visit(value)
+            return
+        identity = _versioned_identity(value)
+        if identity is not None:  # numpy's, numba's or Python's own: named, not walked
+            self.constants.add((module, name, _hash_json(["versioned", identity])))
+        elif isinstance(value, tuple | list):  # its numbers keyed by place, its code walked
+            for index, item in enumerate(value):
+                self._visit_value(module, f"{name}[{index}]", item)
+            return
+        self.visit(value)
+
+    def _add_options(self, func: types.FunctionType, options: object) -> None:
+        """A dispatcher's compile options (``fastmath``, ``error_model``, ...): the same
+        code compiles to other machine code under others."""
+        if isinstance(options, Mapping):
+            text = json.dumps(
+                {str(k): _option_text(v) for k, v in options.items()}, sort_keys=True
+            )
+            self.constants.add((func.__module__ or "", f"{func.__qualname__}:options", text))
+
+    def _add_class_constants(self, cls: type) -> None:
+        """The constant attributes of a class the code reads (an enumeration's members,
+        a class's numbers), as this process loaded them: an edit of its module after the
+        import changes the file's hash but not what this process compiles."""
+        if _is_versioned(cls.__module__):
+            return
+        for name, value in sorted(vars(cls).items()):
+            if isinstance(value, enum.Enum):
+                value = value.value
+            if not name.startswith("__") and _is_constant(value):
+                self.constants.add(
+                    (cls.__module__, f"{cls.__qualname__}.{name}", _hash_constant(value))
+                )
 
     def _add_module(self, name: str) -> None:
         if _is_versioned(name) or name in self.modules:
@@ -342,8 +367,42 @@ class _DependencyWalker:
 
 
 def _is_versioned(module: str) -> bool:
+    """Whether ``module`` is identified by a version, not by its code: numpy, numba,
+    llvmlite, or the standard library (a module of the user's that takes a standard
+    library name, a ``statistics.py`` first on the path, is the user's)."""
     top = module.partition(".")[0]
-    return top in VERSIONED_PACKAGES or top in sys.stdlib_module_names
+    if top in VERSIONED_PACKAGES:
+        return True
+    if top not in sys.stdlib_module_names:
+        return False
+    path = getattr(sys.modules.get(top), "__file__", None)
+    return path is None or _in_standard_library(path)
+
+
+def _in_standard_library(path: str) -> bool:
+    return Path(path).resolve().is_relative_to(_standard_library())
+
+
+@functools.cache
+def _standard_library() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"]).resolve()
+
+
+def _versioned_identity(value: object) -> str | None:
+    """Where a function, class, ufunc or dtype of numpy, numba, llvmlite or the standard
+    library lives (``"numpy.tanh"``): a key names such a value, whose code the versions
+    cover, so that a global bound to another one (chosen by a setting) is another key.
+    None for anything else."""
+    if isinstance(value, np.ufunc):
+        return f"numpy.ufunc.{value.__name__}"
+    if isinstance(value, np.dtype):
+        return f"numpy.dtype.{value.descr!r}"
+    function = getattr(value, "py_func", value)
+    owner = getattr(function, "__module__", None)
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+    if isinstance(owner, str) and isinstance(name, str) and _is_versioned(owner):
+        return f"{owner}.{name}"
+    return None
 
 
 def _is_constant(value: object) -> bool:
@@ -356,12 +415,22 @@ def _is_constant(value: object) -> bool:
     )
 
 
+def _option_text(value: object) -> object:
+    """A compile option as the same text in every process: a set sorted, a function (an
+    ``inline`` cost model) by its name, not by its address."""
+    if isinstance(value, set | frozenset):
+        return sorted(map(repr, value))
+    if callable(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
+    return repr(value)
+
+
 def _hash_constant(value: object) -> str:
     if isinstance(value, tuple):
         return _hash_json(["tuple", [_hash_constant(item) for item in value]])
     if isinstance(value, np.ndarray):
         data = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
-        return _hash_json(["ndarray", value.dtype.str, list(value.shape), data])
+        return _hash_json(["ndarray", repr(value.dtype.descr), list(value.shape), data])
     return _hash_json([type(value).__qualname__, repr(value)])
 
 

@@ -22,7 +22,7 @@ from ldpsim.tasks.intervals.base import has_batch
 from ldpsim.tasks.intervals.bootstrap import block_bounds, t_critical
 from ldpsim.tasks.intervals.critical_values import normal_quantile
 from ldpsim.tasks.intervals.self_normalized import critical_value
-from ldpsim.tasks.replicate import checkpoint_stream, replicate_from_state
+from ldpsim.tasks.replicate import checkpoint_stream, replicate_from_state, run_replicate
 from ldpsim.tasks.spec import normalize_spec
 from ldpsim.tasks.streams.multipliers import draw_multipliers
 
@@ -149,6 +149,49 @@ def test_the_batched_chunk_equals_its_replicates_alone(chunk):
     assert batched["errors"][reps[BLOCK_NAN[0]]]["methods"]["bb"] == (
         "FloatingPointError at n = 2000: non-finite interval bound"
     )
+
+
+def test_an_underflow_fails_no_cell_batched_or_alone():
+    # Found by an independent hunt (2026-12-01): at c = 1e-160 bm's and sn's numpy
+    # arithmetic underflows to finite bounds. The batched path kept them; the same
+    # replicate alone (numpy raising) failed both methods. A method with a batched
+    # path now fails a cell alone as batched: by a bound that is not finite.
+    methods = {"bb": {"B": 50}, "bm": {}, "sn": {}, "oracle": {}}
+    spec = {"model": "mean", "n": 200, "c": 1e-160, "seed": 0, "methods": methods}
+    reps = [0, 1, 2]
+    batched = compute_chunk(GridPointSetup.of(spec), reps)
+    assert not batched["method_failed"].any() and not batched["errors"]
+    for i, rep in enumerate(reps):
+        alone = run_replicate(GridPointSetup.of(spec), rep)
+        assert not alone.failures, alone.failures
+        for m, label in enumerate(batched["methods"]):
+            for name in ("lower", "upper"):
+                want = getattr(alone, name)[label]
+                np.testing.assert_array_equal(batched[name][m, i], want, strict=True)
+
+
+def test_a_failed_gpu_launch_fails_each_replicate_with_its_error(monkeypatch):
+    # A GPU set-up has no CPU kernel to run the chains one by one: each replicate
+    # records the launch's own error (it was "'NoneType' object is not callable").
+    setup = GridPointSetup.of(
+        {"model": "quantile", "n": 100, "backend": "gpu", "methods": {"oracle": {}}}
+    )
+
+    def failed_launch(self, reps):
+        raise RuntimeError("the launch failed")
+
+    monkeypatch.setattr(GridPointSetup, "run_chains", failed_launch)
+    out = compute_chunk(setup, [0, 1])
+    assert out["failed"].all()
+    assert [out["errors"][rep]["error"] for rep in (0, 1)] == [
+        "RuntimeError: the launch failed"
+    ] * 2
+
+
+def test_a_negative_replicate_index_is_refused():
+    setup = GridPointSetup.of({"model": "quantile", "n": 100, "methods": {"oracle": {}}})
+    with pytest.raises(ValueError, match=r"Replicate indices must be >= 0\. Got -1"):
+        compute_chunk(setup, [3, -1])
 
 
 def test_a_chunk_split_in_two_gives_the_same_numbers(chunk):

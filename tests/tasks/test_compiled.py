@@ -128,3 +128,38 @@ def test_a_module_edited_after_the_key_was_made_compiles_in_memory(tmp_path, mon
 
     assert late.three() == 4 and late.three.stats.cache_path is None
     assert not any((tmp_path / "cache").rglob("*.nbi"))
+
+
+def test_a_caller_of_a_module_edited_after_the_key_was_made_compiles_in_memory(
+    tmp_path, monkeypatch
+):
+    # The caller's own file is as keyed, but it imports a callee edited since: its
+    # machine code holds the new callee, which must not land under the old files' key
+    # (where a process after the edit is undone would load it).
+    monkeypatch.setenv("LDPSIM_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    (folder / "kc_edited_callee.py").write_text(CALLEE.format(step=1))
+    (folder / "kc_unedited_caller.py").write_text(
+        CALLER.replace("from callee import", "from kc_edited_callee import")
+    )
+    fresh_key(folder)
+    (folder / "kc_edited_callee.py").write_text(CALLEE.format(step=2))
+    monkeypatch.syspath_prepend(str(folder))
+    import kc_unedited_caller
+
+    assert kc_unedited_caller.scaled(1) == 30
+    assert kc_unedited_caller.scaled.stats.cache_path is None
+    assert not any((tmp_path / "cache").rglob("*.nbi"))
+
+
+def test_the_key_covers_numbas_code_generation_settings(tmp_path, monkeypatch):
+    # numba's own index leaves out settings such as bounds checking: machine code
+    # compiled without checks must not be loaded by a process that asks for them.
+    (tmp_path / "unit.py").write_text("A = 1\n")
+    monkeypatch.delenv("NUMBA_BOUNDSCHECK", raising=False)
+    plain = fresh_key(tmp_path)
+    monkeypatch.setenv("NUMBA_BOUNDSCHECK", "1")
+    checked = fresh_key(tmp_path)
+    monkeypatch.delenv("NUMBA_BOUNDSCHECK")
+    assert fresh_key(tmp_path) == plain != checked  # numba's settings read again, too

@@ -10,6 +10,7 @@ cache (a hit) or compiled it (a miss).
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import logging
 import os
@@ -319,6 +320,196 @@ def test_fingerprint_follows_the_loaded_code_not_only_the_file():
     assert after["modules"] == before["modules"]  # the file did not change
     assert after["code"] != before["code"]
     assert code_fingerprint([gradient]) == before
+
+
+def fingerprint_of(folder: Path, files: dict[str, str | bytes], module: str) -> dict:
+    """code_fingerprint of ``module.sample_gradient``, imported afresh from ``files``
+    written into ``folder`` (each case's two folders hold modules of the same names)."""
+    for name, content in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    names = {module, *(n.removesuffix(".py").replace("/", ".") for n in files)}
+    names |= {n.removesuffix(".__init__") for n in names}
+    sys.path.insert(0, str(folder))
+    try:
+        for name in names:
+            sys.modules.pop(name, None)
+        return code_fingerprint([importlib.import_module(module).sample_gradient])
+    finally:
+        sys.path.remove(str(folder))
+        for name in names:
+            sys.modules.pop(name, None)
+
+
+def npy(values, dtype=np.float64) -> bytes:
+    """The bytes of a .npy file of ``values``."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.array(values, dtype=dtype))
+    return buffer.getvalue()
+
+
+#: What a callback reads through something its own file does not show (a setting read
+#: at import, a submodule's table, a compile option), in two versions that must key
+#: two kernels. The callback's file is the same in both: only the fingerprint's walk of
+#: what the code reads can tell them apart (found by an independent hunt, 2026-12-01).
+READ_AT_IMPORT = """\
+import json
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+SETTING = json.loads(Path(__file__).with_name("setting.json").read_text())
+"""
+UNSEEN_CHANGES = {
+    "a numpy ufunc chosen by a setting": (
+        READ_AT_IMPORT
+        + """LINK = getattr(np, SETTING)
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = LINK(theta[0])
+""",
+        {"setting.json": '"tanh"'},
+        {"setting.json": '"sinh"'},
+    ),
+    "a compile option chosen by a setting": (
+        READ_AT_IMPORT
+        + """
+
+def _target(p):
+    return (p + 1e16) - 1e16
+
+
+target = njit(fastmath=SETTING)(_target)
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = theta[0] - target(params[0])
+""",
+        {"setting.json": "false"},
+        {"setting.json": "true"},
+    ),
+    "a number beside a function in a tuple": (
+        READ_AT_IMPORT
+        + """
+
+@njit
+def shift(x):
+    return x
+
+
+PAIR = (SETTING, shift)
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = PAIR[1](theta[0]) - PAIR[0]
+""",
+        {"setting.json": "0.0"},
+        {"setting.json": "1.0"},
+    ),
+    "a table of a submodule read through its package": (
+        """\
+import kc_tables.values
+from numba import njit
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = theta[0] - kc_tables.values.TABLE[0]
+""",
+        {
+            "kc_tables/__init__.py": "",
+            "kc_tables/values.py": "from pathlib import Path\nimport numpy as np\n"
+            'TABLE = np.load(Path(__file__).with_name("table.npy"))\n',
+            "kc_tables/table.npy": npy([0.0]),
+        },
+        {"kc_tables/table.npy": npy([1.0])},
+    ),
+    "a structured table's field names": (
+        """\
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+TABLE = np.load(Path(__file__).with_name("table.npy"))
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = theta[0] - TABLE[0]["lo"]
+""",
+        {"table.npy": npy([(1.0, 2.0)], dtype=[("lo", "f8"), ("hi", "f8")])},
+        {"table.npy": npy([(1.0, 2.0)], dtype=[("hi", "f8"), ("lo", "f8")])},
+    ),
+    "a module of the user's that takes a standard library name": (
+        """\
+import statistics
+from numba import njit
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = theta[0] - statistics.OFFSET
+""",
+        {"statistics.py": "OFFSET = 0.0\n"},
+        {"statistics.py": "OFFSET = 0.25\n"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSEEN_CHANGES))
+def test_what_a_callback_reads_beyond_its_file_keys_its_kernel(case, tmp_path, monkeypatch):
+    source, files, changed = UNSEEN_CHANGES[case]
+    if "statistics.py" in files:  # the user's statistics, not Python's, while imported
+        monkeypatch.delitem(sys.modules, "statistics", raising=False)
+    first = fingerprint_of(tmp_path / "a", {"kc_reads.py": source, **files}, "kc_reads")
+    again = fingerprint_of(tmp_path / "b", {"kc_reads.py": source, **files}, "kc_reads")
+    assert again == first  # the same files: the same key, in any folder and import
+    other = fingerprint_of(tmp_path / "c", {"kc_reads.py": source, **files, **changed}, "kc_reads")
+    assert other != first
+
+
+def test_class_constants_key_as_loaded_when_the_file_changes_after_the_import(tmp_path):
+    # An enumeration's member, edited on disk after the import: this process compiles
+    # the old value, so its key must differ from a fresh process's (the new file and
+    # value), as for a module's constants and code.
+    source = """\
+import enum
+from numba import njit
+
+
+class Shift(enum.IntEnum):
+    TARGET = {target}
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = theta[0] - Shift.TARGET
+"""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "kc_enum.py").write_text(source.format(target=0))
+    sys.path.insert(0, str(folder))
+    try:
+        module = importlib.import_module("kc_enum")
+        (folder / "kc_enum.py").write_text(source.format(target=1))
+        during = code_fingerprint([module.sample_gradient])
+        del sys.modules["kc_enum"]
+        fresh = code_fingerprint([importlib.import_module("kc_enum").sample_gradient])
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("kc_enum", None)
+    assert during["modules"] == fresh["modules"]  # the same file hash
+    assert during != fresh
 
 
 TEMPLATE = """\

@@ -21,6 +21,8 @@ radii = st.floats(0.01, 50.0)
 @settings(max_examples=200, deadline=None)
 @given(v=vectors, radius=radii)
 @example(v=np.array([2.0] + [2.220446049250313e-16] * 7), radius=2.0)
+@example(v=np.array([1e17, 0.3]), radius=1.0)  # 1e17 - 1 rounds to 1e17 (a hunt found it)
+@example(v=np.array([-1e17, 1e17, 5.0]), radius=1.0)  # ... with the largest tied
 def test_projection_is_the_soft_threshold_onto_the_sphere(v, radius):
     x = project_l1_ball(v, radius)
     if np.abs(v).sum() <= radius:
