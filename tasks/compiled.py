@@ -193,7 +193,8 @@ def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any]
                 WHAT,
                 str(folder),
                 "a file changed on disk after this process read the package (first "
-                f"seen at {function.__code__.co_filename}); restart to cache them",
+                f"seen at {function.__code__.co_filename})",
+                "A process started after the change caches them again.",
             )
             return numba.njit(**options)(function)
         with _CACHE_DIR_LOCK:
@@ -213,17 +214,20 @@ def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any]
     return decorate
 
 
-def warn_in_memory(what: str, where: str, why: str) -> None:
+def warn_in_memory(what: str, where: str, why: str, advice: str | None = None) -> None:
     """Warn, once per process and ``where``, that ``what`` (compiled functions, the
-    kernels) compile in memory because they cannot be cached there (``why``)."""
+    kernels) compile in memory because they cannot be cached there (``why``), and what
+    to do (``advice``; default: every new process repeats it, so name a writable cache
+    folder)."""
     if where in _warned:
         return
     _warned.add(where)
+    if advice is None:
+        advice = f"Every new process repeats this: set {CACHE_DIR_VARIABLE} to a writable folder."
     _log.warning(
-        "ldpsim cannot cache %s in %s (%s); compiling them in memory, which every new "
-        "process repeats. Set %s to a writable folder.",
+        "ldpsim cannot cache %s in %s (%s); compiling them in memory. %s",
         what,
         where,
         why,
-        CACHE_DIR_VARIABLE,
+        advice,
     )
