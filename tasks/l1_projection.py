@@ -20,7 +20,7 @@ def project_l1_ball(v: np.ndarray, radius: float) -> np.ndarray:
     ndarray, the shape of ``v``
         ``v`` itself where ||v||_1 <= r; else sign(v) max(|v| - lambda, 0) with the
         threshold lambda > 0 that makes the l1 norm r (soft thresholding). O(d log d)
-        per row (a sort).
+        per row (a sort); all rows in whole-array operations.
 
     References
     ----------
@@ -32,25 +32,29 @@ def project_l1_ball(v: np.ndarray, radius: float) -> np.ndarray:
         raise ValueError(f"The l1 ball's radius must be > 0. Got {radius!r}.")
     flat = v.reshape(-1, v.shape[-1])
     out = flat.copy()
-    for row, x in enumerate(flat):
-        size = np.abs(x)
-        if size.sum() <= radius:
-            continue
-        ordered = np.sort(size)[::-1]
-        cumulative = np.cumsum(ordered) - radius
-        ranks = np.arange(1, len(x) + 1)
-        # rho: the largest k with ordered[k-1] > (cumsum_k - r) / k; lambda from it.
-        # k = 1 always holds (r > 0), but not in floating point where x_max - r rounds
-        # to x_max (|v| beyond 2**53 r): lambda is then x_max - r, and the ball's point
-        # puts r on the largest coordinates, shared where they tie.
-        holds = np.flatnonzero(ordered > cumulative / ranks)
-        if not len(holds):
-            largest = size == ordered[0]
-            out[row] = np.sign(x) * np.where(largest, radius / largest.sum(), 0.0)
-            continue
-        rho = holds[-1]
-        threshold = cumulative[rho] / (rho + 1)
-        out[row] = np.sign(x) * np.maximum(size - threshold, 0.0)
+    size = np.abs(flat)
+    outside = np.flatnonzero(size.sum(axis=1) > radius)  # the others stay as they are
+    if not len(outside):
+        return out.reshape(v.shape)
+    size = size[outside]
+    ordered = np.sort(size, axis=1)[:, ::-1]
+    cumulative = np.cumsum(ordered, axis=1) - radius
+    ranks = np.arange(1, size.shape[1] + 1)
+    # rho: the largest k with ordered[k-1] > (cumsum_k - r) / k; lambda from it.
+    holds = ordered > cumulative / ranks
+    rho = size.shape[1] - 1 - np.argmax(holds[:, ::-1], axis=1)
+    rows = np.arange(len(outside))
+    threshold = cumulative[rows, rho] / (rho + 1)
+    projected = np.sign(flat[outside]) * np.maximum(size - threshold[:, None], 0.0)
+    # k = 1 always holds (r > 0), but not in floating point where x_max - r rounds to
+    # x_max (|v| beyond 2**53 r): lambda is then x_max - r, and the ball's point puts r
+    # on the largest coordinates, shared where they tie.
+    rounded = ~holds.any(axis=1)
+    if rounded.any():
+        largest = size[rounded] == ordered[rounded, :1]
+        share = radius / largest.sum(axis=1, keepdims=True)
+        projected[rounded] = np.sign(flat[outside[rounded]]) * np.where(largest, share, 0.0)
+    out[outside] = projected
     return out.reshape(v.shape)
 
 

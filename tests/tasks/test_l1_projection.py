@@ -121,3 +121,17 @@ def test_intersected_intervals():
         normalize_spec({"model": "mean", "n": 100, "methods": {"cut": methods["cut"]}})
     with pytest.raises(TypeError, match="true or false"):
         normalize_spec({**spec, "methods": {"oracle": {"intersect_constraint": 1}}})
+
+
+def test_a_stack_of_points_projects_as_each_point_alone():
+    # The chunk's estimates are projected in whole-array operations: row by row the
+    # same bits as one point alone, points inside the ball, beyond 2**53 r and with
+    # tied largest coordinates included.
+    rng = np.random.default_rng(5)
+    points = rng.standard_normal((40, 3, 12)) * 10 ** rng.uniform(-2, 2, (40, 3, 1))
+    points[0, 0, 0] = 1e17
+    points[1, 1, :2] = -9.0
+    stacked = project_l1_ball(points, 1.5)
+    alone = np.array([[project_l1_ball(point, 1.5) for point in row] for row in points])
+    assert stacked.tobytes() == alone.tobytes()
+    assert (np.abs(stacked).sum(axis=-1) <= 1.5 * (1 + 1e-12)).all()
