@@ -499,15 +499,16 @@ def compute_rows(
         # for every method, and the path of those without a batched one. A method with
         # a batched path fails a cell as that path does, by a bound that is not finite
         # (floating-point warnings alone, an underflow, fail nothing), and is then run
-        # once more with numpy raising, to name the operation that went wrong; one
-        # without keeps numpy raising throughout (issue 23's rule).
+        # once more, from the same stream, with numpy raising (underflows aside), to
+        # name the operation that went wrong; one without keeps numpy raising
+        # throughout (issue 23's rule).
         label, point = labels[m], points[k]
         method, sub = chosen[label], subs[k]
         by_rows = has_batch(method)
 
-        def cell(i: int, errors: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def cell(i: int, **errors: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             rng = streams(label, point, np.array([i]))
-            with np.errstate(all=errors):
+            with np.errstate(**errors):
                 return method_cell(
                     method,
                     sub.replicate(i),
@@ -519,11 +520,13 @@ def compute_rows(
 
         for i in rows:
             method_start = time.perf_counter()
+            seconds = None  # the cell's own time, without a run again for its reason
             try:
-                centre, lo, hi = cell(i, "ignore" if by_rows else "raise")
+                centre, lo, hi = cell(i, all="ignore" if by_rows else "raise")
                 if not finite_bounds(lo, hi):
-                    if by_rows:
-                        cell(i, "raise")  # numpy names the operation, where it can
+                    seconds = time.perf_counter() - method_start
+                    if by_rows:  # numpy names the operation, where it can
+                        cell(i, all="raise", under="ignore")
                     raise FloatingPointError("non-finite interval bound")
             except Exception as exc:  # any type: only this cell is lost
                 method_failed[m, i, k] = True
@@ -536,7 +539,9 @@ def compute_rows(
                     tracebacks.setdefault(i, {})[label] = traceback.format_exc()
                 continue
             finally:
-                method_seconds[m, i, k] = spent + time.perf_counter() - method_start
+                if seconds is None:
+                    seconds = time.perf_counter() - method_start
+                method_seconds[m, i, k] = spent + seconds
             lower[m, i, k], upper[m, i, k] = lo, hi
             method_estimate[m, i, k] = centre
 

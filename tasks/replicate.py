@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -251,7 +252,8 @@ def replicate_from_state(
         chosen,
         start=start,
         start_state=lambda i: start_state,
-        stream_of=lambda label, i: method_rngs[label],
+        # Afresh for each call, as compute_rows asks (a cell run again for its reason).
+        stream_of=lambda label, i: copy.deepcopy(method_rngs[label]),
         stream_labels={label for label, rng in method_rngs.items() if rng is not None},
         per_replicate=chosen,
         raise_failures=raise_failures,

@@ -240,7 +240,7 @@ class _DependencyWalker:
         self.codes: dict[str, str] = {}
         self.unhashable: set[str] = set()
         self._seen: set[int] = set()
-        self._modules_read: set[str] = set()
+        self._attributes_read: set[tuple[str, str]] = set()
         self._keep: list[object] = []  # keeps visited objects alive, so ids stay unique
 
     def visit(self, obj: object) -> None:
@@ -300,11 +300,11 @@ class _DependencyWalker:
     def _visit_module_attributes(self, module: types.ModuleType, names: set[str]) -> None:
         """A module read by a function, and those of its attributes that the function's
         code names (``module.attribute``, and ``module.submodule.attribute`` on)."""
-        if module.__name__ in self._modules_read:
-            return
-        self._modules_read.add(module.__name__)
         self._add_module(module.__name__)
         for attribute in sorted(names & set(dir(module))):
+            if (module.__name__, attribute) in self._attributes_read:
+                continue  # each attribute once: other functions may read others
+            self._attributes_read.add((module.__name__, attribute))
             value = getattr(module, attribute)
             if isinstance(value, types.ModuleType) and not _is_versioned(value.__name__):
                 self._visit_module_attributes(value, names)

@@ -4,12 +4,14 @@ numpy formulas' (to the order of a sum) and do not depend on the machine's BLAS.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import subprocess
 import sys
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.intervals.base import has_batch
 from ldpsim.tasks.intervals.bootstrap import block_bounds, t_critical
 from ldpsim.tasks.intervals.critical_values import normal_quantile
+from ldpsim.tasks.intervals.oracle import Oracle, oracle_bounds
 from ldpsim.tasks.intervals.self_normalized import critical_value
 from ldpsim.tasks.replicate import checkpoint_stream, replicate_from_state, run_replicate
 from ldpsim.tasks.spec import normalize_spec
@@ -168,6 +171,45 @@ def test_an_underflow_fails_no_cell_batched_or_alone():
             for name in ("lower", "upper"):
                 want = getattr(alone, name)[label]
                 np.testing.assert_array_equal(batched[name][m, i], want, strict=True)
+
+
+def spoil(lower, upper, draw):
+    """Bounds that first underflow (harmless) and then overflow where ``draw`` < 0.5."""
+    tiny = np.float64(1e-200) * np.float64(1e-200)
+    huge = np.where(draw < 0.5, 1e200, 1.0) * 1e200
+    return lower + tiny - huge, upper
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DrawingOracle(Oracle):
+    """The oracle, spoilt by a draw from the method's stream (:func:`spoil`)."""
+
+    uses_rng: ClassVar[bool] = True
+
+    def interval(self, stats, level, rng):
+        return spoil(*oracle_bounds(stats, level), rng.random())
+
+    def intervals_batch(self, stats, level, rngs):
+        draws = np.array([rng.random() for rng in rngs])
+        return spoil(*oracle_bounds(stats, level), draws[:, None])
+
+
+def test_a_cell_run_again_for_its_reason_names_the_overflow_not_an_underflow():
+    # A second read (2026-12-01): the cell run again for its reason raised at the
+    # first, harmless underflow; and a replicate alone (run_replicate) ran it again on
+    # a stream the first run had advanced, where the draw could spare it. Batched and
+    # alone must name the overflow, alike.
+    rs = normalize_spec({"model": "mean", "n": 200, "seed": 4, "methods": {"oracle": {}}})
+    setup = GridPointSetup.of(dataclasses.replace(rs, methods={"oracle": DrawingOracle()}))
+    reps = list(range(16))
+    batched = compute_chunk(setup, reps)
+    want = {"oracle": "FloatingPointError: overflow encountered in multiply"}
+    failed = [rep for i, rep in enumerate(reps) if batched["method_failed"][0, i]]
+    assert 0 < len(failed) < len(reps)
+    for rep in reps:
+        expected = want if rep in failed else {}
+        assert batched["errors"].get(rep, {}).get("methods", {}) == expected, rep
+        assert run_replicate(setup, rep).failures == expected, rep
 
 
 def test_a_failed_gpu_launch_fails_each_replicate_with_its_error(monkeypatch):

@@ -433,6 +433,28 @@ def sample_gradient(d, theta, params, s, g):
         },
         {"kc_tables/table.npy": npy([1.0])},
     ),
+    "a module read by two functions for two different attributes": (
+        """\
+import kc_util
+from numba import njit
+
+
+@njit
+def first(x):
+    return kc_util.f(x)
+
+
+@njit
+def sample_gradient(d, theta, params, s, g):
+    g[0] = first(theta[0]) + kc_util.g(theta[0])
+""",
+        {
+            "kc_util.py": "from kc_f import f\nfrom kc_g import g\n",
+            "kc_f.py": "from numba import njit\n\n\n@njit\ndef f(x):\n    return x + 1\n",
+            "kc_g.py": "from numba import njit\n\n\n@njit\ndef g(x):\n    return x + 2\n",
+        },
+        {"kc_g.py": "from numba import njit\n\n\n@njit\ndef g(x):\n    return x + 3\n"},
+    ),
     "a structured table's field names": (
         """\
 from pathlib import Path
