@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from ldpsim.pipeline.summary.partial_cells import footnote
 from ldpsim.pipeline.summary.records import records_over, render_records, with_case_parameters
 from ldpsim.pipeline.summary.table_layouts import latex_table, markdown_table, text_table
 from ldpsim.pipeline.summary.tables import (
@@ -44,6 +45,10 @@ COMPARE_ATTRS: dict[str, dict[str, str]] = {
     },
     "n_paired": {
         "long_name": "replicates R where both methods have finite bounds (done)",
+        "units": "1",
+    },
+    "n_unpaired": {
+        "long_name": "replicates done where one method or both have no finite bounds",
         "units": "1",
     },
 }
@@ -103,12 +108,17 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
         Per grid point, [checkpoint,] coord: ``coverage_diff`` = cov_a - cov_b, with
         ``coverage_diff_se`` = sd_r(I_a,r - I_b,r) / sqrt(R); ``length_ratio`` =
         mean(L_a) / mean(L_b), with ``length_ratio_se`` from the delta method, sd_r((L_a,r -
-        ratio L_b,r) / mean(L_b)) / sqrt(R); ``n_paired`` (R). The same per grid point
+        ratio L_b,r) / mean(L_b)) / sqrt(R); ``n_paired`` (R) and ``n_unpaired`` (the
+        replicates done without both methods' bounds). The same per grid point
         [and checkpoint] for the means over the coordinates (prefix ``coord_mean_``): each
         replicate's fraction of covered coordinates and its mean length over the
         coordinates where both methods have bounds, then paired as above. NaN where
-        R = 0, NaN standard errors where R < 2. Attributes ``a``, ``b``, ``level``,
-        ``sweep``.
+        R = 0, NaN standard errors where R < 2 (``coord_mean_n_unpaired``: the replicates
+        done without both methods' bounds at one coordinate at least). Per grid point
+        ``replicates_done``, ``replicates_failed`` (0: counted in ``n_unpaired``) and
+        ``coord_exists``, which mark the cells computed on fewer than all replicates as a
+        summary's are (:mod:`ldpsim.pipeline.summary.partial_cells`). Attributes ``a``,
+        ``b``, ``level``, ``sweep``, ``replicates``.
 
     Raises
     ------
@@ -149,8 +159,18 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
         fraction(length[b]),
         per_rep,
     )
+    # What marks a cell computed on fewer than all replicates (partial_cells.COUNTS).
+    unpaired = done & valid & ~(ok[a] & ok[b])
+    per_coord["n_unpaired"] = unpaired.sum("rep").astype(np.int64)
+    means["n_unpaired"] = unpaired.any("coord").sum("rep").astype(np.int64)
     out = xr.Dataset(
-        {**per_coord, **{COORD_MEAN_PREFIX + k: v for k, v in means.items()}}
+        {
+            **per_coord,
+            **{COORD_MEAN_PREFIX + k: v for k, v in means.items()},
+            "replicates_done": done.sum("rep").astype(np.int64),
+            "replicates_failed": xr.zeros_like(done.sum("rep"), dtype=np.int64),
+            "coord_exists": valid,
+        }
     ).compute()
     order = [*grid_axes(ds), "checkpoint", "coord"]
     out = out.transpose(*[d for d in order if d in out.dims])
@@ -161,7 +181,7 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
             "long_name": attrs["long_name"] + " (per-replicate means over the coordinates)",
         }
     out.attrs = {k: ds.attrs[k] for k in ("level", "sweep") if k in ds.attrs}
-    out.attrs.update(a=a, b=b)
+    out.attrs.update(a=a, b=b, replicates=int(ds.sizes["rep"]))
     return out
 
 
@@ -223,7 +243,7 @@ def format_comparison(
     a, b = comparison.attrs["a"], comparison.attrs["b"]
     shown = shown_coords(comparison, coords)
     prefix = COORD_MEAN_PREFIX if shown == "mean" else ""
-    fields = [prefix + f for f in (*COMPARE_FIELDS, COMPARE_COUNT)]
+    fields = [prefix + f for f in (*COMPARE_FIELDS, COMPARE_COUNT, "n_unpaired")]
     if fmt in ("csv", "json"):
         checkpoint = ["checkpoint"] if "checkpoint" in comparison.dims else []
         dims = [*grid_axes(comparison), *checkpoint, *(["coord"] if not prefix else [])]
@@ -244,4 +264,4 @@ def format_comparison(
         f"{replicates_per_cell(comparison, prefix + COMPARE_COUNT)}"
     )
     render = {"markdown": markdown_table, "latex": latex_table}.get(fmt, text_table)
-    return render(caption, *rows)
+    return render(caption, *rows, footnote(comparison, list(stats.values()), fmt))

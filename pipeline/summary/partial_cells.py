@@ -42,6 +42,11 @@ COUNTS: dict[str, tuple[str, str]] = {
     "joint_replicates_needed": ("joint_n_done", "coord_mean_n_failed"),
     "mse": ("mse_n_done", "replicates_failed"),
     "mse_last": ("mse_last_n_done", "replicates_failed"),
+    # A comparison of two methods (compare.py): the replicates where both have bounds.
+    "coverage_diff": ("n_paired", "n_unpaired"),
+    "length_ratio": ("n_paired", "n_unpaired"),
+    "coord_mean_coverage_diff": ("coord_mean_n_paired", "coord_mean_n_unpaired"),
+    "coord_mean_length_ratio": ("coord_mean_n_paired", "coord_mean_n_unpaired"),
 }
 
 #: The marker after a partial cell's value, per table format.
@@ -117,8 +122,10 @@ def _shaped(values: xr.Variable, like: xr.Variable) -> xr.Variable:
 
 def fewer(summary: xr.Dataset, stat: str) -> xr.DataArray:
     """Where the cells of ``stat`` are partial: True where they count fewer replicates than
-    their grid point has, except where none counts by design (no method failed there and
-    some replicate of the grid point is done: a statistic the store has no values for).
+    their grid point has, or where a method failed in one of them (a mean over the
+    coordinates counts a replicate whose method failed at some coordinates, over the
+    others), except where none counts by design (no method failed there and some
+    replicate of the grid point is done: a statistic the store has no values for).
 
     Parameters
     ----------
@@ -140,7 +147,7 @@ def _fewer(summary: xr.Dataset, stat: str) -> xr.Variable:
     by_design = (count == 0) & (method_failures == 0) & (summary.variables["replicates_done"] > 0)
     if "methods_pending" in summary:  # a method added to the store, not computed yet
         by_design &= _pending_like(summary, count) == 0
-    return (count < total) & ~by_design
+    return ((count < total) | (method_failures > 0)) & ~by_design
 
 
 def _pending_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
@@ -216,12 +223,22 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     if pending:
         missing = missing + np.concatenate(pending)
 
+    # The counts a table's csv holds (a summary's n_done and n_failed, a comparison's
+    # n_paired and n_unpaired), named without the coordinate means' prefix.
+    count_name, failed_name = next(iter(by_counts))
+    shown_counts = " and ".join(
+        name.removeprefix("coord_mean_").removeprefix("joint_")
+        for name in (count_name, failed_name)
+    )
+    # A mean over the coordinates may count every replicate, some of them over fewer
+    # than all their coordinates.
+    some = " (or on fewer than all coordinates of some)" if (counts == total).any() else ""
     text = (
-        f"computed on fewer than all {total} replicates of its grid point: "
+        f"computed on fewer than all {total} replicates of its grid point{some}: "
         f"{span(counts)} counted, {span(failures)} lost to a failure of the replicate or "
         f"of the method (ldpsim errors STORE), {span(missing)} not computed "
         "yet (ldpsim run resumes them); a selection by failure can bias the cell. "
-        "--format csv gives each cell's n_done and n_failed."
+        f"--format csv gives each cell's {shown_counts}."
     )
     return _marked(f"{text} Or: {mix_text}." if mix_text else text, fmt)
 

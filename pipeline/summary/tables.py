@@ -343,8 +343,12 @@ def caption_head(summary: xr.Dataset, where: str = "") -> str:
 
 
 def replicates_per_cell(summary: xr.Dataset, count: str) -> str:
-    """'replicates per cell: 35-36 of 40' from the count variable ``count``."""
-    counts = summary[count].values
+    """'replicates per cell: 35-36 of 40' from the count variable ``count``, over the
+    coordinates each grid point has (a case of smaller d has no others)."""
+    values = summary[count]
+    if "coord" in values.dims and "coord_exists" in summary:
+        values = values.where(summary["coord_exists"])
+    counts = values.values[~np.isnan(values.values.astype(np.float64))]
     lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
     # The Dataset's own replicates (a part of a store has fewer than its sweep), else the
     # sweep's (a comparison does not record them).

@@ -123,3 +123,24 @@ def test_summarize_compare_on_the_command_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "R for se 0.01" in out
     assert "median seconds per replicate: 0.5 (108 replicates" in out  # 3 cells x 36
+
+
+def test_comparison_cells_on_fewer_replicates_are_marked(tmp_path, capsys):
+    # Found by a hunt (2026-12-01): a comparison over the 35 of 36 replicates where bb
+    # has bounds was printed unmarked, and --strict judged the summary, not it.
+    ds = syn.grid_store().sel(tau=[0.5], n=[100])
+    text = format_comparison(compare_methods(ds, "bb", "oracle"), "text")
+    cells = [line for line in text.splitlines() if "bb - oracle" in line or "bb / oracle" in line]
+    assert cells and all(line.endswith("*") for line in cells), cells
+    assert "35 counted, 1 lost" in text and "n_paired and n_unpaired" in text
+    complete = ds.isel(rep=[r for r in range(syn.DONE) if r != syn.BB_FAILED_REP])
+    complete.attrs["sweep"] = ds.attrs["sweep"]
+    clean = format_comparison(compare_methods(complete, "bb", "oracle"), "text")
+    assert "*" not in clean and "fewer than all" not in clean
+    rows = format_comparison(compare_methods(ds, "bb", "oracle"), "csv").splitlines()
+    assert rows[0].endswith("n_paired,n_unpaired,a,b")
+    for name, store, code in (("partial", ds, 1), ("complete", complete, 0)):
+        path = tmp_path / f"{name}.zarr"
+        store.to_zarr(path, zarr_format=3, consolidated=False)
+        assert main(["summarize", str(path), "--compare", "bb,oracle", "--strict"]) == code
+        capsys.readouterr()

@@ -107,3 +107,32 @@ def test_strict_exits_1_on_a_partial_cell(with_failure, tmp_path, capsys):
         assert main(["summarize", str(path), "--strict"]) == code, name
         err = capsys.readouterr().err
         assert ("--strict" in err) == (code == 1)
+
+
+def test_a_method_failing_at_some_coordinates_marks_the_coordinate_means():
+    # Found by a hunt (2026-12-01): bb failed at coordinate 1 only, in one replicate of
+    # the complete store (35 replicates). The means over the coordinates still count all
+    # 35 (that one over coordinate 0 alone), so their cells were not marked.
+    ds = tau_half([r for r in range(syn.DONE) if r != syn.BB_FAILED_REP])
+    bb = list(ds["method"].values).index("bb")
+    for name in ("lower", "upper"):
+        ds[name][:, :, bb, 5, 1] = float("nan")
+    ds["method_failed"][:, :, bb, 5] = True
+    summary = summarize(ds)
+    assert summary.sel({"method": "bb"})["coord_mean_n_done"].values.ravel().tolist() == [35] * 2
+    means = format_table(summary, "text", coords="mean")
+    bb_cover = next(line for line in means.splitlines() if line.startswith("bb "))
+    assert bb_cover.count("*") == 2
+    note = "all 35 replicates of its grid point (or on fewer than all coordinates of some)"
+    assert f"{note}: 34-35 counted, 1 lost" in means  # joint coverage: 34
+    oracle = next(line for line in means.splitlines() if line.startswith("oracle "))
+    assert "*" not in oracle
+
+
+def test_the_caption_counts_only_the_coordinates_a_grid_point_has():
+    # A case of smaller d has NaN-padded coordinates, which no table shows: the
+    # caption's "replicates per cell" read 0-200 for a store without failures.
+    summary = summarize(tau_half([r for r in range(syn.DONE) if r != syn.BB_FAILED_REP]))
+    summary["coord_exists"][...] = [True, False]
+    summary["n_done"][..., 1] = 0
+    assert "replicates per cell: 35 of 35" in format_table(summary, "text")
