@@ -223,13 +223,9 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     if pending:
         missing = missing + np.concatenate(pending)
 
-    # The counts a table's csv holds (a summary's n_done and n_failed, a comparison's
-    # n_paired and n_unpaired), named without the coordinate means' prefix.
-    count_name, failed_name = next(iter(by_counts))
-    shown_counts = " and ".join(
-        name.removeprefix("coord_mean_").removeprefix("joint_")
-        for name in (count_name, failed_name)
-    )
+    # The counts a table's csv holds: a summary's, or a comparison's (compare.py).
+    paired = any(count.endswith("n_paired") for count, _ in by_counts)
+    shown_counts = "n_paired and n_unpaired" if paired else "n_done and n_failed"
     # A mean over the coordinates may count every replicate, some of them over fewer
     # than all their coordinates.
     some = " (or on fewer than all coordinates of some)" if (counts == total).any() else ""
