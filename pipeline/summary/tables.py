@@ -351,7 +351,7 @@ def replicates_per_cell(summary: xr.Dataset, count: str) -> str:
     counts = values.values[~np.isnan(values.values.astype(np.float64))]
     lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
     # The Dataset's own replicates (a part of a store has fewer than its sweep), else the
-    # sweep's (a comparison does not record them).
+    # sweep's.
     reps = summary.attrs.get("replicates", sweep_info(summary).get("replicates"))
     done = f"{lo}" if lo == hi else f"{lo}-{hi}"
     if reps is not None:
