@@ -236,8 +236,9 @@ def compute_chunk(
     """
     start = time.perf_counter()
     reps = [int(rep) for rep in reps]
-    if any(rep < 0 for rep in reps):
-        raise ValueError(f"Replicate indices must be >= 0. Got {min(reps)}.")
+    rep_array = np.asarray(reps, dtype=np.int64)
+    if len(reps) and rep_array.min() < 0:
+        raise ValueError(f"Replicate indices must be >= 0. Got {rep_array.min()}.")
     chosen = chosen_methods(setup.spec, methods)
     chain_errors: dict[int, tuple[BaseException, str]] = {}
     if raw is None:
@@ -249,8 +250,6 @@ def compute_chunk(
 
     def stream_of(label: str, i: int) -> np.random.Generator:
         return setup.method_streams(reps[i])[label]
-
-    rep_array = np.asarray(reps, dtype=np.int64)
 
     def states_of(label: str, rows: np.ndarray, point: int | None) -> np.ndarray:
         return setup.method_states(label, rep_array[rows], point)

@@ -161,14 +161,15 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
     )
     # What marks a cell computed on fewer than all replicates (partial_cells.COUNTS).
     unpaired = done & valid & ~(ok[a] & ok[b])
+    replicates_done = done.sum("rep").astype(np.int64)
     per_coord["n_unpaired"] = unpaired.sum("rep").astype(np.int64)
     means["n_unpaired"] = unpaired.any("coord").sum("rep").astype(np.int64)
     out = xr.Dataset(
         {
             **per_coord,
             **{COORD_MEAN_PREFIX + k: v for k, v in means.items()},
-            "replicates_done": done.sum("rep").astype(np.int64),
-            "replicates_failed": xr.zeros_like(done.sum("rep"), dtype=np.int64),
+            "replicates_done": replicates_done,
+            "replicates_failed": xr.zeros_like(replicates_done),
             "coord_exists": valid,
         }
     ).compute()

@@ -328,9 +328,7 @@ class _DependencyWalker:
         """A dispatcher's compile options (``fastmath``, ``error_model``, ...): the same
         code compiles to other machine code under others."""
         if isinstance(options, Mapping):
-            text = json.dumps(
-                {str(k): _option_text(v) for k, v in options.items()}, sort_keys=True
-            )
+            text = _hash_json({str(k): _option_text(v) for k, v in options.items()})
             self.constants.add((func.__module__ or "", f"{func.__qualname__}:options", text))
 
     def _add_class_constants(self, cls: type) -> None:
