@@ -404,8 +404,10 @@ def unpack(
     d, n_cuts, n_points = rows.d, rows.n_cuts, rows.n_points
 
     def block(first: int, count: int, shape: tuple[int, ...]) -> np.ndarray:
-        # (count, R) -> (R, *shape), a new C-contiguous array.
-        return np.ascontiguousarray(host[first : first + count].T).reshape(n_reps, *shape)
+        # (count, R) -> (R, *shape), a new C-contiguous array: always a copy, as the host
+        # buffer is the thread's next launch's too (a transposed (count, 1) or (1, R) is
+        # C-contiguous already, and ascontiguousarray would return a view of it).
+        return host[first : first + count].T.copy().reshape(n_reps, *shape)
 
     seg_shift = block(rows.shift, n_cuts * d, (n_cuts, d))
     snap_t = block(rows.t, n_cuts * d, (n_cuts, d))

@@ -415,3 +415,30 @@ def test_a_wave_is_what_the_registers_let_a_gpu_hold_at_once():
     assert gpu_kernel.replicates_per_wave(94, 132) == 84_480
     assert round(100_000 / gpu_kernel.replicates_per_wave(94, 132), 2) == 1.18
     assert gpu_kernel.replicates_per_wave(16, 1) == 2_048  # the threads' own limit
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("every_cut", [False, True], ids=["trimmed", "every-cut"])
+@pytest.mark.parametrize("first", [[3], [3, 5]], ids=["1-replicate", "2-replicates"])
+def test_a_launchs_outputs_are_its_own_after_the_next_launch(d, every_cut, first):
+    # A hunt (2026-12-01): a launch of one replicate returned T and the centres as views
+    # of the thread's pinned host buffer, which its next launch fills: a store's theta_bar
+    # and bounds of one grid point were silently another's wherever a task launched a
+    # chunk of one replicate before it read the first. Two replicates were copies.
+    spec = {"model": "mean", "d": d, "mechanism": "laplace", "n": 40, "backend": "gpu"}
+    setup = GridPointSetup.of(normalize_spec({**spec, "methods": {"bm": {}, "oracle": {}}}))
+    rs = setup.spec
+    points = np.arange(setup.cuts.size) if every_cut else setup.gpu_points
+
+    def launch(reps: list[int]) -> tuple[np.ndarray, ...]:
+        return run_gpu_replicates(
+            rs.model.name, rs.mechanism.name, *setup.kernel_args, rs.batch, setup.cuts,
+            points, setup.gpu_key, np.array(reps), False,
+        )  # fmt: skip
+
+    outputs = launch(first)
+    kept = [array.copy() for array in outputs]
+    later = launch([4, 6, 7][: len(first)])
+    assert not np.array_equal(later[0], kept[0])  # the next launch's numbers are others
+    for array, before in zip(outputs, kept, strict=True):
+        np.testing.assert_array_equal(array, before, strict=True)
