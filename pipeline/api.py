@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ldpsim.pipeline.summary.cell_statistics import Cell
     from ldpsim.pipeline.sweep import Sweep
     from ldpsim.tasks.replicate import ReplicateResult
+    from ldpsim.tasks.spec import ReplicateSpec
 
 __all__ = [
     "EXIT_DAMAGED",
@@ -744,10 +745,11 @@ def check_plugin_callbacks(sweep: Sweep) -> None:
 def check_batched_methods(sweep: Sweep) -> None:
     """Check each plugin method's ``intervals_batch`` against its ``interval``.
 
-    The first replicates of the sweep's first grid point (up to
-    :data:`ldpsim.tasks.chunk.CHECKED_REPLICATES`, the start of the run's first chunk)
-    are computed both ways on this process (:func:`ldpsim.tasks.chunk.check_batch_api`);
-    the built-in methods are known good and not checked.
+    The first replicates (up to :data:`ldpsim.tasks.chunk.CHECKED_REPLICATES`, the start
+    of the run's first chunk) of the sweep's first grid point of each dimension d (a
+    batched path may be right at d = 1 only) are computed both ways on this process
+    (:func:`ldpsim.tasks.chunk.check_batch_api`); the built-in methods are known good
+    and not checked.
 
     Raises
     ------
@@ -758,11 +760,15 @@ def check_batched_methods(sweep: Sweep) -> None:
     from ldpsim.tasks.chunk import CHECKED_REPLICATES, BatchDisagreement, check_batch_api
     from ldpsim.tasks.plugins import PluginCodeError, plugin_code_errors
 
-    first = sweep.points()[0].normalized
+    firsts: dict[int, ReplicateSpec] = {}
+    for point in sweep.points():
+        firsts.setdefault(point.normalized.model.dim, point.normalized)
     try:
         with plugin_code_errors(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            check_batch_api(first, range(min(sweep.replicates, CHECKED_REPLICATES)))
+            for first in firsts.values():
+                if not check_batch_api(first, range(min(sweep.replicates, CHECKED_REPLICATES))):
+                    break  # no plugin method with intervals_batch (the same at every point)
     except (BatchDisagreement, PluginCodeError) as exc:
         raise InputError(str(exc)) from None
 

@@ -282,20 +282,37 @@ def method_cell(
     level: float,
     rng: np.random.Generator | None,
     radius: float | None,
+    dim: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One method's (estimate, lower, upper) for one replicate at one point, each (d,),
     the bounds intersected with the model's l1 ball where the method asks for it
     (``intersect_constraint``); they may be non-finite (:func:`finite_bounds`).
 
     ``stats`` is the replicate's :class:`ldpsim.tasks.stats.StreamingStats` there;
-    a competitor (``own_estimate``) gets ``users`` instead. Raises what the method
-    raises.
+    a competitor (``own_estimate``) gets ``users`` instead; ``dim`` is d. Raises what
+    the method raises, and ValueError where it returns arrays of another shape than
+    (d,) (a scalar would fill every coordinate with one interval).
     """
     if method.own_estimate:
         centre, lower, upper = method.estimate_interval(users, level, rng)
+        name = "estimate_interval"
     else:
         centre = stats.theta_bar
         lower, upper = method.interval(stats, level, rng)
+        name = "interval"
+    returned = [np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)]
+    if method.own_estimate:
+        returned.insert(0, np.asarray(centre, dtype=np.float64))
+    if any(array.shape != (dim,) for array in returned):
+        shapes = " and ".join(str(array.shape) for array in returned)
+        raise ValueError(
+            f"{name} of {method.name!r} must return arrays of shape ({dim},) "
+            f"(one value per coordinate); got {shapes}."
+        )
+    if method.own_estimate:
+        centre, lower, upper = returned
+    else:
+        lower, upper = returned
     if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
         lower, upper = intersect_with_ball(lower, upper, radius)
     return centre, lower, upper
@@ -338,6 +355,7 @@ def compute_rows(
     per_replicate: Collection[str] = (),
     raise_failures: bool = False,
     raise_replicate_failures: bool = False,
+    raise_batch_shapes: bool = False,
 ) -> dict[str, Any]:
     """The methods ``chosen`` on the stacked chain outputs ``raw`` of R replicates:
     what :func:`compute_chunk` and :func:`ldpsim.tasks.replicate.replicate_from_state`
@@ -366,6 +384,10 @@ def compute_rows(
     raise_replicate_failures : bool
         Raise a replicate's failure (its chain's exception, or
         :class:`ldpsim.tasks.diagnose.NonFiniteRun`) instead of recording it.
+    raise_batch_shapes : bool
+        Raise a batched call's :class:`BatchShapeError` (the check of a plugin's
+        ``intervals_batch``) instead of computing its rows one by one, as for any other
+        exception of a batched call.
     """
     rs = setup.spec
     chain_errors = chain_errors or {}
@@ -515,6 +537,7 @@ def compute_rows(
                     rs.level,
                     None if rng is None else rng[0],
                     setup.radius,
+                    d,
                 )
 
         for i in rows:
@@ -557,7 +580,9 @@ def compute_rows(
                     lo, hi = batch_bounds(method, sub, rs.level, streams(label, point, alive))
                     if method.intersect_constraint:
                         lo, hi = intersect_with_ball(lo, hi, setup.radius)
-            except Exception:  # the batched call as a whole: each replicate alone instead
+            except Exception as exc:  # the batched call as a whole: each replicate alone
+                if raise_batch_shapes and isinstance(exc, BatchShapeError):
+                    raise
                 one_by_one(m, k, (int(i) for i in alive))
                 continue
             ok = np.isfinite(lo).all(axis=1) & np.isfinite(hi).all(axis=1)
@@ -595,6 +620,15 @@ def compute_rows(
     }
 
 
+class BatchDisagreement(ValueError):
+    """A plugin method's ``intervals_batch`` gives other intervals than its ``interval``;
+    the message is one line."""
+
+
+class BatchShapeError(BatchDisagreement):
+    """A method's ``intervals_batch`` returned arrays of another shape than (R, d)."""
+
+
 def batch_bounds(
     method: IntervalMethod,
     stats: StackedStats,
@@ -605,24 +639,22 @@ def batch_bounds(
 
     Raises
     ------
-    ValueError
-        The method returned something else.
+    BatchShapeError
+        The method returned arrays of another shape.
     """
     lower, upper = method.intervals_batch(stats, level, rngs)
     lower = np.asarray(lower, dtype=np.float64)
     upper = np.asarray(upper, dtype=np.float64)
     shape = (stats.count, stats.dim)
     if lower.shape != shape or upper.shape != shape:
-        raise ValueError(
-            f"intervals_batch of {method.name!r} must return (lower, upper) of shape "
-            f"{shape}; got {lower.shape} and {upper.shape}."
+        unit = type(method)
+        raise BatchShapeError(
+            f"The interval method {method.name!r} ({unit.__module__}.{unit.__qualname__}): "
+            f"its intervals_batch must return (lower, upper) of shape (R, d) = {shape} "
+            f"for {stats.count} replicates of d = {stats.dim}; got {lower.shape} and "
+            f"{upper.shape} (docs/extending.md)."
         )
     return lower, upper
-
-
-class BatchDisagreement(ValueError):
-    """A plugin method's ``intervals_batch`` gives other intervals than its ``interval``;
-    the message is one line."""
 
 
 def is_builtin(method: IntervalMethod) -> bool:
@@ -648,7 +680,9 @@ def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
     Raises
     ------
     BatchDisagreement
-        One line naming the method, the replicate, the point and the bound.
+        One line naming the method, the replicate, the point and the bound; or
+        (:class:`BatchShapeError`) the shapes, where ``intervals_batch`` returned arrays
+        of another shape than (R, d).
     """
     chosen = {
         label: method
@@ -664,7 +698,7 @@ def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
     raw, chain_errors = run_chains(setup, reps)
 
     def both(per_replicate: Collection[str]) -> dict[str, Any]:
-        return compute_rows(
+        return compute_rows(  # a wrong shape by intervals_batch refused, not passed over
             setup,
             raw,
             chosen,
@@ -674,6 +708,7 @@ def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
             stream_labels=setup.method_words,
             chain_errors=chain_errors,
             per_replicate=per_replicate,
+            raise_batch_shapes=True,
         )
 
     with warnings.catch_warnings():

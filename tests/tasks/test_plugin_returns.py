@@ -1,0 +1,167 @@
+"""What a plugin interval method returns is checked, not assumed (a hunt of 2026-12-01).
+
+``interval`` returns (lower, upper) of shape (d,) and ``intervals_batch`` of shape (R, d)
+(docs/extending.md). Before, a scalar from ``interval`` filled every coordinate with one
+interval, a longer array failed the whole chunk's replicates (every method's cells), and
+a batched path returning (d, R) was stored transposed wherever a chunk had d rows: the
+check before a run fell back to ``interval`` on its shape error and passed. The check
+covered the first grid point only, so a batched path right at d = 1 and wrong in a
+second coordinate went unchecked at d = 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from ldpsim.pipeline.api import check_batched_methods
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.tasks import normalize_spec, plugins
+from ldpsim.tasks.chunk import (
+    BatchDisagreement,
+    BatchShapeError,
+    check_batch_api,
+    compute_chunk,
+)
+from ldpsim.tasks.grid_point import GridPointSetup
+from ldpsim.tasks.intervals.base import IntervalMethod
+
+HALF = 0.1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plain(IntervalMethod):
+    """theta_bar +- 0.1, replicate by replicate."""
+
+    name = "plain"
+
+    def interval(self, stats, level, rng):
+        return stats.theta_bar - HALF, stats.theta_bar + HALF
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scalar(Plain):
+    """Coordinate 0's interval as two floats: one value for every coordinate."""
+
+    name = "scalar"
+
+    def interval(self, stats, level, rng):
+        lower, upper = Plain.interval(self, stats, level, rng)
+        return float(lower[0]), float(upper[0])
+
+
+@dataclass(frozen=True, kw_only=True)
+class LongWherePositive(Plain):
+    """One bound too many where theta_bar_0 > 0."""
+
+    name = "long_where_positive"
+
+    def interval(self, stats, level, rng):
+        lower, upper = Plain.interval(self, stats, level, rng)
+        if stats.theta_bar[0] > 0:
+            return np.append(lower, 0.0), np.append(upper, 0.0)
+        return lower, upper
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transposed(Plain):
+    """The right numbers, returned (d, R)."""
+
+    name = "transposed"
+
+    def intervals_batch(self, stats, level, rngs):
+        return (stats.theta_bar - HALF).T, (stats.theta_bar + HALF).T
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flat(Plain):
+    """The right numbers, returned flat (R d,)."""
+
+    name = "flat"
+
+    def intervals_batch(self, stats, level, rngs):
+        return (stats.theta_bar - HALF).ravel(), (stats.theta_bar + HALF).ravel()
+
+
+@dataclass(frozen=True, kw_only=True)
+class FirstCoordinateOnly(Plain):
+    """A batched path right at d = 1: every coordinate gets coordinate 0's half-width
+    times 1 + j (a slip that only a second coordinate shows)."""
+
+    name = "first_coordinate_only"
+
+    def intervals_batch(self, stats, level, rngs):
+        half = HALF * (1.0 + np.arange(stats.dim))
+        return stats.theta_bar - half, stats.theta_bar + half
+
+
+UNITS = (Plain, Scalar, LongWherePositive, Transposed, Flat, FirstCoordinateOnly)
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch):
+    """The units above registered in this process only, for this test."""
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+    for unit in UNITS:
+        plugins.register(unit)
+
+
+def mean_spec(methods: dict, d: int = 2, **more):
+    return normalize_spec(
+        {"model": "mean", "d": d, "n": 2000, "seed": 5, "methods": methods, **more}
+    )
+
+
+def test_an_interval_of_another_shape_fails_its_own_cells_alone():
+    reps = list(range(40))
+    methods = {"plain": {}, "bm": {}, "scalar": {}, "long_where_positive": {}}
+    setup = GridPointSetup.of(mean_spec(methods, checkpoints=[500]))
+    out = compute_chunk(setup, reps)
+    clean = compute_chunk(GridPointSetup.of(mean_spec({"plain": {}, "bm": {}})), reps)
+    labels = list(methods)
+    failed = out["method_failed"]  # (M, R, K)
+    # The scalar fails every cell, with its reason; no coordinate gets another's interval.
+    assert failed[labels.index("scalar")].all()
+    assert np.isnan(out["lower"][labels.index("scalar")]).all()
+    reason = out["errors"][reps[0]]["methods"]["scalar"]
+    assert reason.startswith("ValueError at n = ") and "shape (2,)" in reason, reason
+    assert "got () and ()" in reason, reason
+    # The long one fails exactly the cells where theta_bar_0 > 0, at each point.
+    positive = out["estimate"][..., 0] > 0  # (R, K)
+    assert 5 <= positive.sum() <= positive.size - 5
+    np.testing.assert_array_equal(failed[labels.index("long_where_positive")], positive)
+    long = labels.index("long_where_positive")
+    np.testing.assert_array_equal(out["lower"][long][~positive], out["lower"][0][~positive])
+    # The others keep every cell, with the numbers of a chunk without the two.
+    assert not failed[: labels.index("scalar")].any() and not out["failed"].any()
+    for m in range(2):
+        for name in ("lower", "upper"):
+            np.testing.assert_array_equal(out[name][m][:, -1], clean[name][m], err_msg=name)
+
+
+@pytest.mark.parametrize("label", ["transposed", "flat"])
+def test_a_batched_path_of_another_shape_is_refused_before_a_run(label):
+    rs = mean_spec({label: {}})
+    with pytest.raises(BatchShapeError) as refused:
+        check_batch_api(rs, range(20))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"'{label}'" in message and "(R, d) = (20, 2)" in message, message
+    # With as many replicates as coordinates, (d, R) is (R, d): its numbers are refused.
+    if label == "transposed":
+        with pytest.raises(BatchDisagreement, match="disagrees with its interval"):
+            check_batch_api(rs, range(2))
+
+
+def test_the_first_point_of_each_dimension_is_checked(tmp_path):
+    sweep = tmp_path / "dims.toml"
+    body = 'replicates = 4\nseed = 8\n[spec]\nmodel = "mean"\nn = 2000\n[grid]\nd = {}\n'
+    sweep.write_text(body.format("[1, 2]") + "[methods.first_coordinate_only]\n")
+    with pytest.raises(InputError, match=r"'first_coordinate_only'.*coordinate 1"):
+        check_batched_methods(load_sweep(sweep))
+    # At d = 1 alone it is right: nothing refused.
+    sweep.write_text(body.format("[1]") + "[methods.first_coordinate_only]\n")
+    check_batched_methods(load_sweep(sweep))
