@@ -540,10 +540,17 @@ def _inline(value: Any) -> str:
     return str(value)
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(text: str, item: str) -> Any:
+    """``--set``'s VALUE as TOML, or as the bare text (a model's name); one that opens
+    a list, a table or a quoted string must be valid TOML (InputError)."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as exc:
+        if text[:1] in ("[", "{", '"', "'"):
+            raise InputError(
+                f"--set {item!r}: the value {text!r} is not valid TOML ({exc}); write it "
+                'as in a sweep file, e.g. grid.n=[1000, 10000] or model="quantile".'
+            ) from None
         return text  # a bare word such as a model name
 
 
@@ -581,7 +588,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict
             if "=" not in item:
                 raise InputError(f"--set expects key=value. Got {item!r}.")
             key, text = (s.strip() for s in item.split("=", 1))
-            value = _parse_value(text)
+            value = _parse_value(text, item)
         else:
             key, value = override[0], _toml_data(copy.deepcopy(override[1]))
             item, option = f"{key}={value!r}", "override"
@@ -705,6 +712,14 @@ def load_sweep(
         else:
             text = read_sweep_text(Path(source))
             default = Path(source).stem
+            if name is None:  # the file's name: a store's name too, checked as one
+                try:
+                    check_sweep_name(default)
+                except (TypeError, ValueError) as exc:
+                    raise InputError(
+                        f"{exc} The sweep file {source!r} gives its name: rename the file, "
+                        "or give a name (load_sweep(..., name=...))."
+                    ) from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -727,6 +742,17 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
                 f"Unknown key {key!r} in sweep {name!r}. "
                 f"Allowed keys are: {', '.join(SWEEP_KEYS)}."
             )
+    if "replicates" not in data:
+        raise InputError(
+            f"The 'replicates' key is required in sweep {name!r}: replicates = N, an int "
+            "in [1, 10000000], before the first table."
+        )
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise InputError(
+            f"The 'description' of sweep {name!r} must be a string (description = \"...\"). "
+            f"Got {description!r}."
+        )
     try:
         replicates = check_int(data.get("replicates"), "replicates", low=1, high=10**7)
         seed = check_int(data.get("seed", 0), "seed", low=0, high=2**63 - 1)
@@ -753,8 +779,9 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
                 f"The {key!r} key belongs at the top level of the sweep, not in [spec]."
             )
         if key not in allowed:
+            listed = sorted(allowed - {"methods", "seed"})  # top-level keys (above)
             raise InputError(
-                f"Unknown key {key!r} in [spec]. Allowed keys are: {', '.join(sorted(allowed))}."
+                f"Unknown key {key!r} in [spec]. Allowed keys are: {', '.join(listed)}."
             )
     cases = _check_cases(data.get("cases"), grid, allowed)
     for axis, values in grid.items():
@@ -816,7 +843,7 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
             defaulted[label] = tuple(filled)
     sweep = Sweep(
         name=name,
-        description=str(data.get("description", "")),
+        description=description,
         replicates=replicates,
         seed=seed,
         base=dict(base),

@@ -29,6 +29,7 @@ from ldpsim.pipeline.formatting import (
     sample_size_text,
 )
 from ldpsim.pipeline.store.reading import load_dataset
+from ldpsim.pipeline.store.store_path import check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import CLAIM_OF, method_claims
 from ldpsim.pipeline.summary.summary import oracle_label, summarize, sweep_info
@@ -260,6 +261,7 @@ def prepare_out_dir(out_dir: str | Path) -> Path:
         read-only file system) or is not writable.
     """
     out = Path(out_dir)
+    check_outside_stores(out, f"The figures folder --out {str(out)!r}", "the figures")
     try:
         kind = path_kind(out)
         if kind is not None and kind != "folder":

@@ -31,6 +31,7 @@ from ldpsim.pipeline.formatting import (
 from ldpsim.pipeline.report.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.store.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset, open_dataset
+from ldpsim.pipeline.store.store_path import check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import FLAG_SIZE, FLAG_Z, false_flag_rate
 from ldpsim.pipeline.summary.summary import TARGET_SE, summarize, sweep_info
@@ -936,6 +937,7 @@ def write_report(
         A store that is not one or is damaged (nothing is written), a ``zip_coord``
         that is not one of its coordinates, or an ``out`` that cannot be written.
     """
+    check_outside_stores(out, f"The report --out {str(out)!r}", "the report")
     context = build_context(store, target_se, zip_plots=zip_plots, zip_coord=zip_coord)
     html = render_report(context)
     out = Path(out)

@@ -39,6 +39,7 @@ def check_store_path(path: Path) -> None:
                 f"The store path {str(path)!r} lies below {str(parent)!r}, which is a "
                 f"{parent_kind}, not a folder; choose a path inside a folder."
             )
+        check_outside_stores(path, f"The store path {str(path)!r}", "a new store")
         _check_writable(path, parent)
         return
     if kind != "folder":
@@ -65,6 +66,7 @@ def check_store_path(path: Path) -> None:
             f"The store path {str(path)!r} is the current folder or one above it; a store "
             "is a folder of its own: give a new path such as ./NAME.zarr."
         )
+    check_outside_stores(path, f"The store path {str(path)!r}", "a new store")
     _check_writable(path, path.parent)
     try:
         path.rmdir()  # creation renames the finished store into place
@@ -72,6 +74,45 @@ def check_store_path(path: Path) -> None:
         raise InputError(
             f"The store path {str(path)!r} cannot be used: {os_error_text(exc, path)}."
         ) from None
+
+
+#: The files that make a folder a Zarr store or group (version 3; version 2).
+ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
+
+
+def enclosing_store(path: str | Path) -> Path | None:
+    """The Zarr store (or group) that ``path`` lies in: the nearest of ``path`` (where it
+    is a folder) and the folders above it that holds a Zarr metadata file; None if none.
+    """
+    resolved = Path(path).resolve()
+    for folder in (resolved, *resolved.parents):
+        try:
+            if any((folder / marker).is_file() for marker in ZARR_MARKERS):
+                return folder
+        except OSError:  # an unreadable folder holds no store that could be changed
+            continue
+    return None
+
+
+def check_outside_stores(path: str | Path, what: str, writes: str) -> None:
+    """Refuse to write ``path`` (a file or a folder) inside a Zarr store: its files would
+    become the store's (a page written over its ``zarr.json`` wrecks it).
+
+    ``what`` names the path in the message ("--out 'x'"), ``writes`` what would be
+    written ("the report").
+
+    Raises
+    ------
+    InputError
+        ``path`` is a Zarr store or lies inside one (nothing is written).
+    """
+    store = enclosing_store(path)
+    if store is not None:
+        where = "is" if store == Path(path).resolve() else "lies inside"
+        raise InputError(
+            f"{what} {where} the Zarr store {str(store)!r}, where {writes} would change "
+            "the store; choose a path outside it."
+        )
 
 
 def _check_writable(path: Path, folder: Path) -> None:

@@ -6,7 +6,12 @@ import numpy as np
 import xarray as xr
 
 from ldpsim.pipeline.summary.partial_cells import footnote
-from ldpsim.pipeline.summary.records import records_over, render_records, with_case_parameters
+from ldpsim.pipeline.summary.records import (
+    records_over,
+    render_records,
+    with_case_parameters,
+    with_replicates,
+)
 from ldpsim.pipeline.summary.table_layouts import latex_table, markdown_table, text_table
 from ldpsim.pipeline.summary.tables import (
     CoordsMode,
@@ -232,7 +237,9 @@ def format_comparison(
         ``csv`` and ``json`` hold one record per grid point, [checkpoint,] coord (with
         ``coords='mean'``: per grid point [and checkpoint], the coordinate means); a
         case's parameters follow ``case``
-        (:func:`~ldpsim.pipeline.summary.records.with_case_parameters`).
+        (:func:`~ldpsim.pipeline.summary.records.with_case_parameters`), and
+        ``n_replicates``, the store's replicates, follows the counts: a record whose
+        ``n_paired`` and ``n_unpaired`` add up to fewer counts the replicates done only.
     coords : {'auto', 'all', 'mean'}
         As in ``format_table``: ``auto`` shows the coordinate means above 10 coordinates.
 
@@ -249,9 +256,12 @@ def format_comparison(
         checkpoint = ["checkpoint"] if "checkpoint" in comparison.dims else []
         dims = [*grid_axes(comparison), *checkpoint, *(["coord"] if not prefix else [])]
         recs = with_case_parameters(comparison, records_over(comparison, dims, fields))
+        # n_replicates: a cell whose n_paired + n_unpaired falls short of it counts only
+        # the replicates done (a run not finished).
+        recs = with_replicates(comparison, recs)
         for rec in recs:
             rec.update(a=a, b=b)
-        return render_records(recs, fmt, [*dims, *fields, "a", "b"])
+        return render_records(recs, fmt, [*dims, *fields, "n_replicates", "a", "b"])
     stats = {
         f"cover {a} - {b}": prefix + "coverage_diff",
         f"length {a} / {b}": prefix + "length_ratio",

@@ -78,6 +78,11 @@ def run_args(finished, store: Path | str, *extra: str) -> list[str]:
         ("grid.n=[1e20]", ["'n'", "[2, 1e18]", "1e+20"]),
         ("grid.eps=[1, 1.0]", ["grid axis 'eps'", "same value twice: 1 and 1.0"]),
         ("grid.tau=[0.5, 0.9, 0.50]", ["grid axis 'tau'", "same value twice: 0.5 and 0.5"]),
+        # A hunt (2026-12-01): a value cut short was taken as a bare word, and the keys
+        # listed for [spec] named two that belong above it.
+        ("grid.n=[1,", ["--set 'grid.n=[1,'", "not valid TOML", "grid.n=[1000, 10000]"]),
+        ("bogus=1", ["Unknown key 'bogus' in [spec]", "mechanism, model", "probs, sigma"]),
+        ("description=[1, 2]", ["'description'", "must be a string", "Got [1, 2]"]),
     ],
 )
 def test_bad_set_items(item, words, finished, capsys):
@@ -209,6 +214,39 @@ def test_read_only_places(read_only_dir, finished, capsys):
     for out in (read_only_dir / "figures", read_only_dir / "empty"):
         code = main(["plot", str(finished["store"]), "--out", str(out)])
         one_line(capsys, code, [f"--out {str(out)!r}", "ead-only file system"])
+
+
+def test_no_verb_writes_inside_a_store(tmp_path, finished, capsys):
+    # A hunt (2026-12-01): `report --out STORE/zarr.json` wrote the page over the store's
+    # metadata (every verb then called it damaged); plot wrote figures into the store.
+    store = finished["store"]
+    before = tree_hash(store)
+    for out in (store / "zarr.json", store / "report.html"):
+        code = main(["report", str(store), "--out", str(out)])
+        one_line(capsys, code, [f"--out {str(out)!r}", "Zarr store", "outside it"])
+    for out, where in ((store, "is the Zarr store"), (store / "figures", "lies inside")):
+        code = main(["plot", str(store), "--out", str(out)])
+        one_line(capsys, code, [f"--out {str(out)!r}", where])
+    one_line(capsys, main(run_args(finished, store / "inner.zarr")), ["lies inside"])
+    assert tree_hash(store) == before
+
+
+def test_sweep_names_and_keys_checked_whatever_gives_them(tmp_path, finished, capsys):
+    # A hunt (2026-12-01): a name taken from the file skipped the name's check (a store
+    # outputs/a:b.zarr), a description of another type became its str, and an empty
+    # file was "replicates must be an int ... Got None".
+    text = finished["sweep"].read_text()
+    cases = {
+        "a:b.toml": (text, ["Got 'a:b'", "rename the file"]),
+        "described.toml": (f"description = 5\n{text}", ["'description'", "Got 5"]),
+        "empty.toml": ("", ["'replicates' key is required", "replicates = N"]),
+    }
+    for name, (body, words) in cases.items():
+        sweep = tmp_path / name
+        sweep.write_text(body)
+        code = main(["run", str(sweep), "--store", str(tmp_path / "s.zarr")])
+        one_line(capsys, code, words)
+    assert not (tmp_path / "s.zarr").exists()
 
 
 def test_plot_out_on_an_existing_file(tmp_path, finished, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -138,7 +139,14 @@ def test_comparison_cells_on_fewer_replicates_are_marked(tmp_path, capsys):
     clean = format_comparison(compare_methods(complete, "bb", "oracle"), "text")
     assert "*" not in clean and "fewer than all" not in clean
     rows = format_comparison(compare_methods(ds, "bb", "oracle"), "csv").splitlines()
-    assert rows[0].endswith("n_paired,n_unpaired,a,b")
+    assert rows[0].endswith("n_paired,n_unpaired,n_replicates,a,b")
+    # A hunt (2026-12-01): the records did not show the replicates not yet done.
+    for fmt, coords in (("json", "all"), ("json", "mean")):
+        text = format_comparison(compare_methods(ds, "bb", "oracle"), fmt, coords=coords)
+        prefix = "coord_mean_" if coords == "mean" else ""
+        for rec in json.loads(text):
+            counted = rec[prefix + "n_paired"] + rec[prefix + "n_unpaired"]
+            assert (counted, rec["n_replicates"]) == (syn.DONE, syn.REPS), rec
     for name, store, code in (("partial", ds, 1), ("complete", complete, 0)):
         path = tmp_path / f"{name}.zarr"
         store.to_zarr(path, zarr_format=3, consolidated=False)
