@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter, NullLocator
+from matplotlib.transforms import offset_copy
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
 from ldpsim.pipeline.formatting import (
@@ -32,6 +33,7 @@ from ldpsim.pipeline.store.reading import load_dataset
 from ldpsim.pipeline.store.store_path import check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import CLAIM_OF, method_claims
+from ldpsim.pipeline.summary.partial_cells import partial
 from ldpsim.pipeline.summary.summary import oracle_label, summarize, sweep_info
 from ldpsim.pipeline.summary.tables import COVERAGE_COUNTS, INTERVAL_Z, wilson_interval
 from ldpsim.pipeline.summary.variables import NON_GRID_DIMS, grid_axes
@@ -98,6 +100,8 @@ DOT_DODGE = 0.6
 PANEL_TITLE_CHARS = 40
 #: Characters of a figure title per inch of figure width before it is wrapped.
 TITLE_CHARS_PER_INCH = 9
+#: Inches of a panel figure's width for its legend, right of the panels.
+LEGEND_INCHES = 2.0
 #: Most coordinates shown as panel rows; above it only coordinate 0 is drawn.
 MAX_COORD_ROWS = 4
 #: The running-interval figure splits at this fraction of the largest checkpoint (the
@@ -325,11 +329,13 @@ def _panel_grid(
 ) -> tuple[Figure, np.ndarray]:
     """A figure of panels; ``width`` (in panel widths) widens it beyond ``n_cols``."""
     fig = SweepFigure(
-        figsize=(PANEL_SIZE[0] * (width or n_cols) + 2.0, PANEL_SIZE[1] * n_rows + 0.6),
+        figsize=(PANEL_SIZE[0] * (width or n_cols) + LEGEND_INCHES, PANEL_SIZE[1] * n_rows + 0.6),
         layout="constrained",
     )
     axes = fig.subplots(n_rows, n_cols, squeeze=False, **share)
-    fig.suptitle(_wrap(title, int(TITLE_CHARS_PER_INCH * fig.get_figwidth())))
+    # Wrapped to the panels' width: the legend beside them reaches the title's height.
+    panels_inches = fig.get_figwidth() - LEGEND_INCHES
+    fig.suptitle(_wrap(title, int(TITLE_CHARS_PER_INCH * panels_inches)))
     return fig, axes
 
 
@@ -349,6 +355,48 @@ def _claim_style(style: dict[str, Any], claimed: bool) -> dict[str, Any]:
 
 def _claim_label(method: str, claimed: bool) -> str:
     return method if claimed else method + UNCLAIMED
+
+
+#: The legend's entry for the points marked as the tables mark a partial cell, and the
+#: mark (mathtext's asterisk as a marker).
+PARTIAL_TEXT = "*: not all\nreplicates"
+PARTIAL_MARKER = "$*$"
+
+
+def _mark_partial(ax: Axes, x: Any, y: Any, marked: Any, color: Any) -> None:
+    """A ``*`` beside each point (x, y) where ``marked``: its value counts fewer than
+    all of its grid point's replicates (:func:`ldpsim.pipeline.summary.partial_cells.
+    partial`), the tables' marker; the legend then explains it (:data:`PARTIAL_TEXT`).
+
+    The marks are markers (a line without a line, gid ``"partial"``), drawn up and to
+    the right of the points so that the point stays visible; they autoscale nothing.
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    shown = np.asarray(marked, dtype=bool) & np.isfinite(x) & np.isfinite(y)
+    if not shown.any():
+        return
+    beside = offset_copy(ax.transData, fig=ax.figure, x=4, y=4, units="points")
+    ax.plot(
+        x[shown],
+        y[shown],
+        linestyle="none",
+        marker=PARTIAL_MARKER,
+        markersize=6,
+        color=color,
+        transform=beside,
+        scalex=False,
+        scaley=False,
+        gid="partial",
+        label=PARTIAL_TEXT,
+    )
+
+
+def _partial_of(summary: xr.Dataset, stat: str) -> xr.DataArray:
+    """Where the summary's cells of ``stat`` are partial (False for a statistic the
+    summary lacks)."""
+    if stat not in summary:
+        return xr.zeros_like(summary["coverage"], dtype=bool)
+    return partial(summary, stat)
 
 
 def _hollow_handle() -> Line2D:
@@ -377,6 +425,11 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
             seen.setdefault(label.removesuffix(UNCLAIMED), handle)
     if hollow:
         seen[HOLLOW_TEXT] = _hollow_handle()
+    if PARTIAL_TEXT in seen:  # last, as the footnotes of a table; in grey, not a method's
+        seen.pop(PARTIAL_TEXT)
+        seen[PARTIAL_TEXT] = Line2D(
+            [], [], color="0.25", marker=PARTIAL_MARKER, markersize=6, linestyle="none"
+        )
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="outside right upper", fontsize="small")
 
@@ -503,22 +556,18 @@ def _errorbar(
     style: dict[str, Any] | str,
     label: str,
     count: Any = None,
+    marked: Any = None,
 ) -> None:
     """Values with +-2 SE error bars, dodged to ``slot`` = (i, count) beside the others;
     ``style`` is a method's :func:`method_styles` entry (or a colour alone). With the
     replicates ``count`` of coverages, their :func:`coverage_error` bars (Wilson's
-    interval at 0 and 1)."""
+    interval at 0 and 1); ``marked``: the partial values (:func:`_mark_partial`)."""
     style = {"color": style, "marker": "o"} if isinstance(style, str) else style
     yerr = 2 * se.values if count is None else coverage_error(y.values, se.values, count)
-    ax.errorbar(
-        _dodge(x, *slot, bool(np.all(x > 0))),
-        y.values,
-        yerr=yerr,
-        markersize=4,
-        capsize=2,
-        label=label,
-        **style,
-    )
+    at = _dodge(x, *slot, bool(np.all(x > 0)))
+    ax.errorbar(at, y.values, yerr=yerr, markersize=4, capsize=2, label=label, **style)
+    if marked is not None:
+        _mark_partial(ax, at, y.values, marked, style["color"])
 
 
 def _wrapped_panels(
@@ -576,6 +625,7 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     # The coverage of each coordinate is the claim of an interval method, not of a band.
     claims = method_claims(summary)
     claimed = {m: claims[m] == CLAIM_OF["coverage"] for m in methods}
+    marked = _partial_of(summary, "coverage")  # and length: the same counts
 
     cov_fig, cov_axes, cov_cells = _wrapped_panels(
         len(cells), len(cells[0]), _title(summary, "coverage"), sharex=True, sharey=True
@@ -592,6 +642,7 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         cell = summary.sel({**combo, "coord": coord})
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
+            partial_values = marked.sel({**combo, "coord": coord, "method": method}).values
             _errorbar(
                 cax,
                 x,
@@ -601,8 +652,10 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
                 _claim_style(styles[method], claimed[method]),
                 _claim_label(method, claimed[method]),
                 count=m["n_done"].values,
+                marked=partial_values,
             )
             lax.plot(x, m["length"].values, markersize=4, label=method, **styles[method])
+            _mark_partial(lax, x, m["length"].values, partial_values, styles[method]["color"])
         if level is not None and any(claimed.values()):
             cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
         if not _has_values(cell["coverage"].values):
@@ -664,6 +717,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
     ticks = axis_labels(summary[x_dim].values, "text")
     title = _title(summary, "bias / sd and variance ratio of the intervals")
     fig, axes, panels = _wrapped_panels(len(cells), len(DIAGNOSTIC_PANELS), title, sharex=True)
+    marks = {var: _partial_of(summary, var) for var, _, _ in DIAGNOSTIC_PANELS}
     for (combo, coord), cell_axes in zip(cells, panels, strict=True):
         cell = summary.sel({**combo, "coord": coord})
         for offset, (var, label, reference) in enumerate(DIAGNOSTIC_PANELS):
@@ -671,13 +725,19 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
             groups = _identical_methods(cell, var, methods)
             for i, group in enumerate(groups):
                 m = cell.sel({"method": group[0]})
+                # A group's value is partial where any of its methods' is.
+                at = marks[var].sel({**combo, "coord": coord, "method": group})
+                partial_values = at.any("method").values
                 style: dict[str, Any] | str = styles[group[0]]
                 name = group[0]
                 if len(group) > 1:  # one value (bb, bm, sn, oracle: one estimate): drawn once
                     style = {"color": "0.25", "marker": "o", "linestyle": "-"}
                     # Wrapped: a long legend entry widens the figure into its title.
                     name = _wrap(f"{', '.join(group)} (same values)", 14)
-                _errorbar(ax, x, m[var], m[f"{var}_se"], (i, len(groups)), style, name)
+                _errorbar(
+                    ax, x, m[var], m[f"{var}_se"], (i, len(groups)), style, name,
+                    marked=partial_values,
+                )  # fmt: skip
             ax.axhline(reference, color="gray", linestyle=":")
             if not _has_values(cell[var].values):
                 _no_data(ax)
@@ -831,6 +891,8 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
             ax.set_visible(False)
         for ax, (var, coord, title) in zip(axes.flat, panels, strict=False):
             at_coord = summary if coord is None else summary.sel(coord=coord)
+            marks = _partial_of(summary, var)
+            marks = marks if coord is None else marks.sel(coord=coord)
             values_all = []
             coverage = var.endswith("coverage")
             claimed = {m: not coverage or claims[m] == CLAIM_OF[var] for m in methods}
@@ -857,6 +919,9 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
                     )
                 else:
                     ax.plot(values, at, linestyle="none", markersize=4, label=label, **style)
+                marked = marks.sel({"method": method})
+                marked = [bool(marked.sel(c)) for c in combos]
+                _mark_partial(ax, values, at, marked, style["color"])
             finite = np.concatenate(values_all)
             finite = finite[np.isfinite(finite)]
             if coverage:
@@ -913,6 +978,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
     eps = summary["eps"].values.astype(np.float64)
     floor = summary["length"].sel({"method": FLOOR_METHOD}, drop=True)
     cases = _case_parts(summary)
+    marks = _partial_of(summary, "coverage")  # and length: the same counts
 
     length_combos = _combos(summary, [a for a in axes_present if a != "eps"])
     len_fig, len_grid, len_cells = _wrapped_panels(
@@ -924,6 +990,9 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         for method in others:
             values = ratio.sel({"method": method}).values
             ax.plot(eps, values, markersize=4, label=method, **styles[method])
+            # A ratio is partial where either length is.
+            marked = marks.sel(combo).sel({"method": [method, FLOOR_METHOD]}).any("method")
+            _mark_partial(ax, eps, values, marked.values, styles[method]["color"])
         ax.axhline(1.0, color=colors[FLOOR_METHOD], linestyle=":", label=FLOOR_METHOD)
         ax.set_xscale("log")
         ax.set_xticks(eps, axis_labels(summary["eps"].values, "text"))
@@ -947,6 +1016,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
         cell = summary.sel(combo).stack(point=("n", "eps"))
         n_eps = (cell["n"] * cell["eps"]).values.astype(np.float64)
         order = np.argsort(n_eps, kind="stable")
+        marked = marks.sel(combo).stack(point=("n", "eps"))
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
             _errorbar(
@@ -958,6 +1028,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
                 _claim_style(styles[method], claimed[method]),
                 _claim_label(method, claimed[method]),
                 count=m["n_done"].values[order],
+                marked=marked.sel({"method": method}).values[order],
             )
         if level is not None and any(claimed.values()):
             ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
@@ -1029,6 +1100,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
         for var, _ in SPARSITY_PANELS
     }
     fig, axes = _panel_grid(len(dims), len(SPARSITY_PANELS), _title(summary, "sparse gradients"))
+    marks = {var: _partial_of(summary, var) for var in ("coverage", "joint_coverage")}
     for row, d in enumerate(dims):
         for f, name in enumerate(families):
             labels = sorted(
@@ -1050,6 +1122,15 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                     "length": at["length"].mean("coord"),
                     "coverage": at["coverage"].mean("coord"),
                     "joint_coverage": at["joint_coverage"],
+                }
+                # A mean over the coordinates is partial where one of them is.
+                by_coord = marks["coverage"].sel({"case": labels, "method": method}).any("coord")
+                marked = {
+                    "length": by_coord,
+                    "coverage": by_coord,
+                    "joint_coverage": marks["joint_coverage"].sel(
+                        {"case": labels, "method": method}
+                    ),
                 }
                 label = f"{method}, {name}"
                 for col, (var, _) in enumerate(SPARSITY_PANELS):
@@ -1088,6 +1169,8 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                             label=label,
                             **faint,
                         )
+                    color = styles[method]["color"]
+                    _mark_partial(ax, x, series[var].values, marked[var].values, color)
         sparsities = sorted({int(v["sparsity"]) for v in cases.values() if int(v["d"]) == d})
         row_cases = summary.sel(case=[label for label, v in cases.items() if int(v["d"]) == d])
         for col, (var, ylabel) in enumerate(SPARSITY_PANELS):
@@ -1321,7 +1404,10 @@ def plot_store(path_or_ds: str | Path | xr.Dataset, out_dir: str | Path) -> list
         per value of the other grid axes), coordinate 0. For a sweep whose only grid
         axis is ``case`` with cases that set ``d`` and ``sparsity`` (the ``sparse``
         sweep), ``sparsity.{png,pdf}``: mean length, marginal and joint coverage against
-        s, one row per d (:func:`_sparsity_figure`).
+        s, one row per d (:func:`_sparsity_figure`). In each, a ``*`` beside a point
+        marks a value of fewer than all of its grid point's replicates, as the tables
+        mark such a cell (:mod:`ldpsim.pipeline.summary.partial_cells`); the legend
+        says so.
     """
     ds = path_or_ds if isinstance(path_or_ds, xr.Dataset) else load_dataset(path_or_ds)
     out = prepare_out_dir(out_dir)

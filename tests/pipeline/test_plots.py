@@ -14,8 +14,10 @@ from ldpsim.pipeline.report.plots import (
     ERROR_SERIES,
     MAX_PANEL_COLUMNS,
     PANEL_SIZE,
+    PARTIAL_TEXT,
     _errors_figure,
     _sparsity_figure,
+    method_styles,
     plot_store,
     store_figures,
 )
@@ -228,3 +230,45 @@ def test_coverage_error_bars_use_wilson_at_0_and_1():
     ]
     low = r / (r + 4)  # Wilson's lower bound at 1 with z = 2
     assert any(np.allclose(span, (low, 1.0)) for span in spans), spans
+
+
+def partial_marks(fig) -> list[tuple[str, tuple[float, float]]]:
+    """The ``*`` marks of a figure's panels: (colour, point) each."""
+    return [
+        (line.get_color(), point)
+        for ax in fig.axes
+        for line in ax.lines
+        if line.get_gid() == "partial"
+        for point in zip(line.get_xdata(), line.get_ydata(), strict=True)
+    ]
+
+
+def test_points_on_fewer_than_all_replicates_are_marked_as_in_the_tables():
+    # A hunt (2026-12-01): the tables marked a cell of fewer than all replicates, the
+    # figures drew its point like any other. Here bb failed in one of the 36 replicates
+    # (every bb cell partial) and the oracle in none; the empty cell draws no point.
+    complete = syn.grid_store().isel(rep=range(syn.DONE))
+    complete.attrs["sweep"] = syn.grid_store().attrs["sweep"]
+    figures = store_figures(complete, ["coverage", "length", "diagnostics"])
+    colours = {m: style["color"] for m, style in method_styles(syn.METHODS).items()}
+    points = (len(syn.TAUS) * len(syn.NS) - 1) * syn.D  # bb's finite cells, per figure
+    for kind in ("coverage", "length"):
+        marks = partial_marks(figures[kind])
+        assert len(marks) == points and {colour for colour, _ in marks} == {colours["bb"]}
+        labels = figures[kind].legends[0].get_texts()
+        assert PARTIAL_TEXT in [label.get_text() for label in labels]
+    # bias / sd is drawn once for both (one estimate): partial where bb's is.
+    assert len(partial_marks(figures["diagnostics"])) == 2 * points
+    for fig in figures.values():
+        plt.close(fig)
+    # Without bb's failure and the missing replicates, nothing is marked.
+    clean = complete.sel({"method": ["oracle"]})
+    clean.attrs["sweep"] = complete.attrs["sweep"]
+    for fig in store_figures(clean, ["coverage", "length"]).values():
+        assert not partial_marks(fig)
+        plt.close(fig)
+    # The dot figures (no n axis) and the whole-store partial: every finite point.
+    point = syn.point_store()
+    for fig in store_figures(point, ["coverage", "length"]).values():
+        assert len(partial_marks(fig)) == len(syn.METHODS) * syn.D
+        plt.close(fig)
