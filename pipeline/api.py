@@ -550,6 +550,7 @@ def run_report(
     """
     from ldpsim.pipeline.compute.clusters import check_options, load_cluster_config
     from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.compute.signals import Interrupted
     from ldpsim.pipeline.store.identity import new_store_notes
     from ldpsim.pipeline.sweep import Sweep
 
@@ -662,42 +663,35 @@ def run_report(
         check_store_path(Path(path))
     for line in notes:
         print(f"note: {line}", file=sys.stderr)
-    report = run_sweep(
-        sweep,
-        path,
-        workers=workers,
-        scheduler=scheduler,
-        cluster=cluster,
-        jobs=jobs,
-        adapt=adapt,
-        options=options,
-        start_timeout=start_timeout,
-        client=client,
-        max_failures=max_failures,
-        progress="auto" if progress == "auto" else "bar" if progress else "none",
-        task_timeout=task_timeout,
-        log=print if progress else _quiet,
-        accept_code_change=accept_code_change,
-    )
+    where = kind or (f"scheduler {scheduler}" if scheduler else "the caller's client")
+    try:
+        report = run_sweep(
+            sweep,
+            path,
+            workers=workers,
+            scheduler=scheduler,
+            cluster=cluster,
+            jobs=jobs,
+            adapt=adapt,
+            options=options,
+            start_timeout=start_timeout,
+            client=client,
+            max_failures=max_failures,
+            progress="auto" if progress == "auto" else "bar" if progress else "none",
+            task_timeout=task_timeout,
+            log=print if progress else _quiet,
+            accept_code_change=accept_code_change,
+        )
+    except Interrupted as stopped:  # what it wrote is kept: so is its record
+        if getattr(stopped, "report", None) is not None:
+            _record_run(path, stopped.report, where, f"interrupted ({stopped.signal_name})")
+        raise
     code = outcome(
         replicates_failed=report.replicates_failed,
         methods_failed=sum(report.method_failures.values()),
         missing=report.missing,
     )
-    if report.computed or report.failed:  # the run wrote replicates: `ldpsim report` lists it
-        from ldpsim.pipeline.store.provenance import record_run
-
-        where = kind or (f"scheduler {scheduler}" if scheduler else "the caller's client")
-        record_run(
-            path,
-            wall_seconds=report.seconds,
-            computed=report.computed,
-            failed=report.failed,
-            cluster=where,
-            command=list(sys.argv) if Path(sys.argv[0]).name == "ldpsim" else None,
-            code_changes=report.code_changes,
-            warm_up_seconds=report.warm_up_seconds,
-        )
+    _record_run(path, report, where, "finished")
     return {
         "store": str(path),
         "total": report.total,
@@ -713,6 +707,27 @@ def run_report(
         "exit_code": code,
         "status": STATUS[code],
     }
+
+
+def _record_run(path: str | Path, report: Any, where: str, ended: str) -> None:
+    """Record a run that wrote replicates or added methods' intervals to the store
+    (:func:`ldpsim.pipeline.store.provenance.record_run`): ``ldpsim report`` lists it."""
+    if not (report.computed or report.failed or report.methods_computed):
+        return
+    from ldpsim.pipeline.store.provenance import record_run
+
+    record_run(
+        path,
+        wall_seconds=report.seconds,
+        computed=report.computed,
+        failed=report.failed,
+        methods_computed=report.methods_computed,
+        ended=ended,
+        cluster=where,
+        command=list(sys.argv) if Path(sys.argv[0]).name == "ldpsim" else None,
+        code_changes=report.code_changes,
+        warm_up_seconds=report.warm_up_seconds,
+    )
 
 
 def check_plugin_callbacks(sweep: Sweep) -> None:

@@ -524,9 +524,11 @@ def _execute(
         progress.close()
         write()
         _tally(sweep, store, report)
+        report.seconds = time.monotonic() - start
         stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
         stopped.store = store.path
         stopped.kept = report.total - report.missing - report.replicates_failed
+        stopped.report = report  # what this run wrote, for its record
         raise stopped from None
     finally:
         collector.close()

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 #: The signals :func:`handle_signals` turns into :class:`Interrupted`: Ctrl-C, and what
 #: ``kill``, ``scancel`` and most batch schedulers send first.
@@ -33,6 +34,8 @@ class Interrupted(KeyboardInterrupt):
         self.signum = int(signum)
         self.store: Path | None = None
         self.kept: int | None = None
+        #: The interrupted run's :class:`ldpsim.pipeline.compute.runner.RunReport`.
+        self.report: Any = None
 
     @property
     def signal_name(self) -> str:

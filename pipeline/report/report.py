@@ -679,6 +679,8 @@ def shown_run(run: dict[str, Any]) -> dict[str, Any]:
         out.setdefault(name, UNKNOWN)
     out.setdefault("commit", None)
     out.setdefault("command", None)
+    out.setdefault("ended", None)  # not recorded before 0.3
+    out.setdefault("methods_computed", 0)
     out["wall"] = _duration(run["wall_seconds"]) if "wall_seconds" in run else UNKNOWN
     if "warm_up_seconds" in run:
         out["warm_up"] = format_seconds(float(run["warm_up_seconds"]))

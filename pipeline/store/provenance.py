@@ -118,6 +118,8 @@ def record_run(
     command: list[str] | None = None,
     code_changes: list[dict[str, Any]] | None = None,
     warm_up_seconds: float | None = None,
+    methods_computed: int = 0,
+    ended: str = "finished",
 ) -> Path | None:
     """Record a run that wrote to ``store``: its dates, wall time, cluster and software.
 
@@ -146,6 +148,13 @@ def record_run(
         The workers' seconds, >= 0, spent setting up grid points and on the methods'
         first calls (compiling or loading kernels), counted in no replicate's time
         (:mod:`ldpsim.tasks.warm_up`).
+    methods_computed : int, default 0
+        Finished replicates for which the run computed the intervals of methods added
+        to the store (:mod:`ldpsim.pipeline.compute.added_methods`), >= 0.
+    ended : str, default "finished"
+        How the run ended: ``"finished"`` (its work done, or stopped by
+        ``--max-failures``) or ``"interrupted (SIGINT)"`` (a signal; what it wrote is
+        kept).
 
     Returns
     -------
@@ -159,6 +168,8 @@ def record_run(
         "wall_seconds": round(float(wall_seconds), 3),
         "computed": int(computed),
         "failed": int(failed),
+        "methods_computed": int(methods_computed),
+        "ended": ended,
         "cluster": cluster,
         "command": command,
         **environment(),
@@ -254,6 +265,8 @@ RUN_FIELDS: dict[str, Callable[[object], bool]] = {
     "warm_up_seconds": _is_seconds,
     "computed": _is_count,
     "failed": _is_count,
+    "methods_computed": _is_count,
+    "ended": _is_text,
     "cluster": _is_text,
     "command": _is_command,
     "host": _is_text,

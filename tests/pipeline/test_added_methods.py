@@ -24,6 +24,7 @@ from conftest import (
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.store.damage import find_damage
+from ldpsim.pipeline.store.provenance import read_runs
 from ldpsim.pipeline.store.reading import (
     iter_errors,
     open_dataset,
@@ -104,6 +105,10 @@ def test_a_method_added_to_a_finished_store_equals_a_fresh_sweep(
     assert bool(np.isfinite(ds["method_seconds"]).all())
     assert read_sweep(store).methods == read_sweep(made["fresh"][0]).methods
     assert not find_damage(store)
+    # Recorded: no replicate computed, the added methods for 8 (a hunt, 2026-12-01).
+    added_run = read_runs(store)[-1]
+    assert (added_run["computed"], added_run["methods_computed"]) == (0, 8), added_run
+    assert added_run["ended"] == "finished"
     # Nothing left: a second run computes nothing.
     assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
     assert "Nothing to do" in capsys.readouterr().out

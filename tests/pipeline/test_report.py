@@ -74,7 +74,7 @@ def test_a_store_without_run_records_says_so(tmp_path, without_figures):
     store = tmp_path / "s.zarr"
     syn.point_store().to_zarr(store, zarr_format=3, consolidated=False)
     text = page_text(render_report(build_context(store)))
-    assert "Not recorded: the runs of this store predate run records" in text
+    assert "Not recorded: no run of this store left a record" in text
     assert "No replicate and no interval method failed" not in text  # bb failed once
 
 

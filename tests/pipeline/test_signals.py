@@ -24,6 +24,7 @@ from ldpsim.pipeline.compute.signals import (
 )
 from ldpsim.pipeline.store.layout import META_GROUP
 from ldpsim.pipeline.store.lock import LOCK_NAME
+from ldpsim.pipeline.store.provenance import read_runs
 from ldpsim.pipeline.store.reading import open_dataset
 
 #: A sweep that runs for a while (64 ms a replicate, a task each) and stops at once.
@@ -61,6 +62,9 @@ def check_stopped(proc: subprocess.Popen, store: Path, name: str, code: int) -> 
     assert int(open_dataset(store)["done"].sum()) == kept  # the held results were written
     assert not (store / META_GROUP / LOCK_NAME).exists()
     assert not [p for pattern in ("*.partial", "*.tmp") for p in store.rglob(pattern)]
+    # The run is recorded as such (a hunt, 2026-12-01: `ldpsim report` had listed no run).
+    (run,) = read_runs(store)
+    assert (run["ended"], run["computed"], run["failed"]) == (f"interrupted ({name})", kept, 0)
     return kept
 
 
