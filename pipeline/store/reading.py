@@ -71,7 +71,10 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
         )
     root = read_root(path)  # parsed, and checked against its recorded digest
     if root.get("node_type") != "group" or "sweep" not in root.get("attributes", {}):
-        raise InputError(f"{str(path)!r} is a Zarr store but not one made by ldpsim.")
+        raise InputError(
+            f"{str(path)!r} is a Zarr store but not one made by ldpsim (its root group has "
+            "no 'sweep' attribute); give the path of a store that `ldpsim run` wrote."
+        )
     attrs = dict(root["attributes"])  # what zarr reads as the group's attributes
     sweep = _sweep_from_json(path, attrs["sweep"])
     level = attrs.get("level")
