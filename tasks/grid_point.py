@@ -98,7 +98,7 @@ class GridPointSetup:
         return cls(
             spec=rs,
             cuts=cuts,
-            asymptotic_cov=model.asymptotic_cov(mechanism.variance(model), rs.batch),
+            asymptotic_cov=unwritable(model.asymptotic_cov(mechanism.variance(model), rs.batch)),
             path_words=stable_hash(rs.path_key()),
             method_words={
                 label: stable_hash(rs.method_key(label))
@@ -335,6 +335,15 @@ class GridPointSetup:
             state = in_turn(pcg64_state)(assembled_entropy(entropy, spawn_key))
             generator_at(generators[label].bit_generator, state)
         return generators
+
+
+def unwritable(values: Any) -> np.ndarray:
+    """A float copy of ``values`` that cannot be written: a set-up's array that every
+    chunk of its grid point shares (a method writing into ``stats.asymptotic_cov``
+    raises, and so fails its cell, instead of changing the later chunks' numbers)."""
+    array = np.array(values, dtype=np.float64)
+    array.setflags(write=False)
+    return array
 
 
 def gpu_row(outputs: tuple[np.ndarray, ...], i: int) -> tuple[np.ndarray, ...]:

@@ -280,7 +280,7 @@ def replicate_from_state(
     return ReplicateResult(
         estimate=out["estimate"][0, first],
         last=out["last"][0, first],
-        truth=setup.truth,
+        truth=setup.truth.copy(),  # the caller's own: the set-up is kept for later calls
         lower=by_label("lower"),
         upper=by_label("upper"),
         seconds=float(out["seconds"][0]),

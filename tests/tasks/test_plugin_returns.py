@@ -19,7 +19,7 @@ import pytest
 from ldpsim.pipeline.api import check_batched_methods
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import load_sweep
-from ldpsim.tasks import normalize_spec, plugins
+from ldpsim.tasks import normalize_spec, plugins, run_replicate
 from ldpsim.tasks.chunk import (
     BatchDisagreement,
     BatchShapeError,
@@ -99,6 +99,7 @@ class FirstCoordinateOnly(Plain):
 
 
 UNITS = (Plain, Scalar, LongWherePositive, Transposed, Flat, FirstCoordinateOnly)
+# WritesIntoStats (below) registers in its own test.
 
 
 @pytest.fixture(autouse=True)
@@ -165,3 +166,31 @@ def test_the_first_point_of_each_dimension_is_checked(tmp_path):
     # At d = 1 alone it is right: nothing refused.
     sweep.write_text(body.format("[1]") + "[methods.first_coordinate_only]\n")
     check_batched_methods(load_sweep(sweep))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WritesIntoStats(Plain):
+    """Widens the oracle's covariance in place: every later chunk's oracle would change."""
+
+    name = "writes_into_stats"
+
+    def interval(self, stats, level, rng):
+        stats.asymptotic_cov *= 4.0
+        return Plain.interval(self, stats, level, rng)
+
+
+def test_the_grid_points_shared_arrays_cannot_be_changed():
+    # A hunt (2026-12-01): the set-up's arrays are shared by every chunk of a grid point
+    # (and run_replicate's truth was the set-up's own): a write changed later numbers.
+    plugins.register(WritesIntoStats)
+    spec = mean_spec({"oracle": {}, "writes_into_stats": {}})
+    setup = GridPointSetup.of(spec)
+    first = compute_chunk(setup, [0, 1])
+    second = compute_chunk(setup, [2, 3])
+    alone = compute_chunk(GridPointSetup.of(mean_spec({"oracle": {}})), [2, 3])
+    np.testing.assert_array_equal(second["upper"][0], alone["upper"][0])
+    assert first["method_failed"][1].all() and second["method_failed"][1].all()
+    assert "read-only" in first["errors"][0]["methods"]["writes_into_stats"]
+    result = run_replicate(spec, 0)
+    result.truth[:] += 1.0
+    np.testing.assert_array_equal(run_replicate(spec, 0).truth, np.zeros(2))
