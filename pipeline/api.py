@@ -552,7 +552,7 @@ def run_report(
     from ldpsim.pipeline.compute.runner import run_sweep
     from ldpsim.pipeline.compute.signals import Interrupted
     from ldpsim.pipeline.store.identity import new_store_notes
-    from ldpsim.pipeline.sweep import Sweep
+    from ldpsim.pipeline.sweep import Sweep, check_sweep_name
 
     if isinstance(sweep, str | os.PathLike):
         sweep = load_sweep(sweep)
@@ -567,6 +567,14 @@ def run_report(
     store = _optional_path(store, "store", "run")
     if store == "":
         raise InputError("The store path is an empty string; give a path (or None).")
+    if store is None:  # the name makes a path: checked as one (a file's name is not)
+        try:
+            check_sweep_name(sweep.name)
+        except (TypeError, ValueError) as exc:
+            raise InputError(
+                f"{exc} It would name the default store outputs/{sweep.name}.zarr: give "
+                "--store PATH (store= in Python), or rename the sweep's file."
+            ) from None
     path = Path(store) if store is not None else Path("outputs") / f"{sweep.name}.zarr"
     if not isinstance(progress, bool) and not (isinstance(progress, str) and progress == "auto"):
         raise InputTypeError(

@@ -712,14 +712,6 @@ def load_sweep(
         else:
             text = read_sweep_text(Path(source))
             default = Path(source).stem
-            if name is None:  # the file's name: a store's name too, checked as one
-                try:
-                    check_sweep_name(default)
-                except (TypeError, ValueError) as exc:
-                    raise InputError(
-                        f"{exc} The sweep file {source!r} gives its name: rename the file, "
-                        "or give a name (load_sweep(..., name=...))."
-                    ) from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -252,9 +252,15 @@ def run_sweep(
                 early.cancel(connected)  # another run created the store meanwhile
                 early = None
             how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
-            report = _execute(
-                sweep, store, changes, undamaged, connected, start, early, units, token, *how, log
-            )
+            try:
+                report = _execute(
+                    sweep, store, changes, undamaged, connected, start, early, units, token,
+                    *how, log,
+                )  # fmt: skip
+            except Interrupted as stopped:  # its record names the changes it accepted too
+                if stopped.report is not None:
+                    stopped.report.code_changes = store.code_changes
+                raise
             report.code_changes = store.code_changes
             return report
     finally:

@@ -33,7 +33,7 @@ from ldpsim.pipeline.store.reading import load_dataset
 from ldpsim.pipeline.store.store_path import check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import CLAIM_OF, method_claims
-from ldpsim.pipeline.summary.partial_cells import partial
+from ldpsim.pipeline.summary.partial_cells import fewer
 from ldpsim.pipeline.summary.summary import oracle_label, summarize, sweep_info
 from ldpsim.pipeline.summary.tables import COVERAGE_COUNTS, INTERVAL_Z, wilson_interval
 from ldpsim.pipeline.summary.variables import NON_GRID_DIMS, grid_axes
@@ -366,7 +366,7 @@ PARTIAL_MARKER = "$*$"
 def _mark_partial(ax: Axes, x: Any, y: Any, marked: Any, color: Any) -> None:
     """A ``*`` beside each point (x, y) where ``marked``: its value counts fewer than
     all of its grid point's replicates (:func:`ldpsim.pipeline.summary.partial_cells.
-    partial`), the tables' marker; the legend then explains it (:data:`PARTIAL_TEXT`).
+    fewer`), the tables' marker; the legend then explains it (:data:`PARTIAL_TEXT`).
 
     The marks are markers (a line without a line, gid ``"partial"``), drawn up and to
     the right of the points so that the point stays visible; they autoscale nothing.
@@ -392,11 +392,12 @@ def _mark_partial(ax: Axes, x: Any, y: Any, marked: Any, color: Any) -> None:
 
 
 def _partial_of(summary: xr.Dataset, stat: str) -> xr.DataArray:
-    """Where the summary's cells of ``stat`` are partial (False for a statistic the
-    summary lacks)."""
+    """Where the summary's cells of ``stat`` count fewer than all replicates (False for
+    a statistic the summary lacks). A cell that only mixes code versions, which the
+    tables mark too, is not marked: the legend says what a mark means."""
     if stat not in summary:
         return xr.zeros_like(summary["coverage"], dtype=bool)
-    return partial(summary, stat)
+    return fewer(summary, stat)
 
 
 def _hollow_handle() -> Line2D:
@@ -788,12 +789,14 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
     ticks = axis_labels(summary["checkpoint"].values, "text")
     title = _title(summary, "mean squared error", with_level=False)
     fig, axes, panels = _wrapped_panels(len(combos), 1, title, sharex=True)
+    marks = {var: _partial_of(summary, var) for var, _ in shown}
     for combo, (ax,) in zip(combos, panels, strict=True):
         cell = summary.sel(combo)
         for i, (var, label) in enumerate(shown):
             _errorbar(
-                ax, x, cell[var], cell[f"{var}_se"], (i, len(shown)), ERROR_COLORS[var], label
-            )
+                ax, x, cell[var], cell[f"{var}_se"], (i, len(shown)), ERROR_COLORS[var], label,
+                marked=marks[var].sel(combo).values,
+            )  # fmt: skip
         values = np.concatenate([cell[var].values.ravel() for var, _ in shown])
         if np.any(np.isfinite(values) & (values > 0)):
             ax.set_yscale("log")

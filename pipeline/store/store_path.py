@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
@@ -76,22 +78,43 @@ def check_store_path(path: Path) -> None:
         ) from None
 
 
-#: The files that make a folder a Zarr store or group (version 3; version 2).
+#: The files that make a folder a Zarr store, group or array (version 3; version 2).
 ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
 
 
 def enclosing_store(path: str | Path) -> Path | None:
-    """The Zarr store (or group) that ``path`` lies in: the nearest of ``path`` (where it
-    is a folder) and the folders above it that holds a Zarr metadata file; None if none.
+    """The Zarr store that ``path`` is or lies in: the outermost of ``path`` (where it is
+    a folder) and the folders above it that holds Zarr metadata (a file of
+    :data:`ZARR_MARKERS` that is a JSON object with ``zarr_format``); None if none.
+
+    A path that cannot be resolved (a symbolic link loop) is taken as written, made
+    absolute.
     """
-    resolved = Path(path).resolve()
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python 3.11)
+        resolved = Path(os.path.abspath(path))
+    found = None
     for folder in (resolved, *resolved.parents):
-        try:
-            if any((folder / marker).is_file() for marker in ZARR_MARKERS):
-                return folder
-        except OSError:  # an unreadable folder holds no store that could be changed
-            continue
-    return None
+        if any(_is_zarr_metadata(folder / marker) for marker in ZARR_MARKERS):
+            found = folder
+    return found
+
+
+def _is_zarr_metadata(file: Path) -> bool:
+    """Whether ``file`` is Zarr metadata (a page named zarr.json is not)."""
+    try:
+        if not file.is_file() or file.stat().st_size > MAX_METADATA_BYTES:
+            return False
+        data = json.loads(file.read_bytes())
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON
+        return False
+    return isinstance(data, dict) and "zarr_format" in data
+
+
+#: Larger than any Zarr metadata file ldpsim writes (the root's, with the sweep and the
+#: units, is tens of kB): a larger file of a marker's name is not read.
+MAX_METADATA_BYTES = 16 * 2**20
 
 
 def check_outside_stores(path: str | Path, what: str, writes: str) -> None:
@@ -108,7 +131,10 @@ def check_outside_stores(path: str | Path, what: str, writes: str) -> None:
     """
     store = enclosing_store(path)
     if store is not None:
-        where = "is" if store == Path(path).resolve() else "lies inside"
+        try:
+            where = "is" if store == Path(path).resolve() else "lies inside"
+        except (OSError, RuntimeError):  # a symlink loop: not the store itself
+            where = "lies inside"
         raise InputError(
             f"{what} {where} the Zarr store {str(store)!r}, where {writes} would change "
             "the store; choose a path outside it."

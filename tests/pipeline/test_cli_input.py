@@ -17,6 +17,7 @@ from ldpsim.pipeline.api import open_store
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, EXIT_DAMAGED, check_run_length, main
 from ldpsim.pipeline.report.plots import store_figures
 from ldpsim.pipeline.store.reading import load_dataset
+from ldpsim.pipeline.store.store_path import enclosing_store
 from ldpsim.pipeline.summary.tables import format_level
 from ldpsim.pipeline.sweep import load_sweep
 
@@ -229,15 +230,25 @@ def test_no_verb_writes_inside_a_store(tmp_path, finished, capsys):
         one_line(capsys, code, [f"--out {str(out)!r}", where])
     one_line(capsys, main(run_args(finished, store / "inner.zarr")), ["lies inside"])
     assert tree_hash(store) == before
+    # The store named is the outermost (not an array's folder); a page named zarr.json
+    # is no store; a symbolic link loop is one line, as before the check.
+    assert enclosing_store(store / "lower" / "x") == store.resolve()
+    page = tmp_path / "project"
+    page.mkdir()
+    (page / "zarr.json").write_text("<!doctype html>")
+    assert enclosing_store(page / "figures") is None
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    code = main(["plot", str(store), "--out", str(tmp_path / "loop_a" / "figures")])
+    one_line(capsys, code, ["figures folder", "symbolic links"])
 
 
-def test_sweep_names_and_keys_checked_whatever_gives_them(tmp_path, finished, capsys):
+def test_sweep_names_and_keys_checked_whatever_gives_them(tmp_path, finished, capsys, monkeypatch):
     # A hunt (2026-12-01): a name taken from the file skipped the name's check (a store
     # outputs/a:b.zarr), a description of another type became its str, and an empty
     # file was "replicates must be an int ... Got None".
     text = finished["sweep"].read_text()
     cases = {
-        "a:b.toml": (text, ["Got 'a:b'", "rename the file"]),
         "described.toml": (f"description = 5\n{text}", ["'description'", "Got 5"]),
         "empty.toml": ("", ["'replicates' key is required", "replicates = N"]),
     }
@@ -247,6 +258,16 @@ def test_sweep_names_and_keys_checked_whatever_gives_them(tmp_path, finished, ca
         code = main(["run", str(sweep), "--store", str(tmp_path / "s.zarr")])
         one_line(capsys, code, words)
     assert not (tmp_path / "s.zarr").exists()
+    # A file's name that cannot name the default store: refused there, fine with --store.
+    named = tmp_path / "a:b.toml"
+    named.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    one_line(capsys, main(["run", str(named)]), ["Got 'a:b'", "outputs/a:b.zarr", "--store"])
+    assert not (tmp_path / "outputs").exists()
+    store = tmp_path / "ab.zarr"
+    assert (
+        main(["run", str(named), "--store", str(store), "--scheduler", finished["scheduler"]]) == 0
+    )
 
 
 def test_plot_out_on_an_existing_file(tmp_path, finished, capsys):

@@ -272,3 +272,18 @@ def test_points_on_fewer_than_all_replicates_are_marked_as_in_the_tables():
     for fig in store_figures(point, ["coverage", "length"]).values():
         assert len(partial_marks(fig)) == len(syn.METHODS) * syn.D
         plt.close(fig)
+
+
+def test_the_errors_figure_marks_a_checkpoint_of_fewer_replicates():
+    # The second read of the marks (2026-12-01): the errors figure averages the done
+    # replicates too. Two of six not done: every point of both series marked.
+    ds = syn.checkpoint_store(reps=6)
+    ds["done"][:2] = False
+    for name in ("estimate", "last", "lower", "upper"):
+        ds[name][{"rep": slice(0, 2)}] = np.nan
+    fig = _errors_figure(summarize(ds))
+    assert len(partial_marks(fig)) == 2 * len(syn.CHECKPOINTS)
+    plt.close(fig)
+    whole = _errors_figure(summarize(syn.checkpoint_store(reps=6)))
+    assert not partial_marks(whole)
+    plt.close(whole)
