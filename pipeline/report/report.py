@@ -939,6 +939,7 @@ def write_report(
         A store that is not one or is damaged (nothing is written), a ``zip_coord``
         that is not one of its coordinates, or an ``out`` that cannot be written.
     """
+    check_store(store, read_chunks=False)  # a path that is no store is named first
     check_outside_stores(out, f"The report --out {str(out)!r}", "the report")
     context = build_context(store, target_se, zip_plots=zip_plots, zip_coord=zip_coord)
     html = render_report(context)

@@ -70,6 +70,11 @@ def read_attrs(path: str | Path) -> dict[str, Any]:
             "path of a store that `ldpsim run` wrote."
         )
     root = read_root(path)  # parsed, and checked against its recorded digest
+    if root.get("node_type") == "array" and (path.parent / "zarr.json").is_file():
+        raise InputError(
+            f"{str(path)!r} is an array of the Zarr store {str(path.parent)!r}, not a store; "
+            "give the store's folder, the one `ldpsim run` wrote."
+        )
     if root.get("node_type") != "group" or "sweep" not in root.get("attributes", {}):
         raise InputError(
             f"{str(path)!r} is a Zarr store but not one made by ldpsim (its root group has "

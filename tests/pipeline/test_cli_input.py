@@ -285,11 +285,15 @@ def test_paths_that_are_not_stores(verb, tmp_path, capsys):
     plain_zarr = tmp_path / "plain.zarr"
     plain_zarr.mkdir()
     (plain_zarr / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    array = plain_zarr / "coverage"
+    array.mkdir()
+    (array / "zarr.json").write_text('{"zarr_format": 3, "node_type": "array"}')
     cases = [
         (tmp_path / "missing.zarr", "not an ldpsim store"),
         (a_file, "not an ldpsim store"),
         (tmp_path, "not an ldpsim store"),
         (plain_zarr, "not one made by ldpsim"),
+        (array, f"is an array of the Zarr store {str(plain_zarr)!r}, not a store"),
     ]
     for path, words in cases:
         one_line(capsys, main([verb, str(path)]), [str(path), words])
