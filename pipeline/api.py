@@ -671,6 +671,9 @@ def run_report(
         check_store_path(Path(path))
     for line in notes:
         print(f"note: {line}", file=sys.stderr)
+    grown = _small_shards_warning(Path(path), sweep)
+    if grown:
+        print(f"warning: {grown}", file=sys.stderr)
     where = kind or (f"scheduler {scheduler}" if scheduler else "the caller's client")
     try:
         report = run_sweep(
@@ -715,6 +718,20 @@ def run_report(
         "exit_code": code,
         "status": STATUS[code],
     }
+
+
+def _small_shards_warning(path: Path, sweep: Sweep) -> str | None:
+    """:func:`ldpsim.pipeline.store.layout.small_shards_warning` for the store at
+    ``path``, if it is one; its own checks follow (a store that cannot be read: None)."""
+    from ldpsim.pipeline.store.layout import small_shards_warning
+    from ldpsim.pipeline.store.reading import stored_layout
+
+    try:
+        if not (path / "zarr.json").is_file():
+            return None
+        return small_shards_warning(stored_layout(path), sweep)
+    except Exception:  # damage, bad input: said by the run's checks, in one line
+        return None
 
 
 def _record_run(path: str | Path, report: Any, where: str, ended: str) -> None:

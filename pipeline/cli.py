@@ -679,6 +679,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as exc:
+        _quiet_reads()  # zarr's writes of an interrupted extension: not printed at exit
         print(f"ldpsim: {_interrupted_line(exc)}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_INTERRUPTED)
 

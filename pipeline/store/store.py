@@ -615,7 +615,13 @@ def _extension_files(
     sizes["rep"] = layout.replicates
     sizes["method"] = len(layout.methods)
     source = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)
-    with tempfile.TemporaryDirectory(prefix="ldpsim-extend-") as folder:
+    # A signal (Interrupted, raised here: runner.py's interruptible) may stop this while
+    # zarr's I/O thread still writes into the scratch copy; its removal then fails, and
+    # that OSError must not replace the signal ("Cannot extend ...: Directory not empty").
+    scratch_folder = tempfile.TemporaryDirectory(
+        prefix="ldpsim-extend-", ignore_cleanup_errors=True
+    )
+    with scratch_folder as folder:
         scratch = Path(folder)
         for node in ["", META_GROUP, *source.array_keys()]:
             (scratch / node).mkdir(parents=True, exist_ok=True)
