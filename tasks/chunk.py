@@ -282,16 +282,15 @@ def method_cell(
     level: float,
     rng: np.random.Generator | None,
     radius: float | None,
-    dim: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One method's (estimate, lower, upper) for one replicate at one point, each (d,),
     the bounds intersected with the model's l1 ball where the method asks for it
     (``intersect_constraint``); they may be non-finite (:func:`finite_bounds`).
 
     ``stats`` is the replicate's :class:`ldpsim.tasks.stats.StreamingStats` there;
-    a competitor (``own_estimate``) gets ``users`` instead; ``dim`` is d. Raises what
-    the method raises, and ValueError where it returns arrays of another shape than
-    (d,) (a scalar would fill every coordinate with one interval).
+    a competitor (``own_estimate``) gets ``users`` instead. Raises what the method
+    raises, and ValueError where it returns arrays of another shape than (d,) (a
+    scalar would fill every coordinate with one interval).
     """
     if method.own_estimate:
         centre, lower, upper = method.estimate_interval(users, level, rng)
@@ -300,19 +299,14 @@ def method_cell(
         centre = stats.theta_bar
         lower, upper = method.interval(stats, level, rng)
         name = "interval"
-    returned = [np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)]
-    if method.own_estimate:
-        returned.insert(0, np.asarray(centre, dtype=np.float64))
-    if any(array.shape != (dim,) for array in returned):
+    centre, lower, upper = (np.asarray(a, dtype=np.float64) for a in (centre, lower, upper))
+    returned = (centre, lower, upper) if method.own_estimate else (lower, upper)
+    if any(array.shape != (stats.dim,) for array in returned):
         shapes = " and ".join(str(array.shape) for array in returned)
         raise ValueError(
-            f"{name} of {method.name!r} must return arrays of shape ({dim},) "
+            f"{name} of {method.name!r} must return arrays of shape ({stats.dim},) "
             f"(one value per coordinate); got {shapes}."
         )
-    if method.own_estimate:
-        centre, lower, upper = returned
-    else:
-        lower, upper = returned
     if method.intersect_constraint:  # |theta*_j| <= r (checked in the spec)
         lower, upper = intersect_with_ball(lower, upper, radius)
     return centre, lower, upper
@@ -537,7 +531,6 @@ def compute_rows(
                     rs.level,
                     None if rng is None else rng[0],
                     setup.radius,
-                    d,
                 )
 
         for i in rows:

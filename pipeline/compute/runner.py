@@ -252,17 +252,9 @@ def run_sweep(
                 early.cancel(connected)  # another run created the store meanwhile
                 early = None
             how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
-            try:
-                report = _execute(
-                    sweep, store, changes, undamaged, connected, start, early, units, token,
-                    *how, log,
-                )  # fmt: skip
-            except Interrupted as stopped:  # its record names the changes it accepted too
-                if stopped.report is not None:
-                    stopped.report.code_changes = store.code_changes
-                raise
-            report.code_changes = store.code_changes
-            return report
+            return _execute(
+                sweep, store, changes, undamaged, connected, start, early, units, token, *how, log
+            )
     finally:
         if lock is not None:
             lock.release()
@@ -441,7 +433,13 @@ def _execute(
         {**submitted.futures, **added.futures},
     )
     total = len(sweep.points()) * sweep.replicates
-    report = RunReport(store=store.path, total=total, already_done=already, changes=changes)
+    report = RunReport(
+        store=store.path,
+        total=total,
+        already_done=already,
+        changes=changes,
+        code_changes=store.code_changes,  # an interrupted run's record names them too
+    )
     todo = sum(len(w.reps) for w in work)
     count = f"{len(tasks)} task" + ("" if len(tasks) == 1 else "s")
     log(f"{todo} of {total} replicates to compute ({already} already done) in {count}.")

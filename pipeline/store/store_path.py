@@ -90,15 +90,20 @@ def enclosing_store(path: str | Path) -> Path | None:
     A path that cannot be resolved (a symbolic link loop) is taken as written, made
     absolute.
     """
-    try:
-        resolved = Path(path).resolve()
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python 3.11)
-        resolved = Path(os.path.abspath(path))
+    resolved = _resolved(path)
     found = None
     for folder in (resolved, *resolved.parents):
         if any(_is_zarr_metadata(folder / marker) for marker in ZARR_MARKERS):
             found = folder
     return found
+
+
+def _resolved(path: str | Path) -> Path:
+    """``path`` absolute, its links resolved where they can be (not in a loop)."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python 3.11)
+        return Path(os.path.abspath(path))
 
 
 def _is_zarr_metadata(file: Path) -> bool:
@@ -131,10 +136,7 @@ def check_outside_stores(path: str | Path, what: str, writes: str) -> None:
     """
     store = enclosing_store(path)
     if store is not None:
-        try:
-            where = "is" if store == Path(path).resolve() else "lies inside"
-        except (OSError, RuntimeError):  # a symlink loop: not the store itself
-            where = "lies inside"
+        where = "is" if store == _resolved(path) else "lies inside"
         raise InputError(
             f"{what} {where} the Zarr store {str(store)!r}, where {writes} would change "
             "the store; choose a path outside it."
