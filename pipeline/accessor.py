@@ -172,7 +172,7 @@ def check_labels(
     Raises
     ------
     InputError
-        A dimension not in ``dims``, or a label not on its dimension.
+        A dimension not in ``dims``, a label not on its dimension, or a label given twice.
     """
     allowed = [str(d) for d in obj.dims] if dims is None else list(dims)
     out: dict[Hashable, Any] = {}
@@ -190,8 +190,27 @@ def check_labels(
                         f"Cannot select {dim} = {_shown_label(label)} ({where}): no such "
                         f"label; the labels of {dim} are: {_labels_text(index)}."
                     )
-        out[dim] = labels if keep_dims and labels is not None and _is_scalar(value) else value
+            _refuse_repeats(dim, [index.get_loc(label) for label in labels], labels, where)
+        # A single label kept as a list of one (keep_dims); a tuple as the list of its
+        # labels (xarray would read a tuple as one label).
+        listed = isinstance(value, tuple) or (keep_dims and _is_scalar(value))
+        out[dim] = labels if listed and labels is not None else value
     return out
+
+
+def _refuse_repeats(dim: Hashable, positions: list[Any], labels: list[Any], where: str) -> None:
+    """Refuse a selection that names a position of ``dim`` twice: its replicates would be
+    counted twice by a summary."""
+    seen: set[int] = set()
+    for position, label in zip(positions, labels, strict=True):
+        if not isinstance(position, int):  # a label an index holds twice: not a store's
+            continue
+        if position in seen:
+            raise InputError(
+                f"Cannot select {dim} = {_shown_label(label)} twice ({where}): each label "
+                "once (a summary would count its replicates twice)."
+            )
+        seen.add(position)
 
 
 def check_positions(
@@ -202,7 +221,8 @@ def check_positions(
     Raises
     ------
     InputError
-        A dimension ``obj`` does not have, or a position outside [-size, size).
+        A dimension ``obj`` does not have, a position outside [-size, size), or a
+        position given twice.
     ldpsim.pipeline.errors.InputTypeError
         A position that is not an int (bools refused), a sequence of ints or a slice.
     """
@@ -229,6 +249,7 @@ def check_positions(
                     f"Cannot select position {int(position)} of {dim} ({where}): {dim} has "
                     f"{size} positions, 0 to {size - 1} (or -{size} to -1 from the end)."
                 )
+        _refuse_repeats(dim, [int(p) % size for p in positions], positions, where)
     return dict(indexers)
 
 

@@ -487,6 +487,7 @@ def run(
     'complete'
     """
     from ldpsim.pipeline.accessor import store_holds_text, sweep_part
+    from ldpsim.pipeline.sweep import Sweep
 
     if isinstance(sweep, str | os.PathLike):
         sweep = load_sweep(sweep)  # loaded here: the sweep's part of the store is returned
@@ -958,12 +959,68 @@ def _check_dataset(ds: object, function: str) -> None:
             f"The 'ds' parameter of {function} must be a store's xarray Dataset (from run or "
             f"open_store) or its path. Got {shown_value(ds)}."
         )
+    if isinstance(ds, xr.Dataset):
+        _check_store_dataset(ds, function)
+
+
+#: What a store's Dataset holds that a summary, a comparison and a figure read.
+STORE_VARIABLES = {
+    "truth": ("coord",),
+    "done": ("rep",),
+    "estimate": ("rep", "coord"),
+    "lower": ("method", "rep", "coord"),
+    "upper": ("method", "rep", "coord"),
+}
+
+
+def _check_store_dataset(ds: xr.Dataset, function: str) -> None:
+    """Refuse a Dataset that is not a store's, or a selection of one that dropped a
+    dimension or repeats a label, in one line before anything is read.
+
+    Raises
+    ------
+    InputError
+        A variable or dimension missing (a selection of one label drops its
+        dimension), a dimension without labels (an empty selection), or a label of a
+        dimension given twice (its replicates would count twice).
+    """
+    what = f"The Dataset given to {function} is not a store's (from run or open_store)"
+    for name, dims in STORE_VARIABLES.items():
+        if name not in ds.data_vars:
+            raise InputError(f"{what}: it has no variable {name!r}.")
+        lost = [dim for dim in dims if dim not in ds[name].dims]
+        if lost:
+            raise InputError(
+                f"{what}: {name!r} has no dimension {lost[0]!r}. A selection of a single "
+                f"label drops its dimension: select a list (ds.ldpsim.sel({lost[0]}=[...])) "
+                "or through open_store, which keeps every dimension."
+            )
+    empty = [str(dim) for dim, size in ds.sizes.items() if size == 0]
+    if empty:
+        raise InputError(
+            f"The Dataset given to {function} has no {empty[0]}: the selection kept none of "
+            f"its labels (a slice outside them, or an empty list)."
+        )
+    for dim, index in ds.indexes.items():
+        if not index.is_unique:
+            label = index[index.duplicated()][0]
+            raise InputError(
+                f"The Dataset given to {function} holds {dim} = {shown_value(label)} twice: "
+                "each label once (a summary would count its replicates twice)."
+            )
 
 
 def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:
-    """A store's Dataset in memory: read from a path, or computed from a lazy Dataset."""
+    """A store's Dataset in memory: read from a path, or computed from a Dataset whose
+    store (xarray's ``source`` encoding) is not damaged."""
     if isinstance(ds, str | os.PathLike):
         return open_store(ds, load=True)
+    source = ds.encoding.get("source")
+    if isinstance(source, str) and Path(source).is_dir():
+        from ldpsim.pipeline.store.damage import refuse_damage
+
+        # A lazy Dataset reads a missing data file as NaN, silently: refused as a path is.
+        refuse_damage(source)
     # A new Dataset (the caller's stays lazy), read by local threads: through a default
     # distributed client, every small chunk would be a task on the cluster.
     return ds.compute(scheduler="threads")
@@ -985,7 +1042,10 @@ def summarize(
     Parameters
     ----------
     ds : xarray.Dataset or str or os.PathLike
-        The store's Dataset (from :func:`run` or :func:`open_store`) or its path.
+        The store's Dataset (from :func:`run` or :func:`open_store`) or its path. A
+        selection of some replicates (``ds.isel(rep=...)``) is counted against the
+        sweep's replicates: every cell of it is marked partial, and its footnote says
+        how many replicates the selection left out.
     coords : {"all", "mean"}, default "all"
         ``"all"``: a row per grid point, method, [checkpoint,] coordinate; ``"mean"``: a
         row per grid point, method [and checkpoint] with the coverage and length
@@ -1028,8 +1088,10 @@ def summarize(
     Raises
     ------
     InputError
-        A path that is not a store, or a damaged store; an unknown ``coords``, a
-        ``target_se`` outside (0, 1); a statistic's name that is not an identifier or
+        A path that is not a store, or a damaged store (also behind a lazy Dataset); a
+        Dataset that is not a store's: a variable or dimension missing (a selection of
+        one label drops its dimension), an empty selection, a label twice; an unknown
+        ``coords``, a ``target_se`` outside (0, 1); a statistic's name that is not an identifier or
         is the summary's own, a statistic that raises or returns neither a number nor R
         numbers (one message naming it and the cell), statistics with ``coords="mean"``;
         an argument of a wrong type
@@ -1064,7 +1126,7 @@ def summarize(
     except TypeError as exc:
         raise InputTypeError(str(exc)) from None
     if not isinstance(coords, str) or coords not in ("all", "mean"):
-        raise InputError(
+        raise (InputError if isinstance(coords, str) else InputTypeError)(
             "The 'coords' parameter of summarize must be 'all' or 'mean'. "
             f"Got {shown_value(coords)}."
         )
@@ -1207,7 +1269,17 @@ def plot(
     from ldpsim.pipeline.report.plots import FIGURE_KINDS, store_figures
 
     _check_dataset(ds, "plot")
-    if not isinstance(kind, str) or (kind != "all" and kind not in FIGURE_KINDS):
+    if not isinstance(kind, str):
+        raise InputTypeError(
+            f"The 'kind' parameter of plot must be a figure kind (str): all, "
+            f"{', '.join(FIGURE_KINDS)}. Got {shown_value(kind)}."
+        )
+    if isinstance(zip_coord, bool) or not isinstance(zip_coord, numbers.Integral):
+        raise InputTypeError(
+            f"The 'zip_coord' parameter of plot must be an int, a coordinate in [0, d). "
+            f"Got {shown_value(zip_coord)}."
+        )
+    if kind != "all" and kind not in FIGURE_KINDS:
         raise InputError(
             f"Unknown figure kind {shown_value(kind)}. Kinds are: all, {', '.join(FIGURE_KINDS)}."
         )

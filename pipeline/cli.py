@@ -512,8 +512,20 @@ def cmd_summarize(args) -> int:
     from ldpsim.pipeline.summary.tables import check_statistics_shown, format_table, table_coords
     from ldpsim.pipeline.summary.timings import timing_line
 
-    if args.statistic and args.compare is not None:
-        raise InputError("--statistic adds rows to the summary table; leave out --compare.")
+    if args.compare is not None:  # the options of the summary table, not of a comparison
+        table_only = {
+            "--statistic": bool(args.statistic),
+            "--diagnostics": args.diagnostics,
+            "--errors": args.errors,
+            "--target-se": args.target_se is not None,
+        }
+        given = [option for option, present in table_only.items() if present]
+        if given:
+            raise InputError(
+                f"{given[0]} adds rows to the summary table, which --compare replaces; "
+                f"leave out {' '.join(given)} or --compare (--compare takes --format, "
+                "--coords and --strict)."
+            )
     statistics = load_statistics(args.statistic)  # an unknown name before any reading
     ds = open_store(args.store, load=True)
     # Statistics that a table of coordinate means would leave out: refused before they

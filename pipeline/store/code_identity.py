@@ -463,10 +463,11 @@ def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
         generations = []
     sweep = json.loads(ds.attrs.get("sweep") or "{}")
     known = {key for generation in generations for key in generation}
-    grid = [dim for dim in ds["done"].dims if dim != "rep"]
+    done_array = ds["done"].transpose(..., "rep")  # 'rep' last, however the caller holds it
+    grid = [str(dim) for dim in done_array.dims if dim != "rep"]
     methods = [str(label) for label in ds["method"].values]
-    done = np.asarray(ds["done"].values, dtype=bool)
-    version = np.asarray(ds[CODE_VERSION].values)
+    done = np.asarray(done_array.values, dtype=bool)
+    version = np.asarray(ds[CODE_VERSION].transpose(*done_array.dims).values)
     out = np.zeros((*done.shape[:-1], len(methods)), dtype=np.int64)
     for index in np.ndindex(*done.shape[:-1]):
         present = sorted(

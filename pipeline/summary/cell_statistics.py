@@ -428,7 +428,9 @@ def _call(name: str, fn: Statistic, cell: Cell, where: str) -> np.ndarray:
     try:
         values = np.asarray(result)
         complex_values = np.iscomplexobj(values)
-        if not complex_values:
+        # Numbers only: None (a forgotten return) would become NaN and a numeric
+        # string a number, silently.
+        if values.dtype.kind in "biuf":
             return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         complex_values = False

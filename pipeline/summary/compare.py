@@ -21,7 +21,7 @@ from ldpsim.pipeline.summary.tables import (
     shown_coords,
     table_rows,
 )
-from ldpsim.pipeline.summary.variables import grid_axes
+from ldpsim.pipeline.summary.variables import grid_axes, replicates_attrs
 
 #: Variables of :func:`compare_methods` per coordinate, and of its coordinate means.
 COMPARE_FIELDS = ("coverage_diff", "coverage_diff_se", "length_ratio", "length_ratio_se")
@@ -187,7 +187,7 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
             "long_name": attrs["long_name"] + " (per-replicate means over the coordinates)",
         }
     out.attrs = {k: ds.attrs[k] for k in ("level", "sweep") if k in ds.attrs}
-    out.attrs.update(a=a, b=b, replicates=int(ds.sizes["rep"]))
+    out.attrs.update(a=a, b=b, **replicates_attrs(ds))
     return out
 
 

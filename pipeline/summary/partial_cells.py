@@ -24,7 +24,7 @@ import numpy as np
 import xarray as xr
 
 from ldpsim.pipeline.formatting import latex_escape
-from ldpsim.pipeline.summary.variables import with_coords
+from ldpsim.pipeline.summary.variables import SELECTED_ATTR, with_coords
 
 #: Statistic -> (its count of replicates used, its count of replicates lost to failures).
 #: The counts are summary variables (:func:`ldpsim.pipeline.summary.summary.summarize`).
@@ -218,8 +218,10 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
     if counts.size == 0:
         return _marked(f"{mix_text}.", fmt)
     failures = np.concatenate(lost)
+    # A selection of some replicates (ds.isel(rep=...)): the others are not in it.
+    unselected = total - int(summary.attrs.get(SELECTED_ATTR, total))
     # Neither done nor failed, or done but for a method added since: not computed yet.
-    missing = total - np.concatenate(done) - np.concatenate(failed)
+    missing = total - unselected - np.concatenate(done) - np.concatenate(failed)
     if pending:
         missing = missing + np.concatenate(pending)
 
@@ -233,7 +235,9 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
         f"computed on fewer than all {total} replicates of its grid point{some}: "
         f"{span(counts)} counted, {span(failures)} lost to a failure of the replicate or "
         f"of the method (ldpsim errors STORE), {span(missing)} not computed "
-        "yet (ldpsim run resumes them); a selection by failure can bias the cell. "
+        "yet (ldpsim run resumes them)"
+        f"{f', {unselected} not in the selection of replicates' if unselected else ''}; "
+        "a selection by failure can bias the cell. "
         f"--format csv gives each cell's {shown_counts}."
     )
     return _marked(f"{text} Or: {mix_text}." if mix_text else text, fmt)

@@ -19,6 +19,7 @@ from ldpsim.pipeline.summary.diagnostics import interval_diagnostics
 from ldpsim.pipeline.summary.variables import (
     SUMMARY_ATTRS,
     grid_axes,
+    replicates_attrs,
     reserved_names,
     with_coords,
 )
@@ -526,7 +527,7 @@ def summarize(
             out[name].attrs = dict(ds[name].attrs)
     out.attrs = {k: ds.attrs[k] for k in ("title", "level", "sweep") if k in ds.attrs}
     out.attrs["target_se"] = target_se
-    out.attrs["replicates"] = int(ds.sizes["rep"])
+    out.attrs.update(replicates_attrs(ds))
     out = out.assign_coords(case_coords(out))
     if statistics:
         out.attrs[cell_statistics.STATISTICS_ATTR] = json.dumps(list(statistics))

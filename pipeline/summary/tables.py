@@ -350,8 +350,8 @@ def replicates_per_cell(summary: xr.Dataset, count: str) -> str:
         values = values.where(summary["coord_exists"])
     counts = values.values[~np.isnan(values.values.astype(np.float64))]
     lo, hi = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
-    # The Dataset's own replicates (a part of a store has fewer than its sweep), else the
-    # sweep's.
+    # The replicates per grid point (a run's part: its own sweep's; a selection of some
+    # replicates: the store's, so that it shows as partial), else the sweep's.
     reps = summary.attrs.get("replicates", sweep_info(summary).get("replicates"))
     done = f"{lo}" if lo == hi else f"{lo}-{hi}"
     if reps is not None:

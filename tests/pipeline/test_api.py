@@ -254,8 +254,12 @@ def test_bad_run_arguments_are_refused_before_anything_starts(
         ),
         (lambda: api.summarize("absent.zarr", target_se="0.01"), TypeError, "'target_se'"),
         (lambda: api.summarize("absent.zarr", as_dataset="no"), TypeError, "'as_dataset'"),
-        (lambda: api.summarize("absent.zarr", coords=["all"]), InputError, "'coords'"),
-        (lambda: api.plot("absent.zarr", kind=["coverage"]), InputError, "Unknown figure kind"),
+        (lambda: api.summarize("absent.zarr", coords="none"), InputError, "'coords'"),
+        # Wrong types are TypeErrors too (a hunt, 2026-12-01: these were InputError only).
+        (lambda: api.summarize("absent.zarr", coords=["all"]), TypeError, "'coords'"),
+        (lambda: api.plot("absent.zarr", kind="nope"), InputError, "Unknown figure kind"),
+        (lambda: api.plot("absent.zarr", kind=["coverage"]), TypeError, "'kind' parameter of"),
+        (lambda: api.plot("absent.zarr", zip_coord="0"), TypeError, "'zip_coord' parameter"),
         (lambda: api.open_store(42), TypeError, "'path' parameter of open_store must be a st"),
         (lambda: api.open_store("absent.zarr", load="x"), TypeError, "'load' parameter of ope"),
         # Before: TypeError from os.fspath, from unpacking 42, from indexing 1.

@@ -119,6 +119,11 @@ def test_summarize_compare_on_the_command_line(tmp_path, capsys):
     assert text.splitlines()[0].startswith("tau,n,coord,coverage_diff,coverage_diff_se")
     assert main(["summarize", str(store), "--compare", "bb,nope"]) == 2
     assert "not a method of the store" in capsys.readouterr().err
+    # The summary table's options are refused with --compare, not ignored.
+    for option in (["--target-se", "0.01"], ["--diagnostics"], ["--errors"]):
+        assert main(["summarize", str(store), "--compare", "bb,oracle", *option]) == 2
+        err = capsys.readouterr().err
+        assert f"{option[0]} adds rows" in err and len(err.strip().splitlines()) == 1, err
     # --target-se adds the planning row; the timings line follows the table.
     assert main(["summarize", str(store), "--target-se", "0.01"]) == 0
     out = capsys.readouterr().out
@@ -135,7 +140,11 @@ def test_comparison_cells_on_fewer_replicates_are_marked(tmp_path, capsys):
     assert cells and all(line.endswith("*") for line in cells), cells
     assert "35 counted, 1 lost" in text and "n_paired and n_unpaired" in text
     complete = ds.isel(rep=[r for r in range(syn.DONE) if r != syn.BB_FAILED_REP])
-    complete.attrs["sweep"] = ds.attrs["sweep"]
+    # A selection of 35 of the sweep's 40 replicates is marked as such...
+    selected = format_comparison(compare_methods(complete, "bb", "oracle"), "text")
+    assert "35 counted, 0 lost" in selected and "5 not in the selection of replicates" in selected
+    # ...and a store of a sweep of 35 replicates, all done, is not.
+    complete.attrs["sweep"] = json.dumps({**json.loads(ds.attrs["sweep"]), "replicates": 35})
     clean = format_comparison(compare_methods(complete, "bb", "oracle"), "text")
     assert "*" not in clean and "fewer than all" not in clean
     rows = format_comparison(compare_methods(ds, "bb", "oracle"), "csv").splitlines()

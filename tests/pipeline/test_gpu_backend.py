@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 from conftest import done_count, kill_when, one_error_line, tree_hash
 
+from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
+from ldpsim.pipeline.errors import InputTypeError
 from ldpsim.pipeline.store.reading import open_dataset, read_attrs
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks import run_replicate
@@ -187,3 +189,22 @@ def test_a_store_of_the_first_gpu_streams_is_refused_in_one_line(
     line = one_error_line(capfd.readouterr(), code)
     assert "'philox4x32-10/pairs/1'" in line and f"'{STREAMS_VERSION}'" in line
     assert tree_hash(store) == before
+
+
+def test_the_python_api_takes_the_backend_as_the_cli_does(tmp_path, gpu_cluster):
+    # A hunt (2026-12-01): run(..., backend=...) raised NameError for every value.
+    path = tmp_path / "cpu.toml"
+    path.write_text(SWEEP.format(replicates=3).replace('backend = "gpu"\n', ""))
+    sweep = load_sweep(path)
+    refused = tmp_path / "refused.zarr"
+    with pytest.raises(InputTypeError, match="'backend' parameter of run must be 'cpu', 'gpu'"):
+        api.run(sweep, refused, backend="tpu")
+    assert not refused.exists()
+    store = tmp_path / "gpu.zarr"
+    address = gpu_cluster.scheduler_address
+    ds = api.run(sweep, store, scheduler=address, backend="gpu", progress=False)
+    assert bool(ds["done"].all()) and read_attrs(store)["gpu_streams"] == STREAMS_VERSION
+    cli = tmp_path / "cli.zarr"
+    assert run([str(path), "--store", str(cli), "--backend", "gpu", "--scheduler", address]) == 0
+    for name in FIELDS:
+        np.testing.assert_array_equal(ds[name].values, open_dataset(cli)[name].values, name)

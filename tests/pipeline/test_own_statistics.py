@@ -169,6 +169,9 @@ def test_a_statistic_that_raises_is_one_input_error_naming_it(store):
     ("statistics", "error", "words"),
     [
         ({"x": lambda c: "many"}, InputError, "not a number"),
+        # A forgotten return, and a number as text: refused, not read as NaN and 0.5.
+        ({"x": lambda c: None}, InputError, "'x' returned None at the cell"),
+        ({"x": lambda c: "0.5"}, InputError, "'x' returned '0.5' at the cell"),
         ({"x": lambda c: np.zeros((2, 2))}, InputError, "shape (2, 2)"),
         ({"x": lambda c: c.upper + 1j}, InputError, "'x' returned complex values at the cell"),
         ({"x": lambda c: 1j}, InputError, "return real numbers (the real part, or the abs"),
@@ -436,8 +439,15 @@ def test_auto_with_many_coordinates_refuses_them_in_text_and_keeps_them_in_csv(s
     assert "lower_cover" in format_table(summary, "text", coords="all")
 
 
-def test_the_caption_counts_the_replicates_of_the_dataset_it_summarizes(store):
+def test_a_selection_of_replicates_is_counted_against_the_sweeps(store):
+    # A hunt (2026-12-01): the first 20 of 40 replicates were captioned "of 20" and left
+    # unmarked, as a whole store; a cell of a selection now says so.
     part = store.isel(rep=slice(0, 20))
     assert json.loads(part.attrs["sweep"])["replicates"] == syn.REPS  # the whole store's
-    caption = format_table(api.summarize(part, as_dataset=True), "text").splitlines()[0]
-    assert "replicates per cell: 0-20 of 20" in caption, caption
+    table = format_table(api.summarize(part, as_dataset=True), "text")
+    assert "replicates per cell: 0-20 of 40" in table.splitlines()[0], table
+    assert "20 not in the selection of replicates" in table
+    # A part with its own sweep (run() returns such a part) is whole.
+    part.attrs["sweep"] = json.dumps({**json.loads(part.attrs["sweep"]), "replicates": 20})
+    table = format_table(api.summarize(part, as_dataset=True), "text")
+    assert "replicates per cell: 0-20 of 20" in table and "not in the selection" not in table

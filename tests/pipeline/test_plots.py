@@ -247,8 +247,10 @@ def test_points_on_fewer_than_all_replicates_are_marked_as_in_the_tables():
     # A hunt (2026-12-01): the tables marked a cell of fewer than all replicates, the
     # figures drew its point like any other. Here bb failed in one of the 36 replicates
     # (every bb cell partial) and the oracle in none; the empty cell draws no point.
-    complete = syn.grid_store().isel(rep=range(syn.DONE))
-    complete.attrs["sweep"] = syn.grid_store().attrs["sweep"]
+    complete = syn.grid_store().isel(rep=range(syn.DONE))  # a sweep of 36 replicates
+    complete.attrs["sweep"] = json.dumps(
+        {**json.loads(syn.grid_store().attrs["sweep"]), "replicates": syn.DONE}
+    )
     figures = store_figures(complete, ["coverage", "length", "diagnostics"])
     colours = {m: style["color"] for m, style in method_styles(syn.METHODS).items()}
     points = (len(syn.TAUS) * len(syn.NS) - 1) * syn.D  # bb's finite cells, per figure

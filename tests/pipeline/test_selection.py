@@ -4,6 +4,7 @@ selection, and :func:`ldpsim.pipeline.api.run` returning the sweep's part of its
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import xarray as xr
 from conftest import write_sweep
 
 from ldpsim.pipeline import api
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.errors import InputError, StoreDamage
 from ldpsim.pipeline.summary.tables import replicates_per_cell
 
 #: The demo store's (conftest's `demo_store`) method labels, in store order.
@@ -144,3 +145,67 @@ def test_compare_is_the_python_side_of_summarize_compare(demo_store, capsys):
     for a, b, words in (("bb", "bb", "two different"), ("bb", "nope", "'nope' is not")):
         with pytest.raises(InputError, match=words):
             api.compare(demo_store, a, b)
+
+
+def test_a_label_twice_is_refused_and_a_tuple_is_a_list_of_labels(demo_store, demo):
+    # A label selected twice would count its replicates twice in a summary.
+    for select in (
+        lambda: demo.ldpsim.sel(method=["bb", "bb"]),
+        lambda: api.open_store(demo_store, n=[1000, 1000.0]),
+        lambda: demo.ldpsim.isel(rep=[0, -2]),  # two replicates: -2 is 0
+    ):
+        with pytest.raises(InputError, match=r"twice \((ds\.ldpsim\.i?sel|open_store)\)"):
+            select()
+    # xarray reads a tuple as one label; open_store and the accessor as its labels.
+    for ds in (
+        api.open_store(demo_store, method=("bb", "sn")),
+        demo.ldpsim.sel(method=("bb", "sn")),
+    ):
+        assert ds["method"].values.tolist() == ["bb", "sn"]
+
+
+@pytest.mark.parametrize(
+    ("select", "words"),
+    [
+        (lambda ds: ds.ldpsim.sel(method="bb"), "'lower' has no dimension 'method'"),
+        (lambda ds: ds.isel(coord=0), "'truth' has no dimension 'coord'"),
+        (lambda ds: ds.isel(rep=[1, 1]), "holds rep = 1 twice"),
+        (lambda ds: ds.sel({"method": []}), "has no method: the selection kept none"),
+        (lambda ds: ds.drop_vars("truth"), "has no variable 'truth'"),
+        (lambda ds: api.summarize(ds, as_dataset=True), "has no variable 'truth'"),
+    ],
+)
+def test_a_dataset_that_is_not_a_stores_is_refused_in_one_line(demo, select, words):
+    bad = select(demo)
+    for call in (api.summarize, lambda ds: api.compare(ds, "bb", "sn"), api.plot):
+        with pytest.raises(InputError) as refused:
+            call(bad)
+        message = str(refused.value)
+        assert words in message and "\n" not in message, message
+
+
+def test_a_selection_of_replicates_is_marked_partial_and_any_order_of_dimensions_counts(demo):
+    # Replicate 1 of the store's 2: every cell says so, as a partial cell.
+    summary = api.summarize(demo.isel(rep=[1]), as_dataset=True)
+    assert replicates_per_cell(summary, "n_done") == "replicates per cell: 1 of 2"
+    assert set(api.summarize(demo.isel(rep=[1]))["n_replicates"]) == {2}
+    assert api.compare(demo.isel(rep=[1]), "bb", "sn", as_dataset=True).attrs["replicates"] == 2
+    # Dimensions in another order: the same numbers.
+    xr.testing.assert_identical(
+        api.summarize(demo.transpose("rep", ...), as_dataset=True),
+        api.summarize(demo, as_dataset=True),
+    )
+
+
+def test_a_lazy_dataset_of_a_damaged_store_is_refused_as_its_path_is(demo_store, tmp_path):
+    copy = tmp_path / "damaged.zarr"
+    shutil.copytree(demo_store, copy)
+    lazy = api.open_store(copy)  # opened before the damage, as a notebook holds it
+    next(
+        path
+        for path in sorted((copy / "upper").rglob("*"))
+        if path.is_file() and path.name != "zarr.json"
+    ).unlink()
+    for call in (api.summarize, lambda ds: api.compare(ds, "bb", "sn"), api.plot):
+        with pytest.raises(StoreDamage, match=r"is damaged: 1 data file\(s\) missing \(upper/c/"):
+            call(lazy)
