@@ -600,6 +600,11 @@ def run_report(
             f"e.g. 'tcp://HOST:8786') or None. Got {shown_value(scheduler)}."
         )
     cluster = _optional_path(cluster, "cluster", "run")
+    if cluster == "":  # not the default cluster, silently
+        raise InputError(
+            "The cluster is an empty string; give a cluster name (ldpsim list) or a YAML "
+            "file, or None for the local cluster."
+        )
     if cluster_options is not None and (
         not isinstance(cluster_options, Mapping)
         or not all(isinstance(key, str) for key in cluster_options)

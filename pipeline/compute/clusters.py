@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import inspect
 import logging
@@ -276,7 +277,9 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
         Unknown name, missing file, YAML error, unknown key or kind.
     """
     path = Path(name_or_path)
-    if not path.suffix and (CLUSTER_DIR / f"{name_or_path}.yaml").exists():
+    # A bare name is a shipped cluster's; a path (./local) is the user's file.
+    bare = not path.suffix and "/" not in name_or_path and os.sep not in name_or_path
+    if bare and (CLUSTER_DIR / f"{name_or_path}.yaml").exists():
         path = CLUSTER_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         raise InputError(
@@ -284,10 +287,16 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
             f"Cluster names are: {', '.join(available_clusters())}."
         )
     try:
-        config = yaml.safe_load(path.read_text()) or {}
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         message = f"Cluster file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")
         raise InputError(message) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"Cluster file {str(path)!r} is not UTF-8 text (byte {exc.start}): save it as UTF-8."
+        ) from None
+    except OSError as exc:
+        raise InputError(f"Cannot read cluster file {str(path)!r}: {exc.strerror}.") from None
     if not isinstance(config, dict):
         raise InputError(f"Cluster file {str(path)!r} must be a mapping with keys {CONFIG_KEYS}.")
     for key in config:
@@ -429,19 +438,45 @@ def _parameters(inits: tuple[Callable, ...]) -> set[str]:
     return names
 
 
+#: dask-jobqueue's old option names, which it ignores where the new one is set (the
+#: shipped files set them): refused, naming the new one.
+RENAMED_BATCH_OPTIONS = {
+    "env_extra": "job_script_prologue",
+    "job_extra": "job_extra_directives",
+    "extra": "worker_extra_args",
+    "header_skip": "job_directives_skip",
+}
+#: Batch options that are lists of strings (a string would give a line per character).
+BATCH_LIST_OPTIONS = (
+    "job_script_prologue",
+    "job_extra_directives",
+    "job_directives_skip",
+    "worker_extra_args",
+)
+
+
 def check_options(kind: str, options: dict[str, Any], source: str) -> None:
-    """Refuse option names the cluster class does not know, and bad local values.
+    """Refuse option names the cluster class does not know, and bad values.
 
     Raises
     ------
     InputError
-        An unknown option; for a local cluster also ``n_workers`` or
+        An unknown option, or one of dask-jobqueue's old names
+        (:data:`RENAMED_BATCH_OPTIONS`); for a local cluster also ``n_workers`` or
         ``threads_per_worker`` not an integer >= 1 (or null), a ``memory_limit`` that is
         not a size, a fraction or "auto", a ``dashboard_address`` that is not
-        "[HOST]:PORT" with PORT in [0, 65535] (or null).
+        "[HOST]:PORT" with PORT in [0, 65535] (or null), ``processes`` not true or
+        false; for a batch cluster a ``walltime`` that is not a string, ``cores`` or
+        ``processes`` not an integer >= 1 (or more processes than cores), a list option
+        (:data:`BATCH_LIST_OPTIONS`) that is not a list of strings.
     """
     allowed = allowed_options(kind)
     for key in options:
+        if kind in ("slurm", "pbs") and key in RENAMED_BATCH_OPTIONS:
+            raise InputError(
+                f"The option {key!r} of a {kind} cluster ({source}) is dask-jobqueue's old "
+                f"name, ignored beside the new one: write {RENAMED_BATCH_OPTIONS[key]!r}."
+            )
         if key not in allowed:
             raise InputError(
                 f"Unknown option {key!r} for a {kind} cluster ({source}). Allowed options "
@@ -449,6 +484,42 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
             )
     if kind in ("local", "local-gpu"):
         _check_local_values(options, source)
+    else:
+        _check_batch_values(kind, options, source)
+
+
+def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None:
+    walltime = options.get("walltime")
+    if walltime is not None and not isinstance(walltime, str):
+        raise InputError(
+            f"The 'walltime' option of the {kind} cluster ({source}) must be a quoted "
+            f'string such as "02:00:00". Got {walltime!r}: YAML reads 2:00:00 unquoted as '
+            "a number of seconds (7200), which the scheduler would take as minutes."
+        )
+    for key in ("cores", "processes"):
+        value = options.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise InputError(
+                f"The {key!r} option of the {kind} cluster ({source}) must be an integer "
+                f">= 1. Got {value!r}."
+            )
+    cores, processes = options.get("cores"), options.get("processes")
+    if cores is not None and processes is not None and processes > cores:
+        raise InputError(
+            f"The {kind} cluster ({source}) has processes: {processes} > cores: {cores}; "
+            "each worker process needs a core (processes <= cores)."
+        )
+    for key in BATCH_LIST_OPTIONS:
+        value = options.get(key)
+        if value is not None and (
+            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+        ):
+            raise InputError(
+                f"The {key!r} option of the {kind} cluster ({source}) must be a list of "
+                f'strings, e.g. ["source ~/venv/bin/activate"]. Got {value!r}.'
+            )
 
 
 #: For distributed's parser while checking a value: the cluster itself warns later.
@@ -483,6 +554,12 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
             f"The {WORKER_START_OPTION!r} option of the local cluster ({source}) must be "
             f"{' or '.join(repr(w) for w in WORKER_STARTS)}, or null for the default. "
             f"Got {start!r}."
+        )
+    processes = options.get("processes")
+    if processes is not None and not isinstance(processes, bool):
+        raise InputError(
+            f"The 'processes' option of the local cluster ({source}) must be true (a "
+            f"process per worker) or false (threads in this process). Got {processes!r}."
         )
     profile = options.get(WORKER_PROFILE_OPTION)
     if profile is not None and not isinstance(profile, bool):
@@ -729,6 +806,7 @@ def connect(
         yield _wait_for_own(client, started + (start_timeout or SCHEDULER_START_TIMEOUT))
         return
     dask_cluster, kind, dashboard, auto = None, None, True, False
+    lowered = None  # an adaptive minimum of 0 jobs, set once the first worker is there
     where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
     try:
         with StartProblems() as problems:
@@ -759,8 +837,10 @@ def connect(
 
                     client = Client(dask_cluster, set_as_default=False)
                     if kind not in ("local", "local-gpu"):
-                        _scale(dask_cluster, config, jobs, adapt)
+                        lowered = _scale(dask_cluster, config, jobs, adapt)
                 wait_for_first_worker(client, started + timeout, problems, where)
+                if lowered is not None:
+                    lowered()
             except InputError:
                 raise
             except Exception as exc:  # anything else that stops the start: one line too
@@ -833,14 +913,25 @@ def _attach(address: str, timeout: float) -> Client:
     )
 
 
-def _scale(dask_cluster: Any, config: dict[str, Any], jobs: int | None, adapt) -> None:
-    """Fixed jobs (``jobs``, else the file's ``scale``) or adaptive bounds."""
+def _scale(
+    dask_cluster: Any, config: dict[str, Any], jobs: int | None, adapt
+) -> Callable[[], Any] | None:
+    """Fixed jobs (``jobs``, else the file's ``scale``) or adaptive bounds.
+
+    Returns what to call once the first worker has connected, or None: Dask's adaptive
+    scaling submits no job while no task is queued, and ldpsim queues its tasks once a
+    worker is there, so a minimum of 0 jobs starts as 1 and is lowered to 0 then.
+    """
     bounds = adapt or (
         (config["adapt"]["minimum_jobs"], config["adapt"]["maximum_jobs"])
         if config.get("adapt") and jobs is None
         else None
     )
-    if bounds:
-        dask_cluster.adapt(minimum_jobs=bounds[0], maximum_jobs=bounds[1])
-    else:
+    if not bounds:
         dask_cluster.scale(jobs=jobs or (config.get("scale") or {}).get("jobs", 1))
+        return None
+    low, high = bounds
+    dask_cluster.adapt(minimum_jobs=max(low, 1), maximum_jobs=high)
+    if low >= 1:
+        return None
+    return functools.partial(dask_cluster.adapt, minimum_jobs=low, maximum_jobs=high)

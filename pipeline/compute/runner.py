@@ -357,13 +357,27 @@ def check_gpu_workers(client: Client, sweep: Sweep) -> None:
     """
     if sweep.backend != "gpu":
         return
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    if not any(info.get("resources", {}).get("GPU", 0) >= 1 for info in workers):
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    gpus = [a for a, info in workers.items() if info.get("resources", {}).get("GPU", 0) >= 1]
+    if not gpus:
         raise InputError(
             f"The sweep {sweep.name!r} runs on the GPU backend and no worker of this "
             "cluster holds a GPU (the Dask worker resource 'GPU'). Run it with --cluster "
             "local-gpu or slurm-gpu, start your workers with `--resources GPU=1`, or set "
             "backend = cpu."
+        )
+    # A worker may declare the resource on a machine without a CUDA driver or device
+    # (CUDA_VISIBLE_DEVICES set by hand, gpu_workers given): every launch would fail.
+    from ldpsim.pipeline.compute.worker import cuda_device_found  # imports ldpsim.tasks
+
+    found = client.run(cuda_device_found, workers=gpus)
+    lacking = sorted(address for address, ok in found.items() if not ok)
+    if lacking:
+        raise InputError(
+            f"The sweep {sweep.name!r} runs on the GPU backend and {len(lacking)} of the "
+            f"{len(gpus)} GPU workers find no CUDA driver or device (numba.cuda."
+            f"is_available() is False there; {lacking[0]}). Run it on a machine with a "
+            "GPU, or with --backend cpu on a local cluster."
         )
 
 

@@ -25,6 +25,15 @@ def batch_job_id() -> int:
     return int(digits) if digits.isdigit() else 0
 
 
+def cuda_device_found() -> bool:
+    """Whether numba finds a CUDA driver and device in this worker (``client.run``: a GPU
+    worker is asked before a GPU sweep's store is made; the driver never initializes
+    CUDA itself)."""
+    from numba import cuda
+
+    return bool(cuda.is_available())
+
+
 def run_task(
     chunks: list[tuple[dict[str, Any], list[int], str]],
     methods: list[str],

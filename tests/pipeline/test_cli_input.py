@@ -403,6 +403,41 @@ def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finish
     assert tree_hash(finished["store"]) == before
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "words"),
+    [  # found by a hunt (2026-12-01): each was accepted, and misread or ignored
+        ("kind: slurm\noptions: {walltime: 2:00:00}\n", ["'walltime'", "quoted", "(7200)"]),
+        ("kind: slurm\noptions: {env_extra: [a]}\n", ["'env_extra'", "'job_script_prologue'"]),
+        ("kind: pbs\noptions: {job_script_prologue: a b}\n", ["list of strings", "'a b'"]),
+        ("kind: slurm\noptions: {cores: 0}\n", ["'cores'", "integer >= 1", "Got 0"]),
+        ("kind: slurm\noptions: {cores: 1, processes: 2}\n", ["processes: 2 > cores: 1"]),
+        ('kind: local\noptions: {processes: "false"}\n', ["'processes'", "Got 'false'"]),
+        (b"kind: local # Z\xfcrich\n", ["not UTF-8 text", "save it as UTF-8"]),
+    ],
+)
+def test_bad_values_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
+    cluster = tmp_path / "cluster.yaml"
+    (cluster.write_bytes if isinstance(yaml_text, bytes) else cluster.write_text)(yaml_text)
+    before = tree_hash(finished["store"])
+    argv = ["run", str(finished["sweep"]), "--store", str(finished["store"])]
+    one_line(capsys, main([*argv, "--replicates", "3", "--cluster", str(cluster)]), words)
+    assert tree_hash(finished["store"]) == before
+
+
+def test_a_cluster_path_is_the_users_file_and_an_empty_one_is_refused(
+    tmp_path, finished, capsys, monkeypatch
+):
+    argv = ["run", str(finished["sweep"]), "--store", str(finished["store"]), "--replicates", "3"]
+    before = tree_hash(finished["store"])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local").write_text("kind: local\ncolour: red\n")  # ./local, not the shipped
+    one_line(capsys, main([*argv, "--cluster", "./local"]), ["'colour'", "cluster file 'local'"])
+    one_line(capsys, main([*argv, "--cluster", ""]), ["cluster is an empty string"])
+    walltime = ["--cluster", "slurm", "--cluster-option", "walltime=4:00:00"]
+    one_line(capsys, main([*argv, *walltime]), ["'walltime'", "Got 14400"])
+    assert tree_hash(finished["store"]) == before
+
+
 # -- the level ------------------------------------------------------------------------------
 def test_a_level_close_to_one_is_not_printed_as_100_percent(tmp_path, finished, capsys):
     assert format_level(0.9) == "90%" and format_level(ODD_LEVEL) == "99.99999%"

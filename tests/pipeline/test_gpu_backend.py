@@ -9,8 +9,10 @@ other backend, and for a model that has no GPU kernel.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -208,3 +210,20 @@ def test_the_python_api_takes_the_backend_as_the_cli_does(tmp_path, gpu_cluster)
     assert run([str(path), "--store", str(cli), "--backend", "gpu", "--scheduler", address]) == 0
     for name in FIELDS:
         np.testing.assert_array_equal(ds[name].values, open_dataset(cli)[name].values, name)
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="a real CUDA driver is here")
+def test_gpu_workers_without_a_cuda_device_are_refused_before_the_store(tmp_path):
+    # A hunt (2026-12-01): CUDA_VISIBLE_DEVICES set on a machine without a driver gave a
+    # store of failed replicates (CudaSupportError in each), exit 1. Outside the
+    # simulator, in a process of its own: numba's CUDA target as a user's run sees it.
+    store = tmp_path / "none.zarr"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    command = [sys.executable, "-m", "ldpsim.pipeline", "run", str(sweep_file(tmp_path, 2))]
+    command += ["--store", str(store), "--cluster", "local-gpu"]
+    out = subprocess.run(
+        command, env={**env, "CUDA_VISIBLE_DEVICES": "0"}, capture_output=True, text=True
+    )
+    words = ["1 of the 1 GPU workers find no CUDA driver or device", "--backend cpu"]
+    one_error_line(SimpleNamespace(err=out.stderr), out.returncode, words)
+    assert not store.exists()
