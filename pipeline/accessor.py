@@ -68,8 +68,8 @@ class LdpsimAccessor(Generic[T]):
             Dimension -> label(s), as xarray's ``sel`` takes them (positional only).
         **labels
             Dimension -> label(s): a label (the dimension is dropped, as by xarray), a
-            list or array of labels (kept, in that order) or a slice of labels (not
-            checked). ``method="bb"`` selects the method ``bb``.
+            list, tuple or array of labels (kept, in that order; each label once) or a
+            slice of labels (not checked). ``method="bb"`` selects the method ``bb``.
 
         Returns
         -------
@@ -79,9 +79,9 @@ class LdpsimAccessor(Generic[T]):
         Raises
         ------
         InputError
-            An unknown dimension, or a label not on its dimension; one line naming
-            what there is. A dimension given twice, or ``indexers`` that is not a
-            mapping (:class:`~ldpsim.pipeline.errors.InputTypeError`).
+            An unknown dimension, a label not on its dimension (one line naming
+            what there is) or given twice. A dimension given twice, or ``indexers``
+            that is not a mapping (:class:`~ldpsim.pipeline.errors.InputTypeError`).
 
         Examples
         --------
@@ -107,8 +107,8 @@ class LdpsimAccessor(Generic[T]):
         indexers : mapping of str to object, optional
             Dimension -> position(s), as xarray's ``isel`` takes them (positional only).
         **positions
-            Dimension -> an int (the dimension is dropped), a list of ints or a slice,
-            positions in [-size, size).
+            Dimension -> an int (the dimension is dropped), a list of ints (each
+            position once) or a slice, positions in [-size, size).
 
         Returns
         -------
@@ -118,9 +118,9 @@ class LdpsimAccessor(Generic[T]):
         Raises
         ------
         InputError
-            An unknown dimension, or a position outside the dimension; one line naming
-            what there is. A position that is not an int or a slice, a dimension given
-            twice, or ``indexers`` that is not a mapping
+            An unknown dimension, a position outside the dimension (one line naming
+            what there is) or given twice. A position that is not an int or a slice,
+            a dimension given twice, or ``indexers`` that is not a mapping
             (:class:`~ldpsim.pipeline.errors.InputTypeError`).
 
         Examples
@@ -198,17 +198,25 @@ def check_labels(
     return out
 
 
-def _refuse_repeats(dim: Hashable, positions: list[Any], labels: list[Any], where: str) -> None:
-    """Refuse a selection that names a position of ``dim`` twice: its replicates would be
-    counted twice by a summary."""
+def _refuse_repeats(
+    dim: Hashable, positions: list[Any], given: list[Any], where: str, *, by_label: bool = True
+) -> None:
+    """Refuse a selection that names a position of ``dim`` twice (``given``: the labels,
+    or with ``by_label`` False the positions, as the caller gave them): its replicates
+    would be counted twice by a summary."""
     seen: set[int] = set()
-    for position, label in zip(positions, labels, strict=True):
+    for position, item in zip(positions, given, strict=True):
         if not isinstance(position, int):  # a label an index holds twice: not a store's
             continue
         if position in seen:
+            what = (
+                f"{dim} = {_shown_label(item)}"
+                if by_label
+                else f"position {int(item)} of {dim} (= {position})"
+            )
             raise InputError(
-                f"Cannot select {dim} = {_shown_label(label)} twice ({where}): each label "
-                "once (a summary would count its replicates twice)."
+                f"Cannot select {what} twice ({where}): each once (a summary would count "
+                "its replicates twice)."
             )
         seen.add(position)
 
@@ -249,7 +257,7 @@ def check_positions(
                     f"Cannot select position {int(position)} of {dim} ({where}): {dim} has "
                     f"{size} positions, 0 to {size - 1} (or -{size} to -1 from the end)."
                 )
-        _refuse_repeats(dim, [int(p) % size for p in positions], positions, where)
+        _refuse_repeats(dim, [int(p) % size for p in positions], positions, where, by_label=False)
     return dict(indexers)
 
 
@@ -317,6 +325,67 @@ def _labels_text(index: pd.Index) -> str:
     if len(values) <= SHOWN_LABELS:
         return ", ".join(values)
     return f"{', '.join(values[:5])}, ..., {', '.join(values[-2:])} ({len(values)} labels)"
+
+
+#: What a store's Dataset holds that a summary, a comparison and a figure read: variable
+#: -> the dimensions it must keep.
+STORE_VARIABLES = {
+    "truth": ("coord",),
+    "done": ("rep",),
+    "estimate": ("rep", "coord"),
+    "lower": ("method", "rep", "coord"),
+    "upper": ("method", "rep", "coord"),
+}
+
+
+def check_store_dataset(ds: xr.Dataset, where: str) -> None:
+    """Refuse a Dataset that is not a store's, or a selection of one that dropped a
+    dimension, kept no label of one or repeats a label, in one line before anything is
+    read.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        What :func:`ldpsim.pipeline.api.summarize`, ``compare`` or ``plot`` was given.
+    where : str
+        The function, for the messages.
+
+    Raises
+    ------
+    InputError
+        A variable of :data:`STORE_VARIABLES` or one of its dimensions missing (a
+        selection of one label drops its dimension), a dimension without labels (an
+        empty selection), or a label of a dimension given twice (its replicates would
+        count twice).
+    """
+    what = f"The Dataset given to {where} is not a store's (from run or open_store)"
+    for name, dims in STORE_VARIABLES.items():
+        if name not in ds.data_vars:
+            raise InputError(f"{what}: it has no variable {name!r}.")
+        lost = next((dim for dim in dims if dim not in ds[name].dims), None)
+        if lost is not None:
+            keep = (
+                f"ds.ldpsim.isel({lost}=[...])"
+                if lost in ("rep", "coord")
+                else f"ds.ldpsim.sel({lost}=[...]) or open_store(path, {lost}=...)"
+            )
+            raise InputError(
+                f"{what}: {name!r} has no dimension {lost!r}. A selection of a single "
+                f"label drops its dimension: select a list, {keep}."
+            )
+    empty = [str(dim) for dim, size in ds.sizes.items() if size == 0]
+    if empty:
+        raise InputError(
+            f"The Dataset given to {where} has no {empty[0]}: the selection kept none of "
+            "its labels (a slice outside them, or an empty list)."
+        )
+    for dim, index in ds.indexes.items():
+        if not index.is_unique:
+            label = index[index.duplicated()][0]
+            raise InputError(
+                f"The Dataset given to {where} holds {dim} = {_shown_label(label)} twice: "
+                "each label once (a summary would count its replicates twice)."
+            )
 
 
 def sweep_part(ds: xr.Dataset, sweep: Sweep) -> tuple[xr.Dataset, dict[str, Any] | None]:

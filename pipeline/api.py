@@ -599,6 +599,8 @@ def run_report(
             "The 'scheduler' parameter of run must be a Dask scheduler's address (a str, "
             f"e.g. 'tcp://HOST:8786') or None. Got {shown_value(scheduler)}."
         )
+    if isinstance(cluster, os.PathLike):  # a file (Path("./local") would print as 'local')
+        cluster = str(Path(cluster).absolute())
     cluster = _optional_path(cluster, "cluster", "run")
     if cluster == "":  # not the default cluster, silently
         raise InputError(
@@ -658,8 +660,8 @@ def run_report(
     options = dict(cluster_options or {})
     if options and not cluster:
         raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
-    if cluster:
-        check_options(kind, options, "--cluster-option")
+    if cluster and options:  # with the file's: processes <= cores holds for the two
+        check_options(kind, {**config["options"], **options}, "--cluster-option")
     if kind in ("local", "local-gpu") and is_absent(path):
         # The workers' forkserver imports on another core while the checks below and the
         # store's inspection run (a second of imports on a 2-core machine).
@@ -870,8 +872,8 @@ def open_store(
         Read every array into memory (numpy) at once; otherwise the Dataset is lazy
         (dask arrays, read when used).
     method : str or sequence of str or None, default None
-        The method label, or labels, to keep (``ds.ldpsim.sel(method=...)``); None:
-        every method.
+        The method label, or labels (each once), to keep (``ds.ldpsim.sel(method=...)``);
+        None: every method.
     **selection
         Grid axis -> the value, or values, to keep (``tau=0.5``, ``n=[1000, 10000]``);
         a slice of values keeps a range. Checked as by ``ds.ldpsim.sel``
@@ -894,8 +896,8 @@ def open_store(
     ------
     InputError
         ``path`` is not a path (:class:`InputTypeError`) or not an ldpsim store; a
-        selection on a dimension other than ``method`` and the grid axes, or of a label
-        the store lacks (one line listing what there is).
+        selection on a dimension other than ``method`` and the grid axes, of a label
+        the store lacks (one line listing what there is), or of a label twice.
     StoreDamage
         The store is damaged (:class:`ldpsim.pipeline.errors.StoreDamage`, a subclass
         of InputError; the CLI exits with :data:`EXIT_DAMAGED`), naming the damaged
@@ -949,12 +951,16 @@ def open_store(
 
 
 def _check_dataset(ds: object, function: str) -> None:
-    """Refuse a ``ds`` argument that is neither a Dataset nor a path, before any reading.
+    """Refuse a ``ds`` argument that is neither a store's Dataset nor a path, before any
+    reading.
 
     Raises
     ------
     InputTypeError
         Anything else (a DataArray, a summary DataFrame, None).
+    InputError
+        A Dataset that is not a store's
+        (:func:`ldpsim.pipeline.accessor.check_store_dataset`).
     """
     import xarray as xr
 
@@ -965,54 +971,9 @@ def _check_dataset(ds: object, function: str) -> None:
             f"open_store) or its path. Got {shown_value(ds)}."
         )
     if isinstance(ds, xr.Dataset):
-        _check_store_dataset(ds, function)
+        from ldpsim.pipeline.accessor import check_store_dataset
 
-
-#: What a store's Dataset holds that a summary, a comparison and a figure read.
-STORE_VARIABLES = {
-    "truth": ("coord",),
-    "done": ("rep",),
-    "estimate": ("rep", "coord"),
-    "lower": ("method", "rep", "coord"),
-    "upper": ("method", "rep", "coord"),
-}
-
-
-def _check_store_dataset(ds: xr.Dataset, function: str) -> None:
-    """Refuse a Dataset that is not a store's, or a selection of one that dropped a
-    dimension or repeats a label, in one line before anything is read.
-
-    Raises
-    ------
-    InputError
-        A variable or dimension missing (a selection of one label drops its
-        dimension), a dimension without labels (an empty selection), or a label of a
-        dimension given twice (its replicates would count twice).
-    """
-    what = f"The Dataset given to {function} is not a store's (from run or open_store)"
-    for name, dims in STORE_VARIABLES.items():
-        if name not in ds.data_vars:
-            raise InputError(f"{what}: it has no variable {name!r}.")
-        lost = [dim for dim in dims if dim not in ds[name].dims]
-        if lost:
-            raise InputError(
-                f"{what}: {name!r} has no dimension {lost[0]!r}. A selection of a single "
-                f"label drops its dimension: select a list (ds.ldpsim.sel({lost[0]}=[...])) "
-                "or through open_store, which keeps every dimension."
-            )
-    empty = [str(dim) for dim, size in ds.sizes.items() if size == 0]
-    if empty:
-        raise InputError(
-            f"The Dataset given to {function} has no {empty[0]}: the selection kept none of "
-            f"its labels (a slice outside them, or an empty list)."
-        )
-    for dim, index in ds.indexes.items():
-        if not index.is_unique:
-            label = index[index.duplicated()][0]
-            raise InputError(
-                f"The Dataset given to {function} holds {dim} = {shown_value(label)} twice: "
-                "each label once (a summary would count its replicates twice)."
-            )
+        check_store_dataset(ds, function)
 
 
 def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:
@@ -1021,10 +982,12 @@ def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:
     if isinstance(ds, str | os.PathLike):
         return open_store(ds, load=True)
     source = ds.encoding.get("source")
-    if isinstance(source, str) and Path(source).is_dir():
+    lazy = any(variable.chunks for variable in ds.variables.values())
+    if lazy and isinstance(source, str) and Path(source).is_dir():
         from ldpsim.pipeline.store.damage import refuse_damage
 
-        # A lazy Dataset reads a missing data file as NaN, silently: refused as a path is.
+        # A lazy Dataset would read a missing data file as NaN, silently: refused as a
+        # path is (open_store(load=True) checked the store it read).
         refuse_damage(source)
     # A new Dataset (the caller's stays lazy), read by local threads: through a default
     # distributed client, every small chunk would be a task on the cluster.
@@ -1191,7 +1154,9 @@ def compare(
     ------
     InputError
         ``a`` or ``b`` is not a method of the store, or they are the same; ``ds`` is
-        not a Dataset or a path (:class:`InputTypeError`), or not a readable store.
+        not a Dataset or a path (:class:`InputTypeError`), not a readable store, a
+        damaged store (also behind a lazy Dataset), or a Dataset that is not a store's
+        (as for :func:`summarize`).
 
     Examples
     --------
@@ -1259,9 +1224,12 @@ def plot(
     Raises
     ------
     InputError
-        An unknown kind, a kind the store has no data for (e.g. ``errors`` without
-        checkpoints), a ``ds`` that is neither a Dataset nor a path
-        (:class:`InputTypeError`), a path that is not a store, or a damaged store;
+        An unknown kind (a ``kind`` or ``zip_coord`` of a wrong type:
+        :class:`InputTypeError`), a kind the store has no data for (e.g. ``errors``
+        without checkpoints), a ``ds`` that is neither a Dataset nor a path
+        (:class:`InputTypeError`), a path that is not a store, a damaged store (also
+        behind a lazy Dataset), a Dataset that is not a store's (as for
+        :func:`summarize`);
         ``zip_plots`` with a kind other than ``"all"``, a ``zip_coord`` that is not
         one of the store's coordinates, or one other than 0 without ``zip_plots`` (as
         ``ldpsim plot`` refuses ``--zip-coord`` without ``--zip``).
@@ -1410,8 +1378,8 @@ def replay(
 
 def _on_backend(sweep: Sweep, backend: object, function: str) -> Sweep:
     """``sweep`` on ``backend`` (the ``backend`` parameter of ``function``), checked."""
-    if backend not in ("cpu", "gpu"):
-        raise InputTypeError(
+    if not isinstance(backend, str) or backend not in ("cpu", "gpu"):
+        raise (InputError if isinstance(backend, str) else InputTypeError)(
             f"The 'backend' parameter of {function} must be 'cpu', 'gpu' or None. Got "
             f"{shown_value(backend)}."
         )

@@ -522,7 +522,7 @@ def cmd_summarize(args) -> int:
         given = [option for option, present in table_only.items() if present]
         if given:
             raise InputError(
-                f"{given[0]} adds rows to the summary table, which --compare replaces; "
+                f"{given[0]} is an option of the summary table, which --compare replaces; "
                 f"leave out {' '.join(given)} or --compare (--compare takes --format, "
                 "--coords and --strict)."
             )

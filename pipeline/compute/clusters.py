@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import inspect
 import logging
@@ -264,6 +263,22 @@ def _pbs(options: dict[str, Any]):
 BACKENDS = {"local": _local, "local-gpu": _local_gpu, "slurm": _slurm, "pbs": _pbs}
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (the safe
+    loader keeps the last: ``kind: local`` then ``kind: slurm`` would run on SLURM)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        keys: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in keys:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            keys.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def available_clusters() -> list[str]:
     return sorted(p.stem for p in CLUSTER_DIR.glob("*.yaml"))
 
@@ -271,26 +286,31 @@ def available_clusters() -> list[str]:
 def load_cluster_config(name_or_path: str) -> dict[str, Any]:
     """Read cluster/<NAME>.yaml or a YAML file; validate its keys.
 
+    A bare name without a suffix (``local``) is a shipped cluster's where there is one;
+    anything with a folder (``./local``, ``sub/x``) or a suffix is the user's file.
+
     Raises
     ------
     InputError
-        Unknown name, missing file, YAML error, unknown key or kind.
+        Unknown name, missing file, a file that is not UTF-8 or cannot be read, YAML
+        error, unknown key or kind, a bad option (:func:`check_options`).
     """
     path = Path(name_or_path)
-    # A bare name is a shipped cluster's; a path (./local) is the user's file.
     bare = not path.suffix and "/" not in name_or_path and os.sep not in name_or_path
     if bare and (CLUSTER_DIR / f"{name_or_path}.yaml").exists():
         path = CLUSTER_DIR / f"{name_or_path}.yaml"
+    elif not bare:  # named in messages as given: Path("./local") prints as 'local'
+        path = Path(os.path.abspath(name_or_path))
     if not path.is_file():
         raise InputError(
             f"--cluster {name_or_path!r} is neither a cluster name nor a YAML file. "
             f"Cluster names are: {', '.join(available_clusters())}."
         )
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
     except yaml.YAMLError as exc:
-        message = f"Cluster file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")
-        raise InputError(message) from None
+        text = " ".join(str(exc).split())  # PyYAML's lines and the caret, on one line
+        raise InputError(f"Cluster file {str(path)!r} is not valid YAML: {text}") from None
     except UnicodeDecodeError as exc:
         raise InputError(
             f"Cluster file {str(path)!r} is not UTF-8 text (byte {exc.start}): save it as UTF-8."
@@ -438,8 +458,9 @@ def _parameters(inits: tuple[Callable, ...]) -> set[str]:
     return names
 
 
-#: dask-jobqueue's old option names, which it ignores where the new one is set (the
-#: shipped files set them): refused, naming the new one.
+#: dask-jobqueue's old option names (deprecated), which it ignores where the new one is
+#: set (the shipped files set job_script_prologue and worker_extra_args): refused,
+#: naming the new one.
 RENAMED_BATCH_OPTIONS = {
     "env_extra": "job_script_prologue",
     "job_extra": "job_extra_directives",
@@ -466,7 +487,7 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
         ``threads_per_worker`` not an integer >= 1 (or null), a ``memory_limit`` that is
         not a size, a fraction or "auto", a ``dashboard_address`` that is not
         "[HOST]:PORT" with PORT in [0, 65535] (or null), ``processes`` not true or
-        false; for a batch cluster a ``walltime`` that is not a string, ``cores`` or
+        false; for a batch cluster a SLURM ``walltime`` that is not a string, ``cores`` or
         ``processes`` not an integer >= 1 (or more processes than cores), a list option
         (:data:`BATCH_LIST_OPTIONS`) that is not a list of strings.
     """
@@ -475,7 +496,8 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
         if kind in ("slurm", "pbs") and key in RENAMED_BATCH_OPTIONS:
             raise InputError(
                 f"The option {key!r} of a {kind} cluster ({source}) is dask-jobqueue's old "
-                f"name, ignored beside the new one: write {RENAMED_BATCH_OPTIONS[key]!r}."
+                f"name, ignored where the new one is set: write "
+                f"{RENAMED_BATCH_OPTIONS[key]!r}."
             )
         if key not in allowed:
             raise InputError(
@@ -490,11 +512,12 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
 
 def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None:
     walltime = options.get("walltime")
-    if walltime is not None and not isinstance(walltime, str):
+    if kind == "slurm" and walltime is not None and not isinstance(walltime, str):
+        # (PBS reads a bare number as seconds: there a number means what it says.)
         raise InputError(
-            f"The 'walltime' option of the {kind} cluster ({source}) must be a quoted "
+            f"The 'walltime' option of the slurm cluster ({source}) must be a quoted "
             f'string such as "02:00:00". Got {walltime!r}: YAML reads 2:00:00 unquoted as '
-            "a number of seconds (7200), which the scheduler would take as minutes."
+            "a number of seconds (7200), which SLURM takes as minutes."
         )
     for key in ("cores", "processes"):
         value = options.get(key)
@@ -806,7 +829,6 @@ def connect(
         yield _wait_for_own(client, started + (start_timeout or SCHEDULER_START_TIMEOUT))
         return
     dask_cluster, kind, dashboard, auto = None, None, True, False
-    lowered = None  # an adaptive minimum of 0 jobs, set once the first worker is there
     where = f"scheduler {scheduler}" if scheduler is not None else "cluster"
     try:
         with StartProblems() as problems:
@@ -837,10 +859,8 @@ def connect(
 
                     client = Client(dask_cluster, set_as_default=False)
                     if kind not in ("local", "local-gpu"):
-                        lowered = _scale(dask_cluster, config, jobs, adapt)
+                        _scale(dask_cluster, config, jobs, adapt)
                 wait_for_first_worker(client, started + timeout, problems, where)
-                if lowered is not None:
-                    lowered()
             except InputError:
                 raise
             except Exception as exc:  # anything else that stops the start: one line too
@@ -913,25 +933,21 @@ def _attach(address: str, timeout: float) -> Client:
     )
 
 
-def _scale(
-    dask_cluster: Any, config: dict[str, Any], jobs: int | None, adapt
-) -> Callable[[], Any] | None:
+def _scale(dask_cluster: Any, config: dict[str, Any], jobs: int | None, adapt) -> None:
     """Fixed jobs (``jobs``, else the file's ``scale``) or adaptive bounds.
 
-    Returns what to call once the first worker has connected, or None: Dask's adaptive
-    scaling submits no job while no task is queued, and ldpsim queues its tasks once a
-    worker is there, so a minimum of 0 jobs starts as 1 and is lowered to 0 then.
+    An adaptive minimum of 0 jobs runs as 1: Dask's adaptive scaling submits no job
+    while no task is queued, and a run queues its tasks once a first worker has
+    connected, so it would wait out its start timeout. A run's cluster lives only while
+    the run has work (it is closed at the end), so 1 holds no job idle that 0 would
+    release.
     """
     bounds = adapt or (
         (config["adapt"]["minimum_jobs"], config["adapt"]["maximum_jobs"])
         if config.get("adapt") and jobs is None
         else None
     )
-    if not bounds:
+    if bounds:
+        dask_cluster.adapt(minimum_jobs=max(bounds[0], 1), maximum_jobs=bounds[1])
+    else:
         dask_cluster.scale(jobs=jobs or (config.get("scale") or {}).get("jobs", 1))
-        return None
-    low, high = bounds
-    dask_cluster.adapt(minimum_jobs=max(low, 1), maximum_jobs=high)
-    if low >= 1:
-        return None
-    return functools.partial(dask_cluster.adapt, minimum_jobs=low, maximum_jobs=high)

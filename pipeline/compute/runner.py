@@ -346,14 +346,18 @@ def submit(
 
 
 def check_gpu_workers(client: Client, sweep: Sweep) -> None:
-    """Refuse a GPU sweep on a cluster whose connected workers hold no GPU.
+    """Refuse a GPU sweep on a cluster whose connected workers hold no usable GPU.
+
+    Checked before the store is created, on the workers connected then (a batch job
+    that starts later is not asked).
 
     Raises
     ------
     InputError
         ``sweep`` runs on the GPU backend and no connected worker declares the
-        resource "GPU" (its tasks would wait for ever). Checked before the store is
-        created.
+        resource "GPU" (its tasks would wait for ever), or a worker that declares it
+        finds no CUDA driver, device or NVVM (every launch would fail), or cannot be
+        asked.
     """
     if sweep.backend != "gpu":
         return
@@ -368,16 +372,23 @@ def check_gpu_workers(client: Client, sweep: Sweep) -> None:
         )
     # A worker may declare the resource on a machine without a CUDA driver or device
     # (CUDA_VISIBLE_DEVICES set by hand, gpu_workers given): every launch would fail.
-    from ldpsim.pipeline.compute.worker import cuda_device_found  # imports ldpsim.tasks
+    from ldpsim.pipeline.compute.worker import cuda_problem  # imports ldpsim.tasks
 
-    found = client.run(cuda_device_found, workers=gpus)
-    lacking = sorted(address for address, ok in found.items() if not ok)
+    try:
+        problems = client.run(cuda_problem, workers=gpus)
+    except Exception as exc:  # a worker gone, or one whose ldpsim lacks the function
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(
+            f"Cannot ask the GPU workers of this cluster whether CUDA works there: {text}."
+        ) from None
+    lacking = sorted((address, problem) for address, problem in problems.items() if problem)
     if lacking:
+        address, problem = lacking[0]
         raise InputError(
             f"The sweep {sweep.name!r} runs on the GPU backend and {len(lacking)} of the "
-            f"{len(gpus)} GPU workers find no CUDA driver or device (numba.cuda."
-            f"is_available() is False there; {lacking[0]}). Run it on a machine with a "
-            "GPU, or with --backend cpu on a local cluster."
+            f"{len(gpus)} GPU workers cannot use CUDA (worker {address}: {problem}). Run it "
+            "on a machine with a GPU, or on the CPU backend (--backend cpu; backend='cpu' "
+            "in Python)."
         )
 
 

@@ -25,13 +25,24 @@ def batch_job_id() -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def cuda_device_found() -> bool:
-    """Whether numba finds a CUDA driver and device in this worker (``client.run``: a GPU
-    worker is asked before a GPU sweep's store is made; the driver never initializes
-    CUDA itself)."""
+def cuda_problem() -> str | None:
+    """Why numba cannot launch on a CUDA device in this worker, or None when it can.
+
+    Run by ``client.run`` on each GPU worker before a GPU sweep's store is made (the
+    driver never initializes CUDA itself): a worker may declare the resource "GPU" on a
+    machine without a driver, a device or numba's NVVM.
+    """
     from numba import cuda
 
-    return bool(cuda.is_available())
+    try:
+        devices = len(cuda.gpus)
+    except Exception as exc:  # numba's CudaSupportError: no driver, or it fails to start
+        return " ".join(f"{type(exc).__name__}: {exc}".split())
+    if devices == 0:
+        return "the CUDA driver lists no device"
+    if not cuda.is_available():
+        return "numba finds the driver but not the rest of CUDA it needs (NVVM)"
+    return None
 
 
 def run_task(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ldpsim.pipeline.summary.partial_cells import footnote
+from ldpsim.pipeline.summary.partial_cells import footnote, replicates_attrs
 from ldpsim.pipeline.summary.records import (
     records_over,
     render_records,
@@ -21,7 +21,7 @@ from ldpsim.pipeline.summary.tables import (
     shown_coords,
     table_rows,
 )
-from ldpsim.pipeline.summary.variables import grid_axes, replicates_attrs
+from ldpsim.pipeline.summary.variables import grid_axes
 
 #: Variables of :func:`compare_methods` per coordinate, and of its coordinate means.
 COMPARE_FIELDS = ("coverage_diff", "coverage_diff_se", "length_ratio", "length_ratio_se")

@@ -16,10 +16,10 @@ from ldpsim.pipeline.summary import cell_statistics
 from ldpsim.pipeline.summary.case_parameters import case_coords
 from ldpsim.pipeline.summary.cell_statistics import Statistic, check_statistics
 from ldpsim.pipeline.summary.diagnostics import interval_diagnostics
+from ldpsim.pipeline.summary.partial_cells import replicates_attrs
 from ldpsim.pipeline.summary.variables import (
     SUMMARY_ATTRS,
     grid_axes,
-    replicates_attrs,
     reserved_names,
     with_coords,
 )

@@ -240,38 +240,6 @@ def grid_axes(ds: xr.Dataset) -> list[str]:
     return [str(d) for d in dims if d not in NON_GRID_DIMS]
 
 
-#: The attribute of a summary of some of a grid point's replicates (``ds.isel(rep=...)``):
-#: how many it holds.
-SELECTED_ATTR = "replicates_selected"
-
-
-def replicates_per_point(ds: xr.Dataset) -> int:
-    """The replicates per grid point that a summary counts a cell's replicates against.
-
-    The sweep's (its ``sweep`` attribute), or the Dataset's ``rep`` size where that is
-    larger or the Dataset has no sweep: a selection of some of a store's replicates
-    (``ds.isel(rep=...)``) then shows as partial in every cell ("5 of 6"), never as
-    complete. :func:`ldpsim.pipeline.accessor.sweep_part` gives a run's part its own
-    sweep, so that the part is whole.
-    """
-    import json
-
-    raw = ds.attrs.get("sweep")
-    stated = json.loads(raw).get("replicates") if isinstance(raw, str) and raw else None
-    held = int(ds.sizes["rep"])
-    return max(held, stated) if isinstance(stated, int) else held
-
-
-def replicates_attrs(ds: xr.Dataset) -> dict[str, int]:
-    """A summary's attributes of its replicates: ``replicates``
-    (:func:`replicates_per_point`) and, for a selection of some of them,
-    :data:`SELECTED_ATTR` (the ``rep`` size), which the partial cells' footnote
-    counts apart from the replicates not computed yet."""
-    total = replicates_per_point(ds)
-    held = int(ds.sizes["rep"])
-    return {"replicates": total} | ({SELECTED_ATTR: held} if held < total else {})
-
-
 def with_coords(
     x: xr.Variable | xr.DataArray | xr.Dataset, ds: xr.Dataset
 ) -> xr.DataArray | xr.Dataset:

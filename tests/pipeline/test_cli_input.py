@@ -413,6 +413,7 @@ def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finish
         ("kind: slurm\noptions: {cores: 1, processes: 2}\n", ["processes: 2 > cores: 1"]),
         ('kind: local\noptions: {processes: "false"}\n', ["'processes'", "Got 'false'"]),
         (b"kind: local # Z\xfcrich\n", ["not UTF-8 text", "save it as UTF-8"]),
+        ("kind: local\nkind: slurm\n", ["not valid YAML", "the key 'kind' is given twice"]),
     ],
 )
 def test_bad_values_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
@@ -431,10 +432,16 @@ def test_a_cluster_path_is_the_users_file_and_an_empty_one_is_refused(
     before = tree_hash(finished["store"])
     monkeypatch.chdir(tmp_path)
     (tmp_path / "local").write_text("kind: local\ncolour: red\n")  # ./local, not the shipped
-    one_line(capsys, main([*argv, "--cluster", "./local"]), ["'colour'", "cluster file 'local'"])
+    one_line(
+        capsys,
+        main([*argv, "--cluster", "./local"]),
+        ["'colour'", f"cluster file {str(tmp_path / 'local')!r}"],
+    )
     one_line(capsys, main([*argv, "--cluster", ""]), ["cluster is an empty string"])
     walltime = ["--cluster", "slurm", "--cluster-option", "walltime=4:00:00"]
     one_line(capsys, main([*argv, *walltime]), ["'walltime'", "Got 14400"])
+    processes = ["--cluster", "slurm", "--cluster-option", "processes=2"]  # the file: cores 1
+    one_line(capsys, main([*argv, *processes]), ["processes: 2 > cores: 1"])
     assert tree_hash(finished["store"]) == before
 
 

@@ -123,7 +123,8 @@ def test_summarize_compare_on_the_command_line(tmp_path, capsys):
     for option in (["--target-se", "0.01"], ["--diagnostics"], ["--errors"]):
         assert main(["summarize", str(store), "--compare", "bb,oracle", *option]) == 2
         err = capsys.readouterr().err
-        assert f"{option[0]} adds rows" in err and len(err.strip().splitlines()) == 1, err
+        assert f"{option[0]} is an option of the summary table" in err, err
+        assert len(err.strip().splitlines()) == 1, err
     # --target-se adds the planning row; the timings line follows the table.
     assert main(["summarize", str(store), "--target-se", "0.01"]) == 0
     out = capsys.readouterr().out

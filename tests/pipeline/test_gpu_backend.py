@@ -21,7 +21,7 @@ from conftest import done_count, kill_when, one_error_line, tree_hash
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
-from ldpsim.pipeline.errors import InputTypeError
+from ldpsim.pipeline.errors import InputError, InputTypeError
 from ldpsim.pipeline.store.reading import open_dataset, read_attrs
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks import run_replicate
@@ -199,8 +199,10 @@ def test_the_python_api_takes_the_backend_as_the_cli_does(tmp_path, gpu_cluster)
     path.write_text(SWEEP.format(replicates=3).replace('backend = "gpu"\n', ""))
     sweep = load_sweep(path)
     refused = tmp_path / "refused.zarr"
-    with pytest.raises(InputTypeError, match="'backend' parameter of run must be 'cpu', 'gpu'"):
+    with pytest.raises(InputError, match="'backend' parameter of run must be 'cpu', 'gpu'"):
         api.run(sweep, refused, backend="tpu")
+    with pytest.raises(InputTypeError, match="'backend' parameter of run must be 'cpu'"):
+        api.run(sweep, refused, backend=["gpu"])
     assert not refused.exists()
     store = tmp_path / "gpu.zarr"
     address = gpu_cluster.scheduler_address
@@ -224,6 +226,6 @@ def test_gpu_workers_without_a_cuda_device_are_refused_before_the_store(tmp_path
     out = subprocess.run(
         command, env={**env, "CUDA_VISIBLE_DEVICES": "0"}, capture_output=True, text=True
     )
-    words = ["1 of the 1 GPU workers find no CUDA driver or device", "--backend cpu"]
+    words = ["1 of the 1 GPU workers cannot use CUDA", "CudaSupportError", "--backend cpu"]
     one_error_line(SimpleNamespace(err=out.stderr), out.returncode, words)
     assert not store.exists()

@@ -156,6 +156,8 @@ def test_a_label_twice_is_refused_and_a_tuple_is_a_list_of_labels(demo_store, de
     ):
         with pytest.raises(InputError, match=r"twice \((ds\.ldpsim\.i?sel|open_store)\)"):
             select()
+    with pytest.raises(InputError, match=r"position -2 of rep \(= 0\) twice"):
+        demo.ldpsim.isel(rep=[0, -2])
     # xarray reads a tuple as one label; open_store and the accessor as its labels.
     for ds in (
         api.open_store(demo_store, method=("bb", "sn")),
@@ -167,8 +169,13 @@ def test_a_label_twice_is_refused_and_a_tuple_is_a_list_of_labels(demo_store, de
 @pytest.mark.parametrize(
     ("select", "words"),
     [
-        (lambda ds: ds.ldpsim.sel(method="bb"), "'lower' has no dimension 'method'"),
-        (lambda ds: ds.isel(coord=0), "'truth' has no dimension 'coord'"),
+        (
+            lambda ds: ds.ldpsim.sel(method="bb"),
+            "'lower' has no dimension 'method'. A selection of a single label drops its "
+            "dimension: select a list, ds.ldpsim.sel(method=[...]) or open_store(path, ",
+        ),
+        (lambda ds: ds.isel(coord=0), "no dimension 'coord'. A selection of a single label"),
+        (lambda ds: ds.isel(coord=0), "select a list, ds.ldpsim.isel(coord=[...])."),
         (lambda ds: ds.isel(rep=[1, 1]), "holds rep = 1 twice"),
         (lambda ds: ds.sel({"method": []}), "has no method: the selection kept none"),
         (lambda ds: ds.drop_vars("truth"), "has no variable 'truth'"),

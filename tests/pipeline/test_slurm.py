@@ -373,8 +373,8 @@ def test_walltime_retirement_with_adapt(slurm, tmp_path):
 
     A minimum of 0 jobs: Dask's adaptive scaling submits no job while no task is
     queued, and ldpsim queues its tasks once a worker is there; until 2026-12-01 such a
-    run waited out its start timeout and said no worker had connected (a hunt). The
-    first job is now started, and the minimum lowered to 0 once its worker connects.
+    run waited out its start timeout and said no worker had connected (a hunt). It now
+    runs as a minimum of 1.
 
     A worker reaching its --lifetime asks the scheduler to retire it: its running task is
     handed back (`Scheduler.remove_worker(expected=True)` does not count it towards
