@@ -23,6 +23,11 @@ def native_value(value: Any) -> Any:
     return value
 
 
+#: From this magnitude on, a table's value is written in exponent form (1.23e+66), not
+#: with every digit of its fixed-point form.
+LARGE_VALUE = 1e6
+
+
 def _fmt_stat(value: float, digits: int | None = None) -> str:
     if not np.isfinite(value):
         return "n/a"
@@ -47,6 +52,8 @@ def cell_text(value: float, se: float, significant: bool) -> str:
     digits = _length_digits(value) if significant else 3
     if not np.isfinite(value):
         return "n/a"
+    if abs(value) >= LARGE_VALUE:  # a diverged run's lengths: fixed point shows every digit
+        return f"{value:.3g} ({f'{se:.2g}' if np.isfinite(se) else 'n/a'})"
     se_text = _fmt_stat(se, digits)
     # Not a standard error at the value's floating-point noise (the lengths of a
     # fixed-width interval differ in their last bits): that one is 0.

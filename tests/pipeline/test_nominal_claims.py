@@ -286,6 +286,9 @@ def test_a_standard_error_below_the_columns_precision_is_not_zero():
     assert cell_text(0.00843, 0.000004, True) == "0.00843 (<0.00001)"
     assert cell_text(0.5, 0.0, False) == "0.500 (0.000)"  # an se of exactly 0 stays 0
     assert cell_text(0.658, 1e-16, True) == "0.658 (0.000)"  # and one of rounding noise
+    # A diverged run's length (a hunt, 2026-12-01: 67 digits of fixed point).
+    assert cell_text(1.234e66, 5.6e64, True) == "1.23e+66 (5.6e+64)"
+    assert cell_text(-2.5e6, float("nan"), False) == "-2.5e+06 (n/a)"
     assert cell_text(0.902, 0.013, False) == "0.902 (0.013)"
 
 
