@@ -43,9 +43,10 @@ exit codes (the same policy for run, status and errors):
        or one stopped by a full disk: run it again to resume)
   4    damaged: some finished replicates' data is missing or corrupt, or a truth
        or coordinate differs from what the sweep determines (status; summarize,
-       plot and report refuse); `ldpsim run` recomputes them. Damaged metadata
-       (a zarr.json) is 4 in every verb, run included: restore a copy
+       plot, report and errors refuse); `ldpsim run` recomputes them. Damaged
+       metadata (a zarr.json) is 4 in every verb, run included: restore a copy
   130  interrupted (Ctrl-C); the finished replicates are kept
+  141  the output pipe was closed (`ldpsim status S | head -1`)
   143  stopped by SIGTERM (kill, scancel, a batch job's time limit); the finished
        replicates are kept, as with Ctrl-C
 """
@@ -467,10 +468,14 @@ def cmd_status(args) -> int:
 def cmd_errors(args) -> int:
     from ldpsim.pipeline.compute.failures import GridNames, format_group, group_failures
     from ldpsim.pipeline.compute.replay import replay_route
+    from ldpsim.pipeline.store.damage import refuse_damage
     from ldpsim.pipeline.store.pending import pending_methods
     from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset
 
     attrs = check_store(args.store, read_chunks=False)
+    # Files swapped, gone or out of place: refused (exit 4) as summarize refuses them,
+    # not read as "no failures" or "not computed yet".
+    refuse_damage(args.store)
     ds = load_dataset(args.store, OUTCOME_VARIABLES)
     groups = group_failures(iter_errors(args.store))
     names = GridNames.of_dataset(ds)  # grid points by their axis values, not task keys

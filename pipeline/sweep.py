@@ -613,8 +613,11 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict
                         f"key {parts[depth + 1]!r}. KEY must be one of {OVERRIDE_FORMS}."
                     )
             target[parts[-1]] = value
-            if section == "grid" and isinstance(data.get("spec"), dict):
-                data["spec"].pop(parts[-1], None)
+            # A value replaces the other section's key of that name: grid.n drops spec.n,
+            # spec.n (as the bare n) drops the axis grid.n.
+            other = {"grid": "spec", "spec": "grid"}.get(section)
+            if other is not None and len(parts) == 2 and isinstance(data.get(other), dict):
+                data[other].pop(parts[-1], None)
         elif key in SWEEP_KEYS:
             data[key] = value
         else:

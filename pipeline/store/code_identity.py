@@ -468,6 +468,7 @@ def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
     methods = [str(label) for label in ds["method"].values]
     done = np.asarray(done_array.values, dtype=bool)
     version = np.asarray(ds[CODE_VERSION].transpose(*done_array.dims).values)
+    labels = {dim: ds[dim].values.tolist() for dim in grid}
     out = np.zeros((*done.shape[:-1], len(methods)), dtype=np.int64)
     for index in np.ndindex(*done.shape[:-1]):
         present = sorted(
@@ -476,7 +477,8 @@ def code_versions(ds: xr.Dataset) -> xr.DataArray | None:
         if len(present) < 2:
             out[index] = len(present)
             continue
-        values = {dim: ds[dim].values[i].item() for dim, i in zip(grid, index, strict=True)}
+        # tolist(): Python values of any axis (a string axis holds str, without .item()).
+        values = {dim: labels[dim][i] for dim, i in zip(grid, index, strict=True)}
         for m, label in enumerate(methods):
             units = _cell_units(sweep, values, label, known)
             origins = [[generations[v].get(unit, {}) for unit in units] for v in present]

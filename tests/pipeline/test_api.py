@@ -52,6 +52,11 @@ def test_load_sweep_overrides_are_the_cli_overrides():
     assert by_keyword.replicates == 3 and by_keyword.base["eps"] == 2.0
     assert by_keyword.grid["n"] == [1000, 2000]
     assert by_keyword != api.load_sweep("demo", replicates=3)
+    # spec.KEY is the bare KEY: it drops the grid axis of that name (a hunt, 2026-12-01:
+    # it was refused as "both in [spec] and in [grid]").
+    by_spec = api.load_sweep("demo", set=["spec.n=500"])
+    assert by_spec == api.load_sweep("demo", n=500) == api.load_sweep("demo", spec__n=500)
+    assert "n" not in by_spec.grid and by_spec.base["n"] == 500
 
 
 def test_run_on_own_client_returns_lazy_dataset_and_report(api_store, client, local_cluster):

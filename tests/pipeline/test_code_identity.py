@@ -438,6 +438,24 @@ def test_a_change_marks_only_the_cells_whose_units_changed():
     versions = code_versions(ds)
     assert versions.sel({"method": "bb"}).item() == 1
     assert versions.sel({"method": "hw"}).item() == 2
+    # A grid axis of strings, as a store reads it (an object array of str; a hunt,
+    # 2026-12-01: AttributeError, str has no .item()).
+    mechanisms = ["laplace", "randomized_response"]
+    by_mechanism = {**sweep, "spec": {"model": "quantile"}, "grid": {"mechanism": mechanisms}}
+    ds = xr.Dataset(
+        {
+            "done": (("mechanism", "rep"), np.ones((2, 4), dtype=bool)),
+            "code_version": (("mechanism", "rep"), np.array([[0, 0, 1, 1]] * 2, np.int16)),
+        },
+        coords={
+            "mechanism": np.array(mechanisms, dtype=object),
+            "method": ["bb", "hw"],
+            "rep": np.arange(4),
+        },
+        attrs={"sweep": json.dumps(by_mechanism), "units": json.dumps([first, second])},
+    )
+    versions = code_versions(ds)
+    assert versions.sel({"mechanism": "laplace"}).values.tolist() == [1, 2]
 
 
 def test_a_built_in_units_source_covers_the_helper_modules_it_names(tmp_path, monkeypatch):

@@ -104,7 +104,12 @@ def test_every_swap_of_equal_shaped_files_is_damage_that_run_repairs(
         line = capsys.readouterr().out.splitlines()[0]
         assert "damaged" in line, (pair, line)
         report = tmp_path / "report.html"
-        for args in (["summarize", str(store)], ["report", str(store), "--out", str(report)]):
+        readers = (
+            ["summarize", str(store)],
+            ["report", str(store), "--out", str(report)],
+            ["errors", str(store)],  # a hunt (2026-12-01): it said "No failures recorded"
+        )
+        for args in readers:
             assert main(args) == EXIT_DAMAGED, (args, pair)
             err = capsys.readouterr().err.splitlines()
             assert len(err) == 1 and "damaged" in err[0], (args, pair, err)
