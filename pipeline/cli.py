@@ -473,9 +473,10 @@ def cmd_errors(args) -> int:
     from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset
 
     attrs = check_store(args.store, read_chunks=False)
-    # Files swapped, gone or out of place: refused (exit 4) as summarize refuses them,
-    # not read as "no failures" or "not computed yet".
-    refuse_damage(args.store)
+    # Files swapped, gone, out of place or corrupt: refused (exit 4) as summarize refuses
+    # them, not read as "no failures" or "not computed yet". Every data file is decoded,
+    # as status decodes them: errors reads only the outcome flags.
+    refuse_damage(args.store, decode=True)
     ds = load_dataset(args.store, OUTCOME_VARIABLES)
     groups = group_failures(iter_errors(args.store))
     names = GridNames.of_dataset(ds)  # grid points by their axis values, not task keys

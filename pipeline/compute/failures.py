@@ -9,6 +9,7 @@ axis values, and replicates, with the seed that replays them) and its traceback 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,9 +55,36 @@ def record_failures(record: dict[str, Any]) -> list[tuple[str, str]]:
     return [(str(record.get("kind")), str(record.get("traceback") or record.get("error")))]
 
 
+#: The lines of a chained traceback between its exceptions (Python's own words).
+CHAIN_SEPARATOR = re.compile(
+    r"^(During handling of the above exception, another exception occurred:"
+    r"|The above exception was the direct cause of the following exception:)$",
+    re.MULTILINE,
+)
+
+
 def split_traceback(text: str) -> tuple[str, str]:
-    """(the frames and exception type, the exception line) of a traceback, or of a bare
-    reason ``Type: message`` (no frames)."""
+    """(the frames and exception types, the exception lines) of a traceback, or of a
+    bare reason ``Type: message`` (no frames).
+
+    A chained traceback (an exception raised while handling another, or ``raise ...
+    from``) is split at each link: its key holds every exception's frames and type, so
+    that two failures which differ only in their last exception are two groups.
+    """
+    links = CHAIN_SEPARATOR.split(text.rstrip())
+    frames, messages = [], []
+    for i, link in enumerate(links):
+        if i % 2:  # the separator itself, kept in the key
+            frames.append(link)
+            continue
+        link_frames, message = _split_one(link.strip("\n"))
+        frames.append(link_frames)
+        messages.append(message)
+    return "\n".join(frames), "\n".join(m for m in messages if m)
+
+
+def _split_one(text: str) -> tuple[str, str]:
+    """(the frames and exception type, the exception line) of one exception's traceback."""
     lines = text.rstrip().splitlines()
     start = 1 if lines and lines[0].startswith("Traceback") else 0
     # The exception line: the first line after the frames that is not indented.

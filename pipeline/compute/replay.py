@@ -506,7 +506,9 @@ class StoreComparison:
         )
         if self.equal:
             return f"Equal to the store, bit for bit: {', '.join(self.compared)}{pending}."
-        what = self.absent if self.absent is not None else "; ".join(self.differing)
+        if self.absent is not None:  # nothing stored to compare: no code version to blame
+            return f"Not compared: {self.absent}{pending}."
+        what = "; ".join(self.differing)
         if not self.versions:
             return (
                 "Differs from the store (which records no code versions: an older "
@@ -535,8 +537,14 @@ def compare_with_store(
     """What the store holds for ``target``'s replicate beside ``result``, its values
     computed again (with ``spec``, the recorded spec normalized)."""
     from ldpsim.pipeline.store.code_identity import CODE_VERSION
+    from ldpsim.pipeline.store.damage import find_damage
     from ldpsim.pipeline.store.reading import open_dataset
 
+    # A missing file reads as NaN and a changed byte fails the read: a damaged store's
+    # values are not compared (not blamed on the code).
+    damage = find_damage(target.store, verify=True, recompute=False)
+    if damage:
+        return StoreComparison([], [], f"the store is {damage.describe()}", [], None, None, 0)
     ds = open_dataset(target.store)
     axes = [dim for dim in ds["done"].dims if dim != "rep"]
     stored = ds.isel({**dict(zip(axes, target.index, strict=True)), "rep": target.rep})

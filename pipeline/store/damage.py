@@ -272,14 +272,15 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
     )
 
 
-def refuse_damage(path: str | Path) -> None:
+def refuse_damage(path: str | Path, *, decode: bool = False) -> None:
     """Refuse a store with missing data files, or coordinates and truths that are not its
     sweep's, before its values are read or shown.
 
     Files that cannot be decoded are found where the values are read
-    (:func:`ldpsim.pipeline.store.reading.load_dataset` raises :class:`StoreDamage` too). The
-    coordinates and truths are decoded (their checksums checked), and recomputed where
-    they have none.
+    (:func:`ldpsim.pipeline.store.reading.load_dataset` raises :class:`StoreDamage` too),
+    or here with ``decode`` (every data file decoded, as ``ldpsim status`` does: for a
+    reader that does not read them all). The coordinates and truths are decoded (their
+    checksums checked), and recomputed where they have none.
 
     Raises
     ------
@@ -287,7 +288,7 @@ def refuse_damage(path: str | Path) -> None:
         One line naming the missing files and the replicates they held, or the arrays
         that differ from what the sweep determines.
     """
-    damage = find_damage(path, verify=False, recompute=False)
+    damage = find_damage(path, verify=decode, recompute=False)
     if damage:
         raise StoreDamage(f"The store {str(path)!r} is {damage.describe()}.")
 

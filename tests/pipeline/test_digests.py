@@ -173,3 +173,22 @@ def test_a_manifest_that_does_not_parse_is_damage(demo_store, tmp_path, capsys):
     assert "lower/c/0/0/0/0/0" in damage.corrupt and damage.replicates.all()
     assert main(["summarize", str(store)]) == EXIT_DAMAGED
     assert "digest file(s) cannot be read" in capsys.readouterr().err
+
+
+def test_errors_refuses_a_changed_byte_in_a_file_it_does_not_read(demo_store, tmp_path, capsys):
+    # A hunt (2026-12-01): `ldpsim errors` reads only the outcome flags, and said "No
+    # failures recorded" (exit 0) of a store whose estimate file had a changed byte.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    data = next(
+        p for p in sorted((store / "estimate").rglob("*")) if p.name != "zarr.json" and p.is_file()
+    )
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF  # inside the first chunk: its checksum no longer matches
+    data.write_bytes(bytes(raw))
+    before = tree_hash(store)
+    capsys.readouterr()
+    assert main(["errors", str(store)]) == EXIT_DAMAGED
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "damaged" in err[0] and "estimate" in err[0], err
+    assert tree_hash(store) == before

@@ -51,6 +51,26 @@ def test_groups_by_kind_and_traceback():
     assert "(2 distinct messages; the first is shown)" in format_group(groups[0])
 
 
+def test_chained_failures_group_by_every_link():
+    # A hunt (2026-12-01): a method that caught a KeyError and raised RuntimeError for
+    # some replicates and TypeError for others was one group of 6, keyed on the KeyError.
+    def chained(last: str) -> str:
+        first = TRACEBACK.replace("ZeroDivisionError: x", "KeyError: 'k'")
+        separator = "\nDuring handling of the above exception, another exception occurred:\n\n"
+        return (
+            first
+            + separator
+            + TRACEBACK.replace("line 3", "line 9").replace("ZeroDivisionError: x", last)
+        )
+
+    records = [method_record(r, "n=100", chained("RuntimeError: r")) for r in (1, 2, 5)]
+    records += [method_record(r, "n=100", chained(f"TypeError: t{r}")) for r in (0, 3, 4)]
+    groups = group_failures(records)
+    assert sorted((g.count, g.where["n=100"][0]) for g in groups) == [(3, 0), (3, 1)]
+    typed = next(g for g in groups if g.where["n=100"] == [0, 3, 4])
+    assert len(typed.messages) == 3 and all("TypeError: t" in m for m in typed.messages)
+
+
 def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
     store = tmp_path / "s.zarr"
     syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
