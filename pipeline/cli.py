@@ -478,7 +478,8 @@ def cmd_errors(args) -> int:
     # as status decodes them: errors reads only the outcome flags.
     refuse_damage(args.store, decode=True)
     ds = load_dataset(args.store, OUTCOME_VARIABLES)
-    groups = group_failures(iter_errors(args.store))
+    records = list(iter_errors(args.store))
+    groups = group_failures(records)
     names = GridNames.of_dataset(ds)  # grid points by their axis values, not task keys
     for group in groups:
         print(format_group(group, names.name_of_key))
@@ -486,6 +487,15 @@ def cmd_errors(args) -> int:
         print(f"No failures recorded in {args.store}.")
     else:
         print(replay_route(args.store, attrs))
+    # A record deleted (the remedy for one that does not parse): its failure still counts.
+    recorded = sum(1 for record in records if record.get("kind") in ("replicate", "task"))
+    failed = int(ds["failed"].values.sum())
+    if failed > recorded:
+        print(
+            f"{failed - recorded} of the {failed} failed replicates have no failure record "
+            f"(deleted from {args.store}/ldpsim/errors?): `ldpsim status` counts them, "
+            "`ldpsim run` computes them again."
+        )
     return store_outcome(ds, pending_methods(args.store))
 
 

@@ -820,6 +820,10 @@ def connect(
         The cluster could not start, the scheduler could not be reached, a batch job
         could not be submitted, or no worker connected in time. Whatever was started
         is shut down again.
+    ldpsim.pipeline.compute.signals.Interrupted
+        SIGINT or SIGTERM came while the cluster started (under
+        :func:`~ldpsim.pipeline.compute.signals.handle_signals`), also where the start
+        then failed.
     """
     # The clients are never the default client: ldpsim submits to them explicitly, and a
     # default client whose start fails would leave dask's global scheduler setting
@@ -861,9 +865,12 @@ def connect(
                     if kind not in ("local", "local-gpu"):
                         _scale(dask_cluster, config, jobs, adapt)
                 wait_for_first_worker(client, started + timeout, problems, where)
-            except InputError:
-                raise
-            except Exception as exc:  # anything else that stops the start: one line too
+            except Exception as exc:  # anything that stops the start: one line too
+                # A Ctrl-C or SIGTERM to the process group that stopped the start (its
+                # workers died of it) is the reason: exit 130 or 143, not "could not start".
+                check_signals()
+                if isinstance(exc, InputError):
+                    raise
                 hint = _start_hint("local") if where == "local cluster" else ""
                 raise InputError(
                     f"The {where} could not start: {_root_cause(exc)}{hint}"

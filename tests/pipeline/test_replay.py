@@ -224,6 +224,19 @@ def test_replay_of_a_damaged_store_does_not_compare_with_it(diverging_copy, caps
     assert "\nNot compared: the store is damaged: " in out and "missing" in out, out
 
 
+def test_errors_counts_the_failures_whose_record_was_deleted(diverging_copy, capsys):
+    # A hunt (2026-12-01): with a record deleted (the remedy for one that does not
+    # parse), errors showed one failure fewer than status, without a word.
+    records = sorted((diverging_copy / "ldpsim" / "errors").glob("*.json"))
+    kinds = [json.loads(r.read_bytes()).get("kind") for r in records]
+    failed = sum(kind in ("replicate", "task") for kind in kinds)
+    assert failed >= 2, kinds
+    records[kinds.index("replicate")].unlink()
+    assert main(["errors", str(diverging_copy)]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert f"1 of the {failed} failed replicates have no failure record" in out, out
+
+
 def _write_record(store: Path, name: str, record: dict) -> None:
     (store / "ldpsim" / "errors" / name).write_text(json.dumps(record))
 
