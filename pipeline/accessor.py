@@ -209,11 +209,11 @@ def _refuse_repeats(
         if not isinstance(position, int):  # a label an index holds twice: not a store's
             continue
         if position in seen:
-            what = (
-                f"{dim} = {_shown_label(item)}"
-                if by_label
-                else f"position {int(item)} of {dim} (= {position})"
-            )
+            if by_label:
+                what = f"{dim} = {_shown_label(item)}"
+            else:  # a position from the end is named with the one it stands for
+                what = f"position {item}{'' if item == position else f' (= {position})'}"
+                what += f" of {dim}"
             raise InputError(
                 f"Cannot select {what} twice ({where}): each once (a summary would count "
                 "its replicates twice)."

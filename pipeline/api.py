@@ -982,12 +982,12 @@ def _loaded(ds: xr.Dataset | str | os.PathLike[str]) -> xr.Dataset:
     if isinstance(ds, str | os.PathLike):
         return open_store(ds, load=True)
     source = ds.encoding.get("source")
-    lazy = any(variable.chunks for variable in ds.variables.values())
-    if lazy and isinstance(source, str) and Path(source).is_dir():
+    if isinstance(source, str) and Path(source).is_dir():
         from ldpsim.pipeline.store.damage import refuse_damage
 
-        # A lazy Dataset would read a missing data file as NaN, silently: refused as a
-        # path is (open_store(load=True) checked the store it read).
+        # A Dataset read from a store (lazily, or loaded by xarray) read a missing data
+        # file as NaN, silently: refused as its path is (the files compared with their
+        # digests, a few milliseconds).
         refuse_damage(source)
     # A new Dataset (the caller's stays lazy), read by local threads: through a default
     # distributed client, every small chunk would be a task on the cluster.

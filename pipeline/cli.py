@@ -42,9 +42,10 @@ exit codes (the same policy for run, status and errors):
   3    some replicates are not computed yet and none failed (an interrupted run,
        or one stopped by a full disk: run it again to resume)
   4    damaged: some finished replicates' data is missing or corrupt, or a truth
-       or coordinate differs from what the sweep determines (status; summarize,
-       plot, report and errors refuse); `ldpsim run` recomputes them. Damaged
-       metadata (a zarr.json) is 4 in every verb, run included: restore a copy
+       or coordinate differs from what the sweep determines (status and errors
+       say so; summarize, plot and report refuse); `ldpsim run` recomputes them.
+       Damaged metadata (a zarr.json) is 4 in every verb, run included:
+       restore a copy
   130  interrupted (Ctrl-C); the finished replicates are kept
   141  the output pipe was closed (`ldpsim status S | head -1`)
   143  stopped by SIGTERM (kill, scancel, a batch job's time limit); the finished
@@ -468,35 +469,49 @@ def cmd_status(args) -> int:
 def cmd_errors(args) -> int:
     from ldpsim.pipeline.compute.failures import GridNames, format_group, group_failures
     from ldpsim.pipeline.compute.replay import replay_route
-    from ldpsim.pipeline.store.damage import refuse_damage
+    from ldpsim.pipeline.store.damage import find_damage
     from ldpsim.pipeline.store.pending import pending_methods
     from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset
 
     attrs = check_store(args.store, read_chunks=False)
-    # Files swapped, gone, out of place or corrupt: refused (exit 4) as summarize refuses
-    # them, not read as "no failures" or "not computed yet". Every data file is decoded,
-    # as status decodes them: errors reads only the outcome flags.
-    refuse_damage(args.store, decode=True)
-    ds = load_dataset(args.store, OUTCOME_VARIABLES)
+    # Files swapped, gone, out of place or corrupt: said first and exit 4, as status does
+    # (every data file decoded), not read as "no failures" or "not computed yet"; the
+    # failure records, which the damage does not touch, are still listed.
+    damage = find_damage(args.store, recompute=False)
+    if damage:
+        print(f"{args.store}: {damage.describe()}")
+    try:
+        ds = load_dataset(args.store, OUTCOME_VARIABLES)
+    except StoreDamage:
+        if damage:  # reported above
+            _quiet_reads()
+            return EXIT_DAMAGED
+        raise
     records = list(iter_errors(args.store))
     groups = group_failures(records)
     names = GridNames.of_dataset(ds)  # grid points by their axis values, not task keys
     for group in groups:
         print(format_group(group, names.name_of_key))
-    if not groups:
-        print(f"No failures recorded in {args.store}.")
-    else:
+    if groups:
         print(replay_route(args.store, attrs))
-    # A record deleted (the remedy for one that does not parse): its failure still counts.
+    # A record deleted (the remedy for one that does not parse), or not written before
+    # the run stopped: its failure still counts.
     recorded = sum(1 for record in records if record.get("kind") in ("replicate", "task"))
     failed = int(ds["failed"].values.sum())
-    if failed > recorded:
-        print(
-            f"{failed - recorded} of the {failed} failed replicates have no failure record "
-            f"(deleted from {args.store}/ldpsim/errors?): `ldpsim status` counts them, "
-            "`ldpsim run` computes them again."
-        )
-    return store_outcome(ds, pending_methods(args.store))
+    unrecorded = max(failed - recorded, 0)
+    why = (
+        "(deleted, or the run stopped before writing it): `ldpsim status` counts them, "
+        "`ldpsim run` computes them again."
+    )
+    if not groups and not unrecorded:
+        print(f"No failures recorded in {args.store}.")
+    elif not groups:
+        marked = f"{failed} replicate(s) are marked failed"
+        print(f"No failure records in {args.store}, but {marked} {why}")
+    elif unrecorded:
+        has = "has" if unrecorded == 1 else "have"
+        print(f"{unrecorded} of the {failed} failed replicates {has} no failure record {why}")
+    return EXIT_DAMAGED if damage else store_outcome(ds, pending_methods(args.store))
 
 
 def cmd_replay(args) -> int:

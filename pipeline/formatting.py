@@ -42,7 +42,9 @@ def _length_digits(value: float) -> int:
 
 
 def cell_text(value: float, se: float, significant: bool) -> str:
-    """A value with its standard error in brackets, ``0.902 (0.013)``; ``n/a`` for NaN.
+    """A value with its standard error in brackets, ``0.902 (0.013)``; ``n/a`` for NaN;
+    a value of magnitude :data:`LARGE_VALUE` or more in exponent form, ``1.23e+66
+    (5.6e+64)`` (a diverged run's length).
 
     A positive standard error too small for the column's decimals is ``(<0.001)``, not
     ``(0.000)``: a zero reads as no uncertainty at all (a coordinate mean of 0.99996
@@ -52,8 +54,12 @@ def cell_text(value: float, se: float, significant: bool) -> str:
     digits = _length_digits(value) if significant else 3
     if not np.isfinite(value):
         return "n/a"
-    if abs(value) >= LARGE_VALUE:  # a diverged run's lengths: fixed point shows every digit
-        return f"{value:.3g} ({f'{se:.2g}' if np.isfinite(se) else 'n/a'})"
+    if abs(round(value, digits)) >= LARGE_VALUE:  # a diverged run's: not every digit
+        if not np.isfinite(se):
+            se_text = "n/a"
+        else:  # an se at the value's floating-point noise is 0, as below
+            se_text = "0" if se <= 1e-9 * abs(value) else f"{se:.2g}"
+        return f"{value:.3g} ({se_text})"
     se_text = _fmt_stat(se, digits)
     # Not a standard error at the value's floating-point noise (the lengths of a
     # fixed-width interval differ in their last bits): that one is 0.

@@ -264,19 +264,27 @@ BACKENDS = {"local": _local, "local-gpu": _local_gpu, "slurm": _slurm, "pbs": _p
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses a key given twice in one mapping (the safe
-    loader keeps the last: ``kind: local`` then ``kind: slurm`` would run on SLURM)."""
+    """PyYAML's safe loader that refuses a key written twice in one mapping (the safe
+    loader keeps the last: ``kind: local`` then ``kind: slurm`` would run on SLURM).
+
+    Merge keys (``<<: *defaults``) work as in the safe loader, and a key written in the
+    mapping may override a merged one.
+    """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        keys: set[Any] = set()
-        for key_node, _ in node.value:
+        # The keys as written, before the safe loader flattens the merged ones in (and
+        # refuses a key that cannot be hashed, such as a list).
+        written = [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"]
+        mapping = super().construct_mapping(node, deep=deep)
+        seen: set[Any] = set()
+        for key_node in written:
             key = self.construct_object(key_node, deep=deep)
-            if key in keys:
+            if key in seen:  # (true and 1 are one key to Python: named as written)
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                    None, None, f"the key {key_node.value!r} is given twice", key_node.start_mark
                 )
-            keys.add(key)
-        return super().construct_mapping(node, deep=deep)
+            seen.add(key)
+        return mapping
 
 
 def available_clusters() -> list[str]:
@@ -299,7 +307,7 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
     bare = not path.suffix and "/" not in name_or_path and os.sep not in name_or_path
     if bare and (CLUSTER_DIR / f"{name_or_path}.yaml").exists():
         path = CLUSTER_DIR / f"{name_or_path}.yaml"
-    elif not bare:  # named in messages as given: Path("./local") prints as 'local'
+    elif not bare:  # named in messages by its absolute path (Path("./local") is 'local')
         path = Path(os.path.abspath(name_or_path))
     if not path.is_file():
         raise InputError(
@@ -307,7 +315,8 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
             f"Cluster names are: {', '.join(available_clusters())}."
         )
     try:
-        config = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        with path.open(encoding="utf-8") as stream:  # PyYAML's messages name the file
+            config = yaml.load(stream, Loader=UniqueKeyLoader) or {}
     except yaml.YAMLError as exc:
         text = " ".join(str(exc).split())  # PyYAML's lines and the caret, on one line
         raise InputError(f"Cluster file {str(path)!r} is not valid YAML: {text}") from None

@@ -58,7 +58,8 @@ def record_failures(record: dict[str, Any]) -> list[tuple[str, str]]:
 #: The lines of a chained traceback between its exceptions (Python's own words).
 CHAIN_SEPARATOR = re.compile(
     r"^(During handling of the above exception, another exception occurred:"
-    r"|The above exception was the direct cause of the following exception:)$",
+    r"|The above exception was the direct cause of the following exception:)$"
+    r"(?=\n\n(?:Traceback|  \+ Exception Group Traceback))",  # not a message's own words
     re.MULTILINE,
 )
 

@@ -15,6 +15,7 @@ from matplotlib.text import Text
 
 from ldpsim.pipeline.api import open_store
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, EXIT_DAMAGED, check_run_length, main
+from ldpsim.pipeline.compute.clusters import load_cluster_config
 from ldpsim.pipeline.report.plots import store_figures
 from ldpsim.pipeline.store.reading import load_dataset
 from ldpsim.pipeline.store.store_path import enclosing_store
@@ -414,6 +415,7 @@ def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finish
         ('kind: local\noptions: {processes: "false"}\n', ["'processes'", "Got 'false'"]),
         (b"kind: local # Z\xfcrich\n", ["not UTF-8 text", "save it as UTF-8"]),
         ("kind: local\nkind: slurm\n", ["not valid YAML", "the key 'kind' is given twice"]),
+        ("kind: local\n? [a, b]\n: 1\n", ["not valid YAML", "unhashable key"]),
     ],
 )
 def test_bad_values_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
@@ -423,6 +425,14 @@ def test_bad_values_in_a_cluster_file(yaml_text, words, tmp_path, finished, caps
     argv = ["run", str(finished["sweep"]), "--store", str(finished["store"])]
     one_line(capsys, main([*argv, "--replicates", "3", "--cluster", str(cluster)]), words)
     assert tree_hash(finished["store"]) == before
+
+
+def test_a_cluster_file_may_merge_a_mapping_and_override_a_merged_key(tmp_path):
+    path = tmp_path / "merged.yaml"
+    path.write_text(
+        "kind: local\noptions:\n  <<: {n_workers: 1, processes: true}\n  n_workers: 2\n"
+    )
+    assert load_cluster_config(str(path))["options"] == {"n_workers": 2, "processes": True}
 
 
 def test_a_cluster_path_is_the_users_file_and_an_empty_one_is_refused(

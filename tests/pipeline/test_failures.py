@@ -8,7 +8,12 @@ import synthetic as syn
 import zarr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.compute.failures import format_group, group_failures, rep_ranges
+from ldpsim.pipeline.compute.failures import (
+    format_group,
+    group_failures,
+    rep_ranges,
+    split_traceback,
+)
 
 TRACEBACK = (
     'Traceback (most recent call last):\n  File "plugin.py", line 3\nZeroDivisionError: x\n'
@@ -69,6 +74,14 @@ def test_chained_failures_group_by_every_link():
     assert sorted((g.count, g.where["n=100"][0]) for g in groups) == [(3, 0), (3, 1)]
     typed = next(g for g in groups if g.where["n=100"] == [0, 3, 4])
     assert len(typed.messages) == 3 and all("TypeError: t" in m for m in typed.messages)
+    # A message quoting Python's separator line (a remote traceback) is not a link.
+    quoted = TRACEBACK.replace(
+        "ZeroDivisionError: x",
+        "RuntimeError: remote\nDuring handling of the above exception, another exception "
+        "occurred:\nKeyError: {}",
+    )
+    frames, message = split_traceback(quoted.replace("{}", "1"))
+    assert frames == split_traceback(quoted.replace("{}", "2"))[0] and "KeyError: 1" in message
 
 
 def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):

@@ -289,6 +289,8 @@ def test_a_standard_error_below_the_columns_precision_is_not_zero():
     # A diverged run's length (a hunt, 2026-12-01: 67 digits of fixed point).
     assert cell_text(1.234e66, 5.6e64, True) == "1.23e+66 (5.6e+64)"
     assert cell_text(-2.5e6, float("nan"), False) == "-2.5e+06 (n/a)"
+    assert cell_text(999_999.9996, 0.0, False) == "1e+06 (0)"  # rounds to 1e6: exponent
+    assert cell_text(1e66, 1e50, True) == "1e+66 (0)"  # an se at rounding noise is 0
     assert cell_text(0.902, 0.013, False) == "0.902 (0.013)"
 
 

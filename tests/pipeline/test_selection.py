@@ -156,7 +156,7 @@ def test_a_label_twice_is_refused_and_a_tuple_is_a_list_of_labels(demo_store, de
     ):
         with pytest.raises(InputError, match=r"twice \((ds\.ldpsim\.i?sel|open_store)\)"):
             select()
-    with pytest.raises(InputError, match=r"position -2 of rep \(= 0\) twice"):
+    with pytest.raises(InputError, match=r"position -2 \(= 0\) of rep twice"):
         demo.ldpsim.isel(rep=[0, -2])
     # xarray reads a tuple as one label; open_store and the accessor as its labels.
     for ds in (
