@@ -42,10 +42,9 @@ exit codes (the same policy for run, status and errors):
   3    some replicates are not computed yet and none failed (an interrupted run,
        or one stopped by a full disk: run it again to resume)
   4    damaged: some finished replicates' data is missing or corrupt, or a truth
-       or coordinate differs from what the sweep determines (status and errors
-       say so; summarize, plot and report refuse); `ldpsim run` recomputes them.
-       Damaged metadata (a zarr.json) is 4 in every verb, run included:
-       restore a copy
+       or coordinate differs from what the sweep determines (status; summarize,
+       plot, report and errors refuse); `ldpsim run` recomputes them. Damaged
+       metadata (a zarr.json) is 4 in every verb, run included: restore a copy
   130  interrupted (Ctrl-C); the finished replicates are kept
   141  the output pipe was closed (`ldpsim status S | head -1`)
   143  stopped by SIGTERM (kill, scancel, a batch job's time limit); the finished
@@ -469,24 +468,16 @@ def cmd_status(args) -> int:
 def cmd_errors(args) -> int:
     from ldpsim.pipeline.compute.failures import GridNames, format_group, group_failures
     from ldpsim.pipeline.compute.replay import replay_route
-    from ldpsim.pipeline.store.damage import find_damage
+    from ldpsim.pipeline.store.damage import refuse_damage
     from ldpsim.pipeline.store.pending import pending_methods
     from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset
 
     attrs = check_store(args.store, read_chunks=False)
-    # Files swapped, gone, out of place or corrupt: said first and exit 4, as status does
-    # (every data file decoded), not read as "no failures" or "not computed yet"; the
-    # failure records, which the damage does not touch, are still listed.
-    damage = find_damage(args.store, recompute=False)
-    if damage:
-        print(f"{args.store}: {damage.describe()}")
-    try:
-        ds = load_dataset(args.store, OUTCOME_VARIABLES)
-    except StoreDamage:
-        if damage:  # reported above
-            _quiet_reads()
-            return EXIT_DAMAGED
-        raise
+    # Files swapped, gone, out of place or corrupt: refused in one line (exit 4) as
+    # summarize refuses them, not read as "no failures" or "not computed yet". Every data
+    # file is decoded, as status decodes them: errors itself reads only the outcome flags.
+    refuse_damage(args.store, decode=True)
+    ds = load_dataset(args.store, OUTCOME_VARIABLES)
     records = list(iter_errors(args.store))
     groups = group_failures(records)
     names = GridNames.of_dataset(ds)  # grid points by their axis values, not task keys
@@ -511,7 +502,7 @@ def cmd_errors(args) -> int:
     elif unrecorded:
         has = "has" if unrecorded == 1 else "have"
         print(f"{unrecorded} of the {failed} failed replicates {has} no failure record {why}")
-    return EXIT_DAMAGED if damage else store_outcome(ds, pending_methods(args.store))
+    return store_outcome(ds, pending_methods(args.store))
 
 
 def cmd_replay(args) -> int:

@@ -100,14 +100,16 @@ def test_every_swap_of_equal_shaped_files_is_damage_that_run_repairs(
         exchange(store, *pair)
         before = tree_hash(store)
         capsys.readouterr()
-        # status, and errors (a hunt, 2026-12-01: it said "No failures recorded"): the
-        # damage first, exit 4.
-        for verb in ("status", "errors"):
-            assert main([verb, str(store)]) == EXIT_DAMAGED, (verb, pair)
-            line = capsys.readouterr().out.splitlines()[0]
-            assert "damaged" in line, (verb, pair, line)
+        assert main(["status", str(store)]) == EXIT_DAMAGED, pair
+        line = capsys.readouterr().out.splitlines()[0]
+        assert "damaged" in line, (pair, line)
         report = tmp_path / "report.html"
-        for args in (["summarize", str(store)], ["report", str(store), "--out", str(report)]):
+        readers = (
+            ["summarize", str(store)],
+            ["report", str(store), "--out", str(report)],
+            ["errors", str(store)],  # a hunt (2026-12-01): it said "No failures recorded"
+        )
+        for args in readers:
             assert main(args) == EXIT_DAMAGED, (args, pair)
             err = capsys.readouterr().err.splitlines()
             assert len(err) == 1 and "damaged" in err[0], (args, pair, err)
@@ -173,7 +175,7 @@ def test_a_manifest_that_does_not_parse_is_damage(demo_store, tmp_path, capsys):
     assert "digest file(s) cannot be read" in capsys.readouterr().err
 
 
-def test_errors_says_a_changed_byte_in_a_file_it_does_not_read(demo_store, tmp_path, capsys):
+def test_errors_refuses_a_changed_byte_in_a_file_it_does_not_read(demo_store, tmp_path, capsys):
     # A hunt (2026-12-01): `ldpsim errors` reads only the outcome flags, and said "No
     # failures recorded" (exit 0) of a store whose estimate file had a changed byte.
     store = tmp_path / "S.zarr"
@@ -187,7 +189,6 @@ def test_errors_says_a_changed_byte_in_a_file_it_does_not_read(demo_store, tmp_p
     before = tree_hash(store)
     capsys.readouterr()
     assert main(["errors", str(store)]) == EXIT_DAMAGED
-    out = capsys.readouterr().out.splitlines()
-    assert "damaged" in out[0] and "estimate" in out[0], out
-    assert out[1] == f"No failures recorded in {store}.", out  # the records still listed
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "damaged" in err[0] and "estimate" in err[0], err
     assert tree_hash(store) == before
