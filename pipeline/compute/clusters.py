@@ -519,6 +519,22 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
         _check_batch_values(kind, options, source)
 
 
+def _check_counts(
+    options: dict[str, Any], lows: dict[str, int], cluster: str, source: str
+) -> None:
+    """Refuse an option of ``lows`` that is not an integer >= its value there (bools
+    refused; null: the default)."""
+    for key, low in lows.items():
+        value = options.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < low
+        ):
+            raise InputError(
+                f"The {key!r} option of the {cluster} cluster ({source}) must be an integer "
+                f">= {low}, or null for the default. Got {value!r}."
+            )
+
+
 def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None:
     walltime = options.get("walltime")
     if kind == "slurm" and walltime is not None and not isinstance(walltime, str):
@@ -528,15 +544,7 @@ def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None
             f'string such as "02:00:00". Got {walltime!r}: YAML reads 2:00:00 unquoted as '
             "a number of seconds (7200), which SLURM takes as minutes."
         )
-    for key in ("cores", "processes"):
-        value = options.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise InputError(
-                f"The {key!r} option of the {kind} cluster ({source}) must be an integer "
-                f">= 1. Got {value!r}."
-            )
+    _check_counts(options, {"cores": 1, "processes": 1}, kind, source)
     cores, processes = options.get("cores"), options.get("processes")
     if cores is not None and processes is not None and processes > cores:
         raise InputError(
@@ -564,22 +572,8 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
     from distributed.utils import clean_dashboard_address
     from distributed.worker_memory import parse_memory_limit
 
-    for key in (
-        "n_workers",
-        "threads_per_worker",
-        "gpu_workers",
-        "cpu_workers",
-        "launches_per_gpu",
-    ):
-        value = options.get(key)
-        low = 0 if key == "cpu_workers" else 1
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < low
-        ):
-            raise InputError(
-                f"The {key!r} option of the local cluster ({source}) must be an integer "
-                f">= {low}, or null for the default. Got {value!r}."
-            )
+    counts = ("n_workers", "threads_per_worker", "gpu_workers", "launches_per_gpu")
+    _check_counts(options, {**dict.fromkeys(counts, 1), "cpu_workers": 0}, "local", source)
     start = options.get(WORKER_START_OPTION)
     if start is not None and start not in WORKER_STARTS:
         raise InputError(

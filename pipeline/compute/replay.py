@@ -543,24 +543,21 @@ def compare_with_store(
     # A missing or swapped file reads as NaN or another's values, and a changed byte
     # fails the read: a damaged store's values are not compared (not blamed on the code).
     # The files are compared with their digests (cheap); the replicate's own are decoded.
+    def not_compared(reason: str) -> StoreComparison:
+        return StoreComparison([], [], reason, [], None, None, 0)
+
     damage = find_damage(target.store, verify=False, recompute=False)
     if damage:
-        return StoreComparison([], [], f"the store is {damage.describe()}", [], None, None, 0)
+        return not_compared(f"the store is {damage.describe()}")
     ds = open_dataset(target.store)
     axes = [dim for dim in ds["done"].dims if dim != "rep"]
     stored = ds.isel({**dict(zip(axes, target.index, strict=True)), "rep": target.rep})
     try:
         stored = stored.load()
     except Exception as exc:  # a codec's checksum error: the message names no file
-        return StoreComparison(
-            [],
-            [],
+        return not_compared(
             f"the store is damaged: a file of this replicate does not decode "
-            f"({type(exc).__name__}); `ldpsim status` names it, `ldpsim run` recomputes it",
-            [],
-            None,
-            None,
-            0,
+            f"({type(exc).__name__}); `ldpsim status` names it, `ldpsim run` recomputes it"
         )
     version = int(stored[CODE_VERSION].values) if CODE_VERSION in stored else -1
     stored_version = version if version >= 0 else None
