@@ -227,14 +227,16 @@ def find_target(
 
     path = Path(store)
     attrs = check_store(path, read_chunks=False)
-    _check_registered_units(path, attrs, rep, point)
-    layout = stored_layout(path)
-    if not 0 <= rep < layout.replicates:
+    # The replicate and the grid point from the stored sweep's grid (the layout's axes),
+    # which needs no unit: a store of units this process lacks is refused with the call
+    # that replays the point chosen here.
+    sweep = read_sweep(path)
+    if not 0 <= rep < sweep.replicates:
         raise InputError(
-            f"The 'rep' parameter of replay must be an int in [0, {layout.replicates - 1}] "
-            f"(the store has {layout.replicates} replicates per grid point). Got {rep}."
+            f"The 'rep' parameter of replay must be an int in [0, {sweep.replicates - 1}] "
+            f"(the store has {sweep.replicates} replicates per grid point). Got {rep}."
         )
-    axes = {axis: list(layout.axis_values[axis]) for axis in layout.axes}
+    axes = {axis: list(values) for axis, values in sweep.grid.items()}
     names = GridNames.of(axes)
     candidates = list(itertools.product(*_positions(axes, names, point or {})))
     failed = recorded_failures(path)
@@ -258,9 +260,12 @@ def find_target(
         which = "with a recorded failure " if all(c in failed for c in candidates) else ""
         raise InputError(
             f"{len(candidates)} grid points {which}match; choose one: {' | '.join(shown)}"
-            f"{f' (and {more} more)' if more else ''}."
+            f"{f' (and {more} more)' if more else ''} (in Python: "
+            f"point={_labels_at(names, candidates[0])!r}, and so on)."
         )
     (index,) = candidates
+    _check_registered_units(path, attrs, rep, _labels_at(names, index))
+    layout = stored_layout(path)  # the sweep's units checked (an unknown one: one line)
     record_path = _record_path(path, index, rep)
     record = None
     if record_path.is_file():
@@ -271,13 +276,23 @@ def find_target(
     spec = record.get("spec") if isinstance(record, dict) else None
     if not isinstance(spec, dict):  # no record (the replicate did not fail), or an old one
         record = record if isinstance(record, dict) else None
-        spec = _stored_spec(read_sweep(path), layout, index)
-    point = {
-        axis: labels[i] for (axis, labels), i in zip(names.labels.items(), index, strict=True)
-    }
+        spec = _stored_spec(sweep, layout, index)
     return ReplayTarget(
-        path, index, names.name(index), rep, spec, record_path if record else None, record, point
+        path,
+        index,
+        names.name(index),
+        rep,
+        spec,
+        record_path if record else None,
+        record,
+        _labels_at(names, index),
     )
+
+
+def _labels_at(names: GridNames, index: tuple[int, ...]) -> dict[str, str]:
+    """Axis -> the value's text as the tables write it, at the grid position ``index``:
+    the ``point`` that names it."""
+    return {axis: labels[i] for (axis, labels), i in zip(names.labels.items(), index, strict=True)}
 
 
 def registered_units(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -336,7 +351,7 @@ def replay_route(store: str | Path, attrs: Mapping[str, Any]) -> str:
 
 
 def _check_registered_units(
-    path: Path, attrs: Mapping[str, Any], rep: int, point: Mapping[str, Any] | None
+    path: Path, attrs: Mapping[str, Any], rep: int, point: Mapping[str, str]
 ) -> None:
     """Refuse, with the way to replay it, a store that used units registered at run time
     that this process does not know (``ldpsim replay``: a new process).
@@ -358,13 +373,12 @@ def _check_registered_units(
         return
     what, calls = _register_calls(unknown)
     them = "them" if len(unknown) > 1 else "it"
-    shown = dict(point or {})
     raise InputError(
         f"The store {str(path)!r} used {what}, registered at run time, and this process "
         f"has not registered {them}, so it cannot rerun its replicates: replay in "
         f"Python, where your code defines {them}: {calls}; then "
-        f"ldpsim.pipeline.api.replay({str(path)!r}, rep={rep}"
-        f"{f', point={shown!r}' if shown else ''}, pdb=True)."
+        f"ldpsim.pipeline.api.replay({str(path)!r}, rep={rep}, point={dict(point)!r}, "
+        "pdb=True)."
     )
 
 

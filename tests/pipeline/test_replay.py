@@ -143,7 +143,7 @@ def test_replay_of_a_method_failure_raises_the_methods_own_error(early, capsys):
     # Both grid points failed: the choices, in one line.
     code = main(["replay", str(early), "--rep", "0"])
     line = one_error_line(capsys.readouterr(), code, ("2 grid points with a recorded failure",))
-    assert "--point tau=0.5 | --point tau=0.9" in line
+    assert "--point tau=0.5 | --point tau=0.9 (in Python: point={'tau': '0.5'}, and" in line
     assert main(["replay", str(early), "--rep", "1", "--point", "tau=0.9"]) == EXIT_FAILED
     captured = capsys.readouterr()
     recorded = _record(early, "1__1.json")["methods"]["bb"]
@@ -584,23 +584,25 @@ def test_the_route_to_replay_a_store_of_registered_units_is_python(
     context = build_context(registered_store)
     assert context["replay"].startswith(route)
     assert context["replay"] in html.unescape(render_report(context))
-    # `ldpsim replay` (a new process: nothing registered) says how, in one line.
-    code = main(["replay", str(registered_store), "--rep", "1", "--point", "c=1e308"])
-    one_error_line(
-        capsys.readouterr(),
-        code,
-        (
-            "used the interval method 'point_interval' (class test_replay.WidePoint), "
-            "registered at run time, and this process has not registered it",
-            "ldpsim.pipeline.api.register(WidePoint); then ldpsim.pipeline.api.replay("
-            f"{str(registered_store)!r}, rep=1, point={{'c': '1e308'}}, pdb=True).",
-        ),
-        EXIT_BAD_INPUT,
-    )
-    # Which works, in Python.
+    # `ldpsim replay` (a new process: nothing registered) says how, in one line, with
+    # the grid point it chose where none was given (the call fails without it).
+    for point in (["--point", "c=1e308"], []):
+        code = main(["replay", str(registered_store), "--rep", "1", *point])
+        one_error_line(
+            capsys.readouterr(),
+            code,
+            (
+                "used the interval method 'point_interval' (class test_replay.WidePoint), "
+                "registered at run time, and this process has not registered it",
+                "ldpsim.pipeline.api.register(WidePoint); then ldpsim.pipeline.api.replay("
+                f"{str(registered_store)!r}, rep=1, point={{'c': '1e+308'}}, pdb=True).",
+            ),
+            EXIT_BAD_INPUT,
+        )
+    # Which works, in Python, as the line says.
     api.register(WidePoint)
     with pytest.raises(NonFiniteRun):
-        api.replay(registered_store, rep=1, point={"c": "1e308"})
+        api.replay(registered_store, rep=1, point={"c": "1e+308"})
     assert "The replicate failed again, with the recorded error." in capsys.readouterr().out
 
 
