@@ -30,7 +30,7 @@ from ldpsim.pipeline.formatting import (
     sample_size_text,
 )
 from ldpsim.pipeline.store.reading import load_dataset
-from ldpsim.pipeline.store.store_path import check_outside_stores
+from ldpsim.pipeline.store.store_path import beside_store, check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import CLAIM_OF, method_claims
 from ldpsim.pipeline.summary.partial_cells import fewer
@@ -252,7 +252,7 @@ def _coord_exists(summary: xr.Dataset, combo: dict[str, Any], coord: int) -> boo
 
 def default_out_dir(store: str | Path) -> Path:
     """Where ``ldpsim plot`` draws without ``--out``: ``<store>-figures`` beside the store."""
-    return Path(str(Path(store)).removesuffix(".zarr") + "-figures")
+    return beside_store(store, "-figures")
 
 
 def prepare_out_dir(out_dir: str | Path) -> Path:
@@ -432,7 +432,19 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
             [], [], color="0.25", marker=PARTIAL_MARKER, markersize=6, linestyle="none"
         )
     if seen:
-        fig.legend(list(seen.values()), list(seen), loc="outside right upper", fontsize="small")
+        labels = [_legend_label(label) for label in seen]
+        fig.legend(list(seen.values()), labels, loc="outside right upper", fontsize="small")
+
+
+#: A legend entry's line holds this many characters at most: a longer method label is
+#: wrapped (within a word where it has no space), so that the legend leaves the panels
+#: their width on a desktop page and on a phone.
+LEGEND_CHARS = 20
+
+
+def _legend_label(label: str) -> str:
+    """``label`` with each line wrapped to :data:`LEGEND_CHARS` characters."""
+    return "\n".join(_wrap(line, LEGEND_CHARS) for line in label.split("\n"))
 
 
 def _panel_title(
@@ -880,7 +892,7 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
     # (sparse: "d=1000, sparsity=16, gaussian, sparse, delta=1e-06") does not squeeze
     # the panels until their titles run under the legend.
     label_inches = CHAR_INCHES * max(len(t) for t in tick_labels) + 0.6
-    legend_inches = CHAR_INCHES * max(len(m) for m in [*methods, "nominal"]) + 1.2
+    legend_inches = CHAR_INCHES * min(max(map(len, [*methods, "nominal"])), LEGEND_CHARS) + 1.2
     figures = []
     for what, panels in zip(("coverage", "mean length"), _dot_panels(summary), strict=True):
         n_cols = min(len(panels), MAX_PANEL_COLUMNS)

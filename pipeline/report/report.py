@@ -7,6 +7,7 @@ import functools
 import io
 import json
 import math
+import shlex
 import time
 from collections.abc import Iterable
 from datetime import datetime
@@ -31,7 +32,7 @@ from ldpsim.pipeline.formatting import (
 from ldpsim.pipeline.report.plots import NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.store.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset, open_dataset
-from ldpsim.pipeline.store.store_path import check_outside_stores
+from ldpsim.pipeline.store.store_path import beside_store, check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import FLAG_SIZE, FLAG_Z, false_flag_rate
 from ldpsim.pipeline.summary.summary import TARGET_SE, summarize, sweep_info
@@ -64,7 +65,7 @@ MAX_DIAGNOSTIC_COORDS = 10
 
 def default_report_path(store: str | Path) -> Path:
     """Where ``ldpsim report`` writes without ``--out``: ``<store>-report.html`` beside it."""
-    return Path(str(Path(store)).removesuffix(".zarr") + "-report.html")
+    return beside_store(store, "-report.html")
 
 
 #: What the table footnotes advise on the command line, and what a reader of the page
@@ -678,7 +679,9 @@ def shown_run(run: dict[str, Any]) -> dict[str, Any]:
     for name in ("started", "finished", "computed", "failed", "cluster", "host", "cpu", "cores"):
         out.setdefault(name, UNKNOWN)
     out.setdefault("commit", None)
-    out.setdefault("command", None)
+    # The command line as a shell reads it back: pasted, it runs the same command.
+    command = run.get("command")
+    out["command"] = shlex.join(command) if command else None
     out.setdefault("ended", None)  # not recorded before 0.3
     out.setdefault("methods_computed", 0)
     out["wall"] = _duration(run["wall_seconds"]) if "wall_seconds" in run else UNKNOWN
@@ -777,8 +780,44 @@ def store_facts(ds: xr.Dataset) -> dict[str, str]:
     return {"n": n, "d": d, "replicates": f"{ds.sizes['rep']:,}"}
 
 
-def banner(ds: xr.Dataset, done: int, total: int, runs: list[dict[str, Any]]) -> list[str]:
-    """What the top of the page must say before any number: a partial store, failures.
+def done_percent(done: int, total: int) -> str:
+    """``done`` of ``total`` (> 0) in whole per cent, rounded down, so that a store not
+    yet complete never reads 100% ("under 1%" for a few done)."""
+    percent = 100 * done // total
+    return "under 1%" if percent == 0 and done else f"{percent}%"
+
+
+def pending_text(pending: dict[str, int]) -> str:
+    """The added methods not computed yet for some done replicates, with their counts:
+    ``bm for 1,000 done replicates, sn for 1 done replicate``."""
+    return ", ".join(
+        f"{label} for {count:,} done replicate{'s' if count != 1 else ''}"
+        for label, count in pending.items()
+    )
+
+
+def banner(
+    ds: xr.Dataset,
+    done: int,
+    total: int,
+    runs: list[dict[str, Any]],
+    pending: dict[str, int] | None = None,
+) -> list[str]:
+    """What the top of the page must say before any number: a partial store, methods
+    added to it and not computed yet, failures.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store's dataset.
+    done, total : int
+        Its done replicates, and all its grid points ask for (> 0).
+    runs : list of dict
+        Its run records as the runs table shows them (:func:`shown_run`): the last
+        command line is what the banner says to run again.
+    pending : dict of str to int, optional
+        Per method added to the store: its done replicates it is not computed for yet
+        (only methods with some).
 
     Returns
     -------
@@ -786,18 +825,24 @@ def banner(ds: xr.Dataset, done: int, total: int, runs: list[dict[str, Any]]) ->
         One sentence each (none for a complete store without failures).
     """
     lines = []
+    command = next((r["command"] for r in reversed(runs) if r.get("command")), None)
+    again = (
+        f"run the last command again ({command}): it resumes"
+        if command
+        else "run the sweep again with ldpsim run: it resumes"
+    )
     if done < total:
-        command = next((" ".join(r["command"]) for r in reversed(runs) if r.get("command")), None)
-        again = (
-            f"run the last command again ({command}): it resumes"
-            if command
-            else "run the sweep again with ldpsim run: it resumes"
-        )
         lines.append(
             f"Partial store: {done:,} of {total:,} replicates are done "
-            f"({100 * done / total:.0f}%). Cells computed on fewer replicates than their "
+            f"({done_percent(done, total)}). Cells computed on fewer replicates than their "
             f"grid point asks for are marked *, panels without a done replicate say so, "
             f"and every number may still change. To finish it, {again}."
+        )
+    if pending:
+        lines.append(
+            f"Methods added to the store are not computed yet: {pending_text(pending)}. "
+            f"Their cells are computed without those replicates and marked *, and may "
+            f"still change. To compute them, {again}."
         )
     failed = int(ds["failed"].values.sum())
     flags = np.asarray(ds["method_failed"].values)
@@ -847,6 +892,7 @@ def build_context(
     sweep = sweep_info(ds)
     level = ds.attrs.get("level")
     done, total = int(ds["done"].values.sum()), int(ds["done"].size)
+    pending = pending_counts(summary)
     prov = provenance(ds, store)
     tables = result_tables(summary)
     return {
@@ -860,7 +906,8 @@ def build_context(
         "methods": [str(m) for m in ds["method"].values],
         "done": done,
         "total": total,
-        "banner": banner(ds, done, total, prov["runs"]),
+        "pending": pending_text(pending) if pending else None,
+        "banner": banner(ds, done, total, prov["runs"], pending),
         "departure": departure_rule(summary),
         "sweep_toml": sweep_toml(sweep, note="as stored"),
         "tables": tables,
@@ -873,6 +920,20 @@ def build_context(
         "max_failures": MAX_FAILURES_SHOWN,
         "timings": timing_tables(ds, prov["runs"]),
         "provenance": prov,
+    }
+
+
+def pending_counts(summary: xr.Dataset) -> dict[str, int]:
+    """Per method added to the store and not computed yet for some of its done
+    replicates: how many (the summary's ``methods_pending``, over the grid)."""
+    if "methods_pending" not in summary:
+        return {}
+    pending = summary["methods_pending"]
+    totals = pending.sum([dim for dim in pending.dims if dim != "method"]).values
+    return {
+        str(label): int(count)
+        for label, count in zip(summary["method"].values, totals, strict=True)
+        if count
     }
 
 

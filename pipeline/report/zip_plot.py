@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import textwrap
@@ -30,6 +31,7 @@ from ldpsim.pipeline.report.plots import (
     point_title,
     value_label,
 )
+from ldpsim.pipeline.summary.partial_cells import replicates_per_point
 from ldpsim.pipeline.summary.summary import sweep_info
 from ldpsim.pipeline.summary.variables import grid_axes
 
@@ -302,7 +304,9 @@ class ZipPlots:
 def zip_stem(point: dict[str, Any]) -> str:
     """The file stem of a grid point's zip plot: ``zip-tau=0.5_n=100``; ``zip`` for a
     store without grid axes. Characters other than letters, digits and ``._=+-`` become
-    ``-`` (a case label may hold anything)."""
+    ``-`` (a case label may hold anything), and the stem then ends in 8 hex digits of
+    the label's SHA-256, so that labels differing in those characters alone (``a&b``,
+    ``a|b``) keep their own files and page anchors."""
     if not point:
         return ZIP_STEM
     parts = []
@@ -310,7 +314,11 @@ def zip_stem(point: dict[str, Any]) -> str:
         value = value.item() if isinstance(value, np.generic) else value
         # The figures write a label alone (a case name): a file name names its axis.
         parts.append(f"{axis}={value}" if isinstance(value, str) else value_label(axis, value))
-    return f"{ZIP_STEM}-{re.sub(r'[^A-Za-z0-9._=+-]', '-', '_'.join(parts))}"
+    label = "_".join(parts)
+    stem = re.sub(r"[^A-Za-z0-9._=+-]", "-", label)
+    if stem != label:
+        stem = f"{stem}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
+    return f"{ZIP_STEM}-{stem}"
 
 
 def check_coord(ds: xr.Dataset, coord: object) -> int:
@@ -481,13 +489,22 @@ def _description(level: float, coord: int, checkpoint: str | None) -> str:
     return " ".join(parts)
 
 
-def _counts(panels: list[ZipPanel], max_lines: int, cut: bool) -> str:
-    """What one zip plot draws of its grid point: replicates, cap, centring, x range."""
+def _counts(panels: list[ZipPanel], max_lines: int, cut: bool, asked: int, held: int) -> str:
+    """What one zip plot draws of its grid point: replicates (of the ``asked``
+    replicates per grid point, ``held`` of them in the Dataset: fewer done, a partial
+    point), cap, centring, x range."""
     counts = ", ".join(f"{p.method} {p.count:,} of {p.replicates_done:,}" for p in panels)
     parts = [
         f"Drawn from the done replicates with an interval: {counts} (a replicate where the "
         "method failed is left out)."
     ]
+    done = max((p.replicates_done for p in panels), default=asked)
+    if done < asked:
+        parts.append(
+            f"* A partial grid point: {done:,} of its {asked:,} replicates are done"
+            f"{f' ({asked - held:,} not in the selection of replicates)' if held < asked else ''}"
+            ", and the plot may still change."
+        )
     capped = [p.method for p in panels if p.count > max_lines]
     if capped:
         parts.append(
@@ -554,7 +571,7 @@ def zip_figure(
     panels = [zip_panel(data, m, coord) for m in methods]
     cut = any(_x_limits(p, evenly_spaced(p.count, max_lines))[1] for p in panels if p.count)
     description = _description(level, coord, checkpoint)
-    counts = _counts(panels, max_lines, cut)
+    counts = _counts(panels, max_lines, cut, replicates_per_point(ds), int(ds.sizes["rep"]))
     return ZipPlot(
         stem=zip_stem(point),
         caption=f"{description} {counts}",

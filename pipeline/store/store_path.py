@@ -122,6 +122,18 @@ def _is_zarr_metadata(file: Path) -> bool:
 MAX_METADATA_BYTES = 16 * 2**20
 
 
+def beside_store(store: str | Path, suffix: str) -> Path:
+    """``<store>SUFFIX`` next to the store at ``store``, its ``.zarr`` left out:
+    ``outputs/demo-report.html`` for ``outputs/demo.zarr``. A store named as ``.`` or
+    ``..`` (from inside it) is named by its absolute path."""
+    path = Path(store)
+    if path.name in ("", ".."):  # Path(".").name is ""
+        path = path.resolve()
+    if not path.name:  # the root, which holds no store (refused as such before a write)
+        return path / suffix.lstrip("-")
+    return path.with_name(path.name.removesuffix(".zarr") + suffix)
+
+
 def check_outside_stores(path: str | Path, what: str, writes: str) -> None:
     """Refuse to write ``path`` (a file or a folder) inside a Zarr store: its files would
     become the store's (a page written over its ``zarr.json`` wrecks it).

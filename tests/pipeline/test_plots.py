@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -12,6 +14,7 @@ import xarray as xr
 
 from ldpsim.pipeline.report.plots import (
     ERROR_SERIES,
+    LEGEND_CHARS,
     MAX_PANEL_COLUMNS,
     PANEL_SIZE,
     PARTIAL_TEXT,
@@ -289,3 +292,27 @@ def test_the_errors_figure_marks_a_checkpoint_of_fewer_replicates():
     whole = _errors_figure(summarize(syn.checkpoint_store(reps=6)))
     assert not partial_marks(whole)
     plt.close(whole)
+
+
+def test_a_long_method_label_is_wrapped_in_the_legend_and_leaves_the_panels_room():
+    from ldpsim.pipeline.report.narrow_layout import narrow_layout
+
+    long = "sn_with_a_label_of_sixty_eight_characters_that_has_no_space_in_it_xx"
+    assert len(long) == 68
+    ds = syn.grid_store().assign_coords(method=np.array(["bb", long], dtype=object))
+    sweep = json.loads(ds.attrs["sweep"])
+    sweep["methods"] = {"bb": sweep["methods"]["bb"], long: sweep["methods"]["oracle"]}
+    ds.attrs["sweep"] = json.dumps(sweep)
+    for kind, fig in store_figures(ds, ["coverage", "length"]).items():
+        (legend,) = fig.legends
+        lines = [line for text in legend.get_texts() for line in text.get_text().split("\n")]
+        assert max(map(len, lines)) <= LEGEND_CHARS, (kind, lines)
+        assert long in "".join(t.get_text().replace("\n", "") for t in legend.get_texts())
+        # Laid out on a desktop page and for a phone, as the report draws them: the
+        # panels keep their room (matplotlib warns where they collapse to nothing).
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fig.savefig(io.BytesIO(), format="png", dpi=40)
+            narrow = narrow_layout(fig)
+            narrow.savefig(io.BytesIO(), format="png", dpi=40)
+        plt.close(fig)

@@ -269,7 +269,7 @@ def test_the_csv_download_holds_the_summary(tmp_path):
 
 
 def test_the_header_and_banner_come_from_the_store(tmp_path):
-    from ldpsim.pipeline.report.report import banner, store_facts
+    from ldpsim.pipeline.report.report import banner, shown_run, store_facts
 
     ds = syn.grid_store()
     facts = store_facts(ds)
@@ -278,11 +278,73 @@ def test_the_header_and_banner_come_from_the_store(tmp_path):
     assert facts["replicates"] == str(ds.sizes["rep"])
     # A run's command line is what the banner of a partial store tells to run again.
     done, total = int(ds["done"].sum()), int(ds["done"].size)
-    lines = banner(ds, done, total, [{"command": ["ldpsim", "run", "x.toml"]}])
+    run = shown_run({"command": ["ldpsim", "run", "x.toml"], "unknown": []})
+    lines = banner(ds, done, total, [run])
     assert done < total and f"{done:,} of {total:,} replicates are done" in lines[0]
     assert "(ldpsim run x.toml): it resumes" in lines[0]
     complete = ds.assign(done=xr.ones_like(ds["done"]), method_failed=ds["method_failed"] & False)
     assert banner(complete, total, total, []) == []
+
+
+def test_a_nearly_complete_store_never_reads_100_per_cent():
+    from ldpsim.pipeline.report.report import done_percent
+
+    assert [done_percent(done, 2000) for done in (0, 1, 19, 20, 1999, 2000)] == [
+        "0%",
+        "under 1%",
+        "under 1%",
+        "1%",
+        "99%",
+        "100%",
+    ]
+
+
+def test_methods_added_and_not_computed_yet_are_in_the_banner_and_header(
+    tmp_path, without_figures
+):
+    # Every replicate done, and oracle, added to the store, not computed for 5 of them at
+    # tau = 0.5, n = 100 (no seconds, no bounds, no failure), nor for 1 at n = 1e4.
+    ds = syn.grid_store().isel(rep=slice(0, syn.DONE)).sel(tau=[0.5])
+    seconds = np.full(ds["method_failed"].shape, 0.25)
+    oracle = list(ds["method"].values).index("oracle")
+    for n, reps in ((0, range(5)), (1, range(1))):
+        seconds[0, n, oracle, list(reps)] = np.nan
+        for bound in ("lower", "upper"):
+            ds[bound][0, n, oracle, list(reps)] = np.nan
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), seconds)
+    store = tmp_path / "pending.zarr"
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)
+    record_run(
+        store,
+        wall_seconds=1.0,
+        computed=0,
+        failed=0,
+        cluster="local",
+        command=["ldpsim", "run", "a b.toml", "--set", "grid.n=[100, 10000]"],
+    )
+    context = build_context(store)
+    assert context["done"] == context["total"]
+    (line,) = [line for line in context["banner"] if line.startswith("Methods added")]
+    assert "not computed yet: oracle for 6 done replicates." in line
+    # The command line to run again, as a shell reads it back.
+    assert "(ldpsim run 'a b.toml' --set 'grid.n=[100, 10000]'): it resumes" in line
+    text = page_text(render_report(context))
+    assert "added methods not computed yet: oracle for 6 done replicates" in text
+    assert "command: ldpsim run 'a b.toml' --set 'grid.n=[100, 10000]'" in text
+
+
+def test_a_store_named_from_inside_it_gets_its_report_beside_it(tmp_path, monkeypatch):
+    from ldpsim.pipeline.report.plots import default_out_dir
+
+    store = tmp_path / "s.zarr"
+    (store / "sub").mkdir(parents=True)
+    monkeypatch.chdir(store)
+    assert default_report_path(".") == tmp_path.resolve() / "s-report.html"
+    assert default_out_dir(".") == tmp_path.resolve() / "s-figures"
+    monkeypatch.chdir(store / "sub")
+    assert default_report_path("..") == tmp_path.resolve() / "s-report.html"
+    assert default_report_path("../") == tmp_path.resolve() / "s-report.html"
 
 
 def test_the_report_shows_the_runs_command_lines(tmp_path, without_figures):

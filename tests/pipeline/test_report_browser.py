@@ -187,6 +187,12 @@ frames.forEach((frame) => frame.addEventListener("load", () => {
     box.scrollLeft = 0;
     return result;
   });
+  // The rule above each group of rows where the first label changes: the top border of
+  // the group's first row shown (on a phone, its heading row), in px.
+  const rules = [...doc.querySelectorAll("#results tbody.major")]
+    .filter((group) => (group.previousElementSibling || {}).localName === "tbody")
+    .map((group) => [...group.rows].find(shown))
+    .map((row) => parseFloat(getComputedStyle(row.cells[0]).borderTopWidth));
   const banner = doc.getElementById("banner");
   const heading = doc.querySelector("h1");
   // Elements that reach past the page's right edge outside a table's scroll box.
@@ -202,6 +208,7 @@ frames.forEach((frame) => frame.addEventListener("load", () => {
     tables: doc.querySelectorAll("table").length,
     boxed: doc.querySelectorAll(".scroll > table").length,
     results: tables,
+    rules: rules,
     banner: banner ? banner.getBoundingClientRect().top : null,
     heading: heading.getBoundingClientRect().top,
     wide: wide.slice(0, 10),
@@ -297,6 +304,9 @@ def check_layout(
         if image["tag"] == "img":
             assert image["natural"] == pytest.approx(PIXEL_RATIO * image["css"], abs=2)
         assert image["minText"] * image["shown"] / image["css"] >= MIN_TEXT_PX, image
+    # A rule above every group of rows where the first label changes, on both pages.
+    for layout in (phone, desktop):
+        assert layout["rules"] and min(layout["rules"]) >= 1, layout["rules"]
     # The banner of a partial store (or one with failures) comes first, before the title.
     for layout in (phone, desktop):
         if partial:

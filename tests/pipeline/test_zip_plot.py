@@ -32,6 +32,7 @@ from ldpsim.pipeline.report.zip_plot import (
     zip_distance,
     zip_figure,
     zip_panel,
+    zip_stem,
 )
 from ldpsim.pipeline.summary.summary import summarize
 
@@ -216,6 +217,23 @@ def test_grid_points_without_a_replicate_or_the_coordinate_get_a_note():
     ]
     with pytest.raises(InputError, match=r"must be an int in \[0, 2\).* Got 2\."):
         store_zip_plots(ds, coord=2)
+
+
+def test_case_labels_differing_in_punctuation_alone_keep_their_own_files():
+    stems = [zip_stem({"case": label, "n": 1000}) for label in ("a&b", "a|b", "a-b")]
+    assert len(set(stems)) == 3, stems
+    assert stems[0].startswith("zip-case=a-b_n=1e3-") and stems[2] == "zip-case=a-b_n=1e3"
+
+
+def test_a_partial_grid_point_says_so_in_its_caption():
+    # grid_store: 36 of the sweep's 40 replicates done at every grid point but one.
+    caption = zip_figure(syn.grid_store(), POINT).caption
+    assert "* A partial grid point: 36 of its 40 replicates are done, and the plot" in caption
+    selected = zip_figure(syn.grid_store().isel(rep=slice(0, 30)), POINT).caption
+    assert "30 of its 40 replicates are done (10 not in the selection of replicates)" in selected
+    complete = syn.grid_store()
+    complete["done"][:] = True
+    assert "partial" not in zip_figure(complete, POINT).caption
 
 
 def test_a_checkpoint_store_is_drawn_at_its_last_checkpoint():
