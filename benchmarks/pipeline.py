@@ -10,7 +10,8 @@ no n = 1e9) in under a minute: a check that the benchmark still works, whose fig
 mean nothing. Without it the sizes are :data:`FULL`, those below.
 
 - ``overhead_ms_per_replicate``: a sweep of many tiny replicates (quantile, n = 1000)
-  through :func:`ldpsim.pipeline.compute.runner.run_sweep` on a warmed LocalCluster to a temporary
+  through :func:`ldpsim.pipeline.compute.runner.run_sweep` on a warmed local cluster (as
+  ``ldpsim run`` starts one: cluster/local.yaml) to a temporary
   store; (wall time x workers - summed compute time) / replicates, the compute time
   being the store's ``seconds`` variable. Covers scheduling, (de)serialisation, the
   Python side of a replicate (spec normalisation, cuts, intervals are inside
@@ -38,16 +39,17 @@ mean nothing. Without it the sizes are :data:`FULL`, those below.
 - A replicate of :data:`REPLICATE` at n = 1000 and at n = 10,000, split, in one worker
   process (medians of 5 runs of 2,000 replicates): ``replicate_us_*`` the time per
   replicate of ``run_chunk`` (a task's chunk: set-up shared, four interval methods, the
-  arrays the store takes); ``kernel_us_*`` the compiled kernel alone on the same grid
-  point; ``bb_us_*``, ``bm_us_*``, ``sn_us_*``, ``oracle_us_*`` each method's
+  arrays the store takes); ``kernel_us_*`` the chains alone, as the chunk runs them
+  (``GridPointSetup.run_chains``: every replicate's stream seeded and its chain run in
+  one compiled call); ``bb_us_*``, ``bm_us_*``, ``sn_us_*``, ``oracle_us_*`` each method's
   ``method_seconds`` as ``run_chunk`` records them, per replicate (whatever the chunk
   does: per replicate, or a batched call's time divided among its replicates);
-  ``bookkeeping_us_*`` what is left: the replicate minus the kernel and the methods
-  (seeding, failure checks, copies into the chunk's arrays); and
+  ``bookkeeping_us_*`` what is left: the replicate minus the chains and the methods
+  (the statistics' stacking, failure checks, the chunk's result arrays); and
   ``replicate_overhead_us_n1e3`` the replicate minus the kernel.
 - ``replicates_per_s_per_core_n1e3`` / ``_n1e4``: a sweep of 20,000 (n = 1e3) or 4,000
   (n = 1e4) replicates through :func:`ldpsim.pipeline.compute.runner.run_sweep` on a warmed
-  2-worker LocalCluster into a new store: replicates / (wall seconds x workers).
+  2-worker local cluster (the same) into a new store: replicates / (wall seconds x workers).
   ``driver_cpu_us_n1e3`` / ``_n1e4``: this process's CPU time during that sweep (the
   driver: the client's collect-and-write loop, the scheduler and the nannies of the
   local cluster, the store's creation) per replicate, after a small sweep that took the
@@ -78,12 +80,14 @@ from typing import Any
 import numpy as np
 
 #: The replicate that the memory and hardware measurements run, and that the workers
-#: compile before timed sweeps (the same spec as the benchmark sweeps' grid points).
+#: compile before timed sweeps (the same spec as the benchmark sweeps' grid points,
+#: :data:`SWEEP`): bb in its basic form, whose B = 500 multipliers are drawn (a sweep's
+#: bb without a form is the t form, which draws none).
 REPLICATE = {
     "model": "quantile",
     "mechanism": "randomized_response",
     "eps": 1.0,
-    "methods": {"bb": {"B": 500}, "bm": {}, "sn": {}, "oracle": {}},
+    "methods": {"bb": {"B": 500, "form": "basic"}, "bm": {}, "sn": {}, "oracle": {}},
 }
 
 
@@ -240,6 +244,7 @@ n = [{n}]
 
 [methods.bb]
 B = 500
+form = "basic"
 
 [methods.bm]
 
@@ -287,15 +292,11 @@ def run_timed(sweep, store, address) -> tuple[float, float, int, float]:
 
 
 def cluster(workers: int):
-    from distributed import LocalCluster
+    """A local cluster of ``workers`` as ``ldpsim run`` starts one (cluster/local.yaml:
+    its housekeeping intervals, worker start and preload), as benchmarks/scaling.py's."""
+    from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
 
-    return LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-    )
+    return build_cluster(load_cluster_config("local"), {"n_workers": workers})
 
 
 class Clusters:
@@ -547,10 +548,9 @@ def replicate_split(repeats: int = 5, replicates: int = 2000) -> dict:
             # Each method's seconds per replicate as the chunk recorded them.
             seconds = np.asarray(result["method_seconds"], dtype=float)
             method.append(np.nansum(seconds.reshape(len(methods), -1), axis=1) / replicates)
-            state = setup.data_state(0)
+            # The chains as the chunk runs them: seeded and run in one compiled call.
             start = time.perf_counter()
-            for _ in range(replicates):
-                setup.run_kernel(setup.cuts, state)
+            setup.run_chains(reps)
             kernel.append((time.perf_counter() - start) / replicates)
         per_method = np.median(method, axis=0)
         record[f"replicate_us_{suffix}"] = round(float(np.median(chunk)) * 1e6, 1)
