@@ -292,11 +292,14 @@ def run_timed(sweep, store, address) -> tuple[float, float, int, float]:
 
 
 def cluster(workers: int):
-    """A local cluster of ``workers`` as ``ldpsim run`` starts one (cluster/local.yaml:
-    its housekeeping intervals, worker start and preload), as benchmarks/scaling.py's."""
+    """A local cluster of ``workers`` as ``ldpsim run`` starts one for a short run
+    (cluster/local.yaml: its housekeeping intervals, worker start and preload; no
+    dashboard, as ``dashboard_address: auto`` gives a run estimated under 30 s)."""
     from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
 
-    return build_cluster(load_cluster_config("local"), {"n_workers": workers})
+    return build_cluster(
+        load_cluster_config("local"), {"n_workers": workers, "dashboard_address": None}
+    )
 
 
 class Clusters:

@@ -258,10 +258,10 @@ def find_target(
         ]
         more = len(candidates) - len(shown)
         which = "with a recorded failure " if all(c in failed for c in candidates) else ""
+        python = f"in Python: point={_labels_at(names, candidates[0])!r}, and so on"
         raise InputError(
             f"{len(candidates)} grid points {which}match; choose one: {' | '.join(shown)}"
-            f"{f' (and {more} more)' if more else ''} (in Python: "
-            f"point={_labels_at(names, candidates[0])!r}, and so on)."
+            f" ({f'and {more} more; ' if more else ''}{python})."
         )
     (index,) = candidates
     _check_registered_units(path, attrs, rep, _labels_at(names, index))

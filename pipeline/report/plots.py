@@ -432,8 +432,7 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
             [], [], color="0.25", marker=PARTIAL_MARKER, markersize=6, linestyle="none"
         )
     if seen:
-        labels = [_legend_label(label) for label in seen]
-        fig.legend(list(seen.values()), labels, loc="outside right upper", fontsize="small")
+        wrapped_legend(fig, list(seen.values()), list(seen), loc="outside right upper")
 
 
 #: A legend entry's line holds this many characters at most: a longer method label is
@@ -442,9 +441,18 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
 LEGEND_CHARS = 20
 
 
-def _legend_label(label: str) -> str:
-    """``label`` with each line wrapped to :data:`LEGEND_CHARS` characters."""
-    return "\n".join(_wrap(line, LEGEND_CHARS) for line in label.split("\n"))
+def wrapped_legend(
+    fig: Figure, handles: list[Any], labels: list[str], width: int = LEGEND_CHARS, **kwargs: Any
+) -> Any:
+    """``fig.legend`` of ``handles`` and ``labels`` (small text), each label's lines
+    wrapped to ``width`` characters; each entry's text keeps its whole label as its gid,
+    which the figure's alt text reads (a label broken within a word is still one name).
+    """
+    shown = ["\n".join(_wrap(line, width) for line in label.split("\n")) for label in labels]
+    legend = fig.legend(handles, shown, fontsize="small", **kwargs)
+    for text, label in zip(legend.get_texts(), labels, strict=True):
+        text.set_gid(label)
+    return legend
 
 
 def _panel_title(
@@ -1223,19 +1231,20 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     ]
     nominal = [Line2D([], [], color="gray", linestyle=":")] if level is not None else []
     hollow = any(not c for by_method in claimed.values() for c in by_method.values())
-    fig.legend(
+    wrapped_legend(
+        fig,
         method_handles + nominal + ([_hollow_handle()] if hollow else []),
         methods + (["nominal"] if nominal else []) + ([HOLLOW_TEXT] if hollow else []),
         loc="outside right upper",
-        fontsize="small",
         title="method",
         title_fontsize="small",
     )
-    fig.legend(
+    wrapped_legend(
+        fig,
         family_handles,
-        [_wrap(name, 24) for name in families],
+        families,
+        24,
         loc="outside right lower",
-        fontsize="small",
         title="noise",
         title_fontsize="small",
     )

@@ -356,7 +356,12 @@ def figure_alt(stem: str, fig: Figure) -> str:
     )
     titles = [" ".join(ax.get_title().split()) for ax in panels if ax.get_title()]
     titles = list(dict.fromkeys(titles))
-    series = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    # A legend entry's whole label (its gid: plots.wrapped_legend), not its wrapped lines.
+    series = [
+        " ".join((t.get_gid() or t.get_text()).split())
+        for legend in fig.legends
+        for t in legend.get_texts()
+    ]
     head = " ".join(fig.get_suptitle().split()) if fig.get_suptitle() else stem
     parts = [f"{head}."]
     if ys:
@@ -672,7 +677,8 @@ UNKNOWN = "unknown"
 
 def shown_run(run: dict[str, Any]) -> dict[str, Any]:
     """A checked run record (:func:`ldpsim.pipeline.store.provenance.read_runs`) as the runs
-    table shows it: ``wall`` and ``warm_up`` formatted, and every field the table reads
+    table shows it: ``wall`` and ``warm_up`` formatted, ``command`` as a shell reads it
+    back (:func:`shlex.join`; None where not recorded), and every field the table reads
     present, :data:`UNKNOWN` where the record lacks it or holds another type (a
     warm-up that a run of an older ldpsim did not record: n/a)."""
     out = dict(run)

@@ -294,20 +294,36 @@ def test_the_errors_figure_marks_a_checkpoint_of_fewer_replicates():
     plt.close(whole)
 
 
+def renamed_method(ds: xr.Dataset, old: str, new: str) -> xr.Dataset:
+    """``ds`` with the method ``old`` labelled ``new``, in its sweep too."""
+    methods = [new if str(m) == old else str(m) for m in ds["method"].values]
+    ds = ds.assign_coords(method=np.array(methods, dtype=object))
+    sweep = json.loads(ds.attrs["sweep"])
+    sweep["methods"] = {new if k == old else k: v for k, v in sweep["methods"].items()}
+    ds.attrs["sweep"] = json.dumps(sweep)
+    return ds
+
+
 def test_a_long_method_label_is_wrapped_in_the_legend_and_leaves_the_panels_room():
     from ldpsim.pipeline.report.narrow_layout import narrow_layout
+    from ldpsim.pipeline.report.report import figure_alt
 
     long = "sn_with_a_label_of_sixty_eight_characters_that_has_no_space_in_it_xx"
     assert len(long) == 68
-    ds = syn.grid_store().assign_coords(method=np.array(["bb", long], dtype=object))
-    sweep = json.loads(ds.attrs["sweep"])
-    sweep["methods"] = {"bb": sweep["methods"]["bb"], long: sweep["methods"]["oracle"]}
-    ds.attrs["sweep"] = json.dumps(sweep)
-    for kind, fig in store_figures(ds, ["coverage", "length"]).items():
-        (legend,) = fig.legends
+    sparse = syn.sparse_shaped_store(dims=(10,), sparsities=(1,), reps=4)
+    figures = {
+        **store_figures(renamed_method(syn.grid_store(), "oracle", long), ["coverage", "length"]),
+        **store_figures(
+            renamed_method(sparse, str(sparse["method"].values[0]), long), ["sparsity"]
+        ),
+    }
+    assert list(figures) == ["coverage", "length", "sparsity"]
+    for kind, fig in figures.items():
+        legend = fig.legends[0]
         lines = [line for text in legend.get_texts() for line in text.get_text().split("\n")]
         assert max(map(len, lines)) <= LEGEND_CHARS, (kind, lines)
-        assert long in "".join(t.get_text().replace("\n", "") for t in legend.get_texts())
+        # The alt text names the method whole, not its wrapped lines.
+        assert f"{long}," in figure_alt(kind, fig) or f"{long}." in figure_alt(kind, fig)
         # Laid out on a desktop page and for a phone, as the report draws them: the
         # panels keep their room (matplotlib warns where they collapse to nothing).
         with warnings.catch_warnings():
