@@ -35,7 +35,7 @@ from ldpsim.pipeline.store.digests import settle
 from ldpsim.pipeline.store.handoff import HANDED, Handoff
 from ldpsim.pipeline.store.identity import adopt_store_choices
 from ldpsim.pipeline.store.layout import META_GROUP, TASK_SECONDS, Layout, layout_for, store_index
-from ldpsim.pipeline.store.lock import RunLock
+from ldpsim.pipeline.store.lock import RunLock, stale_after_from_env
 from ldpsim.pipeline.store.reading import extension_pending, open_arrays, read_attrs
 from ldpsim.pipeline.store.store import (
     Changes,
@@ -169,6 +169,7 @@ def run_sweep(
     """
     start = time.monotonic()
     every = write_every()  # bad input is refused before anything is read or written
+    stale_after_from_env()  # the lock's, read again by RunLock: a new store's comes late
     path = Path(store_path)
     sweep = adopt_store_choices(sweep, path)  # a resumed store keeps its methods (issue 24)
     changes = inspect_store(path, sweep, fingerprint=False)  # checked below if there is work

@@ -219,6 +219,18 @@ def test_timeout_from_the_environment(tmp_path, monkeypatch):
         )
 
 
+def test_a_bad_timeout_refuses_a_run_before_its_store_is_made(tmp_path, monkeypatch, capsys):
+    from conftest import one_error_line
+
+    from ldpsim.pipeline.cli import main
+
+    monkeypatch.setenv(STALE_AFTER_ENV, "abc")
+    store = tmp_path / "new.zarr"
+    code = main(["run", "demo", "--replicates", "2", "--store", str(store), "--workers", "1"])
+    one_error_line(capsys.readouterr(), code, (f"The {STALE_AFTER_ENV} environment variable",))
+    assert not store.exists()  # the lock's timeout was read only after creating the store
+
+
 def test_a_copy_of_a_store_is_not_locked_by_the_original_run(tmp_path):
     """`cp -a` of a store whose run lives copies its lock; the copy is free, the original not."""
     original, copy = tmp_path / "a.zarr", tmp_path / "b.zarr"
