@@ -419,6 +419,13 @@ def sparse_shaped_store(
     return ds
 
 
+def save_store(ds: xr.Dataset, store: Path) -> Path:
+    """Write a hand-made store as ldpsim lays one out (its metadata group) at ``store``."""
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    return store
+
+
 def failing_store(folder: Path) -> Path:
     """``folder``/s.zarr: grid_store written as a store, with bb's failure records (more
     than a report lists) and a failed replicate (test_report.py and conftest's
@@ -428,8 +435,7 @@ def failing_store(folder: Path) -> Path:
     store = folder / "s.zarr"
     ds = grid_store()
     ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((2, 2, 2, REPS), 0.25))
-    ds.to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    save_store(ds, store)
     errors = store / "ldpsim" / "errors"
     errors.mkdir()
     for rep in range(MAX_FAILURES_SHOWN + 3):

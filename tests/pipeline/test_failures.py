@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import synthetic as syn
-import zarr
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.failures import (
@@ -86,8 +85,7 @@ def test_chained_failures_group_by_every_link():
 
 def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
     store = tmp_path / "s.zarr"
-    syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    syn.save_store(syn.grid_store(), store)
     folder = store / "ldpsim" / "errors"
     folder.mkdir()
     for rep in range(100):

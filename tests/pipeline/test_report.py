@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
-import zarr
 from conftest import edit_root_attrs
 
 from ldpsim.pipeline.cli import main
@@ -137,8 +136,7 @@ def test_a_store_of_a_thousand_coordinates_gives_a_small_page(tmp_path):
     # with 1e5 replicates, d = 1000 and 500 failure records gave a page of 54 KB (131 s,
     # 9.4 GB peak memory, summarized lazily; 2 loaded cores), too slow for a test.
     store = tmp_path / "big.zarr"
-    big_store(reps=200, d=1000, failures=150).to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    syn.save_store(big_store(reps=200, d=1000, failures=150), store)
     folder = store / "ldpsim" / "errors"
     folder.mkdir()
     for rep in range(150):
@@ -313,8 +311,7 @@ def test_methods_added_and_not_computed_yet_are_in_the_banner_and_header(
             ds[bound][0, n, oracle, list(reps)] = np.nan
     ds["method_seconds"] = (("tau", "n", "method", "rep"), seconds)
     store = tmp_path / "pending.zarr"
-    ds.to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)
+    syn.save_store(ds, store)
     record_run(
         store,
         wall_seconds=1.0,

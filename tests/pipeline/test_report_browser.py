@@ -20,7 +20,6 @@ import pypdfium2.raw as pdfium_c
 import pytest
 import synthetic as syn
 import xarray as xr
-import zarr
 from matplotlib.image import imread
 from test_plot_text import mixed_store
 from test_report import page_text
@@ -349,13 +348,6 @@ def check_opens_full_size(layout: dict) -> None:
     assert tapped["close"], tapped
 
 
-def save_store(ds: xr.Dataset, store: Path) -> Path:
-    """Write a hand-made store as ldpsim would lay it out (its metadata group)."""
-    ds.to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)
-    return store
-
-
 def many_panel_store() -> xr.Dataset:
     """remedies' shape at 12 replicates: case x eps x n, bb, bb_t, sn and oracle, six
     coverage panels, partial: one grid point half done, one not started (an empty
@@ -434,7 +426,7 @@ def remedies_like(tmp_path_factory) -> tuple[Path, dict[int, dict]]:
     """The report of :func:`many_panel_store` and what it measures at PHONE_PX and
     DESKTOP_PX (:func:`measure`)."""
     folder = tmp_path_factory.mktemp("remedies-like")
-    store = save_store(many_panel_store(), folder / "remedies-like.zarr")
+    store = syn.save_store(many_panel_store(), folder / "remedies-like.zarr")
     page = write_report(store, folder / "remedies-like.html")
     return page, measure(page, folder)
 
@@ -444,7 +436,7 @@ def sparse_like(tmp_path_factory) -> tuple[Path, dict[int, dict]]:
     """The report of :func:`many_coordinate_store` and what it measures at PHONE_PX and
     DESKTOP_PX (:func:`measure`)."""
     folder = tmp_path_factory.mktemp("sparse-like")
-    store = save_store(many_coordinate_store(), folder / "sparse-like.zarr")
+    store = syn.save_store(many_coordinate_store(), folder / "sparse-like.zarr")
     page = write_report(store, folder / "sparse-like.html")
     return page, measure(page, folder)
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
-import zarr
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from test_plot_text import mixed_store
@@ -258,8 +257,7 @@ def test_plot_api_adds_the_zip_plots():
 @pytest.fixture
 def grid_store_path(tmp_path):
     store = tmp_path / "s.zarr"
-    syn.grid_store().to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    syn.save_store(syn.grid_store(), store)
     return store
 
 
@@ -416,8 +414,7 @@ MAX_ZIP_REPORT_BYTES = 2_000_000
 
 def test_a_zip_report_of_remedies_shape_stays_under_2_mb(tmp_path):
     store = tmp_path / "remedies-shaped.zarr"
-    remedies_shaped_store().to_zarr(store, zarr_format=3, consolidated=False)
-    zarr.open_group(str(store / "ldpsim"), mode="w", zarr_format=3)  # as a real store has
+    syn.save_store(remedies_shaped_store(), store)
     page = tmp_path / "report.html"
     assert main(["report", str(store), "--out", str(page), "--zip"]) == 0
     text = page.read_text()
