@@ -28,6 +28,8 @@ _SQRT_HALF = math.sqrt(0.5)
 #: below 2, 2^-22 once halved), the input's rounding to single adds at most
 #: 2^-24 phi(x) |x| < 2^-26: so the true gap is below 2^-21, a 32nd of the margin.
 PHI_MARGIN = 2.0**-16
+_TWO_52 = 2.0**52
+_TWO_M52 = 2.0**-52
 
 
 @cuda.jit(device=True)
@@ -92,9 +94,16 @@ def quantile_regression_gradient(d, theta, params, s, g):
 
 @cuda.jit(device=True)
 def randomized_response(d, g, params, s):
-    """:class:`ldpsim.tasks.mechanisms.randomized_response.RandomizedResponse`."""
+    """:class:`ldpsim.tasks.mechanisms.randomized_response.RandomizedResponse`.
+
+    The uniforms are (2k + 1) 2^-53, k < 2^52, never 0: ``u < q`` would flip with
+    probability q rounded down to 2^-52, and never once q < 2^-53 (eps > 36.7: no
+    privacy at all). ``u < ceil(q 2^52) 2^-52`` (exact: scaling by 2^52 and ceil are)
+    flips with probability ceil(q 2^52) / 2^52, q rounded up: never less private than
+    eps claims, and ``u < q``'s draw but at one k in 2^52.
+    """
     u, s = philox.random(s)
-    flip = u < params[0]
+    flip = u < math.ceil(params[0] * _TWO_52) * _TWO_M52
     bit = g[0] > 0.5 * (params[1] + params[2])
     g[0] = params[5] if bit != flip else params[4]
     return s

@@ -273,7 +273,8 @@ class NonparametricRandomizedResponse(IntervalMethod):
         low, high = data_range(users.model)
         width = high - low
         x = np.clip((users.observations()[:, 0] - low) / width, 0.0, 1.0)
-        keep = nprr_keep_probability(pure_eps(users.mechanism, self.name), self.grid)
-        z = nprr_privatize(x, keep, self.grid, rng)
+        eps = pure_eps(users.mechanism, self.name)
+        keep = nprr_keep_probability(eps, self.grid)
+        z = nprr_privatize(x, eps=eps, grid=self.grid, rng=rng)
         estimate, lower, upper = _BOUNDS[self.bound](z, keep, level)
         return tuple(np.array([low + width * v]) for v in (estimate, lower, upper))

@@ -64,7 +64,7 @@ class OnlineBootstrap(IntervalMethod):
     Parameters
     ----------
     B : int
-        Number of bootstrap chains, in [1, 10**4] (default 50).
+        Number of bootstrap chains, in [2, 10**4] (default 50; one has no spread).
     weights : {'exponential'}
         Law of the multipliers W: Exp(1).
 
@@ -83,11 +83,21 @@ class OnlineBootstrap(IntervalMethod):
     weights: WeightLaw = "exponential"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=1, high=10**4))
+        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=2, high=10**4))
         check_choice(self.weights, "weights", ("exponential",), owner=self.name)
 
     def check_setup(self, model: Model, mechanism: Mechanism, n: int, batch: int) -> None:
-        split_mechanism(mechanism, self.B + 1)
+        parts = self.B + 1
+        try:
+            split_mechanism(mechanism, parts).check_constants(model)
+        except ValueError as error:
+            if mechanism.budget_param != "eps" or mechanism.budget_range is not None:
+                raise
+            raise ValueError(
+                f"fang answers each of its B + 1 = {parts} chains at eps / (B + 1) = "
+                f"{mechanism.eps:g} / {parts} = {mechanism.eps / parts:g}, which "
+                f"{mechanism.name} refuses; raise eps or lower B. {error}"
+            ) from None
 
     def chain_mechanism(self, mechanism: Mechanism) -> Mechanism:
         """The mechanism each chain's answers go through: eps / (B + 1)."""

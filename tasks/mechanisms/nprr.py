@@ -38,7 +38,7 @@ def nprr_keep_probability(eps: float, grid: int = 1) -> float:
         ``eps`` or ``grid`` out of range, or an eps so small that 1 / r is not a finite
         float64 (the message gives the smallest eps allowed).
     """
-    eps = check_float(eps, "eps", owner="nprr")
+    eps = check_float(eps, "eps", owner="nprr", low=0)
     grid = check_int(grid, "grid", owner="nprr", low=1, high=10**6)
     check_finite_constants(
         lambda value: {
@@ -62,7 +62,24 @@ def _keep(eps: float, grid: int) -> float:
     return math.expm1(eps) / (math.exp(eps) + grid)
 
 
-def nprr_privatize(x: np.ndarray, keep: float, grid: int, rng: np.random.Generator) -> np.ndarray:
+def nprr_release_probability(eps: float, grid: int = 1) -> float:
+    """1 - r = (G + 1) / (e^eps + G): the probability that NPRR reports noise.
+
+    Computed directly, not as 1 - r: r rounds to 1 from eps ~ 37 on, and a noise
+    probability of 1 - 1 = 0 would report every point as it is (no privacy at all).
+    Where it underflows (eps ~ 745 on) it is the smallest positive double instead, so
+    noise keeps a positive probability at every finite eps. ``eps`` and ``grid`` are
+    those :func:`nprr_keep_probability` accepts.
+    """
+    if eps >= 700.0:  # e^eps overflows from 710 on: (G + 1) e^-eps / (1 + G e^-eps)
+        tiny = math.exp(-eps)
+        return max((grid + 1) * tiny / (1.0 + grid * tiny), math.ulp(0.0))
+    return (grid + 1) / (math.exp(eps) + grid)
+
+
+def nprr_privatize(
+    x: np.ndarray, *, eps: float, grid: int, rng: np.random.Generator
+) -> np.ndarray:
     """NPRR reports Z of data points x in [0, 1] (Waudby-Smith, Wu & Ramdas, Algorithm 2).
 
     1. Stochastic rounding onto {0, 1/G, ..., 1}: Y = (k + 1) / G with probability
@@ -74,10 +91,10 @@ def nprr_privatize(x: np.ndarray, keep: float, grid: int, rng: np.random.Generat
     ----------
     x : ndarray, shape (n,)
         Data points, each in [0, 1].
-    keep : float
-        r in (0, 1] (:func:`nprr_keep_probability`).
+    eps : float
+        The privacy parameter, in the range :func:`nprr_keep_probability` allows.
     grid : int
-        G >= 1.
+        G, in [1, 10**6].
     rng : numpy.random.Generator
         Draws n uniforms (rounding), n uniforms (keep or not), n integers (the noise), in
         that order.
@@ -89,6 +106,10 @@ def nprr_privatize(x: np.ndarray, keep: float, grid: int, rng: np.random.Generat
 
     Notes
     -----
+    The point is kept when its uniform u (a multiple of 2^-53) is at least 1 - r
+    (:func:`nprr_release_probability`), so noise comes with probability 1 - r rounded up
+    to that grid: never less private than eps claims, however large eps is. (Kept when
+    u < r, the keep probability was r rounded up, and 1 from eps ~ 37 on.)
     The noise is uniform on all G + 1 grid points. Drawing it as round(G V) / G with
     V ~ Uniform(0, 1) would give the end points half weight and a larger eps,
     log(1 + 2 G r / (1 - r)) (SPEC 12.1).
@@ -101,11 +122,13 @@ def nprr_privatize(x: np.ndarray, keep: float, grid: int, rng: np.random.Generat
     Warner, S. L. (1965). Randomized response: a survey technique for eliminating
     evasive answer bias. J. Amer. Statist. Assoc. 60, 63-69.
     """
+    nprr_keep_probability(eps, grid)  # the checks
+    release = nprr_release_probability(eps, grid)
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[0]
     scaled = grid * x
     low = np.minimum(np.floor(scaled), grid - 1)  # x = 1: k = G - 1, rounds up surely
     rounded = (low + (rng.random(n) < scaled - low)) / grid
-    kept = rng.random(n) < keep
+    kept = rng.random(n) >= release
     noise = rng.integers(0, grid + 1, n) / grid
     return np.where(kept, rounded, noise)

@@ -43,6 +43,14 @@ def _randomized_response_per_user(d, g, params, s):
     return s
 
 
+#: The smallest eps (and budget_range low) accepted. The flip is drawn as u < q with u on
+#: a grid of 2^-53 (2^-52 on the GPU), so the flip probability realized is q to within
+#: 2^-52, and the debiased report's mean is off by at most 2^-52 / (1 - 2q) of hi - lo,
+#: relative; 1 - 2q = tanh(eps / 2) ~ eps / 2 for small eps. At eps = 1e-6 that is
+#: 4.5e-10; at eps = 1e-15 it would be 0.44 (the reports then ignore the data).
+SMALLEST_EPS = 1e-6
+
+
 def keep_probability(eps: float) -> float:
     """p = e^eps / (1 + e^eps), the probability that the true bit is reported."""
     return 1.0 if math.isinf(eps) else 1.0 / (1.0 + math.exp(-eps))
@@ -50,11 +58,20 @@ def keep_probability(eps: float) -> float:
 
 def flip_probability(eps: float) -> float:
     """q = 1 - p = 1 / (1 + e^eps), computed directly: 1 - p loses all digits for
-    large eps (q would round to 0 from eps ~ 37 on, i.e. no privacy at all)."""
+    large eps (q would round to 0 from eps ~ 37 on, i.e. no privacy at all). From
+    eps ~ 745 on e^-eps underflows to 0; q is then the smallest positive double, so the
+    flip keeps a positive probability (one uniform in 2^53) at every finite eps."""
     if math.isinf(eps):
         return 0.0
     e = math.exp(-eps)
-    return e / (1.0 + e)
+    return max(e / (1.0 + e), math.ulp(0.0))
+
+
+_BELOW_SMALLEST = (
+    "below it the flip probability 1 / (1 + e^eps) is so close to 1/2 that drawing the "
+    "flip on the uniforms' grid (2^-53) biases the debiased reports by more than 4.5e-10 "
+    "of hi - lo (from eps ~ 4.4e-16 down they ignore the data)."
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,12 +86,13 @@ class RandomizedResponse(Mechanism):
     Parameters
     ----------
     eps : float or None
-        Privacy parameter, in [5.56e-17, inf]: below it q rounds to 1/2 and the
-        debiasing would divide by 1 - 2q = 0 (refused by :meth:`check_constants`; so is a
-        ``budget_range`` whose low end is below it). None (the default): 1, unless
+        Privacy parameter, in [1e-6, inf] (:data:`SMALLEST_EPS`): below it the flip
+        probability q is so close to 1/2 that drawing the flip on the uniforms' grid
+        (2^-53) biases the debiased report by more than 4.5e-10 of hi - lo; from
+        eps ~ 4.4e-16 down the reports ignore the data. None (the default): 1, unless
         ``budget_range`` is given.
     budget_range : list of 2 floats, optional
-        ``[low, high]`` with 0 < low <= high < inf: user i's eps_i is drawn iid
+        ``[low, high]`` with 1e-6 <= low <= high < inf: user i's eps_i is drawn iid
         Uniform(low, high) and the report is flipped and debiased with that user's
         p_i. The report's variance averaged over users is
         (hi - lo)^2 E[e^eps / (e^eps - 1)^2]
@@ -93,6 +111,21 @@ class RandomizedResponse(Mechanism):
     privatize_per_user = _randomized_response_per_user
 
     eps: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.budget_range is None:
+            if self.eps < SMALLEST_EPS:
+                raise ValueError(
+                    f"The 'eps' parameter of randomized_response must be a float in "
+                    f"[{SMALLEST_EPS:g}, inf]: {_BELOW_SMALLEST} Got {self.eps!r}."
+                )
+        elif self.budget_range[0] < SMALLEST_EPS:
+            raise ValueError(
+                f"The 'budget_range' parameter of randomized_response must be a list "
+                f"[low, high] of two finite floats with {SMALLEST_EPS:g} <= low <= high: "
+                f"{_BELOW_SMALLEST} Got {list(self.budget_range)!r}."
+            )
 
     def check_model(self, model: Model) -> None:
         if not model.binary_gradient:
@@ -117,7 +150,6 @@ class RandomizedResponse(Mechanism):
         return hi - lo
 
     def constants(self, model: Model) -> Constants:
-        # Below eps ~ 5.6e-17, q rounds to 1/2: the debiasing divides by 1 - 2q = 0.
         if self.budget_range is not None:
             return {
                 "the report variance averaged over the users' eps": lambda: self.variance(model)

@@ -12,11 +12,17 @@ from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.streams.rng import random, standard_normal
 from ldpsim.tasks.validation import check_float
 
+#: Below this a gamma draw is also kept as its logarithm: U^(1 / shape) underflows to 0
+#: for small shapes (at shape = 1e-3 whenever U < e^-0.745), and G_a / (G_a + G_b) would
+#: lose its digits, or be 0 / 0.
+_TINY = 1e-290
+
 
 @njit(inline="always")
 def _standard_gamma(shape, s):
     # Marsaglia & Tsang (2000) for shape >= 1; for shape < 1 a Gamma(shape + 1) draw
-    # times U^(1 / shape) (their section 6). Returns (g, s).
+    # times U^(1 / shape) (their section 6). Returns (g, log g or 0, s): log g is
+    # computed only where g < _TINY (-inf where U = 0).
     boosted = shape < 1.0
     a = shape + 1.0 if boosted else shape
     dd = a - 1.0 / 3.0
@@ -33,22 +39,33 @@ def _standard_gamma(shape, s):
         if math.log(u) < 0.5 * z * z + dd * (1.0 - v + math.log(v)):
             break
     g = dd * v
+    u = 1.0
     if boosted:
         u, s = random(s)
         g *= u ** (1.0 / shape)
-    return g, s
+    log_g = 0.0
+    if g < _TINY:
+        log_g = math.log(dd * v) + (math.log(u) / shape if u > 0.0 else -math.inf)
+    return g, log_g, s
 
 
 @njit(inline="always")
 def _beta(a, b, s):
-    # X = G_a / (G_a + G_b) ~ Beta(a, b). Both draws 0 (probability below 2^-50 per
-    # draw, only for shapes < 1) gives 0/0: such a point is resolved to the mean.
-    ga, s = _standard_gamma(a, s)
-    gb, s = _standard_gamma(b, s)
-    total = ga + gb
-    if total == 0.0:
+    # X = G_a / (G_a + G_b) ~ Beta(a, b). Where a draw is below _TINY (shapes < 1), from
+    # the logarithms: X = 1 / (1 + e^(log G_b - log G_a)). Both U = 0 (probability 2^-106)
+    # gives no ratio: such a point is resolved to the mean.
+    ga, log_a, s = _standard_gamma(a, s)
+    gb, log_b, s = _standard_gamma(b, s)
+    if ga >= _TINY and gb >= _TINY:
+        return ga / (ga + gb), s
+    if ga >= _TINY:
+        log_a = math.log(ga)
+    if gb >= _TINY:
+        log_b = math.log(gb)
+    gap = log_b - log_a
+    if math.isnan(gap):
         return a / (a + b), s
-    return ga / total, s
+    return 1.0 / (1.0 + math.exp(min(gap, 709.0))) if gap < 709.0 else 0.0, s
 
 
 @njit(inline="always")

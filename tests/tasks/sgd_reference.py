@@ -171,7 +171,11 @@ def randomized_response(g, params, rng):
     # Keep the bit with probability p = 1 - q, report lo + (hi - lo)(btilde - q)/(2p - 1).
     q, lo, hi, scale = params[:4]
     bit = 1.0 if g[0] == hi else 0.0
-    if rng.random() < q:
+    if not isinstance(rng, np.random.Generator):  # the GPU's: q rounded up to 2^-52
+        q_drawn = math.ceil(q * 2.0**52) * 2.0**-52
+    else:
+        q_drawn = q
+    if rng.random() < q_drawn:
         bit = 1.0 - bit
     g[0] = lo + scale * (bit - q)
 

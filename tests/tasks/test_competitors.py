@@ -184,6 +184,25 @@ def test_fang_splits_eps_over_its_chains():
         split_mechanism(Laplace(budget_range=(1.0, 2.0)), 3)
 
 
+@pytest.mark.parametrize(
+    ("mechanism", "eps"), [("randomized_response", 1e-3), ("laplace", 1e-150)]
+)
+def test_fang_refuses_a_split_budget_its_mechanism_cannot_run(mechanism, eps):
+    # eps / (B + 1) below the mechanism's floor (RR: 1e-6; Laplace on the quantile: its
+    # noise variance overflows below 1.06e-154) while eps itself is fine. Before: accepted,
+    # then a ZeroDivisionError in every replicate (exit 1, a store made).
+    spec = {"model": "quantile", "n": 100, "mechanism": mechanism, "eps": eps}
+    normalize_spec({**spec, "methods": {"fang": {"B": 10}}})
+    with pytest.raises(ValueError) as info:
+        normalize_spec({**spec, "methods": {"fang": {"B": 10_000}}})
+    message = str(info.value)
+    assert message.startswith(
+        f"fang answers each of its B + 1 = 10001 chains at eps / (B + 1) = {eps:g} / 10001 = "
+        f"{eps / 10001:g}, which {mechanism} refuses; raise eps or lower B. The 'eps' "
+        f"parameter of {mechanism} must be a float in ["
+    ), message
+
+
 def reference_chains(users: Users, method, noise_start) -> np.ndarray:
     """users_loop.chains written out in plain Python over the same compiled callbacks.
 

@@ -29,6 +29,9 @@ from ldpsim.tasks.gpu.kernel import run_gpu_replicates
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
 from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, needs_full_matrix
 from ldpsim.tasks.kernel.cache import KERNEL_SUBFOLDER, code_fingerprint
+from ldpsim.tasks.mechanisms import RandomizedResponse
+from ldpsim.tasks.models import Quantile
+from ldpsim.tasks.streams import philox
 from ldpsim.tasks.streams.philox import (
     philox4x32_10,
     philox_blocks,
@@ -354,21 +357,33 @@ def test_sine_and_cosine_of_a_turn_are_within_an_ulp_and_a_half():
     assert error.max() < 1.5 * 2.0**-52, error.max()
 
 
-def test_randomized_responses_flip_probability_is_exact_to_the_uniforms_grid():
-    # u = (2k + 1) 2^-53 for k = 0 .. 2^52 - 1, each with probability 2^-52: the flip
-    # probability P = P(u < q) is the count of such k times 2^-52, within 2^-53 of q
-    # (the grid's points are 2^-52 apart and q lies between two), so the likelihood
-    # ratio (1 - P) / P of the reports is (1 - q) / q, which is e^eps to the rounding of
-    # q, within a factor 1 +- 2^-53 / (P (1 - q)). In exact rational arithmetic.
-    for eps in (0.1, 1.0, 4.0, 10.0):
-        q = Fraction(math.exp(-eps) / (1.0 + math.exp(-eps)))  # the kernel's params[0]
-        count = math.ceil((q * 2**53 - 1) / 2)  # the k with 2k + 1 < q 2^53
-        flip = Fraction(count, 2**52)
-        grid = Fraction(1, 2**53)
-        assert (2 * count - 1) * grid < q <= (2 * count + 1) * grid  # k = count - 1 is the last
-        assert abs(flip - q) <= Fraction(1, 2**53)
-        ratio = ((1 - flip) / flip) / ((1 - q) / q)
-        assert abs(ratio - 1) <= Fraction(1, 2**53) / (flip * (1 - q))
+@pytest.mark.parametrize("eps", [0.1, 1.0, 4.0, 10.0, 36.0, 37.0, 40.0, 100.0, 700.0, math.inf])
+def test_randomized_responses_flip_probability_is_never_below_q(eps):
+    # u = (2k + 1) 2^-53 for k = 0 .. 2^52 - 1, each with probability 2^-52, never 0. The
+    # device function flips for k < m and keeps the bit from k = m on (shown with the
+    # uniform planted in the stream), so P(flip) = m / 2^52; m = ceil(q 2^52) makes it q
+    # rounded up: never below q, so never less private than eps claims (before, u < q
+    # rounded down, and from eps ~ 36.7 on never flipped: no privacy), and less than
+    # 2^-52 above it. In exact rational arithmetic.
+    model = Quantile(tau=0.5)
+    params = RandomizedResponse(eps=eps).params(model)
+    hi = model.gradient_range()[1]
+    q = Fraction(params[0])
+    m = math.ceil(q * 2**52)
+    assert q <= Fraction(m, 2**52) < q + Fraction(1, 2**52)
+
+    def reported(k):
+        g = np.array([hi])
+        planted = (0, 0, 0, 0, 0, 0.0, (2 * k + 1) * 2.0**-53, philox._HAS_UNIFORM)
+        GPU_MECHANISMS["randomized_response"](1, g, params, planted)
+        return g[0]
+
+    kept, flipped = params[5], params[4]  # the reports of bit 1 kept and flipped
+    if m > 0:
+        assert reported(m - 1) == flipped and reported(0) == flipped
+    assert reported(m) == kept and reported(2**52 - 1) == kept
+    if 0 < q < Fraction(1, 2**53):  # eps >= 37: u < q never flipped
+        assert m == 1 and reported(0) == flipped
 
 
 @pytest.mark.parametrize(

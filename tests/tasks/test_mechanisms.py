@@ -3,6 +3,7 @@ per-user budgets and the closed forms of their averaged noise variance."""
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -12,7 +13,12 @@ from ldpsim.tasks import mechanisms, models
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.mechanisms.gaussian import gaussian_delta
 from ldpsim.tasks.mechanisms.nprr import nprr_keep_probability
-from ldpsim.tasks.mechanisms.randomized_response import keep_probability, mean_privacy_variance
+from ldpsim.tasks.mechanisms.randomized_response import (
+    SMALLEST_EPS,
+    flip_probability,
+    keep_probability,
+    mean_privacy_variance,
+)
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.spec import normalize_spec, unit_params
 from ldpsim.tasks.streams.rng import as_state, state_of
@@ -153,8 +159,10 @@ def test_randomized_response_without_privacy():
     mech = mechanisms.RandomizedResponse(eps=math.inf)
     assert mech.likelihood_ratio() == math.inf
     assert mech.params(models.Quantile())[0] == 0.0
-    # Privacy is kept however large a finite eps is.
-    assert mechanisms.RandomizedResponse(eps=700.0).params(models.Quantile())[0] > 0
+    # Privacy is kept however large a finite eps is (at 746 and up e^-eps underflowed and
+    # q was 0: the bit was never flipped).
+    for eps in (700.0, 746.0, 1e300):
+        assert mechanisms.RandomizedResponse(eps=eps).params(models.Quantile())[0] > 0
 
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 3.0])
@@ -515,11 +523,13 @@ def assert_finite_constants(spec: dict) -> None:
     assert np.all(np.isfinite(rs.mechanism.variance(rs.model)))
 
 
-#: (mechanism, budget): every budget mechanism at budgets whose noise variance overflows,
-#: and randomized response where q rounds to 1/2 (its debiasing divided by 1 - 2q = 0).
+#: (mechanism, budget): every noise-adding mechanism at budgets whose noise variance
+#: overflows (randomized response has its own floor, tested below).
 TINY_BUDGETS = [
-    *((name, budget) for name in PER_USER for budget in (1e-160, 1e-300, 5e-324)),
-    *(("randomized_response", budget) for budget in (1e-17, 1e-20, 1e-100)),
+    (name, budget)
+    for name in PER_USER
+    if name != "randomized_response"
+    for budget in (1e-160, 1e-300, 5e-324)
 ]
 
 
@@ -541,14 +551,48 @@ def test_a_budget_whose_constants_overflow_is_refused(name, budget):
     assert_finite_constants({**spec, param: smallest})  # the bound shown is allowed
 
 
-@pytest.mark.parametrize("name", PER_USER)
+@pytest.mark.parametrize("budget", [9.99e-7, 1e-13, 1e-17, 1e-160, 5e-324])
+def test_randomized_responses_eps_floor_bounds_the_bias_of_its_reports(budget):
+    # The flip is drawn on the uniforms' grid: P(flip) = ceil(q 2^53) / 2^53 on the CPU
+    # (u = k 2^-53 < q), ceil(q 2^52) / 2^52 on the GPU (units.randomized_response), not q.
+    # The debiased report's mean then misses g by (q - P) / (1 - 2q) of hi - lo. Exact in
+    # rational arithmetic: at the floor, eps = 1e-6, both are within the 4.5e-10 that the
+    # refusal states; below it the bias grows as 1 / eps (0.44 at 1e-15: no signal left).
+    def bias(eps):
+        q = Fraction(mechanisms.RandomizedResponse(eps=eps).params(models.Quantile())[0])
+        drawn = [Fraction(math.ceil(q * 2**b), 2**b) for b in (53, 52)]
+        return max(abs(q - p) / (1 - 2 * q) for p in drawn)
+
+    assert bias(SMALLEST_EPS) < 4.5e-10
+    with pytest.raises(ValueError) as info:  # before: accepted down to 5.56e-17
+        normalize_spec(spec_of("randomized_response", eps=budget))
+    assert str(info.value) == (
+        "The 'eps' parameter of randomized_response must be a float in [1e-06, inf]: below "
+        "it the flip probability 1 / (1 + e^eps) is so close to 1/2 that drawing the flip "
+        "on the uniforms' grid (2^-53) biases the debiased reports by more than 4.5e-10 of "
+        f"hi - lo (from eps ~ 4.4e-16 down they ignore the data). Got {budget!r}."
+    )
+    with pytest.raises(ValueError, match=r"with 1e-06 <= low <= high: below it the flip"):
+        normalize_spec(spec_of("randomized_response", budget_range=[budget, 1.0]))
+    assert_finite_constants(spec_of("randomized_response", eps=SMALLEST_EPS))
+    assert_finite_constants(spec_of("randomized_response", budget_range=[SMALLEST_EPS, 1.0]))
+
+
+def test_randomized_responses_bias_below_the_floor_is_large():
+    # Why the floor: from eps ~ 4.4e-16 down the CPU's P(flip) is exactly 1/2 (q within
+    # half a grid step of it), and the reports carry no information about the bit.
+    for eps in (1e-16, 2e-16):
+        q = flip_probability(eps)
+        assert Fraction(math.ceil(q * 2**53), 2**53) == Fraction(1, 2)
+
+
+@pytest.mark.parametrize("name", [name for name in PER_USER if name != "randomized_response"])
 @pytest.mark.parametrize("budget_range", [[1e-300, 1.0], [1e-20, 1e-20]])
 def test_a_budget_range_whose_smallest_budget_overflows_is_refused(name, budget_range):
     spec = spec_of(name, budget_range=budget_range)
-    if budget_range[0] == 1e-20 and name != "randomized_response":
+    if budget_range[0] == 1e-20:
         assert_finite_constants(spec)  # a noise scale of 4e20: finite
         return
-    # Randomized response at [1e-20, 1e-20]: its kernel would divide by 1 - 2q = 0.
     with pytest.raises(ValueError) as info:
         normalize_spec(spec)
     message = str(info.value)

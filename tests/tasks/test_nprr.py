@@ -6,6 +6,7 @@ The mechanism's privacy audit is in test_privacy_audit.py.
 
 import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -18,7 +19,11 @@ from ldpsim.tasks.intervals.nprr import (
     hoeffding_interval,
     hoeffding_plus_interval,
 )
-from ldpsim.tasks.mechanisms.nprr import nprr_keep_probability, nprr_privatize
+from ldpsim.tasks.mechanisms.nprr import (
+    nprr_keep_probability,
+    nprr_privatize,
+    nprr_release_probability,
+)
 
 LEVEL = 0.9
 
@@ -39,6 +44,24 @@ def test_bounded_mean_draws_are_beta(a, b):
     assert model.gradient_cov()[0, 0] == pytest.approx(stats.beta(a, b).var(), rel=1e-13)
 
 
+@pytest.mark.parametrize(("a", "b"), [(1e-3, 1e-3), (2e-3, 1e-3), (1e-3, 3e-3)])
+def test_bounded_mean_draws_at_tiny_shapes_are_beta(a, b):
+    # U^(1 / shape) underflowed to 0, and 0 / 0 put 22.5% of the draws at a / (a + b)
+    # (a = b = 1e-3: variance 0.193 against 0.2495, and the oracle's sd off); now from
+    # the logarithms. Almost every draw is within 1e-16 of 0 or 1, where doubles round
+    # (no KS test): the mass below 1/2 against Beta's cdf (4 binomial se) and the
+    # variance against the model's (4 se from the draws' fourth moment), 20,000 draws.
+    model = models.BoundedMean(a=a, b=b)
+    x = -model.sample_gradients(np.zeros(1), 20_000, seed=3)[:, 0]
+    assert not np.any(x == a / (a + b))
+    below = np.mean(x < 0.5)
+    p = stats.beta(a, b).cdf(0.5)
+    assert abs(below - p) <= 4 * math.sqrt(p * (1 - p) / x.size), (below, p)
+    squares = (x - model.truth()[0]) ** 2
+    se = squares.std(ddof=1) / math.sqrt(x.size)
+    assert abs(squares.mean() - model.gradient_cov()[0, 0]) <= 4 * se
+
+
 def test_keep_probability_closed_forms():
     # SPEC 12.1: G = 1 gives r = tanh(eps / 2); e^eps = 1 + (G + 1) r / (1 - r).
     for eps, r in ((0.5, 0.2449187), (1.0, 0.4621172), (2.0, 0.7615942)):
@@ -54,10 +77,44 @@ def test_reports_are_unbiased_for_a_known_map_of_x(grid):
     # computed from the draws); the reports lie on the grid, both ends included.
     keep = nprr_keep_probability(1.0, grid)
     for k, x in enumerate((0.0, 0.3, 0.77, 1.0)):
-        z = nprr_privatize(np.full(200_000, x), keep, grid, rng(k))
+        z = nprr_privatize(np.full(200_000, x), eps=1.0, grid=grid, rng=rng(k))
         assert np.all(np.isin(z * grid, np.arange(grid + 1)))
         se = z.std(ddof=1) / math.sqrt(z.size)
         assert abs(z.mean() - (keep * x + (1 - keep) / 2)) <= 4 * se, (x, z.mean())
+
+
+class PlantedUniforms:
+    """A stand-in for the generator nprr_privatize draws from: its uniforms are given."""
+
+    def __init__(self, keep_uniform):
+        self.keep_uniform = keep_uniform
+        self.calls = 0
+
+    def random(self, n):
+        self.calls += 1  # the first n uniforms round the point, the second keep it or not
+        return np.full(n, 0.5 if self.calls == 1 else self.keep_uniform)
+
+    def integers(self, low, high, n):
+        return np.full(n, high - 1)  # the noise: the grid's top point, 1
+
+
+@pytest.mark.parametrize("eps", [1.0, 30.0, 37.0, 40.0, 100.0, 700.0, 1e300])
+def test_reports_are_noise_with_probability_never_below_one_minus_r(eps):
+    # The point is kept when u >= 1 - r (computed directly): on the uniforms' grid
+    # (k 2^-53) noise comes with probability ceil((1 - r) 2^53) / 2^53 >= 1 - r, so never
+    # less private than eps claims. Before, u < r kept it, and from eps ~ 37 on r rounded
+    # to 1: every point was reported as it was (x = 0 always 0: no privacy at all). The
+    # smallest uniform, 0, now gives noise at every eps; the noise probability is exact.
+    release = nprr_release_probability(eps, 4)
+    if eps < 700:
+        assert release == pytest.approx(5 / (math.exp(eps) + 4), rel=1e-15)
+    assert release > 0  # even where (G + 1) e^-eps underflows (eps = 1e300)
+    noise = nprr_privatize(np.zeros(3), eps=eps, grid=4, rng=PlantedUniforms(0.0))
+    assert np.all(noise == 1.0)  # u = 0 < 1 - r: the top grid point, not x = 0
+    kept = nprr_privatize(np.zeros(3), eps=eps, grid=4, rng=PlantedUniforms(1 - 2.0**-53))
+    assert np.all(kept == 0.0)
+    drawn = Fraction(math.ceil(Fraction(release) * 2**53), 2**53)
+    assert drawn >= Fraction(release) and drawn - Fraction(release) < Fraction(1, 2**53)
 
 
 def test_hoeffding_half_widths():
@@ -79,7 +136,7 @@ def paths(n, eps, reps, seed):
     gen = rng(seed)
     keep = nprr_keep_probability(eps)
     x = gen.beta(2.0, 5.0, size=(reps, n))
-    z = nprr_privatize(x.ravel(), keep, 1, gen).reshape(reps, n)
+    z = nprr_privatize(x.ravel(), eps=eps, grid=1, rng=gen).reshape(reps, n)
     return z, keep
 
 

@@ -186,8 +186,9 @@ def test_nprr_empirical_ratio(eps, grid):
     # N = 1e6 draws per input; relative tolerance 4 (sd_rel(p1) + sd_rel(p0)) per report
     # value (0.006-0.02 at the end points). Every report's ratio is at most e^eps within
     # its tolerance, and at the end points it is e^eps within it (attained: exactly eps).
-    keep = nprr_keep_probability(eps, grid)
-    audit = nprr_audit(lambda x, rng: nprr_privatize(x, keep, grid, rng), grid, seed=31)
+    audit = nprr_audit(
+        lambda x, rng: nprr_privatize(x, eps=eps, grid=grid, rng=rng), grid, seed=31
+    )
     for value, (ratio, tol) in audit.items():
         assert ratio <= math.exp(eps) * (1 + tol), (value, ratio, tol)
     for value in (0, grid):
@@ -202,15 +203,17 @@ def test_nprr_audit_has_power(eps):
     # round(4 V) / 4 with V ~ Uniform(0, 1) gives the end points half weight, so the ratio
     # there is 1 + 2 G r / (1 - r) (e^1.32 instead of e at eps = 1): caught as well.
     grid = 4
-    wrong = nprr_keep_probability(2 * eps, grid)
-    audit = nprr_audit(lambda x, rng: nprr_privatize(x, wrong, grid, rng), grid, seed=37)
+    wrong = 2 * eps
+    audit = nprr_audit(
+        lambda x, rng: nprr_privatize(x, eps=wrong, grid=grid, rng=rng), grid, seed=37
+    )
     ratio, tol = audit[0]
     assert ratio > math.exp(eps) * (1 + tol)
     assert ratio == pytest.approx(math.exp(2 * eps), rel=tol)
     keep = nprr_keep_probability(eps, grid)
 
     def half_weight_ends(x, rng):
-        rounded = nprr_privatize(x, 1.0, grid, rng)  # r = 1: the rounding alone
+        rounded = nprr_privatize(x, eps=1000.0, grid=grid, rng=rng)  # r = 1: rounding alone
         noise = np.rint(grid * rng.random(x.shape[0])) / grid
         return np.where(rng.random(x.shape[0]) < keep, rounded, noise)
 
@@ -591,7 +594,7 @@ def test_mean_gradients_within_sensitivity(d, loc, offset, seed):
 # fang: each of a user's B + 1 answers at eps / (B + 1).
 
 
-@pytest.mark.parametrize("B", [1, 3])
+@pytest.mark.parametrize("B", [2, 3])
 def test_fang_answers_spend_eps_over_b_plus_one(B):
     # fang privatizes every answer of every chain with the parameters of
     # OnlineBootstrap.chain_mechanism (what its compiled chains are given). The audits
