@@ -315,7 +315,8 @@ def _check_cases(raw: object, grid: Mapping[str, Any], allowed: set[str]) -> dic
     """The ``[cases.LABEL]`` tables: spec values that vary together, by label.
 
     A case may set any spec key but ``methods``, ``seed``, ``checkpoints`` and
-    ``backend`` (every grid point shares those), and no grid axis (it would be set
+    ``backend`` (every grid point shares those), ``level`` (the summaries find a grid
+    point's level on its axis: a grid axis ``level``) and no grid axis (it would be set
     twice); it overrides [spec].
 
     Raises
@@ -334,6 +335,13 @@ def _check_cases(raw: object, grid: Mapping[str, Any], allowed: set[str]) -> dic
         if not values:
             raise InputError(f"The case {label!r} sets nothing; give it spec values or drop it.")
         for key in values:
+            if key == "level":
+                raise InputError(
+                    f"The case {label!r} sets 'level', which a case may not set: coverage "
+                    "is judged against each grid point's level, which the summaries read "
+                    "from a grid axis. Make it one ([grid] level = [0.5, 0.999]) or set it "
+                    "in [spec]."
+                )
             if key not in allowed or key in forbidden:
                 raise InputError(
                     f"The case {label!r} sets {key!r}, which is not a spec key a case may set; "

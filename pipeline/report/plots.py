@@ -34,7 +34,7 @@ from ldpsim.pipeline.store.store_path import beside_store, check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import CLAIM_OF, method_claims
 from ldpsim.pipeline.summary.partial_cells import fewer
-from ldpsim.pipeline.summary.summary import oracle_label, summarize, sweep_info
+from ldpsim.pipeline.summary.summary import oracle_label, shared_level, summarize, sweep_info
 from ldpsim.pipeline.summary.tables import COVERAGE_COUNTS, INTERVAL_Z, wilson_interval
 from ldpsim.pipeline.summary.variables import NON_GRID_DIMS, grid_axes
 from ldpsim.pipeline.sweep import CASE_AXIS
@@ -237,7 +237,7 @@ def _shown_coords(summary: xr.Dataset) -> list[int]:
 
 def _title(summary: xr.Dataset, what: str, with_level: bool = True) -> str:
     name = sweep_info(summary).get("name", "")
-    level = summary.attrs.get("level") if with_level else None
+    level = shared_level(summary) if with_level else None
     level_text = f", {format_level(level)} intervals" if level is not None else ""
     return f"{name}: {what}{level_text}" if name else f"{what}{level_text}"
 
@@ -638,7 +638,6 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     methods = [str(m) for m in summary["method"].values]
     styles = method_styles(methods)
     x = summary[x_dim].values.astype(np.float64)
-    level = summary.attrs.get("level")
     ticks = axis_labels(summary[x_dim].values, "text")
     coord_in_title = len(summary["coord"]) > 1
     cells = _panel_cells(summary, combos, coords)
@@ -677,8 +676,9 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
             )
             lax.plot(x, m["length"].values, markersize=4, label=method, **styles[method])
             _mark_partial(lax, x, m["length"].values, partial_values, styles[method]["color"])
-        if level is not None and any(claimed.values()):
-            cax.axhline(float(level), color="gray", linestyle=":", label="nominal")
+        panel_level = shared_level(cell)  # a panel of one level where it is a grid axis
+        if panel_level is not None and any(claimed.values()):
+            cax.axhline(panel_level, color="gray", linestyle=":", label="nominal")
         if not _has_values(cell["coverage"].values):
             _no_data(cax)
         if not _has_values(cell["length"].values):
@@ -891,7 +891,7 @@ def _bar_figures(summary: xr.Dataset) -> tuple[Figure, Figure]:
     methods = [str(m) for m in summary["method"].values]
     styles = method_styles(methods)
     claims = method_claims(summary)
-    level = summary.attrs.get("level")
+    level = shared_level(summary)
     positions = np.arange(len(combos))[::-1].astype(np.float64)  # the first on top
     cases = _case_parts(summary)
     tick_labels = [", ".join(_point_parts(c, cases)) or "all" for c in combos]
@@ -1032,7 +1032,7 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
     cov_fig, cov_grid, cov_cells = _wrapped_panels(
         len(coverage_combos), 1, _title(summary, "coverage against n eps"), sharey=True
     )
-    level = summary.attrs.get("level")
+    level = shared_level(summary)
     claims = method_claims(summary)
     claimed = {m: claims[m] == CLAIM_OF["coverage"] for m in methods}
     for (ax,), combo in zip(cov_cells, coverage_combos, strict=True):
@@ -1114,7 +1114,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     families = list(dict.fromkeys(family[label] for label in cases))
     methods = [str(m) for m in summary["method"].values]
     styles = method_styles(methods)
-    level = summary.attrs.get("level")
+    level = shared_level(summary)
     claims = method_claims(summary)
     # Whether each column's statistic is each method's claim: the lengths are anyone's,
     # the coverage of each coordinate an interval's, the joint coverage a band's.

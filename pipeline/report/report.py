@@ -35,7 +35,7 @@ from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset
 from ldpsim.pipeline.store.store_path import beside_store, check_outside_stores
 from ldpsim.pipeline.summary.case_parameters import case_parameters
 from ldpsim.pipeline.summary.nominal_claims import FLAG_SIZE, FLAG_Z, false_flag_rate
-from ldpsim.pipeline.summary.summary import TARGET_SE, summarize, sweep_info
+from ldpsim.pipeline.summary.summary import TARGET_SE, shared_level, summarize, sweep_info
 from ldpsim.pipeline.summary.table_layouts import blank_repeats
 from ldpsim.pipeline.summary.tables import (
     DEPARTURE_MARK,
@@ -235,7 +235,7 @@ def departure_rule(summary: xr.Dataset) -> dict[str, str]:
     """What How to read says of the departure mark: the mark, the test's z and size, and
     its exact rate of marks at exactly nominal coverage for this store's replicates
     (:func:`~ldpsim.pipeline.summary.nominal_claims.false_flag_rate`)."""
-    level = summary.attrs.get("level")
+    level = shared_level(summary)
     replicates = int(summary.attrs.get("replicates", 0))
     rate = (
         f"{100 * false_flag_rate(replicates, float(level)):.1f}%"
@@ -896,7 +896,7 @@ def build_context(
     # else the summary is computed chunk by chunk with dask, in bounded memory
     summary = summarize(ds, target_se=target_se)
     sweep = sweep_info(ds)
-    level = ds.attrs.get("level")
+    level = shared_level(ds)
     done, total = int(ds["done"].values.sum()), int(ds["done"].size)
     pending = pending_counts(summary)
     prov = provenance(ds, store)
@@ -906,7 +906,11 @@ def build_context(
         "description": sweep.get("description", ""),
         "store": str(store.resolve()),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        "level": format_level(level) if level is not None else "n/a",
+        "level": (
+            format_level(level)
+            if level is not None
+            else ("each grid point's (a grid axis)" if "level" in ds.dims else "n/a")
+        ),
         "facts": store_facts(ds),
         "grid": grid_lines(ds),
         "methods": [str(m) for m in ds["method"].values],

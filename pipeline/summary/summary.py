@@ -81,6 +81,18 @@ def nominal_level(ds: xr.Dataset) -> xr.DataArray:
     return xr.DataArray(float(ds.attrs.get("level", np.nan)))
 
 
+def shared_level(ds: xr.Dataset) -> float | None:
+    """The one confidence level of every cell of ``ds`` (a store's Dataset or a summary):
+    its ``level`` coordinate's value where that holds a single value, the stored level
+    where there is none, and None where ``level`` is a grid axis with several values (a
+    caption or a figure's reference line then cannot name one level)."""
+    if "level" in ds.coords:
+        values = np.unique(np.asarray(ds["level"].values, dtype=np.float64))
+        return float(values[0]) if values.size == 1 else None
+    level = ds.attrs.get("level")
+    return None if level is None else float(level)
+
+
 def _ratio(num: Dimensioned, count: Dimensioned) -> Dimensioned:
     # NaN (not a warning or inf) where no replicate counts.
     return (num / count.where(count > 0)).astype(np.float64)

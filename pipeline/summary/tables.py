@@ -45,7 +45,7 @@ from ldpsim.pipeline.summary.records import (
     records_over,
     render_records,
 )
-from ldpsim.pipeline.summary.summary import band_labels, sweep_info
+from ldpsim.pipeline.summary.summary import band_labels, shared_level, sweep_info
 from ldpsim.pipeline.summary.table_layouts import Rows, latex_table, markdown_table, text_table
 from ldpsim.pipeline.summary.variables import grid_axes
 from ldpsim.pipeline.sweep import CASE_AXIS
@@ -336,9 +336,12 @@ def caption_head(summary: xr.Dataset, where: str = "") -> str:
     """'name: 90% intervals', the start of a table's caption; with ``where`` (the values
     every row shares, ``n = 5e4``), 'name: 90% intervals at n = 5e4'."""
     name = sweep_info(summary).get("name")
-    level = summary.attrs.get("level")
+    level = shared_level(summary)
     head = f"{name}: " if name else ""
-    head += f"{format_level(level)} intervals" if level is not None else "intervals"
+    if level is not None:
+        head += f"{format_level(level)} intervals"
+    else:
+        head += "intervals at each row's level" if "level" in summary.dims else "intervals"
     return f"{head} at {where}" if where else head
 
 
@@ -740,10 +743,11 @@ def flag_note(summary: xr.Dataset, fmt: str, joint_shown: bool) -> str:
     """The note under a table with marked coverages: what the departure mark means (the
     test of :mod:`ldpsim.pipeline.summary.nominal_claims`) and, where the table shows the joint
     coverage or has simultaneous bands (``joint_shown``), each method's claim."""
-    level = summary.attrs.get("level")
-    q = format_number(float(level)) if level is not None else "q"
+    level = shared_level(summary)
+    q = format_number(level) if level is not None else "q"
+    nominal = q if level is not None else "level q"
     text = (
-        f"the coverage departs from its nominal {q}: |coverage - {q}| > {FLAG_Z:.2f} "
+        f"the coverage departs from its nominal {nominal}: |coverage - {q}| > {FLAG_Z:.2f} "
         f"sqrt({q} (1 - {q}) / R), a two-sided test at {100 * FLAG_SIZE:g}% of coverage "
         f"= {q} with the standard error of a coverage of exactly {q} (about 1 cell in "
         "20 is marked by chance alone)."

@@ -73,7 +73,8 @@ class BlockBootstrap(IntervalMethod):
     Parameters
     ----------
     B : int
-        Number of bootstrap replicates, in [1, 10**6] (paper: 500).
+        Number of bootstrap replicates, in [2, 10**6] (paper: 500); one draw has no
+        spread (B = 1 gave intervals of length 0, or no sup-t band at all).
     beta : float
         Block-length exponent, in (0, 1) (paper: 0.75). Theory needs gamma < beta.
     multiplier : {'uniform', 'rademacher', 'gaussian', 'mammen'}
@@ -151,7 +152,7 @@ class BlockBootstrap(IntervalMethod):
     late_params: ClassVar[tuple[str, ...]] = ("intersect_constraint", "simultaneous", "band")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=1, high=10**6))
+        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=2, high=10**6))
         object.__setattr__(
             self, "beta", check_float(self.beta, "beta", owner=self.name, low=0, high=1)
         )

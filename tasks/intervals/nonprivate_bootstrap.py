@@ -52,7 +52,7 @@ class NonprivateBootstrap(RawDataMethod):
     Parameters
     ----------
     B : int
-        Number of resamples, in [1, 10**6].
+        Number of resamples, in [2, 10**6] (one has no spread).
     max_n : int
         As for :class:`ldpsim.tasks.intervals.raw_data.RawDataMethod`.
 
@@ -70,7 +70,7 @@ class NonprivateBootstrap(RawDataMethod):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=1, high=10**6))
+        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=2, high=10**6))
 
     def estimate_interval(
         self, users: Users, level: float, rng: np.random.Generator | None

@@ -11,6 +11,25 @@ from numba import njit
 
 from ldpsim.tasks.kernel.sgd import no_projection
 from ldpsim.tasks.streams.rng import state_of
+from ldpsim.tasks.validation import check_float
+
+#: The largest |loc| of the location models (quantile, mean): beyond it the rounding of
+#: a draw loc + Z to a multiple of ulp(loc) (1.2e-10 at 1e6) begins to change the data's
+#: law (at 1e15 the variance of X - loc is 10% off, from 1e16 on every draw is loc).
+LARGEST_LOC = 1e6
+
+
+def check_loc(value: object, owner: str) -> float:
+    """``loc`` of a location model as a float in [-1e6, 1e6] (:data:`LARGEST_LOC`)."""
+    return check_float(
+        value,
+        "loc",
+        owner=owner,
+        low=-LARGEST_LOC,
+        high=LARGEST_LOC,
+        low_open=False,
+        high_open=False,
+    )
 
 
 @njit

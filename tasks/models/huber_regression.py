@@ -28,6 +28,10 @@ stats = lazy_module("scipy.stats")
 
 #: After every step sigma <- max(sigma, SIGMA_FLOOR) (SPEC 9.3): post-processing.
 SIGMA_FLOOR = 1e-3
+#: The smallest true scale sigma* accepted: ten times the floor, so that the scale's
+#: iterates and their spread lie above the floor (at sigma* = 1e-4 every iterate sat on
+#: it, and no interval for sigma covered, the oracle's included).
+SMALLEST_SIGMA = 10 * SIGMA_FLOOR
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -201,7 +205,8 @@ class HuberRegression(Model):
         Huber's tuning constant c, in (0, inf) (default 1.345: 95% efficiency at the
         normal).
     sigma : float
-        sd of the normal errors, the true scale sigma*, in (0, inf) (default 2).
+        sd of the normal errors, the true scale sigma*, in [0.01, inf) (default 2): ten
+        times the floor 1e-3 that SGD keeps the scale's iterates above.
     weights : {"mallows", "none"}
         Mallows weights w(x) = min(1, 2 / ||x||^2) (the default) or none; "none" needs
         ``clip``.
@@ -249,7 +254,15 @@ class HuberRegression(Model):
         object.__setattr__(self, "clip", clip)
         c = check_float(self.huber_c, "huber_c", owner=self.name, low=0)
         object.__setattr__(self, "huber_c", c)
-        object.__setattr__(self, "sigma", check_float(self.sigma, "sigma", owner=self.name, low=0))
+        sigma = check_float(self.sigma, "sigma", owner=self.name, low=0)
+        if sigma < SMALLEST_SIGMA:
+            raise ValueError(
+                f"The 'sigma' parameter of {self.name} must be a float in "
+                f"[{SMALLEST_SIGMA:g}, inf): SGD keeps the scale's iterates >= "
+                f"{SIGMA_FLOOR:g}, so a true scale near it cannot be estimated (ten times "
+                f"the floor is the least). Got {sigma!r}."
+            )
+        object.__setattr__(self, "sigma", sigma)
 
     @property
     def dim(self) -> int:

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.models.base import Model, check_loc
 from ldpsim.tasks.normal import normal_cdf, normal_pdf
 from ldpsim.tasks.streams.rng import standard_normal
-from ldpsim.tasks.validation import check_float, check_int
+from ldpsim.tasks.validation import check_int
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -49,7 +49,8 @@ class Mean(Model):
     d : int
         Dimension, in [1, 64].
     loc : float
-        Centre of the data's box [loc - 1, loc + 1]^d, any finite float; theta* = loc.
+        Centre of the data's box [loc - 1, loc + 1]^d, in [-1e6, 1e6] (beyond it the
+        draws' rounding begins to change the data's law); theta* = loc.
 
     Notes
     -----
@@ -70,7 +71,7 @@ class Mean(Model):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "d", check_int(self.d, "d", owner=self.name, low=1, high=64))
-        object.__setattr__(self, "loc", check_float(self.loc, "loc", owner=self.name))
+        object.__setattr__(self, "loc", check_loc(self.loc, self.name))
 
     @property
     def dim(self) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ldpsim.tasks.models.base import Model
+from ldpsim.tasks.models.base import Model, check_loc
 from ldpsim.tasks.normal import normal_pdf, normal_ppf
 from ldpsim.tasks.streams.rng import standard_normal
 from ldpsim.tasks.validation import check_float
@@ -41,8 +41,9 @@ class Quantile(Model):
     tau : float
         Quantile level, in (0, 1).
     loc : float
-        Location of the data, any finite float (shifts theta* by ``loc``; used by the
-        location-equivariance checks).
+        Location of the data, in [-1e6, 1e6] (shifts theta* by ``loc``; used by the
+        location-equivariance checks). Beyond it the draws' rounding (ulp(loc)) begins
+        to change the data's law: at 1e16 every draw is loc.
 
     Notes
     -----
@@ -67,7 +68,7 @@ class Quantile(Model):
         object.__setattr__(
             self, "tau", check_float(self.tau, "tau", owner=self.name, low=0, high=1)
         )
-        object.__setattr__(self, "loc", check_float(self.loc, "loc", owner=self.name))
+        object.__setattr__(self, "loc", check_loc(self.loc, self.name))
 
     @property
     def dim(self) -> int:

@@ -22,6 +22,8 @@ from ldpsim.pipeline.summary.tables import (
     ERROR_FIELDS,
     RECORD_FIELDS,
     axis_labels,
+    caption_head,
+    flag_note,
     format_table,
     records,
 )
@@ -476,6 +478,20 @@ def test_level_as_grid_axis(store):
     oracle_sd = s["oracle_sd"].sel(n=100).values
     np.testing.assert_allclose(oracle_sd[0], syn.ORACLE_SD, rtol=1e-12)
     np.testing.assert_allclose(oracle_sd[1], syn.ORACLE_SD * syn.Z / norm.ppf(0.9), rtol=1e-12)
+
+
+def test_a_level_axis_is_captioned_and_noted_per_row(store):
+    # Before: the caption said "90% intervals" and the note "its nominal 0.9" (the first
+    # grid point's level, the store's attribute) under rows at 0.8 too.
+    levels = store.rename(tau="level").assign_coords(level=[0.9, 0.8])
+    s = summarize(levels)
+    assert caption_head(s) == "synthetic: intervals at each row's level"
+    assert flag_note(s, "text", False).startswith(
+        "† the coverage departs from its nominal level q: |coverage - q| > 1.96 sqrt(q (1 - q)"
+    )
+    one = summarize(levels.sel(level=[0.8]))
+    assert caption_head(one) == "synthetic: 80% intervals"
+    assert flag_note(one, "text", False).startswith("† the coverage departs from its nominal 0.8:")
 
 
 def test_mse_of_the_projection(store):

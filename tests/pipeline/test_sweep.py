@@ -285,6 +285,8 @@ def test_cases_expand_with_the_other_axes(tmp_path):
         (("[cases.gdp]", "[cases.gdp]\nseed = 5"), ["'seed'", "not a spec key a case may"]),
         (("[cases.gdp]", "[cases.gdp]\ncheckpoints = [10]"), ["'checkpoints'"]),
         (("[cases.gdp]", "[cases.gdp]\nfoo = 1"), ["'foo'", "allowed:"]),
+        # Before: accepted, and every case's coverage was judged against the first's level.
+        (("[cases.gdp]", "[cases.gdp]\nlevel = 0.5"), ["sets 'level'", "[grid] level = ["]),
         (('case = ["laplace", "gdp"]\n', ""), ["no 'case' axis"]),
         (("[cases.laplace]", "[cases.empty]\n[cases.laplace]"), ["'empty' sets nothing"]),
     ],

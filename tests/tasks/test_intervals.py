@@ -365,3 +365,24 @@ def test_bootstrap_band_joint_coverage():
     se = math.sqrt(0.9 * 0.1 / reps)
     assert abs(joint["band"] / reps - 0.9) <= 4 * se, joint
     assert joint["bb"] / reps < 0.9 - 4 * se  # marginal intervals are not a band
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "high"),
+    [
+        ("bb", {}, 10**6),
+        ("bb", {"simultaneous": True}, 10**6),
+        ("np_boot", {}, 10**6),
+        ("fang", {}, 10**4),
+    ],
+)
+def test_one_bootstrap_draw_is_refused(name, params, high):
+    # B = 1: one draw has no spread. Before: accepted; bb's basic and percentile forms
+    # and np_boot / fang stored intervals of length 0 as successes, the sup-t band
+    # failed every replicate (ZeroDivisionError). B = 2 runs.
+    with pytest.raises(ValueError) as info:
+        intervals.REGISTRY[name](B=1, **params)
+    assert str(info.value) == f"The 'B' parameter of {name} must be an int in [2, {high}]. Got 1."
+    spec = {"model": "mean", "n": 200, "mechanism": "none", "methods": {name: {"B": 2, **params}}}
+    result = run_replicate(spec, 0)
+    assert not result.failures and np.all(result.upper[name] - result.lower[name] > 0), result

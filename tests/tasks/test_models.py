@@ -291,3 +291,27 @@ def test_mean_closed_forms():
     assert np.array_equal(model.jacobian(), np.eye(3))
     np.testing.assert_allclose(model.gradient_cov(), truncated_variance() * np.eye(3), rtol=1e-15)
     assert model.l1_sensitivity() == 6.0
+
+
+@pytest.mark.parametrize("model", [models.Quantile, models.Mean])
+def test_a_location_beyond_a_million_is_refused(model):
+    # loc + Z is rounded to a multiple of ulp(loc): from loc = 1e16 on every draw was loc
+    # (variance 0), at 1e15 the variance of X - loc was 10% off, while the oracle kept
+    # the model's. Accepted before ("any finite float"); now [-1e6, 1e6].
+    for loc in (1e6, -1e6):
+        assert model(loc=loc).truth()[0] == loc  # tau = 0.5: theta* = loc for both
+    for loc in (1.0000001e6, -1e8, 1e16):
+        with pytest.raises(ValueError) as info:
+            model(loc=loc)
+        assert str(info.value) == (
+            f"The 'loc' parameter of {model.name} must be a float in [-1e+06, 1e+06]. Got {loc!r}."
+        )
+
+
+def test_the_mean_models_draws_keep_their_law_at_the_largest_location():
+    # At loc = 1e6 (ulp 1.2e-10) X - loc has the model's variance, within 4 se.
+    edge = models.Mean(loc=1e6)
+    x = 1e6 - edge.sample_gradients(np.array([1e6]), 20_000, seed=5)[:, 0]  # g = theta - X
+    squares = (x - 1e6) ** 2
+    se = squares.std(ddof=1) / math.sqrt(x.size)
+    assert abs(squares.mean() - edge.gradient_cov()[0, 0]) <= 4 * se

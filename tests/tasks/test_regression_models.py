@@ -235,3 +235,18 @@ def test_validation_messages(cls, params, exc, parts):
     message = str(info.value)
     assert "\n" not in message
     assert all(part in message for part in parts), message
+
+
+@pytest.mark.parametrize("sigma", [1e-4, 1e-3, 0.0099])
+def test_a_true_scale_near_the_floor_is_refused(sigma):
+    # SGD keeps sigma >= 1e-3 after every step; at sigma* = 1e-4 every iterate sat on
+    # the floor and no interval for sigma covered (the oracle's neither), stored as
+    # success. Now refused below ten times the floor, in one line naming both.
+    with pytest.raises(ValueError) as info:
+        HuberRegression(sigma=sigma)
+    assert str(info.value) == (
+        "The 'sigma' parameter of huber_regression must be a float in [0.01, inf): SGD keeps "
+        "the scale's iterates >= 0.001, so a true scale near it cannot be estimated (ten "
+        f"times the floor is the least). Got {sigma!r}."
+    )
+    assert HuberRegression(sigma=0.01).truth()[-1] == 0.01
