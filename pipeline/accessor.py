@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import numbers
 import sys
 from collections.abc import Hashable, Mapping, Sequence
@@ -338,6 +339,16 @@ STORE_VARIABLES = {
 }
 
 
+def _grid_axes(ds: xr.Dataset) -> list[str]:
+    """The grid axes of the sweep stored with ``ds`` (its ``sweep`` attribute); none
+    where there is no such record or it cannot be read."""
+    try:
+        grid = json.loads(ds.attrs.get("sweep") or "{}").get("grid") or {}
+    except (ValueError, AttributeError):
+        return []
+    return [str(axis) for axis in grid] if isinstance(grid, Mapping) else []
+
+
 def check_store_dataset(ds: xr.Dataset, where: str) -> None:
     """Refuse a Dataset that is not a store's, or a selection of one that dropped a
     dimension, kept no label of one or repeats a label, in one line before anything is
@@ -353,8 +364,9 @@ def check_store_dataset(ds: xr.Dataset, where: str) -> None:
     Raises
     ------
     InputError
-        A variable of :data:`STORE_VARIABLES` or one of its dimensions missing (a
-        selection of one label drops its dimension), a dimension without labels (an
+        A variable of :data:`STORE_VARIABLES` or one of its dimensions missing, or a
+        grid axis of the stored sweep (a selection of one label drops its dimension),
+        a dimension without labels (an
         empty selection), or a label of a dimension given twice (its replicates would
         count twice).
     """
@@ -373,6 +385,15 @@ def check_store_dataset(ds: xr.Dataset, where: str) -> None:
                 f"{what}: {name!r} has no dimension {lost!r}. A selection of a single "
                 f"label drops its dimension: select a list, {keep}."
             )
+    # A grid axis of the stored sweep dropped by a selection of one label (tau=0.9): its
+    # value would vanish from every caption, record and figure title.
+    lost = next((axis for axis in _grid_axes(ds) if axis not in ds["done"].dims), None)
+    if lost is not None:
+        raise InputError(
+            f"{what}: it has no dimension {lost!r}, a grid axis of its sweep. A selection "
+            f"of a single label drops its dimension: select a list, "
+            f"ds.ldpsim.sel({lost}=[...]) or open_store(path, {lost}=...)."
+        )
     empty = [str(dim) for dim, size in ds.sizes.items() if size == 0]
     if empty:
         raise InputError(

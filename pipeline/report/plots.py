@@ -92,6 +92,9 @@ METHOD_LINESTYLES: tuple[Any, ...] = (
 #: Written in a panel that has no done replicate (a partial store), so that an empty
 #: panel is not read as a method drawing nothing.
 NO_DATA_TEXT = "no replicate done yet"
+#: Written in an empty panel whose grid points have done replicates: every method shown
+#: failed in each of them.
+FAILED_TEXT = "no interval: the methods failed\nin every done replicate\n(ldpsim errors STORE)"
 #: Height of one grid point's row in the dot figures (no n axis), in inches.
 DOT_ROW_INCHES = 0.32
 #: The part of a row the methods' markers are spread over.
@@ -152,9 +155,12 @@ def method_styles(methods: list[str]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _no_data(ax: Axes) -> None:
-    """Say in an empty panel that nothing is done there yet."""
-    ax.text(0.5, 0.5, NO_DATA_TEXT, transform=ax.transAxes, ha="center", va="center", color="0.35")
+def _no_data(ax: Axes, cell: xr.Dataset | None = None) -> None:
+    """Say in an empty panel why: nothing done there yet, or (where ``cell``, the panel's
+    part of the summary, has done replicates) the methods failed in every one."""
+    done = cell is not None and int(cell["replicates_done"].sum()) > 0
+    text = FAILED_TEXT if done else NO_DATA_TEXT
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.35")
 
 
 def _has_values(*arrays: Any) -> bool:
@@ -680,9 +686,9 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         if panel_level is not None and any(claimed.values()):
             cax.axhline(panel_level, color="gray", linestyle=":", label="nominal")
         if not _has_values(cell["coverage"].values):
-            _no_data(cax)
+            _no_data(cax, cell)
         if not _has_values(cell["length"].values):
-            _no_data(lax)
+            _no_data(lax, cell)
         for ax in (cax, lax):
             _n_axis(ax, x, x_dim, ticks)
             _panel_title(ax, combo, coord if coord_in_title else None, cases)
@@ -761,7 +767,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
                 )  # fmt: skip
             ax.axhline(reference, color="gray", linestyle=":")
             if not _has_values(cell[var].values):
-                _no_data(ax)
+                _no_data(ax, cell)
             _n_axis(ax, x, x_dim, ticks)
             if offset < len(DIAGNOSTIC_PANELS) - 1:
                 ax.set_xlabel("")  # the panel below shares the axis and names it

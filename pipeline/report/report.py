@@ -29,7 +29,7 @@ from ldpsim.pipeline.formatting import (
     format_level,
     named_text,
 )
-from ldpsim.pipeline.report.plots import NO_DATA_TEXT, store_figures
+from ldpsim.pipeline.report.plots import FAILED_TEXT, NO_DATA_TEXT, store_figures
 from ldpsim.pipeline.store.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.store.store_path import beside_store, check_outside_stores
@@ -376,6 +376,8 @@ def figure_alt(stem: str, fig: Figure) -> str:
         parts.append(f"Lines: {', '.join(series)}.")
     if any(t.get_text() == NO_DATA_TEXT for ax in panels for t in ax.texts):
         parts.append("Some panels have no replicate done yet.")
+    if any(t.get_text() == FAILED_TEXT for ax in panels for t in ax.texts):
+        parts.append("Some panels have no interval: the methods failed in every done replicate.")
     return " ".join(parts)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from ldpsim.pipeline.store.pending import pending_cells
 from ldpsim.pipeline.summary.partial_cells import footnote, replicates_attrs
 from ldpsim.pipeline.summary.records import (
     records_over,
@@ -18,7 +19,7 @@ from ldpsim.pipeline.summary.tables import (
     TableFormat,
     caption_head,
     replicates_per_cell,
-    shown_coords,
+    table_coords,
     table_rows,
 )
 from ldpsim.pipeline.summary.variables import grid_axes
@@ -53,7 +54,8 @@ COMPARE_ATTRS: dict[str, dict[str, str]] = {
         "units": "1",
     },
     "n_unpaired": {
-        "long_name": "replicates done where one method or both have no finite bounds",
+        "long_name": "replicates lost to a failure: done where one method or both have no "
+        "finite bounds, or failed",
         "units": "1",
     },
 }
@@ -114,15 +116,17 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
         ``coverage_diff_se`` = sd_r(I_a,r - I_b,r) / sqrt(R); ``length_ratio`` =
         mean(L_a) / mean(L_b), with ``length_ratio_se`` from the delta method, sd_r((L_a,r -
         ratio L_b,r) / mean(L_b)) / sqrt(R); ``n_paired`` (R) and ``n_unpaired`` (the
-        replicates done without both methods' bounds). The same per grid point
-        [and checkpoint] for the means over the coordinates (prefix ``coord_mean_``): each
-        replicate's fraction of covered coordinates and its mean length over the
-        coordinates where both methods have bounds, then paired as above. NaN where
-        R = 0, NaN standard errors where R < 2 (``coord_mean_n_unpaired``: the replicates
-        done without both methods' bounds at one coordinate at least). Per grid point
-        ``replicates_done``, ``replicates_failed`` (0: counted in ``n_unpaired``) and
-        ``coord_exists``, which mark the cells computed on fewer than all replicates as a
-        summary's are (:mod:`ldpsim.pipeline.summary.partial_cells`). Attributes ``a``,
+        replicates lost to a failure: done without both methods' bounds, or failed).
+        The same per grid point [and checkpoint] for the means over the coordinates
+        (prefix ``coord_mean_``): each replicate's fraction of covered coordinates and its
+        mean length over the coordinates where both methods have bounds, then paired as
+        above. NaN where R = 0, NaN standard errors where R < 2 (``coord_mean_n_unpaired``:
+        the replicates done without both methods' bounds at one coordinate at least, or
+        failed). Per grid point ``replicates_done``, ``replicates_failed`` (counted in
+        ``n_unpaired``), ``methods_pending`` (done replicates where a or b, added to the
+        store, is not computed yet: in neither count) and ``coord_exists``, which mark
+        the cells computed on fewer than all replicates as a summary's are
+        (:mod:`ldpsim.pipeline.summary.partial_cells`). Attributes ``a``,
         ``b``, ``level``, ``sweep``, ``replicates``.
 
     Raises
@@ -164,17 +168,24 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
         fraction(length[b]),
         per_rep,
     )
-    # What marks a cell computed on fewer than all replicates (partial_cells.COUNTS).
-    unpaired = done & valid & ~(ok[a] & ok[b])
+    # What marks a cell computed on fewer than all replicates (partial_cells.COUNTS): the
+    # replicates lost to a failure (of the replicate, or of a method in a done one) are
+    # n_unpaired; a method added to the store and not computed yet for a done replicate
+    # is pending (not computed yet), as in a summary.
+    pending = pending_cells(ds).sel({"method": [a, b]}).any("method")
+    failed = ds["failed"].astype(bool) if "failed" in ds else xr.zeros_like(done)
+    unpaired = done & valid & ~(ok[a] & ok[b]) & ~pending
     replicates_done = done.sum("rep").astype(np.int64)
-    per_coord["n_unpaired"] = unpaired.sum("rep").astype(np.int64)
-    means["n_unpaired"] = unpaired.any("coord").sum("rep").astype(np.int64)
+    replicates_failed = failed.sum("rep").astype(np.int64)
+    per_coord["n_unpaired"] = (unpaired.sum("rep") + (failed & valid).sum("rep")).astype(np.int64)
+    means["n_unpaired"] = (unpaired.any("coord").sum("rep") + replicates_failed).astype(np.int64)
     out = xr.Dataset(
         {
             **per_coord,
             **{COORD_MEAN_PREFIX + k: v for k, v in means.items()},
             "replicates_done": replicates_done,
-            "replicates_failed": xr.zeros_like(replicates_done),
+            "replicates_failed": replicates_failed,
+            "methods_pending": pending.sum("rep").astype(np.int64),
             "coord_exists": valid,
         }
     ).compute()
@@ -241,7 +252,8 @@ def format_comparison(
         ``n_replicates``, the store's replicates, follows the counts: a record whose
         ``n_paired`` and ``n_unpaired`` add up to fewer counts the replicates done only.
     coords : {'auto', 'all', 'mean'}
-        As in ``format_table``: ``auto`` shows the coordinate means above 10 coordinates.
+        As in ``format_table``: ``auto`` shows the coordinate means above 10 coordinates
+        (in csv and json every coordinate's record, as ``all``).
 
     Returns
     -------
@@ -249,7 +261,7 @@ def format_comparison(
         The table, ending with a newline.
     """
     a, b = comparison.attrs["a"], comparison.attrs["b"]
-    shown = shown_coords(comparison, coords)
+    shown = table_coords(comparison, fmt, coords)  # csv, json: every coordinate's record
     prefix = COORD_MEAN_PREFIX if shown == "mean" else ""
     fields = [prefix + f for f in (*COMPARE_FIELDS, COMPARE_COUNT, "n_unpaired")]
     if fmt in ("csv", "json"):

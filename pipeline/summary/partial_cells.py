@@ -186,7 +186,7 @@ def _pending_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     """The replicates that lack a cell's method (:func:`ldpsim.pipeline.store.pending.
     pending_cells`) shaped ``like`` (a statistic without a method axis: any method's)."""
     pending = summary.variables["methods_pending"]
-    if "method" not in like.dims:
+    if "method" not in like.dims and "method" in pending.dims:  # a comparison's has none
         pending = pending.max("method")
     return _shaped(pending, like)
 

@@ -812,7 +812,7 @@ def coverage_table(
         body = planned_rows(body, needed_row, joint_row, bands)
     if len(headers) == 1:
         if headers[0] != "value":
-            fixed.insert(0, headers[0].strip("$") if fmt == "latex" else headers[0])
+            fixed.insert(0, headers[0])
         names, headers, body = compact_rows(names, headers, body)
     where = ", ".join(fixed)
     if shown == "mean":
@@ -846,7 +846,7 @@ def error_table(summary: xr.Dataset, fmt: str = "text") -> Table:
     names, headers, body = table_rows(view, fmt, TABLE_ERRORS, per_method=False, per_coord=False)
     if len(headers) == 1:
         if headers[0] != "value":
-            fixed.insert(0, headers[0].strip("$") if fmt == "latex" else headers[0])
+            fixed.insert(0, headers[0])
         names, headers, body = compact_rows(names, headers, body)
     note = footnote(view, list(TABLE_ERRORS.values()), fmt)
     return Table(error_caption(view, ", ".join(fixed)), names, headers, body, note)

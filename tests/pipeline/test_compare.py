@@ -86,6 +86,20 @@ def test_coordinate_means_against_a_direct_computation():
     assert float(comparison["coord_mean_length_ratio_se"]) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_csv_and_json_keep_every_coordinate_above_ten():
+    # As format_table's: csv and json hold every coordinate's record unless coords is
+    # "mean". Before, coords "auto" switched a comparison of d = 20 to coordinate means
+    # (a script reading the columns broke once d passed 10).
+    comparison = compare_methods(syn.wide_store(d=20, reps=50), "bb", "oracle")
+    for fmt in ("csv", "json"):
+        text = format_comparison(comparison, fmt)
+        rows = json.loads(text) if fmt == "json" else text.splitlines()[1:]
+        assert len(rows) == comparison.sizes["n"] * 20, (fmt, len(rows))
+        mean = format_comparison(comparison, fmt, coords="mean")
+        assert "coord_mean_coverage_diff" in mean and "coord_mean_" not in text
+    assert "the means over the coordinates" in format_comparison(comparison, "text")
+
+
 def test_replicates_needed_scales_the_observed_se():
     summary = summarize(syn.grid_store(), target_se=0.01)
     cell = summary.sel({"tau": 0.5, "n": 100, "method": "bb"}).isel(coord=1)
@@ -162,3 +176,36 @@ def test_comparison_cells_on_fewer_replicates_are_marked(tmp_path, capsys):
         store.to_zarr(path, zarr_format=3, consolidated=False)
         assert main(["summarize", str(path), "--compare", "bb,oracle", "--strict"]) == code
         capsys.readouterr()
+
+
+def star_line(text):
+    return next(line for line in text.splitlines() if line.startswith("*"))
+
+
+def test_the_footnote_counts_failed_replicates_and_pending_methods_as_a_summary_does():
+    # A failed replicate (not done, failed) was "not computed yet" in the comparison's
+    # footnote (replicates_failed was 0), and a method added to the store but not
+    # computed yet for some done replicates was "lost to a failure". Now counted as a
+    # summary counts them. One grid point: tau = 0.5, n = 100 (36 of 40 replicates done).
+    ds = syn.grid_store().sel(tau=[0.5], n=[100])
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((1, 1, 2, syn.REPS), 0.25))
+    ds["done"][{"rep": 7}] = False
+    ds["failed"][{"rep": 7}] = True
+    for var in ("lower", "upper", "estimate", "last"):
+        ds[var][{"rep": 7}] = np.nan
+    pending = {"method": 1, "rep": slice(4, 6)}  # oracle not computed yet for reps 4, 5
+    for var in ("lower", "upper", "method_seconds"):
+        ds[var][pending] = np.nan
+    comparison = compare_methods(ds, "bb", "oracle")
+    assert int(comparison["replicates_failed"].squeeze()) == 1
+    assert int(comparison["methods_pending"].squeeze()) == 2
+    # Lost: bb's failure at rep 3 and the failed replicate 7; not computed yet: the 4
+    # replicates not done and the 2 pending; counted: the other 36 - 1 - 2 - 1 = 32.
+    cell = comparison.isel(tau=0, n=0, coord=0)
+    assert (int(cell["n_paired"]), int(cell["n_unpaired"])) == (syn.DONE - 1 - 2 - 1, 2)
+    line = star_line(format_comparison(comparison, "text"))
+    assert line.startswith(
+        "* computed on fewer than all 40 replicates of its grid point: 32 counted, 2 "
+        "lost to a failure of the replicate or of the method (ldpsim errors STORE), 6 not "
+        "computed yet (ldpsim run resumes them)"
+    ), line

@@ -14,8 +14,10 @@ import xarray as xr
 
 from ldpsim.pipeline.report.plots import (
     ERROR_SERIES,
+    FAILED_TEXT,
     LEGEND_CHARS,
     MAX_PANEL_COLUMNS,
+    NO_DATA_TEXT,
     PANEL_SIZE,
     PARTIAL_TEXT,
     _errors_figure,
@@ -332,3 +334,18 @@ def test_a_long_method_label_is_wrapped_in_the_legend_and_leaves_the_panels_room
             narrow = narrow_layout(fig)
             narrow.savefig(io.BytesIO(), format="png", dpi=40)
         plt.close(fig)
+
+
+def test_a_panel_whose_methods_failed_says_so_not_that_nothing_is_done():
+    # bb failed in every done replicate (its bounds NaN, marked failed): its panels said
+    # "no replicate done yet", sending the user to run again instead of to `ldpsim errors`.
+    store = syn.grid_store().sel(method=["bb"])
+    failed = store["done"].expand_dims(method=["bb"]).transpose(*store["method_failed"].dims)
+    every = store["method_failed"].astype(bool) | failed.astype(bool)
+    store["method_failed"] = every
+    store["lower"] = store["lower"].where(~every)
+    store["upper"] = store["upper"].where(~every)
+    figure = store_figures(store)["coverage"]
+    texts = [t.get_text() for ax in figure.axes for t in ax.texts]
+    plt.close("all")
+    assert FAILED_TEXT in texts and NO_DATA_TEXT not in texts, texts

@@ -175,6 +175,12 @@ def test_a_label_twice_is_refused_and_a_tuple_is_a_list_of_labels(demo_store, de
             "dimension: select a list, ds.ldpsim.sel(method=[...]) or open_store(path, ",
         ),
         (lambda ds: ds.isel(coord=0), "no dimension 'coord'. A selection of a single label"),
+        # Before: accepted, and tau = 0.9 was named nowhere (caption, records, figures).
+        (
+            lambda ds: ds.ldpsim.sel(tau=0.9),
+            "it has no dimension 'tau', a grid axis of its sweep. A selection of a single "
+            "label drops its dimension: select a list, ds.ldpsim.sel(tau=[...]) or ",
+        ),
         (lambda ds: ds.isel(coord=0), "select a list, ds.ldpsim.isel(coord=[...])."),
         (lambda ds: ds.isel(rep=[1, 1]), "holds rep = 1 twice"),
         (lambda ds: ds.sel({"method": []}), "has no method: the selection kept none"),

@@ -370,6 +370,21 @@ def test_latex_table(summary):
     assert tex.count(r"\\") == 1 + 16
 
 
+def test_latex_captions_keep_their_math(store):
+    # An axis of one value is said in the caption in LaTeX ($\tau$, $n = 10^{2}$): the
+    # caption was escaped whole, math included (\$\\tau\$, 10^\{2\}), which LaTeX
+    # cannot compile. Now only the prose is escaped (90\%, theta\_bar\_n).
+    one_n = summarize(store.sel(n=[100], tau=[0.5]))
+    caption = next(line for line in format_table(one_n, "latex").splitlines() if "caption" in line)
+    assert caption.startswith(r"\caption{synthetic: 90\% intervals at $\tau$ = 0.5, $n$ = 100;")
+    errors = format_table(one_n, "latex", errors=True)
+    error_caption = [line for line in errors.splitlines() if "caption" in line][-1]
+    assert r"at $\tau$ = 0.5, $n$ = 100 (mean over" in error_caption
+    assert r"theta\_bar\_n" in error_caption
+    for text in (caption, error_caption):
+        assert r"\$" not in text and r"\{" not in text and text.count("$") % 2 == 0
+
+
 def test_table_without_coord_level():
     # d = 1: no coord level; checkpoints are a row level, one column of values: laid out
     # with the statistics as columns (issue 43).
