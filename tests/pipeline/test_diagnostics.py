@@ -52,6 +52,19 @@ def test_values_of_a_hand_made_store(summary, tau, n):
         assert float(oracle["variance_ratio"]) == pytest.approx(r, rel=1e-9)
         p = norm.cdf(Z90 * math.sqrt(r) - b) - norm.cdf(-Z90 * math.sqrt(r) - b)
         assert float(oracle["predicted_coverage"]) == pytest.approx(p, rel=1e-9)
+        # Their standard errors: sd (ddof 1) of the influence values over sqrt(R), the
+        # oracle's from its fixed width: IF_b = (e - ebar) / sd - b IF_v / (2 var),
+        # IF_r = -r IF_v / var, IF_v = (e - ebar)^2 - var (a mutation to ddof 0, 1.4%
+        # off at R = 36, passed every test before).
+        done = syn.bias(j) + syn.EMPIRICAL_SD * syn.standardized_noise()[: syn.DONE] / math.sqrt(n)
+        centred = done - done.mean()
+        var = centred.var(ddof=1)
+        if_v = centred**2 - var
+        if_b = centred / math.sqrt(var) - b * if_v / (2 * var)
+        if_r = -r * if_v / var
+        for name, values in (("bias_over_sd_se", if_b), ("variance_ratio_se", if_r)):
+            se = math.sqrt((values**2).sum() / (syn.DONE - 1) / syn.DONE)
+            assert float(oracle[name]) == pytest.approx(se, rel=1e-9), name
 
         # bb failed in one replicate: its diagnostics use the other 35 only.
         e = syn.standardized_noise()[BB_REPS]

@@ -20,6 +20,7 @@ from ldpsim.pipeline.report.plots import (
     NO_DATA_TEXT,
     PANEL_SIZE,
     PARTIAL_TEXT,
+    _diagnostics_figure,
     _errors_figure,
     _sparsity_figure,
     method_styles,
@@ -349,3 +350,37 @@ def test_a_panel_whose_methods_failed_says_so_not_that_nothing_is_done():
     texts = [t.get_text() for ax in figure.axes for t in ax.texts]
     plt.close("all")
     assert FAILED_TEXT in texts and NO_DATA_TEXT not in texts, texts
+
+
+def half_spans(fig) -> np.ndarray:
+    """The half-lengths of every error bar drawn in ``fig``."""
+    spans = [
+        (segment[1, 1] - segment[0, 1]) / 2
+        for ax in fig.axes
+        for bars in ax.containers
+        for segment in bars.lines[2][0].get_segments()
+        if len(segment) == 2  # a NaN value's bar is no segment
+    ]
+    return np.array(spans)
+
+
+def test_error_bars_of_means_are_two_standard_errors():
+    # The captions say +-2 Monte-Carlo standard errors; only the coverage bars (Wilson's
+    # at 0 and 1) were tested, and bars of one SE went unseen in the diagnostics and
+    # errors figures. Each bar's half-length is 2 SE of a value drawn, to rounding.
+    summary = summarize(syn.grid_store())
+    diagnostics = _diagnostics_figure(summary, "n")
+    ses = np.concatenate(
+        [summary[f"{var}_se"].values.ravel() for var in ("bias_over_sd", "variance_ratio")]
+    )
+    ses = ses[np.isfinite(ses) & (ses > 0)]
+    spans = half_spans(diagnostics)
+    spans = spans[np.isfinite(spans) & (spans > 0)]
+    assert spans.size >= 8
+    for span in spans:
+        assert np.min(np.abs(span / (2 * ses) - 1)) < 1e-9, span
+    checkpoints = summarize(syn.checkpoint_store(reps=3))
+    errors = _errors_figure(checkpoints)
+    expected = np.concatenate([2 * checkpoints[f"{var}_se"].values for var, _ in ERROR_SERIES])
+    np.testing.assert_allclose(half_spans(errors), expected, rtol=1e-12)
+    plt.close("all")

@@ -386,3 +386,21 @@ def test_one_bootstrap_draw_is_refused(name, params, high):
     spec = {"model": "mean", "n": 200, "mechanism": "none", "methods": {name: {"B": 2, **params}}}
     result = run_replicate(spec, 0)
     assert not result.failures and np.all(result.upper[name] - result.lower[name] > 0), result
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_oracle_divides_by_the_mini_batch(batch):
+    # Each step averages s privatized gradients, so Sigma = G^-1 (S + V) G^-1 / s (SPEC 2,
+    # 3): the half-length is z sqrt(Sigma_jj / n) with n the steps. Computed here from the
+    # model's and mechanism's parts, not asymptotic_cov. A replicate that dropped the
+    # batch (a mutation that no test caught) gave a half-length twice this at s = 4.
+    spec = {"model": "quantile", "tau": 0.5, "eps": 1.0, "n": 10_000, "batch": batch}
+    result = run_replicate({**spec, "methods": {"oracle": {}}}, 3)
+    rs = normalize_spec(spec)
+    g_inv = np.linalg.inv(rs.model.jacobian())
+    total = rs.model.gradient_cov() + rs.mechanism.variance(rs.model)
+    sigma = g_inv @ total @ g_inv.T / batch
+    half = sps.norm.ppf(0.5 + rs.level / 2) * np.sqrt(np.diag(sigma) / spec["n"])
+    np.testing.assert_allclose(
+        (result.upper["oracle"] - result.lower["oracle"]) / 2, half, rtol=1e-12
+    )
