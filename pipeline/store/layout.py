@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.sweep import GridPoint, Sweep
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
@@ -360,7 +361,13 @@ def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.nda
     for point in sweep.points():
         index = store_index(layout, point)
         model = point.normalized.model
-        truth = model.pseudo_truth() if pseudo else model.truth()
+        try:
+            truth = model.pseudo_truth() if pseudo else model.truth()
+        except ValueError as error:  # a limit its model cannot find (a small clip)
+            where = ", ".join(f"{axis} = {value}" for axis, value in point.values.items())
+            message = str(error).rstrip(".")
+            at = f", at the grid point {where}" if where else ""
+            raise InputError(f"{message}{at}.") from None
         if truth is not None:
             out[index][: len(truth)] = truth
     return out

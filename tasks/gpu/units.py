@@ -98,12 +98,16 @@ def randomized_response(d, g, params, s):
 
     The uniforms are (2k + 1) 2^-53, k < 2^52, never 0: ``u < q`` would flip with
     probability q rounded down to 2^-52, and never once q < 2^-53 (eps > 36.7: no
-    privacy at all). ``u < ceil(q 2^52) 2^-52`` (exact: scaling by 2^52 and ceil are)
+    privacy at all). ``u < ceil(q 2^52) 2^-52`` (exact: scaling by 2^52 and rounding up are)
     flips with probability ceil(q 2^52) / 2^52, q rounded up: never less private than
     eps claims, and ``u < q``'s draw but at one k in 2^52.
     """
     u, s = philox.random(s)
-    flip = u < math.ceil(params[0] * _TWO_52) * _TWO_M52
+    scaled = params[0] * _TWO_52  # in [0, 2^51]: its integer part is exact
+    steps = float(int(scaled))
+    if steps < scaled:
+        steps += 1.0
+    flip = u < steps * _TWO_M52
     bit = g[0] > 0.5 * (params[1] + params[2])
     g[0] = params[5] if bit != flip else params[4]
     return s

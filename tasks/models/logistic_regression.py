@@ -114,9 +114,15 @@ def logistic_moments(
         def equations(ab: np.ndarray) -> np.ndarray:
             return _mean_gradient_scalars(d, weights, clip, float(ab[0]), float(ab[1]))[:2]
 
-        sol = optimize.root(equations, np.array([1.0, 1.0]), method="hybr", tol=1e-13)
-        if not sol.success:
-            raise RuntimeError(f"theta_C of logistic_regression not found: {sol.message}")
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # its far steps
+            sol = optimize.root(equations, np.array([1.0, 1.0]), method="hybr", tol=1e-13)
+        if not sol.success:  # small C: theta_C far out, the search stalls (C = 0.03, d = 2)
+            raise ValueError(
+                f"The 'clip' parameter of logistic_regression gives a limit theta_C that "
+                f"the root search of E[clip_C(g)] = 0 did not find (d = {d}, "
+                f"{' '.join(str(sol.message).split())}); use a larger clip (Shi et al. use "
+                f"C = 1). Got {clip!r}."
+            )
         a, b = (float(v) for v in sol.x)
     scalars = _mean_gradient_scalars(d, weights, clip, a, b)
     mq_a = scalars[5] / (d - 1) if d > 1 else 0.0

@@ -26,7 +26,7 @@ from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.identity import check_streams
-from ldpsim.pipeline.store.layout import layout_for, small_shards_warning
+from ldpsim.pipeline.store.layout import layout_for, small_shards_warning, truth_array
 from ldpsim.pipeline.store.reading import check_store, open_dataset, read_sweep
 from ldpsim.pipeline.store.store import Store, consolidate
 from ldpsim.pipeline.summary.summary import summarize
@@ -562,3 +562,24 @@ def test_a_store_grown_far_past_its_shards_is_warned_about():
     assert line is not None and "hold 3 replicates each" in line and "667 files" in line
     assert small_shards_warning(stored, load_sweep("demo", [("grid.n", [1000])], 20)) is None
     assert small_shards_warning(stored, sweep) is None  # a resume grows nothing
+
+
+def test_a_limit_the_model_cannot_find_is_bad_input_naming_its_grid_point(tmp_path):
+    # Logistic regression clipped at C = 1e-6: the root search for theta_C stalls. Before,
+    # `ldpsim run` printed a RuntimeError traceback (exit 1) after the cluster started;
+    # now one line naming clip and the grid point (exit 2), before any store is made.
+    (tmp_path / "s.toml").write_text(
+        'replicates = 1\n[spec]\nmodel = "logistic_regression"\nd = 1\nweights = "none"\n'
+        'mechanism = "gdp"\nn = 100\n[grid]\nclip = [1e-6]\n[methods.oracle]\n'
+    )
+    sweep = load_sweep(tmp_path / "s.toml")
+    with pytest.raises(InputError) as info:
+        truth_array(sweep, layout_for(sweep), pseudo=True)
+    message = str(info.value)
+    assert message.startswith(
+        "The 'clip' parameter of logistic_regression gives a limit theta_C that the root "
+        "search of E[clip_C(g)] = 0 did not find (d = 1, "
+    )
+    assert message.endswith(
+        "use a larger clip (Shi et al. use C = 1). Got 1e-06, at the grid point clip = 1e-06."
+    )

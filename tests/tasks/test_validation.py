@@ -195,13 +195,13 @@ BAD_SPECS = [
         "B-zero",
         {**BASE, "methods": {"bb": {"B": 0}}},
         ValueError,
-        ["'B'", "bb", "[1, 1000000]", "Got 0."],
+        ["'B'", "bb", "[2, 1000000]", "Got 0."],
     ),
     (
         "B-string",
         {**BASE, "methods": {"bb": {"B": "500"}}},
         TypeError,
-        ["'B'", "[1, 1000000]", "Got '500'."],
+        ["'B'", "[2, 1000000]", "Got '500'."],
     ),
     (
         "beta-one",
