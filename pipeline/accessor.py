@@ -344,7 +344,7 @@ def _grid_axes(ds: xr.Dataset) -> list[str]:
     where there is no such record or it cannot be read."""
     try:
         grid = json.loads(ds.attrs.get("sweep") or "{}").get("grid") or {}
-    except (ValueError, AttributeError):
+    except (ValueError, TypeError, AttributeError):  # not JSON text: no record to read
         return []
     return [str(axis) for axis in grid] if isinstance(grid, Mapping) else []
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import decimal
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -228,13 +227,6 @@ def latex_escape(text: str) -> str:
     for char in ("\\", "&", "%", "$", "#", "_", "{", "}"):
         text = text.replace(char, "\\" + char)
     return text
-
-
-def latex_prose(text: str) -> str:
-    """Text with LaTeX's special characters escaped outside its ``$...$`` math, which is
-    kept as it is (a caption's "at $n$ = $10^{3}$")."""
-    parts = re.split(r"(\$[^$]*\$)", text)
-    return "".join(part if i % 2 else latex_escape(part) for i, part in enumerate(parts))
 
 
 def fmt_name(name: str, fmt: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import itertools
@@ -207,7 +208,13 @@ class Sweep:
         """
         cached = self.__dict__.get("_points")
         if cached is None:
-            cached = self._make_points()
+            # A store's recorded sweep (store.reading) reads under the ranges of the
+            # ldpsim that could have made it (tasks.validation.recorded_specs).
+            from ldpsim.tasks.validation import recorded_specs
+
+            recorded = self.__dict__.get("_recorded", False)
+            with recorded_specs() if recorded else contextlib.nullcontext():
+                cached = self._make_points()
             object.__setattr__(self, "_points", cached)
         return list(cached)
 

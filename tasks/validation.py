@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 
 import numpy as np
 
@@ -17,6 +19,8 @@ __all__ = [
     "check_float",
     "check_int",
     "check_vector",
+    "reading_recorded",
+    "recorded_specs",
 ]
 
 #: Largest dimension d of the sparse models (sparse_mean, one_hot_quantile_regression).
@@ -24,6 +28,27 @@ __all__ = [
 #: from are d x d float64 arrays (8 d^2 bytes each, 200 MB at d = 5000), held a few at a
 #: time when a replicate starts (a replicate at d = 5000 peaks at 850 MB, measured).
 MAX_SPARSE_DIM = 5_000
+
+
+_RECORDED = contextvars.ContextVar("ldpsim_recorded_specs", default=False)
+
+
+@contextlib.contextmanager
+def recorded_specs() -> Iterator[None]:
+    """Within it, the ranges that ldpsim narrowed after a store could have been made
+    (randomized response's eps >= 1e-6, huber's sigma >= 0.01, |loc| <= 1e6, B >= 2) are
+    those of before, so that a store's recorded sweep still reads (its status, summary,
+    report); a run of such values is still refused."""
+    token = _RECORDED.set(True)
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
+def reading_recorded() -> bool:
+    """Whether a store's recorded specs are being read (:func:`recorded_specs`)."""
+    return _RECORDED.get()
 
 
 def _fmt(value: object) -> str:

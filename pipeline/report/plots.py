@@ -95,6 +95,9 @@ NO_DATA_TEXT = "no replicate done yet"
 #: Written in an empty panel whose grid points have done replicates: every method shown
 #: failed in each of them.
 FAILED_TEXT = "no interval: the methods failed\nin every done replicate\n(ldpsim errors STORE)"
+#: Written in an empty panel with done replicates and no failure: too few of them for the
+#: statistic (a standard deviation needs 2), or its methods added and not computed yet.
+NO_VALUE_TEXT = "no value: too few replicates,\nor methods not computed yet"
 #: Height of one grid point's row in the dot figures (no n axis), in inches.
 DOT_ROW_INCHES = 0.32
 #: The part of a row the methods' markers are spread over.
@@ -156,10 +159,13 @@ def method_styles(methods: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def _no_data(ax: Axes, cell: xr.Dataset | None = None) -> None:
-    """Say in an empty panel why: nothing done there yet, or (where ``cell``, the panel's
-    part of the summary, has done replicates) the methods failed in every one."""
-    done = cell is not None and int(cell["replicates_done"].sum()) > 0
-    text = FAILED_TEXT if done else NO_DATA_TEXT
+    """Say in an empty panel why: nothing done there yet; or (``cell``, the panel's part
+    of the summary, has done replicates) the methods failed in every one of them (no
+    interval counted, some failed); or too few replicates, or methods not computed yet."""
+    text = NO_DATA_TEXT
+    if cell is not None and int(cell["replicates_done"].sum()) > 0:
+        failed = int(cell["n_done"].sum()) == 0 and int(cell["n_failed"].sum()) > 0
+        text = FAILED_TEXT if failed else NO_VALUE_TEXT
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.35")
 
 
@@ -1038,7 +1044,6 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
     cov_fig, cov_grid, cov_cells = _wrapped_panels(
         len(coverage_combos), 1, _title(summary, "coverage against n eps"), sharey=True
     )
-    level = shared_level(summary)
     claims = method_claims(summary)
     claimed = {m: claims[m] == CLAIM_OF["coverage"] for m in methods}
     for (ax,), combo in zip(cov_cells, coverage_combos, strict=True):
@@ -1059,8 +1064,9 @@ def _privacy_figures(summary: xr.Dataset) -> tuple[Figure, Figure] | None:
                 count=m["n_done"].values[order],
                 marked=marked.sel({"method": method}).values[order],
             )
-        if level is not None and any(claimed.values()):
-            ax.axhline(float(level), color="gray", linestyle=":", label="nominal")
+        panel_level = shared_level(summary.sel(combo))  # its own, where level is an axis
+        if panel_level is not None and any(claimed.values()):
+            ax.axhline(panel_level, color="gray", linestyle=":", label="nominal")
         ax.set_xscale("log")
         ax.set_xlim(*_x_span(n_eps, len(methods)))
         ax.set_xlabel("n eps")

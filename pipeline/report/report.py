@@ -29,7 +29,7 @@ from ldpsim.pipeline.formatting import (
     format_level,
     named_text,
 )
-from ldpsim.pipeline.report.plots import FAILED_TEXT, NO_DATA_TEXT, store_figures
+from ldpsim.pipeline.report.plots import FAILED_TEXT, NO_DATA_TEXT, NO_VALUE_TEXT, store_figures
 from ldpsim.pipeline.store.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.store.store_path import beside_store, check_outside_stores
@@ -283,7 +283,8 @@ WILSON_BARS = (
 HOLLOW = (
     " Hollow, faint markers: a coverage the method does not claim (a simultaneous band's "
     "per coordinate, an interval's joint), shown for information; the dotted line is "
-    "drawn where some method claims what a panel shows."
+    "drawn where some method claims what a panel shows and the panel has one level (a "
+    "level grid axis: each coverage panel its own; none in a figure mixing levels)."
 )
 #: What every figure shows, with what its bars are (+-2 Monte-Carlo standard errors).
 FIGURE_CAPTIONS = {
@@ -378,6 +379,8 @@ def figure_alt(stem: str, fig: Figure) -> str:
         parts.append("Some panels have no replicate done yet.")
     if any(t.get_text() == FAILED_TEXT for ax in panels for t in ax.texts):
         parts.append("Some panels have no interval: the methods failed in every done replicate.")
+    if any(t.get_text() == NO_VALUE_TEXT for ax in panels for t in ax.texts):
+        parts.append("Some panels have no value: too few replicates, or methods not computed.")
     return " ".join(parts)
 
 

@@ -132,7 +132,7 @@ def _sweep_from_json(path: str | Path, text: object) -> Sweep:
             )
     if not all(isinstance(v, list) for v in data["grid"].values()):
         raise damaged(path, "zarr.json", "attribute 'sweep' has a grid axis that is no list")
-    return Sweep(
+    sweep = Sweep(
         name=data["name"],
         description=data["description"],
         replicates=data["replicates"],
@@ -143,6 +143,10 @@ def _sweep_from_json(path: str | Path, text: object) -> Sweep:
         rep_chunk=data.get("rep_chunk"),
         cases=_cases_from_json(path, data.get("cases", {})),
     )
+    # Its grid points, when asked for, under the ranges of the ldpsim that could have made
+    # the store: a range narrowed since refuses a run, not the reading.
+    object.__setattr__(sweep, "_recorded", True)
+    return sweep
 
 
 def _cases_from_json(path: str | Path, cases: object) -> dict[str, dict[str, Any]]:

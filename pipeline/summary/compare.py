@@ -174,7 +174,19 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
     # is pending (not computed yet), as in a summary.
     pending = pending_cells(ds).sel({"method": [a, b]}).any("method")
     failed = ds["failed"].astype(bool) if "failed" in ds else xr.zeros_like(done)
-    unpaired = done & valid & ~(ok[a] & ok[b]) & ~pending
+    # A bound missing by design (a competitor at a checkpoint) is no failure: only the
+    # flagged ones are lost (a store older than the flag: every missing bound), as in a
+    # summary.
+    lost = {
+        m: ~ok[m]
+        & (
+            ds["method_failed"].sel({"method": m}, drop=True).astype(bool)
+            if "method_failed" in ds
+            else True
+        )
+        for m in (a, b)
+    }
+    unpaired = done & valid & (lost[a] | lost[b]) & ~pending
     replicates_done = done.sum("rep").astype(np.int64)
     replicates_failed = failed.sum("rep").astype(np.int64)
     per_coord["n_unpaired"] = (unpaired.sum("rep") + (failed & valid).sum("rep")).astype(np.int64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ldpsim.pipeline.formatting import latex_prose
+from ldpsim.pipeline.formatting import latex_escape
 
 #: A table's rows: each the labels of its levels and its cells (``tables.table_rows``).
 Rows = list[tuple[list[str], list[str]]]
@@ -75,7 +75,7 @@ def latex_table(
     lines = [
         r"\begin{table}",
         r"\centering",
-        rf"\caption{{{latex_prose(caption)}}}",
+        rf"\caption{{{latex_escape(caption)}}}",
         rf"\begin{{tabular}}{{{spec}}}",
         r"\hline",
         " & ".join([*names, *headers]) + r" \\",

@@ -463,6 +463,24 @@ def case_columns(summary: xr.Dataset, fmt: str) -> tuple[list[str], list[list[st
     return names, cells
 
 
+def column_headers(summary: xr.Dataset, fmt: str) -> list[str]:
+    """The value columns of :func:`table_rows`: one per n (``n = 1e4``, in LaTeX
+    ``$n = 10^{4}$``), the spec's n alone without an n axis or checkpoints, else
+    ``value``."""
+    col_axis = "n" if "n" in grid_axes(summary) else None
+    if col_axis is None and "checkpoint" not in summary.dims:
+        n = sweep_info(summary).get("spec", {}).get("n")
+        col_values = [] if n is None else [n]
+    else:
+        col_values = [] if col_axis is None else list(summary[col_axis].values)
+    if not col_values:
+        return ["value"]
+    return [
+        f"$n = {label.strip('$')}$" if fmt == "latex" else f"n = {label}"
+        for label in axis_labels(col_values, fmt)
+    ]
+
+
 def table_rows(
     summary: xr.Dataset,
     fmt: str,
@@ -486,7 +504,6 @@ def table_rows(
     :data:`DEPARTURE_MARKS`.
     """
     axes = grid_axes(summary)
-    col_axis = "n" if "n" in axes else None
     row_dims: list[str] = [a for a in axes if a != "n"]
     if "checkpoint" in summary.dims:
         row_dims.append("checkpoint")
@@ -494,19 +511,7 @@ def table_rows(
         row_dims.append("coord")
     if per_method:
         row_dims.append("method")
-
-    if col_axis is None and "checkpoint" not in summary.dims:
-        n = sweep_info(summary).get("spec", {}).get("n")
-        col_values = [] if n is None else [n]
-    else:
-        col_values = [] if col_axis is None else list(summary[col_axis].values)
-    if col_values:
-        col_headers = [
-            f"$n = {label.strip('$')}$" if fmt == "latex" else f"n = {label}"
-            for label in axis_labels(col_values, fmt)
-        ]
-    else:
-        col_headers = ["value"]
+    col_headers = column_headers(summary, fmt)
     # A case shows as the parameters that tell it apart (d, sparsity, mechanism), not as
     # its label: one column each in place of the case column.
     case_names, case_labels = case_columns(summary, fmt) if CASE_AXIS in row_dims else ([], [])
@@ -705,14 +710,12 @@ class Table:
         return layout(self.caption, self.names, self.headers, self.rows, note=self.note)
 
 
-def single_valued(summary: xr.Dataset, fmt: str) -> tuple[xr.Dataset, list[str]]:
+def single_valued(summary: xr.Dataset) -> tuple[xr.Dataset, list[str]]:
     """The summary without its grid axes of one value, and those axes as ``n = 5e4``:
     a column (or a column of row labels) that repeats one value says it once, in the
-    caption."""
+    caption. Plain text, in every format: a LaTeX caption is escaped once, whole."""
     fixed = [axis for axis in grid_axes(summary) if summary.sizes[axis] == 1]
-    texts = [
-        f"{fmt_name(axis, fmt)} = {axis_labels(summary[axis].values, fmt)[0]}" for axis in fixed
-    ]
+    texts = [f"{axis} = {axis_labels(summary[axis].values, 'text')[0]}" for axis in fixed]
     return (summary.isel({axis: 0 for axis in fixed}) if fixed else summary), texts
 
 
@@ -789,7 +792,7 @@ def coverage_table(
     """
     shown = shown_coords(summary, coords)
     check_statistics_shown(statistic_names(summary), shown, coords)
-    view, fixed = single_valued(summary, fmt)
+    view, fixed = single_valued(summary)
     target = view.attrs.get("target_se")
     needed_row = f"R for se {format_number(target)}" if target is not None else "R needed"
     joint_row = f"{needed_row}, joint"
@@ -812,7 +815,7 @@ def coverage_table(
         body = planned_rows(body, needed_row, joint_row, bands)
     if len(headers) == 1:
         if headers[0] != "value":
-            fixed.insert(0, headers[0])
+            fixed.insert(0, column_headers(view, "text")[0])  # plain, as the others
         names, headers, body = compact_rows(names, headers, body)
     where = ", ".join(fixed)
     if shown == "mean":
@@ -842,11 +845,11 @@ def coverage_table(
 def error_table(summary: xr.Dataset, fmt: str = "text") -> Table:
     """The mean squared error table of :func:`format_table` and of the report: one row
     each per grid point [and checkpoint], compact as :func:`coverage_table`'s."""
-    view, fixed = single_valued(summary, fmt)
+    view, fixed = single_valued(summary)
     names, headers, body = table_rows(view, fmt, TABLE_ERRORS, per_method=False, per_coord=False)
     if len(headers) == 1:
         if headers[0] != "value":
-            fixed.insert(0, headers[0])
+            fixed.insert(0, column_headers(view, "text")[0])  # plain, as the others
         names, headers, body = compact_rows(names, headers, body)
     note = footnote(view, list(TABLE_ERRORS.values()), fmt)
     return Table(error_caption(view, ", ".join(fixed)), names, headers, body, note)

@@ -97,7 +97,7 @@ def randomized_response(d, g, params, s):
     """:class:`ldpsim.tasks.mechanisms.randomized_response.RandomizedResponse`.
 
     The uniforms are (2k + 1) 2^-53, k < 2^52, never 0: ``u < q`` would flip with
-    probability q rounded down to 2^-52, and never once q < 2^-53 (eps > 36.7: no
+    probability q rounded to the nearest 2^-52, and never once q < 2^-53 (eps > 36.7: no
     privacy at all). ``u < ceil(q 2^52) 2^-52`` (exact: scaling by 2^52 and rounding up are)
     flips with probability ceil(q 2^52) / 2^52, q rounded up: never less private than
     eps claims, and ``u < q``'s draw but at one k in 2^52.

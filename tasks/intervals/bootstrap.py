@@ -12,7 +12,7 @@ from typing import ClassVar, Literal, get_args
 import numpy as np
 
 from ldpsim.tasks.compile_lock import in_turn
-from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.base import IntervalMethod, smallest_b
 from ldpsim.tasks.intervals.bootstrap_bounds import (
     BASIC,
     PERCENTILE,
@@ -152,7 +152,8 @@ class BlockBootstrap(IntervalMethod):
     late_params: ClassVar[tuple[str, ...]] = ("intersect_constraint", "simultaneous", "band")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=2, high=10**6))
+        draws = check_int(self.B, "B", owner=self.name, low=smallest_b(), high=10**6)
+        object.__setattr__(self, "B", draws)
         object.__setattr__(
             self, "beta", check_float(self.beta, "beta", owner=self.name, low=0, high=1)
         )

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ldpsim.tasks.intervals.base import smallest_b
 from ldpsim.tasks.intervals.bootstrap import basic_interval
 from ldpsim.tasks.intervals.raw_data import RawDataMethod, quantile_level, sample_statistic
 from ldpsim.tasks.lazy_import import lazy_module
@@ -70,7 +71,8 @@ class NonprivateBootstrap(RawDataMethod):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=2, high=10**6))
+        draws = check_int(self.B, "B", owner=self.name, low=smallest_b(), high=10**6)
+        object.__setattr__(self, "B", draws)
 
     def estimate_interval(
         self, users: Users, level: float, rng: np.random.Generator | None

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.base import IntervalMethod, smallest_b
 from ldpsim.tasks.intervals.bootstrap import basic_interval
 from ldpsim.tasks.mechanisms.base import Mechanism
 from ldpsim.tasks.models.base import Model
@@ -83,7 +83,8 @@ class OnlineBootstrap(IntervalMethod):
     weights: WeightLaw = "exponential"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "B", check_int(self.B, "B", owner=self.name, low=2, high=10**4))
+        draws = check_int(self.B, "B", owner=self.name, low=smallest_b(), high=10**4)
+        object.__setattr__(self, "B", draws)
         check_choice(self.weights, "weights", ("exponential",), owner=self.name)
 
     def check_setup(self, model: Model, mechanism: Mechanism, n: int, batch: int) -> None:

@@ -106,10 +106,11 @@ def nprr_privatize(
 
     Notes
     -----
-    The point is kept when its uniform u (a multiple of 2^-53) is at least 1 - r
-    (:func:`nprr_release_probability`), so noise comes with probability 1 - r rounded up
-    to that grid: never less private than eps claims, however large eps is. (Kept when
-    u < r, the keep probability was r rounded up, and 1 from eps ~ 37 on.)
+    The point is kept when its uniform u (a multiple of 2^-53) is below 1 - (1 - r)
+    rounded up to that grid (1 - r from :func:`nprr_release_probability`): noise comes
+    with probability at least 1 - r, never less private than eps claims, however large
+    eps is. (Kept when u < r, the keep probability was r rounded up, and 1 from eps ~ 37
+    on; the two rules keep the same uniforms but for a few values in 2^53.)
     The noise is uniform on all G + 1 grid points. Drawing it as round(G V) / G with
     V ~ Uniform(0, 1) would give the end points half weight and a larger eps,
     log(1 + 2 G r / (1 - r)) (SPEC 12.1).
@@ -129,6 +130,9 @@ def nprr_privatize(
     scaled = grid * x
     low = np.minimum(np.floor(scaled), grid - 1)  # x = 1: k = G - 1, rounds up surely
     rounded = (low + (rng.random(n) < scaled - low)) / grid
-    kept = rng.random(n) >= release
+    # Kept when u < 1 - m 2^-53, m = ceil((1 - r) 2^53): exact, probability 1 - m 2^-53
+    # <= r, and the same uniforms as u < r keeps but for a few values in 2^53 (r and 1 - r
+    # are rounded apart: at most 3 over 1,600 (eps, G) pairs).
+    kept = rng.random(n) < 1.0 - math.ceil(release * 2.0**53) * 2.0**-53
     noise = rng.integers(0, grid + 1, n) / grid
     return np.where(kept, rounded, noise)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +12,7 @@ from numba import njit
 from ldpsim.tasks.mechanisms.base import Mechanism, draw_budget
 from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.streams.rng import random
-from ldpsim.tasks.validation import Constants
+from ldpsim.tasks.validation import Constants, reading_recorded
 
 
 @njit(inline="always")  # not cached: numba would miss changes in tasks.rng
@@ -31,11 +32,10 @@ def _randomized_response(d, g, params, s):
 @njit(inline="always")
 def _randomized_response_per_user(d, g, params, s):
     # params = (lo, hi, low, high - low): the user's eps ~ Uniform(low, high) first, then
-    # the flip with that user's q = 1 / (1 + e^eps) (written e^-eps / (1 + e^-eps), see
-    # flip_probability), and the report debiased with the same q.
+    # the flip with that user's q = 1 / (1 + e^eps) (finite_flip_probability), and the
+    # report debiased with the same q.
     eps, s = draw_budget(params[2], params[3], s)
-    e = math.exp(-eps)
-    q = e / (1.0 + e)
+    q = finite_flip_probability(eps)
     u, s = random(s)
     bit = g[0] > 0.5 * (params[0] + params[1])
     reported = 1.0 if bit != (u < q) else 0.0
@@ -56,15 +56,20 @@ def keep_probability(eps: float) -> float:
     return 1.0 if math.isinf(eps) else 1.0 / (1.0 + math.exp(-eps))
 
 
-def flip_probability(eps: float) -> float:
-    """q = 1 - p = 1 / (1 + e^eps), computed directly: 1 - p loses all digits for
-    large eps (q would round to 0 from eps ~ 37 on, i.e. no privacy at all). From
-    eps ~ 745 on e^-eps underflows to 0; q is then the smallest positive double, so the
-    flip keeps a positive probability (one uniform in 2^53) at every finite eps."""
-    if math.isinf(eps):
-        return 0.0
+@njit(inline="always")
+def finite_flip_probability(eps):
+    """q = 1 / (1 + e^eps) for a finite eps > 0, as e^-eps / (1 + e^-eps) (1 - p loses
+    all digits for large eps: q would round to 0 from eps ~ 37 on, no privacy at all).
+    From eps ~ 745 on e^-eps underflows to 0; q is then the smallest positive double, so
+    the flip keeps a positive probability (one uniform in 2^53) at every finite eps. The
+    per-user callback calls it for each user's eps."""
     e = math.exp(-eps)
-    return max(e / (1.0 + e), math.ulp(0.0))
+    return max(e / (1.0 + e), 5e-324)
+
+
+def flip_probability(eps: float) -> float:
+    """q = 1 - p = 1 / (1 + e^eps) (:func:`finite_flip_probability`); 0 at eps = inf."""
+    return 0.0 if math.isinf(eps) else float(finite_flip_probability.py_func(eps))
 
 
 _BELOW_SMALLEST = (
@@ -113,18 +118,28 @@ class RandomizedResponse(Mechanism):
     eps: float | None = None
 
     def __post_init__(self) -> None:
+        # The floor first, so that eps = 0 or a negative one is told the range that holds
+        # here, [1e-6, inf], not the base's (0, inf]; then the base's checks of the rest.
+        if not reading_recorded():
+            self._check_floor()
         super().__post_init__()
-        if self.budget_range is None:
-            if self.eps < SMALLEST_EPS:
-                raise ValueError(
-                    f"The 'eps' parameter of randomized_response must be a float in "
-                    f"[{SMALLEST_EPS:g}, inf]: {_BELOW_SMALLEST} Got {self.eps!r}."
-                )
-        elif self.budget_range[0] < SMALLEST_EPS:
+
+    def _check_floor(self) -> None:
+        def below(value: object) -> bool:
+            real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+            return real and not math.isnan(value) and value < SMALLEST_EPS
+
+        if self.budget_range is None and self.eps is not None and below(self.eps):
+            raise ValueError(
+                f"The 'eps' parameter of randomized_response must be a float in "
+                f"[{SMALLEST_EPS:g}, inf]: {_BELOW_SMALLEST} Got {self.eps!r}."
+            )
+        pair = self.budget_range
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and below(pair[0]):
             raise ValueError(
                 f"The 'budget_range' parameter of randomized_response must be a list "
                 f"[low, high] of two finite floats with {SMALLEST_EPS:g} <= low <= high: "
-                f"{_BELOW_SMALLEST} Got {list(self.budget_range)!r}."
+                f"{_BELOW_SMALLEST} Got {list(pair)!r}."
             )
 
     def check_model(self, model: Model) -> None:

@@ -11,7 +11,7 @@ from numba import njit
 
 from ldpsim.tasks.kernel.sgd import no_projection
 from ldpsim.tasks.streams.rng import state_of
-from ldpsim.tasks.validation import check_float
+from ldpsim.tasks.validation import check_float, reading_recorded
 
 #: The largest |loc| of the location models (quantile, mean): beyond it the rounding of
 #: a draw loc + Z to a multiple of ulp(loc) (1.2e-10 at 1e6) begins to change the data's
@@ -20,15 +20,11 @@ LARGEST_LOC = 1e6
 
 
 def check_loc(value: object, owner: str) -> float:
-    """``loc`` of a location model as a float in [-1e6, 1e6] (:data:`LARGEST_LOC`)."""
+    """``loc`` of a location model as a float in [-1e6, 1e6] (:data:`LARGEST_LOC`; any
+    finite float in a store's recorded sweep, :func:`recorded_specs`)."""
+    largest = math.inf if reading_recorded() else LARGEST_LOC
     return check_float(
-        value,
-        "loc",
-        owner=owner,
-        low=-LARGEST_LOC,
-        high=LARGEST_LOC,
-        low_open=False,
-        high_open=False,
+        value, "loc", owner=owner, low=-largest, high=largest, low_open=False, high_open=False
     )
 
 

@@ -12,10 +12,14 @@ from ldpsim.tasks.models.base import Model
 from ldpsim.tasks.streams.rng import random, standard_normal
 from ldpsim.tasks.validation import check_float
 
-#: Below this a gamma draw is also kept as its logarithm: U^(1 / shape) underflows to 0
-#: for small shapes (at shape = 1e-3 whenever U < e^-0.745), and G_a / (G_a + G_b) would
-#: lose its digits, or be 0 / 0.
-_TINY = 1e-290
+#: Below this a gamma draw is also kept as its logarithm: U^(1 / shape) underflows for
+#: small shapes (at shape = 1e-3 to 0 whenever U < e^-0.745), and G_a / (G_a + G_b) then
+#: loses its digits, or is 0 / 0. 2^-969: where the larger draw is at least this, the
+#: ratio keeps the digits a double can hold, and is computed as before.
+_TINY = 2.0**-969
+#: The smallest normal double: where both draws are at least this, the ratio is exact to
+#: rounding, as before.
+_NORMAL = 2.0**-1022
 
 
 @njit(inline="always")
@@ -51,12 +55,13 @@ def _standard_gamma(shape, s):
 
 @njit(inline="always")
 def _beta(a, b, s):
-    # X = G_a / (G_a + G_b) ~ Beta(a, b). Where a draw is below _TINY (shapes < 1), from
-    # the logarithms: X = 1 / (1 + e^(log G_b - log G_a)). Both U = 0 (probability 2^-106)
+    # X = G_a / (G_a + G_b) ~ Beta(a, b), as before wherever both draws are normal
+    # doubles or the larger is at least _TINY. Else (both tiny: shapes < 1) from the
+    # logarithms, X = 1 / (1 + e^(log G_b - log G_a)). Both U = 0 (probability 2^-106)
     # gives no ratio: such a point is resolved to the mean.
     ga, log_a, s = _standard_gamma(a, s)
     gb, log_b, s = _standard_gamma(b, s)
-    if ga >= _TINY and gb >= _TINY:
+    if min(ga, gb) >= _NORMAL or max(ga, gb) >= _TINY:
         return ga / (ga + gb), s
     if ga >= _TINY:
         log_a = math.log(ga)
@@ -65,7 +70,10 @@ def _beta(a, b, s):
     gap = log_b - log_a
     if math.isnan(gap):
         return a / (a + b), s
-    return 1.0 / (1.0 + math.exp(min(gap, 709.0))) if gap < 709.0 else 0.0, s
+    if gap > 0.0:  # X = e^-gap / (1 + e^-gap): tiny, down to the subnormals
+        tail = math.exp(-gap)
+        return tail / (1.0 + tail), s
+    return 1.0 / (1.0 + math.exp(gap)), s
 
 
 @njit(inline="always")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,7 @@ from ldpsim.tasks.models.regression import (
     mallows_weight,
 )
 from ldpsim.tasks.streams.rng import standard_normal
-from ldpsim.tasks.validation import check_float
+from ldpsim.tasks.validation import check_float, reading_recorded
 
 integrate = lazy_module("scipy.integrate")
 optimize = lazy_module("scipy.optimize")
@@ -254,14 +255,16 @@ class HuberRegression(Model):
         object.__setattr__(self, "clip", clip)
         c = check_float(self.huber_c, "huber_c", owner=self.name, low=0)
         object.__setattr__(self, "huber_c", c)
-        sigma = check_float(self.sigma, "sigma", owner=self.name, low=0)
-        if sigma < SMALLEST_SIGMA:
+        given = self.sigma
+        real = isinstance(given, numbers.Real) and not isinstance(given, bool)
+        if real and given < SMALLEST_SIGMA and not reading_recorded():  # 0, < 0 included
             raise ValueError(
                 f"The 'sigma' parameter of {self.name} must be a float in "
                 f"[{SMALLEST_SIGMA:g}, inf): SGD keeps the scale's iterates >= "
                 f"{SIGMA_FLOOR:g}, so a true scale near it cannot be estimated (ten times "
-                f"the floor is the least). Got {sigma!r}."
+                f"the floor is the least). Got {given!r}."
             )
+        sigma = check_float(given, "sigma", owner=self.name, low=0)
         object.__setattr__(self, "sigma", sigma)
 
     @property

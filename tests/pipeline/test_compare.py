@@ -212,3 +212,18 @@ def test_the_footnote_counts_failed_replicates_and_pending_methods_as_a_summary_
         "lost to a failure of the replicate or of the method (ldpsim errors STORE), 6 not "
         "computed yet (ldpsim run resumes them)"
     ), line
+
+
+def test_a_bound_missing_by_design_is_not_a_failure():
+    # A competitor has no interval at the checkpoints (not flagged as failed): the
+    # summary counts no failure there; compare counted every such replicate as "lost to
+    # a failure (ldpsim errors STORE)". Only a flagged missing bound is lost.
+    ds = syn.checkpoint_store(reps=3)
+    first = {"method": 3, "checkpoint": 0}  # the oracle at the first checkpoint
+    ds["lower"][first] = np.nan
+    ds["upper"][first] = np.nan
+    cell = compare_methods(ds, "bb", "oracle").isel(checkpoint=0, coord=0)
+    assert (int(cell["n_paired"]), int(cell["n_unpaired"])) == (0, 0)
+    ds["method_failed"][{**first, "rep": 1}] = True  # one of them a failure
+    cell = compare_methods(ds, "bb", "oracle").isel(checkpoint=0, coord=0)
+    assert (int(cell["n_paired"]), int(cell["n_unpaired"])) == (0, 1)

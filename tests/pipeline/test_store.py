@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import synthetic as syn
 import xarray as xr
 import zarr
 from conftest import (
@@ -27,10 +28,10 @@ from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.identity import check_streams
 from ldpsim.pipeline.store.layout import layout_for, small_shards_warning, truth_array
-from ldpsim.pipeline.store.reading import check_store, open_dataset, read_sweep
+from ldpsim.pipeline.store.reading import check_store, open_dataset, read_sweep, stored_layout
 from ldpsim.pipeline.store.store import Store, consolidate
 from ldpsim.pipeline.summary.summary import summarize
-from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.pipeline.sweep import Sweep, load_sweep
 from ldpsim.tasks.l1_projection import project_l1_ball
 from ldpsim.tasks.streams.seeding import STREAMS_VERSION, data_stream, streams_fingerprint
 
@@ -583,3 +584,22 @@ def test_a_limit_the_model_cannot_find_is_bad_input_naming_its_grid_point(tmp_pa
     assert message.endswith(
         "use a larger clip (Shi et al. use C = 1). Got 1e-06, at the grid point clip = 1e-06."
     )
+
+
+def test_a_store_of_values_refused_since_still_reads_and_refuses_a_run(tmp_path):
+    # Ranges narrowed after a store could be made (randomized response's eps >= 1e-6, B
+    # >= 2, |loc| <= 1e6): its recorded sweep still gives its grid points, so status,
+    # summarize and report read it; a run of those values is refused in one line.
+    ds = syn.grid_store()
+    ds.attrs["sweep"] = syn.sweep_attr(
+        {"tau": [0.5, 0.9], "n": [100, 10_000]},
+        {"eps": 2e-7, "loc": 2e6},
+        ["bb", "oracle"],
+    ).replace('"bb": {}', '"bb": {"B": 1}')
+    store = syn.save_store(ds, tmp_path / "old.zarr")
+    points = read_sweep(store).points()
+    assert points[0].normalized.mechanism.eps == 2e-7
+    assert points[0].normalized.methods["bb"].B == 1
+    assert stored_layout(store).grid_shape == (2, 2)  # what status and summarize read
+    with pytest.raises(InputError, match=r"must be a float in \[-1e\+06, 1e\+06\]"):
+        Sweep.from_dict(read_sweep(store).to_dict())

@@ -15,6 +15,7 @@ from ldpsim.tasks.mechanisms.gaussian import gaussian_delta
 from ldpsim.tasks.mechanisms.nprr import nprr_keep_probability
 from ldpsim.tasks.mechanisms.randomized_response import (
     SMALLEST_EPS,
+    finite_flip_probability,
     flip_probability,
     keep_probability,
     mean_privacy_variance,
@@ -83,7 +84,10 @@ def test_budget_validation(name, budget, exc, shown):
     with pytest.raises(exc) as info:
         cls(**{cls.budget_param: budget})
     msg = str(info.value)
-    assert f"'{cls.budget_param}'" in msg and "(0, inf]" in msg and shown in msg and name in msg
+    # Randomized response names its own range for a number below it (0 and less too).
+    below = name == "randomized_response" and shown in ("Got 0.", "Got -1.0.", "Got -inf.")
+    allowed = "[1e-06, inf]" if below else "(0, inf]"
+    assert f"'{cls.budget_param}'" in msg and allowed in msg and shown in msg and name in msg
 
 
 @pytest.mark.parametrize("name", PER_USER)
@@ -163,6 +167,8 @@ def test_randomized_response_without_privacy():
     # q was 0: the bit was never flipped).
     for eps in (700.0, 746.0, 1e300):
         assert mechanisms.RandomizedResponse(eps=eps).params(models.Quantile())[0] > 0
+        # The per-user callback's q for a user's eps, compiled as the kernel calls it.
+        assert finite_flip_probability(eps) > 0
 
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 3.0])
@@ -269,8 +275,11 @@ def test_budget_range_validation(name, budget_range, exc, shown):
     with pytest.raises(exc) as info:
         mechanisms.REGISTRY[name](budget_range=budget_range)
     msg = str(info.value)
+    # Randomized response names its own floor for a low end below it, as a list.
+    below = name == "randomized_response" and shown in ("Got (0.0, 1.0).", "Got [-1, 2].")
+    shown = shown.replace("(0.0, 1.0)", "[0.0, 1.0]") if below else shown
     assert "'budget_range'" in msg and f"of {name}" in msg and shown in msg
-    assert "[low, high]" in msg and "0 < low <= high" in msg
+    assert "[low, high]" in msg and ("1e-06 <= low <= high" if below else "0 < low <= high") in msg
 
 
 @pytest.mark.parametrize("name", PER_USER)
