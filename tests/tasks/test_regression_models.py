@@ -225,7 +225,7 @@ def test_huber_starts_at_sigma_one():
         ),
         (LogisticRegression, {"d": 0}, ValueError, ["'d'", "[1, 62]", "Got 0."]),
         (HuberRegression, {"huber_c": 0.0}, ValueError, ["'huber_c'", "(0, inf)", "Got 0.0."]),
-        (HuberRegression, {"sigma": -1}, ValueError, ["'sigma'", "(0, inf)", "Got -1."]),
+        (HuberRegression, {"sigma": -1}, ValueError, ["'sigma'", "[0.01, inf)", "Got -1."]),
         (HuberRegression, {"weights": "none", "clip": "1"}, TypeError, ["'clip'", "Got '1'."]),
     ],
 )

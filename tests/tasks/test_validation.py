@@ -23,9 +23,9 @@ QR = {"model": "quantile_regression", "n": 1000}
 
 # (id, spec, exception, substrings the message must contain)
 BAD_SPECS = [
-    # eps: (0, inf]
-    ("eps-zero", {**BASE, "eps": 0}, ValueError, ["'eps'", "(0, inf]", "Got 0."]),
-    ("eps-negative", {**BASE, "eps": -1.0}, ValueError, ["'eps'", "(0, inf]", "Got -1.0."]),
+    # eps: (0, inf]; randomized response (BASE) names its own floor for 0 and below
+    ("eps-zero", {**BASE, "eps": 0}, ValueError, ["'eps'", "[1e-06, inf]", "Got 0."]),
+    ("eps-negative", {**BASE, "eps": -1.0}, ValueError, ["'eps'", "[1e-06, inf]", "Got -1.0."]),
     ("eps-nan", {**BASE, "eps": math.nan}, ValueError, ["'eps'", "(0, inf]", "Got nan."]),
     ("eps-string", {**BASE, "eps": "1"}, TypeError, ["'eps'", "(0, inf]", "Got '1'."]),
     ("eps-bool", {**BASE, "eps": True}, TypeError, ["'eps'", "(0, inf]", "Got True."]),
