@@ -177,13 +177,9 @@ def compare_methods(ds: xr.Dataset, a: str, b: str) -> xr.Dataset:
     # A bound missing by design (a competitor at a checkpoint) is no failure: only the
     # flagged ones are lost (a store older than the flag: every missing bound), as in a
     # summary.
+    flagged = ds["method_failed"].astype(bool) if "method_failed" in ds else None
     lost = {
-        m: ~ok[m]
-        & (
-            ds["method_failed"].sel({"method": m}, drop=True).astype(bool)
-            if "method_failed" in ds
-            else True
-        )
+        m: ~ok[m] if flagged is None else ~ok[m] & flagged.sel({"method": m}, drop=True)
         for m in (a, b)
     }
     unpaired = done & valid & (lost[a] | lost[b]) & ~pending
