@@ -63,11 +63,7 @@ def _beta(a, b, s):
     gb, log_b, s = _standard_gamma(b, s)
     if min(ga, gb) >= _NORMAL or max(ga, gb) >= _TINY:
         return ga / (ga + gb), s
-    if ga >= _TINY:
-        log_a = math.log(ga)
-    if gb >= _TINY:
-        log_b = math.log(gb)
-    gap = log_b - log_a
+    gap = log_b - log_a  # both below _TINY here: both logarithms kept
     if math.isnan(gap):
         return a / (a + b), s
     if gap > 0.0:  # X = e^-gap / (1 + e^-gap): tiny, down to the subnormals
