@@ -81,8 +81,9 @@ class LdpsimAccessor(Generic[T]):
         ------
         InputError
             An unknown dimension, a label not on its dimension (one line naming
-            what there is) or given twice. A dimension given twice, or ``indexers``
-            that is not a mapping (:class:`~ldpsim.pipeline.errors.InputTypeError`).
+            what there is) or given twice. A dimension given twice, ``indexers``
+            that is not a mapping, or labels nested in lists or in an array of more
+            than one dimension (:class:`~ldpsim.pipeline.errors.InputTypeError`).
 
         Examples
         --------
@@ -163,7 +164,8 @@ def check_labels(
     dims_text : str, default "no such dimension; the dimensions are"
         Introduces ``dims`` in the message refusing another dimension.
     keep_dims : bool, default False
-        Turn a single label into a list of one, so that no dimension is dropped.
+        Turn a single label into a list of one, so that no dimension is dropped, and
+        refuse an empty list (a dimension of length 0).
 
     Returns
     -------
@@ -173,7 +175,10 @@ def check_labels(
     Raises
     ------
     InputError
-        A dimension not in ``dims``, a label not on its dimension, or a label given twice.
+        A dimension not in ``dims``, a label not on its dimension, a label given twice,
+        or (with ``keep_dims``) an empty list.
+    InputTypeError
+        Labels nested in lists, or in an array of more than one dimension.
     """
     allowed = [str(d) for d in obj.dims] if dims is None else list(dims)
     out: dict[Hashable, Any] = {}
@@ -182,8 +187,18 @@ def check_labels(
             raise InputError(
                 f"Cannot select on {dim!r} ({where}): {dims_text}: {', '.join(allowed)}."
             )
+        if not _is_flat(value):
+            raise InputTypeError(
+                f"The labels of {dim!r} given to {where} must be a label, a flat list of "
+                f"labels or a slice. Got {_shown_label(value)}."
+            )
         labels = _labels(value)
         index = obj.indexes.get(dim)
+        if keep_dims and labels == [] and index is not None:
+            raise InputError(
+                f"Cannot select no {dim} ({where}): give a label or a list of at least one; "
+                f"the labels of {dim} are: {_labels_text(index)}."
+            )
         if labels is not None and index is not None:
             for label in labels:
                 if not _has_label(index, label):
@@ -233,7 +248,8 @@ def check_positions(
         A dimension ``obj`` does not have, a position outside [-size, size), or a
         position given twice.
     ldpsim.pipeline.errors.InputTypeError
-        A position that is not an int (bools refused), a sequence of ints or a slice.
+        A position that is not an int (bools refused), a flat sequence of ints or a
+        slice.
     """
 
     dims = [str(d) for d in obj.dims]
@@ -246,7 +262,7 @@ def check_positions(
         if isinstance(value, slice):
             continue
         positions = [value] if _is_scalar(value) else _labels(value)
-        if positions is None or not all(_is_int(p) for p in positions):
+        if positions is None or not _is_flat(value) or not all(_is_int(p) for p in positions):
             raise InputTypeError(
                 f"The positions of {dim!r} given to {where} must be an int, a list of ints or "
                 f"a slice. Got {_shown_label(value)}."
@@ -288,6 +304,23 @@ def _is_scalar(value: Any) -> bool:
     import numpy as np
 
     return isinstance(value, str | bytes) or np.ndim(value) == 0
+
+
+def _is_flat(value: Any) -> bool:
+    """Whether ``value`` is one label or a flat sequence of them: no list of lists, and
+    no array of more than one dimension (xarray's pandas indexing fails on those with
+    an unhashable-type or array-element error). A DataArray of several dimensions is
+    xarray's vectorized indexing and passes."""
+    import numpy as np
+
+    if _is_scalar(value) or hasattr(value, "dims"):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return not any(
+        isinstance(item, list | tuple | set | dict | np.ndarray) or np.ndim(item) > 0
+        for item in getattr(value, "values", value)
+    )
 
 
 def _is_int(value: Any) -> bool:

@@ -897,7 +897,8 @@ def open_store(
     InputError
         ``path`` is not a path (:class:`InputTypeError`) or not an ldpsim store; a
         selection on a dimension other than ``method`` and the grid axes, of a label
-        the store lacks (one line listing what there is), or of a label twice.
+        the store lacks (one line listing what there is), of a label twice, or of
+        an empty list of labels.
     StoreDamage
         The store is damaged (:class:`ldpsim.pipeline.errors.StoreDamage`, a subclass
         of InputError; the CLI exits with :data:`EXIT_DAMAGED`), naming the damaged

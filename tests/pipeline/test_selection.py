@@ -166,6 +166,32 @@ def test_a_label_twice_is_refused_and_a_tuple_is_a_list_of_labels(demo_store, de
         assert ds["method"].values.tolist() == ["bb", "sn"]
 
 
+def test_nested_labels_and_an_empty_selection_are_refused_in_one_line(demo_store, demo):
+    # Before: pandas' "unhashable type: 'list'", numpy's "setting an array element with a
+    # sequence" and xarray's "Unlabeled multi-dimensional array" (no ldpsim message).
+    for select, words in (
+        (lambda: demo.ldpsim.sel(method=[["bb"], ["oracle"]]), "labels of 'method'"),
+        (lambda: demo.ldpsim.sel(tau=[[0.5]]), "labels of 'tau'"),
+        (lambda: demo.ldpsim.sel(method=np.array([["bb"]])), "labels of 'method'"),
+        (lambda: demo.ldpsim.isel(method=[[0], [1]]), "positions of 'method'"),
+        (lambda: api.open_store(demo_store, method=[["bb"]]), "labels of 'method'"),
+    ):
+        with pytest.raises(api.InputTypeError) as refused:
+            select()
+        message = str(refused.value)
+        assert words in message and ("flat list" in message or "list of ints" in message)
+        assert "\n" not in message, message
+    # Before: a Dataset with no method (or tau), refused only by the summary after it.
+    for selection, dim in (({"method": []}, "method"), ({"tau": []}, "tau")):
+        with pytest.raises(InputError, match=rf"Cannot select no {dim} \(open_store\)"):
+            api.open_store(demo_store, **selection)
+    # A flat list, an Index and a one-dimensional array still select.
+    assert demo.ldpsim.sel(method=np.array(["sn", "bb"]))["method"].values.tolist() == [
+        "sn",
+        "bb",
+    ]
+
+
 @pytest.mark.parametrize(
     ("select", "words"),
     [
