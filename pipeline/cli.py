@@ -644,8 +644,10 @@ def cmd_list(args) -> int:
     from ldpsim.tasks.plugins import plugin_problems, plugins
 
     print("Built-in sweeps:")
-    for name, description in builtin_sweeps().items():
-        print(f"  {name:<14} {description}")
+    sweeps = builtin_sweeps()
+    name_width = max(map(len, sweeps))
+    for name, description in sweeps.items():
+        print(f"  {name:<{name_width}}  {description}")
     print("Clusters (--cluster NAME):")
     for name in available_clusters():
         print(f"  {name}")

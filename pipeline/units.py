@@ -22,7 +22,7 @@ class UnitLine:
         The name a sweep uses.
     summary : str
         One line: the unit's ``description`` attribute if it sets one (as xarray's
-        backends do), else the first line of its class docstring.
+        backends do), else its class docstring's summary (:func:`one_line`).
     package : str or None
         The installed package of a plugin (``name version``); None for a built-in.
     """
@@ -34,12 +34,13 @@ class UnitLine:
 
 
 def one_line(unit: type) -> str:
-    """The one-line description of a unit class ('' when it has none)."""
+    """The one-line description of a unit class ('' when it has none): its
+    ``description``, else its docstring's summary, each up to the first blank line and
+    joined into one line (a summary wrapped over two lines is not cut mid-sentence)."""
     description = getattr(unit, "description", None)
-    if isinstance(description, str) and description.strip():
-        return description.strip().splitlines()[0]
-    doc = inspect.getdoc(unit) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    if not (isinstance(description, str) and description.strip()):
+        description = inspect.getdoc(unit) or ""
+    return " ".join(description.strip().split("\n\n")[0].split())
 
 
 def unit_lines() -> list[UnitLine]:

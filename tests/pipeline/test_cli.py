@@ -23,6 +23,15 @@ def test_list(capsys):
     out = capsys.readouterr().out
     assert "Built-in sweeps:" in out and "demo" in out and "paper-table1" in out
     assert "Clusters (--cluster NAME):" in out and "local" in out
+    # Every sweep's description starts in one column, past the longest name (before: a
+    # fixed 14 characters, so that names such as shi-fig4-mechanisms ran into theirs).
+    sweeps = out.split("Built-in sweeps:\n")[1].split("Clusters")[0].splitlines()
+    starts = {len(line) - len(line[2:].split(" ", 1)[1].lstrip()) for line in sweeps}
+    assert len(starts) == 1 and len(sweeps) > 10, sweeps
+    # A unit's summary wrapped over two docstring lines is shown whole (before: nprr's
+    # ended "... nonparametric randomized response at the").
+    nprr = next(line for line in out.splitlines() if line.split()[:1] == ["nprr"])
+    assert nprr.rstrip().endswith("a finite-sample interval for the mean from the reports."), nprr
 
 
 def test_help_exits_zero(capsys):
