@@ -7,6 +7,7 @@ import functools
 import io
 import json
 import math
+import re
 import shlex
 import time
 from collections.abc import Iterable
@@ -133,6 +134,13 @@ NARROW_LABEL_EM = 6.5
 #: Label columns a phone keeps (the innermost: method and statistic); the outer ones
 #: become a heading row above each block of rows they label.
 NARROW_LABEL_COLUMNS = 2
+#: A phone's label column widens past NARROW_LABEL_EM, up to this, to keep a label's
+#: longest unbreakable part on one line (``randomized_`` of ``randomized_response``,
+#: 6.4 em): a label wraps after an underscore, a hyphen or a space, not mid-word.
+NARROW_WORD_EM = 8.0
+#: A label's break opportunities: after an underscore or a space, and after a hyphen or
+#: a slash that follows a letter (``-1.0`` stays whole); ``<wbr>`` in the page.
+LABEL_BREAKS = re.compile(r"(?<=[_ ])|(?<=[A-Za-z][-/])")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -146,6 +154,19 @@ def text_em(text: str, bold: bool = False) -> float:
     font = FontProperties(family="DejaVu Sans", weight="bold" if bold else "normal", size=100)
     width, _, _ = text_to_path.get_text_width_height_descent(text, font, ismath=False)
     return width / 100
+
+
+def _longest_part_em(text: str, bold: bool = False) -> float:
+    """The width of the widest part of ``text`` that cannot wrap (:data:`LABEL_BREAKS`)."""
+    return max((text_em(part, bold) for part in LABEL_BREAKS.split(text) if part), default=0.0)
+
+
+def breakable(text: object) -> markupsafe.Markup:
+    """``text`` escaped for HTML, with a ``<wbr>`` after each of its break opportunities
+    (:data:`LABEL_BREAKS`): a narrow label column wraps ``randomized_response`` after its
+    underscore rather than anywhere (the template's ``breakable`` filter)."""
+    parts = LABEL_BREAKS.split(str(text))
+    return markupsafe.Markup("<wbr>").join(markupsafe.escape(part) for part in parts)
 
 
 def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,10 +197,12 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
     count = len(names)
     outer = max(count - NARROW_LABEL_COLUMNS, 0)
     text = [text_em(name, bold=True) + LABEL_SLACK_EM for name in names]
+    word = [_longest_part_em(name, bold=True) + LABEL_SLACK_EM for name in names]
     current = [""] * count
     for row in rows:
         for i, label in enumerate(row["labels"]):
             text[i] = max(text[i], text_em(label) + LABEL_SLACK_EM)
+            word[i] = max(word[i], _longest_part_em(label) + LABEL_SLACK_EM)
         current = [label or old for label, old in zip(row["labels"], current, strict=True)]
         changed = any(row["labels"][:outer])
         values = [
@@ -189,7 +212,13 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
         ]
         row["heading"] = ", ".join(values) if changed else ""
     widths = [min(em + LABEL_PADDING_EM, MAX_LABEL_EM) for em in text]
-    narrow = [min(em + NARROW_PADDING_EM, NARROW_LABEL_EM) for em in text]
+    narrow = [
+        max(
+            min(em + NARROW_PADDING_EM, NARROW_LABEL_EM),
+            min(part + NARROW_PADDING_EM, NARROW_WORD_EM),
+        )
+        for em, part in zip(text, word, strict=True)
+    ]
     properties = []
     left = narrow_left = 0.0
     for i in range(count):
@@ -760,6 +789,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["breakable"] = breakable
     return env
 
 

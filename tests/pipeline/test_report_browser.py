@@ -175,7 +175,30 @@ frames.forEach((frame) => frame.addEventListener("load", () => {
     box.scrollLeft = box.scrollWidth;
     const after = labels(box);
     const last = rows[0].querySelector("td.num:last-child").getBoundingClientRect();
+    // Label cells (a name or a label) whose text wraps inside a word: a line that
+    // ends on a character other than an underscore, a space, a hyphen or a slash.
+    const midWord = [...box.querySelectorAll("th.lab")].filter(shown).filter((cell) => {
+      const walker = doc.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      let lastTop = null, lastChar = "";
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (let i = 0; i < node.length; i++) {
+          const range = doc.createRange();
+          range.setStart(node, i);
+          range.setEnd(node, i + 1);
+          const rect = range.getClientRects()[0];
+          if (rect && rect.width > 0) {
+            if (lastTop !== null && rect.top > lastTop + 1 && !"_ -/".includes(lastChar)) {
+              return true;
+            }
+            lastTop = rect.top;
+          }
+          lastChar = node.data[i];
+        }
+      }
+      return false;
+    }).map((cell) => cell.textContent);
     const result = {
+      midWord: midWord,
       width: box.clientWidth,
       scrolls: box.scrollWidth > box.clientWidth,
       labelsRight: Math.max(...before.map((r) => r.right)) - left,
@@ -331,6 +354,7 @@ def check_sticky_tables(phone: dict) -> None:
     where its last column shows beside them, not under them."""
     assert phone["results"], "no results table"
     for table in phone["results"]:
+        assert table["midWord"] == [], table  # a label wraps after an underscore, ...
         assert table["labelsRight"] <= PHONE_LABEL_SHARE * table["width"], table
         assert table["firstNumberLeft"] < table["width"], table
         if table["scrolls"]:
@@ -470,6 +494,23 @@ def test_results_tables_keep_their_labels_in_view_on_a_phone(remedies_like):
     _, layouts = remedies_like
     phone = layouts[PHONE_PX]
     assert [table for table in phone["results"] if table["scrolls"]]
+    check_sticky_tables(phone)
+
+
+def test_a_long_label_wraps_after_its_underscores_on_a_phone(tmp_path):
+    # Before: a phone's label column (6.5 em) broke such a label anywhere ("bb_rademac" /
+    # "her_multipl..."), as it did "randomized_response" in the errors table.
+    label = "bb_rademacher_multipliers"
+    ds = mixed_store({"quantile": 1}, reps=12)
+    ds = ds.assign_coords(method=np.array([label, "bm", "sn", "oracle"], dtype=object))
+    sweep = json.loads(ds.attrs["sweep"])
+    sweep["methods"] = {label: {"method": "bb"}, "bm": {}, "sn": {}, "oracle": {}}
+    ds["job_id"] = (ds["done"].dims, np.zeros(ds["done"].shape, dtype=np.int64))
+    ds.attrs.update(sweep=json.dumps(sweep), rep_chunk=12, versions="{}")
+    store = syn.save_store(ds, tmp_path / "long-label.zarr")
+    page = write_report(store, tmp_path / "long-label.html")
+    assert "bb_<wbr>rademacher_<wbr>multipliers" in page.read_text()
+    phone = measure(page, tmp_path, widths=(PHONE_PX,))[PHONE_PX]
     check_sticky_tables(phone)
 
 
