@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter, NullLocator
-from matplotlib.transforms import offset_copy
+from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from ldpsim.pipeline.errors import InputError, os_error_text, path_kind, unwritable_reason
 from ldpsim.pipeline.formatting import (
@@ -403,6 +403,37 @@ def _mark_partial(ax: Axes, x: Any, y: Any, marked: Any, color: Any) -> None:
     )
 
 
+#: The legend's entry for the grid values of a line figure's panel where no replicate
+#: is done yet (nothing to draw there), and their mark on the panel's bottom edge.
+NOT_DONE_TEXT = "x on the axis: no\nreplicate done yet"
+NOT_DONE_MARKER = "x"
+
+
+def _mark_not_done(ax: Axes, x: Any, done: Any) -> None:
+    """A grey ``x`` on the panel's bottom edge at each of ``x`` where ``done`` (the
+    replicates done, per value of ``x``) is 0, so that a grid value not run yet is not
+    silently missing from the line (the tables show its cells as n/a*); the legend then
+    explains it (:data:`NOT_DONE_TEXT`). Markers with gid ``"not-done"``; they
+    autoscale nothing."""
+    x, done = np.asarray(x, dtype=np.float64), np.asarray(done)
+    if done.shape != x.shape or not (done == 0).any():
+        return
+    ax.plot(
+        x[done == 0],
+        np.zeros(int((done == 0).sum())),
+        linestyle="none",
+        marker=NOT_DONE_MARKER,
+        markersize=6,
+        color="0.35",
+        transform=blended_transform_factory(ax.transData, ax.transAxes),
+        clip_on=False,
+        scalex=False,
+        scaley=False,
+        gid="not-done",
+        label=NOT_DONE_TEXT,
+    )
+
+
 def _partial_of(summary: xr.Dataset, stat: str) -> xr.DataArray:
     """Where the summary's cells of ``stat`` count fewer than all replicates (False for
     a statistic the summary lacks). A cell that only mixes code versions, which the
@@ -443,6 +474,8 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
         seen[PARTIAL_TEXT] = Line2D(
             [], [], color="0.25", marker=PARTIAL_MARKER, markersize=6, linestyle="none"
         )
+    if NOT_DONE_TEXT in seen:  # after it, likewise
+        seen[NOT_DONE_TEXT] = seen.pop(NOT_DONE_TEXT)
     if seen:
         wrapped_legend(fig, list(seen.values()), list(seen), loc="outside right upper")
 
@@ -691,10 +724,11 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         panel_level = shared_level(cell)  # a panel of one level where it is a grid axis
         if panel_level is not None and any(claimed.values()):
             cax.axhline(panel_level, color="gray", linestyle=":", label="nominal")
-        if not _has_values(cell["coverage"].values):
-            _no_data(cax, cell)
-        if not _has_values(cell["length"].values):
-            _no_data(lax, cell)
+        for ax, stat in ((cax, "coverage"), (lax, "length")):
+            if not _has_values(cell[stat].values):
+                _no_data(ax, cell)
+            else:  # grid values of the panel not run yet: marked, not silently missing
+                _mark_not_done(ax, x, cell["replicates_done"].values)
         for ax in (cax, lax):
             _n_axis(ax, x, x_dim, ticks)
             _panel_title(ax, combo, coord if coord_in_title else None, cases)

@@ -18,6 +18,7 @@ from ldpsim.pipeline.report.plots import (
     LEGEND_CHARS,
     MAX_PANEL_COLUMNS,
     NO_DATA_TEXT,
+    NOT_DONE_TEXT,
     PANEL_SIZE,
     PARTIAL_TEXT,
     _diagnostics_figure,
@@ -279,6 +280,30 @@ def test_points_on_fewer_than_all_replicates_are_marked_as_in_the_tables():
     point = syn.point_store()
     for fig in store_figures(point, ["coverage", "length"]).values():
         assert len(partial_marks(fig)) == len(syn.METHODS) * syn.D
+        plt.close(fig)
+
+
+def test_a_grid_value_with_no_replicate_done_is_marked_on_the_axis():
+    # A hunt (2026-12-01, figures): a grid point not run yet vanished from the line
+    # figures without a mark, where the tables show its cells n/a*. grid_store's empty
+    # cell (tau = 0.9, n = 1e4): one grey x on the bottom edge of each of its panels.
+    ds = syn.grid_store()
+    figures = store_figures(ds, ["coverage", "length"])
+    for fig in figures.values():
+        marks = [
+            (ax, line) for ax in fig.axes for line in ax.lines if line.get_gid() == "not-done"
+        ]
+        assert len(marks) == syn.D, marks  # the panels of tau = 0.9, a coordinate each
+        for ax, line in marks:
+            assert list(line.get_xdata()) == [syn.EMPTY_CELL["n"]]
+            assert "tau=0.9" in ax.get_title(), ax.get_title()
+        assert NOT_DONE_TEXT in [text.get_text() for text in fig.legends[0].get_texts()]
+        plt.close(fig)
+    # Every grid point done (the empty cell dropped): no mark, no legend entry.
+    done = ds.sel(n=[syn.NS[0]])
+    for fig in store_figures(done, ["coverage", "length"]).values():
+        assert not [line for ax in fig.axes for line in ax.lines if line.get_gid() == "not-done"]
+        assert NOT_DONE_TEXT not in [text.get_text() for text in fig.legends[0].get_texts()]
         plt.close(fig)
 
 
