@@ -449,8 +449,16 @@ def _draw_panel(
 
 
 def _figure_title(
-    ds: xr.Dataset, point: dict[str, Any], level: float, checkpoint: str | None
+    ds: xr.Dataset,
+    point: dict[str, Any],
+    level: float,
+    checkpoint: str | None,
+    done: int,
+    asked: int,
 ) -> str:
+    """The zip plot's title: the sweep, the grid point, the level, and whether the point
+    is partial (``done`` of its ``asked`` replicates), as the caption's ``*`` note says:
+    the PNG of ``ldpsim plot --zip`` has no caption."""
     name = sweep_info(ds).get("name", "")
     parts = [f"{name}: zip plot" if name else "zip plot"]
     if point:
@@ -459,6 +467,8 @@ def _figure_title(
         parts.append(f"n={checkpoint} (last checkpoint)")
     if np.isfinite(level):
         parts.append(f"{format_level(level)} intervals")
+    if done < asked:
+        parts.append(f"partial*: {done:,} of {asked:,} replicates done")
     return ", ".join(parts)
 
 
@@ -489,6 +499,11 @@ def _description(level: float, coord: int, checkpoint: str | None) -> str:
     return " ".join(parts)
 
 
+def _done(panels: list[ZipPanel], asked: int) -> int:
+    """The replicates done at a zip plot's grid point (``asked`` without panels)."""
+    return max((p.replicates_done for p in panels), default=asked)
+
+
 def _counts(panels: list[ZipPanel], max_lines: int, cut: bool, asked: int, held: int) -> str:
     """What one zip plot draws of its grid point: replicates (of the ``asked``
     replicates per grid point, ``held`` of them in the Dataset: fewer done, a partial
@@ -498,7 +513,7 @@ def _counts(panels: list[ZipPanel], max_lines: int, cut: bool, asked: int, held:
         f"Drawn from the done replicates with an interval: {counts} (a replicate where the "
         "method failed is left out)."
     ]
-    done = max((p.replicates_done for p in panels), default=asked)
+    done = _done(panels, asked)
     if done < asked:
         parts.append(
             f"* A partial grid point: {done:,} of its {asked:,} replicates are done"
@@ -571,13 +586,14 @@ def zip_figure(
     panels = [zip_panel(data, m, coord) for m in methods]
     cut = any(_x_limits(p, evenly_spaced(p.count, max_lines))[1] for p in panels if p.count)
     description = _description(level, coord, checkpoint)
-    counts = _counts(panels, max_lines, cut, replicates_per_point(ds), int(ds.sizes["rep"]))
+    asked = replicates_per_point(ds)
+    counts = _counts(panels, max_lines, cut, asked, int(ds.sizes["rep"]))
     return ZipPlot(
         stem=zip_stem(point),
         caption=f"{description} {counts}",
         point=dict(point),
         panels=tuple(panels),
-        title=_figure_title(ds, point, level, checkpoint),
+        title=_figure_title(ds, point, level, checkpoint, _done(panels, asked), asked),
         description=description,
         counts=counts,
         level=level,

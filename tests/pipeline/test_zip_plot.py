@@ -224,7 +224,7 @@ def test_case_labels_differing_in_punctuation_alone_keep_their_own_files():
     assert stems[0].startswith("zip-case=a-b_n=1e3-") and stems[2] == "zip-case=a-b_n=1e3"
 
 
-def test_a_partial_grid_point_says_so_in_its_caption():
+def test_a_partial_grid_point_says_so_in_its_caption_and_title():
     # grid_store: 36 of the sweep's 40 replicates done at every grid point but one.
     caption = zip_figure(syn.grid_store(), POINT).caption
     assert "* A partial grid point: 36 of its 40 replicates are done, and the plot" in caption
@@ -233,6 +233,12 @@ def test_a_partial_grid_point_says_so_in_its_caption():
     complete = syn.grid_store()
     complete["done"][:] = True
     assert "partial" not in zip_figure(complete, POINT).caption
+    # The title says so too: the PNG of `ldpsim plot --zip` has no caption (before: no
+    # mark in the PNG; only the report's caption and alt text said it).
+    assert zip_figure(syn.grid_store(), POINT).title.endswith(
+        ", partial*: 36 of 40 replicates done"
+    )
+    assert "partial" not in zip_figure(complete, POINT).title
 
 
 def test_a_checkpoint_store_is_drawn_at_its_last_checkpoint():
@@ -304,7 +310,9 @@ def test_report_zip_has_its_section_with_captions_and_alt_text(
     assert len(figures) == 3
     for figure in figures:
         # A heading, the legend, an SVG panel per method with its text as text.
-        assert re.search(r"<h4>synthetic: zip plot, tau=[^<]+, 90% intervals</h4>", figure)
+        # grid_store's points are partial (36 of the sweep's 40 replicates done).
+        heading = r"<h4>synthetic: zip plot, tau=[^<]+, 90% intervals, partial\*: 36 of 40 "
+        assert re.search(heading + r"replicates done</h4>", figure)
         assert "nominal 90%" in figure and "misses theta*" in figure
         panels = re.findall(r"<svg .*?</svg>", figure, re.S)
         assert len(panels) == len(syn.METHODS)
