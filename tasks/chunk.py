@@ -70,9 +70,11 @@ def checkpoint_stream(rng: np.random.Generator, point: int) -> np.random.Generat
 
 class ChunkStreams(Sequence):
     """One random method's streams for replicates of a chunk, at one point: item i is
-    replicate ``rows[i]``'s stream at its start (at a checkpoint below n, its child,
-    :func:`checkpoint_stream`). Each item is made when asked for; a slice is the same
-    for those rows.
+    replicate ``rows[i]``'s stream (at a checkpoint below n, its child,
+    :func:`checkpoint_stream`). Each item is made, at its start, when first asked for,
+    and is the same Generator at every later access (by index, iteration or a slice), so
+    that a method drawing from ``rngs[i]`` twice gets the stream's next numbers, as
+    ``interval`` does from its ``rng``.
 
     ``states_of(rows, point)``, where given, returns the PCG64 states (uint64, (R, 4))
     at which those streams start, all in one compiled call
@@ -88,18 +90,25 @@ class ChunkStreams(Sequence):
         rows: np.ndarray,
         point: int | None,
         states_of: Callable[[np.ndarray, int | None], np.ndarray] | None = None,
+        made: dict[int, np.random.Generator] | None = None,
     ) -> None:
         self.stream_of, self.rows, self.point = stream_of, rows, point
         self.states_of = states_of
+        self.made = {} if made is None else made  # row -> its Generator, shared by slices
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return ChunkStreams(self.stream_of, self.rows[index], self.point, self.states_of)
-        rng = self.stream_of(int(self.rows[index]))
-        return rng if self.point is None else checkpoint_stream(rng, self.point)
+            return ChunkStreams(
+                self.stream_of, self.rows[index], self.point, self.states_of, self.made
+            )
+        row = int(self.rows[index])
+        if row not in self.made:
+            rng = self.stream_of(row)
+            self.made[row] = rng if self.point is None else checkpoint_stream(rng, self.point)
+        return self.made[row]
 
     def states(self) -> np.ndarray | None:
         """The streams' start states (uint64, (R, 4)), or None where they are only

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ldpsim.pipeline.compute.worker import run_chunk
-from ldpsim.tasks.chunk import compute_chunk, run_chains
+from ldpsim.tasks.chunk import check_batch_api, compute_chunk, run_chains
 from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.intervals.base import has_batch
@@ -210,6 +210,45 @@ def test_a_cell_run_again_for_its_reason_names_the_overflow_not_an_underflow():
         expected = want if rep in failed else {}
         assert batched["errors"].get(rep, {}).get("methods", {}) == expected, rep
         assert run_replicate(setup, rep).failures == expected, rep
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TwoDraws(Oracle):
+    """The oracle widened by two uniforms of the method's stream, the batched path drawing
+    every replicate's first, then every replicate's second (docs/extending.md: ``rngs``
+    is a sequence of R Generators, ``rngs[i]`` replicate i's stream)."""
+
+    uses_rng: ClassVar[bool] = True
+
+    def interval(self, stats, level, rng):
+        lower, upper = oracle_bounds(stats, level)
+        half = rng.random() + rng.random()
+        return lower - half, upper + half
+
+    def intervals_batch(self, stats, level, rngs):
+        lower, upper = oracle_bounds(stats, level)
+        first = np.array([rng.random() for rng in rngs])
+        second = np.array([rngs[i].random() for i in range(len(rngs))])
+        half = (first + second)[:, None]
+        return lower - half, upper + half
+
+
+def test_a_batched_method_draws_on_from_a_stream_it_reads_again():
+    # A hunt (2026-12-02): each access to rngs[i] made replicate i's stream afresh, at its
+    # start, so a second pass over rngs drew the first numbers again: a plugin written as
+    # the docs describe was refused by the check before a run (its two ways disagreed), and
+    # a loop drawing from rngs[i] until a condition held never ended.
+    rs = normalize_spec({"model": "mean", "n": 200, "seed": 4, "methods": {"oracle": {}}})
+    rs = dataclasses.replace(rs, methods={"two": TwoDraws()}, checkpoints=(50, 200))
+    setup = GridPointSetup.of(rs)
+    reps = list(range(12))
+    batched = compute_chunk(setup, reps)
+    assert not batched["method_failed"].any()
+    for i, rep in enumerate(reps):
+        alone = run_replicate(setup, rep)
+        for name in ("lower", "upper"):
+            np.testing.assert_array_equal(batched[name][0, i], getattr(alone, name)["two"])
+    assert check_batch_api(rs, range(20)) == 1
 
 
 def test_a_failed_gpu_launch_fails_each_replicate_with_its_error(monkeypatch):
