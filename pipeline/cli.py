@@ -349,7 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="coverage and length figures (PNG and PDF)")
     plot.add_argument("store", type=_path)
     plot.add_argument(
-        "--out", type=_path, help="output folder (default: <store>-figures next to the store)"
+        "--out",
+        type=_path,
+        help="output folder (default: <store>-figures next to the store); its figures are "
+        "replaced, and figure files of an earlier plot that this one did not draw are named "
+        "in a warning, not removed",
     )
     _add_zip_options(plot, "files zip-<grid point>.png and .pdf")
     report = sub.add_parser(
@@ -597,7 +601,12 @@ def _strict_failure(store: Path) -> int:
 
 def cmd_plot(args) -> int:
     from ldpsim.pipeline.api import open_store, plot
-    from ldpsim.pipeline.report.plots import default_out_dir, prepare_out_dir, save_figure
+    from ldpsim.pipeline.report.plots import (
+        default_out_dir,
+        prepare_out_dir,
+        save_figure,
+        stale_figures,
+    )
 
     zip_coord = _zip_coord(args)
     ds = open_store(args.store, load=True)
@@ -607,9 +616,11 @@ def cmd_plot(args) -> int:
         check_coord(ds, zip_coord)  # before any file is written
     out = Path(args.out) if args.out is not None else default_out_dir(args.store)
     prepare_out_dir(out)
+    written: list[Path] = []
     for kind, figure in plot(ds, "all").items():
         for path in save_figure(figure, out, kind):
             print(path)
+            written.append(path)
     if args.zip:
         from ldpsim.pipeline.report.zip_plot import store_zip_plots
 
@@ -617,8 +628,20 @@ def cmd_plot(args) -> int:
         for zip_plot in drawn.plots:
             for path in save_figure(zip_plot.figure, out, zip_plot.stem):
                 print(path)
+                written.append(path)
         for note in drawn.notes:
             print(f"ldpsim: note: {note}", file=sys.stderr)
+    stale = stale_figures(out, written)
+    # Left as they are (they may be the user's), but said, so that none is taken for
+    # this store's.
+    if stale:
+        shown = ", ".join(path.name for path in stale[:6]) + (", ..." if len(stale) > 6 else "")
+        print(
+            f"ldpsim: warning: {str(out)!r} also holds {len(stale)} figure file(s) this plot did "
+            f"not draw ({shown}), from an earlier plot, perhaps of another store; remove "
+            "them, or plot into an empty folder.",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +298,28 @@ def prepare_out_dir(out_dir: str | Path) -> Path:
             "writable folder."
         )
     return out
+
+
+def stale_figures(out_dir: Path, written: Iterable[Path]) -> list[Path]:
+    """The figure files in ``out_dir`` that ``ldpsim plot`` could have written (a
+    :data:`FIGURE_KINDS` or ``zip-*`` stem, a :data:`FIGURE_FORMATS` suffix) but that are
+    not among ``written``: an earlier plot's, perhaps of another store, which a reader
+    of the folder would take for this one's. Sorted by name; other files are not
+    listed."""
+    kept = {Path(path).name for path in written}
+    stems = set(FIGURE_KINDS)
+    try:
+        entries = sorted(out_dir.iterdir())
+    except OSError:
+        return []
+    return [
+        entry
+        for entry in entries
+        if entry.suffix.removeprefix(".") in FIGURE_FORMATS
+        and (entry.stem in stems or entry.stem.startswith("zip-") or entry.stem == "zip")
+        and entry.name not in kept
+        and entry.is_file()
+    ]
 
 
 def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:

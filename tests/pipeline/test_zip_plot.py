@@ -291,6 +291,30 @@ def test_plot_zip_writes_a_file_per_grid_point(grid_store_path, tmp_path, capsys
     assert "--zip-coord" in capsys.readouterr().err
 
 
+def test_plot_warns_of_figures_in_out_that_it_did_not_draw(
+    grid_store_path, tmp_path, capsys, monkeypatch
+):
+    # A hunt (2026-12-01, figures): an earlier plot's files stayed beside the new ones in
+    # --out, unmentioned, and a reader took them for this store's. They stay (they may be
+    # the user's), and the plot says so on stderr; files of other names are not listed.
+    monkeypatch.setattr("ldpsim.pipeline.report.plots.store_figures", lambda *args, **kwargs: {})
+    out = tmp_path / "figures"
+    assert main(["plot", str(grid_store_path), "--out", str(out), "--zip"]) == 0
+    (out / "notes.txt").write_text("mine")
+    (out / "mine.png").write_bytes(b"")
+    capsys.readouterr()
+    before = sorted(p.name for p in out.iterdir())
+    assert main(["plot", str(grid_store_path), "--out", str(out)]) == 0  # no --zip now
+    err = capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing removed
+    assert err.startswith(f"ldpsim: warning: {str(out)!r} also holds 6 figure file(s) this plot")
+    assert "(zip-tau=0.5_n=100.pdf, zip-tau=0.5_n=100.png, " in err and "mine.png" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    # Drawing them again: nothing is left over, nothing said.
+    assert main(["plot", str(grid_store_path), "--out", str(out), "--zip"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_report_zip_has_its_section_with_captions_and_alt_text(
     grid_store_path, tmp_path, monkeypatch
 ):
