@@ -289,6 +289,7 @@ def check_finite_constants(
     good: float = 1.0,
     context: str = "",
     got: object = None,
+    instead: str = "",
 ) -> float:
     """Refuse a parameter value at which a unit's derived constants are not finite floats.
 
@@ -318,6 +319,9 @@ def check_finite_constants(
     got : object, optional
         The value to show as received, when it is not ``value`` itself (a budget range
         whose low end is checked).
+    instead : str, optional
+        What else sets the constants (a model's sensitivity), named as the cause where
+        they are not finite at ``good`` either: the parameter is then not to blame.
 
     Returns
     -------
@@ -337,6 +341,13 @@ def check_finite_constants(
     what = " and ".join(bad)
     what += " is not a finite float64" if len(bad) == 1 else " are not finite float64 numbers"
     low = _smallest_finite(constants, value, good) if value < good else None
+    if low is None and instead and _not_finite(constants, good):
+        also = "" if value == good or got is not None else f", and at {name} = {good:g} too"
+        raise ValueError(
+            f"{instead[:1].upper()}{instead[1:]} is too large for {owner or name}: "
+            f"{what} at {name} = {shown}{also}. Make the model parameter that scales its "
+            "gradients smaller."
+        )
     if low is None:
         raise ValueError(
             f"The {name!r} parameter{_where(owner)} gives constants that cannot be "

@@ -226,6 +226,7 @@ class Mechanism:
                 param,
                 owner=self.name,
                 context=f" for model {model.name!r}",
+                instead=self._sensitivity_text(model),
             )
             return
         low, high = self.budget_range
@@ -247,7 +248,20 @@ class Mechanism:
             good=max(high, 1.0),
             context=f" for model {model.name!r} (low is the smallest user budget)",
             got=[low, high],
+            instead=self._sensitivity_text(model),
         )
+
+    def _sensitivity_text(self, model: Model) -> str:
+        """The model's sensitivity as this mechanism calibrates to it, for a message: its
+        value, or that it overflows float64 ("" where this mechanism has none)."""
+        try:
+            value = float(self.sensitivity(model))
+        except ArithmeticError:
+            value = math.inf
+        except (ValueError, NotImplementedError):
+            return ""
+        shown = f"{value:.3g}" if math.isfinite(value) else "beyond float64"
+        return f"the sensitivity of model {model.name!r} ({shown})"
 
     def callback(self) -> object:
         """The compiled callback for this instance: ``privatize``, or

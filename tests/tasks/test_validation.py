@@ -306,6 +306,35 @@ BAD_SPECS = [
         ValueError,
         ["'checkpoints' parameter lists the same value twice: 100.0 and 100 "],
     ),
+    # A model whose sensitivity overflows the noise at a budget of 1 too: the model is named,
+    # not the budget (before: "The 'mu' parameter of gdp gives constants that cannot be
+    # computed", "The 'eps' parameter of laplace ...").
+    (
+        "huber-c-overflows",
+        {"model": "huber_regression", "d": 5, "huber_c": 1e100, "mechanism": "gdp", "n": 1000},
+        ValueError,
+        [
+            "The sensitivity of model 'huber_regression' (beyond float64) is too large for "
+            "gdp: the noise sd Delta2 / mu and the noise variance (Delta2 / mu)^2 are not "
+            "finite float64 numbers at mu = 1.0. Make the model parameter that scales "
+        ],
+    ),
+    (
+        "sparse-magnitude-overflows",
+        {"model": "sparse_mean", "d": 10, "sparsity": 2, "magnitude": 1e200, "eps": 1e-3},
+        ValueError,
+        [
+            "The sensitivity of model 'sparse_mean' (4e+200) is too large for laplace: ",
+            "at eps = 0.001, and at eps = 1 too.",
+        ],
+    ),
+    (
+        "huber-c-overflows-budget-range",
+        {"model": "huber_regression", "d": 5, "huber_c": 1e100, "mechanism": "gdp"}
+        | {"budget_range": [1, 2]},
+        ValueError,
+        ["The sensitivity of model 'huber_regression' (beyond float64) is too large for gdp"],
+    ),
 ]
 
 
