@@ -592,15 +592,17 @@ class FailureLimit:
         self.reached: Work | None = None
 
     def add(self, work: Work, result: dict[str, Any]) -> None:
-        """Count the failures of one chunk's ``result`` (the worker's arrays)."""
-        if self.max_failures is None or self.reached is not None:
+        """Count the failures of one chunk's ``result`` (the worker's arrays); after the
+        limit is reached too, so that the stop message counts the chunks that finished
+        as the run stopped, which are written with the rest."""
+        if self.max_failures is None:
             return
         method_failed = result["method_failed"]
         per_rep = method_failed.reshape(*method_failed.shape[:2], -1).any(axis=(0, 2))
         failed = int((result["failed"] | per_rep).sum())
         count = self.counts.get(work.index, 0) + failed
         self.counts[work.index] = count
-        if count >= self.max_failures:
+        if count >= self.max_failures and self.reached is None:
             self.reached = work
 
     def message(self, missing: int) -> str:

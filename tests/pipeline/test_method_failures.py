@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import textwrap
 from pathlib import Path
 
@@ -158,3 +159,36 @@ def test_a_failing_plugin_method_loses_only_its_own_bounds(
     kept = xr.open_zarr(stopped, consolidated=False)
     assert 3 <= int(kept["done"].sum()) < 1000
     assert int(kept["method_failed"].sel({"method": "flaky"}).sum()) >= 3
+    # The message counts what the store holds, the chunks that finished as the run
+    # stopped included (before: those were written but not counted, "3" for a store of 4).
+    said = int(re.search(r"Stopped: (\d+) replicates of the grid point", stop.stdout).group(1))
+    failed = kept["failed"] | kept["method_failed"].any("method")
+    assert said == int(failed.sum()) >= 3, stop.stdout
+
+
+def test_the_failure_limit_counts_the_chunks_that_finish_as_the_run_stops():
+    # A hunt (2026-12-01): --max-failures 5 said "Stopped: 6 replicates ... failed" where
+    # the store ended with 8: the chunks drained after the limit was reached were written
+    # but not counted. Now the message counts every chunk taken, before and after.
+    from ldpsim.pipeline.compute.plan import Work
+    from ldpsim.pipeline.compute.runner import FailureLimit
+    from ldpsim.pipeline.sweep import GridPoint
+
+    point = GridPoint(index=(0,), values={"n": 1000}, spec={}, normalized=None)
+    limit = FailureLimit(5)
+
+    def chunk(failed_reps: list[int], reps: int = 4) -> dict[str, np.ndarray]:
+        failed = np.zeros(reps, dtype=bool)
+        method_failed = np.zeros((1, reps, 2), dtype=bool)  # (checkpoint, rep, method)
+        method_failed[0, failed_reps, 1] = True
+        failed[failed_reps[:1]] = True  # a replicate that failed whole counts once
+        return {"failed": failed, "method_failed": method_failed}
+
+    work = Work(point=point, index=(0,), chunk=0, reps=[0, 1, 2, 3], key="w")
+    limit.add(work, chunk([0, 1, 2]))
+    assert limit.reached is None
+    limit.add(work, chunk([0, 1, 2]))  # 6 >= 5: reached here
+    assert limit.reached is work
+    limit.add(work, chunk([3]))  # finished as the run stopped: written, and counted
+    assert limit.counts[(0,)] == 7
+    assert limit.message(0).startswith("Stopped: 7 replicates of the grid point n=1000 failed")
