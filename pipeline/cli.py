@@ -757,6 +757,12 @@ def _interrupted_line(exc: KeyboardInterrupt) -> str:
     name = getattr(exc, "signal_name", "SIGINT")
     if getattr(exc, "kept", None) is None:
         return f"interrupted ({name}); run the same command again to resume."
+    if getattr(exc, "methods_kept", None) is not None:  # adding methods to a finished store
+        return (
+            f"interrupted ({name}): the added methods of {exc.methods_kept} finished "
+            f"replicates written to {exc.store}, whose replicates are kept as they were; run "
+            "the same command again to resume."
+        )
     return (
         f"interrupted ({name}): {exc.kept} replicates kept in {exc.store}; run the same "
         "command again to resume."

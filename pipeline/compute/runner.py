@@ -558,6 +558,8 @@ def _execute(
         stopped = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
         stopped.store = store.path
         stopped.kept = report.total - report.missing - report.replicates_failed
+        if added.tasks:  # ``missing`` counts the replicates still lacking an added method
+            stopped.methods_kept = report.methods_computed
         stopped.report = report  # what this run wrote, for its record
         raise stopped from None
     finally:

@@ -34,6 +34,9 @@ class Interrupted(KeyboardInterrupt):
         self.signum = int(signum)
         self.store: Path | None = None
         self.kept: int | None = None
+        #: For a run that added methods to a store's finished replicates: those whose
+        #: added methods it computed and wrote (their replicates were kept as they were).
+        self.methods_kept: int | None = None
         #: The interrupted run's :class:`ldpsim.pipeline.compute.runner.RunReport`.
         self.report: Any = None
 

@@ -170,3 +170,19 @@ def test_help_documents_sigterm(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "\n  143  stopped by SIGTERM" in capsys.readouterr().out
+
+
+def test_an_interrupted_run_that_adds_methods_says_what_it_kept():
+    # A hunt (2026-12-01): a run adding a method to a finished store, interrupted, said
+    # "0 replicates kept" (its replicates all lacked the method, so counted as missing).
+    from ldpsim.pipeline.cli import _interrupted_line
+
+    stopped = Interrupted(signal.SIGTERM)
+    stopped.store, stopped.kept = Path("/data/s.zarr"), 0
+    assert LINE.fullmatch(f"ldpsim: {_interrupted_line(stopped)}")  # a replicates run
+    stopped.methods_kept = 12
+    assert _interrupted_line(stopped) == (
+        "interrupted (SIGTERM): the added methods of 12 finished replicates written to "
+        "/data/s.zarr, whose replicates are kept as they were; run the same command again "
+        "to resume."
+    )
