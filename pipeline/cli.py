@@ -458,9 +458,12 @@ def cmd_status(args) -> int:
         )
     print(f"  {timing_line(ds)}")
     if grid:
+        from ldpsim.pipeline.compute.failures import GridNames
+
         medians = median_per_point(ds)
+        names = GridNames.of_dataset(ds)  # as `errors` and the tables write the values
         for index in np.ndindex(*done.shape[:-1]):
-            label = ", ".join(f"{d}={ds[d].values[i]}" for d, i in zip(grid, index, strict=True))
+            label = names.name(index)
             print(
                 f"  {label}: {int(done[index].sum())}/{done.shape[-1]} done, "
                 f"{int(failed[index].sum())} failed, median "

@@ -76,4 +76,4 @@ def test_status_shows_median_seconds(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "median seconds per replicate: 0.5 (108 replicates, 54 s in all)" in out
     assert "per method: bb 0.125, oracle 0.25" in out
-    assert "tau=0.9, n=10000: 0/40 done, 0 failed, median n/a s per replicate" in out
+    assert "tau = 0.9, n = 1e4: 0/40 done, 0 failed, median n/a s per replicate" in out

@@ -89,7 +89,7 @@ def test_failed_replicate_recorded(tmp_path, local_cluster, cluster_files, fault
     assert main(["status", str(store)]) == 1
     out = capsys.readouterr().out
     assert "11/12 replicates done, 1 failed" in out
-    assert "tau=0.9, n=2000: 2/3 done, 1 failed" in out
+    assert "tau = 0.9, n = 2e3: 2/3 done, 1 failed" in out
     assert main(["errors", str(store)]) == 1
     out = capsys.readouterr().out
     assert "replicate failure" in out and "rep 1" in out and "InjectedFault" in out
