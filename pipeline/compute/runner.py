@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ldpsim.pipeline.compute.failures import GridNames
 from ldpsim.pipeline.compute.plan import (
     Task,
     Work,
@@ -610,10 +611,14 @@ class FailureLimit:
     def message(self, missing: int) -> str:
         """The line that says why the run stopped and what is left."""
         assert self.reached is not None
-        point = ", ".join(f"{k}={v}" for k, v in self.reached.point.values.items())
+        values = self.reached.point.values
+        point = GridNames.of({axis: [value] for axis, value in values.items()}).name(
+            [0] * len(values)
+        )  # as `ldpsim errors` and `status` name it
         return (
-            f"Stopped: {self.counts[self.reached.index]} replicates of the grid point "
-            f"{point or '(the only one)'} failed (--max-failures {self.max_failures}); "
+            f"Stopped: {self.counts[self.reached.index]} replicates of "
+            f"{point if values else 'the only grid point'} failed "
+            f"(--max-failures {self.max_failures}); "
             f"{missing} replicates are not computed. See `ldpsim errors`, fix the cause and "
             "run the same command again to resume."
         )

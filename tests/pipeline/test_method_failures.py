@@ -161,7 +161,7 @@ def test_a_failing_plugin_method_loses_only_its_own_bounds(
     assert int(kept["method_failed"].sel({"method": "flaky"}).sum()) >= 3
     # The message counts what the store holds, the chunks that finished as the run
     # stopped included (before: those were written but not counted, "3" for a store of 4).
-    said = int(re.search(r"Stopped: (\d+) replicates of the grid point", stop.stdout).group(1))
+    said = int(re.search(r"Stopped: (\d+) replicates of the only grid", stop.stdout).group(1))
     failed = kept["failed"] | kept["method_failed"].any("method")
     assert said == int(failed.sum()) >= 3, stop.stdout
 
@@ -191,4 +191,4 @@ def test_the_failure_limit_counts_the_chunks_that_finish_as_the_run_stops():
     assert limit.reached is work
     limit.add(work, chunk([3]))  # finished as the run stopped: written, and counted
     assert limit.counts[(0,)] == 7
-    assert limit.message(0).startswith("Stopped: 7 replicates of the grid point n=1000 failed")
+    assert limit.message(0).startswith("Stopped: 7 replicates of n = 1e3 failed")
