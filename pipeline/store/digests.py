@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ldpsim.pipeline.store.layout import EXTENSION_JOURNAL, META_GROUP
+
 if TYPE_CHECKING:
     import zarr
 
@@ -422,7 +424,13 @@ def check_files(path: str | Path, arrays: dict[str, zarr.Array]) -> FileDamage:
     manifests = Manifests(path)
     expected, writing, bad = _expected(manifests)
     present = set().union(*(array_files(path, name) for name in arrays))
-    places = sorted(present | {p for p in expected if p.split("/", 1)[0] in arrays})
+    # An extension being committed, or one whose run was killed committing it: the
+    # places its journal renames into are new files of the determined arrays (outside
+    # the old layout that readers read) and the manifest that records them is renamed
+    # among them, so until the renames end either may be there without the other. The
+    # run that completes the renames checks them.
+    renaming = _journal_targets(path)
+    places = sorted((present | {p for p in expected if p.split("/", 1)[0] in arrays}) - renaming)
 
     def mismatched(places: list[str]) -> list[str]:
         out = []
@@ -448,6 +456,17 @@ def check_files(path: str | Path, arrays: dict[str, zarr.Array]) -> FileDamage:
     missing = tuple(p for p in wrong if not (path / p).is_file())
     corrupt = tuple(p for p in wrong if (path / p).is_file())
     return FileDamage(missing=missing, corrupt=corrupt, manifests=tuple(bad))
+
+
+def _journal_targets(path: Path) -> set[str]:
+    """The places (``NAME/c/...``) that an extension's journal renames files into; empty
+    when no extension is being committed (or its journal cannot be read: the run that
+    completes it says so)."""
+    try:
+        entries = json.loads((path / META_GROUP / EXTENSION_JOURNAL).read_text())
+        return {str(target) for _, target in entries if "/c/" in str(target)}
+    except (OSError, ValueError, TypeError):
+        return set()
 
 
 def settle(path: str | Path, arrays: dict[str, zarr.Array]) -> int:

@@ -188,7 +188,8 @@ def test_a_damaged_store_on_a_full_disk_is_repaired_then_stopped(
 #: Nth rename of a committed extension ("commit:N": after the journal, before the root
 #: metadata for N below their count), at the rename of the journal itself ("journal":
 #: the new files written beside their targets, no journal), or at the rename of the run
-#: record ("record").
+#: record ("record"), or at the rename that follows the one of a file whose name ends
+#: with NAME ("after:NAME").
 KILL_AT = textwrap.dedent(
     """
     import os, signal, sys
@@ -203,6 +204,8 @@ KILL_AT = textwrap.dedent(
                 if when == "journal":
                     os.kill(os.getpid(), signal.SIGKILL)
             else:
+                if when.startswith("after:") and renames and renames[-1].endswith(when[6:]):
+                    os.kill(os.getpid(), signal.SIGKILL)
                 renames.append(target)
                 if when == f"commit:{len(renames)}":
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -236,6 +239,34 @@ def test_killed_commit_is_completed_by_next_run(store, demo_store, local_cluster
     assert not list(store.rglob("*.tmp"))
     _assert_extended(store, demo_store)
     assert _rep_sizes(store) == {3}
+
+
+def test_a_commit_killed_after_the_determined_manifest_reads_as_before(
+    store, demo_store, local_cluster, capfd
+):
+    # The hunt: an extension by a grid value killed after its renames had put the new
+    # manifest of the determined arrays in place, before the new files of n and the
+    # truths: status and summarize called the store damaged (exit 4, "the stored values
+    # of n, pseudo_truth, truth differ from what the store's sweep determines"), though
+    # the consolidated metadata still describe S and the next run completes it.
+    argv = ["run", "demo", "--replicates", "2", "--set", "grid.n=[1000,2000]"]
+    argv += ["--store", str(store), *scheduler(local_cluster)]
+    _killed("after:determined.json", argv)
+    journal = json.loads((store / META_GROUP / EXTENSION_JOURNAL).read_text())
+    assert any(target == "n/c/1" for _, target in journal) and (store / "n/c").is_dir()
+    assert not (store / "n/c/1").exists()
+    capfd.readouterr()
+    assert main(["status", "--verify", str(store)]) == 0
+    assert "4/4 replicates done" in capfd.readouterr().out
+    assert main(["summarize", str(store)]) == 0
+    assert main(argv) == 0
+    assert not (store / META_GROUP / EXTENSION_JOURNAL).exists()
+    extended, original = open_dataset(store).load(), open_dataset(demo_store).load()
+    assert list(extended["n"].values) == [1000, 2000] and bool(extended["done"].all())
+    for name in VALUES:
+        np.testing.assert_array_equal(
+            extended[name].sel(n=[1000]).values, original[name].values, err_msg=name
+        )
 
 
 def test_a_killed_commit_is_completed_by_a_run_of_the_old_count(store, local_cluster, capfd):
