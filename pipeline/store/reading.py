@@ -253,7 +253,10 @@ def during_commits(
 
 def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, Any]:
     attrs = read_attrs(path)
-    pending = extension_pending(path)
+    # Only renames mix the arrays' own metadata, and they begin once the journal is
+    # written: new metadata beside their targets without it (a run killed before its
+    # journal, or one writing them now) leave every array's own metadata as it was.
+    pending = (path / META_GROUP / EXTENSION_JOURNAL).exists()
     # Each array's own zarr.json, not the consolidated copy in the root: that is what a
     # write reads, so a damaged one must be found here. Both are compared as zarr
     # reads them (a newer zarr may spell the same metadata otherwise).

@@ -300,6 +300,28 @@ def test_a_kill_before_the_journal_leaves_nothing_behind(store, demo_store, loca
     assert tree_hash(store / "lower") == tree_hash(demo_store / "lower")
 
 
+def test_new_metadata_left_beside_their_targets_hide_no_damaged_metadata(
+    store, local_cluster, capfd
+):
+    # The hunt: any `*/zarr.json.*.tmp` in the store (a run killed before its journal,
+    # or the journal deleted by hand) turned off the comparison of each array's own
+    # zarr.json with its consolidated copy: status and summarize exited 0 on metadata
+    # that `ldpsim run` refused as damaged (exit 4). Without a journal nothing was
+    # renamed, so the arrays' own metadata are compared as for any store.
+    _killed("journal", [*EXTEND_S, "--store", str(store), *scheduler(local_cluster)])
+    assert list(store.glob("*/zarr.json.*.tmp")) and not list(store.rglob("extension.json"))
+    capfd.readouterr()
+    assert main(["status", str(store)]) == 0  # nothing renamed: S as it was
+    metadata = json.loads((store / "lower" / "zarr.json").read_text())
+    metadata["dimension_names"] = metadata["dimension_names"][::-1]
+    (store / "lower" / "zarr.json").write_text(json.dumps(metadata))
+    capfd.readouterr()
+    for verb in ("status", "summarize"):
+        code = main([verb, str(store)])
+        words = ("lower/zarr.json", "differs from its copy in the root zarr.json")
+        one_error_line(capfd.readouterr(), code, words, exit_code=4)
+
+
 def test_a_run_record_killed_while_written_is_removed_by_the_next(store, local_cluster):
     _killed("record", [*EXTEND_S, "--store", str(store), *scheduler(local_cluster)])
     runs = store / META_GROUP / "runs"
