@@ -244,8 +244,10 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
             held = holding[(slice(None),) * grid + (slice(start, start + step),)].any(axis=grid)
             missing.update(_missing_files(path, name, array, held, grid, column))
     replicates = np.zeros(done.shape, dtype=bool)
-    for region in missing.values():
-        replicates[region] |= done[region]
+    for key, region in missing.items():
+        # A missing done file reads as not done: which of its replicates were finished
+        # is unknown, as for a corrupt one (below).
+        replicates[region] |= True if key.startswith("done/") else done[region]
     for key, region in corrupt.items():
         # What a done or failed file held is unknown; so is what an added method's
         # method_seconds (its done flags) vouched for.

@@ -97,6 +97,21 @@ def test_a_missing_data_file_is_reported_and_recomputed(
     assert main(["status", str(copy_of_demo)]) == 0
 
 
+def test_a_missing_done_file_counts_the_replicates_it_held(
+    copy_of_demo, demo_store, local_cluster, capsys
+):
+    # The hunt: a missing done file was "damaged: 1 data file(s) missing (done/c/0/0/0);
+    # they held 0 finished replicate(s)", its flags read as the fill value (not done),
+    # while the run recomputed the 4 replicates it held.
+    file = data_file(copy_of_demo, "done")
+    file.unlink()
+    key = file.relative_to(copy_of_demo).as_posix()
+    assert_damage_reported(copy_of_demo, [key, "missing", "4 finished replicate(s)"], capsys)
+    assert run_demo(copy_of_demo, local_cluster) == 0
+    assert "4 of 4 replicates to compute" in capsys.readouterr().out
+    assert_same_values(copy_of_demo, demo_store)
+
+
 def test_a_flipped_byte_fails_its_checksum_and_is_recomputed(
     copy_of_demo, demo_store, local_cluster, capsys
 ):
