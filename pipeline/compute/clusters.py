@@ -8,10 +8,13 @@ import inspect
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -247,16 +250,35 @@ def _batch_options(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _slurm(options: dict[str, Any]):
-    from dask_jobqueue import SLURMCluster
+def jobqueue() -> ModuleType:
+    """``dask_jobqueue``, imported without taking Ctrl-C from ldpsim.
 
-    return SLURMCluster(**_batch_options(options))
+    Its module ``dask_jobqueue.runner`` (imported with its SLURM cluster) sets the
+    process's SIGINT handler to ``sys.exit()`` when it is first imported. Imported
+    after ``ldpsim run`` had set its own handler
+    (:func:`ldpsim.pipeline.compute.signals.handle_signals`), it replaced it: Ctrl-C
+    stopped a ``--cluster slurm`` run with exit code 0, no line and no run record,
+    whatever was left to compute (and in a notebook, the kernel's interrupt raised
+    SystemExit). The handler in place before the import is put back (in the main
+    thread, the only one where Python sets handlers).
+    """
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        import dask_jobqueue
+        import dask_jobqueue.slurm  # the module that sets the handler
+    finally:
+        if before is not None and signal.getsignal(signal.SIGINT) is not before:
+            signal.signal(signal.SIGINT, before)
+    return dask_jobqueue
+
+
+def _slurm(options: dict[str, Any]):
+    return jobqueue().SLURMCluster(**_batch_options(options))
 
 
 def _pbs(options: dict[str, Any]):
-    from dask_jobqueue import PBSCluster
-
-    return PBSCluster(**_batch_options(options))
+    return jobqueue().PBSCluster(**_batch_options(options))
 
 
 #: Backends by name (the ``kind`` of a cluster file).
@@ -448,10 +470,10 @@ def allowed_options(kind: str) -> set[str]:
         exclude = {"self", "loop", "asynchronous", "start", "worker_class", "scheduler_ip"}
         return _parameters(inits) - exclude | {WORKER_START_OPTION, WORKER_PROFILE_OPTION}
     else:
-        from dask_jobqueue import PBSCluster, SLURMCluster
+        queues = jobqueue()
         from dask_jobqueue.core import Job, JobQueueCluster
 
-        cls = {"slurm": SLURMCluster, "pbs": PBSCluster}[kind]
+        cls = {"slurm": queues.SLURMCluster, "pbs": queues.PBSCluster}[kind]
         inits = (cls.__init__, JobQueueCluster.__init__, cls.job_cls.__init__, Job.__init__)
         exclude = {"self", "scheduler", "job_cls", "job_kwargs", "base_class_kwargs"}
     return _parameters(inits) - exclude

@@ -284,6 +284,43 @@ def test_a_driver_stops_its_forkserver_while_it_imports():
     assert done.stdout.split() == [str(-signal.SIGTERM)]
 
 
+#: In a fresh interpreter (dask_jobqueue not imported yet): ldpsim's SIGINT handler set,
+#: then what first imports dask_jobqueue for a batch cluster; prints whether the handler
+#: is still ldpsim's.
+JOBQUEUE_SCRIPT = """
+import signal
+from ldpsim.pipeline.compute.clusters import {call}
+
+def ldpsim_handler(signum, frame):
+    pass
+
+signal.signal(signal.SIGINT, ldpsim_handler)
+{call}({args})
+print(signal.getsignal(signal.SIGINT) is ldpsim_handler)
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "args"),
+    [
+        ("check_options", "'slurm', {'cores': 1}, 'test'"),
+        ("check_options", "'pbs', {'cores': 1}, 'test'"),
+        ("jobqueue", ""),
+    ],
+)
+def test_a_batch_cluster_leaves_the_sigint_handler_alone(call, args):
+    """dask_jobqueue sets the process's SIGINT handler to sys.exit() when first imported
+    (dask_jobqueue/runner.py); ldpsim imports it after `ldpsim run` has set its own, so
+    Ctrl-C ended a `--cluster slurm` run with exit code 0 and no line, its store not
+    finished. The handler in place before the import is kept."""
+    script = JOBQUEUE_SCRIPT.format(call=call, args=args)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
+
+
 def test_the_workers_profiler_is_off_unless_asked_for():
     """cluster/local.yaml turns distributed's profiler of the workers' tasks off
     (worker_profile: false); worker_profile=true turns it on, and a file without the

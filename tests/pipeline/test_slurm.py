@@ -3,8 +3,9 @@
 What this proves: the shipped cluster/slurm.yaml submits real sbatch jobs, the
 replicates run inside them (SLURM_JOB_ID recorded per replicate, the ids known to
 `scontrol` and named in the worker logs), the store they write is bit-identical to a
-LocalCluster run, and a run whose jobs are cancelled (scancel) and whose driver is then
-killed resumes on another cluster to the same numbers.
+LocalCluster run, a run whose jobs are cancelled (scancel) and whose driver is then
+killed resumes on another cluster to the same numbers, and Ctrl-C of the driver stops a
+run with its one line and exit code 130.
 """
 
 from __future__ import annotations
@@ -306,6 +307,53 @@ def test_scancel_then_kill_driver_then_resume_locally(slurm, local_cluster, tmp_
     assert resumed["done"].all()
     compared = _each_jobs_replicates(sweep, resumed)  # the local resume is job 0
     print(f"each job's first and last replicates recomputed here: {compared}, bit-identical")
+
+
+def test_ctrl_c_stops_a_slurm_run_with_one_line_and_it_resumes(slurm, local_cluster, tmp_path):
+    """Ctrl-C (SIGINT to the driver's process group) stops a `--cluster slurm` run as it
+    stops a local one: the finished results written, one line, exit 130, a run record.
+    dask_jobqueue, imported once the run had set its handler, replaced it with
+    sys.exit(): the driver left with exit code 0, no line and no record, the sweep not
+    finished."""
+    sweep = _write_sweep(tmp_path, replicates=40, n=100_000)
+    store = tmp_path / "interrupted.zarr"
+    log_path = tmp_path / "driver.log"
+    cmd = [
+        *LDPSIM, "run", str(sweep), "--store", str(store), "--cluster", "slurm", "--jobs", "2",
+        "--cluster-option", f'worker_extra_args=["--preload", "{paced_worker.__file__}"]',
+    ]  # fmt: skip
+    env = {**os.environ, "LDPSIM_WRITE_EVERY": "0"}
+    with log_path.open("w") as log:
+        driver = subprocess.Popen(
+            cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while done_count(store) < 1:
+                assert driver.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, "no replicate done within 120 s"
+                time.sleep(0.05)
+            os.killpg(driver.pid, signal.SIGINT)
+            code = driver.wait(timeout=60)
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait()
+            _cancel_all()
+    out = log_path.read_text()
+    assert code == 130, out
+    assert "Traceback" not in out, out
+    assert out.strip().splitlines()[-1].startswith("ldpsim: interrupted (SIGINT): "), out
+    records = list((store / "ldpsim" / "runs").glob("*.json"))
+    assert len(records) == 1 and '"interrupted (SIGINT)"' in records[0].read_text()
+    kept = _values(store)
+    assert 0 < int(kept["done"].sum()) < 2 * 40
+    resume = ["run", str(sweep), "--store", str(store), "--cluster", str(local_cluster)]
+    assert main(resume) == 0
+    resumed = _values(store)
+    assert resumed["done"].all()
+    np.testing.assert_array_equal(resumed["job_id"][kept["done"]], kept["job_id"][kept["done"]])
 
 
 # -- walltime retirement -----------------------------------------------------------------
