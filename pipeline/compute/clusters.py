@@ -772,13 +772,24 @@ def quiet_distributed() -> Iterator[None]:
     Closing workers that are slow to exit (a loaded machine, many workers) logs
     warnings and tracebacks about a shutdown that went as intended.
     """
-    logger = logging.getLogger("distributed")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    # distributed's configuration gives some of its loggers a level of their own
+    # (distributed.client: warning), which the parent's does not override: a client
+    # closed while it tried to reconnect to a lost scheduler logged its traceback there.
+    known = list(logging.root.manager.loggerDict.items())
+    loggers = [logging.getLogger("distributed")]
+    loggers += [
+        logger
+        for name, logger in known
+        if name.startswith("distributed.") and isinstance(logger, logging.Logger) and logger.level
+    ]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def wait_for_first_worker(

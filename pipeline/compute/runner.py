@@ -563,6 +563,15 @@ def _execute(
             stopped.methods_kept = report.methods_computed
         stopped.report = report  # what this run wrote, for its record
         raise stopped from None
+    except Exception as exc:
+        if client.status == "running":
+            raise
+        # The client lost its scheduler (stopped, killed, its node gone): distributed
+        # cancels every task, so nothing more can come. What finished is kept.
+        collector.close()
+        progress.close()
+        write()
+        raise _scheduler_lost(sweep, store, report, exc) from None
     finally:
         collector.close()
         progress.close()
@@ -642,6 +651,31 @@ def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> R
         f"{exc.strerror}); the store keeps {kept} of the sweep's {report.total} replicates "
         f"({report.computed} written by this run). Free some space, then run again to "
         "compute the rest.",
+        code,
+    )
+
+
+def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: Exception) -> RunStopped:
+    """The one line of a run whose client lost its Dask scheduler, with what the store kept.
+
+    distributed cancels a client's tasks when its connection to the scheduler breaks
+    (``FutureCancelledError``, reason "scheduler-connection-lost"); the run stopped with
+    that traceback, distributed's log of the client's failed reconnection, and exit code
+    1, as if replicates had failed.
+    """
+    _tally(sweep, store, report)
+    kept = report.total - report.missing - report.replicates_failed
+    code = outcome(
+        replicates_failed=report.replicates_failed,
+        methods_failed=sum(report.method_failures.values()),
+        missing=report.missing,
+    )
+    cause = getattr(exc, "reason", None) or " ".join(str(exc).split()) or type(exc).__name__
+    return RunStopped(
+        f"The run lost its Dask scheduler ({cause}); the store {str(store.path)!r} keeps "
+        f"{kept} of the sweep's {report.total} replicates ({report.computed} written by "
+        "this run). Start the scheduler and its workers again (or use another cluster), "
+        "then run the same command to compute the rest.",
         code,
     )
 

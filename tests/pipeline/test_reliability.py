@@ -86,6 +86,71 @@ def test_crash_safe_resume(tmp_path, local_cluster, cluster_files):
     assert 0 < kills[1][1] < total and kills[1][1] <= kills[2][1] < total, kills
 
 
+def test_a_lost_scheduler_stops_the_run_with_one_line(tmp_path, local_cluster):
+    """The scheduler of `--scheduler` killed mid-run: one line, exit 3, the store kept.
+
+    distributed cancels a client's tasks once its scheduler is gone; the run stopped with
+    that FutureCancelledError's traceback after distributed's own logged one, and exit
+    code 1 (replicates failed), though none had. A resume computes the rest and keeps
+    what the first run wrote.
+    """
+    import paced_worker
+
+    sweep = write_sweep(tmp_path / "s.toml", replicates=10, rep_chunk=1)
+    store = tmp_path / "lost.zarr"
+    address_file = tmp_path / "scheduler.json"
+    dask = [sys.executable, "-m"]
+    loopback = ["--host", "127.0.0.1", "--no-dashboard"]
+    serve = ["distributed.cli.dask_scheduler", *loopback, "--port", "0"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [*dask, *serve, "--scheduler-file", str(address_file)], start_new_session=True, **quiet
+    )
+    worker, driver = None, None
+    try:
+        deadline = time.monotonic() + 60
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        address = json.loads(address_file.read_text())["address"]
+        paced = ["--nthreads", "1", "--preload", paced_worker.__file__]
+        work = ["distributed.cli.dask_worker", address, *loopback, *paced]
+        worker = subprocess.Popen([*dask, *work], start_new_session=True, **quiet)
+        run = [*dask, "ldpsim.pipeline", "run", str(sweep), "--store", str(store)]
+        driver = subprocess.Popen(
+            [*run, "--scheduler", address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "LDPSIM_WRITE_EVERY": "0"},
+        )
+        deadline = time.monotonic() + 120
+        while done_count(store) < 1:
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "no replicate done within 120 s"
+            time.sleep(0.05)
+        scheduler.kill()
+        out, err = driver.communicate(timeout=120)
+    finally:
+        for process in (driver, worker, scheduler):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    assert driver.returncode == 3, (out, err)
+    assert "Traceback" not in err and "ERROR" not in err, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("note: ")]
+    assert len(lines) == 1 and lines[0].startswith("ldpsim: error: The run lost its Dask "), err
+    kept = open_dataset(store).load()
+    assert 0 < int(kept["done"].sum()) < 40 and not kept["failed"].any()
+    resume = ["run", str(sweep), "--store", str(store), "--scheduler"]
+    assert main([*resume, local_cluster.scheduler_address]) == 0
+    resumed = open_dataset(store).load()
+    assert resumed["done"].all()
+    for name in VALUES:
+        before = kept[name].where(kept["done"])
+        after = resumed[name].where(kept["done"])
+        np.testing.assert_array_equal(before.values, after.values)
+
+
 def test_lock_refuses_live_process(tmp_path, capsys):
     sweep_file = write_sweep(tmp_path / "tiny.toml")
     store = tmp_path / "locked.zarr"
