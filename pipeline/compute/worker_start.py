@@ -46,6 +46,7 @@ START_METHOD_KEY = "distributed.worker.multiprocessing-method"
 #: preloads distributed itself), what a task of ldpsim imports (numpy, numba, the
 #: kernels' modules) and numba's compiler set up (:mod:`.forkserver_preload`).
 WORKER_MODULES = (
+    "ldpsim.pipeline.compute.forkserver_signals",  # first: Ctrl-C ignored (its docstring)
     "distributed",
     "ldpsim.pipeline.compute.worker",
     "ldpsim.pipeline.compute.worker_setup",
@@ -211,12 +212,22 @@ def start_server_early(wanted: bool = True) -> bool:
     import atexit
     import multiprocessing
     import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+    import signal
 
     fingerprint = usable_server(wanted)
     if fingerprint is None:
         return False
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(WORKER_MODULES))
-    multiprocessing.forkserver.ensure_running()
+    # The server starts with SIGINT blocked, until its first preload ignores it
+    # (forkserver_signals): a Ctrl-C while it imports printed the import's traceback.
+    # The resource tracker first: its start unblocks SIGINT in this thread.
+    multiprocessing.resource_tracker.ensure_running()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a Ctrl-C meanwhile comes now
     if _server_fingerprint is None:
         atexit.register(stop_server)
     _server_fingerprint = fingerprint

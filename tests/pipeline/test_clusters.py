@@ -321,6 +321,37 @@ def test_a_batch_cluster_leaves_the_sigint_handler_alone(call, args):
     assert done.stdout.split() == ["True"]
 
 
+#: A driver that starts the forkserver early, as `ldpsim run` does, and sends it SIGINT
+#: (Ctrl-C in a terminal reaches the whole process group) while it imports.
+SIGINT_SCRIPT = """
+import os, signal, time
+from ldpsim.pipeline.compute.worker_start import server_processes, start_server_early, stop_server
+
+if __name__ == "__main__":
+    assert start_server_early()
+    (server,) = server_processes()
+    time.sleep(0.3)  # distributed, numba and ldpsim's task modules take seconds
+    os.kill(server.pid, signal.SIGINT)
+    time.sleep(1.0)
+    print(server.is_running() and server.status() != "zombie")
+    stop_server()
+    server.wait(timeout=60)
+"""
+
+
+def test_ctrl_c_while_the_forkserver_imports_prints_nothing():
+    """Python's forkserver ignores SIGINT only once its preloads are imported: Ctrl-C in
+    the first seconds of `ldpsim run` on a new store stopped the server's imports and
+    printed their KeyboardInterrupt traceback (10 to 40 lines) above the run's one line.
+    The server now starts with SIGINT blocked and ignores it first thing."""
+    done = subprocess.run(
+        [sys.executable, "-c", SIGINT_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+    assert done.stdout.split() == ["True"]  # it ignored the signal and imports on
+
+
 def test_the_workers_profiler_is_off_unless_asked_for():
     """cluster/local.yaml turns distributed's profiler of the workers' tasks off
     (worker_profile: false); worker_profile=true turns it on, and a file without the
