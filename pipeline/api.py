@@ -474,9 +474,10 @@ def run(
         KeyboardInterrupt) with ``store`` and ``kept``, the sweep's replicates done in
         the store; ``ldpsim run`` also stops so on SIGTERM (exit code 143).
     ldpsim.pipeline.errors.RunStopped
-        The store's disk filled up (ENOSPC); one line saying how many replicates the
-        store keeps, and the exit code ``ldpsim run`` gives (its ``exit_code``: 3, or 1
-        with failures recorded). Free some space and call again to resume.
+        The store's disk filled up (ENOSPC), or the client lost its Dask scheduler; one
+        line saying how many replicates the store keeps, and the exit code ``ldpsim
+        run`` gives (its ``exit_code``: 3, or 1 with failures recorded). Free some space
+        (start the scheduler again) and call again to resume.
 
     Examples
     --------
