@@ -262,11 +262,21 @@ def test_local_gpu_workers_fork_and_the_gpu_worker_sees_its_own_device(tmp_path)
 
 #: A driver that starts the forkserver early, as `ldpsim run` does, then stops it.
 STOP_SCRIPT = """
+import time
 from ldpsim.pipeline.compute.worker_start import server_processes, start_server_early, stop_server
+
+def started_server():
+    # multiprocessing returns once the server is forked, maybe before its exec: until
+    # then its command line is this script's, and server_processes() does not see it.
+    deadline = time.monotonic() + 10
+    while not server_processes() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    (server,) = server_processes()
+    return server
 
 if __name__ == "__main__":
     assert start_server_early()
-    (server,) = server_processes()
+    server = started_server()
     stop_server()
     print(int(server.wait(timeout=60)))
 """
@@ -323,13 +333,14 @@ def test_a_batch_cluster_leaves_the_sigint_handler_alone(call, args):
 
 #: A driver that starts the forkserver early, as `ldpsim run` does, and sends it SIGINT
 #: (Ctrl-C in a terminal reaches the whole process group) while it imports.
-SIGINT_SCRIPT = """
-import os, signal, time
-from ldpsim.pipeline.compute.worker_start import server_processes, start_server_early, stop_server
+SIGINT_SCRIPT = (
+    STOP_SCRIPT.split("if __name__")[0]
+    + """
+import os, signal
 
 if __name__ == "__main__":
     assert start_server_early()
-    (server,) = server_processes()
+    server = started_server()
     time.sleep(0.3)  # distributed, numba and ldpsim's task modules take seconds
     os.kill(server.pid, signal.SIGINT)
     time.sleep(1.0)
@@ -337,6 +348,7 @@ if __name__ == "__main__":
     stop_server()
     server.wait(timeout=60)
 """
+)
 
 
 def test_ctrl_c_while_the_forkserver_imports_prints_nothing():
