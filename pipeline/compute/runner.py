@@ -639,19 +639,13 @@ def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> R
     A write replaces each file whole (a temp file, then a rename), so the files it did
     not finish are left as they were: the store stays readable, and resumable.
     """
-    _tally(sweep, store, report)
-    kept = report.total - report.missing - report.replicates_failed
-    code = outcome(
-        replicates_failed=report.replicates_failed,
-        methods_failed=sum(report.method_failures.values()),
-        missing=report.missing,
-    )
-    return RunStopped(
+    return _stopped(
+        sweep,
+        store,
+        report,
         f"The disk of the store {str(store.path)!r} is full ({errno.errorcode[exc.errno]}: "
-        f"{exc.strerror}); the store keeps {kept} of the sweep's {report.total} replicates "
-        f"({report.computed} written by this run). Free some space, then run again to "
-        "compute the rest.",
-        code,
+        f"{exc.strerror}); the store",
+        "Free some space, then run again to compute the rest.",
     )
 
 
@@ -663,6 +657,20 @@ def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: Exceptio
     that traceback, distributed's log of the client's failed reconnection, and exit code
     1, as if replicates had failed.
     """
+    cause = getattr(exc, "reason", None) or " ".join(str(exc).split()) or type(exc).__name__
+    return _stopped(
+        sweep,
+        store,
+        report,
+        f"The run lost its Dask scheduler ({cause}); the store {str(store.path)!r}",
+        "Start the scheduler and its workers again (or use another cluster), then run the "
+        "same command to compute the rest.",
+    )
+
+
+def _stopped(sweep: Sweep, store: Store, report: RunReport, why: str, remedy: str) -> RunStopped:
+    """``why`` (ending with the store's name), what the store keeps, then ``remedy``; the
+    exit code of the policy (3, or 1 with failures recorded)."""
     _tally(sweep, store, report)
     kept = report.total - report.missing - report.replicates_failed
     code = outcome(
@@ -670,12 +678,9 @@ def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: Exceptio
         methods_failed=sum(report.method_failures.values()),
         missing=report.missing,
     )
-    cause = getattr(exc, "reason", None) or " ".join(str(exc).split()) or type(exc).__name__
     return RunStopped(
-        f"The run lost its Dask scheduler ({cause}); the store {str(store.path)!r} keeps "
-        f"{kept} of the sweep's {report.total} replicates ({report.computed} written by "
-        "this run). Start the scheduler and its workers again (or use another cluster), "
-        "then run the same command to compute the rest.",
+        f"{why} keeps {kept} of the sweep's {report.total} replicates ({report.computed} "
+        f"written by this run). {remedy}",
         code,
     )
 
