@@ -74,7 +74,11 @@ class ChunkStreams(Sequence):
     :func:`checkpoint_stream`). Each item is made, at its start, when first asked for,
     and is the same Generator at every later access (by index, iteration or a slice), so
     that a method drawing from ``rngs[i]`` twice gets the stream's next numbers, as
-    ``interval`` does from its ``rng``.
+    ``interval`` does from its ``rng``. Where ``stream_of`` hands out one Generator set
+    to each row's start in turn (a thread's own streams,
+    :meth:`ldpsim.tasks.grid_point.GridPointSetup.method_streams`, used only where ldpsim's
+    own methods draw and no checkpoint is asked for), a row asked for again after
+    another is set to its start again: never to another row's state.
 
     ``states_of(rows, point)``, where given, returns the PCG64 states (uint64, (R, 4))
     at which those streams start, all in one compiled call
@@ -91,10 +95,12 @@ class ChunkStreams(Sequence):
         point: int | None,
         states_of: Callable[[np.ndarray, int | None], np.ndarray] | None = None,
         made: dict[int, np.random.Generator] | None = None,
+        holders: dict[int, int] | None = None,
     ) -> None:
         self.stream_of, self.rows, self.point = stream_of, rows, point
         self.states_of = states_of
         self.made = {} if made is None else made  # row -> its Generator, shared by slices
+        self.holders = {} if holders is None else holders  # id(Generator) -> its row
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -102,12 +108,21 @@ class ChunkStreams(Sequence):
     def __getitem__(self, index):
         if isinstance(index, slice):
             return ChunkStreams(
-                self.stream_of, self.rows[index], self.point, self.states_of, self.made
+                self.stream_of,
+                self.rows[index],
+                self.point,
+                self.states_of,
+                self.made,
+                self.holders,
             )
         row = int(self.rows[index])
         if row not in self.made:
             rng = self.stream_of(row)
-            self.made[row] = rng if self.point is None else checkpoint_stream(rng, self.point)
+            rng = rng if self.point is None else checkpoint_stream(rng, self.point)
+            # A Generator that stream_of set to this row's start after another's: that
+            # row no longer has its own (asked for again, it is set to its start again).
+            self.made.pop(self.holders.get(id(rng), row), None)
+            self.made[row], self.holders[id(rng)] = rng, row
         return self.made[row]
 
     def states(self) -> np.ndarray | None:

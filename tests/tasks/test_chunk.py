@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ldpsim.pipeline.compute.worker import run_chunk
-from ldpsim.tasks.chunk import check_batch_api, compute_chunk, run_chains
+from ldpsim.tasks.chunk import ChunkStreams, check_batch_api, compute_chunk, run_chains
 from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.intervals.base import has_batch
@@ -402,3 +402,21 @@ def test_the_bounds_do_not_depend_on_the_blas_kernel(tmp_path):
     there = np.load(path)
     np.testing.assert_array_equal(there[0], here["lower"])
     np.testing.assert_array_equal(there[1], here["upper"])
+
+
+def test_a_thread_streams_row_asked_for_again_starts_again_not_in_another_rows_state():
+    # The second read (2026-12-01): where ldpsim's own methods draw and no checkpoint is
+    # asked for, method_streams hands out one Generator per thread, set to each row's
+    # start in turn; kept per row, row 0 asked for again after row 1 drew on from row 1's
+    # state. It is set to its start again.
+    rs = normalize_spec({"model": "mean", "n": 200, "seed": 4, "methods": {"bb": {"B": 20}}})
+    setup = GridPointSetup.of(rs)
+    assert not setup.numpy_streams
+    rngs = ChunkStreams(lambda row: setup.method_streams(row)["bb"], np.arange(3), None)
+    first = rngs[0].random()
+    assert rngs[0].random() != first  # drawn on while no other row was asked for
+    row_one = rngs[1].random()
+    assert rngs[0].random() == first != row_one  # its start again
+    fresh = np.random.Generator(np.random.PCG64())
+    fresh.bit_generator.state = setup.method_streams(2)["bb"].bit_generator.state
+    assert rngs[2].random() == fresh.random()
