@@ -586,7 +586,7 @@ def _execute(
         f"({report.seconds:.1f} s); store: {store.path}"
     )
     if limit.reached is not None:
-        log(limit.message(report.missing))
+        log(limit.message(report.missing, GridNames.of(store.layout.axis_values)))
     _log_failures(report, log)
     return report
 
@@ -617,16 +617,14 @@ class FailureLimit:
         if count >= self.max_failures and self.reached is None:
             self.reached = work
 
-    def message(self, missing: int) -> str:
-        """The line that says why the run stopped and what is left."""
+    def message(self, missing: int, names: GridNames) -> str:
+        """The line that says why the run stopped and what is left; ``names``: the
+        store's grid points (:meth:`GridNames.of` its axes' values), named as `ldpsim
+        errors` and `status` name them."""
         assert self.reached is not None
-        values = self.reached.point.values
-        point = GridNames.of({axis: [value] for axis, value in values.items()}).name(
-            [0] * len(values)
-        )  # as `ldpsim errors` and `status` name it
+        point = names.name(self.reached.index) if names.labels else "the only grid point"
         return (
-            f"Stopped: {self.counts[self.reached.index]} replicates of "
-            f"{point if values else 'the only grid point'} failed "
+            f"Stopped: {self.counts[self.reached.index]} replicates of {point} failed "
             f"(--max-failures {self.max_failures}); "
             f"{missing} replicates are not computed. See `ldpsim errors`, fix the cause and "
             "run the same command again to resume."

@@ -170,6 +170,7 @@ def test_the_failure_limit_counts_the_chunks_that_finish_as_the_run_stops():
     # A hunt (2026-12-01): --max-failures 5 said "Stopped: 6 replicates ... failed" where
     # the store ended with 8: the chunks drained after the limit was reached were written
     # but not counted. Now the message counts every chunk taken, before and after.
+    from ldpsim.pipeline.compute.failures import GridNames
     from ldpsim.pipeline.compute.plan import Work
     from ldpsim.pipeline.compute.runner import FailureLimit
     from ldpsim.pipeline.sweep import GridPoint
@@ -191,4 +192,6 @@ def test_the_failure_limit_counts_the_chunks_that_finish_as_the_run_stops():
     assert limit.reached is work
     limit.add(work, chunk([3]))  # finished as the run stopped: written, and counted
     assert limit.counts[(0,)] == 7
-    assert limit.message(0).startswith("Stopped: 7 replicates of n = 1e3 failed")
+    # Named by the store's axes, as `errors` and `status` name it: n = 5e2 beside 2e3.
+    names = GridNames.of({"n": [500, 2000]})
+    assert limit.message(0, names).startswith("Stopped: 7 replicates of n = 5e2 failed")
