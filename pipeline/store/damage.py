@@ -104,7 +104,11 @@ class Damage:
                 return line
             line += "; "
         count = int(self.replicates.sum())
-        return f"{line}{'; '.join(parts)}; they held {count} finished replicate(s): {remedy}"
+        # What a missing or corrupt done or failed file held is unknown: every replicate
+        # of its region is counted, finished or not.
+        flags = any(f.split("/", 1)[0] in ("done", "failed") for f in self.missing + self.corrupt)
+        held = f"up to {count}" if flags else f"{count}"
+        return f"{line}{'; '.join(parts)}; they held {held} finished replicate(s): {remedy}"
 
 
 def _file_coords(array: zarr.Array) -> Iterator[tuple[int, ...]]:
