@@ -139,8 +139,9 @@ NARROW_LABEL_COLUMNS = 2
 #: 6.4 em): a label wraps after an underscore, a hyphen or a space, not mid-word.
 NARROW_WORD_EM = 8.0
 #: A label's break opportunities: after an underscore or a space, and after a hyphen or
-#: a slash that follows a letter (``-1.0`` stays whole); ``<wbr>`` in the page.
-LABEL_BREAKS = re.compile(r"(?<=[_ ])|(?<=[A-Za-z][-/])")
+#: a slash that follows a letter, not a number's exponent (``-1.0`` and ``1e-05`` stay
+#: whole); ``<wbr>`` in the page.
+LABEL_BREAKS = re.compile(r"(?<=[_ ])|(?<=[A-Za-z][-/])(?<![0-9.][A-Za-z][-/])")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -15,6 +15,7 @@ from conftest import edit_root_attrs
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.report.report import (
     MAX_FAILURES_SHOWN,
+    breakable,
     build_context,
     default_report_path,
     render_report,
@@ -499,3 +500,14 @@ def test_run_records_with_fields_of_the_wrong_type_show_them_as_unknown(
     assert (timings["warm_up_runs"], timings["runs_without_warm_up"]) == (0, len(runs) - 2)
     assert main(["report", str(store)]) == 0
     assert capsys.readouterr().out.strip() == str(default_report_path(store))
+
+
+def test_a_label_breaks_after_its_underscores_not_inside_a_number():
+    # The phone's label columns wrap at these <wbr> (test_report_browser measures it); the
+    # second read (2026-12-01): not inside a number's exponent (1e-<wbr>05).
+    assert str(breakable("randomized_response")) == "randomized_<wbr>response"
+    label = "quantile-tau0.5 eps 1e-05"
+    assert str(breakable(label)) == "quantile-<wbr>tau0.5 <wbr>eps <wbr>1e-05"
+    assert str(breakable("-1.0")) == "-1.0"
+    # Escaped once, each part: no markup of a label reaches the page.
+    assert str(breakable("<b>_&")) == "&lt;b&gt;_<wbr>&amp;"
