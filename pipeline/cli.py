@@ -761,6 +761,13 @@ def _interrupted_line(exc: KeyboardInterrupt) -> str:
     if getattr(exc, "kept", None) is None:
         return f"interrupted ({name}); run the same command again to resume."
     if getattr(exc, "methods_kept", None) is not None:  # adding methods to a finished store
+        computed = getattr(getattr(exc, "report", None), "computed", 0)
+        if computed:  # and computing replicates too (more of them, or new grid points)
+            return (
+                f"interrupted ({name}): {computed} replicates computed and the added methods "
+                f"of {exc.methods_kept} finished replicates written to {exc.store}; run the "
+                "same command again to resume."
+            )
         return (
             f"interrupted ({name}): the added methods of {exc.methods_kept} finished "
             f"replicates written to {exc.store}, whose replicates are kept as they were; run "

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -185,4 +186,10 @@ def test_an_interrupted_run_that_adds_methods_says_what_it_kept():
         "interrupted (SIGTERM): the added methods of 12 finished replicates written to "
         "/data/s.zarr, whose replicates are kept as they were; run the same command again "
         "to resume."
+    )
+    # Replicates computed by the same run too (more of them, beside an added method).
+    stopped.report = types.SimpleNamespace(computed=30)
+    assert _interrupted_line(stopped) == (
+        "interrupted (SIGTERM): 30 replicates computed and the added methods of 12 finished "
+        "replicates written to /data/s.zarr; run the same command again to resume."
     )
