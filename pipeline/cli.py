@@ -685,10 +685,12 @@ def cmd_list(args) -> int:
             where = "" if line.package is None else f" [plugin: {line.package}]"
             print(f"  {line.name:<{width}}  {line.summary}{where}")
     statistics = statistic_plugins()
-    if any(p.function is not None for p in statistics):
+    loaded = [p for p in statistics if p.function is not None]
+    if loaded:
         print("Statistics (summarize --statistic NAME):")
-        for p in (p for p in statistics if p.function is not None):
-            print(f"  {p.name:<{width}}  {p.description} [plugin: {p.distribution}]")
+        names = max(len(p.name) for p in loaded)
+        for p in loaded:
+            print(f"  {p.name:<{names}}  {p.description} [plugin: {p.distribution}]")
     if not plugins() and not statistics:
         print("Plugins: none installed (see docs/extending.md)")
     for line in [*plugin_problems(), *statistic_problems()]:

@@ -234,3 +234,10 @@ def fmt_name(name: str, fmt: str) -> str:
     if fmt == "latex":
         return _LATEX_NAMES.get(name, latex_escape(name))
     return name
+
+
+def summary_line(text: str) -> str:
+    """A docstring's (or a description's) summary as one line: its text up to the first
+    blank line, whitespace runs made single spaces ('' for none). A summary wrapped over
+    two source lines is shown whole, not cut after the first (``ldpsim list``)."""
+    return " ".join(text.strip().split("\n\n")[0].split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from ldpsim.pipeline.formatting import summary_line
 from ldpsim.tasks.plugins import BUILTINS, GROUPS, plugins
 
 #: Kinds of unit in the order ``ldpsim list`` shows them, with their heading.
@@ -40,7 +41,7 @@ def one_line(unit: type) -> str:
     description = getattr(unit, "description", None)
     if not (isinstance(description, str) and description.strip()):
         description = inspect.getdoc(unit) or ""
-    return " ".join(description.strip().split("\n\n")[0].split())
+    return summary_line(description)
 
 
 def unit_lines() -> list[UnitLine]:

@@ -17,6 +17,7 @@ line saying why.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import keyword
 import math
@@ -30,6 +31,7 @@ import numpy as np
 import xarray as xr
 
 from ldpsim.pipeline.errors import InputError, shown_value
+from ldpsim.pipeline.formatting import summary_line
 
 #: Entry-point group of the statistics that ``ldpsim summarize --statistic NAME`` finds.
 STATISTICS_GROUP = "ldpsim.statistics"
@@ -522,9 +524,9 @@ class StatisticPlugin:
 
     @property
     def description(self) -> str:
-        """The first line of the statistic's docstring ('' without one)."""
-        doc = getattr(self.function, "__doc__", None) or ""
-        return doc.strip().splitlines()[0] if doc.strip() else ""
+        """The statistic's docstring summary, whole, on one line ('' without one)."""
+        doc = getattr(self.function, "__doc__", None)
+        return summary_line(inspect.cleandoc(doc)) if isinstance(doc, str) else ""
 
     def left_out(self) -> str:
         """The line saying why the plugin is left out."""

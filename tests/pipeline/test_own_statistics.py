@@ -23,7 +23,7 @@ from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError, shown_value
 from ldpsim.pipeline.summary import cell_statistics
-from ldpsim.pipeline.summary.cell_statistics import BOOTSTRAP_RESAMPLES, Cell
+from ldpsim.pipeline.summary.cell_statistics import BOOTSTRAP_RESAMPLES, Cell, StatisticPlugin
 from ldpsim.pipeline.summary.tables import AUTO_MAX_COORDS, format_table
 
 
@@ -317,6 +317,28 @@ def test_list_shows_installed_statistics(statistics_site, capsys):
     assert "Statistics (summarize --statistic NAME):" in captured.out
     assert "upper_cover" in captured.out and "my-statistics 1.0" in captured.out
     assert "The statistic plugin 'missing'" in captured.err
+    # The statistics' names in a column of their own width (not the units' 27).
+    line = next(line for line in captured.out.splitlines() if "upper_cover" in line)
+    assert line.startswith("  upper_cover  One-sided coverage"), line
+
+
+def wrapped(c: Cell) -> np.ndarray:
+    """The share of replicates whose interval is shorter than the median,
+    a summary wrapped over two lines.
+
+    Details that ``ldpsim list`` leaves out.
+    """
+    return c.upper - c.lower
+
+
+def test_a_statistic_summary_wrapped_over_two_lines_is_shown_whole():
+    # The second read (2026-12-01): units' summaries were shown whole, a statistic's was
+    # cut after its first line ("... shorter than the median,").
+    plugin = StatisticPlugin("wrapped", "mod:wrapped", "mine 1.0", wrapped, None)
+    assert plugin.description == (
+        "The share of replicates whose interval is shorter than the median, a summary "
+        "wrapped over two lines."
+    )
 
 
 # -- the review of the statistics ---------------------------------------------------------
