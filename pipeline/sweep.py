@@ -41,6 +41,13 @@ SWEEP_KEYS = (
 #: The grid axis whose values are the labels of the sweep's [cases.LABEL] tables.
 CASE_AXIS = "case"
 BUILTIN_DIR = "sweeps"
+#: The interval methods of a sweep without a [methods] table, each with its defaults.
+DEFAULT_METHODS = ("bb", "bm", "sn", "oracle")
+
+
+def default_methods() -> dict[str, dict[str, Any]]:
+    """The [methods] table of a sweep that has none: :data:`DEFAULT_METHODS`, empty tables."""
+    return {label: {} for label in DEFAULT_METHODS}
 
 
 def builtin_sweep_names() -> list[str]:
@@ -515,6 +522,8 @@ def note_overrides(before: Mapping[str, Any], after: dict[str, Any]) -> dict[str
 def _entries(data: Mapping[str, Any]) -> dict[str, Any]:
     """A sweep's tables as ``--set`` KEY -> value (spec keys bare), description aside."""
     out: dict[str, Any] = {}
+    if "methods" not in data:  # the methods the sweep runs (validate_sweep)
+        data = {**data, "methods": default_methods()}
     for key, value in data.items():
         if key == "description":
             continue
@@ -616,6 +625,10 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict
                 f"{option} {item!r}: KEY must be one of {OVERRIDE_FORMS}. Got {key!r}."
             )
         if len(parts) > 1:
+            if section == "methods" and "methods" not in data:
+                # A sweep without [methods] runs the default methods: methods.bb.B=100
+                # changes bb among them, as it does in a file that lists them.
+                data["methods"] = default_methods()
             target = data
             for depth, part in enumerate(parts[:-1]):
                 if target.get(part) is None:  # absent, or a method given without parameters
@@ -773,7 +786,7 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
         raise InputError(str(exc)) from None
     base = _with_backend(data.get("spec", {}), data.get("backend"))
     grid = data.get("grid", {})
-    methods = data.get("methods", {"bb": {}, "bm": {}, "sn": {}, "oracle": {}})
+    methods = data.get("methods", default_methods())
     for section, value in (("spec", base), ("grid", grid), ("methods", methods)):
         if not isinstance(value, Mapping):
             raise InputError(f"The {section!r} section must be a table. Got {value!r}.")

@@ -318,3 +318,23 @@ def test_a_blank_method_label_is_refused_in_one_line(tmp_path, capsys, label):
     assert err.count("\n") == 1 and err.startswith("ldpsim: error: The method label ")
     assert "is blank" in err and "e.g. [methods.bb] or [methods.bb_long]" in err
     assert not store.exists()
+
+
+def test_a_method_override_keeps_the_default_methods_of_a_sweep_without_methods(tmp_path):
+    # Before: --set methods.bb.B=100 on a sweep without [methods] ran bb alone, dropping
+    # bm, sn and oracle silently (the description noted only methods.bb.B = 100).
+    text = TEXT.replace("[methods.bm]\n", "").replace("[spec]", 'description = "d"\n[spec]')
+    (tmp_path / "s.toml").write_text(text)
+    assert list(load_sweep(tmp_path / "s.toml").methods) == ["bb", "bm", "sn", "oracle"]
+    for override in ("methods.bb.B=100", "methods.bb={B=100}"):
+        sweep = load_sweep(tmp_path / "s.toml", [override])
+        assert list(sweep.methods) == ["bb", "bm", "sn", "oracle"], override
+        assert sweep.methods["bb"]["B"] == 100 and sweep.methods["bm"] == {}
+        assert sweep.description == "d (as run: methods.bb.B = 100)", override
+    # A whole [methods] table still replaces them, and the note says which are gone.
+    sweep = load_sweep(tmp_path / "s.toml", ["methods={bb={B=100}}"])
+    assert list(sweep.methods) == ["bb"]
+    assert sweep.description == (
+        "d (as run: methods.bb.B = 100, without methods.bm, without methods.sn, "
+        "without methods.oracle)"
+    )
