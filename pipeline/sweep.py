@@ -751,7 +751,40 @@ def load_sweep(
     changed = apply_overrides(data, overrides or [])
     if replicates is not None:
         changed["replicates"] = replicates
-    return validate_sweep(note_overrides(data, changed), name)
+    sweep = validate_sweep(note_overrides(data, changed), name)
+    _check_overrides_used(data, changed, sweep)
+    return sweep
+
+
+def _check_overrides_used(
+    before: Mapping[str, Any], after: Mapping[str, Any], sweep: Sweep
+) -> None:
+    """Refuse an override of a [spec] value that every case run sets itself.
+
+    A case's values override [spec], so ``--set eps=0.5`` on a sweep whose cases on the
+    ``case`` axis all set ``eps`` would reach no grid point, while the description's note
+    says ``eps = 0.5`` was run. (A sweep file may hold such a value: a store made from it
+    must stay resumable, so only the override is refused.)
+
+    Raises
+    ------
+    InputError
+        Naming the key, the cases and the ``cases.LABEL.KEY`` form that sets them.
+    """
+    if not sweep.cases or CASE_AXIS not in sweep.grid:
+        return
+    old = before.get("spec") if isinstance(before.get("spec"), Mapping) else {}
+    labels = sweep.grid[CASE_AXIS]
+    for key, value in sweep.base.items():
+        if key in old and old[key] == value:
+            continue  # the file's own value, not an override
+        if all(key in sweep.cases[label] for label in labels):
+            raise InputError(
+                f"The override of the spec key {key!r} reaches no grid point: every case "
+                f"run ({', '.join(map(repr, labels))}) sets {key!r} itself, and a case's "
+                f"values override [spec]. Set it in the cases instead "
+                f"(--set cases.{labels[0]}.{key}=...), or drop the override."
+            )
 
 
 def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:

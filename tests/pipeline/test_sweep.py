@@ -338,3 +338,41 @@ def test_a_method_override_keeps_the_default_methods_of_a_sweep_without_methods(
         "d (as run: methods.bb.B = 100, without methods.bm, without methods.sn, "
         "without methods.oracle)"
     )
+
+
+CASES = """description = "d"
+replicates = 3
+[spec]
+model = "quantile"
+mechanism = "laplace"
+eps = 1.0
+n = 1000
+[grid]
+case = ["a", "b"]
+[cases.a]
+eps = 2.0
+[cases.b]
+eps = 3.0
+tau = 0.9
+[methods.oracle]
+"""
+
+
+def test_an_override_of_a_spec_value_that_every_case_sets_is_refused(tmp_path):
+    # Before: --set eps=5 was accepted, no grid point ran eps = 5 (each case sets its
+    # own), and the description said "(as run: eps = 5)".
+    (tmp_path / "s.toml").write_text(CASES)
+    sweep = load_sweep(tmp_path / "s.toml")  # the file's own spec eps: kept, as stored
+    assert sweep.base["eps"] == 1.0
+    for overrides in (["eps=5"], ["spec.eps=5"], ['grid.case=["b"]', "tau=0.5"]):
+        with pytest.raises(InputError) as info:
+            load_sweep(tmp_path / "s.toml", overrides)
+        key = overrides[-1].split("=")[0].removeprefix("spec.")
+        assert str(info.value).startswith(
+            f"The override of the spec key {key!r} reaches no grid point: every case run ("
+        ), overrides
+        assert f"(--set cases.{'b' if len(overrides) > 1 else 'a'}.{key}=...)" in str(info.value)
+    # A value that some case run leaves to [spec] is used, so it is taken.
+    sweep = load_sweep(tmp_path / "s.toml", ["tau=0.5", "cases.a.eps=5"])
+    assert [p.normalized.model.tau for p in sweep.points()] == [0.5, 0.9]
+    assert [p.normalized.mechanism.eps for p in sweep.points()] == [5.0, 3.0]
