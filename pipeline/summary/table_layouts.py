@@ -55,12 +55,14 @@ def markdown_table(
 ) -> str:
     """A Markdown (GitHub) table under its caption in bold; ``note`` (a footnote) under it."""
     labels = blank_repeats(rows)
-    head = "| " + " | ".join([*names, *headers]) + " |"
+
+    def row(texts: Sequence[str]) -> str:
+        # A '|' in a cell (a method label 'a|b') would end it: escaped, as GitHub reads it.
+        return "| " + " | ".join(t.replace("|", "\\|") for t in texts) + " |"
+
+    head = row([*names, *headers])
     align = "|" + "|".join([":--"] * len(names) + ["--:"] * len(headers)) + "|"
-    body = [
-        "| " + " | ".join([*lab, *cells]) + " |"
-        for lab, (_, cells) in zip(labels, rows, strict=True)
-    ]
+    body = [row([*lab, *cells]) for lab, (_, cells) in zip(labels, rows, strict=True)]
     foot = ["", note] if note else []
     return "\n".join([f"**{caption}**", "", head, align, *body, *foot]) + "\n"
 

@@ -361,6 +361,14 @@ def test_markdown_table(summary):
     assert sum(line.startswith("|") for line in lines) == 2 + 16
 
 
+def test_a_pipe_in_a_method_label_stays_in_its_markdown_cell(summary):
+    # Before: the label 'a|b' split its cell in two, every bb row had one cell too many.
+    md = format_table(summary.assign_coords(method=["a|b", "oracle"]), "markdown")
+    assert "| 0.5 | coord 0 | a\\|b | cover | 0.829 (0.064)\\* | 0.829 (0.064)\\* |" in md
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert {line.replace("\\|", "").count("|") for line in rows} == {7}
+
+
 def test_latex_table(summary):
     tex = format_table(summary, "latex")
     assert r"\begin{tabular}{llllrr}" in tex
