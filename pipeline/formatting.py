@@ -222,11 +222,21 @@ _LATEX_NAMES = {
 }
 
 
+#: LaTeX's special characters in text mode and what writes each as itself.
+_LATEX_SPECIAL = {
+    **{char: "\\" + char for char in "&%$#_{}"},
+    "\\": r"\textbackslash{}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
 def latex_escape(text: str) -> str:
-    """Text with LaTeX's special characters escaped."""
-    for char in ("\\", "&", "%", "$", "#", "_", "{", "}"):
-        text = text.replace(char, "\\" + char)
-    return text
+    """Text with LaTeX's special characters escaped (``a^b`` -> ``a\\textasciicircum{}b``).
+
+    One pass, so that an escape's own backslash and braces are not escaped again.
+    """
+    return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
 
 
 def fmt_name(name: str, fmt: str) -> str:

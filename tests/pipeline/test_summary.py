@@ -538,3 +538,12 @@ def test_mse_of_the_projection(store):
     # Without the variable (older stores, models without a ball): NaN, count 0.
     old = summarize(store)
     assert old["mse_projected"].isnull().all() and (old["mse_projected_n_done"] == 0).all()
+
+
+def test_latex_escapes_every_special_character_of_a_label():
+    # Before: '^' stayed (a LaTeX error outside math), '~' became a space and '\' the
+    # line break '\\'.
+    from ldpsim.pipeline.formatting import latex_escape
+
+    assert latex_escape("a^b~c\\d") == r"a\textasciicircum{}b\textasciitilde{}c\textbackslash{}d"
+    assert latex_escape("50%_&$#{x}") == r"50\%\_\&\$\#\{x\}"
