@@ -264,14 +264,19 @@ def result_tables(summary: xr.Dataset) -> list[dict[str, Any]]:
 def departure_rule(summary: xr.Dataset) -> dict[str, str]:
     """What How to read says of the departure mark: the mark, the test's z and size, and
     its exact rate of marks at exactly nominal coverage for this store's replicates
-    (:func:`~ldpsim.pipeline.summary.nominal_claims.false_flag_rate`)."""
-    level = shared_level(summary)
+    (:func:`~ldpsim.pipeline.summary.nominal_claims.false_flag_rate`), one rate per level
+    where ``level`` is a grid axis ("4.4% (at 90%) or 3.1% (at 95%)")."""
+    levels = store_levels(summary)
     replicates = int(summary.attrs.get("replicates", 0))
-    rate = (
-        f"{100 * false_flag_rate(replicates, float(level)):.1f}%"
-        if level is not None and replicates > 0
-        else "n/a"
-    )
+    rates = [f"{100 * false_flag_rate(replicates, level):.1f}%" for level in levels]
+    if replicates <= 0 or not rates:
+        rate = "n/a"
+    elif len(rates) == 1:
+        rate = rates[0]
+    else:
+        rate = " or ".join(
+            f"{r} (at {format_level(level)})" for r, level in zip(rates, levels, strict=True)
+        )
     return {
         "mark": DEPARTURE_MARK,
         "z": f"{FLAG_Z:.2f}",
@@ -932,7 +937,6 @@ def build_context(
     # else the summary is computed chunk by chunk with dask, in bounded memory
     summary = summarize(ds, target_se=target_se)
     sweep = sweep_info(ds)
-    level = shared_level(ds)
     done, total = int(ds["done"].values.sum()), int(ds["done"].size)
     pending = pending_counts(summary)
     prov = provenance(ds, store)
@@ -942,11 +946,7 @@ def build_context(
         "description": sweep.get("description", ""),
         "store": str(store.resolve()),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        "level": (
-            format_level(level)
-            if level is not None
-            else ("each grid point's (a grid axis)" if "level" in ds.dims else "n/a")
-        ),
+        **level_texts(ds),
         "facts": store_facts(ds),
         "grid": grid_lines(ds),
         "methods": [str(m) for m in ds["method"].values],
@@ -966,6 +966,36 @@ def build_context(
         "max_failures": MAX_FAILURES_SHOWN,
         "timings": timing_tables(ds, prov["runs"]),
         "provenance": prov,
+    }
+
+
+def store_levels(ds: xr.Dataset) -> list[float]:
+    """The nominal levels of ``ds``'s cells, ascending: the values of its ``level`` grid
+    axis, else its one level (:func:`~ldpsim.pipeline.summary.summary.shared_level`);
+    empty where it records none."""
+    if "level" in ds.coords:
+        return [float(v) for v in np.unique(np.asarray(ds["level"].values, dtype=np.float64))]
+    level = shared_level(ds)
+    return [] if level is None else [level]
+
+
+def level_texts(ds: xr.Dataset) -> dict[str, str]:
+    """The page's words for the nominal level: ``level`` (the header's, "90%"),
+    ``level_value`` (a noun in a sentence: "90%", or "its grid point's level (80% or
+    95%)" where ``level`` is a grid axis of several values) and ``level_adjective``
+    ("a 90% interval"; "a nominal interval" then)."""
+    levels = store_levels(ds)
+    if not levels:
+        return {"level": "n/a", "level_value": "the nominal level", "level_adjective": "nominal"}
+    if len(levels) == 1:
+        text = format_level(levels[0])
+        return {"level": text, "level_value": text, "level_adjective": text}
+    listed = ", ".join(format_level(level) for level in levels)
+    either = " or ".join(format_level(level) for level in levels)
+    return {
+        "level": f"{listed} (each grid point's: level is a grid axis)",
+        "level_value": f"its grid point's level ({either})",
+        "level_adjective": "nominal",
     }
 
 

@@ -22,6 +22,7 @@ from ldpsim.pipeline.report.report import (
     sweep_toml,
 )
 from ldpsim.pipeline.store.provenance import read_runs, record_run
+from ldpsim.pipeline.summary.nominal_claims import false_flag_rate
 
 #: Anything that would make a browser fetch from outside the file.
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["'](?!data:|#)|url\(|@import|<script""", re.I)
@@ -511,3 +512,34 @@ def test_a_label_breaks_after_its_underscores_not_inside_a_number():
     assert str(breakable("-1.0")) == "-1.0"
     # Escaped once, each part: no markup of a label reaches the page.
     assert str(breakable("<b>_&")) == "&lt;b&gt;_<wbr>&amp;"
+
+
+def test_a_level_axis_is_named_by_its_levels_in_how_to_read(tmp_path, without_figures):
+    # Before: with `level` a grid axis the page put "each grid point's (a grid axis)"
+    # where a percentage goes ("whose each grid point's (a grid axis) interval holds the
+    # true value", "q = each grid point's (a grid axis)") and gave the rate of marks by
+    # chance as "n/a".
+    ds = syn.grid_store().rename(tau="level").assign_coords(level=[0.9, 0.8])
+    sweep = json.loads(ds.attrs["sweep"])
+    del sweep["spec"]["level"]
+    sweep["grid"] = {"level": [0.9, 0.8], "n": sweep["grid"]["n"]}
+    ds.attrs["sweep"] = json.dumps(sweep)
+    store = tmp_path / "levels.zarr"
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    text = page_text(render_report(build_context(store)))
+    assert "a grid axis)" not in text.replace("level is a grid axis)", "")
+    assert "intervals 80%, 90% (each grid point's: level is a grid axis)" in text
+    assert (
+        "whose nominal interval holds the true value; a method that works has coverage "
+        "near its grid point's level (80% or 90%)."
+    ) in text
+    assert "from the nominal q = its grid point's level (80% or 90%)" in text
+    # The exact rate of marks by chance, at each level (40 replicates).
+    rates = [f"{100 * false_flag_rate(40, q):.1f}%" for q in (0.8, 0.9)]
+    assert f"is marked in {rates[0]} (at 80%) or {rates[1]} (at 90%) of its cells" in text
+    # One level: the page says it as before.
+    one = tmp_path / "one.zarr"
+    syn.grid_store().to_zarr(one, zarr_format=3, consolidated=False)
+    text = page_text(render_report(build_context(one)))
+    assert "whose 90% interval holds the true value" in text
+    assert f"exactly 90% is marked in {100 * false_flag_rate(40, 0.9):.1f}% of its" in text
