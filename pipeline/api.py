@@ -1184,7 +1184,10 @@ def compare(
     if as_dataset:
         return comparison
     per_coord = [name for name in comparison.data_vars if not name.startswith("coord_mean_")]
-    return comparison[per_coord].to_dataframe().reset_index()
+    frame = comparison[per_coord].to_dataframe().reset_index()
+    # Only the coordinates a grid point has, as summarize's rows and the csv records: a
+    # case of d = 1 beside one of d = 3 has one row per grid point, not three.
+    return frame[frame["coord_exists"].to_numpy(dtype=bool)].reset_index(drop=True)
 
 
 def plot(

@@ -248,3 +248,19 @@ def test_a_lazy_dataset_of_a_damaged_store_is_refused_as_its_path_is(demo_store,
     for call in (api.summarize, lambda ds: api.compare(ds, "bb", "sn"), api.plot):
         with pytest.raises(StoreDamage, match=r"is damaged: 1 data file\(s\) missing \(upper/c/"):
             call(lazy)
+
+
+def test_compare_has_rows_only_for_the_coordinates_a_grid_point_has():
+    # Before: a grid point of smaller d (truth NaN beyond its d, as a case of d = 1 beside
+    # one of d = 3) got NaN rows for the coordinates it has not, where api.summarize and
+    # `ldpsim summarize --compare --format csv` leave them out.
+    import synthetic as syn
+
+    ds = syn.grid_store()
+    ds["truth"] = ds["truth"].copy(deep=True)
+    ds["truth"].loc[{"tau": 0.5, "coord": 1}] = np.nan
+    table = api.compare(ds, "bb", "oracle")
+    summary = api.summarize(ds)
+    assert len(table) == 3 * ds.sizes["n"] == len(summary[summary["method"] == "bb"])
+    assert not ((table["tau"] == 0.5) & (table["coord"] == 1)).any()
+    assert table["coord_exists"].all()
