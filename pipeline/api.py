@@ -672,7 +672,7 @@ def run_report(
         start_server_early(forks({**config["options"], **options} if config else {}))
     check_plugin_callbacks(sweep)
     check_batched_methods(sweep)
-    for message in sweep.check_theory():
+    for message in [*sweep.unused, *sweep.check_theory()]:
         print(f"warning: {message}", file=sys.stderr)
     if notes:  # said once the store's path is known to be usable: bad input is one line
         from ldpsim.pipeline.store.store_path import check_store_path

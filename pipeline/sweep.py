@@ -97,6 +97,9 @@ class Sweep:
     #: sweep file left them out (a sweep read back from a store has none: its methods
     #: are as recorded). Not part of the store; see :func:`adopt_recorded_choices`.
     defaulted: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    #: Warnings of overrides that reach no grid point (:func:`_unused_overrides`), said
+    #: by a run. Not part of the store.
+    unused: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def backend(self) -> str:
@@ -751,40 +754,53 @@ def load_sweep(
     changed = apply_overrides(data, overrides or [])
     if replicates is not None:
         changed["replicates"] = replicates
-    sweep = validate_sweep(note_overrides(data, changed), name)
-    _check_overrides_used(data, changed, sweep)
-    return sweep
-
-
-def _check_overrides_used(
-    before: Mapping[str, Any], after: Mapping[str, Any], sweep: Sweep
-) -> None:
-    """Refuse an override of a [spec] value that every case run sets itself.
-
-    A case's values override [spec], so ``--set eps=0.5`` on a sweep whose cases on the
-    ``case`` axis all set ``eps`` would reach no grid point, while the description's note
-    says ``eps = 0.5`` was run. (A sweep file may hold such a value: a store made from it
-    must stay resumable, so only the override is refused.)
-
-    Raises
-    ------
-    InputError
-        Naming the key, the cases and the ``cases.LABEL.KEY`` form that sets them.
-    """
-    if not sweep.cases or CASE_AXIS not in sweep.grid:
-        return
-    old = before.get("spec") if isinstance(before.get("spec"), Mapping) else {}
+    unused = _unused_overrides(data, changed)
+    if not unused:
+        return validate_sweep(note_overrides(data, changed), name)
+    # The description's note names them apart (below), not among what was run.
+    old_spec = data["spec"] if isinstance(data.get("spec"), Mapping) else {}
+    shown = {**changed, "spec": {k: v for k, v in changed["spec"].items() if k not in unused}}
+    shown["spec"].update({k: old_spec[k] for k in unused if k in old_spec})
+    final = dict(changed)
+    if "description" in changed:
+        final["description"] = note_overrides(data, shown)["description"]
+    sweep = validate_sweep(final, name)
     labels = sweep.grid[CASE_AXIS]
-    for key, value in sweep.base.items():
-        if key in old and old[key] == value:
-            continue  # the file's own value, not an override
-        if all(key in sweep.cases[label] for label in labels):
-            raise InputError(
-                f"The override of the spec key {key!r} reaches no grid point: every case "
-                f"run ({', '.join(map(repr, labels))}) sets {key!r} itself, and a case's "
-                f"values override [spec]. Set it in the cases instead "
-                f"(--set cases.{labels[0]}.{key}=...), or drop the override."
-            )
+    messages = tuple(
+        f"the override {key} = {_inline(changed['spec'][key])} reaches no grid point: every "
+        f"case run ({', '.join(map(repr, labels))}) sets {key!r} itself, and a case's values "
+        f"override [spec]; set it with --set cases.LABEL.{key}=... instead"
+        for key in unused
+    )
+    words = ", ".join(f"{key} = {_inline(changed['spec'][key])}" for key in unused)
+    description = sweep.description
+    if description:
+        description += f" ({words}: overridden by every case, no effect)"
+    return dataclasses.replace(sweep, description=description, unused=messages)
+
+
+def _unused_overrides(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The [spec] keys that the overrides set or changed and that every case on the
+    ``case`` grid axis sets itself: a case's values override [spec], so such an override
+    reaches no grid point (``--set eps=0.5`` on a sweep whose cases all set ``eps``).
+
+    Not refused: a store made with one records it in its spec (its identity), and the
+    same command must resume it; :func:`load_sweep` notes it in the description and
+    :func:`ldpsim.pipeline.api.run` warns of it (:attr:`Sweep.unused`).
+    """
+    spec, cases, grid = after.get("spec"), after.get("cases"), after.get("grid")
+    if not all(isinstance(part, Mapping) for part in (spec, cases, grid)):
+        return []
+    labels = grid.get(CASE_AXIS)
+    if not isinstance(labels, list) or not labels:
+        return []
+    old = before.get("spec") if isinstance(before.get("spec"), Mapping) else {}
+    return [
+        key
+        for key, value in spec.items()
+        if not (key in old and old[key] == value)  # the file's own value: no override
+        and all(isinstance(cases.get(label), Mapping) and key in cases[label] for label in labels)
+    ]
 
 
 def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:

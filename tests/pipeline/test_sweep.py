@@ -358,20 +358,29 @@ tau = 0.9
 """
 
 
-def test_an_override_of_a_spec_value_that_every_case_sets_is_refused(tmp_path):
+def test_an_override_of_a_spec_value_that_every_case_sets_is_said_not_run(tmp_path):
     # Before: --set eps=5 was accepted, no grid point ran eps = 5 (each case sets its
-    # own), and the description said "(as run: eps = 5)".
+    # own), and the description said "(as run: eps = 5)". It is not refused: a store
+    # made so records eps = 5 in its spec, and the same command must resume it.
     (tmp_path / "s.toml").write_text(CASES)
     sweep = load_sweep(tmp_path / "s.toml")  # the file's own spec eps: kept, as stored
-    assert sweep.base["eps"] == 1.0
+    assert sweep.base["eps"] == 1.0 and sweep.unused == () and sweep.description == "d"
     for overrides in (["eps=5"], ["spec.eps=5"], ['grid.case=["b"]', "tau=0.5"]):
-        with pytest.raises(InputError) as info:
-            load_sweep(tmp_path / "s.toml", overrides)
+        sweep = load_sweep(tmp_path / "s.toml", overrides)
         key = overrides[-1].split("=")[0].removeprefix("spec.")
-        assert str(info.value).startswith(
-            f"The override of the spec key {key!r} reaches no grid point: every case run ("
-        ), overrides
-        assert f"(--set cases.{'b' if len(overrides) > 1 else 'a'}.{key}=...)" in str(info.value)
+        value = "5" if key == "eps" else "0.5"
+        (message,) = sweep.unused
+        assert message.startswith(
+            f"the override {key} = {value} reaches no grid point: every case run ("
+        ), message
+        assert f"set it with --set cases.LABEL.{key}=... instead" in message
+        # Not among what was run, but named apart.
+        assert f"(as run: {key}" not in sweep.description
+        assert sweep.description.endswith(
+            f"({key} = {value}: overridden by every case, no effect)"
+        ), sweep.description
+        assert sweep.base[key] == float(value)  # recorded as given: the store's identity
+        assert load_sweep(tmp_path / "s.toml", overrides).identity() == sweep.identity()
     # A value that some case run leaves to [spec] is used, so it is taken.
     sweep = load_sweep(tmp_path / "s.toml", ["tau=0.5", "cases.a.eps=5"])
     assert [p.normalized.model.tau for p in sweep.points()] == [0.5, 0.9]
