@@ -13,6 +13,22 @@ from distributed import Client, Future, as_completed
 Label = TypeVar("Label")
 
 
+class ClientLost(Exception):
+    """The client stopped running while its tasks were fetched: it lost its scheduler
+    (stopped, killed, its node gone), and distributed cancelled every task.
+
+    Decided by the fetching thread at the moment a fetch failed, from the client's
+    status then (it may run again later, reconnected: the tasks stay cancelled).
+    ``cause`` is the fetch's own error (a ``FutureCancelledError`` whose ``reason`` is
+    "scheduler-connection-lost", a closed comm, ...).
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        reason = getattr(cause, "reason", None) or " ".join(str(cause).split())
+        super().__init__(reason or type(cause).__name__)
+        self.cause = cause
+
+
 class _Stop:
     """What the fetching thread hands over when it cannot go on."""
 
@@ -47,8 +63,10 @@ class Collector(Generic[Label]):
 
     Raises
     ------
+    ClientLost
+        The client stopped running while a result was fetched (its scheduler lost).
     Exception
-        What stopped the fetching thread (e.g. the client was closed).
+        What else stopped the fetching thread.
     """
 
     def __init__(
@@ -75,13 +93,16 @@ class Collector(Generic[Label]):
                     try:
                         result = future.result()
                     except Exception as exc:  # the task failed: the caller records it
-                        if client.status != "running":  # cancelled by closing the client
-                            raise
+                        if client.status != "running":  # cancelled: the client stopped
+                            raise ClientLost(exc) from exc
                         result = exc
                     self.fetched.put((futures[future], result))
                     self.taken.add(future)  # after the put: drain finds it queued
                     future.release()
         except BaseException as exc:  # e.g. the client closed under this thread
+            if isinstance(exc, Exception) and not isinstance(exc, ClientLost):
+                if client.status != "running":
+                    exc = ClientLost(exc)
             self.fetched.put(_Stop(exc))
 
     def __iter__(self) -> Iterator[tuple[Label, Any] | None]:

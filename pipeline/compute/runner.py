@@ -50,6 +50,8 @@ from ldpsim.pipeline.sweep import Sweep
 if TYPE_CHECKING:  # distributed is imported by a run that computes something
     from distributed import Client
 
+    from ldpsim.pipeline.compute.collect import ClientLost
+
 #: Seconds the client holds finished results before writing them (and at the end): a
 #: write rewrites the chunks it touches, so results are written together; a run
 #: killed hard (SIGKILL, a node lost) loses at most this much of its work. The
@@ -524,7 +526,7 @@ def _execute(
             limit.add(w, result)
         progress.update(task.reps, task.cost)
 
-    from ldpsim.pipeline.compute.collect import collect
+    from ldpsim.pipeline.compute.collect import ClientLost, collect
     from ldpsim.pipeline.compute.watchdog import CHECK_EVERY, Watchdog
 
     watchdog = Watchdog(client, {task.key: task.cost for task in tasks}, task_timeout, log)
@@ -563,9 +565,7 @@ def _execute(
             stopped.methods_kept = report.methods_computed
         stopped.report = report  # what this run wrote, for its record
         raise stopped from None
-    except Exception as exc:
-        if client.status == "running":
-            raise
+    except ClientLost as exc:
         # The client lost its scheduler (stopped, killed, its node gone): distributed
         # cancels every task, so nothing more can come. What finished is kept.
         collector.close()
@@ -647,7 +647,7 @@ def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> R
     )
 
 
-def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: Exception) -> RunStopped:
+def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: ClientLost) -> RunStopped:
     """The one line of a run whose client lost its Dask scheduler, with what the store kept.
 
     distributed cancels a client's tasks when its connection to the scheduler breaks
@@ -655,7 +655,7 @@ def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: Exceptio
     that traceback, distributed's log of the client's failed reconnection, and exit code
     1, as if replicates had failed.
     """
-    cause = getattr(exc, "reason", None) or " ".join(str(exc).split()) or type(exc).__name__
+    cause = str(exc)  # the cancellation's reason, e.g. scheduler-connection-lost
     return _stopped(
         sweep,
         store,
