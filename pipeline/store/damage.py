@@ -57,6 +57,20 @@ WRITTEN_WITH_BOUNDS = ("estimate", "lower", "upper")
 REMEDY = "`ldpsim run` recomputes them"
 
 
+#: Arrays whose missing file's replicates are counted whole, finished or not: a missing
+#: done file reads as not done, so which of its replicates were finished is unknown.
+WHOLE_WHEN_MISSING = ("done",)
+#: Arrays whose corrupt file's replicates are counted whole: what a done or failed file
+#: held is unknown, and so is what an added method's method_seconds (its done flags)
+#: vouched for.
+WHOLE_WHEN_CORRUPT = ("done", "failed", "method_seconds")
+
+
+def _array(key: str) -> str:
+    """The array of a data file's key (``done/c/0/0`` -> ``done``)."""
+    return key.split("/", 1)[0]
+
+
 @dataclass(frozen=True)
 class Damage:
     """Damaged files of a store and the replicates they held.
@@ -104,10 +118,12 @@ class Damage:
                 return line
             line += "; "
         count = int(self.replicates.sum())
-        # What a missing or corrupt done or failed file held is unknown: every replicate
-        # of its region is counted, finished or not.
-        flags = any(f.split("/", 1)[0] in ("done", "failed") for f in self.missing + self.corrupt)
-        held = f"up to {count}" if flags else f"{count}"
+        # Where what a file held is unknown, every replicate of its region is counted,
+        # finished or not (_find_damage): an upper bound.
+        whole = any(_array(f) in WHOLE_WHEN_MISSING for f in self.missing) or any(
+            _array(f) in WHOLE_WHEN_CORRUPT for f in self.corrupt
+        )
+        held = f"up to {count}" if whole else f"{count}"
         return f"{line}{'; '.join(parts)}; they held {held} finished replicate(s): {remedy}"
 
 
@@ -249,14 +265,9 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
             missing.update(_missing_files(path, name, array, held, grid, column))
     replicates = np.zeros(done.shape, dtype=bool)
     for key, region in missing.items():
-        # A missing done file reads as not done: which of its replicates were finished
-        # is unknown, as for a corrupt one (below).
-        replicates[region] |= True if key.startswith("done/") else done[region]
+        replicates[region] |= True if _array(key) in WHOLE_WHEN_MISSING else done[region]
     for key, region in corrupt.items():
-        # What a done or failed file held is unknown; so is what an added method's
-        # method_seconds (its done flags) vouched for.
-        whole = key.split("/", 1)[0] in ("done", "failed", "method_seconds")
-        replicates[region] |= True if whole else done[region]
+        replicates[region] |= True if _array(key) in WHOLE_WHEN_CORRUPT else done[region]
     for key in corrupt:
         missing.pop(key, None)
     # A store that a run created records its sweep's identity; a Dataset saved by hand
