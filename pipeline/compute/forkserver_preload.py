@@ -16,7 +16,12 @@ thread: numba's parallel threading layers are not used by ldpsim's kernels.
 
 from __future__ import annotations
 
+from ldpsim.pipeline.compute.forkserver_signals import restore_interrupts
 from ldpsim.tasks.streams.seeding import streams_fingerprint
 
 #: The fingerprint the server computed (its value is not used: the call sets numba up).
 SERVER_FINGERPRINT = streams_fingerprint()
+
+# The last preload: Python's SIGINT handler back for what the server forks (the first
+# preload ignored SIGINT while the others were imported).
+restore_interrupts()

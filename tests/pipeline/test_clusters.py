@@ -7,6 +7,7 @@ start must leave S byte for byte as it was and create nothing.
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import signal
 import subprocess
@@ -362,6 +363,46 @@ def test_ctrl_c_while_the_forkserver_imports_prints_nothing():
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
     assert done.stdout.split() == ["True"]  # it ignored the signal and imports on
+
+
+#: A forkserver started as `ldpsim run` starts it; what a process forked from it starts
+#: with: Python's SIGINT handler, the signal not blocked (printed as two booleans).
+FORKED_CHILD_SCRIPT = """
+import multiprocessing, signal
+
+def report(queue):
+    handler = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    queue.put((handler, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())))
+
+if __name__ == "__main__":
+    from ldpsim.pipeline.compute.worker_start import start_server_early
+
+    assert start_server_early(True)
+    context = multiprocessing.get_context("forkserver")
+    queue = context.Queue()
+    child = context.Process(target=report, args=(queue,))
+    child.start()
+    print(*queue.get(timeout=120))
+    child.join()
+"""
+
+
+def test_the_forkserver_hands_on_ctrl_c_and_its_module_acts_only_there(tmp_path):
+    # The second read (2026-12-01): the first preload's SIG_IGN stayed the server's
+    # children's handler (a program's own forkserver Pool beside a run ignored Ctrl-C),
+    # and importing the module anywhere (a docs build) made that process ignore Ctrl-C.
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED_CHILD_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]  # default handler, not blocked
+    import ldpsim.pipeline.compute.forkserver_signals as module
+
+    before = signal.getsignal(signal.SIGINT)
+    importlib.reload(module)  # its code run again here, outside any forkserver
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_the_workers_profiler_is_off_unless_asked_for():
