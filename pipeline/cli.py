@@ -763,8 +763,10 @@ def _interrupted_line(exc: KeyboardInterrupt) -> str:
     if getattr(exc, "kept", None) is None:
         return f"interrupted ({name}); run the same command again to resume."
     if getattr(exc, "methods_kept", None) is not None:  # adding methods to a finished store
-        computed = getattr(getattr(exc, "report", None), "computed", 0)
-        if computed:  # and computing replicates too (more of them, or new grid points)
+        report = getattr(exc, "report", None)
+        # Replicates this run computed too (more of them, or new grid points), failed or not.
+        computed = getattr(report, "computed", 0) + getattr(report, "failed", 0)
+        if computed:
             return (
                 f"interrupted ({name}): {computed} replicates computed and the added methods "
                 f"of {exc.methods_kept} finished replicates written to {exc.store}; run the "

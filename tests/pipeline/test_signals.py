@@ -188,7 +188,7 @@ def test_an_interrupted_run_that_adds_methods_says_what_it_kept():
         "to resume."
     )
     # Replicates computed by the same run too (more of them, beside an added method).
-    stopped.report = types.SimpleNamespace(computed=30)
+    stopped.report = types.SimpleNamespace(computed=28, failed=2)  # both written
     assert _interrupted_line(stopped) == (
         "interrupted (SIGTERM): 30 replicates computed and the added methods of 12 finished "
         "replicates written to /data/s.zarr; run the same command again to resume."
