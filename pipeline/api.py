@@ -27,6 +27,7 @@ that use them, so importing this module is fast.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
 import sys
@@ -44,6 +45,7 @@ from ldpsim.pipeline.errors import (
     STATUS,
     InputError,
     InputTypeError,
+    RunStopped,
     is_absent,
     outcome,
     shown_value,
@@ -705,6 +707,11 @@ def run_report(
     except Interrupted as stopped:  # what it wrote is kept: so is its record
         if getattr(stopped, "report", None) is not None:
             _record_run(path, stopped.report, where, f"interrupted ({stopped.signal_name})")
+        raise
+    except RunStopped as stopped:  # a lost scheduler, a full disk: recorded where it can be
+        if stopped.report is not None and stopped.ended is not None:
+            with contextlib.suppress(OSError):  # a full disk may refuse the record too
+                _record_run(path, stopped.report, where, stopped.ended)
         raise
     code = outcome(
         replicates_failed=report.replicates_failed,

@@ -33,6 +33,10 @@ class RunStopped(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        #: What the run wrote (its RunReport) and how it ended ("stopped (...)"), for its
+        #: record in the store; None where it wrote nothing.
+        self.report: object = None
+        self.ended: str | None = None
 
 
 #: File types in words, for messages ("'/dev/null' is a character device").

@@ -501,6 +501,7 @@ def _execute(
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                     raise
+                report.seconds = time.monotonic() - start
                 raise _disk_full(sweep, store, report, exc) from None
             for _, _, result in batch:
                 report.computed += int((~result["failed"]).sum())
@@ -571,6 +572,7 @@ def _execute(
         collector.close()
         progress.close()
         write()
+        report.seconds = time.monotonic() - start
         raise _scheduler_lost(sweep, store, report, exc) from None
     finally:
         collector.close()
@@ -644,6 +646,7 @@ def _disk_full(sweep: Sweep, store: Store, report: RunReport, exc: OSError) -> R
         f"The disk of the store {str(store.path)!r} is full ({errno.errorcode[exc.errno]}: "
         f"{exc.strerror}); the store",
         "Free some space, then run again to compute the rest.",
+        "stopped (disk full)",
     )
 
 
@@ -663,12 +666,16 @@ def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: ClientLo
         f"The run lost its Dask scheduler ({cause}); the store {str(store.path)!r}",
         "Start the scheduler and its workers again (or use another cluster), then run the "
         "same command to compute the rest.",
+        "stopped (scheduler lost)",
     )
 
 
-def _stopped(sweep: Sweep, store: Store, report: RunReport, why: str, remedy: str) -> RunStopped:
+def _stopped(
+    sweep: Sweep, store: Store, report: RunReport, why: str, remedy: str, ended: str
+) -> RunStopped:
     """``why`` (ending with the store's name), what the store keeps, then ``remedy``; the
-    exit code of the policy (3, or 1 with failures recorded)."""
+    exit code of the policy (3, or 1 with failures recorded); ``report`` and ``ended``
+    for the run's record."""
     _tally(sweep, store, report)
     kept = report.total - report.missing - report.replicates_failed
     code = outcome(
@@ -676,11 +683,13 @@ def _stopped(sweep: Sweep, store: Store, report: RunReport, why: str, remedy: st
         methods_failed=sum(report.method_failures.values()),
         missing=report.missing,
     )
-    return RunStopped(
+    stopped = RunStopped(
         f"{why} keeps {kept} of the sweep's {report.total} replicates ({report.computed} "
         f"written by this run). {remedy}",
         code,
     )
+    stopped.report, stopped.ended = report, ended
+    return stopped
 
 
 def _tally(sweep: Sweep, store: Store, report: RunReport) -> None:

@@ -18,6 +18,7 @@ from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.store.damage import find_damage
 from ldpsim.pipeline.store.layout import META_GROUP
 from ldpsim.pipeline.store.lock import LOCK_NAME, RunLock
+from ldpsim.pipeline.store.provenance import read_runs
 from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.sweep import load_sweep
 
@@ -141,6 +142,10 @@ def test_a_lost_scheduler_stops_the_run_with_one_line(tmp_path, local_cluster):
     assert len(lines) == 1 and lines[0].startswith("ldpsim: error: The run lost its Dask "), err
     kept = open_dataset(store).load()
     assert 0 < int(kept["done"].sum()) < 40 and not kept["failed"].any()
+    # Recorded as the run it was (the second read: a stopped run left no record).
+    (record,) = read_runs(store)
+    written = int(kept["done"].sum())
+    assert (record["ended"], record["computed"]) == ("stopped (scheduler lost)", written)
     resume = ["run", str(sweep), "--store", str(store), "--scheduler"]
     assert main([*resume, local_cluster.scheduler_address]) == 0
     resumed = open_dataset(store).load()
