@@ -153,8 +153,9 @@ def record_run(
         to the store (:mod:`ldpsim.pipeline.compute.added_methods`), >= 0.
     ended : str, default "finished"
         How the run ended: ``"finished"`` (its work done, or stopped by
-        ``--max-failures``) or ``"interrupted (SIGINT)"`` (a signal; what it wrote is
-        kept).
+        ``--max-failures``), ``"interrupted (SIGINT)"`` (a signal; what it wrote is
+        kept) or ``"stopped (scheduler lost)"`` / ``"stopped (disk full)"``
+        (:class:`ldpsim.pipeline.errors.RunStopped`).
 
     Returns
     -------
