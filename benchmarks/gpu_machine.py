@@ -514,14 +514,21 @@ def machine(out: Path) -> dict[str, Any]:
 
 
 def check_against_help(command: list[str], env: dict[str, str]) -> list[str]:
-    """The options of ``command`` that its program's ``--help`` does not list."""
+    """What is wrong with ``command`` against its program's ``--help``: the options that
+    it does not list, or, where ``--help`` itself fails (the program does not import:
+    ldpsim not installed), that failure, in one line."""
     # python -m ldpsim.pipeline SUBCOMMAND, or python SCRIPT
     program = command[:4] if command[1] == "-m" else command[:2]
     result = subprocess.run(
         [*program, "--help"], capture_output=True, text=True, env=env, cwd=REPO
     )
+    if result.returncode != 0:
+        lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
+        shown = " ".join(Path(arg).name if "/" in arg else arg for arg in program)
+        return [f"`{shown} --help` exited {result.returncode}: {lines[-1]}"]
     options = [arg.split("=")[0] for arg in command if arg.startswith("--")]
-    return [option for option in options if option not in result.stdout]
+    unknown = [option for option in options if option not in result.stdout]
+    return [f"options not in --help: {unknown}"] if unknown else []
 
 
 def run_part(part: Part, limit: float, out: Path, env: dict[str, str]) -> str:
@@ -606,14 +613,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             with tempfile.TemporaryDirectory() as work:
                 commands = part_commands(part.name, out, Path(work))
-            unknown = [o for command in commands for o in check_against_help(command, env)]
-            status = f"failed: options not in --help: {unknown}" if unknown else "checked"
+            problems = [p for command in commands for p in check_against_help(command, env)]
+            status = f"failed: {'; '.join(dict.fromkeys(problems))}" if problems else "checked"
             what = "a GPU part" if part.gpu else "it starts clusters for minutes"
             say(
                 f"SKIP {part.name}: dry run ({what}); "
                 f"its {len(commands)} commands' options {status}"
             )
-            status = "skipped" if not unknown else status
+            status = "skipped" if not problems else status
         elif part.gpu and not has_gpu:
             say(f"SKIP {part.name}: no GPU on this machine")
             status = "skipped"

@@ -7,7 +7,9 @@ run out, and the parts after it still run. So the script cannot rot between uses
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +68,25 @@ def test_a_part_that_runs_out_of_time_is_reported_and_the_rest_still_run(tmp_pat
     log = (tmp_path / "log.txt").read_text()
     assert "== scaling\n" in log and "scaling.py --json" in log
     assert "summary.json" in written(tmp_path)
+
+
+def test_a_help_that_fails_is_reported_as_such_not_as_unknown_options(tmp_path, monkeypatch):
+    # A hunt (2026-12-01): run by a python3 where ldpsim does not import, every --help
+    # failed with ModuleNotFoundError and the dry run reported each command's options as
+    # "not in --help" (gpu-benchmark: "options not in --help: ['--json']").
+    spec = importlib.util.spec_from_file_location("gpu_machine", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_machine", module)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import ldpsim_not_installed_here\n")
+    env = dict(os.environ)
+    [problem] = module.check_against_help([sys.executable, str(broken), "--json"], env)
+    assert "broken.py --help` exited 1" in problem, problem
+    assert "No module named 'ldpsim_not_installed_here'" in problem, problem
+    # A program whose --help works: the options it does not list, and nothing for those
+    # it lists.
+    script = [sys.executable, str(REPO / "benchmarks" / "gpu.py")]
+    assert module.check_against_help([*script, "--json", "--quick"], env) == []
+    [unknown] = module.check_against_help([*script, "--json", "--no-such-option"], env)
+    assert unknown == "options not in --help: ['--no-such-option']"
