@@ -339,6 +339,15 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if args.quick else FULL
     repeats = args.repeats or sizes["repeats"]
     device = device_name()
+    if device == "none":
+        # Every launch would raise CudaSupportError, with a traceback of numba's driver.
+        print(
+            "gpu.py: no CUDA GPU here (no driver or no device) and numba's CUDA simulator "
+            "is off: run it on a GPU, or in the simulator with NUMBA_ENABLE_CUDASIM=1 "
+            "(whose figures mean nothing).",
+            file=sys.stderr,
+        )
+        return 2
     records = []
     chosen = [c for i, c in enumerate(CASES) if args.case is None or i in args.case]
     if args.quick:

@@ -316,3 +316,20 @@ def test_the_fit_of_the_quick_run_has_the_documented_fields(outputs, tmp_path):
         assert all(positive(v) for v in numbers.values()), p
     text = subprocess.run(command, **RUN_OK).stdout
     assert "1e7 replicates, n = 1e6, 100 x 32 cores" in text
+
+
+def test_gpu_py_without_a_gpu_or_the_simulator_stops_in_one_line():
+    # A hunt (2026-12-01): with NUMBA_ENABLE_CUDASIM unset on a machine without a GPU,
+    # `gpu.py --quick` ended in a 41-line traceback of numba's driver (CudaSupportError:
+    # CUDA driver library cannot be found), exit 1.
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    probe = "from numba import cuda; print(cuda.is_available())"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    if found.stdout.strip() == "True":
+        pytest.skip("a CUDA GPU is here: gpu.py would run on it")
+    command = [sys.executable, str(BENCHMARKS / "gpu.py"), "--quick", "--case", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "no CUDA GPU here" in line and "NUMBA_ENABLE_CUDASIM=1" in line, line
