@@ -696,7 +696,7 @@ def provenance(ds: xr.Dataset, store: Path) -> dict[str, Any]:
     """What made the store and this page: software, machine, cluster, runs."""
     try:
         created_with = json.loads(ds.attrs.get("versions") or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         created_with = {}
     runs = [run if "unreadable" in run else shown_run(run) for run in read_runs(store)]
     created = ds.attrs.get("created", "not recorded")

@@ -310,7 +310,7 @@ def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] |
         out = json.loads(raw)
         if not isinstance(out, list) or not all(isinstance(g, dict) for g in out) or not out:
             raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise InputError(
             f"The store's {UNITS_ATTR!r} attribute {raw!r} is not a JSON list of unit "
             "origins; refusing to change it."

@@ -224,7 +224,7 @@ class Manifests:
             data = json.loads((self.folder / name).read_bytes())
         except FileNotFoundError:
             return {"files": {}}
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, RecursionError) as exc:  # or nested too deep
             raise ValueError(str(exc)) from None
         if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
             raise ValueError("not a manifest of digests")
@@ -263,7 +263,7 @@ def determined_names(root: Path) -> list[str]:
     for entry in sorted(os.listdir(root)):
         try:
             metadata = json.loads((root / entry / "zarr.json").read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if metadata.get("node_type") != "array":
             continue

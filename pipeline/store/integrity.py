@@ -130,7 +130,7 @@ def read_root(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{str(file)!r} cannot be read: {os_error_text(exc, file)}.") from None
     try:
         root = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nested too deep
         raise damaged(path, "zarr.json", f"not JSON: {exc}") from None
     if not isinstance(root, dict) or not isinstance(root.get("attributes", {}), dict):
         raise damaged(path, "zarr.json", "not a JSON object with attributes")

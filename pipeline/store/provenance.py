@@ -222,7 +222,7 @@ def read_runs(store: str | Path) -> list[dict[str, Any]]:
     for file in sorted(folder.glob("*.json")):
         try:
             record = json.loads(file.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep
             record = None
         out.append(checked_run(record) if isinstance(record, dict) else {"unreadable": file.name})
     return out

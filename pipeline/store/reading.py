@@ -119,7 +119,7 @@ _SWEEP_FIELDS = {
 def _sweep_from_json(path: str | Path, text: object) -> Sweep:
     try:
         data = json.loads(text) if isinstance(text, str) else None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise damaged(path, "zarr.json", f"attribute 'sweep' is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise damaged(path, "zarr.json", "attribute 'sweep' is not a JSON object")
@@ -281,7 +281,7 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
     for name in names:
         try:
             array = group[name]
-        except (ValueError, KeyError, TypeError, OSError) as exc:
+        except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
             raise damaged(path, f"{name}/zarr.json", exc) from None
         if not isinstance(array, zarr.Array):
             raise damaged(path, f"{name}/zarr.json", "a group where an array belongs")
@@ -444,7 +444,7 @@ def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
         remedy = "Delete that file to go on; the next run recomputes the failed replicate."
         try:
             record = json.loads(file.read_bytes())
-        except (ValueError, OSError) as exc:  # bad JSON, bad UTF-8, unreadable
+        except (ValueError, OSError, RecursionError) as exc:  # bad JSON, UTF-8, too deep
             raise damaged(path, where, exc, remedy) from None
         if not isinstance(record, dict):
             raise damaged(path, where, "not a JSON object", remedy)

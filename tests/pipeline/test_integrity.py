@@ -198,6 +198,24 @@ def _root_not_json(store: Path) -> None:
     (store / "zarr.json").write_bytes((store / "zarr.json").read_bytes()[:-40])
 
 
+#: JSON nested deeper than Python's recursion limit: the json module raises
+#: RecursionError, not ValueError (before: a traceback, exit 1, in every verb).
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def _root_nested(store: Path) -> None:
+    text = (store / "zarr.json").read_text()
+    (store / "zarr.json").write_text(text.replace('"title":', f'"deep": {DEEP_JSON}, "title":', 1))
+
+
+def _array_json_nested(store: Path) -> None:
+    (store / "lower" / "zarr.json").write_text(DEEP_JSON)
+
+
+def _sweep_nested(store: Path) -> None:
+    edit_root_attrs(store, sweep=DEEP_JSON)  # digest recorded: its meaning is checked
+
+
 def _array_json_changed(store: Path) -> None:
     meta = json.loads((store / "lower" / "zarr.json").read_text())
     meta["fill_value"] = 0.0  # still valid metadata: its copy in the root says NaN
@@ -211,8 +229,19 @@ def _array_json_changed(store: Path) -> None:
         (_digest_name_bit, ["zarr.json", "unknown attribute"]),
         (_root_not_json, ["zarr.json cannot be read (not JSON"]),
         (_array_json_changed, ["lower/zarr.json", "differs from its copy in the root"]),
+        (_root_nested, ["zarr.json cannot be read (not JSON", "recursion"]),
+        (_array_json_nested, ["lower/zarr.json cannot be read", "recursion"]),
+        (_sweep_nested, ["attribute 'sweep' is not JSON", "recursion"]),
     ],
-    ids=["level-bit", "digest-name-bit", "root-not-json", "array-json-changed"],
+    ids=[
+        "level-bit",
+        "digest-name-bit",
+        "root-not-json",
+        "array-json-changed",
+        "root-nested",
+        "array-json-nested",
+        "sweep-nested",
+    ],
 )
 def test_damaged_metadata_is_exit_4_in_every_verb(demo_store, tmp_path, capsys, damage, words):
     store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
@@ -223,6 +252,28 @@ def test_damaged_metadata_is_exit_4_in_every_verb(demo_store, tmp_path, capsys, 
         line = _one_damage_line(capsys, main(argv), words)
         assert "Restore it from a copy" in line
     assert tree_hash(store) == before
+
+
+def test_records_nested_too_deep_are_one_line_not_a_traceback(
+    demo_store, tmp_path, capsys, without_figures
+):
+    """An error record nested deeper than the recursion limit is damage (exit 4, one
+    line naming it, as one that is no JSON); a run record so is shown as unreadable, and
+    so are the 'versions' and 'units' attributes. Before: RecursionError, exit 1."""
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    edit_root_attrs(store, versions=DEEP_JSON, units=DEEP_JSON)
+    runs = store / "ldpsim" / "runs"
+    runs.mkdir(exist_ok=True)
+    (runs / "20260101T000000-1.json").write_text(DEEP_JSON)
+    assert main(["summarize", str(store)]) == 0
+    assert main(["report", str(store), "--out", str(tmp_path / "r.html")]) == 0
+    assert "record 20260101T000000-1.json cannot be read" in (tmp_path / "r.html").read_text()
+    capsys.readouterr()
+    errors = store / "ldpsim" / "errors"
+    errors.mkdir(exist_ok=True)
+    (errors / "0_0__0.json").write_text(DEEP_JSON)
+    for verb in ("status", "summarize", "errors"):
+        _one_damage_line(capsys, main([verb, str(store)]), ["errors/0_0__0.json", "recursion"])
 
 
 @pytest.mark.parametrize(
