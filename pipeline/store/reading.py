@@ -278,6 +278,13 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
     if copies is not None:
         for name in sorted(set(copies.array_keys()) - set(names)):
             raise damaged(path, f"{name}/zarr.json", "the array is missing")
+    # The size of each axis, as the sweep states it (its grid axes and replicates) or as
+    # the first array that has the axis does: an array whose zarr.json states another
+    # (rep = 10**10 where the sweep has 20) is damage here, before a reader allocates
+    # an array of that size.
+    sweep = _sweep_from_json(path, attrs["sweep"])
+    sizes = {axis: (len(values), "the sweep") for axis, values in sweep.grid.items()}
+    sizes["rep"] = (sweep.replicates, "the sweep")
     for name in names:
         try:
             array = group[name]
@@ -285,6 +292,15 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
             raise damaged(path, f"{name}/zarr.json", exc) from None
         if not isinstance(array, zarr.Array):
             raise damaged(path, f"{name}/zarr.json", "a group where an array belongs")
+        axes = array.metadata.dimension_names
+        for axis, size in zip(axes, array.shape, strict=True) if axes and not pending else ():
+            stated, where = sizes.setdefault(str(axis), (size, f"{name}/zarr.json"))
+            if size != stated:
+                raise damaged(
+                    path,
+                    f"{name}/zarr.json",
+                    f"its axis {axis!r} has {size} entries where {where} has {stated}",
+                )
         if copies is not None:
             copy = copies[name] if name in copies else None
             if copy is None or array.metadata.to_dict() != copy.metadata.to_dict():

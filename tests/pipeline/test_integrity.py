@@ -276,6 +276,25 @@ def test_records_nested_too_deep_are_one_line_not_a_traceback(
         _one_damage_line(capsys, main([verb, str(store)]), ["errors/0_0__0.json", "recursion"])
 
 
+def test_an_array_stating_a_huge_axis_is_damage_before_any_allocation(
+    demo_store, tmp_path, capsys
+):
+    """done/zarr.json (and its consolidated copy, the digest recorded again) stating
+    10**10 replicates where the sweep has 2: one damage line in every reader. Before:
+    status and report tried to allocate 37 GiB (numpy's MemoryError, a traceback)."""
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    meta = json.loads((store / "done" / "zarr.json").read_text())
+    meta["shape"][-1] = 10**10
+    (store / "done" / "zarr.json").write_text(json.dumps(meta))
+    root = json.loads((store / "zarr.json").read_text())
+    root["consolidated_metadata"]["metadata"]["done"]["shape"] = meta["shape"]
+    (store / "zarr.json").write_text(json.dumps(root))
+    edit_root_attrs(store)  # the digest of the changed metadata
+    words = ["done/zarr.json", "axis 'rep' has 10000000000 entries where the sweep has 2"]
+    for verb in ("status", "summarize", "errors", "report"):
+        _one_damage_line(capsys, main([verb, str(store)]), words)
+
+
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
