@@ -698,6 +698,8 @@ def provenance(ds: xr.Dataset, store: Path) -> dict[str, Any]:
         created_with = json.loads(ds.attrs.get("versions") or "{}")
     except (ValueError, RecursionError):
         created_with = {}
+    if not isinstance(created_with, dict):  # JSON, but no object of versions: unknown
+        created_with = {}
     runs = [run if "unreadable" in run else shown_run(run) for run in read_runs(store)]
     created = ds.attrs.get("created", "not recorded")
     return {

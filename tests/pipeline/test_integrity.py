@@ -276,6 +276,18 @@ def test_records_nested_too_deep_are_one_line_not_a_traceback(
         _one_damage_line(capsys, main([verb, str(store)]), ["errors/0_0__0.json", "recursion"])
 
 
+@pytest.mark.parametrize("versions", ["[1, 2]", '"x"', "3"])
+def test_a_versions_attribute_of_no_object_is_not_recorded_in_the_report(
+    demo_store, tmp_path, without_figures, versions
+):
+    """The 'versions' attribute JSON but no object: the report says "not recorded" for
+    it. Before: jinja2's UndefinedError ('list object' has no attribute 'items'), exit 1."""
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    edit_root_attrs(store, versions=versions)
+    assert main(["report", str(store), "--out", str(tmp_path / "r.html")]) == 0
+    assert "<dt>created with</dt><dd>not recorded</dd>" in (tmp_path / "r.html").read_text()
+
+
 def test_an_array_stating_a_huge_axis_is_damage_before_any_allocation(
     demo_store, tmp_path, capsys
 ):
