@@ -278,13 +278,14 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
     if copies is not None:
         for name in sorted(set(copies.array_keys()) - set(names)):
             raise damaged(path, f"{name}/zarr.json", "the array is missing")
-    # The size of each axis, as the sweep states it (its grid axes and replicates) or as
-    # the first array that has the axis does: an array whose zarr.json states another
-    # (rep = 10**10 where the sweep has 20) is damage here, before a reader allocates
-    # an array of that size.
+    # The size of each axis: at most the sweep's (its grid axes and replicates; a Dataset
+    # saved from a selection has fewer), and the same in every array (the first that has
+    # it says): an array whose zarr.json states more (rep = 10**10 where the sweep has
+    # 20) is damage here, before a reader allocates an array of that size.
     sweep = _sweep_from_json(path, attrs["sweep"])
-    sizes = {axis: (len(values), "the sweep") for axis, values in sweep.grid.items()}
-    sizes["rep"] = (sweep.replicates, "the sweep")
+    largest = {axis: len(values) for axis, values in sweep.grid.items()}
+    largest["rep"] = sweep.replicates
+    sizes: dict[str, tuple[int, str]] = {}
     for name in names:
         try:
             array = group[name]
@@ -292,21 +293,21 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
             raise damaged(path, f"{name}/zarr.json", exc) from None
         if not isinstance(array, zarr.Array):
             raise damaged(path, f"{name}/zarr.json", "a group where an array belongs")
-        axes = array.metadata.dimension_names
-        for axis, size in zip(axes, array.shape, strict=True) if axes and not pending else ():
-            stated, where = sizes.setdefault(str(axis), (size, f"{name}/zarr.json"))
-            if size != stated:
-                raise damaged(
-                    path,
-                    f"{name}/zarr.json",
-                    f"its axis {axis!r} has {size} entries where {where} has {stated}",
-                )
         if copies is not None:
             copy = copies[name] if name in copies else None
             if copy is None or array.metadata.to_dict() != copy.metadata.to_dict():
                 raise damaged(
                     path, f"{name}/zarr.json", "it differs from its copy in the root zarr.json"
                 )
+        axes = array.metadata.dimension_names
+        for axis, size in zip(axes, array.shape, strict=True) if axes and not pending else ():
+            if size > largest.get(str(axis), size):
+                why = f"its axis {axis!r} has {size} entries where the sweep has "
+                raise damaged(path, f"{name}/zarr.json", why + f"{largest[str(axis)]}")
+            stated, where = sizes.setdefault(str(axis), (size, f"{name}/zarr.json"))
+            if size != stated:
+                why = f"its axis {axis!r} has {size} entries where {where} has {stated}"
+                raise damaged(path, f"{name}/zarr.json", why)
         if read_chunks is True or (read_chunks and name in read_chunks):
             check_chunks(path, name, array)
     if not pending:
