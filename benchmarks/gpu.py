@@ -146,6 +146,19 @@ def device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
+def cuda_problem() -> str:
+    """Why numba's CUDA target cannot start here, in one line (its exception's type and
+    text, at most 300 characters)."""
+    from numba import cuda
+
+    try:
+        cuda.get_current_device()
+    except Exception as exc:  # CudaSupportError, CudaDriverError, ...
+        text = " ".join(str(exc).split())[:300]
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return "no device"
+
+
 def case_name(case: dict[str, Any]) -> str:
     mechanism = case.get("mechanism", "randomized_response")
     count = f"R{case['replicates']}" if "replicates" in case else f"W{case['waves']}"
@@ -340,11 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or sizes["repeats"]
     device = device_name()
     if device == "none":
-        # Every launch would raise CudaSupportError, with a traceback of numba's driver.
+        # Every launch would raise CudaSupportError, with a traceback of numba's driver:
+        # one line instead, with numba's own reason (no driver, a driver too old, no
+        # visible device, ...).
         print(
-            "gpu.py: no CUDA GPU here (no driver or no device) and numba's CUDA simulator "
-            "is off: run it on a GPU, or in the simulator with NUMBA_ENABLE_CUDASIM=1 "
-            "(whose figures mean nothing).",
+            f"gpu.py: numba cannot use a CUDA GPU here ({cuda_problem()}) and its CUDA "
+            "simulator is off: run it on a GPU, or in the simulator with "
+            "NUMBA_ENABLE_CUDASIM=1 (whose figures mean nothing).",
             file=sys.stderr,
         )
         return 2

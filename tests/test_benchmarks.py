@@ -332,4 +332,4 @@ def test_gpu_py_without_a_gpu_or_the_simulator_stops_in_one_line():
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout == ""
     [line] = result.stderr.splitlines()
-    assert "no CUDA GPU here" in line and "NUMBA_ENABLE_CUDASIM=1" in line, line
+    assert "numba cannot use a CUDA GPU here (" in line and "NUMBA_ENABLE_CUDASIM=1" in line

@@ -465,7 +465,7 @@ def _journal_targets(path: Path) -> set[str]:
     try:
         entries = json.loads((path / META_GROUP / EXTENSION_JOURNAL).read_text())
         return {str(target) for _, target in entries if "/c/" in str(target)}
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
         return set()
 
 

@@ -252,7 +252,7 @@ def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
             isinstance(v, str) for v in recorded.values()
         ):
             raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested too deep
         raise InputError(
             f"The store {str(path)!r} has an invalid 'streams_fingerprint' attribute "
             f"{raw!r} (a JSON object of part -> hash is allowed); refusing to change it."
@@ -270,7 +270,7 @@ def _check_fingerprint(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:
     if differ:
         try:
             written = json.loads(attrs.get("versions", "{}")).get("numpy", "unknown")
-        except (TypeError, ValueError, AttributeError):
+        except (TypeError, ValueError, AttributeError, RecursionError):
             written = "unknown"
         raise InputError(
             f"The store {str(path)!r} was written with numpy {written}, whose random "

@@ -260,7 +260,7 @@ class RunLock:
             return None
         try:
             record = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
             record = {}
         if not isinstance(record, dict):
             record = {}
@@ -476,7 +476,7 @@ class RunLock:
                         os.utime(f.fileno())  # touch the very file just checked
             except FileNotFoundError:
                 ours = False
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue  # a transient file-system error: the next beat tries again
             if not ours:
                 self.lost = True
@@ -500,7 +500,7 @@ def holder_token(folder: str | Path) -> str | None:
     sub-group) now; None when there is no lock or it cannot be read."""
     try:
         record = json.loads((Path(folder) / LOCK_NAME).read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     token = record.get("token") if isinstance(record, dict) else None
     return token if isinstance(token, str) else None

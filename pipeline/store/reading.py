@@ -285,6 +285,7 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
     sweep = _sweep_from_json(path, attrs["sweep"])
     largest = {axis: len(values) for axis, values in sweep.grid.items()}
     largest["rep"] = sweep.replicates
+    largest["method"] = len(sweep.methods)  # an extension records its added methods
     sizes: dict[str, tuple[int, str]] = {}
     for name in names:
         try:

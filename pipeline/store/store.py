@@ -53,7 +53,7 @@ from ldpsim.pipeline.store.digests import (
 )
 from ldpsim.pipeline.store.handoff import HANDED, expected_places
 from ldpsim.pipeline.store.identity import added_methods, check_streams, identity_diff
-from ldpsim.pipeline.store.integrity import is_sealed, seal
+from ldpsim.pipeline.store.integrity import damaged, is_sealed, seal
 from ldpsim.pipeline.store.layout import (
     ADDED_DATA_TYPES,
     ADDED_VARIABLES,
@@ -733,7 +733,16 @@ def finish_extension(path: str | Path) -> bool:
                 temp.unlink(missing_ok=True)
         return False
     try:
-        for temp, target in json.loads(journal.read_text()):
+        entries = json.loads(journal.read_text())
+        if not isinstance(entries, list) or not all(
+            isinstance(e, list) and len(e) == 2 and all(isinstance(p, str) for p in e)
+            for e in entries
+        ):
+            raise ValueError("not a list of [new file, target] pairs")
+    except (ValueError, RecursionError) as exc:  # bad JSON, or nested too deep
+        raise damaged(root, f"{META_GROUP}/{EXTENSION_JOURNAL}", exc) from None
+    try:
+        for temp, target in entries:
             if (root / temp).exists():  # renamed already otherwise
                 os.replace(root / temp, root / target)
         journal.unlink()

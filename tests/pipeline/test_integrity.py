@@ -307,6 +307,44 @@ def test_an_array_stating_a_huge_axis_is_damage_before_any_allocation(
         _one_damage_line(capsys, main([verb, str(store)]), words)
 
 
+def test_a_method_axis_stated_huge_in_every_array_is_damage(demo_store, tmp_path, capsys):
+    """The third read (2026-12-01): the axis check capped the grid axes and rep only; a
+    method axis of 10**10 stated in every array alike (and their consolidated copies)
+    made status allocate 112 GiB. The sweep's methods cap it."""
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    root = json.loads((store / "zarr.json").read_text())
+    copies = root["consolidated_metadata"]["metadata"]
+    for name, meta in copies.items():
+        axes = meta.get("dimension_names") or []
+        if "method" in axes:
+            meta["shape"][axes.index("method")] = 10**10
+            (store / name / "zarr.json").write_text(json.dumps(meta))
+    (store / "zarr.json").write_text(json.dumps(root))
+    edit_root_attrs(store)  # the digest of the changed metadata
+    words = ["axis 'method' has 10000000000 entries where the sweep has 4"]
+    for verb in ("status", "summarize"):
+        _one_damage_line(capsys, main([verb, str(store)]), words)
+
+
+def test_an_extension_journal_nested_too_deep_is_one_line(
+    demo_store, local_cluster, tmp_path, capsys
+):
+    """The third read (2026-12-01): a journal nested too deep (or no list of pairs) made
+    status and run end in a traceback. Readers read the store's consolidated copy, as
+    while any extension is pending; a run refuses in one damage line, the store as it was."""
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    (store / "ldpsim" / "extension.json").write_text(DEEP_JSON)
+    assert main(["status", str(store)]) == 0
+    capsys.readouterr()
+    run = ["run", "demo", "--replicates", "2", "--set", "grid.n=[1000]", "--store", str(store)]
+    for journal, words in ((DEEP_JSON, "recursion"), ('{"a": 1}', "not a list of [new file")):
+        (store / "ldpsim" / "extension.json").write_text(journal)
+        before = tree_hash(store)
+        code = main([*run, "--scheduler", local_cluster.scheduler_address])
+        _one_damage_line(capsys, code, ["ldpsim/extension.json cannot be read", words])
+        assert tree_hash(store) == before
+
+
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
