@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ldpsim.pipeline.store.layout import EXTENSION_JOURNAL, META_GROUP
+from ldpsim.pipeline.store.layout import read_journal
 
 if TYPE_CHECKING:
     import zarr
@@ -463,9 +463,8 @@ def _journal_targets(path: Path) -> set[str]:
     when no extension is being committed (or its journal cannot be read: the run that
     completes it says so)."""
     try:
-        entries = json.loads((path / META_GROUP / EXTENSION_JOURNAL).read_text())
-        return {str(target) for _, target in entries if "/c/" in str(target)}
-    except (OSError, ValueError, TypeError, RecursionError):
+        return {target for _, target in read_journal(path) if "/c/" in target}
+    except (OSError, ValueError):
         return set()
 
 

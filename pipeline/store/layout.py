@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import platform
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,28 @@ META_GROUP = "ldpsim"
 #: Inside META_GROUP: the renames of an extension being committed
 #: (:func:`ldpsim.pipeline.store.store.finish_extension` completes them).
 EXTENSION_JOURNAL = "extension.json"
+
+
+def read_journal(root: Path) -> list[tuple[str, str]]:
+    """The renames (new file, target; relative to the store ``root``) that an
+    extension's journal lists.
+
+    Raises
+    ------
+    OSError
+        It cannot be read (FileNotFoundError: no extension is being committed).
+    ValueError
+        It is no JSON list of [new file, target] pairs of strings, or nested too deep.
+    """
+    try:
+        entries = json.loads((root / META_GROUP / EXTENSION_JOURNAL).read_text())
+    except RecursionError as exc:  # nested too deep: as bad JSON
+        raise ValueError(str(exc)) from None
+    if not isinstance(entries, list) or not all(
+        isinstance(e, list) and len(e) == 2 and all(isinstance(p, str) for p in e) for e in entries
+    ):
+        raise ValueError("not a list of [new file, target] pairs")
+    return [(temp, target) for temp, target in entries]
 
 
 VARIABLE_ATTRS: dict[str, dict[str, str]] = {

@@ -64,6 +64,7 @@ from ldpsim.pipeline.store.layout import (
     axis_contains,
     coord_array,
     layout_for,
+    read_journal,
     store_index,
     truth_array,
 )
@@ -733,13 +734,8 @@ def finish_extension(path: str | Path) -> bool:
                 temp.unlink(missing_ok=True)
         return False
     try:
-        entries = json.loads(journal.read_text())
-        if not isinstance(entries, list) or not all(
-            isinstance(e, list) and len(e) == 2 and all(isinstance(p, str) for p in e)
-            for e in entries
-        ):
-            raise ValueError("not a list of [new file, target] pairs")
-    except (ValueError, RecursionError) as exc:  # bad JSON, or nested too deep
+        entries = read_journal(root)
+    except ValueError as exc:  # bad JSON, nested too deep, or no list of pairs
         raise damaged(root, f"{META_GROUP}/{EXTENSION_JOURNAL}", exc) from None
     try:
         for temp, target in entries:
