@@ -17,6 +17,11 @@ import numpy as np
 
 from ldpsim.pipeline.compute.failures import GridNames, record_failures
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.store.code_identity import (
+    register_calls,
+    registered_units,
+    unregistered_units,
+)
 from ldpsim.pipeline.store.integrity import damaged
 from ldpsim.pipeline.store.layout import META_GROUP
 
@@ -295,40 +300,6 @@ def _labels_at(names: GridNames, index: tuple[int, ...]) -> dict[str, str]:
     return {axis: labels[i] for (axis, labels), i in zip(names.labels.items(), index, strict=True)}
 
 
-def registered_units(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The units a store's replicates were computed with that were registered at run
-    time (:func:`ldpsim.pipeline.api.register`), ``"kind:name"`` -> origin, as the
-    store's latest record of each says ({} for a store without such units, or without
-    a readable record of its units)."""
-    from ldpsim.pipeline.store.code_identity import read_generations
-
-    try:
-        generations = read_generations(dict(attrs)) or []
-    except InputError:  # the checks of a run say so; nothing to say here
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for generation in generations:
-        for key, origin in generation.items():
-            if isinstance(origin, dict) and origin.get("origin") == "registered":
-                out[key] = origin
-            else:
-                out.pop(key, None)
-    return out
-
-
-def _register_calls(units: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
-    """(the units in words, the calls that register them again)."""
-    from ldpsim.pipeline.store.code_identity import KIND_WORDS
-
-    words, calls = [], []
-    for key, origin in units.items():
-        kind, _, name = key.partition(":")
-        cls = str(origin.get("class") or name)
-        words.append(f"the {KIND_WORDS.get(kind, kind)} {name!r} (class {cls})")
-        calls.append(f"ldpsim.pipeline.api.register({cls.rpartition('.')[2]})")
-    return " and ".join(words), "; ".join(calls)
-
-
 def replay_route(store: str | Path, attrs: Mapping[str, Any]) -> str:
     """The one line saying how to rerun a replicate of ``store``: what ``ldpsim errors``
     and the report say.
@@ -337,10 +308,10 @@ def replay_route(store: str | Path, attrs: Mapping[str, Any]) -> str:
     used units registered at run time, which only the user's code defines, Python:
     register them again, then :func:`ldpsim.pipeline.api.replay`.
     """
-    units = registered_units(attrs)
+    units = registered_units(dict(attrs))
     if not units:
         return f"Rerun one here: ldpsim replay {store} --rep R [--point AXIS=VALUE ...] [--pdb]."
-    what, calls = _register_calls(units)
+    what, calls = register_calls(units)
     them = "them" if len(units) > 1 else "it"
     return (
         f"Rerun one in Python: the store used {what}, registered at run time, which "
@@ -361,17 +332,10 @@ def _check_registered_units(
     InputError
         One line naming the units and the calls that replay from Python.
     """
-    from ldpsim.tasks import plugins
-
-    units = registered_units(attrs)
-    unknown = {
-        key: origin
-        for key, origin in units.items()
-        if key.partition(":")[2] not in plugins.registry(key.partition(":")[0])
-    }
+    unknown = unregistered_units(dict(attrs))
     if not unknown:
         return
-    what, calls = _register_calls(unknown)
+    what, calls = register_calls(unknown)
     them = "them" if len(unknown) > 1 else "it"
     raise InputError(
         f"The store {str(path)!r} used {what}, registered at run time, and this process "

@@ -318,6 +318,48 @@ def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] |
     return out
 
 
+def registered_units(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The units a store's replicates were computed with that were registered at run
+    time (:func:`ldpsim.pipeline.api.register`), ``"kind:name"`` -> origin, as the
+    store's latest record of each says ({} for a store without such units, or without
+    a readable record of its units)."""
+    try:
+        generations = read_generations(dict(attrs)) or []
+    except InputError:  # the checks of a run say so; nothing to say here
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for generation in generations:
+        for key, origin in generation.items():
+            if isinstance(origin, dict) and origin.get("origin") == "registered":
+                out[key] = origin
+            else:
+                out.pop(key, None)
+    return out
+
+
+def unregistered_units(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Those of :func:`registered_units` that this process has not registered (a new
+    ``ldpsim`` process has none): only the user's code defines them."""
+    from ldpsim.tasks import plugins
+
+    return {
+        key: origin
+        for key, origin in registered_units(attrs).items()
+        if key.partition(":")[2] not in plugins.registry(key.partition(":")[0])
+    }
+
+
+def register_calls(units: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """(the units in words, the calls that register them again)."""
+    words, calls = [], []
+    for key, origin in units.items():
+        kind, _, name = key.partition(":")
+        cls = str(origin.get("class") or name)
+        words.append(f"the {KIND_WORDS.get(kind, kind)} {name!r} (class {cls})")
+        calls.append(f"ldpsim.pipeline.api.register({cls.rpartition('.')[2]})")
+    return " and ".join(words), "; ".join(calls)
+
+
 def describe(origin: dict[str, Any]) -> str:
     """``plugin mypkg 0.1, source 1a2b3c4d, package 5e6f7a8b`` (the package hash where
     the origin has it) or ``ldpsim 0.2, source 9f8e7d6c``."""

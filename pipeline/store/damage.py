@@ -5,17 +5,19 @@ recomputation)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import zarr
 
-from ldpsim.pipeline.errors import StoreDamage
+from ldpsim.pipeline.errors import InputError, StoreDamage
+from ldpsim.pipeline.store.code_identity import register_calls, unregistered_units
 from ldpsim.pipeline.store.digests import (
     FileDamage,
     Write,
@@ -33,6 +35,7 @@ from ldpsim.pipeline.store.integrity import (
     determined_damage,
     rewrite_determined,
 )
+from ldpsim.pipeline.store.layout import Layout
 from ldpsim.pipeline.store.pending import has_added, pending
 from ldpsim.pipeline.store.reading import (
     during_commits,
@@ -42,6 +45,7 @@ from ldpsim.pipeline.store.reading import (
     replicate_arrays,
     stored_layout,
 )
+from ldpsim.pipeline.sweep import Sweep
 
 #: Variables holding a value other than their fill value for every finished replicate:
 #: the file (a shard; a chunk in a store of ldpsim <= 0.2) holding a finished replicate
@@ -275,8 +279,8 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
     # Decoded (a changed byte) or recomputed; a reader of a store with digests skips
     # them (verify False): it decodes them when it reads them, which names a damaged one.
     if "identity" in attrs and (verify or recompute or not digested):
-        layout = functools.partial(stored_layout, path)
-        found = determined_damage(path, read_sweep(path), layout, recompute=recompute)
+        sweep, layout = _determined_by(path, attrs)
+        found = determined_damage(path, sweep, layout, recompute=recompute)
         determined = tuple(sorted(determined_files | set(found)))
     else:
         determined = tuple(sorted(determined_files))
@@ -287,6 +291,56 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
         determined,
         files.manifests,
     )
+
+
+def _determined_by(path: Path, attrs: dict) -> tuple[Sweep, Callable[[], Layout]]:
+    """The sweep and the layout (a call) that compute the determined arrays of the store
+    at ``path`` again.
+
+    Those arrays (coordinates, truths) depend on an interval method only through its
+    label. A method this process cannot build (registered at run time by the code that
+    ran the store, or a plugin uninstalled since) is left out of the sweep whose grid
+    points are normalized, and its label kept in the layout. The model and mechanism
+    are needed: one registered at run time that this process lacks is refused, naming
+    it (the Unknown-model line would not say where it came from).
+
+    Raises
+    ------
+    InputError
+        A model or mechanism registered at run time that this process has not registered.
+    """
+    from ldpsim.tasks import plugins
+
+    sweep = read_sweep(path)
+    unknown = unregistered_units(attrs)
+    needed = {key: origin for key, origin in unknown.items() if not key.startswith("method:")}
+    if needed:
+        what, _ = register_calls(needed)
+        raise InputError(
+            f"Checking the coordinates and truths of the store {str(path)!r} computes them "
+            f"again with its model and mechanism, and the store used {what}, registered "
+            "at run time, which this process has not registered; `ldpsim status` without "
+            "--verify checks every file against its checksum."
+        )
+    known = plugins.registry("method")
+    kept = {
+        label: params
+        for label, params in sweep.methods.items()
+        if isinstance(params, dict) and params.get("method", label) in known
+    }
+    if len(kept) == len(sweep.methods):
+        return sweep, functools.partial(stored_layout, path)
+    # A stand-in where no method is left: a grid point has at least one, and the oracle
+    # asks nothing of the sweep.
+    normalized = dataclasses.replace(sweep, methods=kept or {"oracle": {}})
+    object.__setattr__(normalized, "_recorded", True)  # as read_sweep's
+
+    def layout() -> Layout:
+        out = stored_layout(path, normalized)
+        out.methods = list(sweep.methods)
+        return out
+
+    return normalized, layout
 
 
 def refuse_damage(path: str | Path, *, decode: bool = False) -> None:

@@ -94,13 +94,15 @@ def read_sweep(path: str | Path) -> Sweep:
     return _sweep_from_json(path, read_attrs(path)["sweep"])
 
 
-def stored_layout(path: str | Path) -> Layout:
-    """The layout of the store at ``path``, as last extended (attributes checked)."""
+def stored_layout(path: str | Path, sweep: Sweep | None = None) -> Layout:
+    """The layout of the store at ``path``, as last extended (attributes checked); its
+    grid points normalized from ``sweep`` where given (the stored sweep by default)."""
     attrs = read_attrs(path)
     shards = None
     if "shard_reps" in attrs:  # none in a store of ldpsim <= 0.2
         shards = (tuple(attrs["shard_grid"]), attrs["chunk_reps"], attrs["shard_reps"])
-    sweep = _sweep_from_json(path, attrs["sweep"])
+    if sweep is None:
+        sweep = _sweep_from_json(path, attrs["sweep"])
     return layout_for(sweep, rep_chunk=attrs["rep_chunk"], shards=shards)
 
 

@@ -411,7 +411,7 @@ def _registered_plugins(dask_scheduler) -> list[str]:
     return [name for name in dask_scheduler.worker_plugins if name.startswith("ldpsim-reg")]
 
 
-def test_a_script_registers_a_mechanism_on_its_own_scheduler(local_cluster, tmp_path):
+def test_a_script_registers_a_mechanism_on_its_own_scheduler(local_cluster, tmp_path, capsys):
     store = tmp_path / "inline.zarr"
 
     def script(path: Path, replicates: int) -> subprocess.CompletedProcess:
@@ -433,6 +433,25 @@ def test_a_script_registers_a_mechanism_on_its_own_scheduler(local_cluster, tmp_
     origin = units["mechanism:inline_laplace"]
     assert origin["origin"] == "registered" and origin["class"] == "__main__.InlineLaplace"
     assert len(origin["source_sha256"]) == 64
+    # `ldpsim status --verify` (this process has no inline_laplace) computes the truths
+    # again with the mechanism: it names the class and the way round, in one line.
+    from conftest import one_error_line
+
+    from ldpsim.pipeline.cli import EXIT_BAD_INPUT, main
+
+    capsys.readouterr()
+    code = main(["status", "--verify", str(store)])
+    one_error_line(
+        capsys.readouterr(),
+        code,
+        (
+            "computes them again with its model and mechanism, and the store used the "
+            "mechanism 'inline_laplace' (class __main__.InlineLaplace), registered at run "
+            "time, which this process has not registered",
+            "`ldpsim status` without --verify checks every file against its checksum.",
+        ),
+        EXIT_BAD_INPUT,
+    )
     from distributed import Client
 
     with Client(local_cluster.scheduler_address) as client:  # the run took its plugin away

@@ -606,6 +606,29 @@ def test_the_route_to_replay_a_store_of_registered_units_is_python(
     assert "The replicate failed again, with the recorded error." in capsys.readouterr().out
 
 
+def test_status_verify_computes_the_truths_without_a_registered_method(
+    registered_store, no_registered_units, capsys
+):
+    """The coordinates and truths need the model, not the interval methods: a new
+    process without point_interval checks them (it said "Unknown method" before)."""
+    from ldpsim.pipeline.store.damage import _determined_by
+    from ldpsim.pipeline.store.integrity import determined_arrays
+    from ldpsim.pipeline.store.reading import read_attrs
+
+    assert main(["status", "--verify", str(registered_store)]) == EXIT_FAILED  # c = 1e308
+    out, err = capsys.readouterr()
+    assert "Unknown method" not in out + err and "damaged" not in out
+    assert "3/6 replicates done, 3 failed" in out
+    # What it compares: the arrays of the sweep less the method, labelled as stored.
+    sweep, layout = _determined_by(registered_store, read_attrs(registered_store))
+    assert "point_interval" not in sweep.methods
+    expected = determined_arrays(sweep, layout())
+    stored = xr.open_zarr(registered_store, consolidated=False)
+    assert list(expected["method"]) == ["bb", "bm", "oracle", "point_interval"]
+    for name in ("method", "rep", "coord", "c", "truth"):
+        np.testing.assert_array_equal(stored[name].values, expected[name], err_msg=name)
+
+
 def test_equal_values_are_bit_for_bit_with_any_nan_equal_to_any_nan():
     from ldpsim.pipeline.compute.replay import same_values
 
