@@ -536,7 +536,7 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
                 f"are: {', '.join(sorted(allowed))}."
             )
     if kind in ("local", "local-gpu"):
-        _check_local_values(options, source)
+        _check_local_values(kind, options, source)
     else:
         _check_batch_values(kind, options, source)
 
@@ -590,29 +590,29 @@ _SILENT.addHandler(logging.NullHandler())
 _SILENT.propagate = False
 
 
-def _check_local_values(options: dict[str, Any], source: str) -> None:
+def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None:
     from distributed.utils import clean_dashboard_address
     from distributed.worker_memory import parse_memory_limit
 
     counts = ("n_workers", "threads_per_worker", "gpu_workers", "launches_per_gpu")
-    _check_counts(options, {**dict.fromkeys(counts, 1), "cpu_workers": 0}, "local", source)
+    _check_counts(options, {**dict.fromkeys(counts, 1), "cpu_workers": 0}, kind, source)
     start = options.get(WORKER_START_OPTION)
     if start is not None and start not in WORKER_STARTS:
         raise InputError(
-            f"The {WORKER_START_OPTION!r} option of the local cluster ({source}) must be "
+            f"The {WORKER_START_OPTION!r} option of the {kind} cluster ({source}) must be "
             f"{' or '.join(repr(w) for w in WORKER_STARTS)}, or null for the default. "
             f"Got {start!r}."
         )
     processes = options.get("processes")
     if processes is not None and not isinstance(processes, bool):
         raise InputError(
-            f"The 'processes' option of the local cluster ({source}) must be true (a "
+            f"The 'processes' option of the {kind} cluster ({source}) must be true (a "
             f"process per worker) or false (threads in this process). Got {processes!r}."
         )
     profile = options.get(WORKER_PROFILE_OPTION)
     if profile is not None and not isinstance(profile, bool):
         raise InputError(
-            f"The {WORKER_PROFILE_OPTION!r} option of the local cluster ({source}) must be "
+            f"The {WORKER_PROFILE_OPTION!r} option of the {kind} cluster ({source}) must be "
             f"true or false, or null for Dask's setting. Got {profile!r}."
         )
     if options.get("memory_limit") is not None:
@@ -623,7 +623,7 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
             limit = -1
         if isinstance(value, bool) or (limit is not None and limit < 0):
             raise InputError(
-                f"The 'memory_limit' option of the local cluster ({source}) must be a size "
+                f"The 'memory_limit' option of the {kind} cluster ({source}) must be a size "
                 f'such as "4GB", a fraction of the memory in (0, 1], "auto", or 0 or '
                 f"null for no limit. Got {value!r}."
             )
@@ -635,7 +635,7 @@ def _check_local_values(options: dict[str, Any], source: str) -> None:
             ports = [-1]
         if isinstance(value, bool) or not all(0 <= int(p) <= 65535 for p in ports):
             raise InputError(
-                f"The 'dashboard_address' option of the local cluster ({source}) must be "
+                f"The 'dashboard_address' option of the {kind} cluster ({source}) must be "
                 f'"[HOST]:PORT" with PORT in [0, 65535] (0: a free port), "auto" (one for '
                 f"a run estimated at {DASHBOARD_SECONDS:.0f} s or more), or null for none. "
                 f"Got {value!r}."

@@ -84,6 +84,12 @@ START_FAILURES = [
         ["--cluster", "local", "--cluster-option", "worker_profile=sometimes"],
         ["worker_profile", "true or false", "'sometimes'"],
     ),
+    (
+        "launches-per-gpu-zero",  # named the local cluster before
+        None,
+        ["--cluster", "local-gpu", "--cluster-option", "launches_per_gpu=0"],
+        ["'launches_per_gpu' option of the local-gpu cluster", "integer >= 1", "Got 0."],
+    ),
     ("jobs-on-local", None, ["--cluster", "local", "--jobs", "2"], ["--jobs", "--workers"]),
     ("adapt-on-local", None, ["--cluster", "local", "--adapt", "1:2"], ["--adapt", "batch"]),
 ]
