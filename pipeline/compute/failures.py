@@ -99,9 +99,11 @@ def _split_one(text: str) -> tuple[str, str]:
 
 def group_failures(records: Iterable[dict[str, Any]]) -> list[FailureGroup]:
     """Group failure records by kind and traceback (frames and exception type), largest
-    group first."""
+    group first; the records in grid order (groups of equal size, and the grid points
+    of a group, as the grid lists them), not in their files' name order (``-10-`` before
+    ``-2-``)."""
     groups: dict[tuple[str, str], FailureGroup] = {}
-    for record in records:
+    for record in sorted(records, key=_grid_order):
         for kind, text in record_failures(record):
             frames, message = split_traceback(text)
             group = groups.get((kind, frames))
@@ -111,6 +113,19 @@ def group_failures(records: Iterable[dict[str, Any]]) -> list[FailureGroup]:
             group.seeds.add(record.get("seed"))
             group.messages.add(message)
     return sorted(groups.values(), key=lambda g: -g.count)
+
+
+def _grid_order(record: dict[str, Any]) -> tuple:
+    """A failure record's place: its chunk key's grid position and chunk, then its
+    replicate; a key that is no chunk key after every one that is."""
+    key = str(record.get("key"))
+    match = CHUNK_KEY.fullmatch(key)
+    rep = record.get("rep")
+    rep = rep if isinstance(rep, int) and not isinstance(rep, bool) else -1
+    if match is None:
+        return (1, (), key, rep)
+    index = tuple(int(i) for i in match["index"].split("-"))
+    return (0, index, key, rep)
 
 
 def rep_ranges(reps: Iterable[int]) -> str:

@@ -8,6 +8,7 @@ import synthetic as syn
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.failures import (
+    GridNames,
     format_group,
     group_failures,
     rep_ranges,
@@ -53,6 +54,25 @@ def test_groups_by_kind_and_traceback():
     assert groups[0].where == {"n=100": list(range(60)), "n=1000": list(range(40)), "n=10": [5]}
     assert groups[0].messages == {"ZeroDivisionError: x", "ZeroDivisionError: y"}
     assert "(2 distinct messages; the first is shown)" in format_group(groups[0])
+
+
+def test_grid_points_are_listed_in_grid_order_not_file_name_order():
+    # `ldpsim errors` of a grid of 12 values listed tau index 10 and 11 after index 0
+    # (the records' files sorted by name: "-10-" before "-2-").
+    names = GridNames.of({"tau": [0.05 * i for i in range(12)], "n": [100, 1000]})
+    keys = [f"ldpsim-ab12-{i}-{j}-c{c}" for i in (0, 10, 11, 2) for j in (1, 0) for c in (10, 2)]
+    records = [method_record(rep, key) for rep, key in enumerate(sorted(keys))]
+    records.append(method_record(0, "ldpsim-ab12-3-0-c0", TRACEBACK.replace("3", "4")))
+    records.append(method_record(0, "ldpsim-ab12-1-0-c0", TRACEBACK.replace("3", "5")))
+    first, *ties = group_failures(records)
+    where = format_group(first, names.name_of_key).splitlines()[1]
+    places = [place.split(":")[0] for place in where.removeprefix("where: ").split("; ")]
+    order = [(i, j) for i in (0, 2, 10, 11) for j in (0, 1)]
+    assert places == [names.name(index) for index in order]
+    assert [group.where for group in ties] == [  # groups of one failure: grid order too
+        {"ldpsim-ab12-1-0-c0": [0]},
+        {"ldpsim-ab12-3-0-c0": [0]},
+    ]
 
 
 def test_chained_failures_group_by_every_link():
