@@ -51,12 +51,26 @@ def cache_folder() -> Path:
     ``$LDPSIM_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/ldpsim``, else
     ``~/.cache/ldpsim``. Nothing is created here; a folder that cannot be created or
     written makes :func:`ldpsim.tasks.kernel.cache.compile_template` compile in memory.
+
+    Raises
+    ------
+    OSError
+        Where the folder is under a home folder that cannot be found: ``HOME`` unset and
+        the user without an entry in the password database (a container run under an
+        arbitrary user id). Its callers then compile in memory, as for a folder that
+        cannot be written.
     """
-    chosen = os.environ.get(CACHE_DIR_VARIABLE)
-    if chosen:
-        return Path(chosen).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    try:
+        chosen = os.environ.get(CACHE_DIR_VARIABLE)
+        if chosen:
+            return Path(chosen).expanduser()
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    except RuntimeError:  # pathlib's "Could not determine home directory."
+        raise OSError(
+            "no home folder: HOME is unset and the user has no home folder in the password "
+            "database"
+        ) from None
     return base / "ldpsim"
 
 

@@ -54,7 +54,7 @@ PACKAGE_SUBFOLDER = "package"
 #: time (a GPU worker's threads may import modules side by side).
 _CACHE_DIR_LOCK = threading.Lock()
 _log = logging.getLogger(__name__)
-_warned: set[str] = set()
+_warned: set[tuple[str, str]] = set()
 #: What :func:`cached_njit`'s warnings name.
 WHAT = "the package's compiled functions"
 #: The folders in which this process found a changed file (:func:`package_changed`).
@@ -118,7 +118,12 @@ def machine_code_folder(folder: Path) -> str | None:
     missing: ``<cache folder>/package/<source_key>``; None (with a warning, once) where
     it cannot be made or written or the files cannot be read."""
     try:
-        path = cache_folder() / PACKAGE_SUBFOLDER / source_key(folder)
+        base = cache_folder()
+    except OSError as exc:  # no home folder to hold it
+        warn_in_memory(WHAT, "the cache folder", str(exc))
+        return None
+    try:
+        path = base / PACKAGE_SUBFOLDER / source_key(folder)
     except OSError as exc:
         warn_in_memory(WHAT, str(folder), f"cannot read its files: {exc}")
         return None
@@ -215,13 +220,13 @@ def cached_njit(folder: Path = PACKAGE_FOLDER, **options: Any) -> Callable[[Any]
 
 
 def warn_in_memory(what: str, where: str, why: str, advice: str | None = None) -> None:
-    """Warn, once per process and ``where``, that ``what`` (compiled functions, the
+    """Warn, once per process, ``what`` and ``where``, that ``what`` (compiled functions, the
     kernels) compile in memory because they cannot be cached there (``why``), and what
     to do (``advice``; default: every new process repeats it, so name a writable cache
     folder)."""
-    if where in _warned:
+    if (what, where) in _warned:
         return
-    _warned.add(where)
+    _warned.add((what, where))
     if advice is None:
         advice = f"Every new process repeats this: set {CACHE_DIR_VARIABLE} to a writable folder."
     _log.warning(

@@ -51,7 +51,10 @@ def running_fingerprint() -> dict[str, str]:
     key = fingerprint_key()
     if key is None:
         return streams_fingerprint()
-    path = cache_folder() / SUBFOLDER / f"{key[:32]}.json"
+    try:
+        path = cache_folder() / SUBFOLDER / f"{key[:32]}.json"
+    except OSError:  # no cache folder (no home folder): computed each time
+        return streams_fingerprint()
     with contextlib.suppress(OSError, ValueError):
         kept = json.loads(path.read_text())
         if (

@@ -158,15 +158,17 @@ def compile_template(
         source = _fill_bindings(template.__name__, text, block)
         key = _hash_json([GENERATED_FORMAT, source, fingerprint, environment_fingerprint()])
         name = f"{Path(template.__file__).stem}_{key[:32]}"
-        folder = cache_folder() / KERNEL_SUBFOLDER
+        where = "the cache folder"
         try:
+            folder = cache_folder() / KERNEL_SUBFOLDER  # OSError: no home folder to hold it
+            where = str(folder)
             with _import_lock:  # a thread must not see another's half-run module
                 module = _import_generated(folder, name, source)
             return getattr(module, function)
         except (OSError, ImportError, RuntimeError) as exc:
             # OSError: the folder cannot be written; RuntimeError: numba found no
             # writable place for its cache files ("no locator available").
-            warn_in_memory("compiled kernels", str(folder), f"{type(exc).__name__}: {exc}")
+            warn_in_memory("compiled kernels", where, f"{type(exc).__name__}: {exc}")
     else:
         _log.debug("%s: a callback cannot be cached on disk; compiling in memory", function)
     block = _binding_lines(bindings, {}, cache_to_disk=False)

@@ -193,4 +193,9 @@ def _is_ldpsim(filename: str | None) -> bool:
         return True
     path = path.resolve()
     tasks = Path(__file__).resolve().parents[1]  # ldpsim.tasks, this module in its kernel/
-    return path.is_relative_to(tasks) or path.is_relative_to(cache_folder().resolve())
+    if path.is_relative_to(tasks):
+        return True
+    try:
+        return path.is_relative_to(cache_folder().resolve())
+    except OSError:  # no cache folder (no home folder): no kernel generated there
+        return False

@@ -191,6 +191,69 @@ def test_unwritable_cache_folder_compiles_in_memory(tmp_path):
     assert CACHE_DIR_VARIABLE in out["stderr"]
 
 
+#: A user without a home folder: HOME unset and no entry in the password database (a
+#: container run under an arbitrary user id, ``docker run --user 4242``).
+NO_HOME = """\
+import os, pwd
+def _no_entry(uid):
+    raise KeyError(f"getpwuid(): uid not found: {uid}")
+pwd.getpwuid = _no_entry
+for name in ("HOME", "XDG_CACHE_HOME", "LDPSIM_CACHE_DIR"):
+    os.environ.pop(name, None)
+"""
+
+
+def test_no_home_folder_compiles_in_memory(tmp_path):
+    # Before: pathlib's RuntimeError ("Could not determine home directory.") from
+    # cache_folder, a traceback at the import of the package's compiled functions.
+    plugins = tmp_path / "plugins"
+    write_callbacks(plugins)
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_HOME + CHILD],
+        env=child_env(plugins, tmp_path / "unused"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["theta"] == expected_theta(1.0, PARAM)
+    assert out["file"].startswith("<ldpsim kernel")  # compiled in memory
+    assert "Traceback" not in proc.stderr
+    assert "cannot cache compiled kernels in the cache folder" in proc.stderr
+    assert "HOME is unset" in proc.stderr
+    assert CACHE_DIR_VARIABLE in proc.stderr
+
+
+def test_no_home_folder_ldpsim_list(tmp_path):
+    command = "from ldpsim.pipeline.cli import main; raise SystemExit(main(['list']))"
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_HOME + command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Built-in sweeps:" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # no '~' folder made in the working folder
+
+
+def test_cache_folder_without_home(monkeypatch):
+    for name in (CACHE_DIR_VARIABLE, "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def no_entry(uid):
+        raise KeyError(uid)
+
+    monkeypatch.setattr("pwd.getpwuid", no_entry)
+    with pytest.raises(OSError, match="HOME is unset"):
+        cache_folder()
+    monkeypatch.setenv("XDG_CACHE_HOME", "/x")
+    assert cache_folder() == Path("/x/ldpsim")
+
+
 def test_processes_compiling_the_same_entry_at_once_compile_it_once(tmp_path):
     plugins, cache = tmp_path / "plugins", tmp_path / "cache"
     expected = expected_theta(*write_callbacks(plugins))
