@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import gc
 import math
@@ -714,6 +715,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `ldpsim` and `python -m ldpsim.pipeline`; returns the exit code."""
     from ldpsim.pipeline.compute.signals import handle_signals
 
+    if argv is None:  # the program itself: its own output streams
+        _escape_unencodable()
     try:
         args = build_parser().parse_args(argv)
         # SIGTERM stops a run as Ctrl-C does (results written, lock released, one line).
@@ -746,6 +749,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_reads()  # zarr's writes of an interrupted extension: not printed at exit
         print(f"ldpsim: {_interrupted_line(exc)}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+
+
+def _escape_unencodable() -> None:
+    """Print what stdout's encoding cannot hold as escapes (``\\u2020``), as Python's
+    stderr does, instead of failing: the tables' marks and the labels and paths of a
+    sweep may be any text, and stdout may be ASCII (``LC_ALL=C`` with ``PYTHONUTF8=0``,
+    ``PYTHONIOENCODING=ascii``) or a Windows code page. Before, ``ldpsim summarize`` on
+    such a terminal ended in a UnicodeEncodeError, and ``ldpsim run`` of a store named
+    with an accent did so after its replicates were written (exit 1, a traceback). The
+    undecodable bytes of a file name (``surrogateescape``) are still written as they were.
+    """
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is None or getattr(sys.stdout, "errors", None) not in _FAILING_ERRORS:
+        return
+    codecs.register_error(ESCAPE_ERRORS, _escape)  # again: the same handler
+    with contextlib.suppress(ValueError, OSError):  # a closed or detached stream
+        reconfigure(errors=ESCAPE_ERRORS)
+
+
+#: The codec error handler of stdout (:func:`_escape_unencodable`).
+ESCAPE_ERRORS = "ldpsim.escape"
+#: stdout's error handlers that fail on a character its encoding lacks.
+_FAILING_ERRORS = ("strict", "surrogateescape")
+
+
+def _escape(error: UnicodeError) -> tuple[str | bytes, int]:
+    """``surrogateescape`` for the bytes it stands for, else ``backslashreplace``."""
+    try:
+        return codecs.lookup_error("surrogateescape")(error)
+    except UnicodeError:
+        return codecs.lookup_error("backslashreplace")(error)
 
 
 def _quiet_reads() -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import synthetic as syn
@@ -77,3 +81,39 @@ def test_status_shows_median_seconds(tmp_path, capsys):
     assert "median seconds per replicate: 0.5 (108 replicates, 54 s in all)" in out
     assert "per method: bb 0.125, oracle 0.25" in out
     assert "tau = 0.9, n = 1e4: 0/40 done, 0 failed, median n/a s per replicate" in out
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"PYTHONIOENCODING": "ascii"}, {"PYTHONIOENCODING": "cp1252"}, {"PYTHONUTF8": "0"}],
+)
+def test_output_an_encoding_cannot_hold_is_escaped(tmp_path, capsys, variables):
+    # Before: a UnicodeEncodeError traceback, exit 1, on an ASCII stdout (LC_ALL=C with
+    # PYTHONUTF8=0, PYTHONIOENCODING=ascii) or a Windows code page, for a store path or
+    # label with a character the encoding lacks (here Greek omicron and epsilon).
+    store = tmp_path / "st\u03bfre-\xe9.zarr"
+    ds = syn.grid_store()
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((2, 2, 2, syn.REPS), 0.25))
+    ds.assign_coords(method=np.array(["bb-\u03b5", "oracle"], dtype=object)).to_zarr(
+        store, zarr_format=3, consolidated=False
+    )
+    expected = main(["status", str(store)])  # this store's code (it has failures)
+    assert "per method: bb-\u03b5 0.25" in capsys.readouterr().out
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONIO"))}
+    env |= {"LC_ALL": "C", **variables}  # PYTHONUTF8=0: ASCII, surrogateescape
+    encoding = variables.get("PYTHONIOENCODING", "ascii")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ldpsim.pipeline", "status", store.name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    assert proc.returncode == expected, proc.stderr.decode(encoding, errors="replace")
+    assert b"Traceback" not in proc.stderr
+    lines = proc.stdout.splitlines()
+    if "PYTHONUTF8" in variables:  # argv's bytes (surrogateescape) are written back as given
+        assert lines[0].startswith(os.fsencode(store.name))
+    else:
+        assert lines[0].decode(encoding).startswith("st\\u03bfre-"), lines[0]
+    assert b"per method: bb-\\u03b5 0.25" in proc.stdout
