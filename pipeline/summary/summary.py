@@ -111,12 +111,46 @@ def _mean_sd_count(
     (a replicate or method with a non-finite estimate or bound fails): the values left
     out are zeroed, and the sums skip no NaN (xarray's NaN-skipping sum costs two more
     passes over the replicates).
+
+    Finite values beyond about 1e154 (an interval of a nearly diverged run) overflow the
+    squares, and values near the largest float (1e308) the sums: where the mean or the
+    sd comes out infinite, they are computed again from the values divided by a power of
+    two near the largest of them (an exact rescaling), as
+    :func:`ldpsim.pipeline.summary.cell_statistics.mean_and_sd` does, so that they are
+    finite unless they exceed the float range themselves. Other cells keep numpy's
+    values, bit for bit.
     """
     count = use.sum(dim)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, sd = _moments(x, use, dim, count)
+        overflowed = np.isinf(mean) | np.isinf(sd)
+        if isinstance(overflowed.data, np.ndarray) and not overflowed.data.any():
+            return mean, sd, count  # the usual case: no second pass
+        peak = abs(x).where(use, 0.0).max(dim)
+        # 2^exponent > every |value| of the cell; 1 where nothing overflowed (or an inf
+        # is among the values: its cell stays as it was).
+        exponent = np.floor(np.log2(peak.where(overflowed & np.isfinite(peak) & (peak > 0), 1.0)))
+        exponent = exponent + 1.0
+        half = np.floor(exponent / 2.0)  # two factors: 2^-1024 alone is subnormal
+
+        def scaled(values: Dimensioned, sign: float) -> Dimensioned:
+            return values * 2.0 ** (sign * half) * 2.0 ** (sign * (exponent - half))
+
+        small_mean, small_sd = _moments(scaled(x, -1.0), use, dim, count)
+        mean = xr.where(overflowed, scaled(small_mean, 1.0), mean)
+        sd = xr.where(overflowed, scaled(small_sd, 1.0), sd)
+    return mean, sd, count
+
+
+def _moments(
+    x: Dimensioned, use: Dimensioned, dim: str, count: Dimensioned
+) -> tuple[Dimensioned, Dimensioned]:
+    """Mean and sample sd (ddof 1) of ``x`` over ``dim`` where ``use`` holds (``count``
+    values), in one plain pass each (:func:`_mean_sd_count`)."""
     mean = _ratio(x.where(use, 0.0).sum(dim, skipna=False), count)
     sq = ((x - mean) ** 2).where(use, 0.0).sum(dim, skipna=False)
     sd = np.sqrt(sq / (count - 1).where(count > 1))
-    return mean, sd, count
+    return mean, sd
 
 
 def squared_error(

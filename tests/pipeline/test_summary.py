@@ -101,6 +101,26 @@ def test_length_mean_and_se(summary, tau, n):
     np.testing.assert_allclose(oracle["length_se"].values, 0.0, atol=1e-12)
 
 
+@pytest.mark.parametrize("scale", [1e300, 1e307])
+def test_length_of_huge_intervals_does_not_overflow(store, summary, scale):
+    # Lengths near the largest float: their squares (from about 1e154) and sums overflow.
+    # The mean and standard error are finite numbers, scale times those of the same
+    # intervals at scale 1 (before: length_se inf, "n/a" in the tables; at 1e307 the
+    # length itself inf).
+    huge = store.copy()
+    centre = (store["lower"] + store["upper"]) / 2
+    huge["lower"] = centre - (centre - store["lower"]) * scale
+    huge["upper"] = centre + (store["upper"] - centre) * scale
+    wide = summarize(huge)
+    for tau, n in DONE_CELLS:
+        for name in ("length", "length_se", "coord_mean_length", "coord_mean_length_se"):
+            # bb: the oracle's fixed width has an se of rounding noise only
+            got = cell(wide, tau, n, method="bb")[name].values
+            assert np.isfinite(got).all(), (name, got)
+            expected = cell(summary, tau, n, method="bb")[name].values * scale
+            np.testing.assert_allclose(got, expected, rtol=1e-9)
+
+
 @pytest.mark.parametrize(("tau", "n"), DONE_CELLS)
 def test_joint_coverage(summary, tau, n):
     joint = cell(summary, tau, n)
