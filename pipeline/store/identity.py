@@ -306,12 +306,43 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
             if not _same(va, vb):
                 label = "spec" if section == "base" else "methods"
                 out.append(f"{label}.{k}: {va!r} -> {vb!r}")
+    out += _follower_diffs(stored, requested)
     # A case keeps its meaning; new labels extend the 'case' axis, and a label the
     # request does not define is one it does not run.
     stored_cases, requested_cases = a.get("cases", {}), b.get("cases", {})
     for label in sorted(set(stored_cases) & set(requested_cases)):
         if not _same(stored_cases[label], requested_cases[label]):
             out.append(f"cases.{label}: {stored_cases[label]!r} -> {requested_cases[label]!r}")
+    return out
+
+
+def _follower_diffs(stored: Sweep, requested: Sweep) -> list[str]:
+    """The stored bm methods whose default batch count the requested methods change.
+
+    A bm that sets neither ``n_batches`` nor ``beta`` takes the beta of the sweep's bb
+    (:func:`~ldpsim.tasks.intervals.batch_means.follow_bootstrap`; 0.75 without one), so
+    a bb added to a store of such a bm would change the intervals of its new replicates
+    under the same label, though its own table is unchanged.
+    """
+    try:
+        before, after = build_methods(stored.methods), build_methods(requested.methods)
+    except (TypeError, ValueError):  # the sweep's own checks say what is wrong
+        return []
+    out = []
+    for label, was in before.items():
+        now = after.get(label)
+        if not (isinstance(was, BatchMeans) and isinstance(now, BatchMeans)):
+            continue
+        if was.n_batches is not None or now.n_batches is not None:
+            continue
+        old_beta = DEFAULT_BETA if was.beta is None else was.beta
+        new_beta = DEFAULT_BETA if now.beta is None else now.beta
+        if old_beta != new_beta:
+            out.append(
+                f"methods.{label}: its default n_batches is the block count of the sweep's "
+                f"bb, beta = {old_beta} in the store -> beta = {new_beta} with the requested "
+                "methods"
+            )
     return out
 
 

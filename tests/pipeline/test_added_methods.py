@@ -377,3 +377,46 @@ def test_a_deleted_shard_of_an_added_methods_seconds_is_damage(
     got, want = open_dataset(store).load(), open_dataset(stores[1]["fresh"][0]).load()
     for name in COMPARED:
         assert_same_values(got[name].values, want[name].values, name)
+
+
+#: A store's methods with a bm that names neither n_batches nor beta: its batch count is
+#: the block count of the sweep's bb (follow_bootstrap), 0.75 while the sweep has no bb.
+FOLLOWER = "[methods.bm]\n[methods.sn]\n"
+
+
+def test_a_bb_that_changes_a_stored_default_bm_is_refused(local_cluster, tmp_path, capsys):
+    """A bb of beta 0.85 added beside a stored bm {} made the new replicates' bm follow
+    0.85 while the stored ones kept 0.75, one label for two methods (a hunt, 2026-12: 10
+    of 60 bm replicates then equalled a fresh sweep's, the 50 stored did not)."""
+    store = tmp_path / "S.zarr"
+    sweep = write(tmp_path / "bm.toml", sweep_text(FOLLOWER))
+    assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+    capsys.readouterr()
+    before = tree_hash(store)
+    added = FOLLOWER + '[methods.bb]\nform = "basic"\nB = 50\nbeta = 0.85\n'
+    more = write(tmp_path / "more.toml", sweep_text(added, replicates=6))
+    code = main(["run", str(more), "--store", str(store), *scheduler(local_cluster)])
+    one_error_line(
+        capsys.readouterr(),
+        code,
+        ["different specification", "methods.bm", "beta = 0.75 in the store -> beta = 0.85"],
+    )
+    assert tree_hash(store) == before
+
+
+def test_a_bb_that_keeps_a_stored_default_bm_is_no_difference():
+    from ldpsim.pipeline.store.identity import identity_diff
+
+    stored = api.load_sweep(_tables(FOLLOWER), name="bm")
+    same = '[methods.bb]\nform = "basic"\nB = 50\n'  # bb's default beta, 0.75
+    other = '[methods.bb]\nform = "basic"\nB = 50\nbeta = 0.85\n'
+    named = "[methods.bm]\nn_batches = 10\n[methods.sn]\n"
+    assert identity_diff(stored, api.load_sweep(_tables(FOLLOWER + same), name="bm")) == []
+    diff = identity_diff(stored, api.load_sweep(_tables(FOLLOWER + other), name="bm"))
+    assert diff == [
+        "methods.bm: its default n_batches is the block count of the sweep's bb, "
+        "beta = 0.75 in the store -> beta = 0.85 with the requested methods"
+    ]
+    # A bm that names its batches follows no bb.
+    fixed = api.load_sweep(_tables(named), name="bm")
+    assert identity_diff(fixed, api.load_sweep(_tables(named + other), name="bm")) == []
