@@ -303,6 +303,8 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
             va, vb = a[section].get(k, "<absent>"), b[section].get(k, "<absent>")
             if section == "methods" and (k not in a[section] or _same_method(k, va, vb)):
                 continue
+            if section == "base" and _same_points(stored, requested, k):
+                continue
             if not _same(va, vb):
                 label = "spec" if section == "base" else "methods"
                 out.append(f"{label}.{k}: {va!r} -> {vb!r}")
@@ -314,6 +316,25 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
         if not _same(stored_cases[label], requested_cases[label]):
             out.append(f"cases.{label}: {stored_cases[label]!r} -> {requested_cases[label]!r}")
     return out
+
+
+def _same_points(stored: Sweep, requested: Sweep, key: str) -> bool:
+    """Whether the spec key ``key``, written otherwise in the two sweeps, means the same.
+
+    It does when every grid point of ``requested`` normalizes to the same replicate
+    specification with the stored base's value of ``key`` (or without it, where the store
+    has none): a default written out (``c = 1.0``, ``theta0 = 0.0``, the model's own
+    mechanism) or another spelling of a value, the same streams and numbers.
+    """
+    base = {k: v for k, v in requested.base.items() if k != key}
+    if key in stored.base:
+        base[key] = stored.base[key]
+    try:
+        other = dataclasses.replace(requested, base=base)
+        pairs = zip(requested.points(), other.points(), strict=True)
+        return all(p.normalized == q.normalized for p, q in pairs)
+    except (InputError, TypeError, ValueError):
+        return False
 
 
 def _follower_diffs(stored: Sweep, requested: Sweep) -> list[str]:

@@ -132,3 +132,31 @@ def test_remedies_nprr_repeats_the_mean_case_of_remedies():
         for label in ("bb", "bb_t", "sn", "oracle"):
             assert rs.method_key(label) == other.method_key(label)
             assert rs.methods[label] == other.methods[label]
+
+
+def test_a_spec_default_written_out_is_the_same_specification():
+    # The same streams and numbers (a hunt, 2026-12: stores of both spellings equal bit
+    # for bit), so a store made without them resumes with them, and the other way round;
+    # before, the run was refused as "a different specification".
+    tables = {
+        "replicates": 2,
+        "spec": {"model": "quantile", "tau": 0.5, "n": 1000},
+        "grid": {"eps": [0.5, 2.0]},
+        "methods": {"sn": {}},
+    }
+    explicit = {
+        "mechanism": "randomized_response",
+        "c": 1,
+        "gamma": 0.51,
+        "batch": 1,
+        "level": 0.9,
+        "theta0": [0.0],
+        "backend": "cpu",
+    }
+    bare = load_sweep(tables, name="bare")
+    named = load_sweep({**tables, "spec": {**tables["spec"], **explicit}}, name="bare")
+    assert identity_diff(bare, named) == []
+    assert identity_diff(named, bare) == []
+    for key, value in {"theta0": 0.5, "level": 0.8, "mechanism": "laplace", "c": 2}.items():
+        other = load_sweep({**tables, "spec": {**tables["spec"], key: value}}, name="bare")
+        assert identity_diff(bare, other) == [f"spec.{key}: '<absent>' -> {value!r}"], key
