@@ -85,10 +85,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _path(text: str) -> str:
-    """A path argument: not empty (an empty path would silently mean the current folder)."""
+    """A path argument: not empty (an empty path would silently mean the current folder),
+    with a leading ``~`` or ``~user`` expanded as the shell expands it, which it does not
+    after ``=`` (``--store=~/s.zarr`` made a folder named ``~`` in the current one); one
+    the shell could not expand either (no such user) stays as written."""
     if not text:
         raise argparse.ArgumentTypeError("expected a path, got an empty string")
-    return text
+    return os.path.expanduser(text) if text.startswith("~") else text
 
 
 def _int_at_least(low: int, what: str) -> Callable[[str], int]:

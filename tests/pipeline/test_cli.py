@@ -117,3 +117,22 @@ def test_output_an_encoding_cannot_hold_is_escaped(tmp_path, capsys, variables):
     else:
         assert lines[0].decode(encoding).startswith("st\\u03bfre-"), lines[0]
     assert b"per method: bb-\\u03b5 0.25" in proc.stdout
+
+
+def test_a_path_given_after_an_equals_sign_expands_the_home_folder(tmp_path, capsys, monkeypatch):
+    # The shell does not expand ~ after '=': `--store=~/s.zarr` made a folder named '~'
+    # in the current one (a hunt, 2026-12-01); ldpsim expands it as the shell would.
+    from ldpsim.pipeline.cli import build_parser
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "home").mkdir()
+    args = build_parser().parse_args(["run", "demo", "--store=~/s.zarr"])
+    assert args.store == str(tmp_path / "home" / "s.zarr")
+    syn.grid_store().to_zarr(tmp_path / "home" / "s.zarr", zarr_format=3, consolidated=False)
+    assert main(["summarize", "~/s.zarr", "--format", "csv"]) == EXIT_OK
+    assert "tau" in capsys.readouterr().out
+    assert not (tmp_path / "~").exists()
+    # A name the shell leaves as it is (no such user) stays as written.
+    unknown = "~no-such-user-of-ldpsim/s.zarr"
+    assert build_parser().parse_args(["status", unknown]).store == unknown
