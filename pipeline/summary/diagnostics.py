@@ -142,52 +142,56 @@ def interval_diagnostics(
         but ``rep``. NaN where fewer than 2 replicates count or the estimate does not
         vary (sd 0); standard errors need 3 replicates.
     """
-    count = use.sum("rep")
-    e = error.where(use)
-    centred = e - _mean(e, count)
-    square = centred**2
-    var = square.sum("rep") / (count - 1).where(count > 1)
-    var = var.where(var > 0)
-    sd = np.sqrt(var)
-    lengths = length.where(use)
-    mean_length = _mean(lengths, count)
+    # Lengths near the largest float (a nearly diverged run) overflow the variance ratio
+    # and its influence values: inf and NaN there ("n/a"), without numpy's warnings.
+    with np.errstate(over="ignore", invalid="ignore"):
+        count = use.sum("rep")
+        e = error.where(use)
+        centred = e - _mean(e, count)
+        square = centred**2
+        var = square.sum("rep") / (count - 1).where(count > 1)
+        var = var.where(var > 0)
+        sd = np.sqrt(var)
+        lengths = length.where(use)
+        mean_length = _mean(lengths, count)
 
-    bias_over_sd = _mean(e, count) / sd
-    variance_ratio = (mean_length / (2.0 * z * sd)) ** 2
-    half = z * np.sqrt(variance_ratio)
-    predicted = normal_coverage(bias_over_sd, variance_ratio, z)
+        bias_over_sd = _mean(e, count) / sd
+        variance_ratio = (mean_length / (2.0 * z * sd)) ** 2
+        half = z * np.sqrt(variance_ratio)
+        predicted = normal_coverage(bias_over_sd, variance_ratio, z)
 
-    # Influence values of the replicate means; var's own is (e - ebar)^2 - var (its
-    # dependence on ebar has zero derivative at the mean).
-    var_influence = square - var
-    b_influence = centred / sd - bias_over_sd * var_influence / (2.0 * var)
-    r_influence = variance_ratio * (
-        2.0 * (lengths - mean_length) / mean_length.where(mean_length > 0) - var_influence / var
-    )
-    upper_density = _normal_pdf(half - bias_over_sd)
-    lower_density = _normal_pdf(-half - bias_over_sd)
-    dp_db = lower_density - upper_density
-    # dP/dr = z / (2 sqrt r) (phi(upper) + phi(lower)) = z^2 / (2 half) (...); r = 0 has none.
-    dp_dr = z**2 / (2.0 * half.where(half > 0)) * (upper_density + lower_density)
-    p_influence = dp_db * b_influence + dp_dr * r_influence
-    hits = covered.where(use).astype(np.float64)
-    coverage = _mean(hits, count)
-    gap_influence = (hits - coverage) - p_influence
+        # Influence values of the replicate means; var's own is (e - ebar)^2 - var (its
+        # dependence on ebar has zero derivative at the mean).
+        var_influence = square - var
+        b_influence = centred / sd - bias_over_sd * var_influence / (2.0 * var)
+        r_influence = variance_ratio * (
+            2.0 * (lengths - mean_length) / mean_length.where(mean_length > 0)
+            - var_influence / var
+        )
+        upper_density = _normal_pdf(half - bias_over_sd)
+        lower_density = _normal_pdf(-half - bias_over_sd)
+        dp_db = lower_density - upper_density
+        # dP/dr = z / (2 sqrt r) (phi(upper) + phi(lower)) = z^2 / (2 half) (...); r = 0 has none.
+        dp_dr = z**2 / (2.0 * half.where(half > 0)) * (upper_density + lower_density)
+        p_influence = dp_db * b_influence + dp_dr * r_influence
+        hits = covered.where(use).astype(np.float64)
+        coverage = _mean(hits, count)
+        gap_influence = (hits - coverage) - p_influence
 
-    def standard_error(influence: Values) -> Values:
-        # sd(IF) / sqrt(R), sd with ddof 1 (the influence values have mean 0).
-        spread = (influence**2).sum("rep") / (count - 1).where(count > 2)
-        return np.sqrt(spread / count)
+        def standard_error(influence: Values) -> Values:
+            # sd(IF) / sqrt(R), sd with ddof 1 (the influence values have mean 0).
+            spread = (influence**2).sum("rep") / (count - 1).where(count > 2)
+            return np.sqrt(spread / count)
 
-    return xr.Dataset(
-        {
-            "predicted_coverage": predicted,
-            "predicted_coverage_se": standard_error(p_influence),
-            "coverage_gap": coverage - predicted,
-            "coverage_gap_se": standard_error(gap_influence),
-            "bias_over_sd": bias_over_sd,
-            "bias_over_sd_se": standard_error(b_influence),
-            "variance_ratio": variance_ratio,
-            "variance_ratio_se": standard_error(r_influence),
-        }
-    )
+        return xr.Dataset(
+            {
+                "predicted_coverage": predicted,
+                "predicted_coverage_se": standard_error(p_influence),
+                "coverage_gap": coverage - predicted,
+                "coverage_gap_se": standard_error(gap_influence),
+                "bias_over_sd": bias_over_sd,
+                "bias_over_sd_se": standard_error(b_influence),
+                "variance_ratio": variance_ratio,
+                "variance_ratio_se": standard_error(r_influence),
+            }
+        )
