@@ -303,34 +303,41 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
             va, vb = a[section].get(k, "<absent>"), b[section].get(k, "<absent>")
             if section == "methods" and (k not in a[section] or _same_method(k, va, vb)):
                 continue
-            if section == "base" and _same_points(stored, requested, k):
-                continue
-            if not _same(va, vb):
-                label = "spec" if section == "base" else "methods"
-                out.append(f"{label}.{k}: {va!r} -> {vb!r}")
+            if _same(va, vb) or (section == "base" and _same_points(stored, requested, k)):
+                continue  # (the grid points normalized only for a key written otherwise)
+            label = "spec" if section == "base" else "methods"
+            out.append(f"{label}.{k}: {va!r} -> {vb!r}")
     out += _follower_diffs(stored, requested)
     # A case keeps its meaning; new labels extend the 'case' axis, and a label the
     # request does not define is one it does not run.
     stored_cases, requested_cases = a.get("cases", {}), b.get("cases", {})
     for label in sorted(set(stored_cases) & set(requested_cases)):
-        if not _same(stored_cases[label], requested_cases[label]):
-            out.append(f"cases.{label}: {stored_cases[label]!r} -> {requested_cases[label]!r}")
+        was, now = stored_cases[label], requested_cases[label]
+        if _same(was, now) or _same_points(stored, requested, label, case=True):
+            continue
+        out.append(f"cases.{label}: {was!r} -> {now!r}")
     return out
 
 
-def _same_points(stored: Sweep, requested: Sweep, key: str) -> bool:
-    """Whether the spec key ``key``, written otherwise in the two sweeps, means the same.
+def _same_points(stored: Sweep, requested: Sweep, key: str, *, case: bool = False) -> bool:
+    """Whether the spec key ``key`` (with ``case``: the case table labelled ``key``),
+    written otherwise in the two sweeps, means the same.
 
     It does when every grid point of ``requested`` normalizes to the same replicate
     specification with the stored base's value of ``key`` (or without it, where the store
-    has none): a default written out (``c = 1.0``, ``theta0 = 0.0``, the model's own
-    mechanism) or another spelling of a value, the same streams and numbers.
+    has none; with ``case``, the stored table): a default written out (``c = 1.0``,
+    ``theta0 = 0.0``, the model's own mechanism) or another spelling of a value, the
+    same streams and numbers.
     """
-    base = {k: v for k, v in requested.base.items() if k != key}
-    if key in stored.base:
-        base[key] = stored.base[key]
+    if case:
+        changed = {"cases": {**requested.cases, key: stored.cases[key]}}
+    else:
+        base = {k: v for k, v in requested.base.items() if k != key}
+        if key in stored.base:
+            base[key] = stored.base[key]
+        changed = {"base": base}
     try:
-        other = dataclasses.replace(requested, base=base)
+        other = dataclasses.replace(requested, **changed)
         pairs = zip(requested.points(), other.points(), strict=True)
         return all(p.normalized == q.normalized for p, q in pairs)
     except (InputError, TypeError, ValueError):

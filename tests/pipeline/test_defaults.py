@@ -160,3 +160,12 @@ def test_a_spec_default_written_out_is_the_same_specification():
     for key, value in {"theta0": 0.5, "level": 0.8, "mechanism": "laplace", "c": 2}.items():
         other = load_sweep({**tables, "spec": {**tables["spec"], key: value}}, name="bare")
         assert identity_diff(bare, other) == [f"spec.{key}: '<absent>' -> {value!r}"], key
+    # A case that writes a default out is the same case; one that changes a value is not.
+    cases = {"low": {"eps": 0.5}, "high": {"eps": 2.0}}
+    cased = {**tables, "grid": {"case": ["low", "high"]}, "cases": cases}
+    written = {**cased, "cases": {"low": {"eps": 0.5, "c": 1.0}, "high": {"eps": 2}}}
+    assert identity_diff(load_sweep(cased, name="c"), load_sweep(written, name="c")) == []
+    changed = {**cased, "cases": {"low": {"eps": 0.5, "c": 2.0}, "high": {"eps": 2.0}}}
+    assert identity_diff(load_sweep(cased, name="c"), load_sweep(changed, name="c")) == [
+        "cases.low: {'eps': 0.5} -> {'c': 2.0, 'eps': 0.5}"
+    ]
