@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -301,41 +300,48 @@ def _determined_by(path: Path, attrs: dict) -> tuple[Sweep, Callable[[], Layout]
     label. A method this process cannot build (registered at run time by the code that
     ran the store, or a plugin uninstalled since) is left out of the sweep whose grid
     points are normalized, and its label kept in the layout. The model and mechanism
-    are needed: one registered at run time that this process lacks is refused, naming
-    it (the Unknown-model line would not say where it came from).
+    are needed: one registered at run time that this process lacks is refused when the
+    layout is asked for, that is, only where the arrays are computed again (``status
+    --verify``, or arrays without checksums); the sweep's grid alone needs neither.
 
     Raises
     ------
     InputError
-        A model or mechanism registered at run time that this process has not registered.
+        From the layout's call: a model or mechanism registered at run time that this
+        process has not registered.
     """
     from ldpsim.tasks import plugins
 
     sweep = read_sweep(path)
-    unknown = unregistered_units(attrs)
-    needed = {key: origin for key, origin in unknown.items() if not key.startswith("method:")}
-    if needed:
-        what, _ = register_calls(needed)
-        raise InputError(
-            f"Checking the coordinates and truths of the store {str(path)!r} computes them "
-            f"again with its model and mechanism, and the store used {what}, registered "
-            "at run time, which this process has not registered; `ldpsim status` without "
-            "--verify checks every file against its checksum."
-        )
+    needed = {
+        key: origin
+        for key, origin in unregistered_units(attrs).items()
+        if not key.startswith("method:")
+    }
     known = plugins.registry("method")
     kept = {
         label: params
         for label, params in sweep.methods.items()
         if isinstance(params, dict) and params.get("method", label) in known
     }
-    if len(kept) == len(sweep.methods):
-        return sweep, functools.partial(stored_layout, path)
-    # A stand-in where no method is left: a grid point has at least one, and the oracle
-    # asks nothing of the sweep.
-    normalized = dataclasses.replace(sweep, methods=kept or {"oracle": {}})
-    object.__setattr__(normalized, "_recorded", True)  # as read_sweep's
+    normalized = sweep
+    if len(kept) < len(sweep.methods):
+        # A stand-in where no method is left: a grid point has at least one, and the
+        # oracle asks nothing of the sweep. Nothing is normalized until asked for.
+        normalized = dataclasses.replace(sweep, methods=kept or {"oracle": {}})
+        object.__setattr__(normalized, "_recorded", True)  # as read_sweep's
 
     def layout() -> Layout:
+        if needed:
+            what, calls = register_calls(needed)
+            raise InputError(
+                f"Checking the coordinates and truths of the store {str(path)!r} computes "
+                f"them again with its model and mechanism, and the store used {what}, "
+                "registered at run time, which this process has not registered. Where "
+                f"your code defines it, in Python: {calls}; then "
+                f"ldpsim.pipeline.cli.main(['status', '--verify', {str(path)!r}]). "
+                "`ldpsim status` without --verify checks every file against its checksum."
+            )
         out = stored_layout(path, normalized)
         out.methods = list(sweep.methods)
         return out

@@ -437,7 +437,7 @@ def test_a_script_registers_a_mechanism_on_its_own_scheduler(local_cluster, tmp_
     # again with the mechanism: it names the class and the way round, in one line.
     from conftest import one_error_line
 
-    from ldpsim.pipeline.cli import EXIT_BAD_INPUT, main
+    from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_OK, main
 
     capsys.readouterr()
     code = main(["status", "--verify", str(store)])
@@ -448,10 +448,26 @@ def test_a_script_registers_a_mechanism_on_its_own_scheduler(local_cluster, tmp_
             "computes them again with its model and mechanism, and the store used the "
             "mechanism 'inline_laplace' (class __main__.InlineLaplace), registered at run "
             "time, which this process has not registered",
+            "in Python: ldpsim.pipeline.api.register(InlineLaplace); then "
+            f"ldpsim.pipeline.cli.main(['status', '--verify', {str(store)!r}]).",
             "`ldpsim status` without --verify checks every file against its checksum.",
         ),
         EXIT_BAD_INPUT,
     )
+    # Without --verify, status and errors read the checksummed store without the class
+    # (a second read caught the first version of this fix refusing them too).
+    assert main(["status", str(store)]) == EXIT_OK
+    assert main(["errors", str(store)]) == EXIT_OK
+    assert "No failures recorded" in capsys.readouterr().out
+    # The way the line gives: the class registered in this process, then --verify.
+    spec = importlib.util.spec_from_file_location("inline_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, module.__name__, module)
+        patch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+        spec.loader.exec_module(module)
+        api.register(module.InlineLaplace)
+        assert main(["status", "--verify", str(store)]) == EXIT_OK
     from distributed import Client
 
     with Client(local_cluster.scheduler_address) as client:  # the run took its plugin away
