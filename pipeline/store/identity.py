@@ -17,11 +17,11 @@ import numpy as np
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.reading import read_attrs, read_sweep
 from ldpsim.pipeline.store.streams_record import running_fingerprint
-from ldpsim.pipeline.sweep import Sweep, adopt_recorded_choices
+from ldpsim.pipeline.sweep import CASE_AXIS, Sweep, adopt_recorded_choices
 from ldpsim.tasks.intervals.batch_means import BatchMeans
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
 from ldpsim.tasks.spec import build_methods, build_unit, find_unit
-from ldpsim.tasks.streams.seeding import STREAMS_VERSION, streams_changed_since
+from ldpsim.tasks.streams.seeding import STREAMS_VERSION, stable_hash, streams_changed_since
 
 #: The release from which a new store records the choices of
 #: :func:`~ldpsim.pipeline.sweep.recommended_choices` (issue 24); before it, a method
@@ -298,50 +298,83 @@ def identity_diff(stored: Sweep, requested: Sweep) -> list[str]:
     for key in ("seed", "axes"):
         if a[key] != b[key]:
             out.append(f"{key}: {a[key]!r} -> {b[key]!r}")
-    for section in ("base", "methods"):
-        for k in sorted(set(a[section]) | set(b[section])):
-            va, vb = a[section].get(k, "<absent>"), b[section].get(k, "<absent>")
-            if section == "methods" and (k not in a[section] or _same_method(k, va, vb)):
-                continue
-            if _same(va, vb) or (section == "base" and _same_points(stored, requested, k)):
-                continue  # (the grid points normalized only for a key written otherwise)
-            label = "spec" if section == "base" else "methods"
-            out.append(f"{label}.{k}: {va!r} -> {vb!r}")
-    out += _follower_diffs(stored, requested)
-    # A case keeps its meaning; new labels extend the 'case' axis, and a label the
-    # request does not define is one it does not run.
+    # A spec key or a case written otherwise (a default written out, another spelling)
+    # is no difference where it gives every grid point the same replicate spec and
+    # streams: the grid points are normalized again only for such keys, all at once.
     stored_cases, requested_cases = a.get("cases", {}), b.get("cases", {})
-    for label in sorted(set(stored_cases) & set(requested_cases)):
-        was, now = stored_cases[label], requested_cases[label]
-        if _same(was, now) or _same_points(stored, requested, label, case=True):
+    written = [
+        ("spec", k, a["base"].get(k, "<absent>"), b["base"].get(k, "<absent>"))
+        for k in sorted(set(a["base"]) | set(b["base"]))
+    ] + [
+        ("cases", label, stored_cases[label], requested_cases[label])
+        for label in sorted(set(stored_cases) & set(requested_cases))
+    ]
+    differing = [entry for entry in written if not _same(entry[2], entry[3])]
+    # A case the request does not run is compared as written: nothing would show that
+    # a table redefined there disagrees with the store.
+    run = {str(label) for label in requested.grid.get(CASE_AXIS, [])}
+    comparable = [(kind, key) for kind, key, *_ in differing if kind == "spec" or key in run]
+    if comparable and len(comparable) == len(differing):
+        if _same_points(stored, requested, comparable):
+            differing = []
+    if len(differing) > 1:  # which of them differ (a refusal names only those)
+        differing = [
+            entry
+            for entry in differing
+            if (entry[0], entry[1]) not in comparable
+            or not _same_points(stored, requested, [(entry[0], entry[1])])
+        ]
+    out += [
+        f"spec.{key}: {was!r} -> {now!r}" for kind, key, was, now in differing if kind == "spec"
+    ]
+    for k in sorted(set(a["methods"]) | set(b["methods"])):
+        va, vb = a["methods"].get(k, "<absent>"), b["methods"].get(k, "<absent>")
+        if k not in a["methods"] or _same_method(k, va, vb):
             continue
-        out.append(f"cases.{label}: {was!r} -> {now!r}")
+        out.append(f"methods.{k}: {va!r} -> {vb!r}")
+    out += _follower_diffs(stored, requested)
+    out += [
+        f"cases.{key}: {was!r} -> {now!r}" for kind, key, was, now in differing if kind == "cases"
+    ]
     return out
 
 
-def _same_points(stored: Sweep, requested: Sweep, key: str, *, case: bool = False) -> bool:
-    """Whether the spec key ``key`` (with ``case``: the case table labelled ``key``),
-    written otherwise in the two sweeps, means the same.
+def _same_points(stored: Sweep, requested: Sweep, written: list[tuple[str, str]]) -> bool:
+    """Whether the spec keys and case tables ``written`` (("spec", key) or ("cases",
+    label)), written otherwise in the two sweeps, mean the same.
 
-    It does when every grid point of ``requested`` normalizes to the same replicate
-    specification with the stored base's value of ``key`` (or without it, where the store
-    has none; with ``case``, the stored table): a default written out (``c = 1.0``,
-    ``theta0 = 0.0``, the model's own mechanism) or another spelling of a value, the
-    same streams and numbers.
+    They do when every grid point of ``requested`` gives the same replicate
+    specification and the same stream keys with the stored base's values of those keys
+    (or without them, where the store has none) and the stored case tables: a default
+    written out (``c = 1.0``, ``theta0 = 0.0``, the model's own mechanism) or another
+    spelling of a value, the same streams and numbers. The stream keys are compared
+    too: a plugin's field that keeps an int as written (``loc = 0`` for ``0.0``) is
+    equal in the spec but keys other streams.
     """
-    if case:
-        changed = {"cases": {**requested.cases, key: stored.cases[key]}}
-    else:
-        base = {k: v for k, v in requested.base.items() if k != key}
-        if key in stored.base:
+    base, cases = dict(requested.base), dict(requested.cases)
+    for kind, key in written:
+        if kind == "cases":
+            cases[key] = stored.cases[key]
+        elif key in stored.base:
             base[key] = stored.base[key]
-        changed = {"base": base}
+        else:
+            base.pop(key, None)
     try:
-        other = dataclasses.replace(requested, **changed)
+        other = dataclasses.replace(requested, base=base, cases=cases)
         pairs = zip(requested.points(), other.points(), strict=True)
-        return all(p.normalized == q.normalized for p, q in pairs)
+        return all(
+            p.normalized == q.normalized and _stream_keys(p) == _stream_keys(q) for p, q in pairs
+        )
     except (InputError, TypeError, ValueError):
         return False
+
+
+def _stream_keys(point: Any) -> tuple:
+    """The seed and the hashed keys of a grid point's data stream and of every method's
+    stream (:class:`ldpsim.tasks.grid_point.GridPointSetup`)."""
+    spec = point.normalized
+    methods = {label: stable_hash(spec.method_key(label)) for label in spec.methods}
+    return spec.seed, stable_hash(spec.path_key()), methods
 
 
 def _follower_diffs(stored: Sweep, requested: Sweep) -> list[str]:

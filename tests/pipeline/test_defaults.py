@@ -169,3 +169,68 @@ def test_a_spec_default_written_out_is_the_same_specification():
     assert identity_diff(load_sweep(cased, name="c"), load_sweep(changed, name="c")) == [
         "cases.low: {'eps': 0.5} -> {'c': 2.0, 'eps': 0.5}"
     ]
+    # A case the request redefines but does not run is compared as written (a second
+    # read: it was accepted silently), and of several keys only those that differ are
+    # named (a default written out beside a changed value).
+    unrun = {**cased, "grid": {"case": ["high"]}, "cases": {**cases, "low": {"eps": 3.0}}}
+    assert identity_diff(load_sweep(cased, name="c"), load_sweep(unrun, name="c")) == [
+        "cases.low: {'eps': 0.5} -> {'eps': 3.0}"
+    ]
+    both = load_sweep({**tables, "spec": {**tables["spec"], "c": 1.0, "gamma": 0.6}}, name="b")
+    assert identity_diff(bare, both) == ["spec.gamma: '<absent>' -> 0.6"]
+
+
+def test_a_unit_field_spelled_as_an_int_keys_other_streams_and_is_a_difference(monkeypatch):
+    # A registered model whose float field keeps an int as written: loc = 0 equals
+    # loc = 0.0 in the spec, but its data stream's key holds 0, not 0.0. The run would
+    # have drawn other streams for the new replicates (a second read, 2026-12-01).
+    from numba import njit
+
+    from ldpsim.pipeline import api
+    from ldpsim.tasks import plugins
+    from ldpsim.tasks.models.base import Model
+
+    @njit
+    def no_gradient(d, theta, params, s, g):
+        g[0] = 0.0
+        return s
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Located(Model):
+        name = "located"
+        sample_gradient = no_gradient
+        loc: float = 0.0
+
+        @property
+        def dim(self):
+            return 1
+
+        def params(self):
+            return np.array([self.loc])
+
+        def truth(self):
+            return np.array([self.loc])
+
+        def jacobian(self):
+            return np.eye(1)
+
+        def gradient_cov(self):
+            return np.eye(1)
+
+        def sensitivity(self):
+            return 1.0
+
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+    api.register(Located)
+    tables = {
+        "replicates": 2,
+        "spec": {"model": "located", "mechanism": "none"},
+        "grid": {"n": [1000]},
+        "methods": {"sn": {}},
+    }
+    bare = load_sweep(tables, name="p")
+    for loc, differs in ((0, True), (0.0, False)):
+        written = load_sweep({**tables, "spec": {**tables["spec"], "loc": loc}}, name="p")
+        assert bare.points()[0].normalized == written.points()[0].normalized
+        expected = [f"spec.loc: '<absent>' -> {loc!r}"] if differs else []
+        assert identity_diff(bare, written) == expected, loc
