@@ -124,6 +124,8 @@ def _mean_sd_count(
     with np.errstate(over="ignore", invalid="ignore"):
         mean, sd = _moments(x, use, dim, count)
         overflowed = np.isinf(mean) | np.isinf(sd)
+        # Every caller passes loaded (numpy) values; lazy ones would always take the
+        # second pass, and their warnings come when computed, outside this errstate.
         if isinstance(overflowed.data, np.ndarray) and not overflowed.data.any():
             return mean, sd, count  # the usual case: no second pass
         peak = abs(x).where(use, 0.0).max(dim)
