@@ -602,14 +602,20 @@ def _dodge(x: np.ndarray, i: int, count: int, log: bool) -> np.ndarray:
 
 
 def _n_axis(ax: Axes, x: np.ndarray, x_dim: str, ticks: list[str]) -> None:
-    """An x axis of sample sizes: log scale (n grids are geometric), grid ticks if few."""
+    """An x axis of sample sizes: log scale (n grids are geometric), grid ticks if few.
+
+    Call it once per figure, on any one panel: the panels share their x axis
+    (``sharex=True``), and with it the scale and the ticks. Each call on a shared axis
+    rescales and relimits every panel, each of which looks up all its siblings, so that
+    one call per panel made a figure of P panels cost O(P**3): 100 panels took 16 s, 400
+    more than 8 minutes. The label ("n") is each panel's own (``ax.set_xlabel``).
+    """
     if np.all(x > 0):
         ax.set_xscale("log")
     if x_dim == "n" and len(x) <= MAX_TICKS:
         # Ticks at the grid's n values only (log minor labels would overlap).
         ax.set_xticks(x, ticks)
         ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("n")
 
 
 def coverage_error(
@@ -725,6 +731,8 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         for cell_pairs, cov_panels, len_panels in zip(cells, cov_cells, len_cells, strict=True)
         for (combo, coord), cax, lax in zip(cell_pairs, cov_panels, len_panels, strict=True)
     ]
+    _n_axis(cov_axes[0, 0], x, x_dim, ticks)
+    _n_axis(len_axes[0, 0], x, x_dim, ticks)
     for combo, coord, cax, lax in panels:
         cell = summary.sel({**combo, "coord": coord})
         for i, method in enumerate(methods):
@@ -743,6 +751,11 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
             )
             lax.plot(x, m["length"].values, markersize=4, label=method, **styles[method])
             _mark_partial(lax, x, m["length"].values, partial_values, styles[method]["color"])
+    # Then what reads a panel's limits (axhline, a scale), once every panel has its data:
+    # a read after each panel's data would rescale all the panels that share its axes,
+    # P times (see _n_axis).
+    for combo, coord, cax, lax in panels:
+        cell = summary.sel({**combo, "coord": coord})
         panel_level = shared_level(cell)  # a panel of one level where it is a grid axis
         if panel_level is not None and any(claimed.values()):
             cax.axhline(panel_level, color="gray", linestyle=":", label="nominal")
@@ -752,7 +765,7 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
             else:  # grid values of the panel not run yet: marked, not silently missing
                 _mark_not_done(ax, x, cell["replicates_done"].values)
         for ax in (cax, lax):
-            _n_axis(ax, x, x_dim, ticks)
+            ax.set_xlabel("n")
             _panel_title(ax, combo, coord if coord_in_title else None, cases)
         if np.any(np.isfinite(cell["length"].values) & (cell["length"].values > 0)):
             lax.set_yscale("log")
@@ -807,9 +820,10 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
     title = _title(summary, "bias / sd and variance ratio of the intervals")
     fig, axes, panels = _wrapped_panels(len(cells), len(DIAGNOSTIC_PANELS), title, sharex=True)
     marks = {var: _partial_of(summary, var) for var, _, _ in DIAGNOSTIC_PANELS}
+    _n_axis(axes[0, 0], x, x_dim, ticks)
     for (combo, coord), cell_axes in zip(cells, panels, strict=True):
         cell = summary.sel({**combo, "coord": coord})
-        for offset, (var, label, reference) in enumerate(DIAGNOSTIC_PANELS):
+        for offset, (var, _, _) in enumerate(DIAGNOSTIC_PANELS):
             ax = cell_axes[offset]
             groups = _identical_methods(cell, var, methods)
             for i, group in enumerate(groups):
@@ -827,12 +841,16 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
                     ax, x, m[var], m[f"{var}_se"], (i, len(groups)), style, name,
                     marked=partial_values,
                 )  # fmt: skip
+    # The reference lines once every panel has its data (see _line_figures).
+    for (combo, coord), cell_axes in zip(cells, panels, strict=True):
+        cell = summary.sel({**combo, "coord": coord})
+        for offset, (var, label, reference) in enumerate(DIAGNOSTIC_PANELS):
+            ax = cell_axes[offset]
             ax.axhline(reference, color="gray", linestyle=":")
             if not _has_values(cell[var].values):
                 _no_data(ax, cell)
-            _n_axis(ax, x, x_dim, ticks)
-            if offset < len(DIAGNOSTIC_PANELS) - 1:
-                ax.set_xlabel("")  # the panel below shares the axis and names it
+            if offset == len(DIAGNOSTIC_PANELS) - 1:
+                ax.set_xlabel("n")  # the panels above share the axis: this one names it
             ax.set_ylabel(label)
             _panel_title(ax, combo, coord if coord_in_title else None, cases)
     axes[0, 0].set_xlim(*_x_span(x, len(methods)))
@@ -878,6 +896,7 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
     title = _title(summary, "mean squared error", with_level=False)
     fig, axes, panels = _wrapped_panels(len(combos), 1, title, sharex=True)
     marks = {var: _partial_of(summary, var) for var, _ in shown}
+    _n_axis(axes[0, 0], x, "checkpoint", ticks)
     for combo, (ax,) in zip(combos, panels, strict=True):
         cell = summary.sel(combo)
         for i, (var, label) in enumerate(shown):
@@ -885,12 +904,15 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
                 ax, x, cell[var], cell[f"{var}_se"], (i, len(shown)), ERROR_COLORS[var], label,
                 marked=marks[var].sel(combo).values,
             )  # fmt: skip
+    # The scales once every panel has its data (see _line_figures).
+    for combo, (ax,) in zip(combos, panels, strict=True):
+        cell = summary.sel(combo)
         values = np.concatenate([cell[var].values.ravel() for var, _ in shown])
         if np.any(np.isfinite(values) & (values > 0)):
             ax.set_yscale("log")
         else:
             _no_data(ax)
-        _n_axis(ax, x, "checkpoint", ticks)
+        ax.set_xlabel("n")
         ax.set_ylabel("mean of ||theta - theta*||^2")
         _panel_title(ax, combo, None, cases)
     axes[0, 0].set_xlim(*_x_span(x, len(shown)))

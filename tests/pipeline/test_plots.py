@@ -7,6 +7,7 @@ import json
 import warnings
 from pathlib import Path
 
+import matplotlib.axis
 import matplotlib.pyplot as plt
 import numpy as np
 import synthetic as syn
@@ -409,3 +410,30 @@ def test_error_bars_of_means_are_two_standard_errors():
     expected = np.concatenate([2 * checkpoints[f"{var}_se"].values for var, _ in ERROR_SERIES])
     np.testing.assert_allclose(half_spans(errors), expected, rtol=1e-12)
     plt.close("all")
+
+
+def test_figures_of_many_panels_set_their_shared_limits_a_linear_number_of_times(monkeypatch):
+    # The panels of a line or diagnostics figure share their x axis (coverage: y too).
+    # Setting the scale and ticks on every panel, and reading a panel's limits (axhline)
+    # before the next panel had its data, relimited every panel each time: the limit
+    # setters ran P**2 times (56,000 for 64 panels) and each looks up all P siblings, so
+    # 100 panels took 16 s to draw and 400 more than 8 minutes (a grid of 8,000 points).
+    calls = 0
+    set_lim = matplotlib.axis.Axis._set_lim
+
+    def counted(self, *args, **kwargs):
+        nonlocal calls
+        calls += 1
+        return set_lim(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axis.Axis, "_set_lim", counted)
+    counts = {}
+    for k in (8, 32):  # 2 tau x k eps grid points, a panel each
+        store = syn.grid_store().isel(coord=[0]).expand_dims(eps=[0.5 + i for i in range(k)])
+        calls = 0
+        figures = store_figures(store)
+        counts[2 * k] = calls
+        assert {ax.get_xscale() for fig in figures.values() for ax in fig.axes} == {"log"}
+        for fig in figures.values():
+            plt.close(fig)
+    assert counts[64] <= 5 * counts[16], counts  # linear: 4 times the panels
