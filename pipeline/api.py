@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -474,7 +475,11 @@ def run(
         Interrupted; the finished replicates are written and kept, and a new call
         resumes. Raised as :class:`ldpsim.pipeline.compute.signals.Interrupted` (a
         KeyboardInterrupt) with ``store`` and ``kept``, the sweep's replicates done in
-        the store; ``ldpsim run`` also stops so on SIGTERM (exit code 143).
+        the store; ``ldpsim run`` also stops so on SIGTERM (exit code 143). In the
+        main thread the run handles SIGINT itself, as ``ldpsim run`` does: it stops at
+        the next safe point (within a second, then up to 2 s for the results already
+        finished), and a second Ctrl-C while it writes them and closes its cluster is
+        ignored.
     ldpsim.pipeline.errors.RunStopped
         The store's disk filled up (ENOSPC), or the client lost its Dask scheduler; one
         line saying how many replicates the store keeps, and the exit code ``ldpsim
@@ -554,7 +559,7 @@ def run_report(
     """
     from ldpsim.pipeline.compute.clusters import check_options, load_cluster_config
     from ldpsim.pipeline.compute.runner import run_sweep
-    from ldpsim.pipeline.compute.signals import Interrupted
+    from ldpsim.pipeline.compute.signals import Interrupted, handle_signals
     from ldpsim.pipeline.store.identity import new_store_notes
     from ldpsim.pipeline.sweep import Sweep, check_sweep_name
 
@@ -686,33 +691,38 @@ def run_report(
     if grown:
         print(f"warning: {grown}", file=sys.stderr)
     where = kind or (f"scheduler {scheduler}" if scheduler else "the caller's client")
-    try:
-        report = run_sweep(
-            sweep,
-            path,
-            workers=workers,
-            scheduler=scheduler,
-            cluster=cluster,
-            jobs=jobs,
-            adapt=adapt,
-            options=options,
-            start_timeout=start_timeout,
-            client=client,
-            max_failures=max_failures,
-            progress="auto" if progress == "auto" else "bar" if progress else "none",
-            task_timeout=task_timeout,
-            log=print if progress else _quiet,
-            accept_code_change=accept_code_change,
-        )
-    except Interrupted as stopped:  # what it wrote is kept: so is its record
-        if getattr(stopped, "report", None) is not None:
-            _record_run(path, stopped.report, where, f"interrupted ({stopped.signal_name})")
-        raise
-    except RunStopped as stopped:  # a lost scheduler, a full disk: recorded where it can be
-        if stopped.report is not None and stopped.ended is not None:
-            with contextlib.suppress(OSError):  # a full disk may refuse the record too
-                _record_run(path, stopped.report, where, stopped.ended)
-        raise
+    # Ctrl-C (a notebook's interrupt) stops the run where it is safe, as it stops
+    # ``ldpsim run``, and a second one while the run writes its results, records itself
+    # and closes its cluster is ignored: raised anywhere, it cut that short, and each
+    # interrupted run left its local cluster running in the process (a hunt, 2026-12-01).
+    with handle_signals((signal.SIGINT,)):
+        try:
+            report = run_sweep(
+                sweep,
+                path,
+                workers=workers,
+                scheduler=scheduler,
+                cluster=cluster,
+                jobs=jobs,
+                adapt=adapt,
+                options=options,
+                start_timeout=start_timeout,
+                client=client,
+                max_failures=max_failures,
+                progress="auto" if progress == "auto" else "bar" if progress else "none",
+                task_timeout=task_timeout,
+                log=print if progress else _quiet,
+                accept_code_change=accept_code_change,
+            )
+        except Interrupted as stopped:  # what it wrote is kept: so is its record
+            if getattr(stopped, "report", None) is not None:
+                _record_run(path, stopped.report, where, f"interrupted ({stopped.signal_name})")
+            raise
+        except RunStopped as stopped:  # a lost scheduler, a full disk: recorded where it can be
+            if stopped.report is not None and stopped.ended is not None:
+                with contextlib.suppress(OSError):  # a full disk may refuse the record too
+                    _record_run(path, stopped.report, where, stopped.ended)
+            raise
     code = outcome(
         replicates_failed=report.replicates_failed,
         methods_failed=sum(report.method_failures.values()),

@@ -91,8 +91,9 @@ def _in_finalizer(frame: FrameType | None) -> bool:
 
 
 @contextlib.contextmanager
-def handle_signals() -> Iterator[None]:
-    """Inside, SIGINT and SIGTERM stop the command with :class:`Interrupted`.
+def handle_signals(signums: tuple[int, ...] = SIGNALS) -> Iterator[None]:
+    """Inside, SIGINT and SIGTERM (or those of ``signums``) stop the command with
+    :class:`Interrupted`.
 
     The handler notes the signal, and the next :func:`check` raises it (a run checks
     at least every second while it waits for results); inside :func:`interruptible`
@@ -102,14 +103,18 @@ def handle_signals() -> Iterator[None]:
     in a Dask cluster half started; each printed tracebacks or went unnoticed. Once the command
     winds down (:func:`stopping`), later signals are ignored, so that a second Ctrl-C
     or a batch system's repeated SIGTERM cannot cut the clean-up short. Outside the
-    main thread (where Python cannot set handlers) this does nothing.
+    main thread (where Python cannot set handlers) this does nothing, and so does a
+    block inside another (``ldpsim run`` calls :func:`ldpsim.pipeline.api.run_report`,
+    which handles SIGINT for a notebook's or a script's runs: its state is the outer's).
     """
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or any(
+        signal.getsignal(signum) is _handler for signum in signums
+    ):
         yield
         return
-    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    previous = {signum: signal.getsignal(signum) for signum in signums}
     _state.__init__()
-    for signum in SIGNALS:
+    for signum in signums:
         signal.signal(signum, _handler)
     try:
         yield

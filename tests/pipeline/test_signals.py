@@ -193,3 +193,65 @@ def test_an_interrupted_run_that_adds_methods_says_what_it_kept():
         "interrupted (SIGTERM): 30 replicates computed and the added methods of 12 finished "
         "replicates written to /data/s.zarr; run the same command again to resume."
     )
+
+
+def test_a_notebook_interrupted_again_and_again_keeps_its_results_and_closes_its_cluster(
+    tmp_path,
+):
+    # A hunt (2026-12-01): run() in a notebook had no handler of its own, so a second
+    # Ctrl-C while the run wrote its results and closed its cluster was raised there: a
+    # plain KeyboardInterrupt without ``kept``, no run record, results lost, and the local
+    # cluster (its scheduler, nannies and 2 worker processes) left running in the kernel,
+    # one more at each interrupted run (measured: 4, 6, 8 child processes after 1, 2, 3).
+    import _thread
+    import threading
+
+    from distributed.deploy.cluster import Cluster
+
+    from ldpsim.pipeline.api import load_sweep, run
+
+    sweep = load_sweep(
+        "demo", replicates=200, set=["grid.n=[10000000]", "grid.tau=[0.5]", "rep_chunk=1"]
+    )
+    store = tmp_path / "notebook.zarr"
+    stop, done = threading.Event(), threading.Event()
+
+    def running() -> set[int]:  # the session's cluster of other tests is not the run's
+        gc.collect()
+        return {
+            id(c) for c in gc.get_objects() if isinstance(c, Cluster) and c.status.name != "closed"
+        }
+
+    before = running()
+
+    def interrupt_again_and_again() -> None:  # a user pressing the interrupt button
+        while not (store / "zarr.json").exists() and not stop.wait(0.05):
+            pass
+        stop.wait(1.5)  # replicates finish
+        while not stop.wait(0.02):
+            _thread.interrupt_main()
+        done.set()
+
+    threading.Thread(target=interrupt_again_and_again, daemon=True).start()
+    raised: BaseException | None = None
+    try:
+        try:
+            run(sweep, store, workers=1, progress=False)
+        finally:
+            stop.set()
+    except BaseException as exc:  # a KeyboardInterrupt must not stop pytest itself
+        raised = exc
+    while True:  # an interrupt sent as the run ended lands here: not the run's
+        try:
+            done.wait(10)
+            time.sleep(0.1)
+            break
+        except KeyboardInterrupt:
+            pass
+    assert isinstance(raised, Interrupted), repr(raised)
+    assert int(open_dataset(store)["done"].sum()) == raised.kept > 0
+    (record,) = read_runs(store)
+    assert (record["ended"], record["computed"]) == ("interrupted (SIGINT)", raised.kept)
+    assert not (store / META_GROUP / LOCK_NAME).exists()
+    assert running() <= before  # its local cluster was closed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
