@@ -1452,6 +1452,7 @@ def register(unit: type) -> type:
     Examples
     --------
     >>> from dataclasses import dataclass
+    >>> import numpy as np
     >>> from scipy import stats
     >>> from ldpsim.tasks.intervals.base import IntervalMethod
     >>> @dataclass(frozen=True, kw_only=True)
@@ -1459,7 +1460,8 @@ def register(unit: type) -> type:
     ...     \"\"\"theta_bar +- z sd, the sd from the oracle's asymptotic covariance.\"\"\"
     ...     name = "wald"
     ...     def interval(self, stats_, level, rng):
-    ...         half = stats.norm.ppf(0.5 + level / 2) * stats_.oracle_sd()
+    ...         sd = np.sqrt(np.diag(stats_.asymptotic_cov) / stats_.n)
+    ...         half = stats.norm.ppf(0.5 + level / 2) * sd
     ...         return stats_.theta_bar - half, stats_.theta_bar + half
     >>> register(Wald)  # doctest: +SKIP
     <class '__main__.Wald'>

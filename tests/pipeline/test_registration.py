@@ -513,3 +513,28 @@ def test_the_documented_mechanism_adds_the_variance_it_states(clean_registry):
     se = np.sqrt(5.0) * want / np.sqrt(len(reports))
     assert abs(float(np.var(reports[:, 0])) - want) < 4 * se
     assert abs(float(np.mean(reports[:, 0]))) < 4 * np.sqrt(want / len(reports))
+
+
+def test_the_register_docstring_example_computes_intervals(clean_registry):
+    # Its method called stats_.oracle_sd(), which StreamingStats has not: every replicate
+    # of a sweep with it failed (a hunt, 2026-12-01). Run as written, it now gives the
+    # oracle's interval (the same formula, scipy's normal quantile).
+    import doctest
+
+    import numpy as np
+
+    from ldpsim.tasks import run_replicate
+
+    examples = doctest.DocTestParser().get_examples(api.register.__doc__)
+    code = "".join(e.source for e in examples if "register(" not in e.source)
+    namespace: dict = {}
+    name = "<ldpsim.pipeline.api.register's example>"
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    exec(compile(code.split("sweep = load_sweep")[0], name, "exec"), namespace)
+    api.register(namespace["Wald"])
+    spec = {"model": "quantile", "n": 1000, "methods": {"wald": {}, "oracle": {}}}
+    for rep in range(3):
+        result = run_replicate(spec, rep)
+        assert not result.failures, result.failures
+        for bound in (result.lower, result.upper):
+            np.testing.assert_allclose(bound["wald"], bound["oracle"], rtol=1e-12)
