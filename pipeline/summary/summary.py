@@ -128,19 +128,14 @@ def _mean_sd_count(
         # second pass, and their warnings come when computed, outside this errstate.
         if isinstance(overflowed.data, np.ndarray) and not overflowed.data.any():
             return mean, sd, count  # the usual case: no second pass
+        # In units of 2^exponent > every |value| of the cell (as mean_and_sd); 2^1 where
+        # nothing overflowed (those cells keep their values below), or where an inf is
+        # among the values (its cell stays as it was).
         peak = abs(x).where(use, 0.0).max(dim)
-        # 2^exponent > every |value| of the cell; 1 where nothing overflowed (or an inf
-        # is among the values: its cell stays as it was).
-        exponent = np.floor(np.log2(peak.where(overflowed & np.isfinite(peak) & (peak > 0), 1.0)))
-        exponent = exponent + 1.0
-        half = np.floor(exponent / 2.0)  # two factors: 2^-1024 alone is subnormal
-
-        def scaled(values: Dimensioned, sign: float) -> Dimensioned:
-            return values * 2.0 ** (sign * half) * 2.0 ** (sign * (exponent - half))
-
-        small_mean, small_sd = _moments(scaled(x, -1.0), use, dim, count)
-        mean = xr.where(overflowed, scaled(small_mean, 1.0), mean)
-        sd = xr.where(overflowed, scaled(small_sd, 1.0), sd)
+        _, exponent = np.frexp(peak.where(overflowed & np.isfinite(peak), 1.0))
+        small_mean, small_sd = _moments(np.ldexp(x, -exponent), use, dim, count)
+        mean = xr.where(overflowed, np.ldexp(small_mean, exponent), mean)
+        sd = xr.where(overflowed, np.ldexp(small_sd, exponent), sd)
     return mean, sd, count
 
 
