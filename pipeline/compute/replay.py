@@ -308,7 +308,7 @@ def replay_route(store: str | Path, attrs: Mapping[str, Any]) -> str:
     used units registered at run time, which only the user's code defines, Python:
     register them again, then :func:`ldpsim.pipeline.api.replay`.
     """
-    units = registered_units(dict(attrs))
+    units = registered_units(attrs)
     if not units:
         return f"Rerun one here: ldpsim replay {store} --rep R [--point AXIS=VALUE ...] [--pdb]."
     what, calls = register_calls(units)
@@ -332,7 +332,7 @@ def _check_registered_units(
     InputError
         One line naming the units and the calls that replay from Python.
     """
-    unknown = unregistered_units(dict(attrs))
+    unknown = unregistered_units(attrs)
     if not unknown:
         return
     what, calls = register_calls(unknown)

@@ -25,6 +25,7 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
@@ -318,7 +319,7 @@ def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] |
     return out
 
 
-def registered_units(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def registered_units(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The units a store's replicates were computed with that were registered at run
     time (:func:`ldpsim.pipeline.api.register`), ``"kind:name"`` -> origin, as the
     store's latest record of each says ({} for a store without such units, or without
@@ -337,7 +338,7 @@ def registered_units(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def unregistered_units(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def unregistered_units(attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Those of :func:`registered_units` that this process has not registered (a new
     ``ldpsim`` process has none): only the user's code defines them."""
     from ldpsim.tasks import plugins
