@@ -50,9 +50,12 @@ run: $(STAMP)
 # process, so that both cores stay busy; the notebooks', the benchmarks' and the docs
 # build's tests (subprocesses, about two minutes) run in that third process too, which
 # would otherwise finish first (in a fresh clone's run of 2026-11-30 without them: 777
-# s, the pipeline's 847 s). The installed wheel's tests run with the pipeline's since
-# its refusal tests wait less (2026-11-30: with the docs' there too, the pipeline's
-# process took 582 s, the tasks' 552 s). Not a fourth process for these: tried in a
+# s, the pipeline's 847 s). The installed wheel's tests too (a wheel built, a demo run
+# from it with empty caches: 27 s, mostly in its own processes): with them the
+# pipeline's process ended last in each of four runs of 2026-12-02 (one from a fresh
+# clone), 36 to 69 s after the tasks' (pipeline and tasks: 638 and 569 s, 565 and 518,
+# 514 and 478, 608 and 554), alone on the machine for that time.
+# Not a fourth process for these: tried in a
 # fresh clone, the processes kept 1.9 cores busy instead of 1.83, but the benchmarks'
 # test, its clusters waiting longer beside three busy processes, took 101 CPU-seconds
 # instead of 59 (tests of pure computation 10 to 15 per cent more: a slower hour), and
@@ -60,7 +63,8 @@ run: $(STAMP)
 # test of any process fails.
 # The report's browser test needs Debian's chromium: tests/install-chromium.sh installs it
 # when missing (root or passwordless sudo, apt reachable).
-ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py tests/test_docs_build.py
+ALONGSIDE := tests/test_notebook.py tests/test_benchmarks.py tests/test_docs_build.py \
+	tests/test_packaging.py
 # The SLURM process collects only the files that mark tests `slurm` (found by grep), not
 # the whole of tests/: collecting every module (hypothesis, matplotlib, ...) to select
 # six tests cost about 14 CPU-seconds (2026-11-30), 3.6 for these files.

@@ -376,8 +376,10 @@ def test_open_zarr_without_warnings_after_run_and_extension(store, demo_store, l
 
 #: Runs `ldpsim run` with os.rename (used only to move a new store into place) wrapped:
 #: it waits at BARRIER until two processes are there (a race), or says "creating" and
-#: sleeps (to be interrupted), as argv[1] says. In a race the lock is held 10 s longer,
-#: so that the two runs overlap even if the first computes its 4 replicates at once.
+#: sleeps (to be interrupted), as argv[1] says. In a race a run that holds the lock keeps
+#: it until the other run has ended (it leaves a file "ended-PID" in BARRIER), so that
+#: the two runs overlap even if the first computes its 4 replicates at once (a fixed
+#: 10 s before: most of the test's time, at the end of the pipeline's tests).
 AROUND_CREATION = textwrap.dedent(
     """
     import os, sys, time
@@ -387,7 +389,11 @@ AROUND_CREATION = textwrap.dedent(
     real_rename, real_release = os.rename, RunLock.release
 
     def release(self):
-        time.sleep(10 if mode == "race" and self.held else 0)
+        deadline = time.monotonic() + 120
+        while mode == "race" and self.held and time.monotonic() < deadline:
+            if any(barrier.glob("ended-*")):
+                break
+            time.sleep(0.01)
         real_release(self)
 
     def rename(src, dst, *args, **kwargs):
@@ -403,7 +409,9 @@ AROUND_CREATION = textwrap.dedent(
 
     os.rename, RunLock.release = rename, release
     from ldpsim.pipeline.cli import main
-    sys.exit(main(sys.argv[3:]))
+    code = main(sys.argv[3:])
+    (barrier / f"ended-{os.getpid()}").touch()
+    sys.exit(code)
     """
 )
 
