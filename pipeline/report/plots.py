@@ -727,14 +727,13 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
         len(cells), len(cells[0]), _title(summary, "mean length"), sharex=True
     )
     panels = [
-        (combo, coord, cax, lax)
+        (combo, coord, summary.sel({**combo, "coord": coord}), cax, lax)
         for cell_pairs, cov_panels, len_panels in zip(cells, cov_cells, len_cells, strict=True)
         for (combo, coord), cax, lax in zip(cell_pairs, cov_panels, len_panels, strict=True)
     ]
     _n_axis(cov_axes[0, 0], x, x_dim, ticks)
     _n_axis(len_axes[0, 0], x, x_dim, ticks)
-    for combo, coord, cax, lax in panels:
-        cell = summary.sel({**combo, "coord": coord})
+    for combo, coord, cell, cax, lax in panels:
         for i, method in enumerate(methods):
             m = cell.sel({"method": method})
             partial_values = marked.sel({**combo, "coord": coord, "method": method}).values
@@ -754,8 +753,7 @@ def _line_figures(summary: xr.Dataset, x_dim: str) -> tuple[Figure, Figure]:
     # Then what reads a panel's limits (axhline, a scale), once every panel has its data:
     # a read after each panel's data would rescale all the panels that share its axes,
     # P times (see _n_axis).
-    for combo, coord, cax, lax in panels:
-        cell = summary.sel({**combo, "coord": coord})
+    for combo, coord, cell, cax, lax in panels:
         panel_level = shared_level(cell)  # a panel of one level where it is a grid axis
         if panel_level is not None and any(claimed.values()):
             cax.axhline(panel_level, color="gray", linestyle=":", label="nominal")
@@ -821,8 +819,8 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
     fig, axes, panels = _wrapped_panels(len(cells), len(DIAGNOSTIC_PANELS), title, sharex=True)
     marks = {var: _partial_of(summary, var) for var, _, _ in DIAGNOSTIC_PANELS}
     _n_axis(axes[0, 0], x, x_dim, ticks)
-    for (combo, coord), cell_axes in zip(cells, panels, strict=True):
-        cell = summary.sel({**combo, "coord": coord})
+    selected = [summary.sel({**combo, "coord": coord}) for combo, coord in cells]
+    for (combo, coord), cell, cell_axes in zip(cells, selected, panels, strict=True):
         for offset, (var, _, _) in enumerate(DIAGNOSTIC_PANELS):
             ax = cell_axes[offset]
             groups = _identical_methods(cell, var, methods)
@@ -842,8 +840,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
                     marked=partial_values,
                 )  # fmt: skip
     # The reference lines once every panel has its data (see _line_figures).
-    for (combo, coord), cell_axes in zip(cells, panels, strict=True):
-        cell = summary.sel({**combo, "coord": coord})
+    for (combo, coord), cell, cell_axes in zip(cells, selected, panels, strict=True):
         for offset, (var, label, reference) in enumerate(DIAGNOSTIC_PANELS):
             ax = cell_axes[offset]
             ax.axhline(reference, color="gray", linestyle=":")
@@ -897,16 +894,15 @@ def _errors_figure(summary: xr.Dataset) -> Figure | None:
     fig, axes, panels = _wrapped_panels(len(combos), 1, title, sharex=True)
     marks = {var: _partial_of(summary, var) for var, _ in shown}
     _n_axis(axes[0, 0], x, "checkpoint", ticks)
-    for combo, (ax,) in zip(combos, panels, strict=True):
-        cell = summary.sel(combo)
+    selected = [summary.sel(combo) for combo in combos]
+    for combo, cell, (ax,) in zip(combos, selected, panels, strict=True):
         for i, (var, label) in enumerate(shown):
             _errorbar(
                 ax, x, cell[var], cell[f"{var}_se"], (i, len(shown)), ERROR_COLORS[var], label,
                 marked=marks[var].sel(combo).values,
             )  # fmt: skip
     # The scales once every panel has its data (see _line_figures).
-    for combo, (ax,) in zip(combos, panels, strict=True):
-        cell = summary.sel(combo)
+    for combo, cell, (ax,) in zip(combos, selected, panels, strict=True):
         values = np.concatenate([cell[var].values.ravel() for var, _ in shown])
         if np.any(np.isfinite(values) & (values > 0)):
             ax.set_yscale("log")
