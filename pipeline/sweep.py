@@ -806,12 +806,12 @@ def _unused_overrides(before: Mapping[str, Any], after: Mapping[str, Any]) -> li
 def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
     """Check a parsed sweep and every one of its grid points."""
     from ldpsim.tasks.spec import SPEC_KEYS, find_unit, mechanism_param_keys, model_param_keys
-    from ldpsim.tasks.validation import check_int
+    from ldpsim.tasks.validation import check_int, did_you_mean
 
     for key in data:
         if key not in SWEEP_KEYS:
             raise InputError(
-                f"Unknown key {key!r} in sweep {name!r}. "
+                f"Unknown key {key!r}{did_you_mean(key, SWEEP_KEYS)} in sweep {name!r}. "
                 f"Allowed keys are: {', '.join(SWEEP_KEYS)}."
             )
     if "replicates" not in data:
@@ -853,7 +853,8 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
         if key not in allowed:
             listed = sorted(allowed - {"methods", "seed"})  # top-level keys (above)
             raise InputError(
-                f"Unknown key {key!r} in [spec]. Allowed keys are: {', '.join(listed)}."
+                f"Unknown key {key!r}{did_you_mean(key, listed)} in [spec]. Allowed keys are: "
+                f"{', '.join(listed)}."
             )
     cases = _check_cases(data.get("cases"), grid, allowed)
     for axis, values in grid.items():
@@ -864,9 +865,10 @@ def validate_sweep(data: Mapping[str, Any], name: str) -> Sweep:
                     "and the sweep has none; add them or remove the axis."
                 )
         elif axis not in allowed or axis in NOT_AXES:
+            axes = sorted(allowed - set(NOT_AXES))
             raise InputError(
-                f"Unknown grid axis {axis!r}. Axes can be {CASE_AXIS!r} or any spec key: "
-                f"{', '.join(sorted(allowed - set(NOT_AXES)))}."
+                f"Unknown grid axis {axis!r}{did_you_mean(axis, [CASE_AXIS, *axes])}. Axes "
+                f"can be {CASE_AXIS!r} or any spec key: {', '.join(axes)}."
             )
         if axis in base:
             raise InputError(f"The key {axis!r} is both in [spec] and in [grid]; keep one.")

@@ -23,6 +23,7 @@ from ldpsim.tasks.validation import (
     check_float,
     check_int,
     check_vector,
+    did_you_mean,
     lookup,
 )
 from ldpsim.tasks.warnings import OutsideTheoryWarning
@@ -112,7 +113,8 @@ def build_unit(cls: type, params: Mapping[str, Any], what: str):
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "(none)"
             raise ValueError(
-                f"Unknown parameter {key!r} of {what} {cls.name!r}. Its parameters are: {listed}."
+                f"Unknown parameter {key!r}{did_you_mean(key, allowed)} of {what} {cls.name!r}. "
+                f"Its parameters are: {listed}."
             )
     return cls(**params)
 
@@ -274,8 +276,11 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     mech_keys = _param_keys("mechanism")
     for key in spec:
         if key not in SPEC_KEYS and key not in model_keys and key not in mech_keys:
-            allowed = ", ".join([*SPEC_KEYS, *sorted(model_keys), *sorted(mech_keys)])
-            raise ValueError(f"Unknown key {key!r}. Allowed keys are: {allowed}.")
+            names = [*SPEC_KEYS, *sorted(model_keys), *sorted(mech_keys)]
+            raise ValueError(
+                f"Unknown key {key!r}{did_you_mean(key, names)}. Allowed keys are: "
+                f"{', '.join(names)}."
+            )
     if "model" not in spec:
         names = ", ".join(repr(k) for k in plugins.registry("model"))
         raise ValueError(f"The 'model' key is required; one of {names}.")

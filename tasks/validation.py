@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
@@ -19,6 +20,7 @@ __all__ = [
     "check_float",
     "check_int",
     "check_vector",
+    "did_you_mean",
     "reading_recorded",
     "recorded_specs",
 ]
@@ -167,6 +169,17 @@ def check_int(
     return v
 
 
+def did_you_mean(name: object, allowed: Iterable[str]) -> str:
+    """The hint ``" (did you mean 'X'?)"`` where ``name`` is a string close to an allowed
+    name X (a typo: :func:`difflib.get_close_matches` with its default cutoff 0.6, the
+    closest one), else ``""``: written after the name in the messages that refuse an
+    unknown name and list the allowed ones."""
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, [str(a) for a in allowed], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def check_choice(value: object, name: str, choices: Iterable[str], *, owner: str | None = None):
     """Validate that ``value`` is one of ``choices`` (strings) and return it."""
     choices = list(choices)
@@ -177,7 +190,8 @@ def check_choice(value: object, name: str, choices: Iterable[str], *, owner: str
         )
     if value not in choices:
         raise ValueError(
-            f"The {name!r} parameter{_where(owner)} must be one of {listed}. Got {_fmt(value)}."
+            f"The {name!r} parameter{_where(owner)} must be one of {listed}. Got {_fmt(value)}"
+            f"{did_you_mean(value, choices)}."
         )
     return value
 
@@ -398,9 +412,13 @@ def _smallest_finite(
 
 
 def lookup(registry: dict, name: object, kind: str):
-    """Return ``registry[name]`` or raise with the list of valid names."""
+    """Return ``registry[name]`` or raise with the list of valid names (and the closest
+    one, :func:`did_you_mean`)."""
     if not isinstance(name, str) or name not in registry:
         valid = ", ".join(repr(k) for k in sorted(registry))
         exc = TypeError if not isinstance(name, str) else ValueError
-        raise exc(f"Unknown {kind} {name!r}. Available {kind}s are: {valid}.")
+        raise exc(
+            f"Unknown {kind} {name!r}{did_you_mean(name, registry)}. Available {kind}s are: "
+            f"{valid}."
+        )
     return registry[name]

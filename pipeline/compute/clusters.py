@@ -27,6 +27,7 @@ from ldpsim.pipeline.compute.worker_start import (
     forks,
 )
 from ldpsim.pipeline.errors import InputError
+from ldpsim.tasks.validation import did_you_mean
 
 if TYPE_CHECKING:  # distributed is imported when a cluster is started or reached
     from distributed import Client
@@ -353,8 +354,8 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
     for key in config:
         if key not in CONFIG_KEYS:
             raise InputError(
-                f"Unknown key {key!r} in cluster file {str(path)!r}. Allowed keys are: "
-                f"{', '.join(CONFIG_KEYS)}."
+                f"Unknown key {key!r}{did_you_mean(key, CONFIG_KEYS)} in cluster file "
+                f"{str(path)!r}. Allowed keys are: {', '.join(CONFIG_KEYS)}."
             )
     kind = config.get("kind")
     if kind not in BACKENDS:
@@ -532,8 +533,8 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
             )
         if key not in allowed:
             raise InputError(
-                f"Unknown option {key!r} for a {kind} cluster ({source}). Allowed options "
-                f"are: {', '.join(sorted(allowed))}."
+                f"Unknown option {key!r}{did_you_mean(key, allowed)} for a {kind} cluster "
+                f"({source}). Allowed options are: {', '.join(sorted(allowed))}."
             )
     if kind in ("local", "local-gpu"):
         _check_local_values(kind, options, source)

@@ -84,6 +84,10 @@ def run_args(finished, store: Path | str, *extra: str) -> list[str]:
         # listed for [spec] named two that belong above it.
         ("grid.n=[1,", ["--set 'grid.n=[1,'", "not valid TOML", "grid.n=[1000, 10000]"]),
         ("bogus=1", ["Unknown key 'bogus' in [spec]", "mechanism, model", "probs, sigma"]),
+        ("tua=0.5", ["Unknown key 'tua' (did you mean 'tau'?) in [spec]", "probs, sigma"]),
+        ("grid.nn=[10]", ["Unknown grid axis 'nn' (did you mean 'n'?)", "'case' or any"]),
+        ("methods.bb.betta=0.5", ["'betta' (did you mean 'beta'?) of method 'bb'"]),
+        ("methods.bbb.B=3", ["Unknown method 'bbb' (did you mean 'bb'?)", "'np_boot'"]),
         ("description=[1, 2]", ["'description'", "must be a string", "Got [1, 2]"]),
     ],
 )

@@ -40,6 +40,12 @@ START_FAILURES = [
         ["'colour'", "Allowed options", "n_workers"],
     ),
     (
+        "misspelt-local-option",
+        "kind: local\noptions: {n_worker: 2}\n",
+        [],
+        ["'n_worker' (did you mean 'n_workers'?) for a local cluster", "Allowed options"],
+    ),
+    (
         "bad-dashboard-address",
         'kind: local\noptions: {dashboard_address: "127.0.0.1:http"}\n',
         [],

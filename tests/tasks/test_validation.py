@@ -15,6 +15,7 @@ from ldpsim.tasks.validation import (
     check_float,
     check_int,
     check_vector,
+    did_you_mean,
 )
 from ldpsim.tasks.warnings import LDPSimWarning, OutsideTheoryWarning
 
@@ -453,6 +454,15 @@ def test_check_helpers_message_template():
     with pytest.raises(ValueError) as info:
         check_choice("x", "form", ("a", "b"))
     assert str(info.value) == "The 'form' parameter must be one of 'a', 'b'. Got 'x'."
+    # A typo of an allowed name is named after the value; nothing close, no hint.
+    with pytest.raises(ValueError) as info:
+        check_choice("gausian", "multiplier", ("uniform", "gaussian"), owner="bb")
+    assert str(info.value) == (
+        "The 'multiplier' parameter of bb must be one of 'uniform', 'gaussian'. "
+        "Got 'gausian' (did you mean 'gaussian'?)."
+    )
+    assert did_you_mean("tua", ["n", "tau", "eps"]) == " (did you mean 'tau'?)"
+    assert did_you_mean("zzz", ["n", "tau", "eps"]) == did_you_mean(3, ["3"]) == ""
     assert check_vector(2, "theta0", 3) == (2.0, 2.0, 2.0)
     # A long value is cut in the message, with its length (d = 1000 coefficients).
     with pytest.raises(ValueError) as info:
