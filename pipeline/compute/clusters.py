@@ -113,6 +113,9 @@ def _local(options: dict[str, Any]):
     options = dict(options)
     if options.get("n_workers") is None:
         options["n_workers"] = usable_cores()
+    # As the shipped files and local-gpu: a worker that fails to start (a preload not
+    # found) otherwise logs its traceback before ldpsim's one line saying so.
+    options.setdefault("silence_logs", "CRITICAL")
     # The workers are in the driver's process group (a terminal's Ctrl-C reaches them):
     # distributed's preload runs ldpsim's set-up in each, also in one a nanny restarts.
     preload = options.get("preload") or []

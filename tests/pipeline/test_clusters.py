@@ -46,6 +46,14 @@ START_FAILURES = [
         ["'n_worker' (did you mean 'n_workers'?) for a local cluster", "Allowed options"],
     ),
     (
+        # No silence_logs in the file: distributed's nanny logged the worker's traceback
+        # (24 lines) before ldpsim's line (a hunt, 2026-12-02).
+        "preload-not-found",
+        "kind: local\noptions: {n_workers: 1, preload: [no_such_module_x]}\n",
+        [],
+        ["local cluster could not start", "No module named 'no_such_module_x'"],
+    ),
+    (
         "bad-dashboard-address",
         'kind: local\noptions: {dashboard_address: "127.0.0.1:http"}\n',
         [],
