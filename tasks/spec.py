@@ -284,19 +284,24 @@ def normalize_spec(spec: Mapping[str, Any]) -> ReplicateSpec:
     if "model" not in spec:
         names = ", ".join(repr(k) for k in plugins.registry("model"))
         raise ValueError(f"The 'model' key is required; one of {names}.")
-    model = build_from_spec(find_unit("model", spec["model"]), model_keys, spec, "model")
-
-    mech_name = spec.get("mechanism", DEFAULT_MECHANISM.get(model.name, "laplace"))
+    model_cls = find_unit("model", spec["model"])
+    mech_name = spec.get("mechanism", DEFAULT_MECHANISM.get(model_cls.name, "laplace"))
     mech_cls = find_unit("mechanism", mech_name)
-    shared = [key for key in unit_params(mech_cls) if key in unit_params(type(model))]
+    model_params, mech_params = set(unit_params(model_cls)), set(unit_params(mech_cls))
+    shared = [key for key in unit_params(mech_cls) if key in model_params]
     if shared:  # possible only between two plugins: the built-ins are checked at load
         raise ValueError(
-            f"The model {model.name!r} and the mechanism {mech_cls.name!r} both take the "
-            f"parameter(s) {', '.join(map(repr, shared))}, so a spec cannot say which one "
-            "a value is for; use them with other units, or rename the parameter in one "
-            "of the two plugins."
+            f"The model {model_cls.name!r} and the mechanism {mech_cls.name!r} both take "
+            f"the parameter(s) {', '.join(map(repr, shared))}, so a spec cannot say which "
+            "one a value is for; use them with other units, or rename the parameter in "
+            "one of the two plugins."
         )
-    mechanism = build_from_spec(mech_cls, mech_keys, spec, "mechanism")
+    # A key of the chosen mechanism is not the model's to refuse, nor one of the chosen
+    # model the mechanism's, though another unit of the other kind takes a key of that
+    # name (two plugins): a plugin model's 'rate' stays usable with laplace when some
+    # installed plugin mechanism also has a 'rate'.
+    model = build_from_spec(model_cls, model_keys - mech_params, spec, "model")
+    mechanism = build_from_spec(mech_cls, mech_keys - model_params, spec, "mechanism")
     mechanism.check_model(model)
     if (
         "calibration" in unit_params(mech_cls)

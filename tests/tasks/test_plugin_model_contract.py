@@ -1,0 +1,167 @@
+"""A plugin model's constants and parameters, as docs/extending.md states them (a hunt of
+2026-12-02, a researcher extending ldpsim from the docs alone).
+
+- A model's parameter named like a parameter of some other plugin mechanism (two
+  packages installed side by side, each with a ``rate``) was refused with every
+  mechanism, the built-in ones included: "The 'rate' parameter does not apply to
+  mechanism 'laplace'". Installing one package broke the sweeps of another.
+- ``truth()`` of another length than d crashed the store's creation with a traceback
+  (longer), or was NaN-padded and its missing coordinates left out of every table as if
+  the model had none (shorter, or NaN), at exit code 0.
+- A ``gradient_cov()`` of shape (1, 1) at d = 2 broadcast into every entry of S: the
+  oracle's bounds were wrong, stored as successes.
+- A disagreement of ``intervals_batch`` showed its numbers as ``np.float64(...)``.
+- A singular ``jacobian()`` beside a plugin method with ``intervals_batch``: the check
+  before the run set the grid point up on the client and crashed with numpy's
+  LinAlgError (a traceback); without the batched method the replicates fail, recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.tasks import normalize_spec, plugins
+from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.mechanisms.laplace import Laplace
+from ldpsim.tasks.models.mean import Mean
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateMean(Mean):
+    """mean with a parameter 'rate' (unused)."""
+
+    name = "rate_mean"
+    rate: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RateLaplace(Laplace):
+    """laplace with a parameter 'rate' (unused), from another package."""
+
+    name = "rate_laplace"
+    rate: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShortTruth(Mean):
+    """mean whose truth() lacks its last coordinate."""
+
+    name = "short_truth"
+
+    def truth(self):
+        return super().truth()[:-1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LongTruth(Mean):
+    """mean whose truth() has a coordinate too many."""
+
+    name = "long_truth"
+
+    def truth(self):
+        return np.append(super().truth(), 0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NanTruth(Mean):
+    """mean whose truth() is NaN in its last coordinate."""
+
+    name = "nan_truth"
+
+    def truth(self):
+        out = super().truth().copy()
+        out[-1] = np.nan
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalarCov(Mean):
+    """mean whose gradient_cov() is (1, 1) whatever d."""
+
+    name = "scalar_cov"
+
+    def gradient_cov(self):
+        return np.array([[0.3]])
+
+
+@dataclass(frozen=True, kw_only=True)
+class SingularJacobian(Mean):
+    """mean whose jacobian() is singular."""
+
+    name = "singular_jacobian"
+
+    def jacobian(self):
+        return np.zeros((self.dim, self.dim))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batched(IntervalMethod):
+    """theta_bar +- 0.1, with intervals_batch."""
+
+    name = "batched_plain"
+
+    def interval(self, stats, level, rng):
+        return stats.theta_bar - 0.1, stats.theta_bar + 0.1
+
+    def intervals_batch(self, stats, level, rngs):
+        return stats.theta_bar - 0.1, stats.theta_bar + 0.1
+
+
+UNITS = (RateMean, RateLaplace, ShortTruth, LongTruth, NanTruth, ScalarCov, SingularJacobian)
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch):
+    """The units above registered in this process only, for this test."""
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+    for unit in (*UNITS, Batched):
+        plugins.register(unit)
+
+
+def spec(**more):
+    return {"d": 2, "n": 1000, "seed": 3, "methods": {"oracle": {}}, **more}
+
+
+def test_a_parameter_of_another_plugin_of_the_other_kind_is_no_refusal():
+    # The model's 'rate' with a mechanism that has none, built-in or plugin.
+    for mechanism in ("laplace", "gdp"):
+        rs = normalize_spec(spec(model="rate_mean", mechanism=mechanism, rate=0.5))
+        assert rs.model.rate == 0.5 and rs.mechanism.name == mechanism
+    # The mechanism's 'rate' with a model that has none.
+    rs = normalize_spec(spec(model="mean", mechanism="rate_laplace", rate=0.25))
+    assert rs.mechanism.rate == 0.25
+    # Both units of the spec take it: which one a value is for is not said.
+    with pytest.raises(ValueError, match="both take the parameter"):
+        normalize_spec(spec(model="rate_mean", mechanism="rate_laplace", rate=0.5))
+    # A parameter of another unit of the same kind is still refused.
+    with pytest.raises(ValueError, match="'delta' parameter does not apply to mechanism"):
+        normalize_spec(spec(model="mean", mechanism="laplace", delta=0.1))
+
+
+def sweep_of(model: str, methods: dict | None = None):
+    body = {
+        "replicates": 4,
+        "seed": 3,
+        "spec": {"model": model, "d": 2, "n": 1000},
+        "methods": methods or {"oracle": {}},
+    }
+    return load_sweep(body, name="contract")
+
+
+@pytest.mark.parametrize(
+    ("model", "got"),
+    [("short_truth", "shape (1,)"), ("long_truth", "shape (3,)"), ("nan_truth", "[0.0, nan]")],
+)
+@dataclass(frozen=True, kw_only=True)
+class Shifted(Batched):
+    """intervals_batch 1e-6 below interval's lower bounds."""
+
+    name = "shifted"
+
+    def intervals_batch(self, stats, level, rngs):
+        lower, upper = Batched.intervals_batch(self, stats, level, rngs)
+        return lower - 1e-6, upper
