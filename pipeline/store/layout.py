@@ -393,8 +393,33 @@ def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.nda
             at = f", at the grid point {where}" if where else ""
             raise InputError(f"{message}{at}.") from None
         if truth is not None:
-            out[index][: len(truth)] = truth
+            out[index][: model.dim] = _checked_truth(model, truth, pseudo, point)
     return out
+
+
+def _checked_truth(model: Any, truth: Any, pseudo: bool, point: GridPoint) -> np.ndarray:
+    """``truth`` as d finite floats, or a one-line InputError naming the model.
+
+    A plugin's truth of another length crashed the store's creation with a traceback
+    (longer) or was NaN-padded, its missing coordinates then left out of every table as
+    if the model had none (shorter, or NaN), exit code 0 (a hunt, 2026-12-02).
+    """
+    try:
+        values = np.asarray(truth, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = None
+    if values is not None and values.shape == (model.dim,) and np.isfinite(values).all():
+        return values
+    what = "pseudo_truth()" if pseudo else "truth()"
+    shape = "a value that is not numbers" if values is None else f"shape {values.shape}"
+    if values is not None and values.shape == (model.dim,):
+        shape = f"{values.tolist()}"
+    where = ", ".join(f"{axis} = {value}" for axis, value in point.values.items())
+    at = f", at the grid point {where}" if where else ""
+    raise InputError(
+        f"The {what} of model {model.name!r} must be d = {model.dim} finite floats "
+        f"(docs/extending.md). Got {shape}{at}."
+    )
 
 
 def store_index(layout: Layout, point: GridPoint) -> tuple[int, ...]:

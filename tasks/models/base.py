@@ -189,7 +189,17 @@ class Model:
         batch : int
             Mini-batch size s >= 1: each step averages s privatized gradients.
         """
-        g_inv = np.linalg.inv(self.jacobian())
-        s = (self.gradient_cov() + noise_cov) / batch
+        jacobian, gradient_cov = self.jacobian(), self.gradient_cov()
+        # A plugin's matrix of another shape broadcast silently: a (1, 1) gradient_cov at
+        # d = 2 filled every entry of S, and the oracle's bounds were wrong at exit 0.
+        square = (self.dim, self.dim)
+        for what, matrix in (("jacobian", jacobian), ("gradient_cov", gradient_cov)):
+            if np.shape(matrix) != square:
+                raise ValueError(
+                    f"The {what}() of model {self.name!r} must be a (d, d) = {square} "
+                    f"matrix. Got shape {np.shape(matrix)}."
+                )
+        g_inv = np.linalg.inv(jacobian)
+        s = (gradient_cov + noise_cov) / batch
         sigma = g_inv @ s @ g_inv.T
         return (sigma + sigma.T) / 2

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.store.layout import layout_for, truth_array
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks import normalize_spec, plugins
 from ldpsim.tasks.intervals.base import IntervalMethod
@@ -156,6 +158,29 @@ def sweep_of(model: str, methods: dict | None = None):
     ("model", "got"),
     [("short_truth", "shape (1,)"), ("long_truth", "shape (3,)"), ("nan_truth", "[0.0, nan]")],
 )
+def test_a_truth_of_another_shape_or_not_finite_is_one_line(model, got):
+    sweep = sweep_of(model)
+    with pytest.raises(InputError) as refused:
+        truth_array(sweep, layout_for(sweep))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"truth() of model {model!r} must be d = 2 finite floats" in message, message
+    assert message.endswith(f"Got {got}."), message
+
+
+def test_the_built_in_truths_pass():
+    sweep = sweep_of("rate_mean")
+    np.testing.assert_array_equal(truth_array(sweep, layout_for(sweep)), np.zeros((2,)))
+
+
+def test_a_gradient_cov_of_another_shape_fails_the_replicate_with_its_reason():
+    with pytest.raises(ValueError, match=r"gradient_cov\(\) of model 'scalar_cov' must be"):
+        ScalarCov(d=2).asymptotic_cov(np.eye(2))
+    np.testing.assert_allclose(
+        Mean(d=2).asymptotic_cov(np.eye(2)), Mean(d=2).gradient_cov() + 1.0 * np.eye(2)
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Shifted(Batched):
     """intervals_batch 1e-6 below interval's lower bounds."""
