@@ -710,7 +710,18 @@ def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
         return 0
     if rs.backend != "cpu":
         rs = dataclasses.replace(rs, backend="cpu")
-    setup = GridPointSetup.of(rs)
+    try:
+        setup = GridPointSetup.of(rs)
+    except Exception as exc:
+        from ldpsim.tasks.plugins import plugin_code_error
+
+        if plugin_code_error(exc) is not None:
+            raise  # a plugin's own code: one line on the client (plugin_code_errors)
+        # The grid point cannot be set up (a singular jacobian: numpy's LinAlgError), so
+        # no replicate of it computes an interval either way: nothing to compare. Its
+        # replicates fail on the workers, recorded, as without intervals_batch; raised
+        # here it was a traceback on the client instead (a hunt, 2026-12-02).
+        return len(chosen)
     reps = [int(rep) for rep in reps]
     raw, chain_errors = run_chains(setup, reps)
 
@@ -745,8 +756,9 @@ def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
                 raise BatchDisagreement(
                     f"The interval method {label!r} ({unit.__module__}.{unit.__qualname__}): "
                     f"its intervals_batch disagrees with its interval on replicate "
-                    f"{reps[i]}{where}, {name} bound of coordinate {j}: {got[i, k, j]!r} "
-                    f"by intervals_batch, {want[i, k, j]!r} by interval; make them agree "
+                    f"{reps[i]}{where}, {name} bound of coordinate {j}: "
+                    f"{float(got[i, k, j])!r} by intervals_batch, {float(want[i, k, j])!r} "
+                    "by interval; make them agree "
                     "(docs/extending.md), or remove intervals_batch."
                 )
     return len(chosen)

@@ -18,15 +18,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
+from ldpsim.pipeline.api import check_batched_methods
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.layout import layout_for, truth_array
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks import normalize_spec, plugins
+from ldpsim.tasks.chunk import compute_chunk
+from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.intervals.base import IntervalMethod
 from ldpsim.tasks.mechanisms.laplace import Laplace
 from ldpsim.tasks.models.mean import Mean
@@ -181,6 +185,17 @@ def test_a_gradient_cov_of_another_shape_fails_the_replicate_with_its_reason():
     )
 
 
+def test_a_singular_jacobian_beside_a_batched_method_is_no_traceback_before_the_run():
+    sweep = sweep_of("singular_jacobian", {"batched_plain": {}})
+    check_batched_methods(sweep)  # before: numpy.linalg.LinAlgError, raised
+    # The workers' set-up raises it, and the run records the replicates' failure.
+    with pytest.raises(np.linalg.LinAlgError):
+        GridPointSetup.of(sweep.points()[0].normalized)
+    # A grid point that sets up is still checked and computed.
+    ok = normalize_spec(spec(model="mean", methods={"batched_plain": {}}))
+    assert not compute_chunk(GridPointSetup.of(ok), [0, 1])["method_failed"].any()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Shifted(Batched):
     """intervals_batch 1e-6 below interval's lower bounds."""
@@ -190,3 +205,14 @@ class Shifted(Batched):
     def intervals_batch(self, stats, level, rngs):
         lower, upper = Batched.intervals_batch(self, stats, level, rngs)
         return lower - 1e-6, upper
+
+
+def test_a_disagreement_shows_plain_numbers():
+    plugins.register(Shifted)
+    with pytest.raises(InputError) as refused:
+        check_batched_methods(sweep_of("mean", {"shifted": {}}))
+    message = str(refused.value)
+    assert "np.float64" not in message, message  # before: np.float64(-0.1...) by ...
+    assert re.search(r"lower bound of coordinate 0: -?[0-9.]+ by intervals_batch", message), (
+        message
+    )
