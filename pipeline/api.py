@@ -813,7 +813,8 @@ def check_batched_methods(sweep: Sweep) -> None:
 
     The first replicates (up to :data:`ldpsim.tasks.chunk.CHECKED_REPLICATES`, the start
     of the run's first chunk) of the sweep's first grid point of each dimension d (a
-    batched path may be right at d = 1 only) are computed both ways on this process
+    batched path may be right at d = 1 only) that can be set up (the next one of that d
+    where one cannot) are computed both ways on this process
     (:func:`ldpsim.tasks.chunk.check_batch_api`); the built-in methods are known good
     and not checked.
 
@@ -826,15 +827,20 @@ def check_batched_methods(sweep: Sweep) -> None:
     from ldpsim.tasks.chunk import CHECKED_REPLICATES, BatchDisagreement, check_batch_api
     from ldpsim.tasks.plugins import PluginCodeError, plugin_code_errors
 
-    firsts: dict[int, ReplicateSpec] = {}
+    by_dim: dict[int, list[ReplicateSpec]] = {}
     for point in sweep.points():
-        firsts.setdefault(point.normalized.model.dim, point.normalized)
+        by_dim.setdefault(point.normalized.model.dim, []).append(point.normalized)
+    reps = range(min(sweep.replicates, CHECKED_REPLICATES))
     try:
         with plugin_code_errors(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for first in firsts.values():
-                if not check_batch_api(first, range(min(sweep.replicates, CHECKED_REPLICATES))):
-                    break  # no plugin method with intervals_batch (the same at every point)
+            for points in by_dim.values():
+                checked = next(
+                    (n for n in (check_batch_api(rs, reps) for rs in points) if n is not None),
+                    None,  # no point of this d can be set up: none computes an interval
+                )
+                if checked == 0:
+                    return  # no plugin method with intervals_batch (the same at every point)
     except (BatchDisagreement, PluginCodeError) as exc:
         raise InputError(str(exc)) from None
 

@@ -679,7 +679,7 @@ def is_builtin(method: IntervalMethod) -> bool:
     return type(method).__module__.startswith("ldpsim.")
 
 
-def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
+def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int | None:
     """Compute replicates ``reps`` of the grid point ``rs`` by each plugin method's
     ``intervals_batch`` and by its ``interval``, one replicate at a time; refuse a method
     whose two ways disagree.
@@ -691,8 +691,10 @@ def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
 
     Returns
     -------
-    int
-        The number of methods checked (those of plugins that have ``intervals_batch``).
+    int or None
+        The number of methods checked (those of plugins that have ``intervals_batch``);
+        None where the grid point cannot be set up (a singular ``jacobian()``), so that
+        nothing is compared there (its replicates fail on the workers, recorded).
 
     Raises
     ------
@@ -721,7 +723,7 @@ def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int:
         # no replicate of it computes an interval either way: nothing to compare. Its
         # replicates fail on the workers, recorded, as without intervals_batch; raised
         # here it was a traceback on the client instead (a hunt, 2026-12-02).
-        return len(chosen)
+        return None
     reps = [int(rep) for rep in reps]
     raw, chain_errors = run_chains(setup, reps)
 

@@ -96,12 +96,13 @@ class ScalarCov(Mean):
 
 @dataclass(frozen=True, kw_only=True)
 class SingularJacobian(Mean):
-    """mean whose jacobian() is singular."""
+    """mean whose jacobian() is ``jacobian_scale`` times mean's: singular at 0."""
 
     name = "singular_jacobian"
+    jacobian_scale: float = 0.0
 
     def jacobian(self):
-        return np.zeros((self.dim, self.dim))
+        return self.jacobian_scale * super().jacobian()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,12 +149,13 @@ def test_a_parameter_of_another_plugin_of_the_other_kind_is_no_refusal():
         normalize_spec(spec(model="mean", mechanism="laplace", delta=0.1))
 
 
-def sweep_of(model: str, methods: dict | None = None):
+def sweep_of(model: str, methods: dict | None = None, grid: dict | None = None):
     body = {
         "replicates": 4,
         "seed": 3,
         "spec": {"model": model, "d": 2, "n": 1000},
         "methods": methods or {"oracle": {}},
+        **({"grid": grid} if grid else {}),
     }
     return load_sweep(body, name="contract")
 
@@ -205,6 +207,14 @@ class Shifted(Batched):
     def intervals_batch(self, stats, level, rngs):
         lower, upper = Batched.intervals_batch(self, stats, level, rngs)
         return lower - 1e-6, upper
+
+
+def test_a_batched_method_is_checked_at_the_next_point_where_one_cannot_be_set_up():
+    plugins.register(Shifted)
+    sweep = sweep_of("singular_jacobian", {"shifted": {}}, grid={"jacobian_scale": [0.0, 1.0]})
+    with pytest.raises(InputError, match="intervals_batch disagrees"):  # before: passed
+        check_batched_methods(sweep)
+    check_batched_methods(sweep_of("singular_jacobian", {"shifted": {}}))  # nowhere: passes
 
 
 def test_a_disagreement_shows_plain_numbers():
