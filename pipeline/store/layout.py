@@ -118,7 +118,21 @@ COORD_ATTRS = {
     "case": {"long_name": "label of a sweep case (spec values that vary together)"},
     "delta": {"long_name": "local differential privacy parameter delta (gaussian)"},
     "mu": {"long_name": "Gaussian differential privacy parameter (gdp)"},
+    "level": {"long_name": "nominal coverage 1 - alpha of the intervals"},
+    "c": {"long_name": "step-size constant c (eta_i = c i^-gamma)"},
+    "gamma": {"long_name": "step-size exponent gamma (eta_i = c i^-gamma)"},
+    "theta0": {"long_name": "starting point theta_0 of LDP-SGD"},
+    "batch": {"long_name": "mini-batch size s (users per SGD step)"},
+    "model": {"long_name": "model (data generator and loss)"},
+    "mechanism": {"long_name": "local privacy mechanism"},
 }
+
+
+def coord_attrs(name: str) -> dict[str, str]:
+    """The attributes of the coordinate ``name`` of a new store: its own long_name, or,
+    for a grid axis without one (a model's or mechanism's parameter), a long_name that
+    says which spec key it is, so that every coordinate explains itself (SPEC section 7)."""
+    return dict(COORD_ATTRS.get(name, {"long_name": f"spec value {name!r} (a grid axis)"}))
 
 
 #: Core-seconds a task aims at (its replicates' estimated cost, :mod:`ldpsim.pipeline.cost`):

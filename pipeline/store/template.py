@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from ldpsim.pipeline.store.layout import (
-    COORD_ATTRS,
     VARIABLE_ATTRS,
     ZSTD_LEVEL,
     Layout,
     coord_array,
+    coord_attrs,
     gpu_streams_attr,
     library_versions,
     truth_array,
@@ -148,7 +148,7 @@ def template(
             chunks=None,
             shards=None,
             zstd_level=0,
-            attrs=dict(VARIABLE_ATTRS.get(name, COORD_ATTRS.get(name, {}))),
+            attrs=dict(VARIABLE_ATTRS[name]) if name in VARIABLE_ATTRS else coord_attrs(name),
         )
     attrs = {
         "title": f"ldpsim sweep {sweep.name!r}",
