@@ -522,6 +522,44 @@ def note_overrides(before: Mapping[str, Any], after: dict[str, Any]) -> dict[str
     return {**after, "description": f"{description} (as run: {', '.join(changes)})"}
 
 
+#: The note a store's description gets when a run grows it beyond what a run of one
+#: sweep made (:func:`grown_description`).
+GROWN_NOTE = " (as extended: "
+
+
+def grown_description(stored: Sweep, running: Sweep, grown: Sweep) -> str:
+    """The description of a store grown by ``running`` from ``stored`` to ``grown``.
+
+    A description says what a store holds: the sweep file's words and the note of what
+    the overrides changed (:func:`note_overrides`). Grown by a run, the store holds more
+    than either run's sweep described on its own. Where ``running`` holds all of
+    ``grown`` (the same replicates, methods and grid values; a run of more replicates or
+    values of the sweep it was made with), a new run of it would make the same store:
+    its description. Otherwise the stored description keeps its words and notes what
+    the store holds now, ``(as extended: replicates = 60, grid.tau = [0.5, 0.9, 0.7],
+    methods = ["bb", "bm"])``, each size whole, in place of an earlier such note.
+    """
+    holds_all = (
+        running.replicates == grown.replicates
+        and set(running.methods) == set(grown.methods)
+        and running.grid.keys() == grown.grid.keys()
+        and all(
+            len(running.grid[axis]) == len(values)
+            and all(value in running.grid[axis] for value in values)
+            for axis, values in grown.grid.items()
+        )
+    )
+    if holds_all:
+        return running.description
+    words = stored.description
+    if GROWN_NOTE in words and words.endswith(")"):
+        words = words[: words.rindex(GROWN_NOTE)]
+    sizes = [f"replicates = {grown.replicates}"]
+    sizes += [f"grid.{axis} = {_inline(values)}" for axis, values in grown.grid.items()]
+    sizes.append(f"methods = {_inline(list(grown.methods))}")
+    return f"{words}{GROWN_NOTE}{', '.join(sizes)})"
+
+
 def _entries(data: Mapping[str, Any]) -> dict[str, Any]:
     """A sweep's tables as ``--set`` KEY -> value (spec keys bare), description aside."""
     out: dict[str, Any] = {}

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ from ldpsim.pipeline.store.reading import (
 )
 from ldpsim.pipeline.store.store_path import check_store_path
 from ldpsim.pipeline.store.template import template, write_template
-from ldpsim.pipeline.sweep import CASE_AXIS, GridPoint, Sweep
+from ldpsim.pipeline.sweep import CASE_AXIS, GridPoint, Sweep, grown_description
 
 
 class Store:
@@ -156,7 +156,7 @@ class Store:
             stored = read_sweep(path)
             layout = stored_layout(path)
             if changes:
-                layout = _extend(path, stored, layout, changes, plan.attr)
+                layout = _extend(path, stored, sweep, layout, changes, plan.attr)
             elif missing_variables(path) or not is_sealed(path) or plan.write:
                 # A store of an older ldpsim, or units new to the store or changed.
                 _commit(path, _extension_files(path, layout, stored, plan.attr))
@@ -566,11 +566,18 @@ def _check_fits_axis(path: Path, axis: str, stored: list[Any], new: list[Any]) -
 
 
 def _extend(
-    path: Path, stored: Sweep, layout: Layout, changes: Changes, units: str | None = None
+    path: Path,
+    stored: Sweep,
+    running: Sweep,
+    layout: Layout,
+    changes: Changes,
+    units: str | None = None,
 ) -> Layout:
-    """Grow the store along its grid axes, 'method' and 'rep' (all or nothing); the new
-    layout. Added methods are appended to the 'method' axis: the stored methods' files
-    are never rewritten (their shards span the methods the store was made with)."""
+    """Grow the store along its grid axes, 'method' and 'rep' (all or nothing) for the
+    run of ``running``; the new layout. Added methods are appended to the 'method' axis:
+    the stored methods' files are never rewritten (their shards span the methods the
+    store was made with). The description says what the grown store holds
+    (:func:`ldpsim.pipeline.sweep.grown_description`)."""
     values = {a: layout.axis_values[a] + changes.added.get(a, []) for a in layout.axes}
     grown = Layout(
         axes=layout.axes,
@@ -595,6 +602,7 @@ def _extend(
         rep_chunk=stored.rep_chunk,
         cases={**stored.cases, **changes.cases_added},
     )
+    merged = replace(merged, description=grown_description(stored, running, merged))
     _commit(path, _extension_files(path, grown, merged, units))
     return grown
 
@@ -650,7 +658,13 @@ def _extension_files(
             group["truth"][...] = truth_array(merged, layout)
             if "pseudo_truth" in group.array_keys():  # absent from stores older than it
                 group["pseudo_truth"][...] = truth_array(merged, layout, pseudo=True)
-        group.attrs.update({"sweep": merged.to_json(), **({UNITS_ATTR: units} if units else {})})
+        group.attrs.update(
+            {
+                "sweep": merged.to_json(),
+                "description": merged.description,
+                **({UNITS_ATTR: units} if units else {}),
+            }
+        )
         consolidate(scratch)
         if has_digests(dict(group.attrs)):  # the determined arrays' digests, as extended
             manifest = scratch / META_GROUP / FOLDER / DETERMINED

@@ -106,7 +106,8 @@ def test_extension_reuses_results(finished, tmp_path, local_cluster, cluster_fil
     shutil.copytree(original, store)
     old = open_dataset(store).load()
     grid = {"tau": [0.5, 0.9], "n": [2000, 5000, 3000]}
-    sweep = load_sweep(write_sweep(tmp_path / "tiny.toml", replicates=6, grid=grid))
+    words = 'description = "tiny, 6 replicates, n in {2000, 5000, 3000}"'
+    sweep = load_sweep(write_sweep(tmp_path / "tiny.toml", replicates=6, grid=grid, extra=words))
     report = run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=lambda m: 0)
     # 2 tau x 3 n x 6 reps in all; 2 x 2 x 4 were done.
     assert report.already_done == 16
@@ -116,6 +117,9 @@ def test_extension_reuses_results(finished, tmp_path, local_cluster, cluster_fil
     assert all(rep >= 4 or index[1] == 2 for index, rep in log)
     new = open_dataset(store).load()
     assert list(new["n"].values) == [2000, 5000, 3000] and new.sizes["rep"] == 6
+    # The run holds all of the grown store: its description (the made one's before).
+    assert new.attrs["description"] == json.loads(new.attrs["sweep"])["description"]
+    assert new.attrs["description"] == sweep.description != old.attrs["description"]
     for name in VALUES:
         kept = new[name].isel(n=[0, 1], rep=slice(0, 4)) if "rep" in new[name].dims else None
         if kept is None:

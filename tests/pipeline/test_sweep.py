@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.sweep import apply_overrides, builtin_sweeps, load_sweep
+from ldpsim.pipeline.sweep import apply_overrides, builtin_sweeps, grown_description, load_sweep
 from ldpsim.tasks.models.quantile import Quantile
 
 TEXT = """replicates = 3
@@ -385,3 +386,31 @@ def test_an_override_of_a_spec_value_that_every_case_sets_is_said_not_run(tmp_pa
     sweep = load_sweep(tmp_path / "s.toml", ["tau=0.5", "cases.a.eps=5"])
     assert [p.normalized.model.tau for p in sweep.points()] == [0.5, 0.9]
     assert [p.normalized.mechanism.eps for p in sweep.points()] == [5.0, 3.0]
+
+
+def test_a_grown_store_says_what_it_holds():
+    # A store grown by a run kept the description of the run that made it: "(as run:
+    # replicates = 40, ...)" beside 60 replicates and a grid value it did not name (a
+    # hunt, 2026-12-02).
+    def tables(description, replicates, tau):
+        return {
+            "description": description,
+            "replicates": replicates,
+            "spec": {"model": "quantile", "n": 1000},
+            "grid": {"tau": tau},
+            "methods": {"bm": {}, "oracle": {}},
+        }
+
+    made = load_sweep(tables("words", 4, [0.5, 0.9]), name="g")
+    part = load_sweep(tables("other", 6, [0.7]), name="g")  # adds tau = 0.7 only
+    grown = replace(made, replicates=6, grid={"tau": [0.5, 0.9, 0.7]})
+    note = ' (as extended: replicates = 6, grid.tau = [0.5, 0.9, 0.7], methods = ["bm", "oracle"])'
+    assert grown_description(made, part, grown) == "words" + note
+    # Grown again: the note replaced, each size whole.
+    again = replace(grown, description="words" + note)
+    assert grown_description(again, part, replace(again, replicates=8)) == "words" + note.replace(
+        "= 6", "= 8"
+    )
+    # A run that holds all of the grown store (another order of its values): its own.
+    whole = load_sweep(tables("all", 6, [0.7, 0.9, 0.5]), name="g")
+    assert grown_description(made, whole, grown) == "all"
