@@ -178,20 +178,23 @@ def interval_diagnostics(
         coverage = _mean(hits, count)
         gap_influence = (hits - coverage) - p_influence
 
-        def standard_error(influence: Values) -> Values:
-            # sd(IF) / sqrt(R), sd with ddof 1 (the influence values have mean 0).
+        def standard_error(influence: Values, statistic: Values) -> Values:
+            # sd(IF) / sqrt(R), sd with ddof 1 (the influence values have mean 0); NaN
+            # where the statistic is (sd 0: its influence values are all NaN, which the
+            # sum would skip, giving 0).
             spread = (influence**2).sum("rep") / (count - 1).where(count > 2)
-            return np.sqrt(spread / count)
+            return np.sqrt(spread / count).where(statistic.notnull())
 
+        gap = coverage - predicted
         return xr.Dataset(
             {
                 "predicted_coverage": predicted,
-                "predicted_coverage_se": standard_error(p_influence),
-                "coverage_gap": coverage - predicted,
-                "coverage_gap_se": standard_error(gap_influence),
+                "predicted_coverage_se": standard_error(p_influence, predicted),
+                "coverage_gap": gap,
+                "coverage_gap_se": standard_error(gap_influence, gap),
                 "bias_over_sd": bias_over_sd,
-                "bias_over_sd_se": standard_error(b_influence),
+                "bias_over_sd_se": standard_error(b_influence, bias_over_sd),
                 "variance_ratio": variance_ratio,
-                "variance_ratio_se": standard_error(r_influence),
+                "variance_ratio_se": standard_error(r_influence, variance_ratio),
             }
         )

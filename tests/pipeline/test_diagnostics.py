@@ -188,3 +188,19 @@ def test_summarize_cli_diagnostics_flag(tmp_path, capsys):
     assert main(["summarize", str(store), "--diagnostics", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.strip() == format_table(summarize(syn.grid_store()), "markdown", True).strip()
+
+
+def diagnostics_of(errors: list[float], lengths: list[float]) -> xr.Dataset:
+    """:func:`interval_diagnostics` of one cell of these replicates (all counted)."""
+    error = xr.DataArray(np.array(errors), dims="rep")
+    length = xr.DataArray(np.array(lengths), dims="rep")
+    covered = abs(error) <= length / 2
+    return interval_diagnostics(error, length, covered, xr.ones_like(covered), Z90)
+
+
+def test_an_estimate_that_does_not_vary_has_no_diagnostics():
+    # sd 0: b = ebar / 0 and r = L / 0 are not numbers ("n/a"), not inf, and neither are
+    # their standard errors (0.0 before: the influence values, all NaN, summed to 0).
+    diag = diagnostics_of([0.3, 0.3, 0.3, 0.3], [1.0, 1.2, 1.1, 0.9])
+    for name in DIAGNOSTIC_FIELDS:
+        assert diag[name].isnull().all(), name
