@@ -204,3 +204,13 @@ def test_an_estimate_that_does_not_vary_has_no_diagnostics():
     diag = diagnostics_of([0.3, 0.3, 0.3, 0.3], [1.0, 1.2, 1.1, 0.9])
     for name in DIAGNOSTIC_FIELDS:
         assert diag[name].isnull().all(), name
+
+
+def test_two_replicates_give_the_diagnostics_but_no_standard_errors():
+    # The values need R >= 2 (an sd of ddof 1), their standard errors R >= 3.
+    diag = diagnostics_of([0.1, -0.3], [1.0, 1.5])
+    for name in DIAGNOSTIC_FIELDS:
+        assert diag[name].isnull().all() == name.endswith("_se"), name
+    diag = diagnostics_of([0.1, -0.3, 0.2], [1.0, 1.5, 1.2])
+    for name in DIAGNOSTIC_FIELDS:
+        assert np.isfinite(diag[name]).all(), name
