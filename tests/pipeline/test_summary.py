@@ -264,6 +264,8 @@ def test_padded_coordinates_are_ignored(store):
         padded[name].loc[where] = np.nan
     c = summarize(padded).sel(tau=0.5, n=100)
     assert (c["n_done"].sel(coord=1) == 0).all()
+    # bb failed in replicate 3, a failure at the coordinates the grid point has only.
+    assert c["n_failed"].sel({"method": "bb"}).values.tolist() == [1, 0]
     assert c["coverage"].sel(coord=1).isnull().all()
     assert c["bias"].sel(coord=1).isnull()
     np.testing.assert_array_equal(c["joint_coverage"], c["coverage"].sel(coord=0))
@@ -570,3 +572,50 @@ def test_latex_escapes_every_special_character_of_a_label():
 
     assert latex_escape("a^b~c\\d") == r"a\textasciicircum{}b\textasciitilde{}c\textbackslash{}d"
     assert latex_escape("50%_&$#{x}") == r"50\%\_\&\$\#\{x\}"
+
+
+def test_a_bound_at_theta_star_covers(store, summary):
+    # The interval is closed: a bound equal to theta* covers (lower <= theta* <= upper).
+    edge = store.copy(deep=True)
+    at = {"tau": 0.5, "n": 100, "method": "bb"}
+    for rep, coord, side in ((0, 1, "lower"), (1, 0, "upper")):  # both replicates cover
+        assert syn.bb_covers(rep, coord)
+        truth = float(store["truth"].sel(tau=0.5, n=100, coord=coord))
+        edge[side].loc[{**at, "rep": rep, "coord": coord}] = truth
+    got = summarize(edge).sel(at)
+    np.testing.assert_array_equal(got["coverage"], summary.sel(at)["coverage"])
+    np.testing.assert_array_equal(got["joint_coverage"], summary.sel(at)["joint_coverage"])
+
+
+def test_a_method_failing_at_one_coordinate_leaves_the_replicate_out_of_the_joint_coverage(
+    store, summary
+):
+    # bb gives no bounds at coordinate 1 of replicate 0 (which misses coordinate 0): the
+    # replicate counts at coordinate 0 and in the coordinate means, not in the joint
+    # coverage, whose replicates need bounds at every coordinate.
+    part = store.copy(deep=True)
+    at = {"tau": 0.5, "n": 100, "method": "bb"}
+    for name in ("lower", "upper"):
+        part[name].loc[{**at, "rep": 0, "coord": 1}] = np.nan
+    part["method_failed"].loc[{**at, "rep": 0}] = True
+    got = summarize(part).sel(at)
+    assert got["n_done"].values.tolist() == [35, 34]
+    assert int(got["joint_n_done"]) == 34
+    assert float(got["joint_coverage"]) == 24 / 34  # rep 0 was not jointly covered
+    assert int(got["coord_mean_n_done"]) == 35
+    # Lost to a failure of the method: replicate 3 (everywhere) and replicate 0 (at one
+    # coordinate) for the coordinate means; replicate 0 at coordinate 1 only.
+    assert got["n_failed"].values.tolist() == [1, 2]
+    assert int(got["coord_mean_n_failed"]) == 2
+
+
+def test_one_replicate_plans_no_replicates_from_an_unknown_se(store):
+    # With R = 1 the coordinate means' se (ddof 1) is unknown: no plan from it, neither
+    # the se's nor the nominal level's (which plans only where the se is 0).
+    one = cell(summarize(store.isel(rep=[0])), 0.5, 100)
+    assert (one["coord_mean_n_done"] == 1).all()
+    assert one["coord_mean_coverage_se"].isnull().all()
+    assert one["coord_mean_replicates_needed"].isnull().all()
+    # The coverage of one replicate is 0 or 1, its se 0: the level plans.
+    assert (one["coverage_se"] == 0).all()
+    assert (one["replicates_needed"] == 3600).all()  # 0.9 * 0.1 / 0.005^2
