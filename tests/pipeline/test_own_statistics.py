@@ -473,3 +473,12 @@ def test_a_selection_of_replicates_is_counted_against_the_sweeps(store):
     part.attrs["sweep"] = json.dumps({**json.loads(part.attrs["sweep"]), "replicates": 20})
     table = format_table(api.summarize(part, as_dataset=True), "text")
     assert "replicates per cell: 0-20 of 20" in table and "not in the selection" not in table
+
+
+def test_one_number_in_one_cell_and_per_replicate_values_in_another_is_refused(store):
+    def mixed(c: Cell):
+        return c.upper >= c.truth if c.labels["coord"] == 0 else float(np.mean(c.upper))
+
+    with pytest.raises(InputError, match="elsewhere; return one kind in every cell") as info:
+        api.summarize(store, as_dataset=True, statistics={"mixed": mixed})
+    assert "mixed" in str(info.value) and "\n" not in str(info.value)
