@@ -12,12 +12,13 @@ import csv
 import io
 import json
 
+import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.summary.partial_cells import any_partial
+from ldpsim.pipeline.summary.partial_cells import any_partial, partial
 from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.summary.tables import format_table
 
@@ -136,3 +137,15 @@ def test_the_caption_counts_only_the_coordinates_a_grid_point_has():
     summary["coord_exists"][...] = [True, False]
     summary["n_done"][..., 1] = 0
     assert "replicates per cell: 35 of 35" in format_table(summary, "text")
+
+
+def test_a_cell_without_a_method_axis_mixes_code_versions_if_any_method_does(complete):
+    # bb's replicates come from two versions of its code, the oracle's from one: bb's
+    # cells are marked, the oracle's not, and a cell without a method axis (the mean
+    # squared error) counts the most versions of any method of its grid point.
+    versions = xr.ones_like(complete["n_done"].isel(coord=0), dtype=np.int64)
+    versions.loc[{"method": "bb"}] = 2
+    mixed = complete.assign(code_versions=versions)
+    coverage = partial(mixed, "coverage")
+    assert coverage.sel({"method": "bb"}).all() and not coverage.sel({"method": "oracle"}).any()
+    assert partial(mixed, "mse").all() and not partial(complete, "mse").any()
