@@ -116,6 +116,13 @@ def test_replicates_needed_scales_the_observed_se():
         summarize(syn.grid_store(), target_se=0.0)
 
 
+def test_a_method_is_not_compared_with_itself():
+    with pytest.raises(ValueError, match="two different methods"):
+        compare_methods(syn.grid_store(), "bb", "bb")
+    with pytest.raises(ValueError, match="'b' parameter of compare_methods"):
+        compare_methods(syn.grid_store(), "bb", "sn")
+
+
 def test_parse_pair():
     assert parse_pair("bb, sn", ["bb", "sn"]) == ("bb", "sn")
     for bad in ("bb", "bb,bb", "bb,xx", "bb,sn,oracle"):
@@ -210,6 +217,9 @@ def test_the_footnote_counts_failed_replicates_and_pending_methods_as_a_summary_
     # replicates not done and the 2 pending; counted: the other 36 - 1 - 2 - 1 = 32.
     cell = comparison.isel(tau=0, n=0, coord=0)
     assert (int(cell["n_paired"]), int(cell["n_unpaired"])) == (syn.DONE - 1 - 2 - 1, 2)
+    # The coordinate means lose the same two: bb's failure and the failed replicate.
+    means = comparison.isel(tau=0, n=0)
+    assert (int(means["coord_mean_n_paired"]), int(means["coord_mean_n_unpaired"])) == (32, 2)
     line = star_line(format_comparison(comparison, "text"))
     assert line.startswith(
         "* computed on fewer than all 40 replicates of its grid point: 32 counted, 2 "
