@@ -16,6 +16,7 @@ from scipy.stats import binom, norm
 from ldpsim.pipeline.formatting import cell_text
 from ldpsim.pipeline.report.plots import _bar_figures, _diagnostics_figure, _line_figures
 from ldpsim.pipeline.report.report import result_tables, store_facts
+from ldpsim.pipeline.summary.nominal_claims import FLAG_Z, false_flag_rate, null_se
 from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.summary.tables import DEPARTURE_MARK, coverage_cell, format_table
 from ldpsim.pipeline.sweep import note_overrides
@@ -350,3 +351,18 @@ def test_records_only_for_the_coordinates_a_grid_point_has(fmt):
     assert len(records) == sum(per_case.values()) * methods  # not cases x 6 x methods
     assert all(int(r["coord"]) < per_case[r["case"]] for r in records)
     assert all(int(r["n_done"]) == 10 for r in records)
+
+
+@pytest.mark.parametrize(
+    ("replicates", "rate"), [(40, 0.057), (200, 0.044), (500, 0.044)], ids=["40", "200", "500"]
+)
+def test_the_false_flag_rates_the_module_states(replicates, rate):
+    # nominal_claims: 5.7%, 4.4% and 4.4% at R = 40, 200 and 500 (q = 0.9), with the
+    # standard error under H0, sqrt(q (1 - q) / R).
+    assert null_se(0.9, replicates) == pytest.approx(np.sqrt(0.09 / replicates), rel=1e-12)
+    assert false_flag_rate(replicates, 0.9) == pytest.approx(rate, abs=5e-4)
+    # The same sum, from scipy's binomial.
+    k = np.arange(replicates + 1)
+    flagged = np.abs(k / replicates - 0.9) > FLAG_Z * np.sqrt(0.09 / replicates)
+    exact = binom.pmf(k[flagged], replicates, 0.9).sum()
+    assert false_flag_rate(replicates, 0.9) == pytest.approx(exact, rel=1e-9)
