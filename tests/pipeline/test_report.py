@@ -175,11 +175,15 @@ def test_a_large_store_is_summarized_lazily_with_the_same_page(
 
 # -- issue 33: tables a reader (and a screen reader) can use, numbers explained ----------
 def test_wilson_interval_at_the_boundary_and_inside():
-    from ldpsim.pipeline.summary.tables import wilson_interval
+    from ldpsim.pipeline.summary.tables import coverage_cell, wilson_interval
 
     # All of R = 10 covered: Wilson's lower bound is R / (R + z^2) at z = 2.
     assert wilson_interval(1.0, 10) == pytest.approx((10 / 14, 1.0))
     assert wilson_interval(0.0, 10) == pytest.approx((0.0, 4 / 14))
+    # Within [0, 1] exactly: unclamped, R = 29 gave a lower bound of -7e-18 ("-0.000")
+    # and R = 21 an upper bound of 1 + 2e-16.
+    assert wilson_interval(0.0, 29)[0] == 0.0 and wilson_interval(1.0, 21)[1] == 1.0
+    assert coverage_cell(0.0, 0.0, 29, 0.9)[0] == "0.000 [0.000, 0.121]"
     # Inside (0, 1) and for many replicates it approaches Wald's p +- 2 se.
     p, r = 0.9, 100_000
     wald = 2 * np.sqrt(p * (1 - p) / r)
