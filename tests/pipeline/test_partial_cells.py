@@ -149,3 +149,23 @@ def test_a_cell_without_a_method_axis_mixes_code_versions_if_any_method_does(com
     coverage = partial(mixed, "coverage")
     assert coverage.sel({"method": "bb"}).all() and not coverage.sel({"method": "oracle"}).any()
     assert partial(mixed, "mse").all() and not partial(complete, "mse").any()
+
+
+def test_a_statistic_the_store_has_no_values_for_is_not_marked():
+    # A store older than the last iterate: mse_last counts no replicate by design (none
+    # failed, some are done). It is n/a, not a partial cell.
+    summary = summarize(tau_half(list(range(syn.DONE))).drop_vars("last"))
+    assert (summary["mse_last_n_done"] == 0).all() and (summary["replicates_done"] > 0).all()
+    assert not partial(summary, "mse_last").any()
+    assert partial(summary, "coverage").sel({"method": "bb"}).all()  # bb failed once
+
+
+def test_the_footnote_of_a_selection_counts_the_replicates_left_out_apart():
+    # 20 of the 40 replicates of a grid point whose first 36 are done: the other 20 are
+    # not in the selection, none is "not computed yet".
+    ds = syn.grid_store().sel(tau=[0.5], n=[100]).isel(rep=range(20))
+    text = format_table(summarize(ds), "text")
+    assert (
+        "lost to a failure of the replicate or of the method (ldpsim errors STORE), 0 not" in text
+    )
+    assert "20 not in the selection of replicates" in text
