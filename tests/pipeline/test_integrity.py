@@ -355,6 +355,9 @@ def test_an_extension_journal_nested_too_deep_is_one_line(
         ({"shard_grid": [1]}, ["'shard_grid' is [1]", "one per grid axis"]),
         ({"chunk_reps": None}, ["'chunk_reps' is None", "present beside"]),
         ({"shard_reps": 4}, ["disagree with done/zarr.json"]),  # a multiple, but not done's
+        # (A mutation hunt, 2026-12-02: "0 <= level" passed every test.)
+        ({"level": 0}, ["attribute 'level' is 0, not in (0, 1)"]),
+        ({"level": 1.0}, ["attribute 'level' is 1.0, not in (0, 1)"]),
     ],
 )
 def test_layout_attributes_are_checked_on_open(demo_store, tmp_path, capsys, changes, words):
