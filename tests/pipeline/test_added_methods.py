@@ -227,9 +227,12 @@ def test_a_failed_recompute_keeps_the_added_methods_already_stored(
     # As runs stopped half-way leave them: bb_basic of (tau 0.5, rep 0) and sn of
     # (tau 0.8, rep 3) not written; each replicate's chain is run again for both.
     pending = {(0, 2, 0), (1, 3, 3)}  # (tau, method, rep)
-    for name in ("lower", "upper", "method_seconds"):
-        for tau, method, rep in pending:
+    for tau, method, rep in sorted(pending, reverse=True):
+        for name in ("lower", "upper", "method_seconds"):
             write_as_a_run(path, name, (tau, 0, method, rep), np.nan)
+        if method == 3:  # sn alone pending: bb_basic, finished everywhere, is not run again
+            first, work = plan_methods(sweep, Store(path, stored_layout(path)))
+            assert first == 3 and [(w.index, w.reps) for w in work] == [((1, 0), [3])]
     before = open_dataset(path).load()
     store = Store(path, stored_layout(path))
     first, work = plan_methods(sweep, store)
