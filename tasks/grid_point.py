@@ -37,6 +37,28 @@ from ldpsim.tasks.streams.seeding import (
 SETUPS_KEPT = 4
 
 
+def mechanism_variance(mechanism: Any, model: Any) -> np.ndarray:
+    """The covariance ``mechanism.variance(model)`` that the mechanism adds to the
+    gradient, checked to be (d, d).
+
+    Raises
+    ------
+    ValueError
+        Another shape. A plugin's per-coordinate variance (a float) broadcast into
+        every entry of S, off the diagonal too: the oracle's bounds were wrong at exit 0,
+        as with a model's ``gradient_cov()`` of another shape
+        (:meth:`ldpsim.tasks.models.base.Model.asymptotic_cov`).
+    """
+    variance = mechanism.variance(model)
+    square = (model.dim, model.dim)
+    if np.shape(variance) != square:
+        raise ValueError(
+            f"The variance() of mechanism {mechanism.name!r} must be a (d, d) = {square} "
+            f"matrix. Got shape {np.shape(variance)}."
+        )
+    return variance
+
+
 @dataclass(frozen=True, eq=False)
 class GridPointSetup:
     """Everything about one grid point that its replicates share.
@@ -98,7 +120,9 @@ class GridPointSetup:
         return cls(
             spec=rs,
             cuts=cuts,
-            asymptotic_cov=unwritable(model.asymptotic_cov(mechanism.variance(model), rs.batch)),
+            asymptotic_cov=unwritable(
+                model.asymptotic_cov(mechanism_variance(mechanism, model), rs.batch)
+            ),
             path_words=stable_hash(rs.path_key()),
             method_words={
                 label: stable_hash(rs.method_key(label))

@@ -118,7 +118,26 @@ class Batched(IntervalMethod):
         return stats.theta_bar - 0.1, stats.theta_bar + 0.1
 
 
-UNITS = (RateMean, RateLaplace, ShortTruth, LongTruth, NanTruth, ScalarCov, SingularJacobian)
+@dataclass(frozen=True, kw_only=True)
+class ScalarVarianceLaplace(Laplace):
+    """laplace whose variance() is its per-coordinate noise variance, a float."""
+
+    name = "scalar_variance_laplace"
+
+    def variance(self, model):
+        return self.noise_variance(model)
+
+
+UNITS = (
+    RateMean,
+    RateLaplace,
+    ShortTruth,
+    LongTruth,
+    NanTruth,
+    ScalarCov,
+    SingularJacobian,
+    ScalarVarianceLaplace,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -184,6 +203,21 @@ def test_a_gradient_cov_of_another_shape_fails_the_replicate_with_its_reason():
         ScalarCov(d=2).asymptotic_cov(np.eye(2))
     np.testing.assert_allclose(
         Mean(d=2).asymptotic_cov(np.eye(2)), Mean(d=2).gradient_cov() + 1.0 * np.eye(2)
+    )
+
+
+def test_a_mechanism_variance_of_another_shape_fails_the_replicate_with_its_reason():
+    # The float broadcast into every entry of S, off the diagonal too: with logistic
+    # regression's non-diagonal G the oracle's bounds were 10.86 long where 7.11 is
+    # right (d = 2), stored as successes.
+    args = {"model": "logistic_regression", "d": 2}
+    rs = normalize_spec(spec(**args, mechanism="scalar_variance_laplace"))
+    with pytest.raises(ValueError, match=r"variance\(\) of mechanism 'scalar_variance_laplace'"):
+        GridPointSetup.of(rs)
+    right = GridPointSetup.of(normalize_spec(spec(**args, mechanism="laplace")))
+    np.testing.assert_allclose(
+        right.asymptotic_cov,
+        rs.model.asymptotic_cov(np.eye(3) * rs.mechanism.noise_variance(rs.model)),
     )
 
 
