@@ -537,7 +537,8 @@ def grown_description(stored: Sweep, running: Sweep, grown: Sweep) -> str:
     values of the sweep it was made with), a new run of it would make the same store:
     its description. Otherwise the stored description keeps its words and notes what
     the store holds now, ``(as extended: replicates = 60, grid.tau = [0.5, 0.9, 0.7],
-    methods = ["bb", "bm"])``, each size whole, in place of an earlier such note.
+    methods = ["bb", "bm"])``, each size whole, in place of an earlier such note; a
+    store without a description gets none.
     """
     holds_all = (
         running.replicates == grown.replicates
@@ -554,6 +555,8 @@ def grown_description(stored: Sweep, running: Sweep, grown: Sweep) -> str:
     words = stored.description
     if GROWN_NOTE in words and words.endswith(")"):
         words = words[: words.rindex(GROWN_NOTE)]
+    if not words:  # no description to correct: none noted, as by note_overrides
+        return words
     sizes = [f"replicates = {grown.replicates}"]
     sizes += [f"grid.{axis} = {_inline(values)}" for axis, values in grown.grid.items()]
     sizes.append(f"methods = {_inline(list(grown.methods))}")

@@ -414,3 +414,7 @@ def test_a_grown_store_says_what_it_holds():
     # A run that holds all of the grown store (another order of its values): its own.
     whole = load_sweep(tables("all", 6, [0.7, 0.9, 0.5]), name="g")
     assert grown_description(made, whole, grown) == "all"
+    # A store without a description gets no note (before: " (as extended: ...)", the
+    # note alone after a space), as note_overrides notes nothing without one.
+    bare = replace(made, description="")
+    assert grown_description(bare, part, replace(grown, description="")) == ""
