@@ -427,7 +427,11 @@ def _checked_truth(model: Any, truth: Any, pseudo: bool, point: GridPoint) -> np
     what = "pseudo_truth()" if pseudo else "truth()"
     shape = "a value that is not numbers" if values is None else f"shape {values.shape}"
     if values is not None and values.shape == (model.dim,):
-        shape = f"{values.tolist()}"
+        # The first value that is not finite, not all d of them (d = 1000: a line of
+        # kilobytes).
+        bad = np.flatnonzero(~np.isfinite(values))
+        more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
+        shape = f"{values[bad[0]]} at coordinate {bad[0]}{more}"
     where = ", ".join(f"{axis} = {value}" for axis, value in point.values.items())
     at = f", at the grid point {where}" if where else ""
     raise InputError(

@@ -181,7 +181,11 @@ def sweep_of(model: str, methods: dict | None = None, grid: dict | None = None):
 
 @pytest.mark.parametrize(
     ("model", "got"),
-    [("short_truth", "shape (1,)"), ("long_truth", "shape (3,)"), ("nan_truth", "[0.0, nan]")],
+    [
+        ("short_truth", "shape (1,)"),
+        ("long_truth", "shape (3,)"),
+        ("nan_truth", "nan at coordinate 1"),
+    ],
 )
 def test_a_truth_of_another_shape_or_not_finite_is_one_line(model, got):
     sweep = sweep_of(model)
@@ -191,6 +195,22 @@ def test_a_truth_of_another_shape_or_not_finite_is_one_line(model, got):
     assert "\n" not in message
     assert f"truth() of model {model!r} must be d = 2 finite floats" in message, message
     assert message.endswith(f"Got {got}."), message
+
+
+def test_a_truth_not_finite_is_named_by_its_coordinate_not_listed_whole():
+    # Before, the message listed all d values: 408 characters at d = 64, kilobytes for
+    # a sparse model's d.
+    sweep = load_sweep(
+        {
+            "replicates": 2,
+            "spec": {"model": "nan_truth", "d": 64, "n": 1000},
+            "methods": {"bm": {}},
+        },
+        name="contract",
+    )
+    with pytest.raises(InputError, match=r"Got nan at coordinate 63\.$") as refused:
+        truth_array(sweep, layout_for(sweep))
+    assert len(str(refused.value)) < 150, str(refused.value)
 
 
 def test_the_built_in_truths_pass():
