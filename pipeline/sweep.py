@@ -715,8 +715,11 @@ def read_sweep_text(path: Path) -> str:
     try:
         kind = path_kind(path)
         if kind is None:
+            from ldpsim.tasks.validation import did_you_mean
+
+            hint = did_you_mean(str(path), builtin_sweep_names())
             raise InputError(
-                f"Sweep {str(path)!r} is neither a file nor a built-in sweep; {allowed}."
+                f"Sweep {str(path)!r}{hint} is neither a file nor a built-in sweep; {allowed}."
             )
         if kind != "file":
             raise InputError(f"Sweep {str(path)!r} is a {kind}, not a TOML file; {allowed}.")
@@ -992,10 +995,12 @@ def _with_backend(base: Any, backend: Any) -> Any:
     if value is None:
         return base
     from ldpsim.tasks.spec import BACKENDS
+    from ldpsim.tasks.validation import did_you_mean
 
     if value not in BACKENDS:
         raise InputError(
-            f"The 'backend' key must be one of {', '.join(map(repr, BACKENDS))}. Got {value!r}."
+            f"The 'backend' key must be one of {', '.join(map(repr, BACKENDS))}. Got {value!r}"
+            f"{did_you_mean(value, BACKENDS)}."
         )
     rest = {key: v for key, v in base.items() if key != "backend"}
     return rest if value == "cpu" else {**rest, "backend": value}

@@ -336,9 +336,10 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
     elif not bare:  # named in messages by its absolute path (Path("./local") is 'local')
         path = Path(os.path.abspath(name_or_path))
     if not path.is_file():
+        names = available_clusters()
         raise InputError(
-            f"--cluster {name_or_path!r} is neither a cluster name nor a YAML file. "
-            f"Cluster names are: {', '.join(available_clusters())}."
+            f"--cluster {name_or_path!r}{did_you_mean(name_or_path, names)} is neither a "
+            f"cluster name nor a YAML file. Cluster names are: {', '.join(names)}."
         )
     try:
         with path.open(encoding="utf-8") as stream:  # PyYAML's messages name the file
@@ -364,7 +365,7 @@ def load_cluster_config(name_or_path: str) -> dict[str, Any]:
     if kind not in BACKENDS:
         raise InputError(
             f"The 'kind' of cluster file {str(path)!r} must be one of "
-            f"{', '.join(repr(k) for k in BACKENDS)}. Got {kind!r}."
+            f"{', '.join(repr(k) for k in BACKENDS)}. Got {kind!r}{did_you_mean(kind, BACKENDS)}."
         )
     options = config.get("options") or {}
     if not isinstance(options, dict):

@@ -521,3 +521,15 @@ def test_sbatch_failure_is_one_line(tmp_path, capfd, monkeypatch):
     assert "partition" in line.lower(), line
     assert seconds < 240, seconds  # the submission error ends the wait, not the timeout
     assert not store.exists()
+
+
+def test_a_misspelt_cluster_name_or_kind_is_named_with_the_closest_one(tmp_path):
+    # The hint the other refusals of a misspelt name give (did_you_mean) was missing here.
+    from ldpsim.pipeline.compute.clusters import load_cluster_config
+    from ldpsim.pipeline.errors import InputError
+
+    with pytest.raises(InputError, match=r"^--cluster 'lcoal' \(did you mean 'local'\?\) is"):
+        load_cluster_config("lcoal")
+    (tmp_path / "k.yaml").write_text("kind: locl\n")
+    with pytest.raises(InputError, match=r"Got 'locl' \(did you mean 'local'\?\)\.$"):
+        load_cluster_config(str(tmp_path / "k.yaml"))

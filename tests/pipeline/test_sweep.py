@@ -418,3 +418,12 @@ def test_a_grown_store_says_what_it_holds():
     # note alone after a space), as note_overrides notes nothing without one.
     bare = replace(made, description="")
     assert grown_description(bare, part, replace(grown, description="")) == ""
+
+
+def test_a_misspelt_sweep_name_or_backend_is_named_with_the_closest_one():
+    # The hint the other refusals of a misspelt name give (did_you_mean) was missing here.
+    with pytest.raises(InputError, match=r"^Sweep 'dmeo' \(did you mean 'demo'\?\) is neither"):
+        load_sweep("dmeo")
+    tables = {"replicates": 2, "backend": "gpuu", "spec": {"model": "quantile", "n": 1000}}
+    with pytest.raises(InputError, match=r"Got 'gpuu' \(did you mean 'gpu'\?\)\.$"):
+        load_sweep({**tables, "methods": {"bm": {}}}, name="b")
