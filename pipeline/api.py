@@ -464,8 +464,10 @@ def run(
         Bad arguments, a bad store path, a store of another specification, a damaged
         store, a store held by another run, a cluster or client without workers, a
         plugin's callback that does not compile or reuses its random state
-        (:func:`check_plugin_callbacks`), two method labels that make the same method
-        in a new store (``bb = {}`` beside ``bb_t = {method = "bb", form = "t"}``;
+        (:func:`check_plugin_callbacks`), a plugin model's truth that is not d finite
+        floats or that raises (:func:`check_plugin_truths`), two method labels that
+        make the same method in a new store (``bb = {}`` beside ``bb_t = {method =
+        "bb", form = "t"}``;
         :func:`ldpsim.pipeline.store.identity.check_distinct_methods`); the store is then
         unchanged (and none is created).
     InputTypeError
@@ -678,6 +680,7 @@ def run_report(
         # Without --cluster, cluster/local.yaml's default: the forkserver.
         start_server_early(forks({**config["options"], **options} if config else {}))
     check_plugin_callbacks(sweep)
+    check_plugin_truths(sweep)
     check_batched_methods(sweep)
     for message in [*sweep.unused, *sweep.check_theory()]:
         print(f"warning: {message}", file=sys.stderr)
@@ -805,6 +808,37 @@ def check_plugin_callbacks(sweep: Sweep) -> None:
         with plugin_code_errors():
             check(point.normalized for point in sweep.points())
     except (CallbackError, PluginCodeError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def check_plugin_truths(sweep: Sweep) -> None:
+    """Compute the truths of the plugin models ``sweep`` uses, as its store holds them.
+
+    Before a cluster is started or reached: the store's creation or extension computes
+    them too (:func:`ldpsim.pipeline.store.layout.truth_array`), but only once the
+    first worker is up (a batch job's start) and, for a new store, its tasks are
+    submitted; and a truth that raised there was a traceback. The built-in models'
+    truths are known good and not computed here.
+
+    Raises
+    ------
+    InputError
+        A ``truth()`` or ``pseudo_truth()`` that is not d finite floats, or that
+        raised (one line naming the plugin, the function, the file and line,
+        :func:`ldpsim.tasks.plugins.plugin_code_errors`).
+    """
+    from ldpsim.pipeline.store.layout import layout_for, truth_array
+    from ldpsim.tasks.plugins import PluginCodeError, plugin_code_errors
+
+    models = [type(point.normalized.model) for point in sweep.points()]
+    if all(model.__module__.startswith("ldpsim.") for model in models):
+        return
+    layout = layout_for(sweep)
+    try:
+        with plugin_code_errors():
+            truth_array(sweep, layout)
+            truth_array(sweep, layout, pseudo=True)
+    except PluginCodeError as exc:
         raise InputError(str(exc)) from None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from ldpsim.pipeline.api import check_batched_methods
+from ldpsim.pipeline.api import check_batched_methods, run
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.layout import layout_for, truth_array
 from ldpsim.pipeline.sweep import load_sweep
@@ -85,6 +85,16 @@ class NanTruth(Mean):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RaisingTruth(Mean):
+    """mean whose truth() raises."""
+
+    name = "raising_truth"
+
+    def truth(self):
+        raise ZeroDivisionError("no truth here")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ScalarCov(Mean):
     """mean whose gradient_cov() is (1, 1) whatever d."""
 
@@ -134,6 +144,7 @@ UNITS = (
     ShortTruth,
     LongTruth,
     NanTruth,
+    RaisingTruth,
     ScalarCov,
     SingularJacobian,
     ScalarVarianceLaplace,
@@ -211,6 +222,25 @@ def test_a_truth_not_finite_is_named_by_its_coordinate_not_listed_whole():
     with pytest.raises(InputError, match=r"Got nan at coordinate 63\.$") as refused:
         truth_array(sweep, layout_for(sweep))
     assert len(str(refused.value)) < 150, str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("model", "words"),
+    [
+        ("short_truth", "truth() of model 'short_truth' must be d = 2 finite floats"),
+        ("raising_truth", "RaisingTruth.truth raised ZeroDivisionError"),
+    ],
+)
+def test_a_plugin_truth_is_checked_before_a_cluster_is_reached(model, words, tmp_path):
+    # Before, the store's creation found it once the cluster's first worker was up (a
+    # batch job's start) and the new store's tasks were submitted: here, the scheduler
+    # that is not there was refused first. A truth() that raised was a traceback.
+    store = tmp_path / "s.zarr"
+    with pytest.raises(InputError) as refused:
+        run(sweep_of(model), store, scheduler="tcp://127.0.0.1:9", start_timeout=1)
+    message = str(refused.value)
+    assert words in message and "\n" not in message, message
+    assert not store.exists()
 
 
 def test_the_built_in_truths_pass():
