@@ -29,6 +29,7 @@ from ldpsim.tasks.streams.seeding import (
     method_stream_from_words,
     stable_hash,
 )
+from ldpsim.tasks.validation import check_square
 
 #: Grid points whose set-up a process keeps (the last ones used). The runner submits a
 #: grid point's chunks together (a task holds one grid point's chunk, or the chunks of
@@ -39,7 +40,7 @@ SETUPS_KEPT = 4
 
 def mechanism_variance(mechanism: Any, model: Any) -> np.ndarray:
     """The covariance ``mechanism.variance(model)`` that the mechanism adds to the
-    gradient, checked to be (d, d).
+    gradient, checked to be (d, d) (:func:`ldpsim.tasks.validation.check_square`).
 
     Raises
     ------
@@ -49,14 +50,9 @@ def mechanism_variance(mechanism: Any, model: Any) -> np.ndarray:
         as with a model's ``gradient_cov()`` of another shape
         (:meth:`ldpsim.tasks.models.base.Model.asymptotic_cov`).
     """
-    variance = mechanism.variance(model)
-    square = (model.dim, model.dim)
-    if np.shape(variance) != square:
-        raise ValueError(
-            f"The variance() of mechanism {mechanism.name!r} must be a (d, d) = {square} "
-            f"matrix. Got shape {np.shape(variance)}."
-        )
-    return variance
+    return check_square(
+        mechanism.variance(model), model.dim, f"The variance() of mechanism {mechanism.name!r}"
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,6 +19,7 @@ __all__ = [
     "check_finite_constants",
     "check_float",
     "check_int",
+    "check_square",
     "check_vector",
     "did_you_mean",
     "reading_recorded",
@@ -228,6 +229,28 @@ def check_vector(
             )
         out.append(float(item))
     return tuple(out)
+
+
+def check_square(value: object, d: int, what: str) -> np.ndarray:
+    """``value`` (a unit's ``jacobian()``, ``gradient_cov()`` or ``variance()``) as the
+    (d, d) matrix it must be.
+
+    At d = 1 one number in any shape (a float, (1,), (1, 1)) is that matrix, as numpy's
+    broadcasting made it before this check; at d > 1 the shape must be (d, d): a plugin's
+    (1, 1) ``gradient_cov()`` at d = 2 filled every entry of S, and the oracle's bounds
+    were wrong at exit 0 (a hunt, 2026-12-02). Values are not converted.
+
+    Raises
+    ------
+    ValueError
+        Another shape: "``what`` must be a (d, d) = (2, 2) matrix. Got shape (1, 1)."
+    """
+    matrix = np.asarray(value)
+    if matrix.shape == (d, d):
+        return matrix
+    if d == 1 and matrix.size == 1:
+        return matrix.reshape(1, 1)
+    raise ValueError(f"{what} must be a (d, d) = ({d}, {d}) matrix. Got shape {matrix.shape}.")
 
 
 def check_budget_range(

@@ -11,7 +11,7 @@ from numba import njit
 
 from ldpsim.tasks.kernel.sgd import no_projection
 from ldpsim.tasks.streams.rng import state_of
-from ldpsim.tasks.validation import check_float, reading_recorded
+from ldpsim.tasks.validation import check_float, check_square, reading_recorded
 
 #: The largest |loc| of the location models (quantile, mean): beyond it the rounding of
 #: a draw loc + Z to a multiple of ulp(loc) (1.2e-10 at 1e6) begins to change the data's
@@ -189,16 +189,13 @@ class Model:
         batch : int
             Mini-batch size s >= 1: each step averages s privatized gradients.
         """
-        jacobian, gradient_cov = self.jacobian(), self.gradient_cov()
-        # A plugin's matrix of another shape broadcast silently: a (1, 1) gradient_cov at
-        # d = 2 filled every entry of S, and the oracle's bounds were wrong at exit 0.
-        square = (self.dim, self.dim)
-        for what, matrix in (("jacobian", jacobian), ("gradient_cov", gradient_cov)):
-            if np.shape(matrix) != square:
-                raise ValueError(
-                    f"The {what}() of model {self.name!r} must be a (d, d) = {square} "
-                    f"matrix. Got shape {np.shape(matrix)}."
-                )
+        # A plugin's matrix of another shape broadcast silently (check_square).
+        jacobian = check_square(
+            self.jacobian(), self.dim, f"The jacobian() of model {self.name!r}"
+        )
+        gradient_cov = check_square(
+            self.gradient_cov(), self.dim, f"The gradient_cov() of model {self.name!r}"
+        )
         g_inv = np.linalg.inv(jacobian)
         s = (gradient_cov + noise_cov) / batch
         sigma = g_inv @ s @ g_inv.T

@@ -105,6 +105,17 @@ class ScalarCov(Mean):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NumberCov(Mean):
+    """mean whose gradient_cov() at d = 1 is its number with ``ndim`` dimensions."""
+
+    name = "number_cov"
+    ndim: int = 0
+
+    def gradient_cov(self):
+        return super().gradient_cov().reshape((1,) * self.ndim)
+
+
+@dataclass(frozen=True, kw_only=True)
 class SingularJacobian(Mean):
     """mean whose jacobian() is ``jacobian_scale`` times mean's: singular at 0."""
 
@@ -254,6 +265,12 @@ def test_a_gradient_cov_of_another_shape_fails_the_replicate_with_its_reason():
     np.testing.assert_allclose(
         Mean(d=2).asymptotic_cov(np.eye(2)), Mean(d=2).gradient_cov() + 1.0 * np.eye(2)
     )
+    # At d = 1 one number in any shape is the (1, 1) matrix, the same bits as before the
+    # check (a plugin returning a float there gave right numbers and still does).
+    noise = np.eye(1) * 0.7
+    for ndim in (0, 1, 2):
+        got = NumberCov(d=1, ndim=ndim).asymptotic_cov(noise)
+        np.testing.assert_array_equal(got, Mean(d=1).asymptotic_cov(noise), str(ndim))
 
 
 def test_a_mechanism_variance_of_another_shape_fails_the_replicate_with_its_reason():
