@@ -619,3 +619,18 @@ def test_one_replicate_plans_no_replicates_from_an_unknown_se(store):
     # The coverage of one replicate is 0 or 1, its se 0: the level plans.
     assert (one["coverage_se"] == 0).all()
     assert (one["replicates_needed"] == 3600).all()  # 0.9 * 0.1 / 0.005^2
+
+
+def test_method_seconds_average_the_finished_replicates_only():
+    # A replicate not done (not computed yet, or made pending again by a repair) may
+    # still hold a method's seconds; they are not the method's time (a mutation hunt,
+    # 2026-12-02: averaging over every replicate passed every test).
+    ds = syn.grid_store()
+    done = ds["done"].values
+    shape = (*done.shape[:2], ds.sizes["method"], done.shape[2])
+    seconds = np.where(np.broadcast_to(done[:, :, None, :], shape), 0.25, 100.0)
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), seconds)
+    assert (~done).any()
+    got = summarize(ds)["method_seconds"].values  # (tau, n, method)
+    want = np.where(done.any(axis=-1)[..., None], 0.25, np.nan)  # a point with none: NaN
+    np.testing.assert_array_equal(got, np.broadcast_to(want, got.shape))
