@@ -130,3 +130,15 @@ def test_little_work_is_still_spread_over_tasks(tmp_path):
     big = load_sweep("scale")
     big_work, _ = plan_layout(big, layout_for(big), tmp_path / "scale.zarr")
     assert len(group_tasks(big_work, TASK_SECONDS)) == len(big_work) == 20 < MIN_TASKS
+
+
+def test_a_run_of_fewer_replicates_than_its_store_plans_only_its_own(tmp_path):
+    # A store grown to 100 replicates (by another run) and a run of 70: it computes
+    # replicates 0-69 and counts the rest as none of its work (a mutation hunt,
+    # 2026-12-02: the chunks' end not capped at the sweep's replicates passed every
+    # test).
+    layout = layout_for(load_sweep("demo", ["rep_chunk=50", "grid.n=[1000]"], 100))
+    sweep = load_sweep("demo", ["rep_chunk=50", "grid.n=[1000]"], 70)
+    work, already = plan_layout(sweep, layout, tmp_path / "demo.zarr")
+    assert already == 0 and max(rep for w in work for rep in w.reps) == 69
+    assert sum(len(w.reps) for w in work) == 2 * 70
