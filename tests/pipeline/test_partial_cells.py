@@ -169,3 +169,17 @@ def test_the_footnote_of_a_selection_counts_the_replicates_left_out_apart():
         "lost to a failure of the replicate or of the method (ldpsim errors STORE), 0 not" in text
     )
     assert "20 not in the selection of replicates" in text
+
+
+def test_a_method_pending_in_every_done_replicate_is_marked(complete):
+    # A method added to the store and not computed yet at a grid point counts no
+    # replicate there, with none failed: that cell is partial, not n/a by design (a
+    # mutation hunt, 2026-12-02: the pending term dropped from "by design" passed every
+    # test). As the summary of such a store has it: the oracle at n = NS[0].
+    summary = complete.copy(deep=True)
+    cell = {"method": "oracle", "n": syn.NS[0]}
+    summary["n_done"].loc[cell] = 0
+    summary["methods_pending"].loc[cell] = summary["replicates_done"].sel(n=syn.NS[0])
+    marked = partial(summary, "coverage")
+    assert marked.sel(cell).all() and not marked.sel({"method": "bb"}).any()
+    assert not partial(complete, "coverage").any()
