@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DEMO_ARGS, computed, scheduler, tree_hash
+from conftest import DEMO_ARGS, computed, scheduler, tree_hash, without_digests
 from conftest import assert_same_values as assert_same_as_old
 
 from ldpsim.pipeline.cli import main
@@ -167,3 +167,29 @@ def test_an_old_store_recomputes_exactly_the_replicates_of_a_lost_chunk(
     assert computed(cluster_files["compute_log"], store) == [((1,), 2)]
     assert_same_values(store, reference, old=True)
     assert main(["status", str(store)]) == 0
+
+
+def test_a_missing_bounds_file_of_a_method_failing_at_early_checkpoints_is_reported(
+    local_cluster, tmp_path, capsys
+):
+    # bm with 20 batches fails at checkpoints 10 and 100 in every replicate and has its
+    # bounds at 1000: the bounds file holds finished replicates. In a store without
+    # digests (ldpsim of 2026-11-23 to 11-28: method_failed per checkpoint, no digests)
+    # only that tells a missing file from one never written. A mutation hunt (2026-12,
+    # G2: a method read as bounded only where it failed at no checkpoint) left such a
+    # missing file unreported by every test: status exited 1 (bm's failures only).
+    sweep = tmp_path / "bm.toml"
+    sweep.write_text(
+        'replicates = 2\nseed = 11\n[spec]\nmodel = "quantile"\neps = 1.0\nn = 1000\n'
+        "checkpoints = [10, 100, 1000]\n[grid]\ntau = [0.5]\n[methods.bm]\nn_batches = 20\n"
+    )
+    store = tmp_path / "S.zarr"
+    code = main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)])
+    assert code == 1  # bm's failures
+    failed = load_dataset(store)["method_failed"].values.reshape(2, 3)  # (rep, checkpoint)
+    assert failed.tolist() == [[True, True, False]] * 2
+    without_digests(store)
+    file = data_file(store, "lower")
+    file.unlink()
+    key = file.relative_to(store).as_posix()
+    assert_damage_reported(store, [key, "missing", "they held 2 finished replicate(s)"], capsys)
