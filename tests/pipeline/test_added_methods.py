@@ -364,6 +364,27 @@ def test_an_interrupted_addition_is_incomplete_until_run(added_store, tmp_path, 
     assert main(["errors", str(store)]) == 3
 
 
+def test_an_added_method_failed_when_run_again_is_lost_not_also_pending_in_a_summary(
+    added_store, tmp_path, capsys
+):
+    # As a chain that fails when run again leaves it (as in test_a_failed_recompute_...):
+    # sn of (tau 0.8, rep 2) failed, no bounds, no method_seconds. The summary counts it
+    # lost to a failure, once: a mutation hunt (2026-12, Q3: ~failed dropped from
+    # pending_cells) counted it "not computed yet" too, 3 + 1 + 1 of 4 replicates.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(added_store, store)
+    for name in ("lower", "upper", "method_seconds"):
+        write_as_a_run(store, name, (1, 0, 3, 2), np.nan)
+    write_as_a_run(store, "method_failed", (1, 0, 3, 2), True)
+    capsys.readouterr()
+    assert main(["summarize", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "3 counted, 1 lost to a failure of the replicate or of the method (ldpsim errors "
+        "STORE), 0 not computed yet" in out
+    ), out
+
+
 def test_a_deleted_shard_of_an_added_methods_seconds_is_damage(
     added_store, stores, local_cluster, tmp_path, capsys
 ):
