@@ -42,6 +42,18 @@ def mechanism_variance(mechanism: Any, model: Any) -> np.ndarray:
     """The covariance ``mechanism.variance(model)`` that the mechanism adds to the
     gradient, checked to be (d, d) (:func:`ldpsim.tasks.validation.check_square`).
 
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The grid point's privacy mechanism, built-in or a plugin's.
+    model : Model
+        The grid point's model, of dimension d = ``model.dim`` >= 1.
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+        The mechanism's covariance (at d = 1 one number in any shape, as (1, 1)).
+
     Raises
     ------
     ValueError
