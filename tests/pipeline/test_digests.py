@@ -163,6 +163,28 @@ def test_an_interrupted_write_reads_whole_and_is_settled(demo_store, tmp_path):
     assert digests.settle(store, open_arrays(store)) == 0  # left for the repair
 
 
+def test_an_interrupted_write_whose_file_no_longer_decodes_is_damage(demo_store, tmp_path):
+    # A file that a killed write recorded in flight is accepted only when its regions
+    # decode to the recorded values: one whose checksum fails to decode is damage (a
+    # mutant that took a decoding error for a match read it as whole).
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    lower = zarr.open_array(str(store / "lower"), mode="r+")
+    values = np.asarray(lower[...])
+    values[0, 0, 0, 0, 0] += 1.0
+    region = (slice(None),) * values.ndim
+    with pytest.raises(KeyboardInterrupt):
+        with digests.writing(store, [digests.Write("lower", lower, region, values)]):
+            lower[...] = values
+            raise KeyboardInterrupt  # killed before the digests were recorded
+    data = store / "lower/c/0/0/0/0/0"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF  # inside a chunk: its checksum no longer matches
+    data.write_bytes(bytes(raw))
+    assert find_damage(store).corrupt == ("lower/c/0/0/0/0/0",)
+    assert digests.settle(store, open_arrays(store)) == 0  # left for the repair
+
+
 def test_a_manifest_that_does_not_parse_is_damage(demo_store, tmp_path, capsys):
     store = tmp_path / "S.zarr"
     shutil.copytree(demo_store, store)
