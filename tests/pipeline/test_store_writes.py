@@ -8,11 +8,13 @@ moment by a wrapper the test puts around `os.replace` / `os.rename` in a child p
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +30,7 @@ from ldpsim.pipeline.store.digests import Write, writing
 from ldpsim.pipeline.store.layout import META_GROUP
 from ldpsim.pipeline.store.lock import LOCK_NAME
 from ldpsim.pipeline.store.reading import open_dataset
-from ldpsim.pipeline.store.store import EXTENSION_JOURNAL, Store
+from ldpsim.pipeline.store.store import EXTENSION_JOURNAL, Store, _remove_abandoned_creations
 from ldpsim.pipeline.sweep import load_sweep
 
 #: `ldpsim run` arguments that extend S (2 replicates) to 3 replicates.
@@ -458,3 +460,22 @@ def test_interrupted_creation_leaves_no_folder(how, tmp_path, local_cluster):
     Store.open_or_create(store, load_sweep(DEMO_ARGS[0], ["grid.n=[1000]"], 2))
     assert not list(tmp_path.glob(".new.zarr.creating-*"))
     assert (store / "zarr.json").exists()
+
+
+def test_only_abandoned_creations_are_removed(tmp_path):
+    # The folder of a live creation (this process, started before it) stays; that of a
+    # pid now held by a process started after the folder was last written (a reused
+    # pid) goes. With the comparison flipped, a run removed a live run's creation.
+    live = tmp_path / f".new.zarr.creating-{os.getpid()}"
+    live.mkdir()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as later:
+        try:
+            reused = tmp_path / f".new.zarr.creating-{later.pid}"
+            reused.mkdir()
+            old = time.time() - 3600
+            os.utime(reused, (old, old))
+            _remove_abandoned_creations(tmp_path / "new.zarr")
+            assert live.is_dir()
+            assert not reused.exists()
+        finally:
+            later.kill()
