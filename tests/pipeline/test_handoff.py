@@ -147,7 +147,8 @@ def test_a_store_the_run_does_not_hold_gets_no_files(computed, tmp_path, held, h
 
 
 @pytest.mark.parametrize(
-    "tamper", ["a file left out", "a file not in the store", "a file not recorded"]
+    "tamper",
+    ["a file left out", "a file not in the store", "a file not recorded", "a file too many"],
 )
 def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, held, tamper):
     sweep, chunks = computed
@@ -158,6 +159,8 @@ def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, hel
         files.values.remove("lower/c/0/0/0/0")
     elif tamper == "a file not in the store":
         (store.path / files.partials["upper/c/0/0/0/0"]).unlink()
+    elif tamper == "a file too many":  # a partial file for a place these chunks do not fill
+        files.partials["estimate/c/1/0/0"] = files.partials["estimate/c/0/0/0"]
     else:
         for places in files.planned.values():
             places.pop("estimate/c/0/0/0", None)
