@@ -26,7 +26,15 @@ from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.store import digests
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.digests import settle
-from ldpsim.pipeline.store.handoff import HANDED, KEPT, HandedFiles, Handoff, hand_off
+from ldpsim.pipeline.store.handoff import (
+    HANDED,
+    KEPT,
+    HandedFiles,
+    Handoff,
+    NotWhole,
+    hand_off,
+    whole_files,
+)
 from ldpsim.pipeline.store.layout import META_GROUP, layout_for
 from ldpsim.pipeline.store.lock import RunLock
 from ldpsim.pipeline.store.reading import open_arrays, open_dataset
@@ -122,6 +130,16 @@ def test_chunks_that_fill_part_of_a_block_keep_their_arrays(computed, tmp_path, 
     before = tree_hash(store.path)
     assert hand_off(handoff_of(store, PLACES[:1]), chunks[:1]) == chunks[:1]
     assert tree_hash(store.path) == before
+
+
+def test_a_region_that_ends_inside_a_file_is_not_whole():
+    # A shard of two zarr chunks along 'rep': results that fill the first chunk alone
+    # fill part of the file, and encoding it alone would lose the second.
+    with pytest.raises(NotWhole, match="covers part of a file"):
+        whole_files("estimate", (1, 1200), (1, 1200), (slice(0, 1), slice(0, 600)))
+    with pytest.raises(NotWhole, match="covers part of a file"):
+        whole_files("estimate", (1, 1200), (1, 1200), (slice(0, 1), slice(600, 1200)))
+    whole_files("estimate", (1, 1000), (1, 600), (slice(0, 1), slice(600, 1000)))  # its end
 
 
 def test_a_worker_that_cannot_see_the_store_returns_its_arrays(computed, tmp_path, held):
