@@ -19,7 +19,7 @@ from conftest import DEMO_ARGS, scheduler, tree_hash
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.store import digests
-from ldpsim.pipeline.store.damage import find_damage
+from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.reading import load_dataset, open_arrays
 
 EXIT_DAMAGED = 4
@@ -183,6 +183,20 @@ def test_an_interrupted_write_whose_file_no_longer_decodes_is_damage(demo_store,
     data.write_bytes(bytes(raw))
     assert find_damage(store).corrupt == ("lower/c/0/0/0/0/0",)
     assert digests.settle(store, open_arrays(store)) == 0  # left for the repair
+
+
+def test_a_repaired_store_reads_whole_before_the_run_rewrites_it(demo_store, tmp_path):
+    # The repair records the files it deletes as absent: a run stopped right after it
+    # leaves a store that reads as whole (its replicates not done), not damage again
+    # (a mutant that left the manifests unwritten survived every other test).
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    exchange(store, "lower/c/0/0/0/0/0", "upper/c/0/0/0/0/0")
+    damage = find_damage(store)
+    assert set(damage.corrupt) == {"lower/c/0/0/0/0/0", "upper/c/0/0/0/0/0"}
+    repair(store, damage)
+    assert not (store / "lower/c/0/0/0/0/0").exists()
+    assert not find_damage(store)
 
 
 def test_a_manifest_that_does_not_parse_is_damage(demo_store, tmp_path, capsys):
