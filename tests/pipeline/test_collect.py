@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import time
 
 import pytest
@@ -61,6 +62,28 @@ def test_a_drained_collection_fetches_nothing_more(local_cluster):
         with pytest.raises(RuntimeError, match="closed"):  # iterating it raises, never waits
             next(iter(collector))
         assert all(future.status == "finished" for future in futures)  # left on the cluster
+
+
+class SlowQueue(queue.Queue):
+    """A queue whose every put takes 0.3 s: a fetching thread that lags behind."""
+
+    def put(self, item, block=True, timeout=None):
+        time.sleep(0.3)
+        super().put(item, block, timeout)
+
+
+def test_a_drain_with_grace_keeps_every_result_finished_by_then(local_cluster):
+    # A run stopped by a signal keeps the results of all the tasks finished when it
+    # stopped, not only the first the thread fetched (a mutant waited for any one).
+    with Client(local_cluster, set_as_default=False) as client:
+        futures = {client.submit(square, i, key=f"sq-{i}"): i for i in range(3)}
+        collector = collect(futures, client)
+        collector.fetched = SlowQueue()
+        deadline = time.monotonic() + 30
+        while not all(future.done() for future in futures) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        drained = collector.drain(grace=10.0)
+        assert sorted(drained) == [(0, 0), (1, 1), (2, 4)]
 
 
 def test_a_closed_client_stops_the_collection(local_cluster):
