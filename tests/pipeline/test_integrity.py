@@ -23,8 +23,8 @@ from conftest import edit_root_attrs, one_error_line, tree_hash
 
 from ldpsim.pipeline.cli import EXIT_DAMAGED, main
 from ldpsim.pipeline.errors import StoreDamage
-from ldpsim.pipeline.store.damage import find_damage
-from ldpsim.pipeline.store.integrity import DIGEST_ATTR, TRUTH_RTOL
+from ldpsim.pipeline.store.damage import _determined_by, find_damage
+from ldpsim.pipeline.store.integrity import DIGEST_ATTR, TRUTH_RTOL, determined_damage
 from ldpsim.pipeline.store.reading import during_commits
 from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
@@ -396,6 +396,19 @@ def test_a_deleted_truth_file_is_found_by_every_reader(demo_store, tmp_path, cap
             file.unlink()
     for verb in ("summarize", "plot", "report"):
         _one_damage_line(capsys, main([verb, str(store)]), ["the stored values of truth"])
+
+
+def test_a_deleted_truth_file_is_found_without_recomputing(demo_store, tmp_path):
+    # Without ``recompute`` the checksummed arrays are only decoded, which reads a
+    # missing file as the fill value: a store missing a file is recomputed all the same
+    # (a mutant that trusted the checksums alone found nothing).
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    for file in (store / "truth" / "c").rglob("*"):
+        if file.is_file():
+            file.unlink()
+    attrs = zarr.open_group(str(store), mode="r").attrs.asdict()
+    sweep, layout = _determined_by(store, attrs)
+    assert determined_damage(store, sweep, layout, recompute=False) == ("truth",)
 
 
 def test_a_deleted_coordinate_is_damaged_metadata(demo_store, tmp_path, capsys):
