@@ -23,7 +23,7 @@ from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute import runner
 from ldpsim.pipeline.compute.plan import Task, plan, plan_layout, whole_block_tasks
 from ldpsim.pipeline.compute.worker import run_chunk
-from ldpsim.pipeline.store import digests
+from ldpsim.pipeline.store import digests, handoff
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.digests import settle
 from ldpsim.pipeline.store.handoff import (
@@ -140,6 +140,61 @@ def test_a_region_that_ends_inside_a_file_is_not_whole():
     with pytest.raises(NotWhole, match="covers part of a file"):
         whole_files("estimate", (1, 1200), (1, 1200), (slice(0, 1), slice(600, 1200)))
     whole_files("estimate", (1, 1000), (1, 600), (slice(0, 1), slice(600, 1000)))  # its end
+
+
+def test_a_worker_whose_write_fails_leaves_no_partial_file(computed, tmp_path, held, monkeypatch):
+    # A full disk after the first file: the files written so far are removed, and the
+    # driver writes the chunks from their arrays.
+    sweep, chunks = computed
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    before = tree_hash(store.path)
+    encoded, calls = handoff.encoded_files, []
+
+    def full_after_one(write):
+        calls.append(write.name)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return encoded(write)
+
+    monkeypatch.setattr(handoff, "encoded_files", full_after_one)
+    assert hand_off(handoff_of(store), chunks) == chunks
+    assert len(calls) == 2 and tree_hash(store.path) == before
+
+
+class FailingWrites:
+    """A zarr array whose writes are interrupted (a run killed while writing it)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getattr__(self, name):
+        return getattr(self.array, name)
+
+    def __getitem__(self, region):
+        return self.array[region]
+
+    def __setitem__(self, region, values):
+        raise KeyboardInterrupt
+
+
+def test_a_driver_write_interrupted_in_its_values_marks_nothing_done(computed, tmp_path):
+    # ``done`` is written last: a write stopped in its values leaves its replicates not
+    # done (a mutant that wrote ``done`` first survived every other test).
+    sweep, chunks = computed
+    store = Store.open_or_create(tmp_path / "s.zarr", sweep)[0]
+    store._arrays["upper"] = FailingWrites(store._arrays["upper"])
+    with pytest.raises(KeyboardInterrupt):
+        store.write_chunks(placed(chunks))
+    assert not store.done_mask().any()
+
+
+def test_a_task_with_a_chunk_that_raised_returns_its_results(computed, tmp_path, held):
+    sweep, chunks = computed
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    before = tree_hash(store.path)
+    results = [chunks[0], RuntimeError("the chunk raised")]
+    assert hand_off(handoff_of(store), results) == results
+    assert tree_hash(store.path) == before
 
 
 def test_a_worker_that_cannot_see_the_store_returns_its_arrays(computed, tmp_path, held):
