@@ -17,6 +17,11 @@ def square(x: int) -> int:
     return x * x
 
 
+def square_after(gate: object, x: int) -> int:
+    """``square`` once the task ``gate`` has run."""
+    return square(x)
+
+
 def keys_in_memory(dask_scheduler) -> list[str]:
     return [str(key) for key, ts in dask_scheduler.tasks.items() if ts.state == "memory"]
 
@@ -76,7 +81,9 @@ def test_a_drain_with_grace_keeps_every_result_finished_by_then(local_cluster):
     # A run stopped by a signal keeps the results of all the tasks finished when it
     # stopped, not only the first the thread fetched (a mutant waited for any one).
     with Client(local_cluster, set_as_default=False) as client:
-        futures = {client.submit(square, i, key=f"sq-{i}"): i for i in range(3)}
+        # All three finish together, 0.3 s on: after the collector's queue is replaced.
+        gate = client.submit(time.sleep, 0.3, key="gate")
+        futures = {client.submit(square_after, gate, i, key=f"sq-{i}"): i for i in range(3)}
         collector = collect(futures, client)
         collector.fetched = SlowQueue()
         deadline = time.monotonic() + 30
