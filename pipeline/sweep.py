@@ -254,11 +254,7 @@ class Sweep:
                     normalized = normalize_spec(spec)
                 theory.extend(str(w.message) for w in caught if str(w.message) not in theory)
             except (TypeError, ValueError) as exc:
-                message = str(exc).rstrip(".")
-                if values:
-                    point = ", ".join(f"{axis} = {value}" for axis, value in values.items())
-                    message = f"{message}, at the grid point {point}"
-                raise InputError(f"{message}.") from None
+                raise InputError(f"{str(exc).rstrip('.')}{at_grid_point(values)}.") from None
             out.append(
                 GridPoint(index=tuple(index), values=values, spec=spec, normalized=normalized)
             )
@@ -520,6 +516,13 @@ def note_overrides(before: Mapping[str, Any], after: dict[str, Any]) -> dict[str
     if not changes:
         return after
     return {**after, "description": f"{description} (as run: {', '.join(changes)})"}
+
+
+def at_grid_point(values: Mapping[str, Any]) -> str:
+    """``", at the grid point tau = 0.5, n = 1000"`` for a grid point's axis values, for
+    the end of a message about it; ``""`` for a sweep without grid axes."""
+    where = ", ".join(f"{axis} = {value}" for axis, value in values.items())
+    return f", at the grid point {where}" if where else ""
 
 
 #: The note a store's description gets when a run grows it beyond what a run of one

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ldpsim.pipeline.errors import InputError
-from ldpsim.pipeline.sweep import GridPoint, Sweep
+from ldpsim.pipeline.sweep import GridPoint, Sweep, at_grid_point
 
 #: Sub-group of the store holding ldpsim's own records (error reports, the run lock).
 META_GROUP = "ldpsim"
@@ -402,10 +402,7 @@ def truth_array(sweep: Sweep, layout: Layout, *, pseudo: bool = False) -> np.nda
         try:
             truth = model.pseudo_truth() if pseudo else model.truth()
         except ValueError as error:  # a limit its model cannot find (a small clip)
-            where = ", ".join(f"{axis} = {value}" for axis, value in point.values.items())
-            message = str(error).rstrip(".")
-            at = f", at the grid point {where}" if where else ""
-            raise InputError(f"{message}{at}.") from None
+            raise InputError(f"{str(error).rstrip('.')}{at_grid_point(point.values)}.") from None
         if truth is not None:
             out[index][: model.dim] = _checked_truth(model, truth, pseudo, point)
     return out
@@ -432,11 +429,9 @@ def _checked_truth(model: Any, truth: Any, pseudo: bool, point: GridPoint) -> np
         bad = np.flatnonzero(~np.isfinite(values))
         more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
         shape = f"{values[bad[0]]} at coordinate {bad[0]}{more}"
-    where = ", ".join(f"{axis} = {value}" for axis, value in point.values.items())
-    at = f", at the grid point {where}" if where else ""
     raise InputError(
         f"The {what} of model {model.name!r} must be d = {model.dim} finite floats "
-        f"(docs/extending.md). Got {shape}{at}."
+        f"(docs/extending.md). Got {shape}{at_grid_point(point.values)}."
     )
 
 
