@@ -828,10 +828,10 @@ def check_plugin_truths(sweep: Sweep) -> None:
         :func:`ldpsim.tasks.plugins.plugin_code_errors`).
     """
     from ldpsim.pipeline.store.layout import layout_for, truth_array
+    from ldpsim.tasks.chunk import is_builtin
     from ldpsim.tasks.plugins import PluginCodeError, plugin_code_errors
 
-    models = [type(point.normalized.model) for point in sweep.points()]
-    if all(model.__module__.startswith("ldpsim.") for model in models):
+    if all(is_builtin(point.normalized.model) for point in sweep.points()):
         return
     layout = layout_for(sweep)
     try:
@@ -869,12 +869,12 @@ def check_batched_methods(sweep: Sweep) -> None:
         with plugin_code_errors(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for points in by_dim.values():
-                checked = next(
-                    (n for n in (check_batch_api(rs, reps) for rs in points) if n is not None),
-                    None,  # no point of this d can be set up: none computes an interval
-                )
-                if checked == 0:
-                    return  # no plugin method with intervals_batch (the same at every point)
+                for rs in points:  # the first that can be set up (None: it cannot)
+                    checked = check_batch_api(rs, reps)
+                    if checked == 0:
+                        return  # no plugin method with intervals_batch (at any point)
+                    if checked is not None:
+                        break
     except (BatchDisagreement, PluginCodeError) as exc:
         raise InputError(str(exc)) from None
 

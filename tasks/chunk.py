@@ -674,9 +674,10 @@ def batch_bounds(
     return lower, upper
 
 
-def is_builtin(method: IntervalMethod) -> bool:
-    """Whether ``method`` is one of ldpsim's own (not a plugin's)."""
-    return type(method).__module__.startswith("ldpsim.")
+def is_builtin(unit: object) -> bool:
+    """Whether ``unit`` (an interval method, model or mechanism) is one of ldpsim's own
+    (not a plugin's)."""
+    return type(unit).__module__.startswith("ldpsim.")
 
 
 def check_batch_api(rs: ReplicateSpec, reps: Iterable[int]) -> int | None:
