@@ -131,11 +131,9 @@ def test_every_swap_of_equal_shaped_files_is_damage_that_run_repairs(
             )
 
 
-def test_an_interrupted_write_reads_whole_and_is_settled(demo_store, tmp_path):
-    """A run killed between a file and its manifest: readers verify the regions it
-    recorded, the next run settles them; another file in that place is damage."""
-    store = tmp_path / "S.zarr"
-    shutil.copytree(demo_store, store)
+def _killed_while_writing_lower(store: Path) -> None:
+    """``lower`` rewritten whole with one value changed, the run killed after the file
+    was written and before its digests were recorded (its manifest names it in flight)."""
     lower = zarr.open_array(str(store / "lower"), mode="r+")
     values = np.asarray(lower[...])
     values[0, 0, 0, 0, 0] += 1.0
@@ -143,7 +141,15 @@ def test_an_interrupted_write_reads_whole_and_is_settled(demo_store, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         with digests.writing(store, [digests.Write("lower", lower, region, values)]):
             lower[...] = values
-            raise KeyboardInterrupt  # killed before the digests were recorded
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_write_reads_whole_and_is_settled(demo_store, tmp_path):
+    """A run killed between a file and its manifest: readers verify the regions it
+    recorded, the next run settles them; another file in that place is damage."""
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    _killed_while_writing_lower(store)
     manifest = json.loads((store / "ldpsim/digests/block-0-0-0.json").read_text())
     assert "lower/c/0/0/0/0/0" in manifest["writing"]
     assert not find_damage(store)  # the file holds what the write recorded
@@ -153,10 +159,7 @@ def test_an_interrupted_write_reads_whole_and_is_settled(demo_store, tmp_path):
     assert not find_damage(store)
 
     # The same interruption, then the file swapped with upper's: damage.
-    with pytest.raises(KeyboardInterrupt):
-        with digests.writing(store, [digests.Write("lower", lower, region, values)]):
-            lower[...] = values
-            raise KeyboardInterrupt
+    _killed_while_writing_lower(store)
     exchange(store, "lower/c/0/0/0/0/0", "upper/c/0/0/0/0/0")
     damage = find_damage(store)
     assert set(damage.corrupt) == {"lower/c/0/0/0/0/0", "upper/c/0/0/0/0/0"}
@@ -169,14 +172,7 @@ def test_an_interrupted_write_whose_file_no_longer_decodes_is_damage(demo_store,
     # mutant that took a decoding error for a match read it as whole).
     store = tmp_path / "S.zarr"
     shutil.copytree(demo_store, store)
-    lower = zarr.open_array(str(store / "lower"), mode="r+")
-    values = np.asarray(lower[...])
-    values[0, 0, 0, 0, 0] += 1.0
-    region = (slice(None),) * values.ndim
-    with pytest.raises(KeyboardInterrupt):
-        with digests.writing(store, [digests.Write("lower", lower, region, values)]):
-            lower[...] = values
-            raise KeyboardInterrupt  # killed before the digests were recorded
+    _killed_while_writing_lower(store)
     data = store / "lower/c/0/0/0/0/0"
     raw = bytearray(data.read_bytes())
     raw[len(raw) // 3] ^= 0xFF  # inside a chunk: its checksum no longer matches
