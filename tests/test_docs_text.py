@@ -31,3 +31,15 @@ def test_no_control_characters(path):
     text = path.read_text(encoding="utf-8")
     found = [(text.count("\n", 0, m.start()) + 1, repr(m.group())) for m in CONTROL.finditer(text)]
     assert not found, f"{path.name}: (line, character) {found[:10]}"
+
+
+@pytest.mark.parametrize("model", ["sparse_mean", "one_hot_quantile_regression"])
+def test_methods_doc_states_the_sparse_models_dimension_bound(model):
+    # docs/methods.md stated d in [1, 10^5] after the models were capped at 5000.
+    from ldpsim.tasks.validation import MAX_SPARSE_DIM
+
+    text = (REPO / "docs" / "methods.md").read_text(encoding="utf-8")
+    section = text.split(f"`{model}`: ", 1)[1].split("\n### ", 1)[0]
+    stated = re.search(r"`d`[^$]*\$\[1, ([^\]]+)\]\$", section)
+    assert stated is not None, f"no range of d in the {model} section"
+    assert stated.group(1) == str(MAX_SPARSE_DIM)

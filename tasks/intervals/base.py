@@ -45,9 +45,10 @@ class IntervalMethod:
         Every method takes it. True: each interval [l_j, u_j] is intersected with
         [-r, r], where r is the radius of the l1 ball the model states theta* lies in
         (``Model.constraint_radius``; SPEC 11, seed 003). Since |theta*_j| <= r the
-        intersection covers whenever the interval does, and it is never longer. The
-        intersection is empty (l_j > u_j) when the interval lies outside [-r, r].
-        Default False.
+        intersection covers whenever the interval does, and it is never longer. An
+        interval wholly outside [-r, r] becomes the nearer end point, -r or r, a
+        zero-length interval (never l_j > u_j; :func:`ldpsim.tasks.l1_projection.
+        intersect_with_ball`). Default False.
     """
 
     name: ClassVar[str]
