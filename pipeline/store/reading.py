@@ -450,6 +450,10 @@ def _open(path: str | Path, chunks: str | None) -> xr.Dataset:
 def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
     """The failure records of a store, in file-name order.
 
+    A record listed and gone when read is left out: a run writing the store removes the
+    record of a failed replicate that it computed again without a failure (a worker
+    killed the first time), so a reader meets it between its listing and its reading.
+
     Raises
     ------
     InputError
@@ -464,6 +468,8 @@ def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
         remedy = "Delete that file to go on; the next run recomputes the failed replicate."
         try:
             record = json.loads(file.read_bytes())
+        except FileNotFoundError:
+            continue  # removed by a running run since the listing: as if never listed
         except (ValueError, OSError, RecursionError) as exc:  # bad JSON, UTF-8, too deep
             raise damaged(path, where, exc, remedy) from None
         if not isinstance(record, dict):
