@@ -255,7 +255,7 @@ def run_sweep(
             if early is not None and not (changes.created and store.layout == early.layout):
                 early.cancel(connected)  # another run created the store meanwhile
                 early = None
-            how = (shuffle, every, FailureLimit(max_failures), progress, task_timeout)
+            how = (lock, shuffle, every, FailureLimit(max_failures), progress, task_timeout)
             return _execute(
                 sweep, store, changes, undamaged, connected, start, early, units, token, *how, log
             )
@@ -406,6 +406,7 @@ def _execute(
     early: Submitted | None,
     units: dict[str, dict[str, Any]],
     token: str,
+    lock: RunLock | None,
     shuffle: int | None,
     every: float,
     limit: FailureLimit,
@@ -490,6 +491,11 @@ def _execute(
         method_batch, pending_methods = pending_methods, []
         written = time.monotonic()
         if batch or method_batch:
+            if lock is not None and not lock.still_held():
+                # Another run took the store over: what this run has not written stays
+                # unwritten (the other run computes it), and the run stops here.
+                report.seconds = time.monotonic() - start
+                raise _lock_lost(sweep, store, report, lock, len(batch) + len(method_batch))
             try:
                 handed = [each for each in batch if HANDED in each[2]]
                 if len(handed) < len(batch):
@@ -667,6 +673,27 @@ def _scheduler_lost(sweep: Sweep, store: Store, report: RunReport, exc: ClientLo
         "Start the scheduler and its workers again (or use another cluster), then run the "
         "same command to compute the rest.",
         "stopped (scheduler lost)",
+    )
+
+
+def _lock_lost(
+    sweep: Sweep, store: Store, report: RunReport, lock: RunLock, unwritten: int
+) -> RunStopped:
+    """The one line of a run that found, before a write, that another run had taken its
+    lock over (:meth:`ldpsim.pipeline.store.lock.RunLock.still_held`): its heartbeat had
+    stalled for longer than its timeout, and two runs would have written the store."""
+    chunks = f"{unwritten} finished chunk" + ("" if unwritten == 1 else "s")
+    return _stopped(
+        sweep,
+        store,
+        report,
+        f"Another run took over the lock of the store {str(store.path)!r} (this run's "
+        f"heartbeat had stalled for more than {lock.stale_after:g} s: a suspended process or "
+        f"a file system that stopped answering); this run stopped without writing its last "
+        f"{chunks}, and the store",
+        "Let the other run finish (`ldpsim status` names it), then run the same command to "
+        "compute what is missing.",
+        "stopped (lock lost)",
     )
 
 

@@ -458,6 +458,28 @@ class RunLock:
             self.path.unlink(missing_ok=True)
         self.held = False
 
+    def still_held(self) -> bool:
+        """Whether this run still holds the lock, read from its file now.
+
+        The heartbeat looks every ``heartbeat_every`` seconds; a run asks this before
+        each write, so that one whose lock another run took over (its heartbeat stalled
+        for longer than its timeout: a suspended process, a file system that stopped
+        answering) writes nothing more. A read that fails for another reason than a
+        missing file counts as held: the heartbeat judges it again.
+        """
+        if not self.held or self.lost:
+            return False
+        try:
+            record = json.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            record = None
+        except (OSError, ValueError, RecursionError):
+            return True  # a transient file-system error, or a record half seen
+        if not isinstance(record, dict) or record.get("token") != self._token:
+            self.lost = True
+            return False
+        return True
+
     # -- heartbeat -------------------------------------------------------------------
     def _start_heartbeat(self) -> None:
         self.held, self.lost = True, False
@@ -471,7 +493,8 @@ class RunLock:
         while not self._stop.wait(self.heartbeat_every):
             try:
                 with open(self.path, "rb") as f:
-                    ours = json.loads(f.read()).get("token") == self._token
+                    record = json.loads(f.read())
+                    ours = isinstance(record, dict) and record.get("token") == self._token
                     if ours:
                         os.utime(f.fileno())  # touch the very file just checked
             except FileNotFoundError:
@@ -483,7 +506,7 @@ class RunLock:
                 self._log(
                     f"Warning: another run removed or took over the lock {str(self.path)!r} "
                     f"(did this run's heartbeat stall for more than {self.stale_after:g} s?); "
-                    "two runs may now write this store."
+                    "this run writes nothing more and stops before its next write."
                 )
                 return
 

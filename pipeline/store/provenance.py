@@ -154,8 +154,8 @@ def record_run(
     ended : str, default "finished"
         How the run ended: ``"finished"`` (its work done, or stopped by
         ``--max-failures``), ``"interrupted (SIGINT)"`` (a signal; what it wrote is
-        kept) or ``"stopped (scheduler lost)"`` / ``"stopped (disk full)"``
-        (:class:`ldpsim.pipeline.errors.RunStopped`).
+        kept) or ``"stopped (scheduler lost)"`` / ``"stopped (lock lost)"`` /
+        ``"stopped (disk full)"`` (:class:`ldpsim.pipeline.errors.RunStopped`).
 
     Returns
     -------

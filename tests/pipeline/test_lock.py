@@ -197,7 +197,8 @@ def test_a_lost_lock_is_reported_and_not_removed(tmp_path):
     deadline = time.monotonic() + 10
     while not lock.lost and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert lock.lost and len(notes) == 1 and "two runs may now write" in notes[0]
+    assert lock.lost and len(notes) == 1 and "stops before its next write" in notes[0]
+    assert not lock.still_held()
     lock.release()
     assert json.loads(foreign.read_text())["pid"] == 99  # the other run's lock stays
 
@@ -417,3 +418,32 @@ def test_a_lock_of_another_boot_is_judged_by_its_heartbeat(tmp_path):
     lock.acquire(log=notes.append)
     lock.release()
     assert len(notes) == 1 and f"no heartbeat for {STALE_AFTER + 5:.3g} s" in notes[0]
+
+
+def test_a_run_whose_lock_was_taken_over_writes_nothing_more(tmp_path, local_cluster):
+    # A run suspended past its lock's timeout (kill -STOP, a hung file system) and taken
+    # over by another run kept writing the store beside it once it went on (h13c's
+    # hunt, 2026-12-02). Here the takeover comes as the run starts its first write.
+    from conftest import done_count, write_sweep
+
+    from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.errors import RunStopped
+    from ldpsim.pipeline.sweep import load_sweep
+
+    sweep = load_sweep(write_sweep(tmp_path / "s.toml", replicates=4, rep_chunk=2))
+    store = tmp_path / "S.zarr"
+    folder = store / "ldpsim"
+    foreign: list[Path] = []
+
+    def log(line: str) -> None:
+        if "replicates to compute" in line:  # the store exists and is locked by the run
+            (folder / LOCK_NAME).unlink()
+            foreign.append(write_record(folder, hostname=OTHER_HOST, pid=99, age=0))
+
+    with pytest.raises(RunStopped) as stopped:
+        run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=log)
+    message = str(stopped.value)
+    assert "Another run took over the lock" in message and "keeps 0 of" in message, message
+    assert stopped.value.exit_code == 3 and stopped.value.ended == "stopped (lock lost)"
+    assert done_count(store) == 0  # nothing written after the takeover
+    assert json.loads(foreign[0].read_text())["pid"] == 99  # the other run's lock stays
