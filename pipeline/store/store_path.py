@@ -20,9 +20,10 @@ def check_store_path(path: Path) -> None:
     Raises
     ------
     InputError
-        The path is not a folder, a non-empty folder that is not a store, the current
-        folder or one above it, on a read-only file system or otherwise not writable,
-        unreadable (e.g. a name longer than the file system allows), or a damaged store.
+        The path is not a folder, a symbolic link to nothing, a non-empty folder that
+        is not a store, the current folder or one above it, on a read-only file system
+        or otherwise not writable, unreadable (e.g. a name longer than the file system
+        allows), or a damaged store.
     """
     try:
         kind = path_kind(path)
@@ -36,6 +37,12 @@ def check_store_path(path: Path) -> None:
             f"The store path {str(path)!r} cannot be used: {os_error_text(exc, path)}."
         ) from None
     if kind is None:
+        if path.is_symlink():  # a store is made aside and renamed: never through a link
+            raise InputError(
+                f"The store path {str(path)!r} is a symbolic link to "
+                f"{os.readlink(path)!r}, which does not exist; give the path of a new "
+                "store itself (or make the link's target an existing store)."
+            )
         if parent_kind != "folder":
             raise InputError(
                 f"The store path {str(path)!r} lies below {str(parent)!r}, which is a "

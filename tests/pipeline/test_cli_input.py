@@ -190,6 +190,12 @@ def test_store_paths_that_cannot_hold_a_store(tmp_path, finished, capsys, monkey
     assert line.count("ldpsim") == 1, line  # the program is named once
     line = one_line(capsys, main(run_args(finished, "/dev/null")), ["character device"])
     assert "regular file" not in line
+    # A link to nothing was taken for a new path: "Cannot create the store ...: Not a
+    # directory: .dang.zarr.creating-PID" after its cluster started (h13c's hunt).
+    (empty / "dang.zarr").symlink_to("gone.zarr")
+    one_line(capsys, main(run_args(finished, "dang.zarr")), ["symbolic link", "'gone.zarr'"])
+    assert (empty / "dang.zarr").is_symlink() and not (empty / "gone.zarr").exists()
+    (empty / "dang.zarr").unlink()
     assert not list(empty.iterdir())
 
 
