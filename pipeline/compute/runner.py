@@ -702,13 +702,14 @@ def _stopped(
 ) -> RunStopped:
     """``why`` (ending with the store's name), what the store keeps, then ``remedy``; the
     exit code of the policy (3, or 1 with failures recorded); ``report`` and ``ended``
-    for the run's record."""
+    for the run's record. A stopped run never exits 0, even where the store is complete
+    (another run that took its lock over finished it meanwhile)."""
     _tally(sweep, store, report)
     kept = report.total - report.missing - report.replicates_failed
     code = outcome(
         replicates_failed=report.replicates_failed,
         methods_failed=sum(report.method_failures.values()),
-        missing=report.missing,
+        missing=max(report.missing, 1),  # it did not finish: "error:" with 0 misleads
     )
     stopped = RunStopped(
         f"{why} keeps {kept} of the sweep's {report.total} replicates ({report.computed} "

@@ -447,3 +447,30 @@ def test_a_run_whose_lock_was_taken_over_writes_nothing_more(tmp_path, local_clu
     assert stopped.value.exit_code == 3 and stopped.value.ended == "stopped (lock lost)"
     assert done_count(store) == 0  # nothing written after the takeover
     assert json.loads(foreign[0].read_text())["pid"] == 99  # the other run's lock stays
+
+
+def test_a_run_whose_lock_was_taken_over_never_exits_0(tmp_path, local_cluster):
+    # The other run took the lock over, computed the rest and finished before this run
+    # went on: the store was complete, and the stopped run printed "ldpsim: error:
+    # Another run took over the lock ..." and exited 0 (h13e's hunt: lost.sh, rcA=0).
+    from conftest import done_count, write_sweep
+
+    from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.errors import RunStopped
+    from ldpsim.pipeline.sweep import load_sweep
+
+    sweep = load_sweep(write_sweep(tmp_path / "s.toml", replicates=4, rep_chunk=2))
+    store = tmp_path / "S.zarr"
+    address = local_cluster.scheduler_address
+    other: list[object] = []
+
+    def log(line: str) -> None:
+        if "replicates to compute" in line and not other:  # this run holds the store
+            (store / "ldpsim" / LOCK_NAME).unlink()  # taken over, as from another host
+            other.append(run_sweep(sweep, store, scheduler=address, log=lambda _: None))
+
+    with pytest.raises(RunStopped) as stopped:
+        run_sweep(sweep, store, scheduler=address, log=log)
+    assert done_count(store) == 16  # the other run completed the store
+    assert "keeps 16 of the sweep's 16 replicates" in str(stopped.value)
+    assert stopped.value.exit_code == 3 and stopped.value.ended == "stopped (lock lost)"
