@@ -203,6 +203,32 @@ def test_a_lost_lock_is_reported_and_not_removed(tmp_path):
     assert json.loads(foreign.read_text())["pid"] == 99  # the other run's lock stays
 
 
+def test_still_held_reads_the_lock_file_before_the_heartbeat_does(tmp_path, monkeypatch):
+    # The heartbeat looks every 10 s here: each answer comes from the file itself.
+    lock = RunLock(tmp_path, stale_after=60.0)
+    lock.acquire(log=pytest.fail)
+    assert lock.still_held()
+    real_read = Path.read_bytes
+
+    def unreadable(self):
+        raise OSError(5, "Input/output error")  # a file system that stalls: held
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    assert lock.still_held() and not lock.lost
+    monkeypatch.setattr(Path, "read_bytes", real_read)
+    (tmp_path / LOCK_NAME).unlink()  # removed (a run taking it over, or by hand): lost
+    assert not lock.still_held() and lock.lost
+    lock.release()
+    assert not (tmp_path / LOCK_NAME).exists()
+    lock = RunLock(tmp_path, stale_after=60.0)
+    lock.acquire(log=pytest.fail)
+    (tmp_path / LOCK_NAME).unlink()
+    foreign = write_record(tmp_path, hostname=OTHER_HOST, pid=99, age=0)
+    assert not lock.still_held() and lock.lost
+    lock.release()
+    assert json.loads(foreign.read_text())["pid"] == 99
+
+
 def test_timeout_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(STALE_AFTER_ENV, "90")
     lock = RunLock(tmp_path)
