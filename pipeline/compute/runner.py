@@ -691,8 +691,8 @@ def _lock_lost(
         f"heartbeat had stalled for more than {lock.stale_after:g} s: a suspended process or "
         f"a file system that stopped answering); this run stopped without writing its last "
         f"{chunks}, and the store",
-        "Let the other run finish (`ldpsim status` names it), then run the same command to "
-        "compute what is missing.",
+        f"Let the other run finish (the lock file {str(lock.path)!r} names its host, pid "
+        "and command), then run the same command to compute what is missing.",
         "stopped (lock lost)",
     )
 

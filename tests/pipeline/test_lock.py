@@ -470,6 +470,8 @@ def test_a_run_whose_lock_was_taken_over_writes_nothing_more(tmp_path, local_clu
         run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=log)
     message = str(stopped.value)
     assert "Another run took over the lock" in message and "keeps 0 of" in message, message
+    # The other run named where it is: `ldpsim status`, named before, shows no lock.
+    assert f"the lock file {str(folder / LOCK_NAME)!r} names" in message, message
     assert stopped.value.exit_code == 3 and stopped.value.ended == "stopped (lock lost)"
     assert done_count(store) == 0  # nothing written after the takeover
     assert json.loads(foreign[0].read_text())["pid"] == 99  # the other run's lock stays
