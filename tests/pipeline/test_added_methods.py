@@ -444,3 +444,93 @@ def test_a_bb_that_keeps_a_stored_default_bm_is_no_difference():
     # A bm that names its batches follows no bb.
     fixed = api.load_sweep(_tables(named), name="bm")
     assert identity_diff(fixed, api.load_sweep(_tables(named + other), name="bm")) == []
+
+
+def test_an_interrupted_addition_is_resumed_by_the_same_sweep(
+    added_store, local_cluster, tmp_path, capsys
+):
+    # A mutation hunt (h13d): a run that found no replicate to compute said "Nothing to
+    # do" without looking for added methods still pending; no test noticed.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(added_store, store)
+    for name in ("lower", "upper", "method_seconds"):  # as a run killed while adding them
+        write_as_a_run(store, name, (slice(None), 0, slice(2, None), slice(1, None)), np.nan)
+    sweep = write(tmp_path / "more.toml", sweep_text(STORED + ADDED))
+    capsys.readouterr()
+    assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+    assert "the added methods for 6 finished replicates" in capsys.readouterr().out
+    assert main(["status", str(store)]) == 0
+
+
+def test_lost_added_method_tasks_are_not_counted_as_computed(
+    stores, local_cluster, tmp_path, monkeypatch
+):
+    # A task of added methods lost (its result an exception): its replicates' added
+    # methods are recorded as failed and stay pending; they are not "computed".
+    import ldpsim.pipeline.compute.collect as collect_module
+    from ldpsim.pipeline.compute.collect import Collector
+    from ldpsim.pipeline.compute.plan import KEY_SUFFIX
+    from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.sweep import load_sweep
+
+    def collect(futures, client, tick=None):
+        real = Collector(futures, client, tick)
+
+        class Lost:
+            def __iter__(self):
+                for item in real:
+                    if item is not None and f"{KEY_SUFFIX}-x" in item[0].key:
+                        item = (item[0], RuntimeError("lost"))
+                    yield item
+
+            drain, close = real.drain, real.close
+
+        return Lost()
+
+    monkeypatch.setattr(collect_module, "collect", collect)
+    _, made = stores
+    store = tmp_path / "S.zarr"
+    shutil.copytree(made["stored"][0], store)
+    sweep = load_sweep(write(tmp_path / "more.toml", sweep_text(STORED + ADDED)))
+    report = run_sweep(
+        sweep, store, scheduler=local_cluster.scheduler_address, log=lambda line: None
+    )
+    assert report.methods_computed == 0 and report.missing == 8
+
+
+def test_a_run_adding_methods_whose_lock_was_taken_over_writes_none_of_them(
+    stores, local_cluster, tmp_path, monkeypatch
+):
+    # As test_lock's test of a run computing replicates, for a run that only adds
+    # methods: before its first write it finds the lock taken over, and writes nothing.
+    import os
+    import socket
+
+    from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.errors import RunStopped
+    from ldpsim.pipeline.store.lock import LOCK_NAME
+    from ldpsim.pipeline.sweep import load_sweep
+
+    monkeypatch.setenv("LDPSIM_WRITE_EVERY", "3600")  # the 4 chunks in one write
+    _, made = stores
+    store = tmp_path / "S.zarr"
+    shutil.copytree(made["stored"][0], store)
+    sweep = load_sweep(write(tmp_path / "more.toml", sweep_text(STORED + ADDED)))
+    lock_file = store / "ldpsim" / LOCK_NAME
+    foreign = {"pid": 99, "hostname": f"not-{socket.gethostname()}", "token": "theirs"}
+
+    def log(line: str) -> None:
+        if "replicates to compute" in line:  # the store is locked by the run
+            lock_file.unlink()
+            lock_file.write_text(json.dumps(foreign))
+            os.utime(lock_file)
+
+    with pytest.raises(RunStopped) as stopped:
+        run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=log)
+    message = str(stopped.value)
+    assert "without writing its last 4 finished chunks" in message, message
+    assert "keeps 0 of the sweep's 8 replicates" in message, message
+    assert stopped.value.exit_code == 3 and stopped.value.ended == "stopped (lock lost)"
+    added = open_dataset(store)["method_seconds"].isel(method=slice(2, None))
+    assert bool(np.isnan(added).all())  # none of the added methods written
+    assert json.loads(lock_file.read_text())["token"] == "theirs"

@@ -502,3 +502,76 @@ def test_a_run_whose_lock_was_taken_over_never_exits_0(tmp_path, local_cluster):
     assert done_count(store) == 16  # the other run completed the store
     assert "keeps 16 of the sweep's 16 replicates" in str(stopped.value)
     assert stopped.value.exit_code == 3 and stopped.value.ended == "stopped (lock lost)"
+
+
+def test_a_lock_of_an_older_ldpsim_is_held_by_a_process_started_before_it(tmp_path):
+    # A record without the process's start time (an older ldpsim) is judged by when it
+    # was written: a live pid started before that is its writer. A mutation hunt (h13d)
+    # found no test of this fallback.
+    here = socket.gethostname()
+    write_record(tmp_path, hostname=here, pid=os.getpid(), age=0, started=time.time())
+    with pytest.raises(InputError, match="its lock is released when that process ends"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+
+
+def test_a_live_pid_started_seconds_from_its_record_is_another_process(tmp_path, sleeper):
+    # The pid's start must match the record's to within START_TIME_TOLERANCE (1 s):
+    # 5 s apart, it is another process that got the pid, and the lock is taken over.
+    start = _process_start(sleeper.pid)
+    start = {**start, "pid_started": start["pid_started"] - 5.0}
+    if "pid_started_since_boot" in start:
+        start["pid_started_since_boot"] -= 5.0
+    write_record(tmp_path, hostname=socket.gethostname(), pid=sleeper.pid, age=0, **start)
+    notes: list[str] = []
+    lock = RunLock(tmp_path)
+    lock.acquire(log=notes.append)
+    lock.release()
+    assert len(notes) == 1 and f"pid {sleeper.pid} is now a process started" in notes[0]
+
+
+def test_a_lost_lock_stays_lost_through_a_read_error(tmp_path, monkeypatch):
+    # Once the heartbeat saw the lock taken over, a file system that fails a read
+    # does not make still_held() say "held" again (the run would write beside the other).
+    lock = RunLock(tmp_path, stale_after=60.0)
+    lock.acquire(log=pytest.fail)
+    lock.lost = True  # as the heartbeat leaves it
+
+    def unreadable(self):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    assert not lock.still_held()
+    monkeypatch.undo()
+    lock.release()
+
+
+def test_the_heartbeat_never_touches_another_runs_lock(tmp_path):
+    # The heartbeat that finds another run's record stops without touching it: that
+    # lock's heartbeat is its holder's alone (a touch would keep a dead holder's lock).
+    notes: list[str] = []
+    lock = RunLock(tmp_path, stale_after=0.6)  # a heartbeat every 0.1 s
+    lock.acquire(log=notes.append)
+    other = tmp_path / "other"
+    foreign = write_record(other, hostname=OTHER_HOST, pid=99, age=30.0)
+    stamp = foreign.stat().st_mtime
+    os.replace(foreign, tmp_path / LOCK_NAME)  # taken over at once, never missing
+    deadline = time.monotonic() + 10
+    while not lock.lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lock.lost
+    lock.release()
+    assert (tmp_path / LOCK_NAME).stat().st_mtime == stamp
+
+
+def test_the_heartbeat_reports_a_lock_file_removed(tmp_path):
+    # Removed (by hand, or by a run taking it over that has not written its own yet):
+    # lost, and said once, not taken for a passing read error.
+    notes: list[str] = []
+    lock = RunLock(tmp_path, stale_after=0.6)
+    lock.acquire(log=notes.append)
+    (tmp_path / LOCK_NAME).unlink()
+    deadline = time.monotonic() + 10
+    while not lock.lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    lock.release()
+    assert lock.lost and len(notes) == 1 and "removed or took over the lock" in notes[0]

@@ -257,3 +257,22 @@ def test_a_notebook_interrupted_again_and_again_keeps_its_results_and_closes_its
     assert not (store / META_GROUP / LOCK_NAME).exists()
     assert running() <= before  # its local cluster was closed
     assert signal.getsignal(signal.SIGINT) is handler  # restored
+
+
+def test_the_first_signal_is_the_reason_and_winding_down_ignores_later_ones():
+    # A mutation hunt (h13d): a later signal replacing the first (SIGINT then a batch
+    # system's SIGTERM: exit 143, not 130), and a signal raising inside interruptible()
+    # while the command winds down, passed every test.
+    with handle_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        with pytest.raises(Interrupted) as info:
+            check()
+        assert info.value.signum == signal.SIGINT and info.value.exit_code == 130
+    with handle_signals():
+        stopping()
+        with interruptible():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # ignored: nothing raised here
+        check()

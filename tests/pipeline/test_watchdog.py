@@ -94,3 +94,32 @@ def test_a_first_task_may_compile_for_minutes_a_later_one_may_not():
     watchdog.check(FIRST_TASK_MIN + 3.0)
     watchdog.check(FIRST_TASK_MIN + 125.0)
     assert scheduler.restarted == ["w"]
+
+
+def test_a_worker_that_moves_from_task_to_task_is_never_restarted():
+    # A mutation hunt (h13d): the timeout counted from the worker's first task, not from
+    # its current one, and no test noticed; a busy worker was restarted every 120 s.
+    from ldpsim.pipeline.compute.watchdog import Watchdog
+
+    scheduler = _Scheduler()
+    keys = [f"t{i}" for i in range(4)]
+    watchdog = Watchdog(scheduler, dict.fromkeys(keys, 0.01), 100.0, log=lambda line: None)
+    for i, key in enumerate(keys):  # a new task every 90 s, each under the 100 s timeout
+        scheduler.tasks = {"w": [key]}
+        watchdog.check(90.0 * i)
+        watchdog.check(90.0 * i + 89.0)
+    assert scheduler.restarted == []
+
+
+def test_the_tasks_of_another_client_on_a_worker_are_not_watched():
+    # Another client's task on a shared scheduler: neither timed nor a KeyError.
+    from ldpsim.pipeline.compute.watchdog import Watchdog
+
+    scheduler = _Scheduler()
+    watchdog = Watchdog(scheduler, {"ours": 0.01}, 100.0, log=lambda line: None)
+    scheduler.tasks = {"w": ["ours", "theirs"], "v": ["theirs-too"]}
+    watchdog.check(0.0)
+    scheduler.tasks = {"w": ["theirs"], "v": ["theirs-too"]}
+    watchdog.check(50.0)
+    watchdog.check(500.0)
+    assert scheduler.restarted == [] and watchdog.late == ""
