@@ -95,6 +95,18 @@ def local_cluster(cluster_files):
         yield cluster
 
 
+@pytest.fixture
+def faults(cluster_files):
+    """Write fault-injection entries the session cluster's workers honour; clear after."""
+    path = cluster_files["faults"]
+
+    def inject(**entries):
+        path.write_text(json.dumps(entries))
+
+    yield inject
+    path.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def tmpfs(mount: Path, size: str) -> Iterator[Path]:
     """A tmpfs of ``size`` (e.g. "2m") mounted at the new folder ``mount``.

@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import done_count, write_sweep
 
-from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.errors import InputError, RunStopped
 from ldpsim.pipeline.store.lock import (
     LOCK_NAME,
     STALE_AFTER,
@@ -23,6 +25,7 @@ from ldpsim.pipeline.store.lock import (
     RunLock,
     _process_start,
 )
+from ldpsim.pipeline.sweep import load_sweep
 
 OTHER_HOST = "node-elsewhere-7"
 
@@ -44,6 +47,17 @@ def write_record(folder: Path, *, hostname: str, pid: int, age: float, **extra) 
     stamp = time.time() - age
     os.utime(path, (stamp, stamp))
     return path
+
+
+def taken_over_note(folder: Path) -> str:
+    """Take the lock in ``folder`` (over another run's) and give it back: the one note
+    the taking printed."""
+    notes: list[str] = []
+    lock = RunLock(folder)
+    lock.acquire(log=notes.append)
+    lock.release()
+    assert len(notes) == 1, notes
+    return notes[0]
 
 
 def dead_pid() -> int:
@@ -274,12 +288,8 @@ def test_a_copy_of_a_store_is_not_locked_by_the_original_run(tmp_path):
             original / "ldpsim" / LOCK_NAME
         ).read_bytes()
         time.sleep(2.5)  # the copy's lock has had no heartbeat for longer than its timeout
-        notes: list[str] = []
-        lock = RunLock(copy / "ldpsim")
-        lock.acquire(log=notes.append)
-        lock.release()
-        assert len(notes) == 1 and f"{str(original.resolve())!r}" in notes[0]
-        assert "copy" in notes[0]
+        note = taken_over_note(copy / "ldpsim")
+        assert f"{str(original.resolve())!r}" in note and "copy" in note
         with pytest.raises(InputError) as info:
             RunLock(original / "ldpsim").acquire(log=pytest.fail)
     finally:
@@ -439,23 +449,13 @@ def test_a_lock_of_another_boot_is_judged_by_its_heartbeat(tmp_path):
     with pytest.raises(InputError, match="last heartbeat 2 s ago"):
         RunLock(tmp_path).acquire(log=pytest.fail)
     write_record(tmp_path, hostname=here, pid=1, age=STALE_AFTER + 5, **other_boot)
-    notes: list[str] = []
-    lock = RunLock(tmp_path)
-    lock.acquire(log=notes.append)
-    lock.release()
-    assert len(notes) == 1 and f"no heartbeat for {STALE_AFTER + 5:.3g} s" in notes[0]
+    assert f"no heartbeat for {STALE_AFTER + 5:.3g} s" in taken_over_note(tmp_path)
 
 
 def test_a_run_whose_lock_was_taken_over_writes_nothing_more(tmp_path, local_cluster):
     # A run suspended past its lock's timeout (kill -STOP, a hung file system) and taken
     # over by another run kept writing the store beside it once it went on (h13c's
     # hunt, 2026-12-02). Here the takeover comes as the run starts its first write.
-    from conftest import done_count, write_sweep
-
-    from ldpsim.pipeline.compute.runner import run_sweep
-    from ldpsim.pipeline.errors import RunStopped
-    from ldpsim.pipeline.sweep import load_sweep
-
     sweep = load_sweep(write_sweep(tmp_path / "s.toml", replicates=4, rep_chunk=2))
     store = tmp_path / "S.zarr"
     folder = store / "ldpsim"
@@ -481,12 +481,6 @@ def test_a_run_whose_lock_was_taken_over_never_exits_0(tmp_path, local_cluster):
     # The other run took the lock over, computed the rest and finished before this run
     # went on: the store was complete, and the stopped run printed "ldpsim: error:
     # Another run took over the lock ..." and exited 0 (h13e's hunt: lost.sh, rcA=0).
-    from conftest import done_count, write_sweep
-
-    from ldpsim.pipeline.compute.runner import run_sweep
-    from ldpsim.pipeline.errors import RunStopped
-    from ldpsim.pipeline.sweep import load_sweep
-
     sweep = load_sweep(write_sweep(tmp_path / "s.toml", replicates=4, rep_chunk=2))
     store = tmp_path / "S.zarr"
     address = local_cluster.scheduler_address
@@ -522,11 +516,7 @@ def test_a_live_pid_started_seconds_from_its_record_is_another_process(tmp_path,
     if "pid_started_since_boot" in start:
         start["pid_started_since_boot"] -= 5.0
     write_record(tmp_path, hostname=socket.gethostname(), pid=sleeper.pid, age=0, **start)
-    notes: list[str] = []
-    lock = RunLock(tmp_path)
-    lock.acquire(log=notes.append)
-    lock.release()
-    assert len(notes) == 1 and f"pid {sleeper.pid} is now a process started" in notes[0]
+    assert f"pid {sleeper.pid} is now a process started" in taken_over_note(tmp_path)
 
 
 def test_a_lost_lock_stays_lost_through_a_read_error(tmp_path, monkeypatch):

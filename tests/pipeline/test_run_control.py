@@ -60,20 +60,6 @@ def finished_first(stop: BaseException | None) -> Callable[..., Any]:
     return collect
 
 
-@pytest.fixture
-def faults(cluster_files):
-    """Write fault-injection entries the session cluster's workers honour; clear after."""
-    import json
-
-    path = cluster_files["faults"]
-
-    def inject(**entries):
-        path.write_text(json.dumps(entries))
-
-    yield inject
-    path.unlink(missing_ok=True)
-
-
 def sweep_of_16(tmp_path):
     """4 grid points of 4 replicates, a task per replicate (16 tasks)."""
     return load_sweep(write_sweep(tmp_path / "s.toml", replicates=4, rep_chunk=1))

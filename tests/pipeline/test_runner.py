@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -38,18 +37,6 @@ def baseline(tmp_path_factory, local_cluster):
 def assert_same_values(a, b) -> None:
     for name in VALUES:
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
-
-
-@pytest.fixture
-def faults(cluster_files):
-    """Write fault-injection entries the session cluster's workers honour; clear after."""
-    path = cluster_files["faults"]
-
-    def inject(**entries):
-        path.write_text(json.dumps(entries))
-
-    yield inject
-    path.unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("shuffle", [1, 2])
