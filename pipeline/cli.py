@@ -40,8 +40,9 @@ exit codes (the same policy for run, status and errors):
   1    some replicate or interval method failed (recorded; see `ldpsim errors STORE`)
   2    bad input, or a cluster that could not start: one line on stderr, and
        nothing stored was changed
-  3    some replicates are not computed yet and none failed (an interrupted run,
-       or one stopped by a full disk or a lost scheduler: run it again to resume)
+  3    some replicates are not computed yet and none failed (an interrupted run),
+       or the run was stopped by a full disk, a lost scheduler or another run that
+       took its lock over: run it again to resume
   4    damaged: some finished replicates' data is missing or corrupt, or a truth
        or coordinate differs from what the sweep determines (status; summarize,
        plot, report and errors refuse); `ldpsim run` recomputes them. Damaged
@@ -740,7 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_reads()
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except RunStopped as exc:  # a full disk, a lost scheduler: resumable, what finished kept
+    except RunStopped as exc:  # a full disk, a lost scheduler or lock: what finished kept
         print(f"ldpsim: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:

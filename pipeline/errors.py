@@ -26,9 +26,9 @@ class StoreDamage(InputError):
 
 
 class RunStopped(Exception):
-    """A run stopped by its surroundings (a full disk, a lost scheduler): one line, and
-    the exit code of the policy (3 when nothing failed); the replicates written before
-    are kept, and the next run resumes."""
+    """A run stopped by its surroundings (a full disk, a lost scheduler, its lock taken
+    over): one line, and the exit code of the policy (3 when nothing failed, never 0);
+    the replicates written before are kept, and the next run resumes."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
