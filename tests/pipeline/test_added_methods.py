@@ -462,6 +462,29 @@ def test_an_interrupted_addition_is_resumed_by_the_same_sweep(
     assert main(["status", str(store)]) == 0
 
 
+def test_pending_added_methods_are_counted_over_the_sweeps_replicates_only(added_store, tmp_path):
+    # A mutation hunt (a02): pending_replicates counting past the sweep's replicates
+    # (a run of 2 replicates on this store of 4) survived; no test noticed.
+    import tomllib
+
+    from ldpsim.pipeline.compute.added_methods import pending_replicates
+    from ldpsim.pipeline.store.store import Store
+
+    store = tmp_path / "S.zarr"
+    shutil.copytree(added_store, store)
+    for name in ("lower", "upper", "method_seconds"):  # reps 1-3 of both tau pending
+        write_as_a_run(store, name, (slice(None), 0, slice(2, None), slice(1, None)), np.nan)
+    opened = Store(store, stored_layout(store), mode="r")
+    counts = {
+        replicates: pending_replicates(
+            opened,
+            api.load_sweep(tomllib.loads(sweep_text(STORED + ADDED, replicates)), name="s"),
+        )
+        for replicates in (4, 2)
+    }
+    assert counts == {4: 6, 2: 2}  # rep 1 of each tau only, for the sweep of 2
+
+
 def test_lost_added_method_tasks_are_not_counted_as_computed(
     stores, local_cluster, tmp_path, monkeypatch
 ):

@@ -104,3 +104,28 @@ def test_a_closed_client_stops_the_collection(local_cluster):
     # TypeError whatever happened.)
     with pytest.raises(ClientLost):
         next(iter(results))
+
+
+class StandInClient:
+    """What the Collector reads of a client: its status and its loop."""
+
+    def __init__(self, status: str) -> None:
+        self.status, self.loop = status, None
+
+
+def test_a_failed_wait_is_client_lost_only_once_the_client_stopped(monkeypatch):
+    # A mutation hunt (c02): the fetching thread's own error (as_completed failing, as
+    # when the client closes under it) was no longer named ClientLost once the client
+    # had stopped; no test noticed (a closed client's fetch fails in future.result()).
+    import ldpsim.pipeline.compute.collect as collect_module
+
+    def broken(futures, loop=None):
+        raise OSError("comm closed")
+
+    monkeypatch.setattr(collect_module, "as_completed", broken)
+    with pytest.raises(ClientLost, match="comm closed") as lost:
+        next(iter(collect({object(): "task"}, StandInClient("closed"))))
+    assert isinstance(lost.value.cause, OSError)
+    # While the client runs, the error is its own.
+    with pytest.raises(OSError, match="comm closed"):
+        next(iter(collect({object(): "task"}, StandInClient("running"))))

@@ -241,3 +241,37 @@ def test_a_bound_missing_by_design_is_not_a_failure():
     ds["method_failed"][{**first, "rep": 1}] = True  # one of them a failure
     cell = compare_methods(ds, "bb", "oracle").isel(checkpoint=0, coord=0)
     assert (int(cell["n_paired"]), int(cell["n_unpaired"])) == (0, 1)
+
+
+def test_a_pending_method_is_not_lost_in_a_store_without_failure_flags():
+    # A store older than method_failed counts every missing bound as lost, except where
+    # the method is pending (added, not computed yet): a mutation dropping that exception
+    # counted the pending replicates in n_unpaired, and no test saw it.
+    ds = syn.grid_store().sel(tau=[0.5], n=[100]).drop_vars("method_failed")
+    ds["method_seconds"] = (("tau", "n", "method", "rep"), np.full((1, 1, 2, syn.REPS), 0.25))
+    pending = {"method": 1, "rep": slice(4, 6)}  # oracle not computed yet for reps 4, 5
+    for var in ("lower", "upper", "method_seconds"):
+        ds[var][pending] = np.nan
+    comparison = compare_methods(ds, "bb", "oracle")
+    assert int(comparison["methods_pending"].squeeze()) == 2
+    # Lost: bb's failure at rep 3 only; the 2 pending are in neither count.
+    cell = comparison.isel(tau=0, n=0, coord=0)
+    assert (int(cell["n_paired"]), int(cell["n_unpaired"])) == (syn.DONE - 1 - 2, 1)
+    means = comparison.isel(tau=0, n=0)
+    assert (int(means["coord_mean_n_paired"]), int(means["coord_mean_n_unpaired"])) == (33, 1)
+
+
+def test_the_coordinate_means_caption_counts_the_means_pairs():
+    # bb lacks coordinate 0 of replicate 5 only: that coordinate has 48 pairs, the others
+    # and the coordinate means 49 (replicate 5 keeps its other coordinates). A mutation
+    # captioning the means with the per-coordinate counts said 48-49, and no test saw it.
+    ds = syn.wide_store(d=20, reps=50)
+    ds["lower"][{"method": 0, "rep": 5, "coord": 0}] = np.nan
+    ds["upper"][{"method": 0, "rep": 5, "coord": 0}] = np.nan
+    comparison = compare_methods(ds, "bb", "oracle")
+    assert int(comparison["n_paired"].min()) == 48
+    assert int(comparison["coord_mean_n_paired"].min()) == 49
+    text = format_comparison(comparison, "text", coords="mean")
+    assert "the means over the coordinates" in text
+    assert "replicates per cell: 49 of 50" in text, text
+    assert "replicates per cell: 48-49 of 50" in format_comparison(comparison, "text", "all")
