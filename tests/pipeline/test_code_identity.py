@@ -486,3 +486,144 @@ def test_a_built_in_units_source_covers_the_helper_modules_it_names(tmp_path, mo
     before = unit_origin(unit)["source_sha256"]
     (tmp_path / "identity_helper.py").write_text("SCALE = 2.0\n")
     assert unit_origin(unit)["source_sha256"] != before
+
+
+def test_a_units_source_hash_is_its_file_then_each_named_helper(tmp_path, monkeypatch):
+    """The recorded ``source_sha256`` is pinned: the unit's file, then for every module of
+    ``source_modules`` (the second too) a NUL, its name, a NUL and its file. Another
+    formula would refuse every store written before it as changed code; one that skips a
+    helper would keep the code version across an edit of it (a mutation hunt,
+    2026-12-02: both passed the tests)."""
+    from ldpsim.pipeline.store.code_identity import unit_origin
+
+    files = {
+        "pinned_helper_a.py": "A = 1.0\n",
+        "pinned_helper_b.py": "B = 1.0\n",
+        "pinned_unit.py": (
+            "import pinned_helper_a, pinned_helper_b\n\n\nclass Unit:\n"
+            "    source_modules = ('pinned_helper_a', 'pinned_helper_b')\n"
+        ),
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    unit = importlib.import_module("pinned_unit").Unit
+
+    def expected() -> str:
+        data = (tmp_path / "pinned_unit.py").read_bytes()
+        for name in unit.source_modules:
+            data += b"\0" + name.encode() + b"\0" + (tmp_path / f"{name}.py").read_bytes()
+        return hashlib.sha256(data).hexdigest()
+
+    before = unit_origin(unit)["source_sha256"]
+    assert before == expected()
+    (tmp_path / "pinned_helper_b.py").write_text("B = 2.0\n")  # the last helper named
+    after = unit_origin(unit)["source_sha256"]
+    assert after == expected() != before
+
+
+def test_a_plugins_package_hash_covers_its_subpackages_and_its_listed_modules(tmp_path):
+    """A plugin's ``package_sha256`` as a run records it (:func:`unit_origin`) changes
+    with an edit of a module in a subpackage of its package, and of a top-level module
+    that its distribution's RECORD lists (a mutation hunt, 2026-12-02: a hash that
+    walked no subfolder, or read no RECORD, passed the tests)."""
+    from ldpsim.pipeline.store.code_identity import unit_origin
+
+    site = tmp_path / "site"
+    folder = site / "cv_plugin_deep"
+    (folder / "sub").mkdir(parents=True)
+    files = {
+        "cv_plugin_deep/__init__.py": "",
+        "cv_plugin_deep/sub/__init__.py": "",
+        "cv_plugin_deep/sub/helper.py": "W = 0.1\n",
+        "cv_plugin_deep/units.py": PLUGIN_SOURCE.format(half_width="0.01")
+        .replace("HalfWidth", "DeepHalfWidth")
+        .replace('"half_width"', '"deep_half_width"'),
+        "cv_plugin_deep_extra.py": "X = 1\n",
+    }
+    for name, text in files.items():
+        (site / name).write_text(text)
+    info = site / "cv_plugin_deep-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cv-plugin-deep\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[ldpsim.methods]\ndeep_half_width = cv_plugin_deep.units:DeepHalfWidth\n"
+    )
+    # As an editable install lists it: the package's folder is not in its RECORD.
+    listed = ["cv_plugin_deep_extra.py", f"{info.name}/METADATA", f"{info.name}/RECORD"]
+    (info / "RECORD").write_text("".join(f"{name},,\n" for name in listed))
+    _use_site(str(site))
+    try:
+        unit = plugins.registry("method")["deep_half_width"]
+        first = unit_origin(unit)
+        assert first["distribution"] == "cv-plugin-deep" and first["package_sha256"]
+        seen = {first["package_sha256"]}
+        for name, edit in (
+            ("cv_plugin_deep/sub/helper.py", "W = 0.3\n"),
+            ("cv_plugin_deep_extra.py", "X = 2\n"),
+        ):
+            (site / name).write_text(edit)
+            now = unit_origin(unit)
+            assert now["source_sha256"] == first["source_sha256"]
+            assert now["package_sha256"] not in seen, name
+            seen.add(now["package_sha256"])
+    finally:
+        _leave_site(str(site))
+        for name in [m for m in sys.modules if m.startswith("cv_plugin_deep")]:
+            del sys.modules[name]
+
+
+def test_a_package_hash_recorded_from_some_generation_on_is_no_change():
+    """A store written before ldpsim recorded package hashes, then a change of another
+    unit accepted: the plugin's cells count one code version, its package hash is in
+    the later generation only (a mutation hunt, 2026-12-02: a count that compared the
+    hash where any generation had it passed the tests)."""
+    unit = {"origin": "ldpsim", "version": "0.2", "source_sha256": "a" * 64}
+    old_plugin = {
+        "origin": "plugin",
+        "distribution": "p",
+        "version": "1",
+        "source_sha256": "b" * 64,
+    }
+    first = {k: unit for k in ("model:quantile", "mechanism:laplace", "method:bb")}
+    first["method:half_width"] = old_plugin
+    second = {**first, "method:bb": {**unit, "source_sha256": "c" * 64}}
+    second["method:half_width"] = {**old_plugin, "package_sha256": "d" * 64}
+    sweep = {"spec": {"model": "quantile", "mechanism": "laplace"}, "grid": {"n": [500]}}
+    sweep["methods"] = {"bb": {}, "hw": {"method": "half_width"}}
+    ds = xr.Dataset(
+        {
+            "done": (("n", "rep"), np.ones((1, 4), dtype=bool)),
+            "code_version": (("n", "rep"), np.array([[0, 0, 1, 1]], dtype=np.int16)),
+        },
+        coords={"n": [500], "method": ["bb", "hw"], "rep": np.arange(4)},
+        attrs={"sweep": json.dumps(sweep), "units": json.dumps([first, second])},
+    )
+    versions = code_versions(ds)
+    assert versions.sel({"method": "bb"}).item() == 2
+    assert versions.sel({"method": "hw"}).item() == 1
+
+
+def test_a_unit_registered_once_then_installed_is_not_asked_to_be_registered():
+    """The latest generation's origin of a unit decides (a mutation hunt, 2026-12-02: a
+    unit registered in an earlier generation only stayed registered, and a run would ask
+    for it to be registered again)."""
+    from ldpsim.pipeline.store.code_identity import registered_units
+
+    registered = {
+        "origin": "registered",
+        "class": "m.HalfWidth",
+        "version": None,
+        "source_sha256": "a" * 64,
+    }
+    installed = {
+        "origin": "plugin",
+        "distribution": "p",
+        "version": "1",
+        "source_sha256": "b" * 64,
+    }
+    units = [{"method:half_width": registered}, {"method:half_width": installed}]
+    assert registered_units({"units": json.dumps(units)}) == {}
+    assert registered_units({"units": json.dumps(units[::-1])}) == {
+        "method:half_width": registered
+    }

@@ -143,3 +143,15 @@ def test_lost_worker_sweep_completes(baseline, tmp_path, local_cluster, cluster_
     report = result["report"]
     assert report.failed == 0 and report.computed == 24
     assert_same_values(open_dataset(store), base)
+
+
+def test_store_token_names_the_store_by_its_absolute_path(tmp_path, monkeypatch):
+    # Two stores of one name in other folders get other task keys: one cluster running
+    # both would otherwise take one's task for the other's (a mutation hunt, 2026-12-02:
+    # a token of the store's name alone passed the tests). The same store by a relative
+    # path is the same token.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert store_token(tmp_path / "a" / "S.zarr") != store_token(tmp_path / "b" / "S.zarr")
+    monkeypatch.chdir(tmp_path)
+    assert store_token("a/S.zarr") == store_token(tmp_path / "a" / "S.zarr")

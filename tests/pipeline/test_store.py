@@ -610,3 +610,18 @@ def test_a_store_of_values_refused_since_still_reads_and_refuses_a_run(tmp_path)
     assert stored_layout(store).grid_shape == (2, 2)  # what status and summarize read
     with pytest.raises(InputError, match=r"must be a float in \[-1e\+06, 1e\+06\]"):
         Sweep.from_dict(read_sweep(store).to_dict())
+
+
+def test_another_seed_is_refused(finished, tmp_path, capsys):
+    # New replicates of another seed would be stored beside the store's under its seed
+    # (a mutation hunt, 2026-12-02: a comparison that skipped the seed passed the tests).
+    _, store = finished
+    changed = write_sweep(tmp_path / "tiny.toml", replicates=6)
+    changed.write_text(changed.read_text().replace("seed = 7", "seed = 8"))
+    before = tree_hash(store)
+    code = main(["run", str(changed), "--store", str(store), "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "different specification" in err and "seed: 7 -> 8" in err
+    assert tree_hash(store) == before
