@@ -67,10 +67,24 @@ def _install(site: Path, half_width: str, release: str) -> None:
         for f in old.iterdir():
             f.unlink()
         old.rmdir()
-    info = site / f"cv_plugin-{release}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: cv-plugin\nVersion: {release}\n")
-    (info / "entry_points.txt").write_text(f"[ldpsim.methods]\nhalf_width = {MODULE}:HalfWidth\n")
+    _dist_info(site, "cv-plugin", release, f"half_width = {MODULE}:HalfWidth")
+
+
+def _dist_info(
+    site: Path, name: str, version: str, entry_point: str = "", record: list[str] | None = None
+) -> Path:
+    """A distribution's metadata folder in ``site``, as pip writes one: METADATA, the
+    ``ldpsim.methods`` entry point ``entry_point`` ("name = module:Class") where given,
+    and a RECORD of the files ``record`` (and of itself) where given."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    if entry_point:
+        (info / "entry_points.txt").write_text(f"[ldpsim.methods]\n{entry_point}\n")
+    if record is not None:
+        listed = [*record, f"{info.name}/METADATA", f"{info.name}/RECORD"]
+        (info / "RECORD").write_text("".join(f"{file},,\n" for file in listed))
+    return info
 
 
 def _use_site(site: str) -> None:
@@ -243,11 +257,8 @@ def _install_package(site: Path, half_width: str, scale: str) -> None:
         (folder / name).write_text(text.format(half_width=half_width, scale=scale))
     # An edit that keeps a file's size within its second would not be recompiled.
     shutil.rmtree(folder / "__pycache__", ignore_errors=True)
-    info = site / "cv_plugin_pkg-0.1.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cv-plugin-pkg\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        f"[ldpsim.methods]\npackage_half_width = {PACKAGE}.units:PackageHalfWidth\n"
+    _dist_info(
+        site, "cv-plugin-pkg", "0.1", f"package_half_width = {PACKAGE}.units:PackageHalfWidth"
     )
 
 
@@ -351,11 +362,7 @@ def test_a_plugin_package_is_its_folder_and_what_its_distribution_lists(tmp_path
     }
     for name, text in files.items():
         (site / name).write_text(text)
-    info = site / "cv_plugin_single-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cv-plugin-single\nVersion: 0.1\n")
-    listed = [*list(files)[:3], f"{info.name}/METADATA", f"{info.name}/RECORD"]
-    (info / "RECORD").write_text("".join(f"{name},,\n" for name in listed))
+    _dist_info(site, "cv-plugin-single", "0.1", record=list(files)[:3])
     _use_site(str(site))
     try:
         single = importlib.import_module("cv_plugin_single").Single
@@ -415,6 +422,22 @@ def test_a_worker_that_kept_the_old_code_refuses_to_compute(
     np.testing.assert_allclose(half[4:], 0.1)
 
 
+def _two_generations(first: dict, second: dict) -> xr.Dataset:
+    """A store's variables for ``code_versions``: one grid point (quantile, laplace, n =
+    500), methods bb and hw (a plugin ``half_width``), replicates 0-1 of the units'
+    generation ``first`` and 2-3 of ``second``."""
+    sweep = {"spec": {"model": "quantile", "mechanism": "laplace"}, "grid": {"n": [500]}}
+    sweep["methods"] = {"bb": {}, "hw": {"method": "half_width"}}
+    return xr.Dataset(
+        {
+            "done": (("n", "rep"), np.ones((1, 4), dtype=bool)),
+            "code_version": (("n", "rep"), np.array([[0, 0, 1, 1]], dtype=np.int16)),
+        },
+        coords={"n": [500], "method": ["bb", "hw"], "rep": np.arange(4)},
+        attrs={"sweep": json.dumps(sweep), "units": json.dumps([first, second])},
+    )
+
+
 def test_a_change_marks_only_the_cells_whose_units_changed():
     # Generation 1 changed the method hw only: bb's cells of the same grid point, whose
     # model, mechanism and method kept their code, are not mixed.
@@ -425,22 +448,14 @@ def test_a_change_marks_only_the_cells_whose_units_changed():
         **first,
         "method:half_width": {**first["method:half_width"], "source_sha256": "c" * 64},
     }
-    sweep = {"spec": {"model": "quantile", "mechanism": "laplace"}, "grid": {"n": [500]}}
-    sweep["methods"] = {"bb": {}, "hw": {"method": "half_width"}}
-    ds = xr.Dataset(
-        {
-            "done": (("n", "rep"), np.ones((1, 4), dtype=bool)),
-            "code_version": (("n", "rep"), np.array([[0, 0, 1, 1]], dtype=np.int16)),
-        },
-        coords={"n": [500], "method": ["bb", "hw"], "rep": np.arange(4)},
-        attrs={"sweep": json.dumps(sweep), "units": json.dumps([first, second])},
-    )
-    versions = code_versions(ds)
+    store = _two_generations(first, second)
+    versions = code_versions(store)
     assert versions.sel({"method": "bb"}).item() == 1
     assert versions.sel({"method": "hw"}).item() == 2
     # A grid axis of strings, as a store reads it (an object array of str; a hunt,
     # 2026-12-01: AttributeError, str has no .item()).
     mechanisms = ["laplace", "randomized_response"]
+    sweep = json.loads(store.attrs["sweep"])
     by_mechanism = {**sweep, "spec": {"model": "quantile"}, "grid": {"mechanism": mechanisms}}
     ds = xr.Dataset(
         {
@@ -543,15 +558,9 @@ def test_a_plugins_package_hash_covers_its_subpackages_and_its_listed_modules(tm
     }
     for name, text in files.items():
         (site / name).write_text(text)
-    info = site / "cv_plugin_deep-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cv-plugin-deep\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[ldpsim.methods]\ndeep_half_width = cv_plugin_deep.units:DeepHalfWidth\n"
-    )
     # As an editable install lists it: the package's folder is not in its RECORD.
-    listed = ["cv_plugin_deep_extra.py", f"{info.name}/METADATA", f"{info.name}/RECORD"]
-    (info / "RECORD").write_text("".join(f"{name},,\n" for name in listed))
+    entry = "deep_half_width = cv_plugin_deep.units:DeepHalfWidth"
+    _dist_info(site, "cv-plugin-deep", "0.1", entry, record=["cv_plugin_deep_extra.py"])
     _use_site(str(site))
     try:
         unit = plugins.registry("method")["deep_half_width"]
@@ -589,17 +598,7 @@ def test_a_package_hash_recorded_from_some_generation_on_is_no_change():
     first["method:half_width"] = old_plugin
     second = {**first, "method:bb": {**unit, "source_sha256": "c" * 64}}
     second["method:half_width"] = {**old_plugin, "package_sha256": "d" * 64}
-    sweep = {"spec": {"model": "quantile", "mechanism": "laplace"}, "grid": {"n": [500]}}
-    sweep["methods"] = {"bb": {}, "hw": {"method": "half_width"}}
-    ds = xr.Dataset(
-        {
-            "done": (("n", "rep"), np.ones((1, 4), dtype=bool)),
-            "code_version": (("n", "rep"), np.array([[0, 0, 1, 1]], dtype=np.int16)),
-        },
-        coords={"n": [500], "method": ["bb", "hw"], "rep": np.arange(4)},
-        attrs={"sweep": json.dumps(sweep), "units": json.dumps([first, second])},
-    )
-    versions = code_versions(ds)
+    versions = code_versions(_two_generations(first, second))
     assert versions.sel({"method": "bb"}).item() == 2
     assert versions.sel({"method": "hw"}).item() == 1
 
