@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks import intervals
-from ldpsim.tasks.chunk import compute_chunk
+from ldpsim.tasks.chunk import compute_chunk, run_chains, stacked_stats
 from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.intervals import bootstrap
 from ldpsim.tasks.intervals.batch_means import batch_bounds
@@ -24,9 +24,8 @@ from ldpsim.tasks.intervals.critical_values import normal_quantile
 from ldpsim.tasks.intervals.online_bootstrap import OnlineBootstrap
 from ldpsim.tasks.intervals.oracle import Oracle, oracle_bounds
 from ldpsim.tasks.intervals.self_normalized import simulate_abs_u
-from ldpsim.tasks.replicate import run_stats
 from ldpsim.tasks.spec import normalize_spec
-from ldpsim.tasks.stats import StackedStats, floor_power, pairwise_sum
+from ldpsim.tasks.stats import floor_power, pairwise_sum
 from ldpsim.tasks.streams.rng import state_of
 from ldpsim.tasks.warnings import OutsideTheoryWarning
 
@@ -106,14 +105,8 @@ def test_the_basic_bootstrap_interval_reflects_the_quantiles():
 def chunk_stats():
     """Five replicates of one grid point (d = 2), stacked."""
     rs = normalize_spec({"model": "mean", "d": 2, "n": 2000, "methods": {"bb": {"B": 50}}})
-    runs = [run_stats(rs, rng(seed)) for seed in range(5)]
-    fields = {}
-    for field in dataclasses.fields(StackedStats):
-        value = getattr(runs[0], field.name)
-        if field.name.startswith(("seg_", "snap_")):
-            value = np.stack([getattr(run, field.name) for run in runs])
-        fields[field.name] = value
-    return StackedStats(**fields)
+    setup = GridPointSetup.of(rs)
+    return stacked_stats(setup, run_chains(setup, list(range(5)))[0])
 
 
 @pytest.mark.parametrize("simultaneous", [False, True])
