@@ -24,7 +24,7 @@ from sgd_reference import GRADIENTS, PRIVATIZERS, reference_path
 from ldpsim.tasks import normalize_spec
 from ldpsim.tasks.compile_lock import cache_folder
 from ldpsim.tasks.gpu import kernel as gpu_kernel
-from ldpsim.tasks.gpu import kernel_loop
+from ldpsim.tasks.gpu import kernel_loop, units
 from ldpsim.tasks.gpu.kernel import run_gpu_replicates
 from ldpsim.tasks.gpu.units import GPU_MECHANISMS, GPU_MODELS
 from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, needs_full_matrix
@@ -204,6 +204,7 @@ CASES = {
     "qr-gaussian-sn": {
         "model": "quantile_regression",
         "coef": [0.0, 1.0, -1.0],
+        "tau": 0.3,  # Phi^-1(tau) enters the noise (0 at the default tau = 0.5)
         "mechanism": "gaussian",
         "eps": 0.9,
         "n": 120,
@@ -211,6 +212,8 @@ CASES = {
         "checkpoints": [40, 77],
     },
     "mean-gdp": {"model": "mean", "d": 1, "mechanism": "gdp", "mu": 0.5, "n": 70},
+    # eps = inf: Laplace adds nothing and draws nothing (as on the CPU).
+    "mean-laplace-inf": {"model": "mean", "mechanism": "laplace", "eps": math.inf, "n": 40},
 }
 
 
@@ -430,6 +433,10 @@ def test_a_wave_is_what_the_registers_let_a_gpu_hold_at_once():
     assert gpu_kernel.replicates_per_wave(94, 132) == 84_480
     assert round(100_000 / gpu_kernel.replicates_per_wave(94, 132), 2) == 1.18
     assert gpu_kernel.replicates_per_wave(16, 1) == 2_048  # the threads' own limit
+    # 33 registers are 1,056 a warp, allotted as 1,280: 12 blocks of 128, not 15.
+    assert gpu_kernel.replicates_per_wave(33, 1) == 12 * 128
+    # The budget binds for d = 1 only (above, the chain's state would spill).
+    assert [gpu_kernel.register_budget(d) for d in (1, 2, 5)] == [64, None, None]
 
 
 @pytest.mark.parametrize("d", [1, 2])
@@ -457,3 +464,46 @@ def test_a_launchs_outputs_are_its_own_after_the_next_launch(d, every_cut, first
     assert not np.array_equal(later[0], kept[0])  # the next launch's numbers are others
     for array, before in zip(outputs, kept, strict=True):
         np.testing.assert_array_equal(array, before, strict=True)
+
+
+def test_every_replicate_of_a_launch_is_computed_when_the_last_block_is_part_full(monkeypatch):
+    # A hunt (2026-12-02, mutation): the launch's blocks rounded down left the replicates
+    # of a part-full last block uncomputed, their columns what the buffers held; no test
+    # compared those columns. 5 replicates in blocks of 2: the third block holds one.
+    setup = GridPointSetup.of(normalize_spec({**CASES["quantile-rr"], "n": 40, "backend": "gpu"}))
+    monkeypatch.setattr(gpu_kernel, "THREADS_PER_BLOCK", 2)
+    others = setup.run_gpu([9, 8, 7, 6, 5])  # the buffers now hold other replicates
+    together = setup.run_gpu([0, 1, 2, 3, 4])
+    for i in range(5):
+        alone = setup.run_gpu([i])
+        for a, b, c in zip(
+            gpu_row(together, i), gpu_row(alone, 0), gpu_row(others, i), strict=True
+        ):
+            np.testing.assert_array_equal(a, b, strict=True)
+            assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize(("theta", "loc"), [(0.1234567891, 0.0), (-1.7, 0.3), (2.05, 1.0)])
+def test_the_quantile_shortcut_decides_every_draw_as_the_doubles_phi(theta, loc):
+    # docs/gpu.md: the single-precision Phi only saves cost; 1{U < p} is decided as the
+    # double's p = erfc((loc - theta) / sqrt 2) / 2 decides it, also for a U between the
+    # two Phis or within the margin of either (shown with the uniform planted).
+    tau = 0.3
+    params = np.array([tau, loc, -tau, 1.0 - tau])
+    x = (loc - theta) * math.sqrt(0.5)
+    p = 0.5 * math.erfc(x)
+    rough = 0.5 * float(math.erfc(np.float32(x)))
+    assert rough != p  # the single-precision input differs: a U can lie between them
+    planted_u = [
+        0.5 * (rough + p),
+        p - 2.0**-20,
+        p + 2.0**-20,
+        np.nextafter(p, 0.0),
+        np.nextafter(p, 1.0),
+        rough - 0.5 * units.PHI_MARGIN,
+        rough + 0.5 * units.PHI_MARGIN,
+    ]
+    for u in planted_u:
+        g, state = np.zeros(1), (0, 0, 0, 0, 0, 0.0, float(u), philox._HAS_UNIFORM)
+        GPU_MODELS["quantile"](1, np.array([theta]), params, state, g)
+        assert g[0] == (1.0 - tau if u < p else -tau), (u, p, rough)
