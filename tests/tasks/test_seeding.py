@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
+from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.streams.seeding import (
     FINGERPRINT_PARTS,
     data_stream,
@@ -198,3 +199,51 @@ def test_streams_fingerprint_is_a_stable_function_of_numpy():
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert json.loads(proc.stdout) == fingerprint
+
+
+#: One change of each value of the path key (docs/methods.md section 7: the model's name
+#: and parameters, the mechanism and its parameters, n, c, gamma, theta0 and batch).
+PATH_CHANGES = [
+    {"tau": 0.71},
+    {"loc": 0.5},
+    {"mechanism": "laplace"},
+    {"eps": 2.0},
+    {"n": 20_001},
+    {"c": 0.9},
+    {"gamma": 0.6},
+    {"theta0": 0.25},
+    {"batch": 2},
+    {"seed": 6},
+]
+
+
+@pytest.mark.parametrize("change", PATH_CHANGES, ids=lambda c: next(iter(c)))
+def test_every_value_of_the_path_key_moves_the_data_stream(change):
+    # The grid point's own states (what its chunks run from), not only the key's
+    # fields: a value copied into the key under its name but not its own (batch = 1
+    # at every batch) leaves the key's fields as they are and its streams shared.
+    spec = {**QUANTILE, "methods": {"sn": {}, "bb": {}}}
+    base, other = GridPointSetup.of(spec), GridPointSetup.of({**spec, **change})
+    assert not np.array_equal(base.data_states([0, 1]), other.data_states([0, 1]))
+    assert not np.array_equal(base.method_states("bb", [0]), other.method_states("bb", [0]))
+    if "seed" not in change:
+        assert base.path_words != other.path_words
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"level": 0.5},
+        {"methods": {"bb": {}, "bm": {}, "oracle": {}}},
+        {"checkpoints": [100, 5000]},
+        {"methods": {"sn": {}, "bb": {}}, "level": 0.95},  # the methods' order
+    ],
+    ids=["level", "methods", "checkpoints", "order"],
+)
+def test_level_methods_and_checkpoints_move_no_data_stream(change):
+    # They are not part of the path key: every method of a replicate sees one path.
+    spec = {**QUANTILE, "methods": {"bb": {}, "sn": {}}}
+    base, other = GridPointSetup.of(spec), GridPointSetup.of({**spec, **change})
+    assert base.path_words == other.path_words
+    assert np.array_equal(base.data_states([0, 7]), other.data_states([0, 7]))
+    assert np.array_equal(base.method_states("bb", [0, 7]), other.method_states("bb", [0, 7]))
