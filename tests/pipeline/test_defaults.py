@@ -11,7 +11,12 @@ from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.store.identity import identity_diff
 from ldpsim.pipeline.store.reading import load_dataset, read_sweep
 from ldpsim.pipeline.store.store import Store
-from ldpsim.pipeline.sweep import builtin_sweeps, load_sweep, validate_sweep
+from ldpsim.pipeline.sweep import (
+    adopt_recorded_choices,
+    builtin_sweeps,
+    load_sweep,
+    validate_sweep,
+)
 from ldpsim.tasks import run_replicate
 
 SWEEP = """
@@ -234,3 +239,32 @@ def test_a_unit_field_spelled_as_an_int_keys_other_streams_and_is_a_difference(m
         assert bare.points()[0].normalized == written.points()[0].normalized
         expected = [f"spec.loc: '<absent>' -> {loc!r}"] if differs else []
         assert identity_diff(bare, written) == expected, loc
+
+
+def test_a_resumed_store_keeps_the_choice_it_recorded():
+    # A filled-in choice takes the stored value (adopt_recorded_choices): a store that
+    # recorded bb's basic form and a sup-t band resumes with them, not with today's t and
+    # Sidak; a parameter the file names itself is kept.
+    requested = sweep_of(2)
+    stored = dataclasses.replace(
+        requested,
+        methods={
+            "bb": {"form": "basic"},
+            "band": {"method": "bb", "simultaneous": True, "band": "sup-t"},
+            "pct": {"method": "bb", "form": "percentile"},
+        },
+        defaulted={},
+    )
+    adopted = adopt_recorded_choices(requested, stored)
+    assert adopted.methods == stored.methods
+    assert adopted.defaulted == {}
+    # A store that recorded no choice: the filled-in one is dropped (the unit's default).
+    bare = dataclasses.replace(
+        stored,
+        methods={
+            "bb": {},
+            "band": {"method": "bb", "simultaneous": True},
+            "pct": stored.methods["pct"],
+        },
+    )
+    assert adopt_recorded_choices(requested, bare).methods == bare.methods

@@ -427,3 +427,24 @@ def test_a_misspelt_sweep_name_or_backend_is_named_with_the_closest_one():
     tables = {"replicates": 2, "backend": "gpuu", "spec": {"model": "quantile", "n": 1000}}
     with pytest.raises(InputError, match=r"Got 'gpuu' \(did you mean 'gpu'\?\)\.$"):
         load_sweep({**tables, "methods": {"bm": {}}}, name="b")
+
+
+def test_a_key_in_spec_and_in_grid_is_refused(tmp_path):
+    # Which value would a grid point run, [spec]'s or the axis's? Neither is guessed.
+    text = "replicates = 1\n[spec]\nmodel = 'quantile'\nn = 1000\ntau = 0.5\n"
+    text += "[grid]\ntau = [0.3, 0.7]\n"
+    path = tmp_path / "twice.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"The key 'tau' is both in \[spec\] and in \[grid\]"):
+        load_sweep(path)
+
+
+def test_backend_cpu_named_in_spec_is_the_sweep_without_a_backend(tmp_path):
+    # 'cpu', the default, is left out of [spec], so that a CPU sweep's identity (what
+    # a store compares to resume) is what it was before backends existed.
+    plain = {"replicates": 1, "spec": {"model": "quantile", "n": 1000}, "grid": {"tau": [0.5]}}
+    named = {**plain, "spec": {**plain["spec"], "backend": "cpu"}}
+    top = {**plain, "backend": "cpu"}
+    sweeps = [load_sweep(tables, name="b") for tables in (plain, named, top)]
+    assert all(s.base == {"model": "quantile", "n": 1000} for s in sweeps)
+    assert sweeps[0].identity() == sweeps[1].identity() == sweeps[2].identity()

@@ -247,3 +247,37 @@ def test_level_methods_and_checkpoints_move_no_data_stream(change):
     assert base.path_words == other.path_words
     assert np.array_equal(base.data_states([0, 7]), other.data_states([0, 7]))
     assert np.array_equal(base.method_states("bb", [0, 7]), other.method_states("bb", [0, 7]))
+
+
+def test_a_method_key_holds_its_label_kind_and_parameters():
+    # docs/methods.md section 7: a random method's spawn key is the hash of its label,
+    # kind and parameters; a label that is not its kind's name keeps both.
+    rs = normalize_spec({**QUANTILE, "methods": ALL_METHODS})
+    key = rs.method_key("bb_gauss")
+    assert key["label"] == "bb_gauss" and key["method"] == "bb"
+    assert key["multiplier"] == "gaussian" and key["B"] == 300
+
+
+def test_stable_hash_is_the_sha256_of_canonical_json():
+    # JSON keeps true apart from 1 (a method's bool parameter, e.g. simultaneous = true,
+    # keys its stream as JSON's true), and keys are sorted.
+    import hashlib
+
+    obj = {"b": True, "a": [1, 2.5, "x", None]}
+    text = b'{"a":[1,2.5,"x",null],"b":true}'
+    digest = hashlib.sha256(text).digest()
+    words = tuple(int.from_bytes(digest[4 * i : 4 * i + 4], "little") for i in range(4))
+    assert stable_hash(obj) == words
+    assert stable_hash({"b": True}) != stable_hash({"b": 1})
+
+
+def test_a_methods_states_at_n_are_its_own_stream():
+    # method_states' point n, or None, is the method's own stream (a replicate uses it
+    # at n); a checkpoint below n is a child keyed by the checkpoint.
+    setup = GridPointSetup.of({**QUANTILE, "methods": {"bb": {}}, "checkpoints": [5000]})
+    own = setup.method_states("bb", [0, 3])
+    assert np.array_equal(setup.method_states("bb", [0, 3], point=setup.spec.n), own)
+    assert not np.array_equal(setup.method_states("bb", [0, 3], point=5000), own)
+    for row, rep in enumerate((0, 3)):
+        expected = setup.method_streams(rep)["bb"].bit_generator.state["state"]
+        assert (int(own[row, 0]) << 64 | int(own[row, 1])) == expected["state"]
