@@ -101,3 +101,15 @@ def test_grid_points_draw_from_distinct_streams(sweep):
     a, b = (GridPointSetup.of(_point(sweep, i).spec) for i in (A, B))
     assert a.path_words != b.path_words
     assert not np.array_equal(a.data_states([0, 1]), b.data_states([0, 1]))
+
+
+def test_a_plan_covers_every_replicate_of_a_last_partial_chunk(tmp_path):
+    # 5 replicates in chunks of 2: chunks 0, 1 and a last one of replicate 4 alone.
+    small = load_sweep(
+        {"replicates": 5, "spec": {"model": "quantile", "n": 100}, "methods": {"sn": {}}},
+        name="partial",
+    )
+    layout = layout_for(small, rep_chunk=2)
+    work, done = plan_layout(small, layout, tmp_path / "s.zarr")
+    assert done == 0
+    assert [(w.chunk, w.reps) for w in work] == [(0, [0, 1]), (1, [2, 3]), (2, [4])]
