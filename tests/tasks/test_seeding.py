@@ -1,5 +1,6 @@
 """Reproducibility and stream separation (SPEC section 6)."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -261,8 +262,6 @@ def test_a_method_key_holds_its_label_kind_and_parameters():
 def test_stable_hash_is_the_sha256_of_canonical_json():
     # JSON keeps true apart from 1 (a method's bool parameter, e.g. simultaneous = true,
     # keys its stream as JSON's true), and keys are sorted.
-    import hashlib
-
     obj = {"b": True, "a": [1, 2.5, "x", None]}
     text = b'{"a":[1,2.5,"x",null],"b":true}'
     digest = hashlib.sha256(text).digest()
