@@ -121,7 +121,9 @@ def test_submitting_a_task_runs_the_same_python_for_60_replicates_as_for_600(
     units = sweep_units(sweep)
     with Client(local_cluster.scheduler_address, set_as_default=False) as client:
         counts = []
-        for reps, name in ((SMALL, "small"), (LARGE, "large")):
+        # The first, unmeasured, fills the caches Dask fills once a process (a class's
+        # slots in dask._task_spec: 9 lines more when this test runs alone).
+        for reps, name in ((SMALL, "first"), (SMALL, "small"), (LARGE, "large")):
             sized = load_sweep(str(folder / "cheap.toml"), [f"rep_chunk={reps}"], reps)
             submitted: list = []
 
@@ -133,7 +135,7 @@ def test_submitting_a_task_runs_the_same_python_for_60_replicates_as_for_600(
             counts.append(lines_run(plan_and_submit))
             submitted[0].cancel(client)
             assert [len(t.works[0].reps) for t in submitted[0].tasks] == [reps]
-    assert counts[0] == counts[1], counts
+    assert counts[1] == counts[2], counts
 
 
 def test_a_chunk_written_in_pieces_equals_it_written_whole(sweep_and_chunks, tmp_path):
