@@ -51,6 +51,15 @@ CASES = {
     },
     # Gaussian noise, and per-user budgets: the budget is drawn before each user's noise.
     "mean-gaussian-d2": {"model": "mean", "d": 2, "mechanism": "gaussian", "eps": 0.5},
+    # Step sizes other than the default's: past step 512 the kernel's own ratio series
+    # (step_sizes.eta_series of gamma), which a kernel with gamma's default would miss.
+    "mean-laplace-d2-gamma075-c05": {
+        "model": "mean",
+        "d": 2,
+        "mechanism": "laplace",
+        "gamma": 0.75,
+        "c": 0.5,
+    },
     "quantile-gdp-per-user": {"model": "quantile", "mechanism": "gdp", "budget_range": [1, 2]},
     "logistic-gaussian-per-user-d5": {
         "model": "logistic_regression",
@@ -229,7 +238,49 @@ def test_eta_schedule_matches_exact_power(c, gamma):
     eta = eta_schedule(n, c, gamma)
     exact = c * np.arange(1, n + 1, dtype=np.float64) ** -gamma
     assert eta.shape == (n,)
-    assert np.max(np.abs(eta / exact - 1.0)) < 1e-12
+    # Each step past the exact head multiplies by a ratio whose 5-term series is exact
+    # to below 1e-16 (step_sizes.fill_ratios); the ratio and the product are each
+    # rounded once (2^-53 each), and at most 255 such steps chain up before the next
+    # exact resync: 255 * 2 * 2^-53 < 6e-14. A wrong series coefficient (a5's sign:
+    # 1.6e-13 at gamma = 0.51) is above it, the documented 1e-13 too.
+    assert np.max(np.abs(eta / exact - 1.0)) < 6e-14
     # Below ETA_EXACT_BELOW the kernel uses the pow itself.
     head = ETA_EXACT_BELOW - 1
     assert np.allclose(eta[:head], exact[:head], rtol=4e-16, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("case", "theta0"),
+    [
+        pytest.param("quantile-laplace", [2.0], id="d1"),
+        pytest.param("mean-laplace-d2", [3.0, -5.0], id="d2"),
+        pytest.param("qr-laplace-d4", [1.0, 2.0, -3.0, 4.0], id="d4"),
+    ],
+)
+def test_raw_statistics_are_sums_of_the_reference_path_about_their_centres(case, theta0):
+    # ldp_sgd's documented outputs, recomputed from the plain-Python path: the centre
+    # of segment k is theta_0 for k = 0, then the mean of theta_1..theta_p at the last
+    # power of two p before the segment (SPEC 4's shift); T, b and the diagonal of A are
+    # the sums about that centre, the segment sums those of its steps. theta_0 != 0, so a
+    # centre started at 0, or the running mean miscounted, shows here.
+    n = 300
+    cuts = np.array([1, 2, 3, 4, 5, 8, 13, 16, 17, 64, 100, 128, 256, 299, 300])
+    rs = normalize_spec({**CASES[case], "theta0": theta0, "n": n, "methods": {"oracle": {}}})
+    path = reference_path(rs, np.random.Generator(np.random.PCG64(SEED)))
+    _, seg_dev, seg_shift, snap_t, snap_b, snap_a, _ = run_kernel(
+        rs, cuts, np.random.Generator(np.random.PCG64(SEED))
+    )
+    for k, s in enumerate(cuts):
+        before = cuts[k - 1] if k else 0
+        p = 2 ** int(np.log2(before)) if before else 0
+        centre = path[:p].mean(axis=0) if p else np.array(theta0, dtype=np.float64)
+        np.testing.assert_allclose(seg_shift[k], centre, rtol=1e-13, atol=1e-13, err_msg=k)
+        dev = path[:s] - seg_shift[k]
+        t = np.cumsum(dev, axis=0)
+        r = np.arange(1, s + 1)[:, None]
+        size = np.cumsum(np.abs(dev), axis=0)  # the sums of |terms|: rounding scales
+        want = [dev[before:].sum(axis=0), t[-1], (r * t).sum(axis=0), (t * t).sum(axis=0)]
+        scales = [np.abs(dev[before:]).sum(axis=0), size[-1], (r * size).sum(0), (size**2).sum(0)]
+        got = [seg_dev[k], snap_t[k], snap_b[k], snap_a[k][:, 0]]  # A's diagonal: column 0
+        for name, g, w, sc in zip(("seg_dev", "T", "b", "diag A"), got, want, scales, strict=True):
+            assert np.all(np.abs(g - w) <= 1e-12 * sc), (k, name, g, w)
