@@ -7,6 +7,7 @@ import dataclasses
 import math
 
 import numpy as np
+import pytest
 from numba import njit
 
 from ldpsim.tasks.diagnose import checked_function, diagnose_nonfinite
@@ -91,16 +92,22 @@ def test_overflowing_iterates_name_the_step_and_what_to_lower():
     draws = np.random.Generator(np.random.PCG64(SEED)).random(N)
     etas = eta_schedule(N, c, gamma)
     theta, step = 0.0, None
+    largest, largest_step = 0.0, 0  # the largest finite |theta_i| and its step i
     with np.errstate(over="ignore", invalid="ignore"):
         for i in range(N):
             theta = theta - etas[i] * (theta - draws[i])
             if not math.isfinite(theta):
                 step = i + 1
                 break
-    assert step is not None
+            if abs(theta) > largest:
+                largest, largest_step = abs(theta), i + 1
+    assert step is not None and largest_step > 0
     setup = _setup(c=c, gamma=gamma)
     message = diagnose_nonfinite(setup, _start())
-    assert message.startswith(f"the iterates overflowed at step {step:,} "), message
+    assert message.startswith(
+        f"the iterates overflowed at step {step:,} "
+        f"(largest |theta| {largest:.3g} at step {largest_step:,}, "
+    ), message
     assert "lower c (1e+06) or raise gamma (0.51" in message, message
 
 
@@ -116,3 +123,24 @@ def test_a_finite_run_is_reported_as_such_and_replays_the_kernel_bit_for_bit():
     loop = checked_function(kernel_key(setup.spec), "checked_loop")
     loop(*setup.kernel_args, 2, N, _start(), last)
     assert theta.tobytes() == last.tobytes()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"model": "mean", "d": 2, "mechanism": "laplace", "batch": 2},
+        {"model": "quantile_regression", "mechanism": "laplace", "batch": 1},
+        {"model": "huber_regression", "mechanism": "gdp", "mu": 0.5, "batch": 3},
+    ],
+    ids=["mean-d2-batch2", "qr-d4", "huber-d5-projected-batch3"],
+)
+def test_the_checked_loop_replays_the_kernel_bit_for_bit_at_d_above_1(spec):
+    # The loop over d coordinates (pointers, the mini-batch mean in gsum, the projection)
+    # is another code path than d = 1's: its last iterate is the kernel's too.
+    setup = GridPointSetup.of({**spec, "n": N, "methods": {"oracle": {}}})
+    theta, *_ = setup.run_kernel(setup.cuts, _start())
+    last = np.empty(theta.size)
+    loop = checked_function(kernel_key(setup.spec), "checked_loop")
+    kind, *_ = loop(*setup.kernel_args, spec["batch"], N, _start(), last)
+    assert kind == 0  # FINITE
+    assert theta.size > 1 and theta.tobytes() == last.tobytes()
