@@ -78,11 +78,12 @@ class Users:
         """A fresh copy of the start state, uint64 (4,), for a compiled replay."""
         return np.array(self.start, dtype=np.uint64)
 
-    def loop(self, function: str):
-        """The compiled ``function`` of :mod:`ldpsim.tasks.kernel.users_loop` for these users."""
+    def loop_key(self) -> tuple:
+        """What the compiled replays of these users depend on: the arguments of
+        :func:`compile_users_loop` but the function (the model's and the mechanism's
+        callbacks, d and the lengths of their parameter vectors)."""
         model, mechanism = self.model, self.mechanism
-        return compile_users_loop(
-            function,
+        return (
             type(model).sample_gradient,
             type(model).sample_observation,
             mechanism.callback(),
@@ -91,6 +92,10 @@ class Users:
             model.params().size,
             mechanism.params(model).size,
         )
+
+    def loop(self, function: str):
+        """The compiled ``function`` of :mod:`ldpsim.tasks.kernel.users_loop` for these users."""
+        return compile_users_loop(function, *self.loop_key())
 
     def observations(self) -> np.ndarray:
         """The raw data of every user, shape (n x batch, d), in the order they arrived.

@@ -6,8 +6,10 @@ fills Python's and numpy's first-use caches: 0.005 s with warm kernel caches, 0.
 3 s with empty ones, against 1e-4 s for a call after it (the demo's bb). Timed inside
 the replicate, that start-up would read as the method's compute time. So the first
 replicate that calls a method in a process, for a model and mechanism, calls it once
-before its timed pass, on the same statistics and on a copy of the method's stream, and
-reports those seconds as its warm-up instead
+(and, for a competitor that replays its users, for each compiled replay: per d and
+length of the parameter vectors, and per mechanism callback) before its timed pass, on
+the same statistics and on a copy of the method's stream, and reports those seconds as
+its warm-up instead
 (:attr:`ldpsim.tasks.ReplicateResult.warm_up_seconds`). The replicate's values do not
 change: the timed pass draws from the untouched stream. The extra call costs one
 replicate's work of that method once per process (for a competitor that replays its
@@ -23,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
-#: What each process has called once already: (method class, model, mechanism). The
-#: compiled code a method reaches depends on its class and, for a competitor's replay,
-#: on the model and mechanism; not on the grid point's other values.
-WARMED_UP: set[tuple[str, str, str]] = set()
+#: What each process has called once already: (method class, model, mechanism, replay).
+#: The compiled code a method reaches depends on its class and, for a competitor's
+#: replay, on what the replay is compiled for (:meth:`ldpsim.tasks.users.Users.loop_key`:
+#: the model's and mechanism's callbacks, d, the lengths of their parameter vectors;
+#: ``replay`` is None for the other methods); not on the grid point's other values.
+WARMED_UP: set[tuple] = set()
 #: (class, "one" or "batch"): the paths of ldpsim's own statistics methods whose first
 #: calls this process made under :func:`ldpsim.tasks.compile_lock.package_lock`
 #: (:func:`ldpsim.tasks.chunk.compute_rows`): a replicate alone, and the batched path.
@@ -43,7 +47,8 @@ def warm_up_methods(
     method_rngs: Mapping[str, np.random.Generator],
 ) -> float:
     """Call once each method of ``methods`` this process has not called for ``model``
-    and ``mechanism`` (:data:`WARMED_UP`), and record it there.
+    and ``mechanism`` (and, for a competitor, ``users``' compiled replay:
+    :data:`WARMED_UP`), and record it there.
 
     Parameters
     ----------
@@ -66,8 +71,14 @@ def warm_up_methods(
     float
         The seconds the calls took, >= 0 (0 when every method had run).
     """
+    replay = None if users is None else users.loop_key()
     keys = {
-        label: (f"{type(method).__module__}.{type(method).__qualname__}", model, mechanism)
+        label: (
+            f"{type(method).__module__}.{type(method).__qualname__}",
+            model,
+            mechanism,
+            replay if method.own_estimate else None,
+        )
         for label, method in methods.items()
     }
     cold = {label: key for label, key in keys.items() if key not in WARMED_UP}

@@ -62,6 +62,18 @@ def test_the_methods_first_calls_are_timed_apart_and_change_nothing(monkeypatch)
         assert np.array_equal(first.method_estimate[label], again.method_estimate[label])
 
 
+def test_a_competitors_replay_compiled_for_a_new_d_is_warmed_up_too(monkeypatch):
+    # fang's replay is compiled per d (tasks.users.Users.loop_key): the first replicate
+    # at d = 3 after one at d = 2 compiles it again, which is warm-up, not fang's time.
+    monkeypatch.setattr(warm_up, "WARMED_UP", set())
+    seconds = []
+    for d in (2, 3, 3):
+        spec = {"model": "mean", "d": d, "n": 200, "mechanism": "laplace"}
+        rs = normalize_spec({**spec, "methods": {"fang": {"B": 2}}})
+        seconds.append(compute_replicate(rs, *streams(rs)).warm_up_seconds)
+    assert seconds[0] > 0 and seconds[1] > 0 and seconds[2] == 0.0
+
+
 def test_checkpoints_shapes_and_failures():
     # At n = 3 the bootstrap has floor(3 / floor(3^0.75)) = 1 block: NaN and a reason,
     # while the other methods and the later checkpoints are computed.
