@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+import numpy as np
 import pytest
 
 from ldpsim.pipeline.sweep import builtin_sweeps, load_sweep
@@ -19,6 +20,7 @@ from ldpsim.tasks.grid_point import GridPointSetup, gpu_row, kernel_key, needs_f
 from ldpsim.tasks.intervals.self_normalized import SelfNormalized
 from ldpsim.tasks.replicate import run_kernel
 from ldpsim.tasks.spec import normalize_spec
+from ldpsim.tasks.streams.rng import state_of
 from ldpsim.tasks.streams.seeding import data_stream_from_words
 
 #: The reduced runs' length: every method's cuts and a few powers of two (recentring).
@@ -94,3 +96,26 @@ def test_no_replicates_give_empty_outputs():
     stacked = setup.run_chains([])
     one = setup.run_kernel(setup.cuts, setup.data_state(0))
     assert [output.shape for output in stacked] == [(0, *o.shape) for o in one]
+
+
+def test_a_replicate_alone_and_a_chunk_of_one_start_from_numpys_stream():
+    # run_replicate (and ldpsim replay) start a replicate from data_state; a chunk of one
+    # replicate seeds it in compiled code. Both must be numpy's own
+    # PCG64(SeedSequence([seed, *path words, rep])) state, and the runs the same bits.
+    setup = GridPointSetup.of({"model": "quantile", "n": 600, "methods": {"bm": {}}})
+    for rep in (0, 7, 2**32 + 3):
+        stream = data_stream_from_words(setup.spec.seed, setup.path_words, rep)
+        want = np.array(state_of(stream), dtype=np.uint64)
+        assert np.array_equal(setup.data_state(rep), want)
+        assert np.array_equal(setup.data_states([rep])[0], want)
+        alone = setup.run_kernel(setup.cuts, want.copy())
+        for got, one in zip(gpu_row(setup.run_chains([rep]), 0), alone, strict=True):
+            assert got.tobytes() == one.tobytes(), rep
+
+
+def test_the_oracles_covariance_is_divided_by_the_batch():
+    # SPEC 2: ghat_i is the mean of s privatized gradients, so Sigma = G^-1 S G^-1 / s.
+    spec = {"model": "quantile_regression", "mechanism": "laplace", "n": 100}
+    one = GridPointSetup.of({**spec, "batch": 1}).asymptotic_cov
+    three = GridPointSetup.of({**spec, "batch": 3}).asymptotic_cov
+    np.testing.assert_allclose(three * 3, one, rtol=1e-13)
