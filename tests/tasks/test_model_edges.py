@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks import models
+from ldpsim.tasks.l1_projection import project_l1_ball
 
 #: The models whose G is a closed form (SPEC 3, 11, 12); the regressions' quadrature is
 #: checked the same way in test_regression_models.py.
@@ -86,8 +87,6 @@ def test_category_probabilities_must_be_positive_and_sum_to_one(probs, shown):
 
 
 def test_the_l1_ball_needs_a_positive_radius():
-    from ldpsim.tasks.l1_projection import project_l1_ball
-
     for radius in (0.0, -1.0):
         with pytest.raises(ValueError, match="radius must be > 0"):
             project_l1_ball(np.ones(3), radius)
