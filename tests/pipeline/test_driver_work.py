@@ -139,8 +139,13 @@ def test_submitting_a_task_runs_the_same_python_for_60_replicates_as_for_600(
 
 
 def test_a_chunk_written_in_pieces_equals_it_written_whole(sweep_and_chunks, tmp_path):
-    """The pieces: a consecutive run, every other replicate (positions that are no
-    slice), the rest; the whole chunk then fills its region and is written unread."""
+    """The pieces: a run with one replicate left out in its middle, that replicate, every
+    other replicate (positions that are no slice), the rest; the whole chunk then fills
+    its region and is written unread.
+
+    The first piece's positions span one more place than they are many: read as a slice,
+    they crashed the write (a mutation of ``as_slice`` that took them for one passed
+    every test, 2026-12-02)."""
     sweep, _, _, large = sweep_and_chunks
     whole, _ = Store.open_or_create(tmp_path / "whole.zarr", sweep)
     pieces, _ = Store.open_or_create(tmp_path / "pieces.zarr", sweep)
@@ -148,7 +153,8 @@ def test_a_chunk_written_in_pieces_equals_it_written_whole(sweep_and_chunks, tmp
     whole.write_chunk(index, 1, large)
     positions = np.arange(LARGE)
     first, every_other = positions < 100, (positions >= 100) & (positions % 2 == 0)
-    for chosen in (first, every_other, ~(first | every_other)):
+    left_out = positions == 50
+    for chosen in (first & ~left_out, left_out, every_other, ~(first | every_other)):
         pieces.write_chunk(index, 1, piece(large, chosen))
     for name, array in whole.arrays.items():
         np.testing.assert_array_equal(pieces.arrays[name][...], array[...], err_msg=name)
