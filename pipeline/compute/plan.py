@@ -36,7 +36,8 @@ CHUNK_KEY = re.compile(
 
 
 def store_token(path: str | Path) -> str:
-    """The store's part of its task keys: 8 hex digits of its absolute path's SHA-256."""
+    """The store's part of its task keys: 8 hex digits of the SHA-256 of its absolute path,
+    links followed (one link name moved to another store names that store)."""
     return hashlib.sha256(Path(path).resolve().as_posix().encode()).hexdigest()[:8]
 
 

@@ -155,3 +155,14 @@ def test_store_token_names_the_store_by_its_absolute_path(tmp_path, monkeypatch)
     assert store_token(tmp_path / "a" / "S.zarr") != store_token(tmp_path / "b" / "S.zarr")
     monkeypatch.chdir(tmp_path)
     assert store_token("a/S.zarr") == store_token(tmp_path / "a" / "S.zarr")
+    # A link is named by the store it leads to: one link name moved from a's store to
+    # b's while a's run is on the cluster must not give b's run a's task keys.
+    link = tmp_path / "current.zarr"
+    tokens = []
+    for target in ("a", "b"):
+        (tmp_path / target / "S.zarr").mkdir()
+        link.unlink(missing_ok=True)
+        link.symlink_to(tmp_path / target / "S.zarr", target_is_directory=True)
+        tokens.append(store_token(link))
+        assert tokens[-1] == store_token(tmp_path / target / "S.zarr")
+    assert tokens[0] != tokens[1]
