@@ -21,9 +21,10 @@ from test_driver_work import LARGE, lines_run, with_failures
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute import runner
-from ldpsim.pipeline.compute.plan import Task, plan, plan_layout, whole_block_tasks
+from ldpsim.pipeline.compute.plan import Task, Work, plan, plan_layout, whole_block_tasks
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.store import digests, handoff
+from ldpsim.pipeline.store.chunk_writes import placed_blocks
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.digests import settle
 from ldpsim.pipeline.store.handoff import (
@@ -35,7 +36,7 @@ from ldpsim.pipeline.store.handoff import (
     hand_off,
     whole_files,
 )
-from ldpsim.pipeline.store.layout import META_GROUP, layout_for
+from ldpsim.pipeline.store.layout import META_GROUP, Layout, layout_for
 from ldpsim.pipeline.store.lock import RunLock
 from ldpsim.pipeline.store.reading import open_arrays, open_dataset
 from ldpsim.pipeline.store.store import Store
@@ -369,6 +370,32 @@ def test_whole_blocks_are_those_one_task_fills_alone(tmp_path):
     done[1, 1, 7] = True
     resumed, _ = plan_layout(sweep, store.layout, store.path, done)
     assert whole_block_tasks([Task(resumed, "rest")], store.layout) == set()
+
+
+def test_a_block_at_the_grid_s_end_is_whole_with_the_points_it_holds():
+    # 3 grid points in shards of 2: the second shard holds the third point alone. A task
+    # of all its replicates fills that block whole, on its worker (a mutation hunt,
+    # 2026-12-02: the block's grid slice not cut at the grid's end passed every test;
+    # the end block's task then never handed off and was read before its write).
+    layout = Layout(
+        axes=["n"],
+        axis_values={"n": [100, 200, 300]},
+        methods=["oracle"],
+        replicates=4,
+        d=1,
+        checkpoints=None,
+        rep_chunk=2,
+        shard_reps=4,
+        shard_grid=(2,),
+        chunk_reps=4,
+    )
+    assert layout.block_of((2,), 1) == (1, 0)
+    assert layout.block_slices((1, 0)) == ((slice(2, 3),), slice(0, 4))
+    works = [Work(None, (2,), chunk, [2 * chunk, 2 * chunk + 1], f"c{chunk}") for chunk in (0, 1)]
+    assert whole_block_tasks([Task(works, "end")], layout) == {"end"}
+    results = [((2,), w.chunk, {"reps": range(w.reps[0], w.reps[-1] + 1)}) for w in works]
+    [block] = placed_blocks(layout, 4, results)
+    assert block.grid == (slice(2, 3),) and block.covered
 
 
 #: Wide replicates (d = 200): a grid point's 600 replicates are one chunk and one shard,
