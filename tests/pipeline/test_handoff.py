@@ -375,7 +375,7 @@ def test_whole_blocks_are_those_one_task_fills_alone(tmp_path):
 def test_a_block_at_the_grid_s_end_is_whole_with_the_points_it_holds():
     # 3 grid points in shards of 2: the second shard holds the third point alone. A task
     # of all its replicates fills that block whole, on its worker (a mutation hunt,
-    # 2026-12-02: the block's grid slice not cut at the grid's end passed every test;
+    # 2026-12-02: the block's grid slice not cut at the grid's end passed these tests;
     # the end block's task then never handed off and was read before its write).
     layout = Layout(
         axes=["n"],

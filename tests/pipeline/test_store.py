@@ -27,7 +27,13 @@ from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.identity import check_streams
-from ldpsim.pipeline.store.layout import layout_for, small_shards_warning, truth_array
+from ldpsim.pipeline.store.layout import (
+    SHARD_BYTES,
+    layout_for,
+    shard_shape,
+    small_shards_warning,
+    truth_array,
+)
 from ldpsim.pipeline.store.reading import check_store, open_dataset, read_sweep, stored_layout
 from ldpsim.pipeline.store.store import Store, consolidate
 from ldpsim.pipeline.summary.summary import summarize
@@ -558,6 +564,19 @@ def test_projection_stored_for_a_model_with_an_l1_ball(tmp_path):
     summary = summarize(ds).isel(n=0)
     assert int(summary["mse_projected_n_done"]) == 2
     assert float(summary["mse_projected"]) <= float(summary["mse"])
+
+
+def test_a_shard_takes_grid_points_from_the_last_axis_backwards():
+    # A grid point's 1,024 replicates of 512 bytes are a quarter of SHARD_BYTES: a shard
+    # holds 4 points, taken along the last axis first, the one along which consecutive
+    # grid points (itertools.product) and so consecutive tasks run. Filled from the first
+    # axis instead (2 x 2), the layout passed the store's tests (a mutation hunt,
+    # 2026-12-02): no number changes, but a shard's points are then no run of consecutive
+    # tasks, and the files change (the demo at n = 1e3 ... 5e3, 16,384 replicates: 3
+    # shards per variable instead of 4).
+    assert SHARD_BYTES == 4 * 1024 * 512
+    assert shard_shape((2, 5), 1024, 1024, 512) == ((1, 4), 1024, 1024)
+    assert shard_shape((3, 2, 2), 1024, 1024, 512) == ((1, 2, 2), 1024, 1024)
 
 
 def test_a_store_grown_far_past_its_shards_is_warned_about():
