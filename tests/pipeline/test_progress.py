@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
+from ldpsim.pipeline.compute import plan as plan_module
 from ldpsim.pipeline.compute import progress as progress_module
-from ldpsim.pipeline.compute.plan import MIN_TASKS, group_tasks, plan, plan_layout
+from ldpsim.pipeline.compute.plan import MIN_TASKS, Work, group_tasks, plan, plan_layout
 from ldpsim.pipeline.compute.progress import Progress, eta_seconds
 from ldpsim.pipeline.cost import (
     BB_NS_PER_MULTIPLIER,
@@ -130,6 +132,22 @@ def test_little_work_is_still_spread_over_tasks(tmp_path):
     big = load_sweep("scale")
     big_work, _ = plan_layout(big, layout_for(big), tmp_path / "scale.zarr")
     assert len(group_tasks(big_work, TASK_SECONDS)) == len(big_work) == 20 < MIN_TASKS
+
+
+def test_a_task_takes_chunks_up_to_its_seconds_inclusive(monkeypatch):
+    # Chunks of 0.25 s each (2 replicates of 0.125 s: sums exact in binary). 64 of them,
+    # 16 s, make MIN_TASKS tasks of 0.5 s, 2 chunks each; 128, 32 s, tasks of
+    # TASK_SECONDS, 4 chunks each. A chunk that brings a task to exactly its seconds
+    # joins it: closing the task there instead (``>=``) passed the tests (a mutation
+    # hunt, 2026-12-02) and made twice the tasks, then 43.
+    monkeypatch.setattr(plan_module, "replicate_seconds", lambda normalized: 0.125)
+    point = SimpleNamespace(normalized=None)
+    for chunks, per_task in ((64, 2), (128, 4)):
+        work = [Work(point, (0,), c, [2 * c, 2 * c + 1], f"k{c}") for c in range(chunks)]
+        assert sum(w.cost for w in work) == chunks / 4
+        tasks = group_tasks(work, TASK_SECONDS)
+        assert len(tasks) == MIN_TASKS
+        assert [len(task.works) for task in tasks] == [per_task] * MIN_TASKS
 
 
 def test_a_run_of_fewer_replicates_than_its_store_plans_only_its_own(tmp_path):
