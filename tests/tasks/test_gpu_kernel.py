@@ -212,6 +212,18 @@ CASES = {
         "checkpoints": [40, 77],
     },
     "mean-gdp": {"model": "mean", "d": 1, "mechanism": "gdp", "mu": 0.5, "n": 70},
+    # Cuts 1, 2, 4, 8, 16 and points at all but 4: one point fewer than cuts, which a
+    # launch must not take for every cut (a mutation hunt, 2026-12-02: P = K - 1 read
+    # as every cut passed these tests, and a run's values at checkpoint 8 were then n's
+    # b, A and last iterate: sn's bounds wrong or NaN).
+    "mean-laplace-all-cuts-but-one": {
+        "model": "mean",
+        "d": 1,
+        "mechanism": "laplace",
+        "n": 16,
+        "checkpoints": [1, 2, 8],
+        "methods": {"oracle": {}, "sn": {}},
+    },
     # eps = inf: Laplace adds nothing and draws nothing (as on the CPU).
     "mean-laplace-inf": {"model": "mean", "mechanism": "laplace", "eps": math.inf, "n": 40},
 }
