@@ -45,6 +45,21 @@ def test_result_contract():
     assert np.array_equal(again.estimate, result.estimate)
 
 
+def test_a_spec_holding_arrays_is_set_up_from_its_values():
+    # setup_of keeps set-ups by the spec's JSON (default=repr), and only for a spec that
+    # JSON gives back: an array's JSON is its repr, a string. Without that check (a
+    # mutation hunt, 2026-12-02, passed test_replicate, test_seeding, test_plugins) the
+    # set-up was built from the string: TypeError "Got 'array([ 0.3, -0.2])'". A
+    # replicate is a function of the spec's values: an array's is the list's.
+    base = {"model": "mean", "d": 2, "mechanism": "laplace", "n": 200, "methods": {"oracle": {}}}
+    for theta0 in ([0.3, -0.2], [0.5, 0.5]):
+        listed = run_replicate({**base, "theta0": theta0}, rep=0)
+        for _ in range(2):  # again: a set-up kept from the first call would do as well
+            arrayed = run_replicate({**base, "theta0": np.array(theta0)}, rep=0)
+            np.testing.assert_array_equal(arrayed.estimate, listed.estimate, strict=True)
+            np.testing.assert_array_equal(arrayed.upper["oracle"], listed.upper["oracle"])
+
+
 def test_the_methods_first_calls_are_timed_apart_and_change_nothing(monkeypatch):
     # The first replicate that calls a method in a process (for a model and mechanism)
     # calls it once before its timed pass, on a copy of its stream (bb's multipliers,
