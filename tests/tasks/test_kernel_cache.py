@@ -478,6 +478,33 @@ def sample_gradient(d, theta, params, s, g):
         {"setting.json": "0.0"},
         {"setting.json": "1.0"},
     ),
+    "a number in a closure cell of a wrapped callback": (
+        READ_AT_IMPORT
+        + """import functools
+
+
+def shifted(by):
+    def wrap(f):
+        compiled = njit(f)
+
+        @functools.wraps(f)  # importable by its name: cached on disk
+        def inner(d, theta, params, s, g):
+            compiled(d, theta, params, s, g)
+            g[0] -= by
+
+        return inner
+
+    return wrap
+
+
+@njit
+@shifted(SETTING)
+def sample_gradient(d, theta, params, s, g):
+    g[0] = theta[0]
+""",
+        {"setting.json": "0.0"},
+        {"setting.json": "1.0"},
+    ),
     "a table of a submodule read through its package": (
         """\
 import kc_tables.values
