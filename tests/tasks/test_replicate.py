@@ -60,6 +60,51 @@ def test_a_spec_holding_arrays_is_set_up_from_its_values():
             np.testing.assert_array_equal(arrayed.upper["oracle"], listed.upper["oracle"])
 
 
+def test_a_replicate_number_that_is_no_int_at_least_0_is_refused():
+    # Without run_replicate's own check (a mutation hunt, 2026-12-02, passed the task
+    # tests) True ran as replicate 1, and -1, 1.5 and "3" raised numpy's or Python's
+    # messages ("SeedSequence entropy must be >= 0").
+    spec = {"model": "mean", "n": 200, "mechanism": "laplace", "methods": {"oracle": {}}}
+    for rep in (-1, 1.5, True, "3"):
+        with pytest.raises((TypeError, ValueError), match="The 'rep' parameter must be an int"):
+            run_replicate(spec, rep)
+
+
+def test_a_results_truth_is_the_callers_own():
+    # run_replicate keeps a mapping's set-up for the next call (grid_point.setup_of): a
+    # truth handed out as the set-up's own array, changed by its caller, was every later
+    # replicate's truth (a mutation hunt, 2026-12-02: the copy left out passed the tests).
+    spec = {"model": "quantile", "tau": 0.9, "n": 200, "methods": {"oracle": {}}}
+    first = run_replicate(spec, 0)
+    kept = first.truth.copy()
+    first.truth[:] = 99.0
+    np.testing.assert_array_equal(run_replicate(spec, 1).truth, kept)
+
+
+def test_the_given_data_stream_is_advanced_as_if_it_had_drawn():
+    # compute_replicate and run_stats draw from data_rng's state inline and write the
+    # advanced state back (run_kernel's rule): two calls on one Generator are two
+    # replicates, the second the one its state after the first gives. Without the write
+    # back (a mutation hunt, 2026-12-02) the tests passed and both calls were one.
+    from ldpsim.tasks.replicate import run_stats
+
+    rs = normalize_spec(
+        {"model": "mean", "n": 200, "mechanism": "laplace", "methods": {"oracle": {}}}
+    )
+    data, methods = streams(rs)
+    first = compute_replicate(rs, data, methods)
+    after = np.random.Generator(np.random.PCG64())
+    after.bit_generator.state = data.bit_generator.state
+    second = compute_replicate(rs, data, streams(rs)[1])
+    assert not np.array_equal(first.estimate, second.estimate)
+    np.testing.assert_array_equal(
+        compute_replicate(rs, after, streams(rs)[1]).estimate, second.estimate
+    )
+    data = streams(rs)[0]
+    one = run_stats(rs, data).theta_bar.copy()
+    assert not np.array_equal(run_stats(rs, data).theta_bar, one)
+
+
 def test_the_methods_first_calls_are_timed_apart_and_change_nothing(monkeypatch):
     # The first replicate that calls a method in a process (for a model and mechanism)
     # calls it once before its timed pass, on a copy of its stream (bb's multipliers,
