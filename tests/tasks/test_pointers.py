@@ -32,6 +32,30 @@ def test_keep_alive_takes_arrays_only():
     with pytest.raises(TypingError):
         keep_a_float(1.0)
 
+    # Every argument an array, and at least one (a mutation hunt, 2026-12-02: "any"
+    # for "all", and no check of an empty call, passed these tests).
+    @njit
+    def keep_an_array_and_a_float(a, x):
+        keep_alive(a, x)
+
+    @njit
+    def keep_nothing():
+        keep_alive()
+
+    with pytest.raises(TypingError):
+        keep_an_array_and_a_float(np.ones(2), 1.0)
+    with pytest.raises(TypingError):
+        keep_nothing()
+
+
+def test_address_takes_arrays_only():
+    @njit
+    def address_of(x):
+        return address(x)
+
+    with pytest.raises(TypingError):
+        address_of(1.0)
+
 
 # An 80 MB array: glibc's malloc serves blocks above 32 MB by mmap and unmaps them on
 # free, so a read through a pointer into a freed one faults instead of reading stale data.
