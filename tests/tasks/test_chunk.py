@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from ldpsim.pipeline.compute.worker import run_chunk
+from ldpsim.tasks import warm_up
 from ldpsim.tasks.chunk import ChunkStreams, check_batch_api, compute_chunk, run_chains
 from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.grid_point import GridPointSetup
@@ -192,6 +193,23 @@ class DrawingOracle(Oracle):
     def intervals_batch(self, stats, level, rngs):
         draws = np.array([rng.random() for rng in rngs])
         return spoil(*oracle_bounds(stats, level), draws[:, None])
+
+
+def test_a_methods_first_call_that_fails_warns_nothing(monkeypatch):
+    # The warm-up call (tasks/warm_up.py) runs with numpy raising, as the timed pass
+    # does, and drops what it raised: the failure is the timed pass's to record. With
+    # numpy's default instead (a mutation hunt, 2026-12-02, passed the task tests) a
+    # process's first replicate that fails printed "RuntimeWarning: overflow
+    # encountered in multiply" besides its recorded failure. Replicate 3 fails.
+    monkeypatch.setattr(warm_up, "WARMED_UP", set())
+    rs = normalize_spec({"model": "mean", "n": 200, "seed": 4, "methods": {"oracle": {}}})
+    setup = GridPointSetup.of(dataclasses.replace(rs, methods={"oracle": DrawingOracle()}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_replicate(setup, 3)
+    assert result.warm_up_seconds > 0
+    assert result.failures == {"oracle": "FloatingPointError: overflow encountered in multiply"}
+    assert [str(w.message) for w in caught] == []
 
 
 def test_a_cell_run_again_for_its_reason_names_the_overflow_not_an_underflow():
