@@ -14,6 +14,7 @@ from sgd_reference import reference_path
 
 from ldpsim.tasks import ReplicateResult, compute_replicate, normalize_spec, run_replicate, warm_up
 from ldpsim.tasks.grid_point import GridPointSetup, replicate_cuts
+from ldpsim.tasks.replicate import run_stats
 
 
 def streams(rs, seed=11):
@@ -86,8 +87,6 @@ def test_the_given_data_stream_is_advanced_as_if_it_had_drawn():
     # advanced state back (run_kernel's rule): two calls on one Generator are two
     # replicates, the second the one its state after the first gives. Without the write
     # back (a mutation hunt, 2026-12-02) the tests passed and both calls were one.
-    from ldpsim.tasks.replicate import run_stats
-
     rs = normalize_spec(
         {"model": "mean", "n": 200, "mechanism": "laplace", "methods": {"oracle": {}}}
     )
