@@ -644,3 +644,76 @@ def test_another_seed_is_refused(finished, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "different specification" in err and "seed: 7 -> 8" in err
     assert tree_hash(store) == before
+
+
+def test_an_extension_writes_the_determined_arrays_of_the_grown_store(tmp_path):
+    """The commit of an extension (a grid value, replicates, a method) writes the grown
+    store's coordinates, truths and identity as a store made for the grown sweep has them,
+    by label. A run repairs those arrays from the sweep, which hid an extension that left
+    them unwritten (`rep`, `method` or `truth` of the new grid value; a mutation hunt,
+    2026-12-02): the store must be whole before any run repairs it."""
+    from ldpsim.pipeline import api
+    from ldpsim.pipeline.store.damage import find_damage
+
+    def sweep(replicates, taus, methods):
+        tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": taus}}
+        tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}, "methods": methods}
+        return api.load_sweep(tables, name="grown")
+
+    grown = sweep(5, [0.5, 0.8, 0.6], {"bb": {"B": 30}, "sn": {}})
+    extended, fresh = tmp_path / "E.zarr", tmp_path / "F.zarr"
+    Store.open_or_create(extended, sweep(3, [0.5, 0.8], {"bb": {"B": 30}}))
+    _, changes = Store.open_or_create(extended, grown)
+    assert changes.replicates_added == 2 and changes.added == {"tau": [0.6]}
+    assert list(changes.methods_added) == ["sn"]
+    Store.open_or_create(fresh, grown)
+    damage = find_damage(extended)
+    assert not damage and not damage.determined, damage.describe()
+    got, want = (xr.open_zarr(p).sortby("tau") for p in (extended, fresh))
+    assert list(got["tau"].values) == [0.5, 0.6, 0.8]
+    for name in ("tau", "method", "rep", "coord", "truth", "pseudo_truth"):
+        np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+    for attr in ("identity", "sweep"):
+        stored, made = (json.loads(ds.attrs[attr]) for ds in (got, want))
+        stored.pop("description", None), made.pop("description", None)
+        assert stored == made, attr
+
+
+def test_a_sweep_of_fewer_replicates_that_adds_to_the_store_keeps_its_replicates(tmp_path):
+    """A sweep of fewer replicates than the store, with a new grid value and a new
+    method, grows the store and keeps every replicate it holds (an extension that took
+    the negative difference of replicates shrank the store's 'rep' axis; a mutation
+    hunt, 2026-12-02)."""
+    from ldpsim.pipeline import api
+
+    def sweep(replicates, taus, methods):
+        tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": taus}}
+        tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}, "methods": methods}
+        return api.load_sweep(tables, name="fewer")
+
+    path = tmp_path / "S.zarr"
+    Store.open_or_create(path, sweep(5, [0.5], {"bb": {"B": 30}}))
+    store, changes = Store.open_or_create(path, sweep(3, [0.5, 0.8], {"bb": {"B": 30}, "sn": {}}))
+    assert changes.replicates_added == 0 and changes.added == {"tau": [0.8]}
+    assert store.layout.replicates == 5 and read_sweep(path).replicates == 5
+    ds = xr.open_zarr(path)
+    assert ds.sizes["rep"] == 5 and list(ds["method"].values) == ["bb", "sn"]
+    assert list(ds["rep"].values) == [0, 1, 2, 3, 4]
+
+
+def test_a_run_of_fewer_replicates_counts_only_its_own_as_missing(tmp_path, local_cluster):
+    """A run of the first 2 replicates of a store made for 4 computes them and misses
+    nothing: the store's replicates beyond the sweep's are not the run's (counted, they
+    made a finished run report missing replicates; a mutation hunt, 2026-12-02)."""
+    from ldpsim.pipeline import api
+
+    def sweep(replicates):
+        tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": [0.5]}}
+        tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}, "methods": {"sn": {}}}
+        return api.load_sweep(tables, name="fewer")
+
+    path = tmp_path / "S.zarr"
+    Store.open_or_create(path, sweep(4))  # made for 4, none computed
+    report = run_sweep(sweep(2), path, scheduler=local_cluster.scheduler_address, log=print)
+    assert (report.computed, report.missing, report.replicates_failed) == (2, 0, 0)
+    assert open_dataset(path)["done"].values.tolist() == [[True, True, False, False]]
