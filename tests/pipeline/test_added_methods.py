@@ -255,6 +255,13 @@ def test_a_failed_recompute_keeps_the_added_methods_already_stored(
             assert bool(np.isnan(after["method_seconds"].isel(cell)).all())  # tried again
     records = {(r["spec"]["tau"], r["rep"]): r["methods"] for r in iter_errors(path)}
     assert {k: set(v) for k, v in records.items()} == {(0.5, 0): {"bb_basic"}, (0.8, 3): {"sn"}}
+    # The next run computes them, and their failure records go with their failure
+    # flags (records that kept them listed methods that had not failed; a mutation hunt,
+    # 2026-12-02).
+    with _client(local_cluster) as c:
+        api.run(sweep, path, client=c, progress=False)
+    assert list(iter_errors(path)) == []
+    assert not bool(open_dataset(path)["method_failed"].any())
 
 
 def _tables(methods: str) -> dict:
@@ -557,3 +564,58 @@ def test_a_run_adding_methods_whose_lock_was_taken_over_writes_none_of_them(
     added = open_dataset(store)["method_seconds"].isel(method=slice(2, None))
     assert bool(np.isnan(added).all())  # none of the added methods written
     assert json.loads(lock_file.read_text())["token"] == "theirs"
+
+
+def test_a_replicate_not_done_lacks_no_added_method(tmp_path):
+    """A method added to a store whose replicates are not computed yet is pending for
+    none of them: each gets it with its run. (Counted over every replicate, not done
+    ones only, an addition was reported pending where nothing was finished; a mutation
+    hunt, 2026-12-02.)"""
+    from ldpsim.pipeline.store.pending import pending_methods
+    from ldpsim.pipeline.store.store import Store
+
+    path = tmp_path / "S.zarr"
+    Store.open_or_create(path, api.load_sweep(_tables(STORED), name="made"))
+    _, changes = Store.open_or_create(path, api.load_sweep(_tables(STORED + ADDED), name="more"))
+    assert list(changes.methods_added) == ["bb_basic", "sn"]
+    assert pending_methods(path) == {}
+
+
+def test_replay_compares_only_what_the_store_holds_of_a_replicate(
+    stores, local_cluster, tmp_path, capsys
+):
+    """Replay compares a replicate with the added methods it holds and leaves out each
+    one still pending, the first added included; a replicate not done is not compared.
+    (Compared with their NaN, or counted from the second added method on, they read as
+    differences; a replicate not done read as one that differs; a mutation hunt,
+    2026-12-02.)"""
+    _, made = stores
+    store = tmp_path / "S.zarr"
+    shutil.copytree(made["stored"][0], store)
+    with _client(local_cluster) as c:
+        api.run(api.load_sweep(_tables(STORED + ADDED), name="more"), store, client=c)
+    capsys.readouterr()
+    # As runs stopped half-way leave them: tau 0.8, rep 3 lacks sn, rep 1 both added.
+    for name in ("lower", "upper", "method_seconds"):
+        write_as_a_run(store, name, (1, 0, 3, 3), np.nan)
+        write_as_a_run(store, name, (1, 0, slice(2, None), 1), np.nan)
+    assert not find_damage(store)
+    api.replay(store, rep=3, point={"tau": "0.8"})
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line == (
+        "Equal to the store, bit for bit: the estimate, the last iterate, the projected "
+        "estimate, the bounds, estimate and failure flag of bb, oracle, bb_basic (sn: "
+        "added to the store and not computed for this replicate yet, so not compared)."
+    )
+    api.replay(store, rep=1, point={"tau": "0.8"})
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("Equal to the store, bit for bit: ") and line.endswith(
+        "of bb, oracle (bb_basic, sn: added to the store and not computed for this "
+        "replicate yet, so not compared)."
+    )
+    write_as_a_run(store, "done", (1, 0, 2), False)  # as before its run wrote it
+    api.replay(store, rep=2, point={"tau": "0.8"})
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line == (
+        "Not compared: the store holds no values of this replicate yet (not computed)."
+    )
