@@ -507,3 +507,19 @@ def test_a_flipped_coordinate_bit_has_one_remedy_in_every_verb(demo_store, tmp_p
     for verb in ("summarize", "errors", "plot", "report"):
         line = _one_damage_line(capsys, main([verb, str(store)]), ["tau"])
         assert "`ldpsim run` writes it again" in line and "Restore" not in line, (verb, line)
+
+
+def test_a_store_without_digest_is_sealed_by_a_run_that_only_resumes(demo_store, tmp_path):
+    # The same without an extension: a run of the store's own sweep, which only resumes,
+    # records the digest too (a run that sealed only when it extended survived every
+    # test; a mutation hunt, 2026-12-02).
+    from ldpsim.pipeline.store.reading import read_sweep
+
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    root = json.loads((store / "zarr.json").read_text())
+    del root["attributes"][DIGEST_ATTR]
+    (store / "zarr.json").write_text(json.dumps(root, indent=2))
+    _, changes = Store.open_or_create(store, read_sweep(store))
+    assert not changes
+    assert DIGEST_ATTR in json.loads((store / "zarr.json").read_text())["attributes"]
+    assert main(["status", str(store)]) == 0  # the digest matches the content

@@ -82,6 +82,13 @@ def test_failed_replicate_recorded(tmp_path, local_cluster, cluster_files, fault
     assert "replicate failure" in out and "rep 1" in out and "InjectedFault" in out
     assert '"tau": 0.9' in out
 
+    # A run that meets the same failure again keeps its record (it was written, then
+    # removed as a record of a replicate done now; a mutation hunt, 2026-12-02).
+    assert main(["run", str(sweep_file), "--store", str(store), *sched]) == 1
+    assert "Computed 0 replicates, 1 failed" in capsys.readouterr().out
+    (again,) = list(iter_errors(store))
+    assert again["rep"] == 1 and "InjectedFault" in again["error"]
+
     # Once the cause is gone, a second run computes only the failed replicate.
     faults()
     n_before = len(computed(cluster_files["compute_log"], store))
