@@ -25,7 +25,7 @@ from ldpsim.pipeline.cli import EXIT_DAMAGED, main
 from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.store.damage import _determined_by, find_damage
 from ldpsim.pipeline.store.integrity import DIGEST_ATTR, TRUTH_RTOL, determined_damage
-from ldpsim.pipeline.store.reading import during_commits
+from ldpsim.pipeline.store.reading import during_commits, read_sweep
 from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 
@@ -513,8 +513,6 @@ def test_a_store_without_digest_is_sealed_by_a_run_that_only_resumes(demo_store,
     # The same without an extension: a run of the store's own sweep, which only resumes,
     # records the digest too (a run that sealed only when it extended survived every
     # test; a mutation hunt, 2026-12-02).
-    from ldpsim.pipeline.store.reading import read_sweep
-
     store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
     root = json.loads((store / "zarr.json").read_text())
     del root["attributes"][DIGEST_ATTR]

@@ -22,10 +22,12 @@ from conftest import (
     write_sweep,
 )
 
+from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.errors import InputError
+from ldpsim.pipeline.store.damage import find_damage
 from ldpsim.pipeline.store.identity import check_streams
 from ldpsim.pipeline.store.layout import (
     SHARD_BYTES,
@@ -652,8 +654,6 @@ def test_an_extension_writes_the_determined_arrays_of_the_grown_store(tmp_path):
     by label. A run repairs those arrays from the sweep, which hid an extension that left
     them unwritten (`rep`, `method` or `truth` of the new grid value; a mutation hunt,
     2026-12-02): the store must be whole before any run repairs it."""
-    from ldpsim.pipeline import api
-    from ldpsim.pipeline.store.damage import find_damage
 
     def sweep(replicates, taus, methods):
         tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": taus}}
@@ -684,7 +684,6 @@ def test_a_sweep_of_fewer_replicates_that_adds_to_the_store_keeps_its_replicates
     method, grows the store and keeps every replicate it holds (an extension that took
     the negative difference of replicates shrank the store's 'rep' axis; a mutation
     hunt, 2026-12-02)."""
-    from ldpsim.pipeline import api
 
     def sweep(replicates, taus, methods):
         tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": taus}}
@@ -705,7 +704,6 @@ def test_a_run_of_fewer_replicates_counts_only_its_own_as_missing(tmp_path, loca
     """A run of the first 2 replicates of a store made for 4 computes them and misses
     nothing: the store's replicates beyond the sweep's are not the run's (counted, they
     made a finished run report missing replicates; a mutation hunt, 2026-12-02)."""
-    from ldpsim.pipeline import api
 
     def sweep(replicates):
         tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": [0.5]}}
