@@ -136,3 +136,18 @@ def test_a_path_given_after_an_equals_sign_expands_the_home_folder(tmp_path, cap
     # A name the shell leaves as it is (no such user) stays as written.
     unknown = "~no-such-user-of-ldpsim/s.zarr"
     assert build_parser().parse_args(["status", unknown]).store == unknown
+
+
+def test_a_units_description_attribute_is_its_line_in_list():
+    # A unit may describe itself with a `description` string, as xarray's backends do;
+    # a blank one leaves the docstring's summary (a hunt, 2026-12-02: no test set one).
+    from ldpsim.pipeline.units import one_line
+
+    class Described:
+        """The docstring's summary."""
+
+        description = "The unit's own description,\nwrapped over two lines."
+
+    assert one_line(Described) == "The unit's own description, wrapped over two lines."
+    Described.description = "  "
+    assert one_line(Described) == "The docstring's summary."

@@ -288,6 +288,21 @@ def broken_site(tmp_path_factory) -> Path:
     return site
 
 
+def test_ldpsim_list_shows_only_the_plugins_that_loaded(broken_site, with_site):
+    # `ldpsim list` (unit_lines) leaves out a plugin that failed to load, which
+    # `ldpsim list` reports on stderr instead; a hunt (2026-12-02) found no test of it.
+    from ldpsim.pipeline.units import unit_lines
+
+    with_site(broken_site)
+    lines = unit_lines()
+    names = [line.name for line in lines]
+    assert ("method", "works", "broken-plugins 1.0") in [
+        (line.kind, line.name, line.package) for line in lines
+    ]
+    assert not set(names) & (set(BROKEN_WORDS) - {"bb"})
+    assert names.count("bb") == 1  # the built-in, not the plugin that would replace it
+
+
 def test_broken_plugins_are_left_out_with_one_line_each(broken_site, with_site):
     with_site(broken_site)
     problems = plugins.plugin_problems()
