@@ -81,9 +81,10 @@ class LdpsimAccessor(Generic[T]):
         ------
         InputError
             An unknown dimension, a label not on its dimension (one line naming
-            what there is) or given twice. A dimension given twice, ``indexers``
-            that is not a mapping, or labels nested in lists or in an array of more
-            than one dimension (:class:`~ldpsim.pipeline.errors.InputTypeError`).
+            what there is) or given twice, a dimension given both in ``indexers``
+            and as a keyword (a ValueError, as xarray's). ``indexers`` that is not
+            a mapping, or labels nested in lists or in an array of more than one
+            dimension (:class:`~ldpsim.pipeline.errors.InputTypeError`).
 
         Examples
         --------
@@ -121,8 +122,9 @@ class LdpsimAccessor(Generic[T]):
         ------
         InputError
             An unknown dimension, a position outside the dimension (one line naming
-            what there is) or given twice. A position that is not an int or a slice,
-            a dimension given twice, or ``indexers`` that is not a mapping
+            what there is) or given twice, a dimension given both in ``indexers``
+            and as a keyword (a ValueError, as xarray's). A position that is not an
+            int or a slice, or ``indexers`` that is not a mapping
             (:class:`~ldpsim.pipeline.errors.InputTypeError`).
 
         Examples
