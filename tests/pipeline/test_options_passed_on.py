@@ -13,9 +13,16 @@ from __future__ import annotations
 
 import pytest
 import synthetic as syn
+from conftest import one_error_line
 
+import ldpsim.pipeline.cli as cli
+import ldpsim.pipeline.compute.runner as runner
+import ldpsim.pipeline.report.report as report
+import ldpsim.pipeline.report.zip_plot as zip_plot
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import EXIT_INTERRUPTED, main
+from ldpsim.pipeline.errors import InputError, InputTypeError
+from ldpsim.pipeline.summary.compare import compare_methods, format_comparison
 
 
 class Handed(Exception):
@@ -72,8 +79,6 @@ def test_run_passes_its_keywords_to_run_report(monkeypatch):
 
 
 def test_run_without_progress_logs_nothing(monkeypatch, tmp_path):
-    import ldpsim.pipeline.compute.runner as runner
-
     monkeypatch.setattr(runner, "run_sweep", recorder)
     sweep = api.load_sweep("demo", replicates=2)
     for progress, shown in ((False, "none"), (True, "bar"), ("auto", "auto")):
@@ -97,8 +102,6 @@ def test_load_sweep_takes_one_set_string_as_a_list_of_one():
     ],
 )
 def test_run_options_that_would_do_nothing_are_refused(options, words, tmp_path, capfd):
-    from conftest import one_error_line
-
     store = tmp_path / "s.zarr"
     code = main(["run", "demo", "--replicates", "1", "--store", str(store), *options])
     one_error_line(capfd.readouterr(), code, words)
@@ -109,8 +112,6 @@ def test_run_options_that_would_do_nothing_are_refused(options, words, tmp_path,
     ("fmt", "coords"), [("csv", "auto"), ("json", "auto"), ("text", "mean"), ("markdown", "all")]
 )
 def test_summarize_compare_takes_format_and_coords(fmt, coords, store, capsys):
-    from ldpsim.pipeline.summary.compare import compare_methods, format_comparison
-
     argv = ["summarize", str(store), "--compare", "bb,oracle", "--format", fmt]
     assert main([*argv, "--coords", coords]) == 0
     comparison = compare_methods(api.open_store(store, load=True), "bb", "oracle")
@@ -120,8 +121,6 @@ def test_summarize_compare_takes_format_and_coords(fmt, coords, store, capsys):
 
 
 def test_report_passes_its_options_on(monkeypatch, store, tmp_path):
-    import ldpsim.pipeline.report.report as report
-
     monkeypatch.setattr(report, "write_report", recorder)
     page = tmp_path / "page.html"
     argv = ["report", str(store), "--out", str(page), "--target-se", "0.01"]
@@ -136,8 +135,6 @@ def test_report_passes_its_options_on(monkeypatch, store, tmp_path):
 
 
 def test_plot_draws_the_zip_coordinate_asked_for(monkeypatch, store, tmp_path, capsys):
-    import ldpsim.pipeline.report.zip_plot as zip_plot
-
     figures = api.plot(store, "all", zip_plots=True, zip_coord=1)
     zips = [figure for name, figure in figures.items() if name.startswith("zip")]
     assert zips and {ax.get_xlabel() for fig in zips for ax in fig.axes} == {"theta, coord 1"}
@@ -171,8 +168,6 @@ def test_summarize_plans_for_the_target_se_given(store):
 
 
 def test_ctrl_c_in_any_verb_is_exit_130_and_one_line(monkeypatch, capsys):
-    import ldpsim.pipeline.cli as cli
-
     def interrupted(args):
         raise KeyboardInterrupt
 
@@ -184,8 +179,6 @@ def test_ctrl_c_in_any_verb_is_exit_130_and_one_line(monkeypatch, capsys):
 
 
 def test_accessor_refuses_a_dimension_in_both_the_mapping_and_a_keyword(store):
-    from ldpsim.pipeline.errors import InputError, InputTypeError
-
     ds = api.open_store(store)
     with pytest.raises(
         InputError, match=r"Cannot select on 'method' \(ds\.ldpsim\.sel\): given both"
