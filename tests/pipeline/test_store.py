@@ -648,6 +648,14 @@ def test_another_seed_is_refused(finished, tmp_path, capsys):
     assert tree_hash(store) == before
 
 
+def small_sweep(replicates, taus=(0.5,), methods=None):
+    """A quantile sweep at n = 200 over ``taus``, seed 5, chunks of 2 replicates
+    (``methods`` default: sn alone)."""
+    tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": list(taus)}}
+    tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}}
+    return api.load_sweep({**tables, "methods": methods or {"sn": {}}}, name="small")
+
+
 def test_an_extension_writes_the_determined_arrays_of_the_grown_store(tmp_path):
     """The commit of an extension (a grid value, replicates, a method) writes the grown
     store's coordinates, truths and identity as a store made for the grown sweep has them,
@@ -655,14 +663,9 @@ def test_an_extension_writes_the_determined_arrays_of_the_grown_store(tmp_path):
     them unwritten (`rep`, `method` or `truth` of the new grid value; a mutation hunt,
     2026-12-02): the store must be whole before any run repairs it."""
 
-    def sweep(replicates, taus, methods):
-        tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": taus}}
-        tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}, "methods": methods}
-        return api.load_sweep(tables, name="grown")
-
-    grown = sweep(5, [0.5, 0.8, 0.6], {"bb": {"B": 30}, "sn": {}})
+    grown = small_sweep(5, [0.5, 0.8, 0.6], {"bb": {"B": 30}, "sn": {}})
     extended, fresh = tmp_path / "E.zarr", tmp_path / "F.zarr"
-    Store.open_or_create(extended, sweep(3, [0.5, 0.8], {"bb": {"B": 30}}))
+    Store.open_or_create(extended, small_sweep(3, [0.5, 0.8], {"bb": {"B": 30}}))
     _, changes = Store.open_or_create(extended, grown)
     assert changes.replicates_added == 2 and changes.added == {"tau": [0.6]}
     assert list(changes.methods_added) == ["sn"]
@@ -685,14 +688,11 @@ def test_a_sweep_of_fewer_replicates_that_adds_to_the_store_keeps_its_replicates
     the negative difference of replicates shrank the store's 'rep' axis; a mutation
     hunt, 2026-12-02)."""
 
-    def sweep(replicates, taus, methods):
-        tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": taus}}
-        tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}, "methods": methods}
-        return api.load_sweep(tables, name="fewer")
-
     path = tmp_path / "S.zarr"
-    Store.open_or_create(path, sweep(5, [0.5], {"bb": {"B": 30}}))
-    store, changes = Store.open_or_create(path, sweep(3, [0.5, 0.8], {"bb": {"B": 30}, "sn": {}}))
+    Store.open_or_create(path, small_sweep(5, [0.5], {"bb": {"B": 30}}))
+    store, changes = Store.open_or_create(
+        path, small_sweep(3, [0.5, 0.8], {"bb": {"B": 30}, "sn": {}})
+    )
     assert changes.replicates_added == 0 and changes.added == {"tau": [0.8]}
     assert store.layout.replicates == 5 and read_sweep(path).replicates == 5
     ds = xr.open_zarr(path)
@@ -705,13 +705,8 @@ def test_a_run_of_fewer_replicates_counts_only_its_own_as_missing(tmp_path, loca
     nothing: the store's replicates beyond the sweep's are not the run's (counted, they
     made a finished run report missing replicates; a mutation hunt, 2026-12-02)."""
 
-    def sweep(replicates):
-        tables = {"replicates": replicates, "seed": 5, "rep_chunk": 2, "grid": {"tau": [0.5]}}
-        tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}, "methods": {"sn": {}}}
-        return api.load_sweep(tables, name="fewer")
-
     path = tmp_path / "S.zarr"
-    Store.open_or_create(path, sweep(4))  # made for 4, none computed
-    report = run_sweep(sweep(2), path, scheduler=local_cluster.scheduler_address, log=print)
+    Store.open_or_create(path, small_sweep(4))  # made for 4, none computed
+    report = run_sweep(small_sweep(2), path, scheduler=local_cluster.scheduler_address, log=print)
     assert (report.computed, report.missing, report.replicates_failed) == (2, 0, 0)
     assert open_dataset(path)["done"].values.tolist() == [[True, True, False, False]]
