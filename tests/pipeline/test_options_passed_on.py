@@ -43,7 +43,7 @@ def store(tmp_path):
     return syn.save_store(syn.grid_store(), tmp_path / "s.zarr")
 
 
-def test_run_passes_every_option_on(monkeypatch, tmp_path):
+def test_run_passes_every_option_on(monkeypatch):
     monkeypatch.setattr(api, "run_report", recorder)
     argv = ["run", "demo", "--replicates", "3", "--set", "eps=2", "--task-timeout", "30"]
     argv += ["--start-timeout", "40", "--max-failures", "2", "--yes", "--accept-code-change"]
@@ -78,7 +78,7 @@ def test_run_passes_its_keywords_to_run_report(monkeypatch):
     assert {key: handed.value.kwargs[key] for key in keywords} == keywords
 
 
-def test_run_without_progress_logs_nothing(monkeypatch, tmp_path):
+def test_run_passes_progress_on_and_logs_only_with_it(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "run_sweep", recorder)
     sweep = api.load_sweep("demo", replicates=2)
     for progress, shown in ((False, "none"), (True, "bar"), ("auto", "auto")):
