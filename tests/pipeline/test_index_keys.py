@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 import zarr
 
-from ldpsim.pipeline.compute.failures import _grid_order
 from ldpsim.pipeline.compute.plan import CHUNK_KEY, chunk_key, plan_layout
 from ldpsim.pipeline.compute.replay import recorded_failures
 from ldpsim.pipeline.store.chunk_writes import placed_blocks
 from ldpsim.pipeline.store.digests import block_manifest
 from ldpsim.pipeline.store.layout import META_GROUP, layout_for, store_index
-from ldpsim.pipeline.store.store import _error_name
+from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
 from ldpsim.tasks.grid_point import GridPointSetup
 
@@ -54,7 +53,6 @@ def test_chunk_keys_keep_indices_apart(sweep, tmp_path):
     # A key reads back as its own index (`ldpsim errors` orders and names records so).
     for index, key in ((A, key_a), (B, key_b)):
         assert tuple(int(i) for i in CHUNK_KEY.fullmatch(key)["index"].split("-")) == index
-        assert _grid_order({"key": key, "rep": 0})[1] == index
     # Every chunk of the whole grid gets its own key.
     layout = layout_for(sweep, rep_chunk=1)
     work, _ = plan_layout(sweep, layout, tmp_path / "s.zarr")
@@ -62,13 +60,13 @@ def test_chunk_keys_keep_indices_apart(sweep, tmp_path):
     assert len({w.key for w in work}) == len(work)
 
 
-def test_error_records_keep_indices_apart(tmp_path):
-    assert _error_name(A, 3) != _error_name(B, 3)
-    folder = tmp_path / META_GROUP / "errors"
-    folder.mkdir(parents=True)
+def test_error_records_keep_indices_apart(sweep, tmp_path):
+    # The store's own writer names the files; the reader gives each back its index.
+    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
     for index in (A, B):
-        (folder / _error_name(index, 3)).write_text("{}")
-    assert recorded_failures(tmp_path) == {A: {3}, B: {3}}
+        store.write_error(index, 3, {"rep": 3, "error": "planted"})
+    assert len(list((store.path / META_GROUP / "errors").iterdir())) == 2
+    assert recorded_failures(store.path) == {A: {3}, B: {3}}
 
 
 def test_block_manifests_keep_indices_apart():
