@@ -142,15 +142,33 @@ def test_extension_reuses_results(finished, tmp_path, local_cluster, cluster_fil
         np.testing.assert_array_equal(fresh_ds[name].values, new[name].values, err_msg=name)
 
 
-def test_spec_mismatch_refused(finished, tmp_path, capsys):
+def another_seed(path):
+    """The tiny sweep with 6 replicates of seed 8 (the store's: 7)."""
+    changed = write_sweep(path, replicates=6)
+    changed.write_text(changed.read_text().replace("seed = 7", "seed = 8"))
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("changed_sweep", "difference"),
+    [
+        (lambda path: write_sweep(path, spec={"eps": "2.0"}), "spec.eps: 1.0 -> 2.0"),
+        # New replicates of another seed would be stored beside the store's under its
+        # seed (a mutation hunt, 2026-12-02: a comparison that skipped the seed passed
+        # the tests).
+        (another_seed, "seed: 7 -> 8"),
+    ],
+    ids=["eps", "seed"],
+)
+def test_spec_mismatch_refused(finished, tmp_path, capsys, changed_sweep, difference):
     _, store = finished
-    changed = write_sweep(tmp_path / "tiny.toml", spec={"eps": "2.0"})
+    changed = changed_sweep(tmp_path / "tiny.toml")
     before = tree_hash(store)
     code = main(["run", str(changed), "--store", str(store), "--workers", "1"])
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert "different specification" in err and "spec.eps: 1.0 -> 2.0" in err
+    assert "different specification" in err and difference in err
     assert tree_hash(store) == before
 
 
@@ -631,21 +649,6 @@ def test_a_store_of_values_refused_since_still_reads_and_refuses_a_run(tmp_path)
     assert stored_layout(store).grid_shape == (2, 2)  # what status and summarize read
     with pytest.raises(InputError, match=r"must be a float in \[-1e\+06, 1e\+06\]"):
         Sweep.from_dict(read_sweep(store).to_dict())
-
-
-def test_another_seed_is_refused(finished, tmp_path, capsys):
-    # New replicates of another seed would be stored beside the store's under its seed
-    # (a mutation hunt, 2026-12-02: a comparison that skipped the seed passed the tests).
-    _, store = finished
-    changed = write_sweep(tmp_path / "tiny.toml", replicates=6)
-    changed.write_text(changed.read_text().replace("seed = 7", "seed = 8"))
-    before = tree_hash(store)
-    code = main(["run", str(changed), "--store", str(store), "--workers", "1"])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert "different specification" in err and "seed: 7 -> 8" in err
-    assert tree_hash(store) == before
 
 
 def small_sweep(replicates, taus=(0.5,), methods=None):
