@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from simulated_jacobian import jacobian_by_simulation
 
 from ldpsim.tasks import models
 from ldpsim.tasks.l1_projection import project_l1_ball
@@ -31,19 +32,7 @@ def test_jacobian_by_simulation(model):
     # exact. Caught a mean or sparse_mean gradient of the wrong sign (x - theta) and a
     # quantile_regression residual without its intercept, which every other model test
     # passed (their E g = 0 and Cov g at theta* are unchanged).
-    n, h = 100_000, 0.05
-    p = model.dim
-    theta = model.limit()
-    jac, se = np.empty((p, p)), np.empty((p, p))
-    for j in range(p):
-        step = np.zeros(p)
-        step[j] = h
-        quotient = (
-            model.sample_gradients(theta + step, n, seed=7)
-            - model.sample_gradients(theta - step, n, seed=7)
-        ) / (2 * h)
-        jac[:, j] = quotient.mean(axis=0)
-        se[:, j] = quotient.std(axis=0, ddof=1) / math.sqrt(n)
+    jac, se = jacobian_by_simulation(model, model.limit(), 100_000, seed=7, h=0.05)
     assert np.all(np.abs(jac - model.jacobian()) <= 4 * se + 2e-3)
 
 

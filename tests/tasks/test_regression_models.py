@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from scipy import integrate, special, stats
+from simulated_jacobian import jacobian_by_simulation
 
 from ldpsim.tasks import mechanisms
 from ldpsim.tasks.models import HuberRegression, LogisticRegression
@@ -35,22 +36,6 @@ def test_huber_oracle_sds_match_spec():
     # gdp mu = 1 adds Delta2^2 I to S.
     noisy = model.asymptotic_cov(mechanisms.GaussianDP(mu=1.0).variance(model))
     assert np.all(np.diag(noisy) > np.diag(sigma))
-
-
-def jacobian_by_simulation(model, theta, n, seed, h=0.02):
-    """Central differences of the mean gradient on common random numbers, and their se."""
-    p = model.dim
-    jac, se = np.empty((p, p)), np.empty((p, p))
-    for j in range(p):
-        step = np.zeros(p)
-        step[j] = h
-        quotient = (
-            model.sample_gradients(theta + step, n, seed)
-            - model.sample_gradients(theta - step, n, seed)
-        ) / (2 * h)
-        jac[:, j] = quotient.mean(axis=0)
-        se[:, j] = quotient.std(axis=0, ddof=1) / math.sqrt(n)
-    return jac, se
 
 
 @pytest.mark.parametrize(
