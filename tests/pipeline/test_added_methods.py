@@ -352,13 +352,19 @@ def test_a_damaged_shard_of_an_added_methods_seconds_is_damage_in_every_verb(
     assert main(["status", str(store)]) == 0
 
 
+def interrupted_addition(added_store: Path, path: Path) -> Path:
+    """A copy of ``added_store`` at ``path`` as a run killed while adding its methods
+    leaves it: the added methods of replicates 1-3 of both tau pending (NaN)."""
+    shutil.copytree(added_store, path)
+    for name in ("lower", "upper", "method_seconds"):
+        write_as_a_run(path, name, (slice(None), 0, slice(2, None), slice(1, None)), np.nan)
+    return path
+
+
 def test_an_interrupted_addition_is_incomplete_until_run(added_store, tmp_path, capsys):
     # Before: status "8/8 replicates done, 0 failed", exit 0; summarize --strict exit 0
     # with the added methods' cells n/a and unmarked; errors exit 0.
-    store = tmp_path / "S.zarr"
-    shutil.copytree(added_store, store)
-    for name in ("lower", "upper", "method_seconds"):  # as a run killed while adding them
-        write_as_a_run(store, name, (slice(None), 0, slice(2, None), slice(1, None)), np.nan)
+    store = interrupted_addition(added_store, tmp_path / "S.zarr")
     capsys.readouterr()
     assert main(["status", str(store)]) == 3
     out = capsys.readouterr().out
@@ -458,10 +464,7 @@ def test_an_interrupted_addition_is_resumed_by_the_same_sweep(
 ):
     # A mutation hunt (h13d): a run that found no replicate to compute said "Nothing to
     # do" without looking for added methods still pending; no test noticed.
-    store = tmp_path / "S.zarr"
-    shutil.copytree(added_store, store)
-    for name in ("lower", "upper", "method_seconds"):  # as a run killed while adding them
-        write_as_a_run(store, name, (slice(None), 0, slice(2, None), slice(1, None)), np.nan)
+    store = interrupted_addition(added_store, tmp_path / "S.zarr")
     sweep = write(tmp_path / "more.toml", sweep_text(STORED + ADDED))
     capsys.readouterr()
     assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
@@ -477,10 +480,7 @@ def test_pending_added_methods_are_counted_over_the_sweeps_replicates_only(added
     from ldpsim.pipeline.compute.added_methods import pending_replicates
     from ldpsim.pipeline.store.store import Store
 
-    store = tmp_path / "S.zarr"
-    shutil.copytree(added_store, store)
-    for name in ("lower", "upper", "method_seconds"):  # reps 1-3 of both tau pending
-        write_as_a_run(store, name, (slice(None), 0, slice(2, None), slice(1, None)), np.nan)
+    store = interrupted_addition(added_store, tmp_path / "S.zarr")
     opened = Store(store, stored_layout(store), mode="r")
     counts = {
         replicates: pending_replicates(
