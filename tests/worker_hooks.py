@@ -90,3 +90,16 @@ def inject_fault(faults: str, key: str, rep: int) -> None:
                 if action == "exit":
                     os._exit(FAULT_EXIT_STATUS)  # the worker process dies at once
                 raise InjectedFault(f"fault injected for tests: {key} rep {rep}")
+
+
+def dask_setup(worker) -> None:
+    """Set the hooks up on a worker as its preload (``--preload tests/worker_hooks.py``).
+
+    For a cluster that a run starts itself (``ldpsim run --workers 1``), where no test
+    client can register the plugin: the files are named by ``LDPSIM_TEST_COMPUTE_LOG``
+    and ``LDPSIM_TEST_FAULTS`` in the run's environment, which its workers inherit.
+    """
+    plugin = ComputeLogAndFaults(
+        Path(os.environ["LDPSIM_TEST_COMPUTE_LOG"]), Path(os.environ["LDPSIM_TEST_FAULTS"])
+    )
+    plugin.setup(worker)

@@ -13,6 +13,7 @@ import types
 from pathlib import Path
 
 import pytest
+import worker_hooks
 from conftest import computed, done_count
 
 from ldpsim.pipeline.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, main
@@ -38,9 +39,9 @@ LINE = re.compile(
 )
 
 
-def start(store: Path, where: list[str]) -> subprocess.Popen:
+def start(store: Path, where: list[str], **environment: str) -> subprocess.Popen:
     # Results are held until the end: what the store has after the signal was flushed.
-    env = {**os.environ, "LDPSIM_WRITE_EVERY": "1000"}
+    env = {**os.environ, "LDPSIM_WRITE_EVERY": "1000", **environment}
     command = [sys.executable, "-m", "ldpsim.pipeline", "run", *LONG, "--store", str(store)]
     return subprocess.Popen(
         [*command, *where],
@@ -95,14 +96,26 @@ def test_sigterm_writes_finished_results_and_releases_the_lock(
 def test_ctrl_c_reaches_the_local_workers_quietly(tmp_path):
     """SIGINT to the process group (Ctrl-C): the local cluster's workers get it too."""
     store = tmp_path / "int.zarr"
-    proc = start(store, ["--workers", "1"])
-    assert proc.stdout is not None
-    for line in proc.stdout:  # the cluster is up and the tasks are submitted
-        if "replicates to compute" in line:
-            break
-    time.sleep(2.0)  # the worker is computing
+    log = tmp_path / "computed.log"
+    # The run's own cluster logs its replicates (tests/worker_hooks.py as its preload).
+    # A fixed 2 s wait after the tasks were submitted had found no replicate finished on
+    # a busy machine (the CI, 2026-12-02: no run was recorded, as none that kept nothing
+    # is), and the run record went unchecked.
+    hooks = ["--cluster", "local", "--cluster-option", f'preload=["{worker_hooks.__file__}"]']
+    environment = {
+        "LDPSIM_TEST_COMPUTE_LOG": str(log),
+        "LDPSIM_TEST_FAULTS": str(tmp_path / "none"),
+    }
+    proc = start(store, ["--workers", "1", *hooks], **environment)
+    deadline = time.monotonic() + 60
+    # Its one worker thread starts a second replicate once the first is done.
+    while len(computed(log, store)) < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)  # the finished result reaches the driver, which holds it (no write yet)
     os.killpg(proc.pid, signal.SIGINT)
-    check_stopped(proc, store, "SIGINT", EXIT_INTERRUPTED)
+    kept = check_stopped(proc, store, "SIGINT", EXIT_INTERRUPTED)
+    assert 0 < kept < 200
 
 
 def test_a_signal_raises_only_where_stopping_is_safe():
