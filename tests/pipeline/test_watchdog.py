@@ -12,6 +12,7 @@ from distributed import Client
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute import progress, watchdog
+from ldpsim.pipeline.compute.plan import store_token
 from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.compute.watchdog import default_timeout
 from ldpsim.pipeline.store.reading import open_dataset
@@ -23,11 +24,28 @@ def test_default_timeout_is_generous():
     assert default_timeout(60.0) == 1200.0
 
 
+def finished_tasks(prefix: str, dask_worker) -> int:
+    """Tasks whose key starts with ``prefix`` that finished on this worker (``Client.run``)."""
+    log = dask_worker.state.log
+    return sum(
+        1 for entry in log if entry[1] == "put-in-memory" and str(entry[0]).startswith(prefix)
+    )
+
+
 def test_stopped_worker_is_restarted_and_the_run_completes(tmp_path, local_cluster, monkeypatch):
     monkeypatch.setattr(watchdog, "LATE_MIN", 0.5)  # late after 0.5 s, not 30
     monkeypatch.setattr(progress, "PLAIN_PROGRESS_EVERY", 0.0)
     sweep = load_sweep(write_sweep(tmp_path / "hang.toml", replicates=6, rep_chunk=1))
+    # Both workers compile the sweep's kernels first, in a run with the default timeouts
+    # (a first task may compile for 600 s): at 3 s the healthy worker's first task,
+    # compiling with an empty kernel cache on a loaded machine, was taken for a hang and
+    # that worker restarted too (5 of 5 runs, 2 or 3 busy loops beside).
+    warm = tmp_path / "warm.zarr"
     with Client(local_cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=60)  # an earlier test may have killed one
+        run_sweep(sweep, warm, client=client, log=lambda line: None)
+        finished = client.run(finished_tasks, f"ldpsim-{store_token(warm)}-")
+        assert len(finished) == 2 and all(finished.values()), finished  # both ran a task
         pids = client.run(os.getpid)
     worker, pid = sorted(pids.items())[0]
     os.kill(pid, signal.SIGSTOP)  # the scheduler still sends it tasks: they hang
