@@ -25,7 +25,8 @@ class ComputeLogAndFaults(WorkerPlugin):
     also on one that a nanny restarts after a kill, and so it is seen by a run from any
     client, an ``ldpsim run --scheduler`` subprocess included. When a chunk's chains
     run, it appends ``"CHUNK_KEY REP"`` for each of its replicates to ``compute_log``
-    (tests count computations) and reads ``faults``, a JSON file
+    (tests count computations), and when a client has fetched a task's result (the
+    worker releases it) the task's key to :func:`fetched_log`; it reads ``faults``, a JSON file
     ``{"raise": [[KEY_SUBSTRING, REP], ...], "exit": [...]}`` (absent: no fault): a
     listed replicate of a chunk whose key contains the substring fails with
     :class:`InjectedFault` as if its chain had raised it (``raise``: that replicate
@@ -73,9 +74,22 @@ class ComputeLogAndFaults(WorkerPlugin):
 
         module.run_chunk, chunk_module.run_chains = run_chunk, run_chains
 
+    def transition(self, key, start: str, finish: str, **kwargs) -> None:
+        # A result released from the worker's memory: its client fetched it (a run's
+        # collector fetches a result, then releases it).
+        if start == "memory" and finish == "released":
+            with open(fetched_log(self.compute_log), "a") as f:
+                f.write(f"{key}\n")
+
     def teardown(self, worker) -> None:
         module, chunk_module = self.modules
         module.run_chunk, chunk_module.run_chains = self.originals
+
+
+def fetched_log(compute_log: str | Path) -> Path:
+    """The file of the task keys whose results the run's client fetched, beside
+    ``compute_log``: a key is written once its worker releases the result."""
+    return Path(f"{compute_log}.fetched")
 
 
 def inject_fault(faults: str, key: str, rep: int) -> None:
@@ -103,3 +117,4 @@ def dask_setup(worker) -> None:
         Path(os.environ["LDPSIM_TEST_COMPUTE_LOG"]), Path(os.environ["LDPSIM_TEST_FAULTS"])
     )
     plugin.setup(worker)
+    worker.plugins[plugin.name] = plugin  # its transitions seen, as a registered plugin's

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 import worker_hooks
-from conftest import computed, done_count
+from conftest import done_count
 
 from ldpsim.pipeline.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, main
 from ldpsim.pipeline.compute.clusters import connect
+from ldpsim.pipeline.compute.plan import store_token
 from ldpsim.pipeline.compute.signals import (
     Interrupted,
     check,
@@ -53,6 +54,19 @@ def start(store: Path, where: list[str], **environment: str) -> subprocess.Popen
     )
 
 
+def fetched(log: Path, store: Path) -> int:
+    """Tasks of ``store`` whose results the run fetched, as its workers saw them released
+    (tests/worker_hooks.py). A fixed 0.5 s after a worker had finished a replicate was
+    not always enough for the result to reach the driver: with the workers' task-finished
+    messages 1.5 s late (a delay injected in a preload), the Ctrl-C test kept 0
+    replicates and recorded no run, 2 of 2 tries, as the CI had (2026-12-02)."""
+    path = worker_hooks.fetched_log(log)
+    if not path.exists():
+        return 0
+    prefix = f"ldpsim-{store_token(store)}-"
+    return sum(line.startswith(prefix) for line in path.read_text().splitlines())
+
+
 def check_stopped(proc: subprocess.Popen, store: Path, name: str, code: int) -> int:
     out, err = proc.communicate(timeout=120)
     lines = err.strip().splitlines()
@@ -78,16 +92,15 @@ def test_sigterm_writes_finished_results_and_releases_the_lock(
     store = tmp_path / "term.zarr"
     proc = start(store, ["--scheduler", local_cluster.scheduler_address])
     deadline = time.monotonic() + 60
-    # A worker starts its third replicate once one of its first two is done. The tasks
+    # A finished result has reached the driver, which holds it (no write yet). The tasks
     # start while the store is created: a signal before it exists finds nowhere to keep
     # their results (and stops the creation).
     created = store / "zarr.json"
     while (
-        len(computed(cluster_files["compute_log"], store)) < 4 or not created.exists()
+        fetched(cluster_files["compute_log"], store) < 1 or not created.exists()
     ) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
-    time.sleep(0.5)  # the finished result reaches the driver, which holds it (no write yet)
     os.kill(proc.pid, signal.SIGTERM)
     kept = check_stopped(proc, store, "SIGTERM", EXIT_TERMINATED)
     assert 0 < kept < 200
@@ -108,11 +121,10 @@ def test_ctrl_c_reaches_the_local_workers_quietly(tmp_path):
     }
     proc = start(store, ["--workers", "1", *hooks], **environment)
     deadline = time.monotonic() + 60
-    # Its one worker thread starts a second replicate once the first is done.
-    while len(computed(log, store)) < 2 and time.monotonic() < deadline:
+    # A finished result has reached the driver, which holds it (no write yet).
+    while fetched(log, store) < 1 and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
-    time.sleep(0.5)  # the finished result reaches the driver, which holds it (no write yet)
     os.killpg(proc.pid, signal.SIGINT)
     kept = check_stopped(proc, store, "SIGINT", EXIT_INTERRUPTED)
     assert 0 < kept < 200
