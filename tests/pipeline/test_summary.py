@@ -19,6 +19,7 @@ from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.summary.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.table_layouts import latex_table, markdown_table, text_table
 from ldpsim.pipeline.summary.tables import (
     ERROR_FIELDS,
     RECORD_FIELDS,
@@ -401,6 +402,66 @@ def test_latex_table(summary):
     assert r"$\tau$ & coord & method &  & $n = 10^{2}$ & $n = 10^{4}$ \\" in tex
     assert r"0.5 & coord 0 & bb & cover & 0.829 (0.064)$^{*}$ & 0.829 (0.064)$^{*}$ \\" in tex
     assert tex.count(r"\\") == 1 + 16
+
+
+# Three row levels (a compare table's tau, coord and statistic): two tau groups whose inner
+# levels repeat; the outer level's change shows every level again.
+LAYOUT_ROWS = [
+    (["0.5", "coord 0", "cover"], ["0.90", "0.91"]),
+    (["0.5", "coord 0", "length"], ["0.20", "0.02"]),
+    (["0.9", "coord 0", "cover"], ["0.88", "-"]),
+]
+
+
+def test_text_table_layout():
+    text = text_table("cap", ["tau", "coord", ""], ["n = 1e2", "n = 1e4"], LAYOUT_ROWS, "note")
+    rule = "-" * len("tau  coord            n = 1e2  n = 1e4")  # as wide as the header
+    assert text == (
+        "cap\n"
+        f"{rule}\n"
+        "tau  coord            n = 1e2  n = 1e4\n"
+        f"{rule}\n"
+        "0.5  coord 0  cover      0.90     0.91\n"
+        "              length     0.20     0.02\n"
+        "0.9  coord 0  cover      0.88        -\n"
+        f"{rule}\n"
+        "note\n"
+    )
+
+
+def test_markdown_table_layout():
+    md = markdown_table("cap", ["tau", "coord", ""], ["n = 1e2", "n = 1e4"], LAYOUT_ROWS, "note")
+    assert md == (
+        "**cap**\n\n"
+        "| tau | coord |  | n = 1e2 | n = 1e4 |\n"
+        "|:--|:--|:--|--:|--:|\n"
+        "| 0.5 | coord 0 | cover | 0.90 | 0.91 |\n"
+        "|  |  | length | 0.20 | 0.02 |\n"
+        "| 0.9 | coord 0 | cover | 0.88 | - |\n"
+        "\nnote\n"
+    )
+
+
+def test_latex_table_layout():
+    # A rule between the groups of the outermost level, with three levels or more.
+    tex = latex_table("cap", ["tau", "coord", ""], ["n = 1e2", "n = 1e4"], LAYOUT_ROWS, "note")
+    body = tex.split("\\begin{tabular}{lllrr}\n", 1)[1]
+    assert body == (
+        "\\hline\n"
+        "tau & coord &  & n = 1e2 & n = 1e4 \\\\\n"
+        "\\hline\n"
+        "0.5 & coord 0 & cover & 0.90 & 0.91 \\\\\n"
+        " &  & length & 0.20 & 0.02 \\\\\n"
+        "\\hline\n"
+        "0.9 & coord 0 & cover & 0.88 & - \\\\\n"
+        "\\hline\n"
+        "\\end{tabular}\n"
+        "\\par\\footnotesize note\n"
+        "\\end{table}\n"
+    )
+    # Two levels (checkpoint, method): no rules between the groups.
+    two = latex_table("cap", ["checkpoint", "method"], ["cover"], [(["1", "bb"], ["0.9"])] * 2)
+    assert two.count("\\hline") == 3
 
 
 def test_latex_captions_are_escaped_once(store):
