@@ -460,7 +460,8 @@ def test_latex_table_layout():
         "\\end{table}\n"
     )
     # Two levels (checkpoint, method): no rules between the groups.
-    two = latex_table("cap", ["checkpoint", "method"], ["cover"], [(["1", "bb"], ["0.9"])] * 2)
+    rows = [(["1", "bb"], ["0.9"]), (["2", "bb"], ["0.8"])]
+    two = latex_table("cap", ["checkpoint", "method"], ["cover"], rows)
     assert two.count("\\hline") == 3
 
 
