@@ -9,9 +9,11 @@ import sys
 import numpy as np
 import pytest
 import synthetic as syn
+import xarray as xr
 
 from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FORMATS, main
 from ldpsim.pipeline.summary.tables import TABLE_FORMATS
+from ldpsim.pipeline.summary.timings import median_per_point, timing_line, timing_summary
 
 
 def test_summarize_offers_every_table_format():
@@ -81,6 +83,41 @@ def test_status_shows_median_seconds(tmp_path, capsys):
     assert "median seconds per replicate: 0.5 (108 replicates, 54 s in all)" in out
     assert "per method: bb 0.125, oracle 0.25" in out
     assert "tau = 0.9, n = 1e4: 0/40 done, 0 failed, median n/a s per replicate" in out
+
+
+def test_timings_count_the_done_replicates_only():
+    # Replicate 3 is not done (its seconds are left out); replicate 2 is done without bb's
+    # seconds at either checkpoint (left out of bb's median, not a 0); the checkpoints'
+    # seconds of a replicate are summed; the median is a median (a mean would be 3).
+    nan = np.nan
+    bb = [[0.5, 1.0, nan, 50.0], [0.25, 1.0, nan, 50.0]]  # checkpoint x rep
+    ds = xr.Dataset(
+        {
+            "done": (("point", "rep"), [[True, True, True, False]]),
+            "seconds": (("point", "rep"), [[1.0, 2.0, 6.0, 100.0]]),
+            "method_seconds": (
+                ("point", "method", "checkpoint", "rep"),
+                [[bb, [[nan] * 4] * 2]],
+            ),
+        },
+        coords={"method": ["bb", "oracle"]},
+    )
+    timing = timing_summary(ds)
+    assert (timing["replicates"], timing["median"], timing["total"]) == (3, 2.0, 9.0)
+    assert timing["per_method"]["bb"] == 1.375 and timing["per_method_total"]["bb"] == 2.75
+    assert np.isnan(timing["per_method"]["oracle"])
+    assert median_per_point(ds).tolist() == [2.0]
+    assert timing_line(ds) == (
+        "median seconds per replicate: 2 (3 replicates, 9 s in all); per method: "
+        "bb 1.38, oracle n/a"
+    )
+    # A store of before method_seconds, and one of before seconds.
+    assert timing_line(ds.drop_vars("method_seconds")).endswith(
+        "; per method: not recorded in this store"
+    )
+    assert timing_line(ds.drop_vars("seconds")) == (
+        "median seconds per replicate: no replicate done"
+    )
 
 
 @pytest.mark.parametrize(
