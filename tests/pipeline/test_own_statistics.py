@@ -178,6 +178,10 @@ def test_a_statistic_that_raises_is_one_input_error_naming_it(store):
         ({"coverage": lower_cover}, InputError, "the summary's 'coverage'"),
         ({"tau": lower_cover}, InputError, "the summary's 'tau'"),
         ({"a": lower_cover, "a_se": lower_cover}, InputError, "the summary's 'a_se'"),
+        # A field of the records and of a comparison's, a dimension the store lacks.
+        ({"n_replicates": lower_cover}, InputError, "the summary's 'n_replicates'"),
+        ({"coverage_diff": lower_cover}, InputError, "the summary's 'coverage_diff'"),
+        ({"checkpoint": lower_cover}, InputError, "the summary's 'checkpoint'"),
         ({"2x": lower_cover}, InputError, "not a valid name"),
         ({"x": 1.0}, api.InputTypeError, "must be a function of a Cell"),
         ([lower_cover], api.InputTypeError, "must be a mapping"),
