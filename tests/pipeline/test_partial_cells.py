@@ -183,3 +183,11 @@ def test_a_method_pending_in_every_done_replicate_is_marked(complete):
     marked = partial(summary, "coverage")
     assert marked.sel(cell).all() and not marked.sel({"method": "bb"}).any()
     assert not partial(complete, "coverage").any()
+
+
+def test_a_mask_along_one_axis_keeps_its_coordinate(with_failure):
+    # The mean squared error of a summary with one grid axis: the mask's one dimension
+    # is its coordinate's, which it keeps (a cell is found by its label, not position).
+    mask = partial(with_failure.isel(tau=0), "mse")
+    assert mask.dims == ("n",) and mask["n"].values.tolist() == syn.NS
+    assert not mask.sel(n=syn.NS[0])
