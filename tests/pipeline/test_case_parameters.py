@@ -278,3 +278,25 @@ def test_missing_values_in_coordinates():
     assert coords["case_mechanism"].values.tolist() == ["laplace", "-", "gaussian"]
     assert coords["case_budget_range"].values.tolist() == ["-", "-", "[1.0, 2.0]"]
     assert math.isnan(coords["case_delta"].values[0])
+
+
+def test_the_types_of_the_coordinates():
+    # Integers one case leaves unset are floats with NaN; bools all set are bools, and
+    # text where one is unset (not a False); other values are JSON text.
+    sweep = json.loads(case_sweep().to_json())
+    first, _, third = (sweep["cases"][label] for label in LABELS)
+    first.update(clip=3, flag=True, shuffle=True, names=["a", "b"])
+    third.update(clip=5, flag=False, shuffle=False)
+    sweep["cases"][LABELS[1]]["flag"] = True
+    ds = xr.Dataset(coords={"case": np.array(LABELS, dtype=object)})
+    ds.attrs["sweep"] = json.dumps(sweep)
+    coords = case_coords(ds)
+    assert coords["case_d"].dtype == np.int64
+    assert np.array_equal(coords["case_clip"].values, [3.0, math.nan, 5.0], equal_nan=True)
+    assert coords["case_flag"].dtype == bool
+    assert coords["case_flag"].values.tolist() == [True, True, False]
+    assert coords["case_shuffle"].values.tolist() == ["true", "-", "false"]
+    assert coords["case_names"].values.tolist() == ['["a", "b"]', "-", "-"]
+    # A case on the axis that the sweep does not define: no parameters, no error.
+    other = ds.assign_coords(case=np.array([*LABELS[:2], "other"], dtype=object))
+    assert case_parameters(other) == {} and case_coords(other) == {}
