@@ -16,7 +16,7 @@ from scipy.stats import binom, norm
 from ldpsim.pipeline.formatting import cell_text
 from ldpsim.pipeline.report.plots import _bar_figures, _diagnostics_figure, _line_figures
 from ldpsim.pipeline.report.report import result_tables, store_facts
-from ldpsim.pipeline.summary.nominal_claims import FLAG_Z, false_flag_rate, null_se
+from ldpsim.pipeline.summary.nominal_claims import FLAG_Z, departs, false_flag_rate, null_se
 from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.summary.tables import DEPARTURE_MARK, coverage_cell, format_table
 from ldpsim.pipeline.sweep import note_overrides
@@ -366,3 +366,14 @@ def test_the_false_flag_rates_the_module_states(replicates, rate):
     flagged = np.abs(k / replicates - 0.9) > FLAG_Z * np.sqrt(0.09 / replicates)
     exact = binom.pmf(k[flagged], replicates, 0.9).sum()
     assert false_flag_rate(replicates, 0.9) == pytest.approx(exact, rel=1e-9)
+
+
+def test_no_replicate_gives_no_standard_error_and_no_flag():
+    # R = 0: NaN, not the infinite sqrt(q (1 - q) / 0); a cell without replicates or
+    # without a coverage is not flagged.
+    assert np.isnan(null_se(0.9, np.array([0, -1]))).all()
+    assert departs(np.array([0.5, np.nan, 0.5]), np.array([0, 40, 40]), 0.9).tolist() == [
+        False,
+        False,
+        True,
+    ]
