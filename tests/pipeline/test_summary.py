@@ -18,6 +18,7 @@ from scipy.stats import norm
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.summary.diagnostics import DIAGNOSTIC_FIELDS
+from ldpsim.pipeline.summary.records import coord_mean_records, json_value, render_records
 from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.summary.table_layouts import latex_table, markdown_table, text_table
 from ldpsim.pipeline.summary.tables import (
@@ -584,6 +585,22 @@ def test_infinite_grid_value_in_json(store):
     data = json.loads(format_table(s, "json"))
     assert {r["tau"] for r in data} == {0.5, "inf"}
     assert records(s)[-1]["tau"] == math.inf
+
+
+def test_records_of_the_coordinate_means_and_their_edges(summary):
+    recs = coord_mean_records(summary)
+    assert len(recs) == 2 * 2 * 2  # tau x n x method
+    first = recs[0]
+    assert list(first)[:3] == ["tau", "n", "method"] and list(first)[-1] == "n_replicates"
+    z = float(summary["joint_coverage_z"].sel({"tau": 0.5, "n": 100, "method": "bb"}))
+    assert first["joint_coverage_z"] == z and first["n_replicates"] == syn.REPS
+    # A summary without its replicates (as an older one): n_replicates is unknown, not 0.
+    unknown = summary.copy()
+    unknown.attrs = {k: v for k, v in summary.attrs.items() if k != "replicates"}
+    assert {r["n_replicates"] for r in records(unknown)} == {None}
+    # Strict JSON has no Infinity, either sign; no record is a CSV of its header.
+    assert (json_value(math.inf), json_value(-math.inf), json_value(1.0)) == ("inf", "-inf", 1.0)
+    assert render_records([], "csv", ["tau", "coverage"]) == "tau,coverage\n"
 
 
 def test_level_as_grid_axis(store):
