@@ -492,6 +492,36 @@ def test_pending_added_methods_are_counted_over_the_sweeps_replicates_only(added
     assert counts == {4: 6, 2: 2}  # rep 1 of each tau only, for the sweep of 2
 
 
+def test_pending_added_methods_are_refused_on_replicates_of_another_model_code(
+    added_store, tmp_path
+):
+    # A run that adds no method but resumes an interrupted addition runs the chains
+    # again as well: refused where their model's code changed since (a mutation hunt,
+    # h15b: the pending methods left out of check_chain_code passed every test).
+    from ldpsim.pipeline.compute.added_methods import check_chain_code
+    from ldpsim.pipeline.errors import InputError
+    from ldpsim.pipeline.store.code_identity import sweep_units
+
+    store = interrupted_addition(added_store, tmp_path / "S.zarr")
+    sweep = api.load_sweep(_tables(STORED + ADDED), name="more")
+    units = sweep_units(sweep)
+    generations = json.loads(read_attrs(store)["units"])
+    key = "model:quantile"
+    old = {**generations[0], key: {**generations[0][key], "source_sha256": "0" * 64}}
+    edit_root_attrs(store, units=json.dumps([old, *generations], sort_keys=True))
+    before = tree_hash(store)
+    with pytest.raises(InputError) as info:
+        check_chain_code(store, sweep, [], units)
+    message = str(info.value)
+    assert "interval methods 'bb_basic', 'sn'" in message and "tau = 0.5" in message
+    assert "source 00000000 ->" in message and tree_hash(store) == before
+    # Nothing pending: nothing runs a chain again, nothing to refuse.
+    done = tmp_path / "done.zarr"
+    shutil.copytree(added_store, done)
+    edit_root_attrs(done, units=json.dumps([old, *generations], sort_keys=True))
+    check_chain_code(done, sweep, [], units)
+
+
 def test_lost_added_method_tasks_are_not_counted_as_computed(
     stores, local_cluster, tmp_path, monkeypatch
 ):
