@@ -682,6 +682,29 @@ def test_the_comparisons_line_names_what_the_store_records_of_the_code():
     )
 
 
+def test_the_code_version_running_now_is_found_by_source_the_latest_first():
+    # The store's generations of units (code versions) against this process's sources:
+    # a store that another ldpsim release wrote from the same sources runs as its own
+    # version; of two versions with this grid point's sources, the latest is named.
+    from ldpsim.pipeline.compute.replay import _current_version
+    from ldpsim.pipeline.store.code_identity import spec_units, unit_origin
+
+    sweep = api.load_sweep("demo", replicates=1, grid__n=[1000], grid__tau=[0.5])
+    spec = sweep.points()[0].normalized
+    now = {key: unit_origin(cls) for key, cls in spec_units(spec).items()}
+    released = {key: {**origin, "version": "0.0.1"} for key, origin in now.items()}
+    other = {"origin": "ldpsim", "version": "0.0.1", "source_sha256": "0" * 64}
+    changed = {**now, "model:quantile": other}
+
+    def current(*generations):
+        return _current_version({"units": json.dumps(list(generations))}, spec)
+
+    assert current(released) == (1, 0)
+    assert current(now, {**now, "mechanism:laplace": other}) == (2, 1)
+    assert current(now, changed) == (2, 0) and current(changed, now) == (2, 1)
+    assert current(changed) == (1, None) and current() == (0, None)
+
+
 SCRIPT = """
 import sys
 
