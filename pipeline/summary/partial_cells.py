@@ -184,10 +184,11 @@ def _fewer(summary: xr.Dataset, stat: str) -> xr.Variable:
 
 def _pending_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     """The replicates that lack a cell's method (:func:`ldpsim.pipeline.store.pending.
-    pending_cells`) shaped ``like`` (a statistic without a method axis: any method's)."""
+    pending_cells`) shaped ``like``; none for a statistic without a method axis (the mean
+    squared errors of the estimate: no interval method computes them)."""
     pending = summary.variables["methods_pending"]
     if "method" not in like.dims and "method" in pending.dims:  # a comparison's has none
-        pending = pending.max("method")
+        pending = xr.zeros_like(pending.isel(method=0))
     return _shaped(pending, like)
 
 
