@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ldpsim.pipeline.cost import (
+    BB_NS_PER_MULTIPLIER,
+    INTERVAL_SECONDS,
     LONG_RUN_SECONDS,
+    REPLICATE_OVERHEAD_S,
     STEP_NS_D1,
     STEP_NS_D4,
     competitor_seconds,
@@ -14,7 +17,7 @@ from ldpsim.pipeline.cost import (
     step_seconds,
     sweep_seconds,
 )
-from ldpsim.pipeline.sweep import load_sweep
+from ldpsim.pipeline.sweep import Sweep, load_sweep
 
 
 def test_the_measured_models_get_their_measured_step_time():
@@ -56,6 +59,44 @@ def test_the_sweep_sum_counts_every_point_replicate_and_batch():
     assert steps == pytest.approx(3 * 2 * (1000 + 3000) * step_seconds(1))
 
 
+def test_a_replicate_costs_its_steps_intervals_bootstrap_and_overhead():
+    # sparse_mean at d = 2 (sparse gradients, but at most d = 4: the measured line),
+    # batch 2, two checkpoints, two bb of B = 200 and 100 (each its multipliers per
+    # coordinate at each checkpoint), the oracle.
+    tables = {
+        "replicates": 1,
+        "seed": 1,
+        "spec": {
+            "model": "sparse_mean",
+            "d": 2,
+            "sparsity": 1,
+            "mechanism": "laplace",
+            "eps": 1.0,
+            "n": 1000,
+            "batch": 2,
+            "checkpoints": [100, 1000],
+            "level": 0.9,
+        },
+        "methods": {"bb": {"B": 200}, "bb_small": {"method": "bb", "B": 100}, "oracle": {}},
+    }
+    spec = Sweep.from_dict(tables, name="cost").points()[0].normalized
+    bootstrap = (200 + 100) * 2 * BB_NS_PER_MULTIPLIER * 1e-9
+    expected = (
+        2000 * step_seconds(2, sparse=False)
+        + 2 * (INTERVAL_SECONDS + bootstrap)
+        + REPLICATE_OVERHEAD_S
+    )
+    assert replicate_seconds(spec) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_competitors_work_grows_with_the_batch():
+    overrides = ["grid.n=[1000000]", "grid.eps=[1.0]", 'grid.case=["mean"]']
+    for name in ("price-of-privacy", "remedies-nprr"):
+        one = load_sweep(name, overrides, 1).points()[0].normalized
+        two = load_sweep(name, [*overrides, "batch=2"], 1).points()[0].normalized
+        assert competitor_seconds(two) == pytest.approx(2 * competitor_seconds(one)), name
+
+
 def test_shipped_sweeps_are_under_a_day_and_n_1e15_is_over():
     for name in ("demo", "paper-table1", "paper-table2", "paper-figure1"):
         assert sweep_seconds(load_sweep(name)) < LONG_RUN_SECONDS, name
@@ -64,7 +105,15 @@ def test_shipped_sweeps_are_under_a_day_and_n_1e15_is_over():
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0.5, "0.5 s"), (42, "42 s"), (90, "1.5 min"), (7200, "2 h"), (86_400 * 148, "148 days")],
+    [
+        (0.5, "0.5 s"),
+        (42, "42 s"),
+        (60, "1 min"),
+        (90, "1.5 min"),
+        (3600, "1 h"),
+        (7200, "2 h"),
+        (86_400 * 148, "148 days"),
+    ],
 )
 def test_duration_text(seconds, text):
     assert duration_text(seconds) == text
