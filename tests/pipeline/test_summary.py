@@ -16,6 +16,13 @@ import xarray as xr
 from scipy.stats import norm
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.formatting import (
+    count_text,
+    format_number,
+    named_text,
+    parameter_text,
+    sample_size_text,
+)
 from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.summary.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.summary.records import coord_mean_records, json_value, render_records
@@ -577,6 +584,29 @@ def test_axis_labels():
     assert axis_labels([100, 500], "text") == ["100", "500"]
     assert axis_labels([0.5, 0.9, math.inf], "text") == ["0.5", "0.9", "inf"]
     assert axis_labels(["bb_rad"], "latex") == [r"bb\_rad"]
+    assert axis_labels([-math.inf, 0.5, math.inf], "latex") == ["-inf", "0.5", r"$\infty$"]
+
+
+def test_sample_sizes_counts_and_parameters_as_cells():
+    # The sample_size_text docstring's examples; below 1000 in full.
+    texts = [sample_size_text(v) for v in (50000.0, 100000, 250000, 123456, 500, 100.0)]
+    assert texts == ["5e4", "1e5", "2.5e5", "123456", "500", "100"]
+    assert count_text(5682.0) == "5,682" and count_text(math.nan) == "n/a"
+    # g would print 0.9999999 as 1: every digit then.
+    assert (format_number(0.9), format_number(1e6), format_number(0.9999999)) == (
+        "0.9",
+        "1e+06",
+        "0.9999999",
+    )
+    assert named_text("n", 50000, "text") == "5e4" and named_text("n", True, "text") == "true"
+    assert [parameter_text(v, "text") for v in (None, True, False, 2.0, 1000)] == [
+        "-",
+        "true",
+        "false",
+        "2",
+        "1000",
+    ]
+    assert parameter_text([1.0, "a_b", -math.inf], "latex") == r"[1, a\_b, -inf]"
 
 
 def test_infinite_grid_value_in_json(store):
