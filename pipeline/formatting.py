@@ -228,6 +228,11 @@ _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    # In text mode with pdflatex's default font encoding (OT1) these print as other
+    # glyphs: "|" as a dash, "<" and ">" as inverted exclamation and question marks.
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
 }
 
 

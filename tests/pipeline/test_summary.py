@@ -681,6 +681,10 @@ def test_latex_escapes_every_special_character_of_a_label():
 
     assert latex_escape("a^b~c\\d") == r"a\textasciicircum{}b\textasciitilde{}c\textbackslash{}d"
     assert latex_escape("50%_&$#{x}") == r"50\%\_\&\$\#\{x\}"
+    # Text-mode '|', '<' and '>' printed as a dash and inverted marks with pdflatex's
+    # default font encoding (OT1): the departure note's "|coverage - 0.9| > 1.96 ..."
+    # among them (a mutation hunt, h15b; pdflatex set it as "—coverage - 0.9— ¿ 1.96").
+    assert latex_escape("|x| < 1 > 0") == r"\textbar{}x\textbar{} \textless{} 1 \textgreater{} 0"
 
 
 def test_a_bound_at_theta_star_covers(store, summary):
