@@ -73,12 +73,6 @@ def method_claims(ds: xr.Dataset) -> dict[str, Claim]:
     return {str(m): "joint" if str(m) in bands else "coordinate" for m in ds["method"].values}
 
 
-def claims(ds: xr.Dataset, method: str, statistic: str) -> bool:
-    """Whether ``statistic`` (a key of :data:`CLAIM_OF`) is ``method``'s nominal claim,
-    the only coverage it is flagged on (:func:`method_claims`)."""
-    return method_claims(ds).get(method, "coordinate") == CLAIM_OF[statistic]
-
-
 def null_se(level: float | np.ndarray, count: float | np.ndarray) -> np.ndarray:
     """The standard error of a coverage from ``count`` replicates when the true coverage
     is ``level``: sqrt(level (1 - level) / count); NaN where count <= 0."""
@@ -144,13 +138,3 @@ def false_flag_rate(replicates: int, level: float) -> float:
         + xlog1py(replicates - flagged, -level)
     )
     return float(np.exp(log_pmf).sum())
-
-
-def rule_text(level_text: str) -> str:
-    """The rule in words, for captions, footnotes and the report's How to read."""
-    return (
-        f"more than {FLAG_Z:.2f} standard errors from the method's nominal claim, with the "
-        f"standard error a coverage of exactly {level_text} would have, "
-        f"sqrt(q (1 - q) / R) for q = {level_text} (a two-sided test at "
-        f"{100 * FLAG_SIZE:g}% of coverage = {level_text})"
-    )

@@ -181,13 +181,6 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def records_table(summary: xr.Dataset, fmt: str, coord_means: bool) -> str:
-    """The ``json`` or ``csv`` table of the records (of the coordinate means)."""
-    recs = coord_mean_records(summary) if coord_means else records(summary)
-    empty_fields = [*(COORD_MEAN_RECORD_FIELDS if coord_means else RECORD_FIELDS), "n_replicates"]
-    return render_records(recs, fmt, empty_fields)
-
-
 def render_records(recs: list[dict[str, Any]], fmt: str, empty_fields: Sequence[str] = ()) -> str:
     """Records as JSON (a list of objects, NaN as null, inf as "inf") or CSV.
 

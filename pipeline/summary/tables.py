@@ -500,7 +500,7 @@ def table_rows(
     :data:`COVERAGE_COUNTS` are written by :func:`coverage_cell` (Wilson's interval at 0
     and 1), and a departure from the level (the grid point's, where ``level`` is a grid
     axis) of a method's nominal claim
-    (:func:`~ldpsim.pipeline.summary.nominal_claims.claims`) ends in the format's
+    (:func:`~ldpsim.pipeline.summary.nominal_claims.method_claims`) ends in the format's
     :data:`DEPARTURE_MARKS`.
     """
     axes = grid_axes(summary)
