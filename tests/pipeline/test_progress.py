@@ -160,3 +160,65 @@ def test_a_run_of_fewer_replicates_than_its_store_plans_only_its_own(tmp_path):
     work, already = plan_layout(sweep, layout, tmp_path / "demo.zarr")
     assert already == 0 and max(rep for w in work for rep in w.reps) == 69
     assert sum(len(w.reps) for w in work) == 2 * 70
+
+
+def _clock(monkeypatch, times):
+    """Make progress's ``time.monotonic`` return ``times`` in turn."""
+    ticks = iter(times)
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(monotonic=lambda: next(ticks)))
+
+
+def test_plain_eta_counts_from_the_first_finished_task(monkeypatch):
+    # The first task finishes 10 s in (the workers compiled the kernels): its ETA is that
+    # of the run so far, 30 s. The next finishes 2 s later: the rate since the first,
+    # one unit of cost in 2 s, leaves 2 units for 4 s. Counting the first task's cost in
+    # that rate (2 s), its compilation (24 s), or the whole cost (6 s) passed the tests
+    # (a mutation hunt, h15d); so did an infinite or a 0 s first ETA.
+    monkeypatch.setattr(progress_module, "PLAIN_PROGRESS_EVERY", 0.0)
+    _clock(monkeypatch, [0.0, 10.0, 12.0, 16.0])
+    lines: list[str] = []
+    progress = Progress(reps=3, cost=4.0, log=lines.append)
+    progress.update(1, 1.0)
+    progress.update(1, 1.0)
+    progress.update(1, 2.0)
+    assert lines == [
+        "progress: 1/3 replicates, 25.0% of the work, ETA 30 s",
+        "progress: 2/3 replicates, 50.0% of the work, ETA 4 s",
+        "progress: 3/3 replicates, 100.0% of the work, ETA 0 s",
+    ]
+
+
+def test_a_plain_line_every_few_seconds_and_at_the_end(monkeypatch):
+    # PLAIN_PROGRESS_EVERY = 10 s: a line at 10 s exactly, none 5 s later, and one when
+    # the last replicate is in, however soon. Late tasks are shown on their own line
+    # only 10 s after the last line, and a wait with none late prints nothing.
+    _clock(monkeypatch, [0.0, 1.0, 10.0, 15.0, 16.0, 21.0, 22.0, 23.0])
+    lines: list[str] = []
+    progress = Progress(reps=4, cost=4.0, log=lines.append)
+    progress.update(1, 1.0)  # 1 s
+    progress.update(1, 1.0)  # 10 s
+    progress.update(1, 1.0)  # 15 s
+    progress.note_late("1 task late: tcp://w")  # 16 s
+    assert [line.partition(",")[0] for line in lines] == ["progress: 2/4 replicates"]
+    progress.note_late("")  # 21 s
+    assert len(lines) == 1
+    progress.note_late("1 task late: tcp://w")  # 22 s
+    assert len(lines) == 2 and lines[1].startswith("progress: 3/4 replicates, 75.0%")
+    assert lines[1].endswith("; 1 task late: tcp://w")
+    progress.update(1, 1.0)  # 23 s
+    assert len(lines) == 3 and lines[2].startswith("progress: 4/4 replicates, 100.0%")
+    assert lines[2].endswith("; 1 task late: tcp://w")
+
+
+def test_a_bar_counts_the_work_shows_late_tasks_and_stops_where_the_run_stopped(capsys):
+    progress = Progress(reps=3, cost=4.0, log=print, mode="bar")
+    bar = progress.bar
+    progress.update(1, 1.5)
+    assert bar.n == 1.5 and bar.postfix == "1/3 rep"
+    progress.note_late("1 task late: tcp://w")
+    assert bar.postfix == "1/3 rep, 1 task late: tcp://w"
+    progress.note_late("")
+    assert bar.postfix == "1/3 rep"
+    progress.close()  # a stopped run: the bar keeps its share, not 100%
+    assert bar.n == 1.5
+    assert "100%" not in capsys.readouterr().err
