@@ -116,16 +116,17 @@ def group_failures(records: Iterable[dict[str, Any]]) -> list[FailureGroup]:
 
 
 def _grid_order(record: dict[str, Any]) -> tuple:
-    """A failure record's place: its chunk key's grid position and chunk, then its
-    replicate; a key that is no chunk key after every one that is."""
+    """A failure record's place: its chunk key's grid position and chunk (by number:
+    ``-c10`` after ``-c2``), then its replicate; a key that is no chunk key after every
+    one that is."""
     key = str(record.get("key"))
     match = CHUNK_KEY.fullmatch(key)
     rep = record.get("rep")
     rep = rep if isinstance(rep, int) and not isinstance(rep, bool) else -1
     if match is None:
-        return (1, (), key, rep)
+        return (1, (), 0, key, rep)
     index = tuple(int(i) for i in match["index"].split("-"))
-    return (0, index, key, rep)
+    return (0, index, int(match["chunk"]), key, rep)
 
 
 def rep_ranges(reps: Iterable[int]) -> str:

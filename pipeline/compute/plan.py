@@ -31,7 +31,7 @@ KEY_SUFFIX = "-methods"
 #: A chunk's key: the store's token, the grid point's position along each axis, the
 #: chunk, and :data:`KEY_SUFFIX` for added methods.
 CHUNK_KEY = re.compile(
-    rf"ldpsim-[0-9a-f]+-(?P<index>\d+(?:-\d+)*)-c\d+(?:{re.escape(KEY_SUFFIX)})?"
+    rf"ldpsim-[0-9a-f]+-(?P<index>\d+(?:-\d+)*)-c(?P<chunk>\d+)(?:{re.escape(KEY_SUFFIX)})?"
 )
 
 

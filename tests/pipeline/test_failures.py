@@ -103,6 +103,25 @@ def test_chained_failures_group_by_every_link():
     assert frames == split_traceback(quoted.replace("{}", "2"))[0] and "KeyError: 1" in message
 
 
+def test_a_grid_points_chunks_are_in_the_order_of_their_numbers():
+    # Two failures of one replicate each at one grid point, in chunks 2 and 10: the
+    # chunk of rep 25 first. The chunks were compared as strings, "-c10" before "-c2"
+    # (found by the h15d mutation hunt).
+    def record(rep: int, chunk: int, line: int) -> dict:
+        traceback = TRACEBACK.replace("line 3", f"line {line}")
+        return method_record(rep, f"ldpsim-ab12-0-c{chunk}", traceback)
+
+    groups = group_failures([record(105, 10, 9), record(25, 2, 3), record(7, 0, 4)])
+    assert [group.where for group in groups] == [
+        {"ldpsim-ab12-0-c0": [7]},
+        {"ldpsim-ab12-0-c2": [25]},
+        {"ldpsim-ab12-0-c10": [105]},
+    ]
+    # A key that is no chunk key comes after every one that is.
+    groups = group_failures([method_record(1, "n=100"), record(105, 10, 9)])
+    assert [group.where for group in groups] == [{"ldpsim-ab12-0-c10": [105]}, {"n=100": [1]}]
+
+
 def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
     store = tmp_path / "s.zarr"
     syn.save_store(syn.grid_store(), store)
