@@ -11,6 +11,7 @@ from ldpsim.pipeline.compute.failures import (
     GridNames,
     format_group,
     group_failures,
+    record_failures,
     rep_ranges,
     split_traceback,
 )
@@ -36,6 +37,7 @@ def method_record(rep: int, key: str, traceback: str = TRACEBACK) -> dict:
 def test_rep_ranges():
     assert rep_ranges([4, 0, 1, 2, 7, 9, 10]) == "0-2, 4, 7, 9-10"
     assert rep_ranges([3]) == "3"
+    assert rep_ranges([4, 3, 3]) == "3-4"  # a replicate met twice is named once
 
 
 def test_groups_by_kind_and_traceback():
@@ -120,6 +122,60 @@ def test_a_grid_points_chunks_are_in_the_order_of_their_numbers():
     # A key that is no chunk key comes after every one that is.
     groups = group_failures([method_record(1, "n=100"), record(105, 10, 9)])
     assert [group.where for group in groups] == [{"ldpsim-ab12-0-c10": [105]}, {"n=100": [1]}]
+
+
+def test_a_block_shows_its_count_seeds_first_parameters_and_traceback():
+    first = method_record(0, "n=100")
+    second = method_record(1, "n=100") | {"seed": 8, "spec": {"model": "quantile", "n": 9}}
+    one, two = (format_group(group_failures(records)[0]) for records in ([first], [first, second]))
+    assert one.splitlines()[0] == "--- 1 method flaky failure with this traceback (seed 7)"
+    assert two.splitlines()[:3] == [
+        "--- 2 method flaky failures with this traceback (seed 7, 8)",
+        "where: n=100: rep 0-1",
+        'parameters (the first): {"model": "quantile", "n": 100}',
+    ]
+    assert two.splitlines()[3:] == TRACEBACK.rstrip().splitlines()  # with its message
+
+
+def test_what_groups_failures_and_what_does_not():
+    # A failed replicate is grouped by its traceback, not by its one-line error.
+    def replicate(rep: int, line: int) -> dict:
+        traceback = TRACEBACK.replace("line 3", f"line {line}")
+        return {"key": "n=100", "rep": rep, "kind": "replicate", "traceback": traceback,
+                "error": "ZeroDivisionError: x"}  # fmt: skip
+
+    groups = group_failures([replicate(0, 3), replicate(1, 4)])
+    assert [group.traceback for group in groups] == [
+        TRACEBACK.replace("line 3", f"line {line}") for line in (3, 4)
+    ]
+    # A method record without its methods (not one ldpsim writes) is one failure.
+    assert record_failures({"kind": "method", "error": "E: e"}) == [("method", "E: e")]
+    # A message left out ("raise ZeroDivisionError") is the same failure.
+    bare = TRACEBACK.replace("ZeroDivisionError: x", "ZeroDivisionError")
+    assert split_traceback(bare)[0] == split_traceback(TRACEBACK)[0]
+    # A traceback cut before its exception line is keyed on all it has.
+    cut = TRACEBACK.rpartition("\nZeroDivisionError")[0]
+    assert split_traceback(cut) == (cut, "")
+    # Chains differ in how their links are joined; each link's message is kept.
+    first = TRACEBACK.replace("ZeroDivisionError: x", "KeyError: 'k'")
+    during = "\nDuring handling of the above exception, another exception occurred:\n\n"
+    cause = "\nThe above exception was the direct cause of the following exception:\n\n"
+    assert split_traceback(first + during + TRACEBACK)[1] == "KeyError: 'k'\nZeroDivisionError: x"
+    assert (
+        split_traceback(first + during + TRACEBACK)[0]
+        != (split_traceback(first + cause + TRACEBACK)[0])
+    )
+
+
+def test_a_key_that_names_no_grid_point_is_shown_as_it_is():
+    names = GridNames.of({"tau": [0.5, 0.9], "n": [100]})
+    assert names.name_of_key("ldpsim-ab12-1-0-c3") == "tau = 0.9, n = 100"
+    for key in ("ldpsim-ab12-1-c3", "ldpsim-ab12-1-0-0-c3", "ldpsim-ab12-2-0-c3"):
+        assert names.name_of_key(key) == key
+    # A sweep without grid axes: its chunk keys say "0".
+    bare = GridNames.of({})
+    assert bare.name_of_key("ldpsim-ab12-0-c3") == "the grid point"
+    assert bare.name_of_key("ldpsim-ab12-1-c3") == "ldpsim-ab12-1-c3"
 
 
 def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
