@@ -624,7 +624,7 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
         value = options["memory_limit"]
         try:
             limit = parse_memory_limit(value, 1, logger=_SILENT)
-        except (TypeError, ValueError):
+        except Exception:  # also OverflowError (.inf): any error is a bad value
             limit = -1
         if isinstance(value, bool) or (limit is not None and limit < 0):
             raise InputError(
@@ -636,7 +636,7 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
         value = options["dashboard_address"]
         try:
             ports = [a["port"] for a in clean_dashboard_address(value)]
-        except (TypeError, ValueError):
+        except Exception:  # also UnboundLocalError ("host:", a mapping): a bad value
             ports = [-1]
         if isinstance(value, bool) or not all(0 <= int(p) <= 65535 for p in ports):
             raise InputError(

@@ -403,6 +403,8 @@ def test_a_closed_pipe_ends_quietly(finished):
         ("kind: slurm\nscale: {jobs: two}\n", ["'scale'", "Got jobs: 'two'"]),
         ("kind: pbs\nscale: {jobs: 2, nodes: 1}\n", ["'scale'", "'nodes': 1"]),
         ("kind: local\nscale: {jobs: 2}\n", ["'scale'", "batch clusters", "--workers"]),
+        ("kind: slurm\nscale: {jobs: true}\n", ["'scale'", "Got jobs: True"]),
+        ("kind: slurm\nadapt: {minimum_jobs: -1, maximum_jobs: 2}\n", ["Got minimum_jobs: -1"]),
     ],
 )
 def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
@@ -426,6 +428,11 @@ def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finish
         (b"kind: local # Z\xfcrich\n", ["not UTF-8 text", "save it as UTF-8"]),
         ("kind: local\nkind: slurm\n", ["not valid YAML", "the key 'kind' is given twice"]),
         ("kind: local\n? [a, b]\n: 1\n", ["not valid YAML", "unhashable key"]),
+        ("5\n", ["must be a mapping with keys"]),
+        ("kind: local\noptions: 5\n", ["'options'", "must be a mapping"]),
+        # distributed's parsers raised other errors than ValueError: a traceback (h15d)
+        ("kind: local\noptions: {dashboard_address: {a: 1}}\n", ["Got {'a': 1}"]),
+        ("kind: local\noptions: {memory_limit: .inf}\n", ["'memory_limit'", "Got inf"]),
     ],
 )
 def test_bad_values_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
@@ -445,6 +452,17 @@ def test_a_cluster_file_may_merge_a_mapping_and_override_a_merged_key(tmp_path):
     assert load_cluster_config(str(path))["options"] == {"n_workers": 2, "processes": True}
 
 
+def test_scaling_at_its_bounds_is_accepted(tmp_path):
+    path = tmp_path / "batch.yaml"
+    for text in (
+        "kind: slurm\nscale: {jobs: 1}\n",
+        "kind: slurm\nadapt: {minimum_jobs: 0, maximum_jobs: 1}\n",
+        "kind: pbs\nadapt: {minimum_jobs: 3, maximum_jobs: 3}\n",
+    ):
+        path.write_text(text)
+        assert load_cluster_config(str(path))["kind"] in ("slurm", "pbs")
+
+
 def test_a_cluster_path_is_the_users_file_and_an_empty_one_is_refused(
     tmp_path, finished, capsys, monkeypatch
 ):
@@ -462,6 +480,10 @@ def test_a_cluster_path_is_the_users_file_and_an_empty_one_is_refused(
     one_line(capsys, main([*argv, *walltime]), ["'walltime'", "Got 14400"])
     processes = ["--cluster", "slurm", "--cluster-option", "processes=2"]  # the file: cores 1
     one_line(capsys, main([*argv, *processes]), ["processes: 2 > cores: 1"])
+    # YAML reads "host:" as a mapping, which distributed's parser met with an
+    # UnboundLocalError: a traceback and exit code 1 (h15d).
+    dashboard = ["--cluster", "local", "--cluster-option", "dashboard_address=host:"]
+    one_line(capsys, main([*argv, *dashboard]), ["'dashboard_address'", "Got {'host': None}"])
     assert tree_hash(finished["store"]) == before
 
 
