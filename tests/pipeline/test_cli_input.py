@@ -15,7 +15,13 @@ from matplotlib.text import Text
 
 from ldpsim.pipeline.api import open_store
 from ldpsim.pipeline.cli import EXIT_BROKEN_PIPE, EXIT_DAMAGED, check_run_length, main
-from ldpsim.pipeline.compute.clusters import load_cluster_config
+from ldpsim.pipeline.compute.clusters import (
+    check_options,
+    check_start_timeout,
+    load_cluster_config,
+    parse_cluster_options,
+)
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.report.plots import store_figures
 from ldpsim.pipeline.store.reading import load_dataset
 from ldpsim.pipeline.store.store_path import enclosing_store
@@ -461,6 +467,25 @@ def test_scaling_at_its_bounds_is_accepted(tmp_path):
     ):
         path.write_text(text)
         assert load_cluster_config(str(path))["kind"] in ("slurm", "pbs")
+
+
+def test_cluster_options_read_and_checked_at_their_bounds():
+    # Found unchecked by the h15d mutation hunt: dashes read as underscores, an empty
+    # value is null, an empty key refused; 0 CPU workers and processes: false allowed,
+    # processes: 5 and a start timeout of 0 refused.
+    assert parse_cluster_options(["n-workers=2", "account="]) == {
+        "n_workers": 2,
+        "account": None,
+    }
+    with pytest.raises(InputError, match="Expected KEY=VALUE"):
+        parse_cluster_options(["=5"])
+    check_options("local-gpu", {"cpu_workers": 0}, "x")
+    check_options("local", {"processes": False}, "x")
+    with pytest.raises(InputError, match="'processes' option of the local cluster"):
+        check_options("local", {"processes": 5}, "x")
+    assert check_start_timeout(0.5, "x") == 0.5
+    with pytest.raises(InputError, match=r"in \(0, inf\]\. Got 0\."):
+        check_start_timeout(0, "x")
 
 
 def test_a_cluster_path_is_the_users_file_and_an_empty_one_is_refused(
