@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+import textwrap
 import warnings
 from pathlib import Path
 
 import matplotlib.cbook
 import matplotlib.pyplot as plt
 import numpy as np
+import pytest
 import synthetic as syn
 import xarray as xr
 
+from ldpsim.pipeline.report.narrow_layout import NARROW_INCHES, narrow_layout
 from ldpsim.pipeline.report.plots import (
     ERROR_SERIES,
     FAILED_TEXT,
@@ -438,3 +441,95 @@ def test_figures_of_many_panels_set_their_shared_limits_a_linear_number_of_times
         for fig in figures.values():
             plt.close(fig)
     assert counts[32] <= 5 * counts[8], counts  # linear: 4 times the panels
+
+
+def test_the_narrow_layout_puts_each_panel_in_a_row_of_its_own_under_one_legend():
+    # A mutation hunt (2026-12-02, narrow_layout.py line by line): only the browser test
+    # looked at the phone's figures; every line of the layout could change unseen here.
+    fig = plt.figure(figsize=(10, 5), layout="constrained")
+    axes = fig.subplots(2, 3, sharex=True)
+    for i, ax in enumerate(axes.flat[:5]):
+        ax.plot([0, 1], [0, i], label=f"m{i}")
+    axes.flat[5].set_visible(False)
+    words = [f"grid point {i} with a long label" for i in range(8)]
+    axes.flat[4].set_yticks(np.arange(8.0), words)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="method", loc="outside right upper")
+    fig.legend(handles[:1], ["ok"], title="series", loc="outside right lower")
+    fig.suptitle("a title long enough that a phone's figure must wrap it onto more lines")
+    panels = list(axes.flat[:5])
+    before = [ax.get_position().height * fig.get_figheight() for ax in panels]
+    assert narrow_layout(fig) is fig
+    assert fig.get_figwidth() == pytest.approx(NARROW_INCHES)
+    # The hidden panel gone; the legend's row, then the panels in their order.
+    assert len(fig.axes) == 6 and not fig.legends
+    (key,) = [ax for ax in fig.axes if ax not in panels]
+    assert key.get_subplotspec().rowspan.start == 0
+    assert [ax.get_subplotspec().rowspan.start for ax in panels] == [1, 2, 3, 4, 5]
+    for ax in panels:
+        assert ax.xaxis.get_tick_params()["labelbottom"]
+        assert ax.yaxis.get_tick_params()["labelleft"]
+    # One legend: the first one's title, the later one's as an entry, two columns.
+    legend = key.get_legend()
+    assert legend.get_title().get_text() == "method"
+    assert [t.get_text() for t in legend.get_texts()] == [*labels, "series:", "ok"]
+    assert legend._ncols == 2
+    assert "\n" in fig.get_suptitle()
+    # The long words wrapped, their panel made higher; the others keep their heights.
+    ratios = fig.axes[0].get_subplotspec().get_gridspec().get_height_ratios()
+    assert [t.get_text() for t in panels[4].get_yticklabels()] == [
+        "\n".join(textwrap.wrap(w, 20)) for w in words
+    ]
+    assert ratios[1:5] == pytest.approx(before[:4])
+    assert ratios[5] > before[4] * 1.2
+    plt.close(fig)
+    # Numbers in mathtext are not words: not wrapped.
+    fig = plt.figure(figsize=(6, 3), layout="constrained")
+    ax = fig.subplots()
+    numbers = ["$\\mathdefault{10^{2}}$", "$\\mathdefault{10^{4}}$"]
+    ax.set_yticks([1.0, 2.0], numbers)
+    narrow_layout(fig)
+    assert [t.get_text() for t in ax.get_yticklabels()] == numbers
+    plt.close(fig)
+    # Panels that cannot fit: None.
+    fig = plt.figure(figsize=(6, 3), layout="constrained")
+    fig.subplots().set_ylabel("a label " * 20)
+    assert narrow_layout(fig, width=0.3) is None
+    plt.close(fig)
+
+
+def test_the_line_figures_draw_the_summary_s_lengths_bars_level_and_n_ticks():
+    # A mutation hunt (2026-12-02, plots.py): the length figure could plot the coverage,
+    # on a linear axis, the nominal line sit at another level, the coverage bars be
+    # zero and the n ticks be labelled in reverse, with every test passing.
+    summary = summarize(syn.grid_store())
+    figures = store_figures(syn.grid_store(), ["coverage", "length"])
+    methods = [str(m) for m in summary["method"].values]
+    drawn = [
+        y
+        for ax in figures["length"].axes
+        for line in ax.lines
+        if line.get_label() in methods
+        for y in line.get_ydata()
+    ]
+    values = summary["length"].values
+    np.testing.assert_allclose(
+        np.sort(np.array(drawn)[np.isfinite(drawn)]), np.sort(values[np.isfinite(values)])
+    )
+    shown = [ax for ax in figures["length"].axes if ax.get_visible() and ax.lines]
+    assert shown and {ax.get_yscale() for ax in shown} == {"log"}
+    for ax in figures["coverage"].axes:
+        if ax.get_visible():
+            (nominal,) = [line for line in ax.lines if line.get_label() == "nominal"]
+            assert list(nominal.get_ydata()) == [syn.LEVEL, syn.LEVEL]
+    p = summary["coverage"].values
+    interior = np.count_nonzero((p > 0) & (p < 1))
+    assert np.count_nonzero(half_spans(figures["coverage"]) > 0) >= interior > 0
+    for fig in figures.values():
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        labels = dict(
+            zip(ax.get_xticks(), [t.get_text() for t in ax.get_xticklabels()], strict=True)
+        )
+        assert [labels[n] for n in syn.NS] == ["1e2", "1e4"], labels
+    plt.close("all")

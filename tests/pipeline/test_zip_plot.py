@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -26,6 +27,7 @@ from ldpsim.pipeline.report.zip_plot import (
     SVG_MAX_LINES,
     SVG_PANEL_SIZE,
     ZIP_MAX_LINES,
+    _tick_text,
     panel_svg,
     store_zip_plots,
     zip_distance,
@@ -473,3 +475,182 @@ def test_a_store_without_a_done_replicate_gives_notes_only():
     ds["done"] = xr.zeros_like(ds["done"])
     drawn = store_zip_plots(ds)
     assert drawn.plots == [] and len(drawn.notes) == 4
+
+
+def test_the_panels_draw_the_truth_the_level_the_band_and_the_axes_of_their_numbers():
+    # A mutation hunt (2026-12-02, zip_plot.py line by line): the band's height, the
+    # truth's and the nominal level's lines, the y ticks, the theta axis and the grid of
+    # panels could all be wrong with every test passing.
+    zip_plot = zip_figure(syn.grid_store(), POINT, coord=0)
+    fig = zip_plot.figure
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(fig.axes) == len(panels) == 2
+    # Two methods: one row, side by side.
+    assert [ax.get_subplotspec().rowspan.start for ax in panels] == [0, 0]
+    for ax, panel in zip(panels, zip_plot.panels, strict=True):
+        # The band: the coverage +-2 se, cut at 1 (bb covers 35 of 35 here: Wilson's).
+        p, count = panel.coverage, panel.count
+        se = np.sqrt(p * (1 - p) / count)
+        expected = (p - 2 * se, min(p + 2 * se, 1.0)) if 0 < p < 1 else (count / (count + 4), 1)
+        assert panel.coverage_band() == pytest.approx(expected)
+        (band,) = ax.patches
+        span = (band.get_y(), band.get_y() + band.get_height())
+        assert span == pytest.approx((100 * expected[0], 100 * expected[1]))
+        # theta* dashed and the nominal level dotted, where they are.
+        dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
+        dotted = [line for line in ax.lines if line.get_linestyle() == ":"]
+        assert list(dashed[0].get_xdata()) == [panel.truth, panel.truth]
+        assert list(dotted[0].get_ydata()) == [100 * syn.LEVEL, 100 * syn.LEVEL]
+        assert list(ax.get_yticks()) == [0, 25, 50, 75, 100]
+        # The theta axis: every bound and theta* (fewer than 200 replicates: no tail
+        # left out), 5% of the range either side.
+        lo = min(panel.truth, panel.lower.min())
+        hi = max(panel.truth, panel.upper.max())
+        assert ax.get_xlim() == pytest.approx((lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)))
+    assert "theta axis leaves out" not in zip_plot.caption
+    # Every interval missing on one side: theta* stays on the axis.
+    far = syn.grid_store()
+    far["truth"] = far["truth"] + 100.0
+    ax = zip_figure(far, POINT).figure.axes[0]
+    assert ax.get_xlim()[0] < float(far["truth"].sel(POINT).sel(coord=0)) < ax.get_xlim()[1]
+    # A level of the grid point's, where the store sweeps it.
+    leveled = syn.grid_store().expand_dims(level=[0.95])
+    plot95 = zip_figure(leveled, {**POINT, "level": 0.95})
+    dotted = [line for line in plot95.figure.axes[0].lines if line.get_linestyle() == ":"]
+    assert plot95.level == 0.95 and list(dotted[0].get_ydata()) == [95.0, 95.0]
+    # One miss in 36: the band is cut at a coverage of 1.
+    one_miss = dataclasses.replace(
+        zip_plot.panels[1],
+        covers=np.arange(36) < 35,
+        rep=np.arange(36),
+        lower=np.zeros(36),
+        upper=np.ones(36),
+        distance=np.linspace(0, 2, 36),
+    )
+    p = 35 / 36
+    assert one_miss.coverage_band() == pytest.approx((p - 2 * np.sqrt(p * (1 - p) / 36), 1.0))
+    # Five methods: 2 rows of 3, the sixth panel hidden.
+    five = dataclasses.replace(zip_plot, panels=zip_plot.panels * 2 + zip_plot.panels[:1])
+    assert [ax.get_visible() for ax in five.figure.axes] == [True] * 5 + [False]
+    # Three methods: one row of three, no empty panel; four: 2 x 2, no empty panel.
+    for count, rows in ((3, [0, 0, 0]), (4, [0, 0, 1, 1])):
+        ds = syn.checkpoint_store(reps=3).isel(method=slice(0, count))
+        fig = zip_figure(ds, {}).figure
+        assert [ax.get_subplotspec().rowspan.start for ax in fig.axes if ax.get_visible()] == rows
+        assert len([ax for ax in fig.axes if ax.get_visible()]) == count
+
+
+def test_the_theta_axis_leaves_out_the_extreme_tails_and_says_so():
+    ds = syn.wide_store(1, reps=400)
+    # One interval a hundred times as wide as the others, upward; one downward.
+    ds["upper"][0, 1, 5, 0] = 100.0
+    ds["lower"][0, 1, 7, 0] = -100.0
+    plot = zip_figure(ds, {"n": 100})
+    for ax, panel in zip(plot.figure.axes, plot.panels, strict=True):
+        lo, hi = ax.get_xlim()
+        tail = int(np.floor(0.005 * panel.count))  # 2 of 399 or 400
+        width = hi - lo
+        assert lo == pytest.approx(np.sort(panel.lower)[tail] - width * 0.05 / 1.1)
+        assert hi == pytest.approx(np.sort(panel.upper)[-1 - tail] + width * 0.05 / 1.1)
+    assert -50 < plot.figure.axes[1].get_xlim()[0] < plot.figure.axes[1].get_xlim()[1] < 50
+    assert "theta axis leaves out the most extreme bounds" in plot.caption
+    # Only an upper bound past the axis: still cut, and said.
+    ds = syn.wide_store(1, reps=400)
+    ds["upper"][0, 1, 5, 0] = 100.0
+    ds["upper"][0, 1, 6, 0] = 100.0
+    assert "theta axis leaves out" in zip_figure(ds, {"n": 100}).caption
+
+
+def test_a_bound_at_the_truth_or_a_single_bound_counts_as_in_the_summary():
+    # The summary covers where lower <= theta* <= upper and counts a replicate with both
+    # bounds only: the zip plot must agree at the edges.
+    ds = syn.grid_store()
+    at = {**POINT, "method": "oracle", "coord": 0}
+    truth = float(ds["truth"].sel(POINT).sel(coord=0))
+    ds["upper"].loc[{**at, "rep": 3}] = truth  # upper bound exactly at theta*
+    ds["lower"].loc[{**at, "rep": 3}] = truth - 1.0
+    ds["upper"].loc[{**at, "rep": 5}] = np.nan  # one bound only
+    panel = zip_panel(ds.sel(POINT), "oracle", 0)
+    cell = summarize(ds, diagnostics=False).sel(POINT).sel({"method": "oracle", "coord": 0})
+    assert panel.count == int(cell["n_done"]) == syn.DONE - 1
+    assert 5 not in panel.rep
+    assert panel.covers[list(panel.rep).index(3)]
+    assert panel.coverage == pytest.approx(float(cell["coverage"]))
+
+
+def test_zip_distance_of_an_estimate_at_a_bound_and_the_centring_check():
+    # An estimate at the lower bound is the interval's c (not the midpoint): theta* = 1
+    # above it, h = upper - c = 4.
+    got = zip_distance(np.array([0.0]), np.array([4.0]), 1.0, centre=np.array([0.0]))
+    assert got[0] == 0.25
+    # An estimate 1% of the half-length off the midpoint: not centred.
+    ds = syn.point_store()
+    ds["method_estimate"] = (
+        (ds["lower"] + ds["upper"]) / 2 + 0.01 * (ds["upper"] - ds["lower"]) / 2
+    ).transpose("method", "rep", "coord")
+    assert not zip_panel(ds, "bb", 0).centred
+    ds["method_estimate"] = ((ds["lower"] + ds["upper"]) / 2).transpose("method", "rep", "coord")
+    assert zip_panel(ds, "bb", 0).centred
+    with pytest.raises(InputError, match=r"'max_lines' parameter .* int >= 2\. Got 1\."):
+        zip_figure(syn.grid_store(), POINT, max_lines=1)
+    # A cap equal to the count draws every line and does not say it capped.
+    assert "At most" not in zip_figure(syn.grid_store(), POINT, max_lines=syn.DONE).caption
+
+
+def test_an_svg_panel_draws_the_truth_the_level_the_band_and_its_ticks():
+    plot = zip_figure(syn.grid_store(), POINT)
+    width, height = SVG_PANEL_SIZE
+    left, right = SVG_MARGINS["left"], width - SVG_MARGINS["right"]
+    bottom = height - SVG_MARGINS["bottom"]
+    top = SVG_MARGINS["title_line"] * 2 + 8
+    for ax, panel in zip(plot.figure.axes, plot.panels, strict=True):
+        svg = panel_svg(panel, plot.level, plot.coord_in_title, SVG_MAX_LINES)
+        low, high = ax.get_xlim()
+
+        def y_at(centile):
+            return bottom - centile / 100 * (bottom - top)
+
+        band_low, band_high = panel.coverage_band()
+        y, h = map(
+            float,
+            re.search(
+                r'<rect x="\d+" y="([\d.]+)" width="\d+" height="([\d.]+)" fill="#cccccc"', svg
+            ).groups(),
+        )
+        assert y == pytest.approx(y_at(100 * band_high), abs=0.06)
+        assert y + h == pytest.approx(y_at(100 * band_low), abs=0.11)
+        x = float(
+            re.search(r'<path d="M([\d.]+) [\d.]+V[\d.]+" [^>]*stroke-dasharray="4 3"', svg).group(
+                1
+            )
+        )
+        assert x == pytest.approx(
+            left + (panel.truth - low) / (high - low) * (right - left), abs=0.06
+        )
+        nominal = float(
+            re.search(r'<path d="M\d+ ([\d.]+)H\d+" [^>]*stroke-dasharray="1.5 2.5"', svg).group(1)
+        )
+        assert nominal == pytest.approx(y_at(100 * plot.level), abs=0.06)
+        # The y ticks' labels, bottom to top; the x ticks' those of the figure.
+        assert re.findall(r'text-anchor="end">(\d+)</text>', svg) == ["0", "25", "50", "75", "100"]
+        plot.figure.canvas.draw()
+        shown = [
+            t.get_text()
+            for t, v in zip(ax.get_xticklabels(), ax.get_xticks(), strict=True)
+            if low <= v <= high
+        ]
+        svg_ticks = re.findall(
+            rf'<text x="[\d.]+" y="{bottom + 18}" text-anchor="middle">([^<]+)</text>', svg
+        )
+        assert svg_ticks == shown
+        assert "theta, coord 0</text>" in svg
+        alt = html.unescape(re.search(r"<title>(.*?)</title>", svg).group(1))
+        assert f"the {panel.count - panel.covering} that miss theta* on top" in alt
+    # A tick label has the digits its spacing needs: 0.25 apart, two.
+    assert [_tick_text(v, 0.25) for v in (-0.25, 0.0, 0.5)] == ["\u22120.25", "0.00", "0.50"]
+    assert _tick_text(20.0, 20.0) == "20" and _tick_text(0.3, 0.1) == "0.3"
+    # A method label with markup is text, not markup.
+    odd = zip_panel(syn.grid_store().sel(POINT), "bb", 0)
+    odd = type(odd)(**{**odd.__dict__, "method": "a<b&c"})
+    svg = panel_svg(odd, plot.level, True, SVG_MAX_LINES)
+    assert "a<b" not in svg and "a&lt;b&amp;c" in svg
