@@ -577,6 +577,8 @@ def table_rows(
                     cell_text(float(v), float(s), var in SIGNIFICANT_STATS or var in own)
                     for v, s in zip(values, ses, strict=True)
                 ]
+            if fmt == "latex":  # a standard error too small to show: '(<0.001)'
+                cells = [latex_escape(c) for c in cells]
             if var in marks:
                 marked = marks[var].isel(where, missing_dims="ignore").values
                 marked = np.broadcast_to(marked, values.shape)

@@ -687,6 +687,16 @@ def test_latex_escapes_every_special_character_of_a_label():
     assert latex_escape("|x| < 1 > 0") == r"\textbar{}x\textbar{} \textless{} 1 \textgreater{} 0"
 
 
+def test_a_latex_cell_with_a_standard_error_too_small_to_show_escapes_its_less_than(summary):
+    # A predicted coverage of 1.000 (<0.001) in a LaTeX table: a text-mode '<', which
+    # pdflatex's OT1 encoding sets as an inverted exclamation mark, "1.000 (¡0.001)"
+    # (pdflatex + pdftotext of summarize --format latex --diagnostics; h15g).
+    text = format_table(summary, "text", diagnostics=True)
+    latex = format_table(summary, "latex", diagnostics=True)
+    assert "1.000 (<0.001)" in text and "(<" not in latex
+    assert "1.000 (\\textless{}0.001)" in latex
+
+
 def test_a_bound_at_theta_star_covers(store, summary):
     # The interval is closed: a bound equal to theta* covers (lower <= theta* <= upper).
     edge = store.copy(deep=True)
