@@ -488,6 +488,15 @@ def test_cluster_options_read_and_checked_at_their_bounds():
         check_start_timeout(0, "x")
 
 
+def test_good_memory_limits_and_dashboard_addresses_pass_the_parsers():
+    # Any error of distributed's parsers reads as a bad value (h15d): a good value must
+    # still pass them, or a change of their signatures would refuse every value unseen.
+    for limit in ("4GB", 0.5, 1, "auto", 0):
+        check_options("local", {"memory_limit": limit}, "x")
+    for address in (":8787", "127.0.0.1:0", "localhost:65535"):
+        check_options("local", {"dashboard_address": address}, "x")
+
+
 def test_a_cluster_path_is_the_users_file_and_an_empty_one_is_refused(
     tmp_path, finished, capsys, monkeypatch
 ):
