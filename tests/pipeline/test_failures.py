@@ -21,6 +21,11 @@ TRACEBACK = (
 )
 
 
+def traceback_at(line: int) -> str:
+    """:data:`TRACEBACK` raised at another line of plugin.py: another failure."""
+    return TRACEBACK.replace("line 3", f"line {line}")
+
+
 def method_record(rep: int, key: str, traceback: str = TRACEBACK) -> dict:
     return {
         "key": key,
@@ -45,7 +50,7 @@ def test_groups_by_kind_and_traceback():
     records += [method_record(r, "n=1000") for r in range(40)]
     # The same frames and type with another message (a step number): the same failure.
     records += [method_record(5, "n=10", TRACEBACK.replace(": x", ": y"))]
-    records += [method_record(6, "n=100", TRACEBACK.replace("line 3", "line 4"))]
+    records += [method_record(6, "n=100", traceback_at(4))]
     records.append({"key": "n=100", "rep": 99, "seed": 7, "kind": "replicate", "error": "E"})
     groups = group_failures(records)
     assert [(g.kind, g.count) for g in groups] == [
@@ -83,11 +88,7 @@ def test_chained_failures_group_by_every_link():
     def chained(last: str) -> str:
         first = TRACEBACK.replace("ZeroDivisionError: x", "KeyError: 'k'")
         separator = "\nDuring handling of the above exception, another exception occurred:\n\n"
-        return (
-            first
-            + separator
-            + TRACEBACK.replace("line 3", "line 9").replace("ZeroDivisionError: x", last)
-        )
+        return first + separator + traceback_at(9).replace("ZeroDivisionError: x", last)
 
     records = [method_record(r, "n=100", chained("RuntimeError: r")) for r in (1, 2, 5)]
     records += [method_record(r, "n=100", chained(f"TypeError: t{r}")) for r in (0, 3, 4)]
@@ -110,8 +111,7 @@ def test_a_grid_points_chunks_are_in_the_order_of_their_numbers():
     # chunk of rep 25 first. The chunks were compared as strings, "-c10" before "-c2"
     # (found by the h15d mutation hunt).
     def record(rep: int, chunk: int, line: int) -> dict:
-        traceback = TRACEBACK.replace("line 3", f"line {line}")
-        return method_record(rep, f"ldpsim-ab12-0-c{chunk}", traceback)
+        return method_record(rep, f"ldpsim-ab12-0-c{chunk}", traceback_at(line))
 
     groups = group_failures([record(105, 10, 9), record(25, 2, 3), record(7, 0, 4)])
     assert [group.where for group in groups] == [
@@ -140,14 +140,12 @@ def test_a_block_shows_its_count_seeds_first_parameters_and_traceback():
 def test_what_groups_failures_and_what_does_not():
     # A failed replicate is grouped by its traceback, not by its one-line error.
     def replicate(rep: int, line: int) -> dict:
-        traceback = TRACEBACK.replace("line 3", f"line {line}")
+        traceback = traceback_at(line)
         return {"key": "n=100", "rep": rep, "kind": "replicate", "traceback": traceback,
                 "error": "ZeroDivisionError: x"}  # fmt: skip
 
     groups = group_failures([replicate(0, 3), replicate(1, 4)])
-    assert [group.traceback for group in groups] == [
-        TRACEBACK.replace("line 3", f"line {line}") for line in (3, 4)
-    ]
+    assert [group.traceback for group in groups] == [traceback_at(line) for line in (3, 4)]
     # A method record without its methods (not one ldpsim writes) is one failure.
     assert record_failures({"kind": "method", "error": "E: e"}) == [("method", "E: e")]
     # A message left out ("raise ZeroDivisionError") is the same failure.
