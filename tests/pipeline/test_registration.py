@@ -404,7 +404,51 @@ def test_a_unit_the_workers_cannot_unpickle_is_refused_in_one_line(clean_registr
         ship_registered(Refusing(), sweep)
     message = str(refused.value)
     assert "\n" not in message and "PicklingError: Can't pickle <class 'x'>:" in message
+    assert "(mechanism 'cell_noise')" in message  # the kind, then the name
     assert "cloudpickle.register_pickle_by_value" in message
+
+
+class SchedulerPlugins:
+    """A client's worker plugins as its scheduler keeps them, by name; ``gone``: the
+    scheduler has gone, and unregistering fails."""
+
+    def __init__(self) -> None:
+        self.plugins: dict[str, object] = {}
+        self.gone = False
+
+    def register_plugin(self, plugin) -> None:
+        self.plugins[plugin.name] = plugin  # a name registered again is replaced
+
+    def unregister_worker_plugin(self, name: str) -> None:
+        if self.gone:
+            raise OSError("Timed out trying to connect to tcp://127.0.0.1:8786")
+        del self.plugins[name]
+
+
+def test_a_run_keeps_its_units_shipped_until_it_ends_whatever_else_runs(clean_registry):
+    # A mutation hunt (h15e): the plugin unregistered before the run's tasks, one name
+    # for every version of a class, a scheduler gone raising at the run's end, or only
+    # the sweep's first grid point looked at, passed every test.
+    from ldpsim.pipeline.compute.registration import shipped_units
+
+    def sweep():
+        grid = {"mechanism": ["laplace", "cell_noise"]}  # the first point's is built in
+        spec = {"model": "quantile", "n": 1000}
+        return api.load_sweep({"replicates": 2, "spec": spec, "grid": grid}, name="mine")
+
+    client = SchedulerPlugins()
+    api.register(_cell(CELL.replace("SCALE", "1.0"), "/tmp/ipykernel_0/first.py"))
+    with shipped_units(client, sweep()):
+        (first,) = client.plugins  # workers that join during the run set it up too
+        # Another run, on the same scheduler, of the class edited in the meantime.
+        api.register(_cell(CELL.replace("SCALE", "2.0"), "/tmp/ipykernel_0/second.py"))
+        with shipped_units(client, sweep()):
+            assert len(client.plugins) == 2
+        assert list(client.plugins) == [first]  # the other run's end left it alone
+    assert client.plugins == {}
+    client.gone = True  # the run ends because its scheduler went: that error, not this
+    with pytest.raises(KeyError, match="the run's own"), shipped_units(client, sweep()):
+        raise KeyError("the run's own")
 
 
 def _registered_plugins(dask_scheduler) -> list[str]:
