@@ -16,7 +16,13 @@ from scipy.stats import binom, norm
 from ldpsim.pipeline.formatting import cell_text
 from ldpsim.pipeline.report.plots import _bar_figures, _diagnostics_figure, _line_figures
 from ldpsim.pipeline.report.report import result_tables, store_facts
-from ldpsim.pipeline.summary.nominal_claims import FLAG_Z, departs, false_flag_rate, null_se
+from ldpsim.pipeline.summary.nominal_claims import (
+    FLAG_Z,
+    departs,
+    false_flag_rate,
+    method_claims,
+    null_se,
+)
 from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.summary.tables import DEPARTURE_MARK, coverage_cell, format_table
 from ldpsim.pipeline.sweep import note_overrides
@@ -227,6 +233,7 @@ def test_the_joint_panel_draws_only_the_bands_against_nominal():
             hollow = container.lines[0].get_markerfacecolor() == "white"
             assert hollow == (method not in claimed), (ax.get_title(), label)
         assert any(line.get_label() == "nominal" for line in ax.get_lines())
+    assert (mean_ax.get_xlabel(), joint_ax.get_xlabel()) == ("coverage", "joint")
     # Without a band, the joint coverage is nobody's claim: no nominal line in its panel.
     plain = ds.sel(method=["bb", "bm", "sn", "oracle"])
     sweep = json.loads(plain.attrs["sweep"])
@@ -235,6 +242,20 @@ def test_the_joint_panel_draws_only_the_bands_against_nominal():
     cov, _ = _bar_figures(summarize(plain))
     _, joint_ax = [ax for ax in cov.axes if ax.get_visible()]
     assert not any(line.get_label() == "nominal" for line in joint_ax.get_lines())
+
+
+def test_one_coordinate_gets_no_joint_panel_beside_its_coverage():
+    # A mutation hunt (h15e): the joint coverage of a single coordinate (its coverage
+    # again) drawn as a second panel passed every test.
+    ds = claims_store().sel(n=100, drop=True).isel(coord=[0])
+    sweep = json.loads(ds.attrs["sweep"])
+    sweep["grid"], sweep["spec"]["d"] = {}, 1
+    ds.attrs["sweep"] = json.dumps(sweep)
+    summary = summarize(ds)
+    assert "joint" in method_claims(summary).values()  # the bands claim it
+    cov, _ = _bar_figures(summary)
+    (ax,) = [ax for ax in cov.axes if ax.get_visible()]
+    assert (ax.get_title(), ax.get_xlabel()) == ("", "coverage")
 
 
 # -- item 3: labels -----------------------------------------------------------------------

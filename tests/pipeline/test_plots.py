@@ -15,18 +15,22 @@ import pytest
 import synthetic as syn
 import xarray as xr
 
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.report.narrow_layout import NARROW_INCHES, narrow_layout
 from ldpsim.pipeline.report.plots import (
+    ERROR_COLORS,
     ERROR_SERIES,
     FAILED_TEXT,
     LEGEND_CHARS,
     MAX_PANEL_COLUMNS,
     NO_DATA_TEXT,
+    NO_VALUE_TEXT,
     NOT_DONE_TEXT,
     PANEL_SIZE,
     PARTIAL_TEXT,
     _diagnostics_figure,
     _errors_figure,
+    _partial_of,
     _sparsity_figure,
     method_styles,
     plot_store,
@@ -146,6 +150,15 @@ def test_privacy_figures_for_a_store_with_eps_n_and_the_floor():
     # Made but not drawn: test_plot_text.py draws every figure of this store.
     stems = ["coverage", "length", "diagnostics", "privacy-length", "privacy-coverage"]
     assert sorted(drawn_kinds(ds)) == sorted(stems)
+    # Each under its own name (a mutation hunt, h15e: the two swapped passed).
+    figures = store_figures(ds, ["privacy-length", "privacy-coverage"])
+    for kind, labels in (
+        ("privacy-length", ("eps", "length / np_boot")),
+        ("privacy-coverage", ("n eps", "coverage")),
+    ):
+        shown = [ax for ax in figures[kind].axes if ax.get_visible()]
+        assert {(ax.get_xlabel(), ax.get_ylabel()) for ax in shown} == {labels}, kind
+    plt.close("all")
     # Without the floor, no such figures.
     plain = drawn_kinds(syn.grid_store().rename({"tau": "eps"}))
     assert sorted(plain) == ["coverage", "diagnostics", "length"]
@@ -533,3 +546,213 @@ def test_the_line_figures_draw_the_summary_s_lengths_bars_level_and_n_ticks():
         )
         assert [labels[n] for n in syn.NS] == ["1e2", "1e4"], labels
     plt.close("all")
+
+
+def tau_store() -> xr.Dataset:
+    """:func:`synthetic.grid_store` at n = 100: grid axis tau only, so dot figures."""
+    ds = syn.grid_store().sel(n=100, drop=True)
+    ds.attrs["sweep"] = syn.sweep_attr({"tau": syn.TAUS}, {"n": 100}, syn.METHODS)
+    return ds
+
+
+def test_the_dot_figures_draw_the_summary_s_values_in_their_rows_against_the_level():
+    # A mutation hunt (h15e, plots.py): the rows drawn last first, the nominal line at
+    # 1 - level, a length axis linear over more than a decade, a method's dots at
+    # another row's label or another coordinate's values, passed every test.
+    ds = tau_store()
+    summary = summarize(ds)
+    # tau = 0.9's intervals 20 times as long: rows told apart, lengths over a decade.
+    summary["length"] = summary["length"].where(summary["tau"] == 0.5, 20 * summary["length"])
+    figures = store_figures(ds, ["coverage", "length"], summary=summary)
+    methods = [str(m) for m in summary["method"].values]
+    for kind, var in (("coverage", "coverage"), ("length", "length")):
+        axes = figures[kind].axes
+        first = axes[0]
+        labels = dict(
+            zip(first.get_yticks(), [t.get_text() for t in first.get_yticklabels()], strict=True)
+        )
+        assert [labels[y] for y in sorted(labels, reverse=True)] == ["tau=0.5", "tau=0.9"]
+        assert [ax.get_title() for ax in axes] == ["coord 0", "coord 1"]
+        assert first.get_ylabel() == "tau"
+        for ax, coord in zip(axes, summary["coord"].values, strict=True):
+            if kind == "coverage":
+                dots = {c.get_label(): c.lines[0] for c in ax.containers}
+                (nominal,) = [line for line in ax.lines if line.get_label() == "nominal"]
+                assert list(nominal.get_xdata()) == [syn.LEVEL, syn.LEVEL]
+                assert ax.get_xlabel() == "coverage"
+            else:
+                dots = {line.get_label(): line for line in ax.lines if line.get_label() in methods}
+                assert ax.get_xscale() == "log" and ax.get_xlabel() == "mean length"
+            assert sorted(dots) == sorted(methods)
+            # Each row's dots centred on its label.
+            heights = np.array([line.get_ydata() for line in dots.values()])
+            np.testing.assert_allclose(heights.mean(axis=0), np.round(heights[0]), atol=1e-12)
+            for method, line in dots.items():
+                for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True):
+                    tau = float(labels[float(round(y))].removeprefix("tau="))
+                    want = summary[var].sel({"tau": tau, "method": method, "coord": coord})
+                    assert x == pytest.approx(float(want), rel=1e-12), (kind, method, tau)
+    # A coverage of 1 (the oracle's at coord 1): Wilson's bar from R / (R + 4) to 1, R
+    # the replicates that coverage counts.
+    cell = {"tau": 0.5, "method": "oracle", "coord": 1}
+    assert float(summary["coverage"].sel(cell)) == 1.0
+    r = int(summary["n_done"].sel(cell))
+    (bars,) = [c for c in figures["coverage"].axes[1].containers if c.get_label() == "oracle"]
+    spans = [tuple(segment[:, 0]) for segment in bars.lines[2][0].get_segments()]
+    assert any(np.allclose(span, (r / (r + 4), 1.0)) for span in spans), spans
+    plt.close("all")
+
+
+def test_the_diagnostics_figure_draws_the_summary_s_values_against_their_references():
+    # A mutation hunt (h15e, plots.py): the values of other cells, the panels' labels
+    # swapped or the variance ratio's reference line at 0 passed every test.
+    summary = summarize(syn.grid_store())
+    fig = _diagnostics_figure(summary, "n")
+    variables = {"bias / sd": ("bias_over_sd", 0.0), "variance ratio": ("variance_ratio", 1.0)}
+    drawn = set()
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        tau, coord = ax.get_title().split(", ")
+        cell = {"tau": float(tau.removeprefix("tau=")), "coord": int(coord.removeprefix("coord "))}
+        var, reference = variables[ax.get_ylabel()]
+        # The lower panel of a cell names the shared n axis.
+        assert ax.get_xlabel() == ("n" if var == "variance_ratio" else "")
+        (line,) = [line for line in ax.lines if line.get_linestyle() == ":"]
+        assert list(line.get_ydata()) == [reference, reference]
+        bars = {bars.get_label(): bars.lines[0].get_ydata() for bars in ax.containers}
+        assert sorted(bars) == sorted(syn.METHODS)
+        for method, values in bars.items():
+            want = summary[var].sel({**cell, "method": method}).values
+            np.testing.assert_array_equal(values, want, err_msg=f"{var} {cell} {method}")
+        drawn.add((var, cell["tau"], cell["coord"]))
+    assert len(drawn) == 2 * len(syn.TAUS) * syn.D
+    plt.close(fig)
+
+
+def test_the_dot_figures_mark_each_method_s_partial_cells_and_hide_spare_panels():
+    # A mutation hunt (h15e, plots.py): marks of the first method or the first coordinate
+    # drawn for all, spare axes of the panel grid left showing, and no word in a panel
+    # without values, passed every test.
+    reps = 10
+    ds = syn.wide_store(4, reps=reps).sel(n=syn.WIDE_NS[0], drop=True)
+    spec = {"eps": 1.0, "d": 4, "n": syn.WIDE_NS[0]}
+    ds.attrs["sweep"] = syn.sweep_attr({}, spec, syn.WIDE_METHODS, reps)
+    summary = summarize(ds)
+    # bb failed in a replicate (every coordinate); the oracle's coverage at coord 2
+    # counts one replicate fewer; no method has a length at coord 3.
+    summary["n_done"].loc[{"method": "oracle", "coord": 2}] = reps - 1
+    summary["length"].loc[{"coord": 3}] = np.nan
+    partial = _partial_of(summary, "coverage")
+    assert partial.sel({"method": "bb"}).all() and partial.sel({"method": "oracle"}).sum() == 1
+    figures = store_figures(ds, ["coverage", "length"], summary=summary)
+    colors = {m: style["color"] for m, style in method_styles(syn.WIDE_METHODS).items()}
+    for kind, fig in figures.items():
+        shown = [ax for ax in fig.axes if ax.get_visible()]
+        assert [ax.get_title() for ax in shown] == [f"coord {c}" for c in range(4)], kind
+        assert len(fig.axes) == 2 * MAX_PANEL_COLUMNS  # the two spare ones hidden
+        for coord, ax in enumerate(shown):
+            marked = {line.get_color() for line in ax.lines if line.get_gid() == "partial"}
+            at = [{"method": m, "coord": coord} for m in syn.WIDE_METHODS]
+            want = {
+                colors[cell["method"]]
+                for cell in at
+                if partial.sel(cell) and np.isfinite(summary[kind].sel(cell))
+            }
+            assert marked == want, (kind, coord)
+            empty = kind == "length" and coord == 3
+            assert (NO_DATA_TEXT in [t.get_text() for t in ax.texts]) == empty, (kind, coord)
+    plt.close("all")
+
+
+def test_the_diagnostics_against_a_grid_axis_are_those_at_the_last_checkpoint():
+    # A mutation hunt (h15e, plots.py): the first checkpoint's values drawn instead
+    # passed every test.
+    store = xr.concat([syn.checkpoint_store(reps=3)] * 2, dim=xr.DataArray([0.5, 1.0], dims="eps"))
+    store["truth"] = store["truth"].isel(eps=0, drop=True).expand_dims(eps=[0.5, 1.0])
+    summary = summarize(store)
+    last = summary.isel(checkpoint=-1).sel(coord=0)
+    first = summary.isel(checkpoint=0).sel(coord=0)
+    assert not np.allclose(last["variance_ratio"], first["variance_ratio"])
+    fig = _diagnostics_figure(summary, "eps")
+    drawn = {}
+    for ax in fig.axes:
+        for bars in ax.containers:
+            drawn[(ax.get_ylabel(), bars.get_label())] = bars.lines[0].get_ydata()
+    for method in syn.RUN_METHODS:
+        want = last["variance_ratio"].sel({"method": method}).values
+        np.testing.assert_allclose(drawn[("variance ratio", method)], want, rtol=1e-12)
+    # bias / sd: one estimate, theta_bar_n, for every method: drawn once.
+    (same,) = [values for (label, _), values in drawn.items() if label == "bias / sd"]
+    want = last["bias_over_sd"].sel({"method": "bb"}).values
+    np.testing.assert_allclose(same, want, rtol=1e-12)
+    plt.close(fig)
+
+
+def test_diagnostics_group_methods_by_values_and_standard_errors_nan_equal_to_nan():
+    # A mutation hunt (h15e, plots.py): methods of equal values but unequal standard
+    # errors drawn once (with the first one's bars), equal ones with a NaN drawn apart,
+    # a panel without values left wordless, and "coord 0" in the titles of a store of
+    # one coordinate, passed every test.
+    summary = summarize(syn.grid_store().isel(coord=[0]))
+    cell = {"tau": 0.5}
+    oracle, bb = {**cell, "method": "oracle"}, {**cell, "method": "bb"}
+    # At tau = 0.5 the oracle's bias / sd is bb's, its standard error not; at tau = 0.9
+    # both are bb's, whose value at n = 10,000 is NaN (no replicate done there).
+    summary["bias_over_sd"].loc[oracle] = summary["bias_over_sd"].loc[bb]
+    summary["bias_over_sd_se"].loc[oracle] = 2 * summary["bias_over_sd_se"].loc[bb]
+    for var in ("bias_over_sd", "bias_over_sd_se"):
+        summary[var].loc[{"tau": 0.9, "method": "oracle"}] = summary[var].sel(
+            {"tau": 0.9, "method": "bb"}
+        )
+    assert summary["bias_over_sd"].sel({"tau": 0.9}).isnull().any()
+    # No variance ratio at all at tau = 0.9.
+    summary["variance_ratio"].loc[{"tau": 0.9}] = np.nan
+    fig = _diagnostics_figure(summary, "n")
+    labels, texts = {}, {}
+    for ax in fig.axes:
+        if ax.get_visible():
+            labels[(ax.get_title(), ax.get_ylabel())] = [c.get_label() for c in ax.containers]
+            texts[(ax.get_title(), ax.get_ylabel())] = [t.get_text() for t in ax.texts]
+    assert labels[("tau=0.5", "bias / sd")] == ["bb", "oracle"]
+    assert labels[("tau=0.9", "bias / sd")] == ["bb, oracle\n(same values)"]
+    assert [key for key, text in texts.items() if NO_VALUE_TEXT in text] == [
+        ("tau=0.9", "variance ratio")
+    ]
+    plt.close(fig)
+
+
+def test_the_errors_figure_keeps_a_series_with_some_values_and_names_an_empty_panel():
+    # A mutation hunt (h15e, plots.py): a series left out for one missing value, and a
+    # panel without values left wordless, passed every test.
+    store = xr.concat([syn.checkpoint_store(reps=3)] * 2, dim=xr.DataArray([0.5, 1.0], dims="eps"))
+    store["truth"] = store["truth"].isel(eps=0, drop=True).expand_dims(eps=[0.5, 1.0])
+    summary = summarize(store)
+    summary["mse_last"].loc[{"eps": 0.5, "checkpoint": syn.CHECKPOINTS[0]}] = np.nan
+    # The last iterate's error counts a replicate fewer at the second checkpoint.
+    summary["mse_last_n_done"].loc[{"eps": 0.5, "checkpoint": syn.CHECKPOINTS[1]}] -= 1
+    for var, _ in ERROR_SERIES:
+        summary[var].loc[{"eps": 1.0}] = np.nan  # nothing for the second grid point
+    fig = _errors_figure(summary)
+    first, second = fig.axes
+    assert [bars.get_label() for bars in first.containers] == [label for _, label in ERROR_SERIES]
+    assert [t.get_text() for t in first.texts] == []
+    assert [t.get_text() for t in second.texts] == [NO_DATA_TEXT]
+    (mark,) = partial_marks(fig)  # the average's errors count every replicate
+    assert mark[0] == ERROR_COLORS["mse_last"]
+    assert mark[1][0] == pytest.approx(syn.CHECKPOINTS[1], rel=0.2)  # dodged
+    plt.close(fig)
+
+
+def test_a_figure_of_lengths_alone_is_drawn():
+    # A mutation hunt (h15e, plots.py): the pair of dot or line figures drawn only when
+    # the coverage was asked for passed every test.
+    for ds in (syn.point_store(), syn.grid_store()):
+        figures = store_figures(ds, ["length"])
+        assert list(figures) == ["length"]
+        assert figures["length"].axes[0].get_xlabel() in {"mean length", "n"}
+        plt.close("all")
+    # A kind not in FIGURE_KINDS is refused, not drawn as nothing (api.plot checks it
+    # first; store_figures' own check went untested).
+    with pytest.raises(InputError, match="Unknown figure kind 'bogus'"):
+        store_figures(syn.point_store(), ["length", "bogus"])
