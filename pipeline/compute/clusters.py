@@ -626,7 +626,10 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
             limit = parse_memory_limit(value, 1, logger=_SILENT)
         except Exception:  # also OverflowError (.inf): any error is a bad value
             limit = -1
-        if isinstance(value, bool) or (limit is not None and limit < 0):
+        # A number above 1 is a count of bytes: 1.5 is neither that nor a fraction
+        # (distributed reads it as 1 byte).
+        fractional = isinstance(value, float) and value > 1 and not value.is_integer()
+        if isinstance(value, bool) or fractional or (limit is not None and limit < 0):
             raise InputError(
                 f"The 'memory_limit' option of the {kind} cluster ({source}) must be a size "
                 f'such as "4GB", a fraction of the memory in (0, 1], "auto", or 0 or '

@@ -439,6 +439,8 @@ def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finish
         # distributed's parsers raised other errors than ValueError: a traceback (h15d)
         ("kind: local\noptions: {dashboard_address: {a: 1}}\n", ["Got {'a': 1}"]),
         ("kind: local\noptions: {memory_limit: .inf}\n", ["'memory_limit'", "Got inf"]),
+        # Neither a fraction in (0, 1] nor a count of bytes (distributed read 1 byte).
+        ("kind: local\noptions: {memory_limit: 1.5}\n", ["'memory_limit'", "Got 1.5"]),
     ],
 )
 def test_bad_values_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
@@ -491,7 +493,7 @@ def test_cluster_options_read_and_checked_at_their_bounds():
 def test_good_memory_limits_and_dashboard_addresses_pass_the_parsers():
     # Any error of distributed's parsers reads as a bad value (h15d): a good value must
     # still pass them, or a change of their signatures would refuse every value unseen.
-    for limit in ("4GB", 0.5, 1, "auto", 0):
+    for limit in ("4GB", 0.5, 1, "auto", 0, 4e9, 4_000_000_000):
         check_options("local", {"memory_limit": limit}, "x")
     for address in (":8787", "127.0.0.1:0", "localhost:65535"):
         check_options("local", {"dashboard_address": address}, "x")
