@@ -188,7 +188,7 @@ def _pending_like(summary: xr.Dataset, like: xr.Variable) -> xr.Variable:
     squared errors of the estimate: no interval method computes them)."""
     pending = summary.variables["methods_pending"]
     if "method" not in like.dims and "method" in pending.dims:  # a comparison's has none
-        pending = xr.zeros_like(pending.isel(method=0))
+        return xr.zeros_like(like)
     return _shaped(pending, like)
 
 
