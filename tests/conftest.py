@@ -127,13 +127,18 @@ def tmpfs(mount: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
+def key_prefix(store: Path) -> str:
+    """The start of every task key of a run on ``store`` (``ldpsim-TOKEN-``)."""
+    from ldpsim.pipeline.compute.plan import store_token
+
+    return f"ldpsim-{store_token(store)}-"
+
+
 def computed(log: Path, store: Path) -> list[tuple[tuple[int, ...], int]]:
     """(grid index, rep) of every replicate computed for ``store``, in log order."""
     if not log.exists():
         return []
-    from ldpsim.pipeline.compute.plan import store_token
-
-    prefix = f"ldpsim-{store_token(store)}-"
+    prefix = key_prefix(store)
     out = []
     for line in log.read_text().splitlines():
         key, rep = line.split()

@@ -171,17 +171,24 @@ def test_the_footnote_of_a_selection_counts_the_replicates_left_out_apart():
     assert "20 not in the selection of replicates" in text
 
 
-def test_a_method_pending_in_every_done_replicate_is_marked(complete):
-    # A method added to the store and not computed yet at a grid point counts no
-    # replicate there, with none failed: that cell is partial, not n/a by design (a
-    # mutation hunt, 2026-12-02: the pending term dropped from "by design" passed every
-    # test). As the summary of such a store has it: the oracle at n = NS[0].
+@pytest.mark.parametrize(
+    ("method", "lacking", "other"),
+    [("oracle", "methods_pending", "bb"), ("bb", "n_failed", "oracle")],
+)
+def test_a_method_pending_or_failing_in_every_done_replicate_is_marked(
+    complete, method, lacking, other
+):
+    # A method that counts no replicate at a grid point with done replicates: partial,
+    # not n/a by design (a statistic the store has no values for). Pending: added to the
+    # store and not computed yet (a mutation hunt, 2026-12-02: the pending term dropped
+    # from "by design" passed every test); failing: the method failed in each of them
+    # (h15b). As the summary of such a store has it, at n = NS[0].
     summary = complete.copy(deep=True)
-    cell = {"method": "oracle", "n": syn.NS[0]}
+    cell = {"method": method, "n": syn.NS[0]}
     summary["n_done"].loc[cell] = 0
-    summary["methods_pending"].loc[cell] = summary["replicates_done"].sel(n=syn.NS[0])
+    summary[lacking].loc[cell] = summary["replicates_done"].sel(n=syn.NS[0])
     marked = partial(summary, "coverage")
-    assert marked.sel(cell).all() and not marked.sel({"method": "bb"}).any()
+    assert marked.sel(cell).all() and not marked.sel({"method": other}).any()
     assert not partial(complete, "coverage").any()
 
 
@@ -206,17 +213,6 @@ def test_a_pending_method_is_not_counted_in_the_footnote_of_the_mean_squared_err
     assert "0-35 counted" in coverage and "4-40 not computed yet" in coverage
     # LaTeX would set the option's '--' as a dash.
     assert "-{}-format csv" in format_table(summary, "latex")
-
-
-def test_a_method_failing_in_every_done_replicate_is_marked(complete):
-    # No replicate counts, none is pending, the grid point has done replicates: not n/a
-    # by design, as a statistic the store has no values for, since the method failed.
-    summary = complete.copy(deep=True)
-    cell = {"method": "bb", "n": syn.NS[0]}
-    summary["n_done"].loc[cell] = 0
-    summary["n_failed"].loc[cell] = summary["replicates_done"].sel(n=syn.NS[0])
-    marked = partial(summary, "coverage")
-    assert marked.sel(cell).all() and not marked.sel({"method": "oracle"}).any()
 
 
 def test_more_replicates_than_the_sweep_says_are_counted_against_the_held():

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 import worker_hooks
-from conftest import done_count
+from conftest import done_count, key_prefix
 
 from ldpsim.pipeline.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, main
 from ldpsim.pipeline.compute.clusters import connect
-from ldpsim.pipeline.compute.plan import store_token
 from ldpsim.pipeline.compute.signals import (
     Interrupted,
     check,
@@ -63,7 +62,7 @@ def fetched(log: Path, store: Path) -> int:
     path = worker_hooks.fetched_log(log)
     if not path.exists():
         return 0
-    prefix = f"ldpsim-{store_token(store)}-"
+    prefix = key_prefix(store)
     return sum(line.startswith(prefix) for line in path.read_text().splitlines())
 
 

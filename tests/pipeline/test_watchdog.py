@@ -7,12 +7,11 @@ import signal
 
 import psutil
 import pytest
-from conftest import write_sweep
+from conftest import key_prefix, write_sweep
 from distributed import Client
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute import progress, watchdog
-from ldpsim.pipeline.compute.plan import store_token
 from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.compute.watchdog import default_timeout
 from ldpsim.pipeline.store.reading import open_dataset
@@ -44,7 +43,7 @@ def test_stopped_worker_is_restarted_and_the_run_completes(tmp_path, local_clust
     with Client(local_cluster, set_as_default=False) as client:
         client.wait_for_workers(2, timeout=60)  # an earlier test may have killed one
         run_sweep(sweep, warm, client=client, log=lambda line: None)
-        finished = client.run(finished_tasks, f"ldpsim-{store_token(warm)}-")
+        finished = client.run(finished_tasks, key_prefix(warm))
         assert len(finished) == 2 and all(finished.values()), finished  # both ran a task
         pids = client.run(os.getpid)
     worker, pid = sorted(pids.items())[0]
