@@ -438,3 +438,18 @@ def test_a_thread_streams_row_asked_for_again_starts_again_not_in_another_rows_s
     fresh = np.random.Generator(np.random.PCG64())
     fresh.bit_generator.state = setup.method_streams(2)["bb"].bit_generator.state
     assert rngs[2].random() == fresh.random()
+
+
+def test_a_slice_of_the_streams_hands_out_the_same_generators_as_an_index():
+    # ChunkStreams' promise: a row's stream is the same Generator by index, iteration or
+    # a slice, so a method that reads rngs[a:b] and then rngs[i] draws on. A slice with
+    # rows of its own (a mutation hunt, 2026-12-03, passed the task tests) made each row
+    # afresh at its start again: the same numbers drawn twice.
+    rngs = ChunkStreams(lambda row: np.random.default_rng(row), np.arange(4), None)
+    part = rngs[1:3]
+    assert len(part) == 2 and list(part.rows) == [1, 2]
+    first = part[0].random()
+    assert rngs[1] is part[0] and list(rngs)[2] is part[1]
+    want = np.random.default_rng(1).random(2)
+    assert (first, rngs[1].random()) == (want[0], want[1])
+    assert rngs[2:][0] is part[1]  # a slice of a slice: the same again
