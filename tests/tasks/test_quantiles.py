@@ -95,3 +95,17 @@ def test_keep_extremes_stays_inside_out_when_the_ends_fill_it():
     np.testing.assert_array_equal(big[300:], -7.0)
     np.testing.assert_array_equal(big[:297], np.sort(values)[:297])
     assert big[299] == values.max()
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, 500])
+def test_every_position_read_lies_inside_the_sample(count):
+    # At p = 1 numpy reads the last value twice (its next rank clipped to the sample).
+    # Clipped only above count - 1 (a mutation hunt, 2026-12-03, passed the tests
+    # above), the next rank was count: a read past the end of the compiled buffer,
+    # harmless only while the weight there is 0 and the memory beyond holds a number.
+    probs = (0.0, 0.025, 0.5, 0.975, 1.0)
+    previous, following, weight, selected = linear_positions(count, probs)
+    for ranks in (previous, following, selected):
+        assert ranks.min() >= 0 and ranks.max() <= count - 1, ranks
+    assert previous[-1] == following[-1] == count - 1
+    assert previous[0] == 0 and following[0] == min(1, count - 1)
