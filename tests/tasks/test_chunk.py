@@ -453,3 +453,17 @@ def test_a_slice_of_the_streams_hands_out_the_same_generators_as_an_index():
     want = np.random.default_rng(1).random(2)
     assert (first, rngs[1].random()) == (want[0], want[1])
     assert rngs[2:][0] is part[1]  # a slice of a slice: the same again
+
+
+def test_a_chunks_methods_come_in_the_specs_order_and_unknown_labels_are_refused():
+    # compute_chunk's ``methods``: labels of the spec's methods, computed in the spec's
+    # order whatever the order asked; a label the spec lacks is refused, not passed over
+    # (each went unnoticed by the task tests in a mutation hunt, 2026-12-03).
+    spec = {"model": "quantile", "n": 100, "methods": {"oracle": {}, "sn": {}, "bm": {}}}
+    setup = GridPointSetup.of(spec)
+    out = compute_chunk(setup, [0, 1], methods=["bm", "oracle"])
+    assert out["methods"] == ["oracle", "bm"] and out["lower"].shape == (2, 2, 1)
+    alone = compute_chunk(setup, [0, 1], methods=["oracle"])
+    np.testing.assert_array_equal(out["lower"][0], alone["lower"][0], strict=True)
+    with pytest.raises(ValueError, match=r"names labels the spec does not have: 'nope'"):
+        compute_chunk(setup, [0], methods=["nope", "sn"])
