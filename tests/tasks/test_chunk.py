@@ -18,7 +18,13 @@ import pytest
 
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.tasks import warm_up
-from ldpsim.tasks.chunk import ChunkStreams, check_batch_api, compute_chunk, run_chains
+from ldpsim.tasks.chunk import (
+    ChunkStreams,
+    check_batch_api,
+    compute_chunk,
+    empty_outputs,
+    run_chains,
+)
 from ldpsim.tasks.diagnose import NonFiniteRun
 from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.intervals.base import has_batch
@@ -467,3 +473,15 @@ def test_a_chunks_methods_come_in_the_specs_order_and_unknown_labels_are_refused
     np.testing.assert_array_equal(out["lower"][0], alone["lower"][0], strict=True)
     with pytest.raises(ValueError, match=r"names labels the spec does not have: 'nope'"):
         compute_chunk(setup, [0], methods=["nope", "sn"])
+
+
+def test_the_nan_outputs_of_failed_chains_have_the_kernels_shapes():
+    # The rows of chains that raised are NaN outputs of the kernel's own shapes: A's
+    # diagonal alone, (K, d, 1), where no method needs the whole matrix. As (K, d, d)
+    # (a mutation hunt, 2026-12-03) the other rows' diagonals were broadcast into
+    # d x d matrices, d times the memory, unnoticed by the task tests.
+    setup = GridPointSetup.of({"model": "mean", "d": 3, "n": 100, "methods": {"sn": {}}})
+    outputs = run_chains(setup, [0, 1])[0]
+    empty = empty_outputs(setup, 2)
+    assert [a.shape for a in empty] == [a.shape for a in outputs]
+    assert empty[5].shape[-1] == 1 and all(np.isnan(a).all() for a in empty)
