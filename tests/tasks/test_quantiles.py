@@ -104,7 +104,7 @@ def test_every_position_read_lies_inside_the_sample(count):
     # above), the next rank was count: a read past the end of the compiled buffer,
     # harmless only while the weight there is 0 and the memory beyond holds a number.
     probs = (0.0, 0.025, 0.5, 0.975, 1.0)
-    previous, following, weight, selected = linear_positions(count, probs)
+    previous, following, _, selected = linear_positions(count, probs)
     for ranks in (previous, following, selected):
         assert ranks.min() >= 0 and ranks.max() <= count - 1, ranks
     assert previous[-1] == following[-1] == count - 1
