@@ -485,3 +485,33 @@ def test_the_nan_outputs_of_failed_chains_have_the_kernels_shapes():
     empty = empty_outputs(setup, 2)
     assert [a.shape for a in empty] == [a.shape for a in outputs]
     assert empty[5].shape[-1] == 1 and all(np.isnan(a).all() for a in empty)
+
+
+def test_where_the_chunks_call_raises_each_chain_runs_alone_and_only_its_row_fails(
+    monkeypatch,
+):
+    # run_chains' fallback: the chunk's one compiled call raised (a callback can), so
+    # each chain runs alone from its own data stream's start; the chains that raise fail
+    # their rows alone and the others keep the numbers of the one call, bit for bit.
+    setup = GridPointSetup.of({"model": "mean", "d": 2, "n": 100, "methods": {"sn": {}}})
+    reps = [4, 7, 9]
+    whole, errors = run_chains(setup, reps)
+    assert not errors
+    run_kernel = GridPointSetup.run_kernel
+
+    def second_raises(self, cuts, state):
+        if state.tobytes() == self.data_state(7).tobytes():
+            raise RuntimeError("a callback raised")
+        return run_kernel(self, cuts, state)
+
+    def chunk_raises(self, reps):
+        raise RuntimeError("a callback raised")
+
+    monkeypatch.setattr(GridPointSetup, "run_chains", chunk_raises)
+    monkeypatch.setattr(GridPointSetup, "run_kernel", second_raises)
+    alone, errors = run_chains(setup, reps)
+    assert list(errors) == [1] and str(errors[1][0]) == "a callback raised"
+    assert "Traceback" in errors[1][1]
+    for got, want in zip(alone, whole, strict=True):
+        np.testing.assert_array_equal(got[[0, 2]], want[[0, 2]], strict=True)
+        assert np.isnan(got[1]).all()
