@@ -269,3 +269,40 @@ def test_laplace_at_infinite_eps_draws_no_noise():
         runs.append(setup.run_kernel(setup.cuts, np.array(state_of(rng(7)), dtype=np.uint64)))
     for with_laplace, without in zip(*runs, strict=True):
         np.testing.assert_array_equal(with_laplace, without)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Shifted(Oracle):
+    """A plugin's method whose upper bounds lie near 1 or near 1001 (by the sign of
+    theta_bar_0), and whose batched path moves each upper bound by ``shift`` of the
+    largest bound's magnitude."""
+
+    name = "shifted"
+    shift: float = 0.0
+
+    def interval(self, stats, level, rng):
+        theta_bar = stats.theta_bar
+        return theta_bar - 1.0, theta_bar + 1.0 + 1000.0 * (theta_bar[0] > 0)
+
+    def intervals_batch(self, stats, level, rngs):
+        theta_bar = stats.theta_bar
+        upper = theta_bar + 1.0 + 1000.0 * (theta_bar[:, :1] > 0)
+        return theta_bar - 1.0, upper + self.shift * np.abs(upper).max()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_the_batch_check_allows_the_order_of_a_sum_of_the_largest_bound_and_no_more(backend):
+    # BATCH_RTOL of the largest bound's magnitude, not of the smallest's, and not more;
+    # on a GPU grid point too (its chains run on the CPU for the check: on the GPU
+    # backend's launch, here without a GPU, every replicate failed both ways alike and
+    # nothing was compared). Each went unnoticed in a mutation hunt (2026-12-03).
+    import ldpsim.tasks.chunk as chunk
+
+    rs = normalize_spec({"model": "mean", "n": 500, "backend": backend, "methods": {"oracle": {}}})
+    estimates = compute_chunk(GridPointSetup.of(rs), range(4), methods=[])["estimate"]
+    assert (estimates[:, 0] > 0).any() and (estimates[:, 0] <= 0).any()
+    near = dataclasses.replace(rs, methods={"s": _Shifted(shift=0.5 * chunk.BATCH_RTOL)})
+    assert chunk.check_batch_api(near, range(4)) == 1
+    far = dataclasses.replace(rs, methods={"s": _Shifted(shift=2 * chunk.BATCH_RTOL)})
+    with pytest.raises(chunk.BatchDisagreement, match=r"'s' .* upper bound of coordinate 0"):
+        chunk.check_batch_api(far, range(4))
