@@ -123,7 +123,7 @@ def test_the_batched_chunk_equals_its_replicates_alone(chunk):
             record = batched["errors"][rep]
             assert record["kind"] == "replicate" and record["error"] == f"NonFiniteRun: {exc}"
             assert np.isnan(batched["lower"][:, i]).all() and np.isnan(batched["seconds"][i])
-            assert np.isnan(batched["estimate"][i]).all()
+            assert np.isnan(batched["estimate"][i]).all() and np.isnan(batched["last"][i]).all()
             continue
         assert not batched["failed"][i]
         for name in ("estimate", "last", "projected"):
