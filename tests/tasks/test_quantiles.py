@@ -109,3 +109,15 @@ def test_every_position_read_lies_inside_the_sample(count):
         assert ranks.min() >= 0 and ranks.max() <= count - 1, ranks
     assert previous[-1] == following[-1] == count - 1
     assert previous[0] == 0 and following[0] == min(1, count - 1)
+
+
+def test_a_bound_tied_by_most_of_the_sample_takes_the_plain_pass():
+    # Most values equal the sampled bound, the least ones last: the gathering fills
+    # its scratch before it reaches them and must fall back to the plain pass. Taking
+    # the values gathered so far instead (a mutation hunt, 2026-12-03) missed them.
+    count = 2000
+    values = np.zeros(count)
+    values[-60:] = -1.0 - np.arange(60.0)
+    for draws in (values, -values):
+        got = linear_quantiles(draws[:, None], (0.025, 0.975))
+        np.testing.assert_array_equal(got, np.quantile(draws[:, None], (0.025, 0.975), axis=0))
