@@ -24,7 +24,8 @@ from conftest import edit_root_attrs, one_error_line, tree_hash
 from ldpsim.pipeline.cli import EXIT_DAMAGED, main
 from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.store.damage import _determined_by, find_damage
-from ldpsim.pipeline.store.integrity import DIGEST_ATTR, TRUTH_RTOL, determined_damage
+from ldpsim.pipeline.store.integrity import DIGEST_ATTR, TRUTH_RTOL, determined_damage, read_root
+from ldpsim.pipeline.store.integrity import _same as same_as_determined
 from ldpsim.pipeline.store.reading import during_commits, read_sweep
 from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
@@ -521,3 +522,27 @@ def test_a_store_without_digest_is_sealed_by_a_run_that_only_resumes(demo_store,
     assert not changes
     assert DIGEST_ATTR in json.loads((store / "zarr.json").read_text())["attributes"]
     assert main(["status", str(store)]) == 0  # the digest matches the content
+
+
+@pytest.mark.parametrize("recorded", ["", 0])
+def test_a_recorded_digest_of_no_value_is_damage(tmp_path, recorded):
+    # A digest recorded as "" or 0 (a tool that blanked it) matches no content: the store
+    # is damaged, not read as an old store without one (a mutation hunt, 2026-12: "if
+    # not recorded" read such a store as unsealed, its content unchecked).
+    store = tmp_path / "S.zarr"
+    store.mkdir()
+    attributes = {"sweep": {"replicates": 2}, "rep_chunk": 2, DIGEST_ATTR: recorded}
+    root = {"zarr_format": 3, "node_type": "group", "attributes": attributes}
+    (store / "zarr.json").write_text(json.dumps(root))
+    with pytest.raises(StoreDamage, match=f"does not match its recorded {DIGEST_ATTR}"):
+        read_root(store)
+
+
+def test_a_determined_array_of_another_shape_differs_whatever_its_values():
+    # One value broadcast to the expected shape is not the expected array: a truth of
+    # one element where the grid has two is damage (a mutation hunt, 2026-12: without
+    # the shape check, np.allclose broadcast it and found it equal).
+    assert not same_as_determined(np.array([0.25]), np.array([0.25, 0.25]))
+    assert not same_as_determined(np.array([0.25, 0.25]), np.array([0.25]), TRUTH_RTOL)
+    assert not same_as_determined(np.array([1, 1]), np.array([1]))
+    assert same_as_determined(np.array([0.25, np.nan]), np.array([0.25, np.nan]), TRUTH_RTOL)
