@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +225,85 @@ def test_errors_refuses_a_changed_byte_in_a_file_it_does_not_read(demo_store, tm
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "damaged" in err[0] and "estimate" in err[0], err
     assert tree_hash(store) == before
+
+
+def test_a_shard_index_listing_an_empty_chunk_at_offset_zero_is_damage(demo_store, tmp_path):
+    # A shard index whose entry says a chunk of 0 bytes at offset 0 (a zeroed index, a
+    # bad copy) lists no readable chunk: the file is corrupt, found without decoding it
+    # (a mutation hunt, 2026-12: "nbytes < 4 and offset + nbytes > size" passed every
+    # test, and `ldpsim status` died in a traceback seeking before the file's start).
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    lower = zarr.open_array(str(store / "lower"), mode="r")
+    assert lower.shards is not None and digests._index_at_end(lower)
+    data = store / "lower/c/0/0/0/0/0"
+    raw = bytearray(data.read_bytes())
+    chunks = int(np.prod([s // c for s, c in zip(lower.shards, lower.chunks, strict=True)]))
+    struct.pack_into("<QQ", raw, len(raw) - (16 * chunks + 4), 0, 0)  # the first entry
+    data.write_bytes(bytes(raw))
+    assert digests.fingerprint(data, lower).startswith(b"bad index:")
+    assert find_damage(store, verify=False).corrupt == ("lower/c/0/0/0/0/0",)
+
+
+def test_a_repair_records_missing_files_and_unreadable_manifests(demo_store, tmp_path):
+    # As for the files it deletes: a run stopped right after its repair leaves a store
+    # that reads as whole (its replicates not done), whether a data file was missing or
+    # a manifest unreadable; not damage again (a mutation hunt, 2026-12: a repair that
+    # left the missing files recorded, or the unreadable manifest in place, passed).
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    (store / "lower/c/0/0/0/0/0").unlink()
+    damage = find_damage(store)
+    assert damage.missing == ("lower/c/0/0/0/0/0",) and damage.replicates.all()
+    repair(store, damage)
+    assert not find_damage(store)
+    assert not load_dataset(store)["done"].values.any()
+
+    shutil.rmtree(store)
+    shutil.copytree(demo_store, store)
+    (store / "ldpsim/digests/block-0-0-0.json").write_text("{not json")
+    damage = find_damage(store)
+    assert damage.manifests == ("block-0-0-0.json",)
+    repair(store, damage)
+    assert json.loads((store / "ldpsim/digests/block-0-0-0.json").read_text()) == {"files": {}}
+    assert not find_damage(store)
+
+
+def test_a_file_a_writer_is_still_writing_is_not_a_store_file(demo_store, tmp_path):
+    # zarr's and ldpsim's temporary files beside a store's files (a run writing, or one
+    # killed) are neither damage nor a file the digests record.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    for suffix in digests.TEMPORARY:
+        shutil.copy(store / "lower/c/0/0/0/0/0", store / f"lower/c/0/0/0/0/1{suffix}")
+    assert digests.array_files(store, "lower") == {"lower/c/0/0/0/0/0"}
+    assert not find_damage(store, verify=False)
+
+
+@pytest.mark.parametrize("text", ["{}", '{"files": [1]}', '{"writing": {}}'])
+def test_a_manifest_without_its_files_object_is_damage(demo_store, tmp_path, capsys, text):
+    # JSON, but no manifest: named as damage in one line, not a KeyError's traceback (a
+    # mutation hunt, 2026-12: a read that checked only for a JSON object passed).
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    (store / "ldpsim/digests/block-0-0-0.json").write_text(text)
+    assert find_damage(store, verify=False).manifests == ("block-0-0-0.json",)
+    capsys.readouterr()
+    assert main(["status", str(store)]) == EXIT_DAMAGED
+    assert "digest file(s) cannot be read (ldpsim/digests/block-0-0-0.json)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_region_is_split_at_the_bounds_of_its_files():
+    # A region written across files is recorded per file, each part within its file
+    # (a mutation hunt, 2026-12: a part running to the region's end, past its file's,
+    # passed every test: a run writes one file per region).
+    parts = list(digests.split_by_file((slice(1, 7), slice(0, 2)), (4, 2)))
+    assert parts == [
+        ((0, 0), (slice(1, 4), slice(0, 2)), (slice(0, 3), slice(0, 2))),
+        ((1, 0), (slice(4, 7), slice(0, 2)), (slice(3, 6), slice(0, 2))),
+    ]
+    assert list(digests.split_by_file((slice(4, 6),), (4,))) == [
+        ((1,), (slice(4, 6),), (slice(0, 2),))
+    ]
