@@ -67,7 +67,7 @@ REREADS = 5
 def fingerprint(file: Path, array: zarr.Array) -> bytes | None:
     """What identifies the content of a data file of ``array``, read without decoding it:
     the CRC-32C that Zarr ends each of its chunks with, and a shard's index; None when
-    there is no file.
+    there is no file (a folder in its place is none).
 
     A shard (Zarr v3's sharding codec, its index at the end or the start) is its chunks
     and an index of their offsets and sizes with a CRC-32C of its own: the fingerprint is
@@ -77,7 +77,7 @@ def fingerprint(file: Path, array: zarr.Array) -> bytes | None:
     """
     try:
         handle = open(file, "rb")
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):  # no file there
         return None
     with handle:
         size = os.fstat(handle.fileno()).st_size

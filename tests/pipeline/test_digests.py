@@ -307,3 +307,20 @@ def test_a_region_is_split_at_the_bounds_of_its_files():
     assert list(digests.split_by_file((slice(4, 6),), (4,))) == [
         ((1,), (slice(4, 6),), (slice(0, 2),))
     ]
+
+
+def test_a_folder_in_place_of_a_data_file_is_damage_not_a_traceback(demo_store, tmp_path, capsys):
+    # A hunt (2026-12, h16b): `ldpsim status` of a store whose lower file had become a
+    # folder (a sync tool, a hand edit) died in an IsADirectoryError traceback, exit 1.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    (store / "lower/c/0/0/0/0/0").unlink()
+    (store / "lower/c/0/0/0/0/0").mkdir()
+    assert find_damage(store, verify=False).missing == ("lower/c/0/0/0/0/0",)
+    capsys.readouterr()
+    assert main(["status", str(store)]) == EXIT_DAMAGED
+    out = capsys.readouterr().out.splitlines()
+    assert "damaged: 1 data file(s) missing (lower/c/0/0/0/0/0)" in out[0], out
+    assert main(["summarize", str(store)]) == EXIT_DAMAGED
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "damaged" in err[0], err
