@@ -396,7 +396,7 @@ def _missing_files(
         spans[list(array.metadata.dimension_names or ()).index("method")] = range(
             method_file, method_file + 1
         )
-    stored = array_files(path, name)
+    stored = array_files(path, name, array.ndim)
     out = {}
     for row in needed.tolist():
         spans[:grid], spans[rep] = (
@@ -421,8 +421,21 @@ def repair(path: str | Path, damage: Damage) -> None:
     files have digests, the deleted files and the missing ones are recorded as absent,
     unreadable manifests are replaced by empty ones, and the determined arrays written
     again get their digests.
+
+    A folder standing where a missing data file belongs is removed when empty (Zarr
+    could not write the file in its place); a folder with something in it is refused
+    (:class:`StoreDamage`) before anything is changed.
     """
     path = Path(path)
+    folders = [key for key in damage.missing if (path / key).is_dir()]
+    for key in folders:
+        if any((path / key).iterdir()):
+            raise StoreDamage(
+                f"The store {str(path)!r} has a folder with files in it where the data "
+                f"file {key!r} belongs; move that folder out of the store, then run again."
+            )
+    for key in folders:
+        (path / key).rmdir()
     digested = has_digests(read_attrs(path))
     if digested and damage.manifests:  # their files are deleted below, or written again
         forget(path, (), damage.manifests)

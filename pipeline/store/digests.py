@@ -143,14 +143,31 @@ def file_shape(array: zarr.Array) -> tuple[int, ...]:
     return tuple(array.shards or array.chunks)
 
 
-def array_files(path: Path, name: str) -> set[str]:
-    """The data files of array ``name``, as ``NAME/c/...`` (one listing of its folder)."""
-    root = path / name
+def array_files(path: Path, name: str, ndim: int) -> set[str]:
+    """The data files of array ``name`` (of ``ndim`` >= 1 dimensions), as
+    ``NAME/c/i/j/...``, from one listing of its folder.
+
+    Only files at a chunk key's place count: ``ndim`` levels of decimal numbers below
+    ``c``. Anything else there (a writer's temporary file, ending in one of
+    :data:`TEMPORARY`; a ``.DS_Store`` that a file browser left; a backup copy) is no
+    data file: Zarr never reads it, no manifest records it, and it is no damage.
+    """
+    root = path / name / "c"
     out = set()
-    for folder, _, files in os.walk(root / "c"):
+    for folder, subfolders, files in os.walk(root):
+        depth = len(Path(folder).relative_to(root).parts)
+        if depth < ndim - 1:
+            subfolders[:] = [f for f in subfolders if _is_index(f)]
+            continue
+        subfolders.clear()
         rel = Path(folder).relative_to(path).as_posix()
-        out.update(f"{rel}/{f}" for f in files if not f.endswith(TEMPORARY))
+        out.update(f"{rel}/{f}" for f in files if _is_index(f))
     return out
+
+
+def _is_index(name: str) -> bool:
+    """Whether a file or folder name is a chunk index (a decimal number, as Zarr writes)."""
+    return name.isascii() and name.isdigit()
 
 
 def has_digests(attrs: dict[str, Any]) -> bool:
@@ -285,7 +302,7 @@ def determined_manifest(root: Path, names: Iterable[str], source: Path | None = 
         if source is not None and not (root / name / "c").exists():
             where = source
         array = zarr.open_array(str(where / name), mode="r", zarr_format=3)
-        for place in array_files(where, name):
+        for place in array_files(where, name, array.ndim):
             files[place] = place_digest(where, place, array)
     return json.dumps({"files": dict(sorted(files.items()))}, separators=(",", ":")).encode()
 
@@ -423,7 +440,7 @@ def check_files(path: str | Path, arrays: dict[str, zarr.Array]) -> FileDamage:
     path = Path(path)
     manifests = Manifests(path)
     expected, writing, bad = _expected(manifests)
-    present = set().union(*(array_files(path, name) for name in arrays))
+    present = set().union(*(array_files(path, name, arrays[name].ndim) for name in arrays))
     # An extension being committed, or one whose run was killed committing it: the
     # places its journal renames into are new files of the determined arrays (outside
     # the old layout that readers read) and the manifest that records them is renamed

@@ -19,6 +19,7 @@ import zarr
 from conftest import DEMO_ARGS, scheduler, tree_hash
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.store import digests
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.reading import load_dataset, open_arrays
@@ -32,7 +33,7 @@ def files_by_shape(store: Path) -> dict[tuple, list[tuple[str, str | None]]]:
     """Per file shape (and dimension count): each array's one file place, or None."""
     out: dict[tuple, list[tuple[str, str | None]]] = {}
     for name, array in open_arrays(store).items():
-        places = sorted(digests.array_files(store, name))
+        places = sorted(digests.array_files(store, name, array.ndim))
         assert len(places) <= 1, (name, places)  # the demo store: one file per array
         key = (len(array.shape), digests.file_shape(array))
         out.setdefault(key, []).append((name, places[0] if places else None))
@@ -276,7 +277,7 @@ def test_a_file_a_writer_is_still_writing_is_not_a_store_file(demo_store, tmp_pa
     shutil.copytree(demo_store, store)
     for suffix in digests.TEMPORARY:
         shutil.copy(store / "lower/c/0/0/0/0/0", store / f"lower/c/0/0/0/0/1{suffix}")
-    assert digests.array_files(store, "lower") == {"lower/c/0/0/0/0/0"}
+    assert digests.array_files(store, "lower", 5) == {"lower/c/0/0/0/0/0"}
     assert not find_damage(store, verify=False)
 
 
@@ -324,3 +325,50 @@ def test_a_folder_in_place_of_a_data_file_is_damage_not_a_traceback(demo_store, 
     assert main(["summarize", str(store)]) == EXIT_DAMAGED
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "damaged" in err[0], err
+
+
+def test_a_folder_where_a_missing_file_belongs_is_removed_when_empty_else_refused(
+    demo_store, tmp_path
+):
+    # The same hunt: after `status` said "`ldpsim run` recomputes them", the run cleared
+    # the replicates' done flags and then died writing the file (IsADirectoryError),
+    # exit 1. An empty folder there is now removed by the repair; one with files in it
+    # is refused before anything is changed.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    place = store / "lower/c/0/0/0/0/0"
+    place.unlink()
+    place.mkdir()
+    (place / "keep").write_text("mine")
+    done_before = zarr.open_array(str(store / "done"), mode="r")[...]
+    damage = find_damage(store, verify=False)
+    assert done_before.any() and damage.missing == ("lower/c/0/0/0/0/0",)
+    with pytest.raises(StoreDamage, match="folder with files in it where the data file 'lower"):
+        repair(store, damage)
+    assert (place / "keep").read_text() == "mine"
+    np.testing.assert_array_equal(zarr.open_array(str(store / "done"), mode="r")[...], done_before)
+    (place / "keep").unlink()
+    repair(store, find_damage(store, verify=False))
+    assert not place.exists()
+    assert not zarr.open_array(str(store / "done"), mode="r")[...].any()  # to compute again
+    assert not find_damage(store, verify=False)
+
+
+def test_files_at_no_chunk_key_are_neither_data_files_nor_damage(demo_store, tmp_path, capsys):
+    # The same hunt: a `.DS_Store` (a file browser's), a backup copy or a note anywhere
+    # under an array's `c/` folder made `status`, `summarize` and `run` die in a
+    # traceback (ValueError: invalid literal for int()), exit 1. Zarr never reads them.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    before = digests.array_files(store, "lower", 5)
+    for stray in ("lower/c/.DS_Store", "lower/c/0/0/0/0/0.bak", "lower/c/0/notes", "done/c/x"):
+        (store / stray).write_text("not zarr's")
+    (store / "lower/c/0/0/0/0/0.d/0").mkdir(parents=True)  # digits, one level too deep
+    (store / "lower/c/0/0/0/0/0.d/0/0").write_text("")
+    (store / "lower/c/0/0/0/0/7").mkdir()
+    (store / "lower/c/0/0/0/0/7/0").write_text("")
+    assert digests.array_files(store, "lower", 5) == before == {"lower/c/0/0/0/0/0"}
+    assert not find_damage(store)
+    capsys.readouterr()
+    assert main(["status", "--verify", str(store)]) == 0
+    assert main(["summarize", str(store)]) == 0
