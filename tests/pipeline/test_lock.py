@@ -18,12 +18,15 @@ from conftest import done_count, write_sweep
 
 from ldpsim.pipeline.compute.runner import run_sweep
 from ldpsim.pipeline.errors import InputError, RunStopped
+from ldpsim.pipeline.store import lock as lock_module
 from ldpsim.pipeline.store.lock import (
     LOCK_NAME,
     STALE_AFTER,
     STALE_AFTER_ENV,
+    START_TIME_TOLERANCE,
     RunLock,
     _process_start,
+    holder_token,
 )
 from ldpsim.pipeline.sweep import load_sweep
 
@@ -565,3 +568,248 @@ def test_the_heartbeat_reports_a_lock_file_removed(tmp_path):
         time.sleep(0.02)
     lock.release()
     assert lock.lost and len(notes) == 1 and "removed or took over the lock" in notes[0]
+
+
+# -- h16a's mutation hunt: cases no test above held ------------------------------------
+
+
+def test_a_copy_whose_original_store_is_gone_is_not_locked_by_its_run(tmp_path, sleeper):
+    # The copy's lock names a store that no longer exists (deleted or moved after the
+    # copy): it is not this store, even though the process that wrote it still runs.
+    start = _process_start(sleeper.pid)
+    gone = tmp_path / "gone.zarr"
+    folder = tmp_path / "copy.zarr" / "ldpsim"
+    write_record(
+        folder, hostname=socket.gethostname(), pid=sleeper.pid, age=0, store=str(gone), **start
+    )
+    note = taken_over_note(folder)
+    assert f"taken for the store {str(gone)!r}, of which this is a copy" in note
+
+
+def test_a_zombie_holder_is_gone(tmp_path):
+    # A driver that exited and whose parent has not reaped it yet holds nothing.
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        start = _process_start(child.pid)
+        child.stdin.close()  # the child exits; not waited for, it stays a zombie
+        deadline = time.monotonic() + 10
+        while _process_start(child.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        write_record(tmp_path, hostname=socket.gethostname(), pid=child.pid, age=0, **start)
+        assert "that process is gone" in taken_over_note(tmp_path)
+    finally:
+        child.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="start since boot: Linux")
+def test_a_process_start_since_boot_is_counted_from_boot():
+    # The field that a setting of the clock does not move: seconds from this boot.
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    since_boot = _process_start(os.getpid())["pid_started_since_boot"]
+    assert 0 <= since_boot <= uptime + START_TIME_TOLERANCE
+
+
+@pytest.mark.parametrize("shift", [-5.0, 5.0])
+def test_a_record_without_a_boot_id_is_judged_by_its_process_start(tmp_path, sleeper, shift):
+    # A lock written where there is no boot id (not Linux) keeps the start alone: the
+    # live pid is the holder when its start matches, another process when 5 s apart
+    # either way.
+    started = _process_start(sleeper.pid)["pid_started"]
+    here = socket.gethostname()
+    write_record(tmp_path, hostname=here, pid=sleeper.pid, age=0, pid_started=started)
+    with pytest.raises(InputError, match="its lock is released when that process ends"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+    write_record(tmp_path, hostname=here, pid=sleeper.pid, age=0, pid_started=started + shift)
+    assert f"pid {sleeper.pid} is now a process started" in taken_over_note(tmp_path)
+
+
+def test_a_start_that_is_not_a_number_is_not_read_as_one(tmp_path, sleeper):
+    # A record's start since boot of true (a damaged or hand-written record) is no
+    # number, not 1 s: the live holder is judged by its start time.
+    start = _process_start(sleeper.pid)
+    write_record(
+        tmp_path,
+        hostname=socket.gethostname(),
+        pid=sleeper.pid,
+        age=0,
+        **{**start, "pid_started_since_boot": True},
+    )
+    with pytest.raises(InputError, match="its lock is released when that process ends"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+
+
+def test_a_host_without_a_boot_id_judges_its_own_locks_by_their_process(tmp_path, monkeypatch):
+    # Where this host gives no boot id, a lock written here with one (the same host
+    # before /proc was hidden, a container) is still this host's: its dead pid is gone.
+    monkeypatch.setattr(lock_module, "BOOT_ID_FILE", tmp_path / "no-boot-id")
+    folder = tmp_path / "meta"
+    write_record(folder, hostname=socket.gethostname(), pid=dead_pid(), age=2.0, boot_id="b1")
+    assert "that process is gone" in taken_over_note(folder)
+
+
+def test_a_host_without_a_boot_id_judges_a_live_holder_by_its_start(
+    tmp_path, monkeypatch, sleeper
+):
+    # The record has a start since boot (written while the boot id was readable), this
+    # host no longer gives one: the start time decides, and the live holder keeps it.
+    start = _process_start(sleeper.pid)
+    monkeypatch.setattr(lock_module, "BOOT_ID_FILE", tmp_path / "no-boot-id")
+    write_record(tmp_path, hostname=socket.gethostname(), pid=sleeper.pid, age=0, **start)
+    with pytest.raises(InputError, match="its lock is released when that process ends"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+
+
+def test_an_unreadable_lock_is_taken_over(tmp_path):
+    # A crash while a lock file was written by hand or by a broken copy: no record.
+    (tmp_path / LOCK_NAME).write_bytes(b'{"pid": 12')
+    assert "its record is unreadable" in taken_over_note(tmp_path)
+
+
+def test_a_lock_of_an_older_ldpsim_is_not_held_by_a_process_started_after_it(tmp_path, sleeper):
+    # The pid now names a process started after the lock was written: not its writer.
+    here = socket.gethostname()
+    written = _process_start(sleeper.pid)["pid_started"] - 100
+    write_record(tmp_path, hostname=here, pid=sleeper.pid, age=0, started=written)
+    assert f"pid {sleeper.pid} is now a process started" in taken_over_note(tmp_path)
+
+
+def test_a_record_of_this_host_that_names_no_start_holds_nothing(tmp_path):
+    # Neither the process's start nor the lock's: the live pid cannot be told its writer.
+    tmp_path.joinpath(LOCK_NAME).write_text(
+        json.dumps({"pid": os.getpid(), "hostname": socket.gethostname(), "token": "t"})
+    )
+    assert "its record names no process" in taken_over_note(tmp_path)
+
+
+def test_a_record_of_this_host_without_a_pid_holds_nothing(tmp_path):
+    tmp_path.joinpath(LOCK_NAME).write_text(
+        json.dumps({"hostname": socket.gethostname(), "started": time.time(), "token": "t"})
+    )
+    assert "its record names no process" in taken_over_note(tmp_path)
+
+
+def test_a_store_named_another_way_is_the_same_store(tmp_path, sleeper):
+    # The record names this store by another spelling (a bind mount, a path with '..'):
+    # not a copy, so its live holder keeps it.
+    start = _process_start(sleeper.pid)
+    folder = tmp_path / "a.zarr" / "ldpsim"
+    spelled = str(tmp_path / "a.zarr" / "ldpsim" / ".." / ".." / "a.zarr")
+    here = socket.gethostname()
+    write_record(folder, hostname=here, pid=sleeper.pid, age=0, store=spelled, **start)
+    with pytest.raises(InputError, match="its lock is released when that process ends"):
+        RunLock(folder).acquire(log=pytest.fail)
+
+
+def test_a_future_heartbeat_of_this_host_is_judged_by_its_process(tmp_path, monkeypatch, sleeper):
+    # This host's own lock with a heartbeat in the future (its clock set back since):
+    # a live holder keeps it, however long its heartbeat seems not to advance.
+    monkeypatch.setenv(STALE_AFTER_ENV, "1")
+    start = _process_start(sleeper.pid)
+    here = socket.gethostname()
+    write_record(tmp_path, hostname=here, pid=sleeper.pid, age=-3600, stale_after=1, **start)
+    with pytest.raises(InputError, match="its lock is released when that process ends"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+
+
+def test_a_future_heartbeat_is_watched_past_the_acquire_patience(tmp_path, monkeypatch):
+    # Watching a heartbeat for its timeout outlasts the patience for a busy lock.
+    monkeypatch.setattr(lock_module, "ACQUIRE_PATIENCE", 0.2)
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=-3600, stale_after=1)
+    notes: list[str] = []
+    lock = RunLock(tmp_path)
+    lock.acquire(log=notes.append)
+    lock.release()
+    assert len(notes) == 2 and "did not advance" in notes[1]
+
+
+def marker_of(folder: Path, round_: int) -> Path:
+    """The takeover marker of the lock now in ``folder``, for round ``round_``."""
+    generation = RunLock(folder).inspect().generation
+    return folder / f".{LOCK_NAME}.takeover-{generation}-{round_}"
+
+
+def test_a_marker_left_by_a_run_that_died_taking_over_is_stale(tmp_path):
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=STALE_AFTER + 5)
+    marker = marker_of(tmp_path, 0)
+    marker.touch()
+    stamp = time.time() - STALE_AFTER - 5
+    os.utime(marker, (stamp, stamp))
+    assert "no heartbeat for" in taken_over_note(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_taking_a_lock_over_now_is_left_to_it(tmp_path, monkeypatch):
+    # Another run holds the takeover marker of this generation (created just now): this
+    # run does not remove the lock beside it, and gives up after its patience.
+    monkeypatch.setattr(lock_module, "ACQUIRE_PATIENCE", 0.3)
+    path = write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=STALE_AFTER + 5)
+    before = path.read_bytes()
+    marker_of(tmp_path, 0).touch()
+    with pytest.raises(InputError, match=r"Could not take the lock .*; try again"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+    assert path.read_bytes() == before
+
+
+def test_a_released_lock_says_nothing_more(tmp_path):
+    # Release stops the heartbeat before removing the file: no warning that another
+    # run removed it.
+    notes: list[str] = []
+    lock = RunLock(tmp_path, stale_after=0.6)  # a heartbeat every 0.1 s
+    lock.acquire(log=notes.append)
+    lock.release()
+    time.sleep(0.5)
+    assert notes == [] and not (tmp_path / LOCK_NAME).exists()
+
+
+@pytest.mark.parametrize("stale_after", [0.001, 1e9, "soon"])
+def test_a_timeout_out_of_range_in_a_record_is_not_believed(tmp_path, stale_after):
+    # A record's timeout outside [0.1, 86400] s: the reader's own (60 s) decides.
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=2.0, stale_after=stale_after)
+    with pytest.raises(InputError, match="no heartbeat for 60 s"):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+    write_record(
+        tmp_path, hostname=OTHER_HOST, pid=4242, age=STALE_AFTER + 5, stale_after=stale_after
+    )
+    assert "no heartbeat for" in taken_over_note(tmp_path)
+
+
+@pytest.mark.parametrize("stale_after", [0.0, 0.05, 86401.0, float("nan")])
+def test_a_timeout_out_of_range_is_refused(tmp_path, stale_after):
+    with pytest.raises(ValueError) as info:
+        RunLock(tmp_path, stale_after=stale_after)
+    assert str(info.value) == (
+        "The 'stale_after' parameter of RunLock must be a float in [0.1, 86400]. "
+        f"Got {stale_after!r}."
+    )
+
+
+def test_a_lock_taken_by_a_relative_path_holds_from_any_folder(tmp_path, monkeypatch):
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path)
+    lock = RunLock("a.zarr/ldpsim")
+    lock.acquire(log=pytest.fail)
+    try:
+        monkeypatch.chdir(tmp_path / "here")
+        with pytest.raises(InputError, match=f"pid {os.getpid()} on host"):
+            RunLock(tmp_path / "a.zarr" / "ldpsim").acquire(log=pytest.fail)
+    finally:
+        lock.release()
+
+
+def test_a_lock_names_the_start_of_its_process(tmp_path, sleeper):
+    # Another live process with the holder's pid, started before the lock was taken,
+    # is not its holder: the record keeps the holder's own start time.
+    lock = RunLock(tmp_path)
+    lock.acquire(log=pytest.fail)
+    record = lock.read()
+    lock.release()
+    write_record(tmp_path, age=0, **{**record, "pid": sleeper.pid})
+    assert f"pid {sleeper.pid} is now a process started" in taken_over_note(tmp_path)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"token": 7}', "{", ""])
+def test_no_holder_token_in_a_record_without_one(tmp_path, text):
+    (tmp_path / LOCK_NAME).write_text(text)
+    assert holder_token(tmp_path) is None
