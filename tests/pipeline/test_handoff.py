@@ -9,6 +9,7 @@ fallback to the driver's write wherever a worker cannot write a block whole.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -125,6 +126,31 @@ def test_a_handed_block_is_byte_for_byte_the_driver_s_write(computed, tmp_path, 
     assert done.sum() == 2 * LARGE - 2 and not done[0, LARGE] and not done[0, LARGE + 2]
 
 
+def test_a_handed_chunk_counts_for_the_run_as_its_arrays_do(computed, tmp_path, held):
+    # The driver counts failures (--max-failures: replicates failed, or with a method
+    # failed) and warm-up time from what a handed chunk keeps (a mutation hunt, h16a:
+    # KEPT without 'method_failed' or 'warm_up_seconds' passed every test; a run with
+    # --max-failures then raised KeyError on its first handed chunk).
+    from ldpsim.pipeline.compute.runner import FailureLimit
+
+    sweep, chunks = computed
+    method_failed = chunks[0]["method_failed"].copy()
+    method_failed.reshape(-1, LARGE)[0, 5] = True  # a method of replicate 5 failed
+    chunks = [dict(chunks[0], method_failed=method_failed), chunks[1]]
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    handed = hand_off(handoff_of(store), chunks)
+    assert HANDED in handed[0]
+    works = [Work(None, index, chunk, [], f"c{chunk}") for index, chunk in PLACES]
+    limits = {"arrays": FailureLimit(10**6), "handed": FailureLimit(10**6)}
+    for work, array, hand in zip(works, chunks, handed, strict=True):
+        limits["arrays"].add(work, array)
+        limits["handed"].add(work, hand)
+        assert hand["warm_up_seconds"] == array["warm_up_seconds"]
+        assert hand["errors"] == array["errors"]
+        np.testing.assert_array_equal(hand["failed"], array["failed"])
+    assert limits["handed"].counts == limits["arrays"].counts == {(0,): 3}
+
+
 def test_chunks_that_fill_part_of_a_block_keep_their_arrays(computed, tmp_path, held):
     sweep, chunks = computed
     store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
@@ -141,6 +167,21 @@ def test_a_region_that_ends_inside_a_file_is_not_whole():
     with pytest.raises(NotWhole, match="covers part of a file"):
         whole_files("estimate", (1, 1200), (1, 1200), (slice(0, 1), slice(600, 1200)))
     whole_files("estimate", (1, 1000), (1, 600), (slice(0, 1), slice(600, 1000)))  # its end
+
+
+def test_a_block_smaller_than_the_store_s_files_is_not_encoded(computed, tmp_path, held):
+    # A task's layout whose write block is half of the store's files (shards of 2 x LARGE
+    # replicates): the block is covered, but encoding its files alone would lose the
+    # other half of each; the driver writes it (a mutation hunt, h16a: encoding without
+    # the check of whole files passed every other test).
+    sweep, chunks = computed
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    half = dataclasses.replace(store.layout, shard_reps=LARGE, chunk_reps=LARGE)
+    assert half.write_block() == ((1,), LARGE)
+    before = tree_hash(store.path)
+    task = Handoff(str(store.path), TOKEN, half, store.code_version, PLACES[:1])
+    assert hand_off(task, chunks[:1]) == chunks[:1]
+    assert tree_hash(store.path) == before
 
 
 def test_a_worker_whose_write_fails_leaves_no_partial_file(computed, tmp_path, held, monkeypatch):
