@@ -203,6 +203,55 @@ def test_a_worker_whose_write_fails_leaves_no_partial_file(computed, tmp_path, h
     assert len(calls) == 2 and tree_hash(store.path) == before
 
 
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_file_that_fails_half_written_is_removed(computed, tmp_path, held, monkeypatch, error):
+    # The disk fills (or the worker is interrupted) inside the second file's write: that
+    # file, half written, goes with the first (a mutation hunt, h16a: the name recorded
+    # after the write, or only Exceptions cleaned up, passed every other test).
+    sweep, chunks = computed
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    before = tree_hash(store.path)
+    write_bytes, calls = Path.write_bytes, []
+
+    def fails_in_the_second(self, data):
+        calls.append(self)
+        if len(calls) == 2:
+            write_bytes(self, data[: len(data) // 2])
+            raise error
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", fails_in_the_second)
+    if isinstance(error, OSError):
+        assert hand_off(handoff_of(store), chunks) == chunks
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            hand_off(handoff_of(store), chunks)
+    monkeypatch.undo()
+    assert len(calls) == 2 and tree_hash(store.path) == before
+
+
+def test_a_failed_attempt_leaves_another_attempt_s_files(computed, tmp_path, held, monkeypatch):
+    # One task run twice in one worker process (a retry): the attempt that fails
+    # removes its own files, not those of the attempt the driver moves in.
+    sweep, chunks = computed
+    store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
+    first = hand_off(handoff_of(store), chunks)
+    encoded, calls = handoff.encoded_files, []
+
+    def full_after_one(write):
+        calls.append(write.name)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return encoded(write)
+
+    monkeypatch.setattr(handoff, "encoded_files", full_after_one)
+    assert hand_off(handoff_of(store), chunks) == chunks
+    monkeypatch.undo()
+    store.write_handed(placed(first))
+    assert not list(store.path.rglob("*.partial"))
+    assert store.done_mask().sum() == 2 * LARGE - 2
+
+
 class FailingWrites:
     """A zarr array whose writes are interrupted (a run killed while writing it)."""
 
