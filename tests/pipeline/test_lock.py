@@ -713,15 +713,37 @@ def test_a_future_heartbeat_of_this_host_is_judged_by_its_process(tmp_path, monk
         RunLock(tmp_path).acquire(log=pytest.fail)
 
 
-def test_a_future_heartbeat_is_watched_past_the_acquire_patience(tmp_path, monkeypatch):
-    # Watching a heartbeat for its timeout outlasts the patience for a busy lock.
+def test_a_future_heartbeat_is_watched_for_its_holders_timeout(tmp_path, monkeypatch):
+    # Watched for the holder's own timeout (1.5 s), not the reader's (0.5 s), and for
+    # longer than the patience for a busy lock.
     monkeypatch.setattr(lock_module, "ACQUIRE_PATIENCE", 0.2)
-    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=-3600, stale_after=1)
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=-3600, stale_after=1.5)
     notes: list[str] = []
-    lock = RunLock(tmp_path)
+    lock = RunLock(tmp_path, stale_after=0.5)
     lock.acquire(log=notes.append)
     lock.release()
-    assert len(notes) == 2 and "did not advance" in notes[1]
+    assert len(notes) == 2 and "watching for up to 1.5 s" in notes[0]
+    assert "did not advance" in notes[1] and "more than its timeout of 1.5 s" in notes[1]
+
+
+def test_a_future_heartbeat_replaced_while_watched_is_watched_anew(tmp_path, monkeypatch):
+    # Another run (its clock ahead too) took the lock over while this one watched it:
+    # the new lock is watched from its start, not taken for an advancing heartbeat.
+    monkeypatch.setenv(STALE_AFTER_ENV, "1")
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=-3600)
+    notes: list[str] = []
+
+    def log(note: str) -> None:
+        notes.append(note)
+        if len(notes) == 1:  # watching the first lock: replaced, dated elsewhere
+            write_record(tmp_path, hostname=OTHER_HOST, pid=4343, age=-7200)
+
+    lock = RunLock(tmp_path)
+    lock.acquire(log=log)
+    lock.release()
+    assert len(notes) == 3, notes
+    assert "lock of pid 4242" in notes[0] and "lock of pid 4343" in notes[1]
+    assert "stale lock of pid 4343" in notes[2] and "did not advance" in notes[2]
 
 
 def marker_of(folder: Path, round_: int) -> Path:
