@@ -653,3 +653,49 @@ def test_replay_compares_only_what_the_store_holds_of_a_replicate(
     assert line == (
         "Not compared: the store holds no values of this replicate yet (not computed)."
     )
+
+
+def test_a_store_has_added_methods_once_methods_are_added(tmp_path):
+    # The methods a store was made with are its own, those appended later added (a
+    # mutation hunt, h16a: has_added true for every store passed every test).
+    from ldpsim.pipeline.store.pending import first_added, has_added
+    from ldpsim.pipeline.store.store import Store
+
+    path = tmp_path / "S.zarr"
+    store, _ = Store.open_or_create(path, api.load_sweep(_tables(STORED), name="made"))
+    assert (first_added(store.arrays), has_added(store.arrays)) == (2, False)
+    store, _ = Store.open_or_create(path, api.load_sweep(_tables(STORED + ADDED), name="more"))
+    assert (first_added(store.arrays), has_added(store.arrays)) == (2, True)
+
+
+def test_an_added_method_timed_at_one_checkpoint_is_not_pending():
+    # Pending: no method_seconds at any checkpoint. A replicate whose added method has
+    # a time at one checkpoint and none at another (computed, not timed there) is not
+    # (a mutation hunt, h16a: "at every checkpoint" passed every test).
+    import zarr
+
+    from ldpsim.pipeline.store.pending import pending
+
+    group = zarr.open_group(zarr.storage.MemoryStore(), mode="w", zarr_format=3)
+    dims = ("n", "method", "rep", "checkpoint")
+    lower = group.create_array(
+        "lower",
+        shape=(1, 3, 3, 2, 1),
+        chunks=(1, 2, 3, 2, 1),
+        dtype="f8",
+        dimension_names=(*dims, "coord"),
+    )
+    seconds = group.create_array(
+        "method_seconds",
+        shape=(1, 3, 3, 2),
+        chunks=(1, 2, 3, 2),
+        dtype="f8",
+        fill_value=np.nan,
+        dimension_names=dims,
+    )
+    seconds[0, :, 0, :] = 1.0  # rep 0: every method timed at both checkpoints
+    seconds[0, 2, 1, 0] = 1.0  # rep 1: the added method timed at the first only
+    done = np.array([[True, True, True]])  # rep 2: the added method not computed
+    first, mask = pending({"lower": lower, "method_seconds": seconds}, done)
+    assert first == 2
+    np.testing.assert_array_equal(mask, [[[False, False, True]]])
