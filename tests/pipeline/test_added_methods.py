@@ -699,3 +699,43 @@ def test_an_added_method_timed_at_one_checkpoint_is_not_pending():
     first, mask = pending({"lower": lower, "method_seconds": seconds}, done)
     assert first == 2
     np.testing.assert_array_equal(mask, [[[False, False, True]]])
+
+
+def test_pending_cells_are_done_replicates_without_time_bounds_or_failure():
+    # pending_cells on a store of one method, two checkpoints, one coordinate: a
+    # replicate per case (a mutation hunt, h16a: each term of the rule could be dropped
+    # or turned from "at every checkpoint" to "at any" and pass every test).
+    from ldpsim.pipeline.store.pending import pending_cells
+
+    nan = np.nan
+    # rep:          0    1    2    3    4    5    6
+    seconds = [
+        [nan, nan, 1.0, nan, nan, nan, nan],  # checkpoint 0
+        [nan, nan, nan, nan, nan, nan, nan],  # checkpoint 1
+    ]
+    lower = [[nan, 0.1, nan, nan, nan, 0.1, nan], [nan, 0.1, nan, nan, nan, nan, nan]]
+    upper = [[nan, 0.2, nan, nan, 0.2, 0.2, nan], [nan, 0.2, nan, nan, 0.2, nan, nan]]
+    failed = [[False] * 7, [False, False, False, True, False, False, False]]
+    done = [True, True, True, True, True, True, False]
+    dims = ("method", "rep", "checkpoint")
+
+    def per_method(values):  # (checkpoint, rep) -> (method, rep, checkpoint)
+        return np.asarray(values).T[None]
+
+    ds = xr.Dataset(
+        {
+            "done": (("rep",), np.array(done)),
+            "method_seconds": (dims, per_method(seconds)),
+            "lower": ((*dims, "coord"), per_method(lower)[..., None]),
+            "upper": ((*dims, "coord"), per_method(upper)[..., None]),
+            "method_failed": (dims, per_method(failed)),
+        }
+    )
+    pending = pending_cells(ds)
+    assert set(pending.dims) == {"method", "rep"}
+    # 0: nothing written. 1: bounds without a time (a method of a store made before
+    # method_seconds). 2: timed at one checkpoint. 3: failed at one. 4: an upper bound
+    # only. 5: bounds at one checkpoint. 6: not done.
+    np.testing.assert_array_equal(pending.transpose("method", "rep"), [[True] + [False] * 6])
+    without_seconds = pending_cells(ds.drop_vars("method_seconds"))
+    assert not without_seconds.values.any()

@@ -835,3 +835,35 @@ def test_a_lock_names_the_start_of_its_process(tmp_path, sleeper):
 def test_no_holder_token_in_a_record_without_one(tmp_path, text):
     (tmp_path / LOCK_NAME).write_text(text)
     assert holder_token(tmp_path) is None
+
+
+def test_a_lock_taken_again_after_it_was_lost_is_held(tmp_path):
+    lock = RunLock(tmp_path, stale_after=60.0)
+    lock.acquire(log=pytest.fail)
+    (tmp_path / LOCK_NAME).unlink()  # lost (removed by hand)
+    assert not lock.still_held() and lock.lost
+    lock.release()
+    lock.acquire(log=pytest.fail)
+    try:
+        assert lock.still_held() and not lock.lost
+    finally:
+        lock.release()
+
+
+def test_a_lock_file_read_half_written_is_not_lost(tmp_path):
+    # The heartbeat that reads a record it cannot parse (an NFS client that saw the
+    # file mid-update) tries again at its next beat: the lock is not given up for it.
+    notes: list[str] = []
+    lock = RunLock(tmp_path, stale_after=0.6)  # a heartbeat every 0.1 s
+    lock.acquire(log=notes.append)
+    path = tmp_path / LOCK_NAME
+    record = path.read_bytes()
+    path.write_bytes(record[: len(record) // 2])
+    time.sleep(0.5)  # a few heartbeats read it so
+    path.write_bytes(record)
+    time.sleep(0.3)
+    try:
+        assert notes == [] and not lock.lost and lock.still_held()
+    finally:
+        lock.release()
+    assert not path.exists()
