@@ -24,6 +24,7 @@ from ldpsim.pipeline.store.lock import (
     STALE_AFTER,
     STALE_AFTER_ENV,
     START_TIME_TOLERANCE,
+    LockFile,
     RunLock,
     _process_start,
     holder_token,
@@ -867,3 +868,23 @@ def test_a_lock_file_read_half_written_is_not_lost(tmp_path):
     finally:
         lock.release()
     assert not path.exists()
+
+
+class ReleasedWhileLooked(RunLock):
+    """A run whose look at the lock comes just after its holder released it."""
+
+    def inspect(self) -> LockFile | None:
+        if not getattr(self, "looked", False):
+            self.looked = True
+            self.path.unlink()  # the holder releases between the link and the look
+        return super().inspect()
+
+
+def test_a_lock_released_while_looked_at_is_taken(tmp_path):
+    write_record(tmp_path, hostname=OTHER_HOST, pid=4242, age=0)
+    lock = ReleasedWhileLooked(tmp_path)
+    lock.acquire(log=pytest.fail)
+    try:
+        assert lock.read()["token"] == lock._token
+    finally:
+        lock.release()
