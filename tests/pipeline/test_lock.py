@@ -888,3 +888,12 @@ def test_a_lock_released_while_looked_at_is_taken(tmp_path):
         assert lock.read()["token"] == lock._token
     finally:
         lock.release()
+
+
+def test_a_lock_that_cannot_be_read_is_an_os_error_at_once(tmp_path):
+    # Not "someone else holds it, try again" after ACQUIRE_PATIENCE: the run reports
+    # the file system's error (runner: "Cannot write the run lock ...", exit 2).
+    (tmp_path / LOCK_NAME).mkdir()
+    with pytest.raises(IsADirectoryError):
+        RunLock(tmp_path).acquire(log=pytest.fail)
+    assert [p.name for p in tmp_path.iterdir()] == [LOCK_NAME]
