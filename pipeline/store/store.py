@@ -217,10 +217,15 @@ class Store:
 
         Raises
         ------
+        NotWhole
+            The chunks do not cover their write blocks (from
+            :func:`~ldpsim.pipeline.store.handoff.expected_places`, a ValueError).
         RuntimeError
             The files are not the whole files of the blocks these chunks fill, or one is
-            not in the store: nothing of them is recorded or moved. A worker encodes only
-            for the store whose lock holds the run's token, so this is a bug.
+            not in the store.
+
+        Either way nothing of them is recorded or moved. A worker encodes only for the
+        store whose lock holds the run's token, so either is a bug.
         """
         files = [result[HANDED] for _, _, result in results if result.get(HANDED) is not None]
         values, done = expected_places(self._arrays, self.layout, results)
