@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import one_error_line, scheduler, write_sweep
+from conftest import one_error_line, scheduler, write_as_a_run, write_sweep
 
 from ldpsim.pipeline import api
 from ldpsim.pipeline.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
@@ -134,9 +134,39 @@ def test_replay_refuses_bad_input_in_one_line(diverging, capsys):
         (["--rep", "0", "--point", "tau=0.5"], ("no grid axis 'tau'", "axes are: c")),
         (["--rep", "0", "--point", "c=3"], ("has no value '3'", "values are: 1, 1e+308")),
         (["--rep", "0", "--point", "c"], ("--point expects AXIS=VALUE",)),
+        (["--rep", "0", "--point", "c="], ("--point expects AXIS=VALUE",)),
+        (["--rep", "0", "--point", "c=1", "--point", "c=1e308"], ("the axis 'c' twice",)),
     ):
         code = main(["replay", str(diverging), *argv])
         one_error_line(capsys.readouterr(), code, words, EXIT_BAD_INPUT)
+    # In Python: a value or its text; a bool is no number, and no rep is below 0 (a
+    # mutation hunt, h16c: True taken for c = 1, NaN for any c, and rep -1 passed every
+    # test).
+    from ldpsim.pipeline.compute.replay import find_target
+
+    good = find_target(diverging, 1, {"c": 1})
+    assert (good.index, good.record_path, good.record) == ((0,), None, None)
+    assert find_target(diverging, 1, {"c": "1e308"}).index == (1,)
+    for rep, point, words in (
+        (0, {"c": True}, "has no value True"),
+        (0, {"c": float("nan")}, "has no value nan"),
+        (-1, {"c": 1}, "[0, 1]"),
+    ):
+        with pytest.raises(api.InputError, match=re.escape(words)):
+            find_target(diverging, rep, point)
+
+
+def test_replay_chooses_the_grid_point_where_that_replicate_failed(diverging_copy, capsys):
+    # Both grid points with a failure record, of rep 0 both, of rep 1 c = 1e308 only:
+    # rep 1 needs no --point (a mutation hunt, h16c: choosing among the grid points with
+    # any failure, not those with this replicate's, passed every test).
+    from ldpsim.pipeline.compute.replay import find_target
+
+    record = _record(diverging_copy, "1__0.json")
+    _write_record(diverging_copy, "0__0.json", {**record, "spec": {**record["spec"], "c": 1.0}})
+    assert find_target(diverging_copy, 1).index == (1,)
+    with pytest.raises(api.InputError, match="2 grid points with a recorded failure match"):
+        find_target(diverging_copy, 0)
 
 
 def test_replay_of_a_method_failure_raises_the_methods_own_error(early, capsys):
@@ -153,17 +183,25 @@ def test_replay_of_a_method_failure_raises_the_methods_own_error(early, capsys):
 
 
 def test_replay_reruns_a_method_through_the_replicates_own_code(early, capsys, monkeypatch):
-    calls = []
+    calls, started = [], []
     own = replicate.replicate_from_state
 
-    def spy(*args, **kwargs):
+    def spy(setup, state, streams, **kwargs):
         calls.append(kwargs)
-        return own(*args, **kwargs)
+        started.append((state.copy(), {k: g.bit_generator.state for k, g in streams.items()}))
+        return own(setup, state, streams, **kwargs)
 
     monkeypatch.setattr(replicate, "replicate_from_state", spy)
     with pytest.raises(ValueError, match="bb needs at least 2 blocks") as raised:
         api.replay(early, rep=1, point={"tau": "0.9"})
     assert calls == [{"methods": ("bb",), "raise_failures": True, "raw": None}]  # CPU: no raw
+    # From rep 1's own data and method streams (a mutation hunt, h16c: rep 0's, whose bb
+    # fails alike, passed every test).
+    setup = GridPointSetup.of(_record(early, "1__1.json")["spec"])
+    ((state, streams),) = started
+    np.testing.assert_array_equal(state, setup.data_state(1), strict=True)
+    assert streams == {k: g.bit_generator.state for k, g in setup.method_streams(1).items()}
+    assert streams != {k: g.bit_generator.state for k, g in setup.method_streams(0).items()}
     # The method's own exception, raised where bb raised it, not a wrapper of it.
     tb = raised.value.__traceback__
     while tb.tb_next is not None:
@@ -224,6 +262,100 @@ def test_replay_of_a_damaged_store_does_not_compare_with_it(diverging_copy, caps
     assert "\nNot compared: the store is damaged: " in out and "missing" in out, out
 
 
+def test_replay_of_a_replicate_the_store_holds_as_failed_compares_nothing(diverging_copy, capsys):
+    # As a run whose task was lost leaves it: c = 1, rep 0 failed, with no values. It
+    # runs here, and nothing is compared (a mutation hunt, h16c: the line saying "not
+    # computed" instead passed every test).
+    for name, value in (("done", False), ("failed", True)):
+        write_as_a_run(diverging_copy, name, (0, 0), value)
+    api.replay(diverging_copy, rep=0, point={"c": "1"})
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "Not compared: the store records this replicate as failed."
+
+
+def test_replay_names_each_value_that_differs_from_the_store(diverging_copy, capsys):
+    # Values changed as a run writes them (not damage): replay names each that differs
+    # (a mutation hunt, h16c: the methods' estimates and failure flags left out of the
+    # comparison, and a NaN against a number, passed every test). (c, method, rep):
+    write_as_a_run(diverging_copy, "method_estimate", (0, 2, 1), 0.25)  # oracle
+    write_as_a_run(diverging_copy, "method_failed", (0, 1, 1), True)  # bm
+    write_as_a_run(diverging_copy, "upper", (0, 0, 1), np.nan)  # bb
+    api.replay(diverging_copy, rep=1, point={"c": "1"})
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("Differs from the store (computed by code version 0; "), last
+    differing = last.split("): ", 1)[1].rstrip(".").split("; ")
+    assert differing[0] == "bb's upper bound (NaN in one, a number in the other)", last
+    assert differing[1] == "bm's failure flag", last
+    assert differing[2].startswith("oracle's estimate (largest difference "), last
+    assert len(differing) == 3, last
+
+
+def test_replay_of_a_method_record_whose_replicate_fails_says_so(diverging_copy, capsys):
+    # A record of bb's failure, at a grid point whose chain fails when replayed: no
+    # replicate failure was recorded (a mutation hunt, h16c: the method record's error
+    # taken for the replicate's, "another error than the recorded one", passed).
+    record = _record(diverging_copy, "1__1.json")
+    bb = {"kind": "method", "error": "bb: ValueError: x", "methods": {"bb": "ValueError: x"}}
+    _write_record(diverging_copy, "1__1.json", {**record, **bb, "tracebacks": {"bb": ""}})
+    assert main(["replay", str(diverging_copy), "--rep", "1"]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "\nThe replicate failed (no such failure was recorded): NonFiniteRun: " in out, out
+
+
+def test_replay_compares_each_method_with_its_own_in_the_store(diverging_copy, capsys):
+    # A record's spec lists the methods as its run's sweep did, maybe in another order
+    # than the store's (a run that added methods): each is compared with its own values
+    # (a mutation hunt, h16c: a method looked up by its place in the spec passed).
+    record = _record(diverging_copy, "1__1.json")
+    spec = {**record["spec"], "c": 1.0}
+    spec["methods"] = dict(reversed(list(spec["methods"].items())))
+    bm = {"kind": "method", "error": "bm: ValueError: x", "methods": {"bm": "ValueError: x"}}
+    failed = {**record, **bm, "spec": spec, "tracebacks": {"bm": ""}}
+    _write_record(diverging_copy, "0__1.json", failed)
+    api.replay(diverging_copy, rep=1, point={"c": "1"})
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "Equal to the store, bit for bit: the estimate, the last iterate, the projected "
+        "estimate, the bounds, estimate and failure flag of oracle, bm, bb."
+    )
+
+
+def test_replay_of_a_record_without_its_spec_takes_the_stored_sweeps(diverging_copy, capsys):
+    # A record of an older ldpsim has no spec: the stored sweep's is replayed, and the
+    # record is still the one named (a mutation hunt, h16c: the record dropped, "no
+    # failure is recorded", passed every test).
+    record = _record(diverging_copy, "1__1.json")
+    _write_record(diverging_copy, "1__1.json", {k: v for k, v in record.items() if k != "spec"})
+    assert main(["replay", str(diverging_copy), "--rep", "1"]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert out.startswith(f"Replaying {diverging_copy}/ldpsim/errors/1__1.json (replicate "), out
+    assert "rep 1 at c = 1e+308, seed 7" in out.splitlines()[0]
+    assert "The replicate failed again, with the recorded error." in out
+
+
+def test_a_replicates_values_are_shown_at_n_with_a_failed_methods_reason():
+    # A mutation hunt (h16c): the first checkpoint's values shown, a method's lower
+    # bound shown for its upper, or a failure's reason left out, passed every test.
+    from ldpsim.pipeline.compute.replay import format_result
+
+    spec = {"model": "quantile", "eps": 1.0, "n": 1000, "checkpoints": [3, 1000]}
+    methods = {"bb": {"B": 50}, "oracle": {}}
+    tables = {"replicates": 1, "seed": 7, "spec": spec, "methods": methods}
+    sweep = api.load_sweep(tables, name="at_n")
+    result = replicate.run_replicate(GridPointSetup.of(sweep.points()[0].spec), 0)
+    assert result.lower["oracle"][0] != result.lower["oracle"][-1]
+
+    def at_n(values) -> str:
+        return np.array2string(np.asarray(values)[-1], precision=6, threshold=8)
+
+    reason = "ValueError at n = 3: bb needs at least 2 blocks; n = 3 gives 1."
+    lower, upper = result.lower, result.upper
+    assert format_result(0, result).splitlines()[1:] == [
+        f"  estimate  {at_n(result.estimate)}",
+        f"  bb        {at_n(lower['bb'])} to {at_n(upper['bb'])} (failed: {reason})",
+        f"  oracle    {at_n(lower['oracle'])} to {at_n(upper['oracle'])}",
+    ]
+
+
 def test_errors_counts_the_failures_whose_record_was_deleted(diverging_copy, capsys):
     # A hunt (2026-12-01): with a record deleted (the remedy for one that does not
     # parse), errors showed one failure fewer than status, without a word.
@@ -247,6 +379,8 @@ def test_replay_of_a_spec_that_no_longer_validates_is_bad_input(diverging_copy, 
     for spec, words in (
         ({**record["spec"], "model": "gone_model"}, ("'gone_model'",)),  # plugin uninstalled
         (renamed, ("Unknown key 'epsilon'",)),  # a parameter renamed
+        # a type checked since (a TypeError; a mutation hunt, h16c: its traceback passed)
+        ({**record["spec"], "eps": "x"}, ("The 'eps' parameter of randomized_response",)),
     ):
         _write_record(diverging_copy, "1__1.json", {**record, "spec": spec})
         code = main(["replay", str(diverging_copy), "--rep", "1"])
