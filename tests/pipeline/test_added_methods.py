@@ -202,6 +202,29 @@ def test_added_methods_are_refused_on_replicates_of_another_model_code(stores, t
     line = one_error_line(capsys.readouterr(), code, [*words, "source 00000000 ->"])
     assert "tau = 0.8" in line
     assert tree_hash(store) == before
+    # Its first replicate alone of the old code is refused too, and so are replicates
+    # computed before the store recorded its code (code_version -1), judged by its first
+    # record (a mutation hunt, h16c: the replicates looked at from 1 on, or those of -1
+    # judged by the latest record, passed every test).
+    for first, version in ((1, 1), (0, -1)):
+        write_as_a_run(store, "code_version", (slice(None), 0, slice(first, None)), version)
+        with pytest.raises(api.InputError, match=r"'quantile' at tau = 0\.5, n = 1e3; tau = 0\.8"):
+            check_chain_code(store, load_sweep(str(sweep), [], None), ["bb_basic", "sn"], units)
+    # A code_version the store does not describe (2 of 2 versions): nothing to compare.
+    write_as_a_run(store, "code_version", (slice(None), 0, slice(None)), 2)
+    check_chain_code(store, load_sweep(str(sweep), [], None), ["bb_basic", "sn"], units)
+    # The mechanism makes the chain as well as the model (a mutation hunt, h16c: the
+    # mechanism left out of the check passed every test).
+    store = as_if_changed("mechanism:randomized_response")
+    with pytest.raises(api.InputError, match="mechanism 'randomized_response' at tau = 0\\.5"):
+        check_chain_code(store, load_sweep(str(sweep), [], None), ["bb_basic", "sn"], units)
+    # A sweep that adds a grid value too: its new grid point has no finished replicate
+    # (a mutation hunt, h16c: a point with any of its values stored looked up, which
+    # fails, passed every test).
+    text = sweep_text(STORED + ADDED).replace("tau = [0.5, 0.8]", "tau = [0.5, 0.8, 0.9]")
+    wider = load_sweep(str(write(tmp_path / "wider.toml", text)), [], None)
+    with pytest.raises(api.InputError, match="mechanism 'randomized_response' at tau = 0\\.5"):
+        check_chain_code(store, wider, ["bb_basic", "sn"], units)
     # A stored method's change does not touch the chains: the methods may be added.
     store = as_if_changed("method:bb")
     check_chain_code(store, load_sweep(str(sweep), [], None), ["bb_basic", "sn"], units)
@@ -255,6 +278,12 @@ def test_a_failed_recompute_keeps_the_added_methods_already_stored(
             assert bool(np.isnan(after["method_seconds"].isel(cell)).all())  # tried again
     records = {(r["spec"]["tau"], r["rep"]): r["methods"] for r in iter_errors(path)}
     assert {k: set(v) for k, v in records.items()} == {(0.5, 0): {"bb_basic"}, (0.8, 3): {"sn"}}
+    # Method records, each naming its method, without the lost task's traceback key
+    # (a mutation hunt, h16c: the task record's traceback kept passed every test).
+    for record in iter_errors(path):
+        (label,) = record["methods"]
+        assert record["kind"] == "method" and record["error"] == f"{label}: RuntimeError: lost"
+        assert "traceback" not in record and record["tracebacks"] == {}
     # The next run computes them, and their failure records go with their failure
     # flags (records that kept them listed methods that had not failed; a mutation hunt,
     # 2026-12-02).
@@ -292,6 +321,46 @@ def test_a_chain_that_fails_when_run_again_is_recorded_in_one_line(monkeypatch):
     assert np.isnan(out["method_seconds"]).all()  # pending: a later run tries again
     reason = out["errors"][1]["methods"]["sn"]
     assert reason == "FloatingPointError: overflow in the chain (in the chain run again)"
+    # The record's error names each method, its traceback the chain's (a mutation hunt,
+    # h16c: the labels dropped from the error, or no traceback, passed every test).
+    assert out["errors"][1]["error"] == f"bb_basic: {reason}; sn: {reason}"
+    tracebacks = out["errors"][1]["tracebacks"]
+    assert list(tracebacks) == ["bb_basic", "sn"]
+    assert all("FloatingPointError: overflow in the chain" in t for t in tracebacks.values())
+
+
+def test_an_added_methods_task_refuses_a_worker_running_other_code():
+    # A worker whose model is not the code the client read computes nothing (a mutation
+    # hunt, h16c: the task's unit hashes not passed to its chunks passed every test).
+    from ldpsim.pipeline.compute.added_methods import run_methods_task
+
+    point = api.load_sweep(_tables(STORED + ADDED), name="more").points()[0]
+    other = {"model:quantile": "0" * 64}
+    (out,) = run_methods_task([(point.spec, [0, 1], "key")], ["sn"], 1, other)
+    assert isinstance(out, RuntimeError), out
+    assert "This worker runs another copy of the model 'quantile'" in str(out)
+
+
+def test_a_chain_run_again_computes_the_added_methods_only():
+    # The stored bb fails at the checkpoint n = 3 in every replicate: the added oracle's
+    # chunk records no failure of it, and holds oracle's own values (a mutation hunt,
+    # h16c: every method of the spec computed again, bb's failure recorded as the added
+    # method's, passed every test).
+    from ldpsim.pipeline.compute.added_methods import run_methods_chunk
+    from ldpsim.tasks.grid_point import GridPointSetup
+    from ldpsim.tasks.replicate import run_replicate
+
+    tables = _tables(STORED)
+    tables["spec"]["checkpoints"] = [3, 1000]
+    spec = api.load_sweep(tables, name="early").points()[0].spec
+    out = run_methods_chunk(spec, [1, 2], ["oracle"], 1, "key")
+    assert out["errors"] == {} and not out["failed"].any() and not out["method_failed"].any()
+    setup = GridPointSetup.of(spec)
+    for i, rep in enumerate([1, 2]):
+        whole = run_replicate(setup, rep)
+        assert "bb" in whole.failures  # as stored
+        assert_same_values(out["lower"][0, i], whole.lower["oracle"], "lower", str(rep))
+        assert_same_values(out["upper"][0, i], whole.upper["oracle"], "upper", str(rep))
 
 
 @pytest.fixture(scope="module")
@@ -524,6 +593,11 @@ def test_pending_added_methods_are_refused_on_replicates_of_another_model_code(
     shutil.copytree(added_store, done)
     edit_root_attrs(done, units=json.dumps([old, *generations], sort_keys=True))
     check_chain_code(done, sweep, [], units)
+    # A further method added to it runs every chain again: refused (a mutation hunt,
+    # h16c: this run's methods left out beside those added before, none pending, passed).
+    more = api.load_sweep(_tables(STORED + ADDED + "[methods.bm]\n"), name="more")
+    with pytest.raises(InputError, match="interval method 'bm' to the finished replicates"):
+        check_chain_code(done, more, ["bm"], sweep_units(more))
 
 
 def test_lost_added_method_tasks_are_not_counted_as_computed(
@@ -739,3 +813,50 @@ def test_pending_cells_are_done_replicates_without_time_bounds_or_failure():
     np.testing.assert_array_equal(pending.transpose("method", "rep"), [[True] + [False] * 6])
     without_seconds = pending_cells(ds.drop_vars("method_seconds"))
     assert not without_seconds.values.any()
+
+
+#: mean at d = 1 and d = 3 with two checkpoints: the store's d is 3, the grid point
+#: d = 1 padded with NaN, and the checkpoint count (2) is neither d.
+DIMENSIONS = (
+    'replicates = 2\nseed = 5\nrep_chunk = 2\n[spec]\nmodel = "mean"\neps = 1.0\nn = 1000\n'
+    "checkpoints = [500, 1000]\n[grid]\nd = [1, 3]\n[methods.oracle]\n"
+)
+
+
+def test_a_method_added_to_a_store_of_several_dimensions_equals_a_fresh_sweep(
+    local_cluster, tmp_path, capsys
+):
+    # A mutation hunt (h16c): the added methods' chunks shaped for d = 1, or replay
+    # slicing the values by the checkpoint count instead of d, passed every test (every
+    # store of these tests had d = 1).
+    stored, fresh = tmp_path / "S.zarr", tmp_path / "F.zarr"
+    for path, added in ((stored, ""), (fresh, "[methods.sn]\n"), (stored, "[methods.sn]\n")):
+        sweep = write(tmp_path / "d.toml", DIMENSIONS + added)
+        assert main(["run", str(sweep), "--store", str(path), *scheduler(local_cluster)]) == 0
+    got, want = open_dataset(stored).load(), open_dataset(fresh).load()
+    assert got.sizes["coord"] == 3 and list(got["method"].values) == ["oracle", "sn"]
+    for name in COMPARED:
+        assert_same_values(got[name].values, want[name].values, name)
+    capsys.readouterr()
+    for d in ("1", "3"):
+        api.replay(stored, rep=1, point={"d": d})
+        line = capsys.readouterr().out.splitlines()[-1]
+        assert line.startswith("Equal to the store, bit for bit: ") and "oracle, sn." in line
+
+
+def test_added_methods_of_chunks_that_share_a_task_are_all_computed(local_cluster, tmp_path):
+    # Chunks of little work share a task (plan.group_tasks): those of n = 200 here, two
+    # to a task. A mutation hunt (h16c): a task given its first chunk only passed every
+    # test, whose tasks each had one chunk.
+    from ldpsim.pipeline.store.pending import pending_methods
+
+    text = (
+        'replicates = 4\nseed = 3\nrep_chunk = 1\n[spec]\nmodel = "quantile"\neps = 1.0\n'
+        "[grid]\nn = [200, 20000]\n[methods.oracle]\n"
+    )
+    store = tmp_path / "S.zarr"
+    for added in ("", "[methods.sn]\n"):
+        sweep = write(tmp_path / "g.toml", text + added)
+        assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
+    assert read_runs(store)[-1]["methods_computed"] == 8 and pending_methods(store) == {}
+    assert bool(np.isfinite(open_dataset(store)["method_seconds"]).all())

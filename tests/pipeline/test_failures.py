@@ -227,6 +227,11 @@ def test_added_methods_failures_are_named_by_their_grid_point(
     assert main(run) == EXIT_FAILED
     keys = {record["key"] for record in iter_errors(store)}
     assert len(keys) == 4 and all(key.endswith(KEY_SUFFIX) for key in keys), keys
+    # Each record is a method record of its replicate, with bb's traceback (a mutation
+    # hunt, h16c: the tracebacks or the spec's seed left out passed every test).
+    for record in iter_errors(store):
+        assert record["kind"] == "method" and record["seed"] == record["spec"]["seed"] == 7
+        assert "ValueError: bb needs at least 2 blocks" in record["tracebacks"]["bb"]
     capsys.readouterr()
     assert main(["errors", str(store)]) == EXIT_FAILED
     out = capsys.readouterr().out
