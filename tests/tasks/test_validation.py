@@ -16,6 +16,8 @@ from ldpsim.tasks.validation import (
     check_int,
     check_vector,
     did_you_mean,
+    reading_recorded,
+    recorded_specs,
 )
 from ldpsim.tasks.warnings import LDPSimWarning, OutsideTheoryWarning
 
@@ -152,6 +154,24 @@ BAD_SPECS = [
     ("theta0-str", {**BASE, "theta0": "0"}, TypeError, ["'theta0'", "finite float", "Got '0'."]),
     # model parameters
     ("loc-inf", {**BASE, "loc": math.inf}, ValueError, ["'loc'", "quantile", "Got inf."]),
+    # loc in [-1e6, 1e6], closed: the first float beyond either end is refused
+    (
+        "loc-below",
+        {**BASE, "loc": math.nextafter(-1e6, -math.inf)},
+        ValueError,
+        [
+            "The 'loc' parameter of quantile must be a float in [-1e+06, 1e+06]. "
+            "Got -1000000.0000000001."
+        ],
+    ),
+    ("n-inf", {**BASE, "n": math.inf}, ValueError, ["'n'", "[2, 1e18]", "Got inf."]),
+    ("n-bool", {**BASE, "n": True}, TypeError, ["'n'", "[2, 1e18]", "Got True."]),
+    ("backend-int", {**BASE, "backend": 1}, TypeError, ["'backend'", "one of", "Got 1."]),
+    ("model-list", {"model": ["quantile"], "n": 100}, TypeError, ["Unknown model ['quantile']"]),
+    # theta0 of quantile_regression: exactly d = 4 finite reals, no bool
+    ("theta0-long", {**QR, "theta0": [0.0] * 5}, ValueError, ["'theta0'", "4 finite", "Got [0.0"]),
+    ("theta0-inf", {**QR, "theta0": [0, 0, 0, math.inf]}, ValueError, ["'theta0'", "inf]."]),
+    ("theta0-bool", {**QR, "theta0": [0, 0, 0, True]}, TypeError, ["'theta0'", "True]."]),
     ("d-zero", {"model": "mean", "n": 100, "d": 0}, ValueError, ["'d'", "[1, 64]", "Got 0."]),
     ("d-float", {"model": "mean", "n": 100, "d": 2.5}, ValueError, ["'d'", "[1, 64]", "Got 2.5."]),
     ("coef-nan", {**QR, "coef": [0, math.nan]}, ValueError, ["'coef'", "finite", "nan"]),
@@ -508,3 +528,60 @@ def test_check_finite_constants_gives_the_smallest_allowed_value():
     # overflows to inf below v = 1 / DBL_MAX = 5.56e-309.
     with pytest.raises(ValueError, match=r"\[5\.57e-309, inf\]: .*the ratio 1 / v .*Got 0\.0\."):
         check_finite_constants(lambda v: {"the ratio 1 / v": lambda: 1.0 / v}, 0.0, "v")
+
+
+def test_the_closed_ends_of_loc_are_allowed_and_recorded_specs_widen_them():
+    # [-1e6, 1e6] is closed: both ends run; beyond them only a store's recorded sweep reads.
+    assert normalize_spec({**BASE, "loc": -1e6}).model.loc == -1e6
+    assert normalize_spec({**BASE, "loc": 1e6}).model.loc == 1e6
+    assert check_float(-1.0, "x", low=-1.0, low_open=False) == -1.0
+    with pytest.raises(ValueError, match=r"'loc'.*\[-1e\+06, 1e\+06\]\. Got 10000000\.0\."):
+        normalize_spec({**BASE, "loc": 1e7})
+    assert not reading_recorded()
+    with recorded_specs():
+        assert reading_recorded()
+        assert normalize_spec({**BASE, "loc": 1e7}).model.loc == 1e7
+    assert not reading_recorded()
+
+
+def test_check_int_bounds_and_values_as_the_message_shows_them():
+    assert check_int(10, "B", low=10, high=20) == 10
+    assert check_int(20, "B", low=10, high=20) == 20
+    # A power of ten from 1e9 on is written 1ek, 1e9 included.
+    with pytest.raises(ValueError) as info:
+        check_int(2 * 10**9, "n", low=2, high=10**9)
+    assert str(info.value) == "The 'n' parameter must be an int in [2, 1e9]. Got 2000000000."
+    # A value whose repr is 80 characters is shown whole (cut only beyond 80).
+    value = [0.25] * 13
+    assert len(repr(value)) <= 80
+    with pytest.raises(ValueError) as info:
+        check_vector(value, "coef", 12)
+    assert str(info.value).endswith(f"Got {value!r}.")
+
+
+def test_check_finite_constants_checks_every_entry_and_blames_the_parameter():
+    # One infinite entry of an array makes the constant not finite.
+    def vector(v: float) -> dict:
+        return {"the vector": lambda: np.array([1.0, np.inf if v < 0.5 else 1.0])}
+
+    with pytest.raises(ValueError) as info:
+        check_finite_constants(vector, 0.2, "eps", owner="toy")
+    # The boundary 0.5 is itself a 3-digit number: it is shown as is, not rounded up.
+    assert str(info.value) == (
+        "The 'eps' parameter of toy must be a float in [0.5, inf]: below that, the vector is "
+        "not a finite float64. Got 0.2."
+    )
+    # Not finite above ``good`` (exp overflows) while finite at ``good``: the parameter is
+    # to blame, not what ``instead`` names.
+    with pytest.raises(ValueError) as info:
+        check_finite_constants(
+            lambda v: {"e^v": lambda: math.exp(v)},
+            1000.0,
+            "eps",
+            owner="toy",
+            instead="the model's sensitivity",
+        )
+    assert str(info.value) == (
+        "The 'eps' parameter of toy gives constants that cannot be computed: e^v is not a "
+        "finite float64. Got 1000.0."
+    )
