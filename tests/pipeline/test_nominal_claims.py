@@ -24,7 +24,12 @@ from ldpsim.pipeline.summary.nominal_claims import (
     null_se,
 )
 from ldpsim.pipeline.summary.summary import summarize
-from ldpsim.pipeline.summary.tables import DEPARTURE_MARK, coverage_cell, format_table
+from ldpsim.pipeline.summary.tables import (
+    DEPARTURE_MARK,
+    coverage_cell,
+    format_table,
+    wilson_interval,
+)
 from ldpsim.pipeline.sweep import note_overrides
 
 #: Replicates of the flag-rate checks: the issue's R.
@@ -398,3 +403,14 @@ def test_no_replicate_gives_no_standard_error_and_no_flag():
         False,
         True,
     ]
+
+
+def test_wilsons_interval_stays_in_zero_one_and_a_zero_se_inside_is_shown_as_such():
+    # Unclamped, centre - half at coverage 0 is -7e-18 at R = 29 ("-0.000"), and
+    # centre + half at coverage 1 is 1 + 2e-16 at R = 21.
+    assert wilson_interval(0.0, 29)[0] == 0.0
+    assert wilson_interval(1.0, 21)[1] == 1.0
+    assert coverage_cell(0.0, 0.0, 29, 0.9)[0].startswith("0.000 [0.000, ")
+    # Inside (0, 1) a standard error of 0 (a coordinate mean that every replicate
+    # shares) is shown as it is, not replaced by Wilson's interval.
+    assert coverage_cell(0.5, 0.0, 40, 0.9, claimed=False) == ("0.500 (0.000)", False)

@@ -24,7 +24,12 @@ from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError, shown_value
 from ldpsim.pipeline.summary import cell_statistics
 from ldpsim.pipeline.summary.cell_statistics import BOOTSTRAP_RESAMPLES, Cell, StatisticPlugin
-from ldpsim.pipeline.summary.tables import AUTO_MAX_COORDS, format_table
+from ldpsim.pipeline.summary.tables import (
+    AUTO_MAX_COORDS,
+    format_table,
+    record_fields,
+    summary_records,
+)
 
 
 def lower_cover(c: Cell) -> np.ndarray:
@@ -486,3 +491,36 @@ def test_one_number_in_one_cell_and_per_replicate_values_in_another_is_refused(s
     with pytest.raises(InputError, match="elsewhere; return one kind in every cell") as info:
         api.summarize(store, as_dataset=True, statistics={"mixed": mixed})
     assert "mixed" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_records_pair_each_statistic_with_its_checkpoint_and_coordinate():
+    # Checkpoints and two coordinates: coord 1's theta* is below every lower bound (never
+    # covered), and bm fails at checkpoint 10 for 4 of 8 replicates (2 of 4 left covered).
+    base = syn.early_failure_store()
+    other = base.assign(truth=base["truth"] - 1.0)
+    wide = xr.concat([base, other], "coord", data_vars="minimal", coords="minimal")
+    wide = wide.assign_coords(coord=[0, 1])
+    summary = api.summarize(wide, as_dataset=True, statistics={"lower_cover": lower_cover})
+    recs = summary_records(summary)
+    assert len(recs) == summary["lower_cover"].size == 2 * 3 * 2
+    got = {(r["method"], r["checkpoint"], r["coord"]): r["lower_cover"] for r in recs}
+    assert got[("bm", 10, 0)] == 0.5 and got[("bm", 100, 0)] == 0.75
+    assert got[("bb", 10, 0)] == 0.75 and got[("bm", 10, 1)] == 0.0
+    for rec in recs:
+        cell = {k: rec[k] for k in ("method", "checkpoint", "coord")}
+        assert rec["lower_cover"] == float(summary["lower_cover"].sel(cell))
+    # The csv header names every field of the records, the statistic's three last.
+    fields = record_fields(summary)
+    axes = {"method", "checkpoint", "coord"}
+    assert set(fields) == set(recs[0]) - axes
+    assert fields[-4:] == [
+        "lower_cover",
+        "lower_cover_se",
+        "lower_cover_se_method",
+        "n_replicates",
+    ]
+    plain = api.summarize(wide, as_dataset=True)
+    assert set(record_fields(plain, True)) == set(summary_records(plain, True)[0]) - axes
+    # The statistics are per coordinate: no records of the means with them.
+    with pytest.raises(InputError, match="coords='mean'"):
+        summary_records(summary, coord_means=True)
