@@ -524,3 +524,17 @@ def test_records_pair_each_statistic_with_its_checkpoint_and_coordinate():
     # The statistics are per coordinate: no records of the means with them.
     with pytest.raises(InputError, match="coords='mean'"):
         summary_records(summary, coord_means=True)
+
+
+def test_a_statistic_cell_has_three_significant_digits_and_the_partial_mark():
+    # A tenth of the median length, 0.028: three significant digits as a length (not
+    # 0.028 (0.003)), and the "*" of its cell's 36 of 40 replicates, as its coverage.
+    def tenth(c: Cell) -> float:
+        return median_length(c) / 10
+
+    summary = api.summarize(syn.grid_store(), as_dataset=True, statistics={"tenth": tenth})
+    lines = format_table(summary, "text").splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("0.5  coord 0  bb"))
+    assert lines[first].split()[-1] == "(0.064)*"
+    assert lines[first + 2].split()[:2] == ["tenth", "0.0280"]
+    assert lines[first + 2].endswith("*")
