@@ -290,3 +290,11 @@ def test_cli_coords(tmp_path, wide, wide_summary, capsys):
     assert main(["summarize", str(path), "--coords", "median"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--coords" in err and "median" in err
+
+
+def test_the_mean_table_plans_replicates_from_the_coordinate_means(wide_summary):
+    # "R for se" of the mean table is coord_mean_replicates_needed, one per n and method.
+    lines = format_table(wide_summary, "text", coords="mean", replicates_needed=True)
+    row = [line for line in lines.splitlines() if line.strip().startswith("R for se")][-1]
+    planned = np.ravel(wide_summary["coord_mean_replicates_needed"].sel(method="oracle").values)
+    assert set(row.split()[-2:]) <= {f"{int(v):,}" for v in planned}
