@@ -436,7 +436,7 @@ import numpy as np
 from numba import njit
 
 from ldpsim.tasks.models.base import Model
-from ldpsim.tasks.validation import check_float
+from ldpsim.tasks.validation import check_float, lookup
 
 
 @njit(inline="always")
@@ -505,6 +505,34 @@ class Picky(Typo):
         if not self.width > 0:
             raise ValueError(f"The 'width' of picky_width must be > 0. Got {self.width}.")
         check_float(self.spread, "spread", owner="picky_width", low=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checksum(Typo):
+    name = "checksum_params"
+
+    def params(self):
+        return self._checksum()
+
+    def _checksum(self):
+        raise ValueError("the table's checksum is wrong\\nexpected 1, got 2")  # the checksum bug
+
+
+@dataclass(frozen=True, kw_only=True)
+class Singular(Typo):
+    name = "singular_params"
+
+    def params(self):
+        return np.linalg.inv(np.zeros((1, 1)))[0]  # the singular bug
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choosy(Typo):
+    name = "choosy_shape"
+    shape: str = "flat"
+
+    def __post_init__(self):
+        lookup({"flat": 1}, self.shape, "shape")
 """
 
 
@@ -520,11 +548,17 @@ def typo_site(tmp_path, monkeypatch) -> Path:
     (info / "entry_points.txt").write_text(
         "[ldpsim.models]\ntypo_params = replay_units:Typo\nshaky_init = replay_units:Shaky\n"
         "none_params = replay_units:NoneParams\nshape_params = replay_units:ShapeParams\n"
-        "picky_width = replay_units:Picky\n"
+        "picky_width = replay_units:Picky\nchecksum_params = replay_units:Checksum\n"
+        "singular_params = replay_units:Singular\nchoosy_shape = replay_units:Choosy\n"
+        "ldpsim_named = ldpsim_named_units:Typo\n"
     )
+    # A plugin package whose name begins with "ldpsim" (as the example's does) is not
+    # ldpsim's own code.
+    (site / "ldpsim_named_units.py").write_text(PLUGIN.replace('"typo_params"', '"ldpsim_named"'))
     monkeypatch.syspath_prepend(str(site))
     # Imported afresh from this site: a module of another test's site has another file.
     monkeypatch.delitem(sys.modules, "replay_units", raising=False)
+    monkeypatch.delitem(sys.modules, "ldpsim_named_units", raising=False)
     plugins.plugins.cache_clear()
     yield site
     plugins.plugins.cache_clear()
@@ -619,6 +653,56 @@ def test_a_plugins_type_or_value_error_is_its_bug_unless_its_validation_raised(
         line = one_error_line(capsys.readouterr(), code, (message,), EXIT_BAD_INPUT)
         assert "plugin" not in line and "raised" not in line
         assert not store.exists()
+
+
+def test_a_plugins_error_names_its_own_frame_and_a_helper_not_a_refusal(
+    typo_site, tmp_path, capsys
+):
+    # A helper whose name begins with "check" but not "check_" is no validation; the
+    # line names the plugin's own frame that called numpy, not numpy's, and the first
+    # line of the message; a package named like ldpsim_* is the plugin's (mutation hunt
+    # h16g: none of these was tested).
+    where = typo_site / "replay_units.py"
+    for model, unit, inner, error, marker, reason in (
+        ("checksum_params", "Checksum", "_checksum", "ValueError", "# the checksum bug", "the "),
+        ("singular_params", "Singular", None, "LinAlgError", "# the singular bug", "Sing"),
+    ):
+        code, store = _run_model(tmp_path, model)
+        out = capsys.readouterr()
+        assert "expected 1, got 2" not in out.err  # the first line of its message only
+        entry = f"{unit}.params" if inner is None else f"{unit}.params (in {unit}.{inner})"
+        one_error_line(
+            out,
+            code,
+            (
+                f"The model plugin {model!r} (replay_units:{unit}, from replay-units 1.0): "
+                f"{entry} raised {error} at {where}, line {_line_of(marker)}: {reason}",
+                "checksum is wrong." if inner else "Singular matrix.",
+            ),
+            EXIT_BAD_INPUT,
+        )
+        assert not store.exists()
+    code, store = _run_model(tmp_path, "ldpsim_named")
+    one_error_line(
+        capsys.readouterr(),
+        code,
+        (
+            "The model plugin 'ldpsim_named' (ldpsim_named_units:Typo, from replay-units 1.0): "
+            f"Typo.params raised AttributeError at {typo_site / 'ldpsim_named_units.py'}, "
+            f"line {_line_of('# the typo')}: 'Typo' object has no attribute 'gradient_rnge'.",
+        ),
+        EXIT_BAD_INPUT,
+    )
+    # ldpsim's lookup refusing a plugin's parameter (in its __post_init__) is a refusal.
+    code, store = _run_model(tmp_path, "choosy_shape", shape='"round"')
+    line = one_error_line(
+        capsys.readouterr(),
+        code,
+        ("Unknown shape 'round'. Available shapes are: 'flat'",),
+        EXIT_BAD_INPUT,
+    )
+    assert "plugin" not in line and "raised" not in line
+    assert not store.exists()
 
 
 @dataclass(frozen=True, kw_only=True)
