@@ -59,6 +59,57 @@ def test_register_checks_the_unit_as_a_plugin(clean_registry):
     assert "no_callback" not in plugins.registry("mechanism")
 
 
+def test_register_refuses_a_built_in_name_a_missing_name_and_a_parameter_of_the_other_kind(
+    clean_registry,
+):
+    # Each rule per kind (mutation hunt h16g: none was tested for models or mechanisms).
+    from ldpsim.tasks.mechanisms.laplace import Laplace
+    from ldpsim.tasks.models.quantile import Quantile
+
+    @dataclass(frozen=True, kw_only=True)
+    class MyQuantile(Quantile):
+        name = "quantile"
+
+    with pytest.raises(api.InputError, match="the name of the built-in model 'quantile'"):
+        api.register(MyQuantile)
+
+    @dataclass(frozen=True, kw_only=True)
+    class Nameless(IntervalMethod):
+        name = ""
+
+        def interval(self, stats, level, rng):
+            return stats.theta_bar, stats.theta_bar
+
+    with pytest.raises(api.InputError, match="it sets no name"):
+        api.register(Nameless)
+
+    # A mechanism's parameter named like a model's (quantile's tau), a model's named like
+    # a mechanism's (gdp's mu): a spec's key would mean either.
+    @dataclass(frozen=True, kw_only=True)
+    class TauNoise(Laplace):
+        name = "tau_noise"
+        tau: float = 1.0
+
+    @dataclass(frozen=True, kw_only=True)
+    class MuQuantile(Quantile):
+        name = "mu_quantile"
+        mu: float = 0.0
+
+    for unit, clash in ((TauNoise, "tau"), (MuQuantile, "mu")):
+        with pytest.raises(api.InputError, match=rf"named like other keys of a spec \({clash}\)"):
+            api.register(unit)
+    assert plugins.registered() == []
+
+    # Under their own names and parameters, the same classes register.
+    @dataclass(frozen=True, kw_only=True)
+    class Noise(Laplace):
+        name = "my_noise"
+        spread: float = 1.0
+
+    assert api.register(Noise) is Noise
+    assert plugins.registry("mechanism")["my_noise"] is Noise
+
+
 def test_a_registered_method_is_used_by_sweeps_and_replaced_by_a_new_version(clean_registry):
     def make(scale):
         @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,7 @@ import io
 import math
 import shutil
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -336,6 +337,39 @@ def test_broken_plugins_are_left_out_with_one_line_each(broken_site, with_site):
     message = str(caught.value)
     assert "'scaled_model'" in message and "'scaled_noise'" in message, message
     assert "'scale'" in message and "\n" not in message, message
+
+
+def test_an_installed_plugins_name_is_its_kinds_alone(broken_site, with_site, monkeypatch):
+    # The installed method plugins 'works' and 'missing' (broken) keep their names among
+    # methods only (mutation hunt h16g: no test registered or named a unit so).
+    from ldpsim.tasks.intervals.oracle import Oracle
+    from ldpsim.tasks.models.quantile import Quantile
+
+    with_site(broken_site)
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+    (line,) = plugins.plugin_problems("model")
+    assert "The model plugin 'crashes'" in line
+    assert [p for p in plugins.plugin_problems("mechanism") if "'no_budget_field'" in p]
+    assert len(plugins.plugin_problems("method")) == 5
+
+    @dataclass(frozen=True, kw_only=True)
+    class Works(Oracle):
+        name = "works"
+
+    with pytest.raises(ValueError, match="'works' is the name of the installed method plugin"):
+        plugins.register(Works)
+    assert plugins.registry("method")["works"].__module__ == "broken_units"
+
+    @dataclass(frozen=True, kw_only=True)
+    class WorksModel(Quantile):
+        name = "works"
+
+    assert plugins.register(WorksModel).unit is WorksModel
+    assert plugins.registry("model")["works"] is WorksModel
+    # A model named like a broken method plugin is unknown, not that plugin's problem.
+    with pytest.raises(ValueError, match="Unknown model 'missing'") as caught:
+        normalize_spec({"model": "missing", "n": 1000, "methods": {"oracle": {}}})
+    assert "plugin" not in str(caught.value)
 
 
 def test_list_warns_about_broken_plugins_and_run_refuses_them(broken_site, tmp_path):
