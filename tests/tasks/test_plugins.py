@@ -147,6 +147,14 @@ def _stale_gradient(d, theta, params, s, g):
     return s  # ...and hands back the old one
 
 
+@njit(inline="always")
+def _stale_sign(d, g, params, s):
+    copy = s
+    u, copy = random(copy)  # a two-valued report from a copy of the state...
+    g[0] = 1.0 if u < 0.5 else -1.0
+    return s  # ...which hands back the old one
+
+
 @njit
 def _zero_gradient(d, theta, params, s, g):
     g[0] = 0.0
@@ -218,6 +226,20 @@ class ScaledNoise(Mechanism):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StaleSign(Mechanism):
+    # Compiles, but every report repeats the same draw: one of two values.
+    name = "stale_sign"
+    privatize = _stale_sign
+    eps: float | None = None
+
+    def params(self, model):
+        return np.zeros(1)
+
+    def variance(self, model):
+        return np.eye(model.dim)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Misnamed(IntervalMethod):
     name = "another_name"
 
@@ -258,6 +280,7 @@ BROKEN_ENTRY_POINTS = {
     "ldpsim.mechanisms": {
         "no_budget_field": "broken_units:NoBudgetField",
         "scaled_noise": "broken_units:ScaledNoise",
+        "stale_sign": "broken_units:StaleSign",
     },
 }
 BROKEN_WORDS = {
@@ -434,6 +457,15 @@ def test_a_callback_reusing_its_state_is_refused_and_a_compile_failure_is_kept(
     message = str(caught.value)
     assert message.startswith("The model plugin 'stale_model' (broken_units:StaleModel"), message
     assert "sample_gradient draws random numbers but returns the random state it" in message
+    # A mechanism's two-valued report of a stale state is refused as the mechanism's
+    # (mutation hunt h16g: no stale mechanism, no two-valued callback was tested).
+    with pytest.raises(CallbackError) as caught:
+        check_plugin_callbacks(
+            [normalize_spec({**spec, "model": "quantile", "mechanism": "stale_sign"})]
+        )
+    message = str(caught.value)
+    assert message.startswith("The mechanism plugin 'stale_sign' (broken_units:StaleSign"), message
+    assert "its privatize draws random numbers but returns the random state it" in message
     # A callback that draws nothing (a zero gradient) keeps its state and is fine; the
     # built-in pairs are not checked.
     points = [normalize_spec({**spec, "model": m}) for m in ("no_delta2", "quantile")]
