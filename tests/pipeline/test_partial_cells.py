@@ -225,3 +225,25 @@ def test_more_replicates_than_the_sweep_says_are_counted_against_the_held():
     )
     assert replicates_per_point(fewer) == syn.DONE
     assert replicates_per_point(ds.drop_attrs()) == syn.DONE
+
+
+@pytest.mark.parametrize("sweep", ["states fewer", "absent"])
+def test_the_caption_counts_against_the_summarys_replicates_not_the_sweeps(sweep):
+    # The caption's "of R" is the summary's attribute `replicates` (the held 35 here),
+    # as the partial marks are: a store grown past its sweep attribute's 10, or a
+    # Dataset without one. A mutation hunt (h16d, T22): reading the sweep's count gave
+    # "35 of 10" (more done than there are) or "35" and passed every test.
+    ds = tau_half([r for r in range(syn.DONE) if r != syn.BB_FAILED_REP])
+    held = ds.sizes["rep"]
+    if sweep == "absent":
+        ds = ds.drop_attrs()
+    else:
+        ds.attrs["sweep"] = syn.sweep_attr(
+            {"tau": [0.5], "n": syn.NS}, {"eps": 1.0}, syn.METHODS, replicates=10
+        )
+    summary = summarize(ds)
+    assert summary.attrs["replicates"] == held
+    for coords in ("all", "mean"):
+        table = format_table(summary, "text", coords=coords)
+        assert f"; replicates per cell: {held} of {held}" in table.splitlines()[0], coords
+        assert "*" not in table and "fewer than all" not in table

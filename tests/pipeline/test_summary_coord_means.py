@@ -145,6 +145,31 @@ def test_replicate_with_some_coordinates_missing(wide):
     assert float(s["coord_mean_coverage_se"]) == pytest.approx(expected_se, rel=1e-12)
 
 
+def test_the_mean_tables_caption_counts_the_replicates_of_the_means(wide):
+    # The oracle without bounds at coordinates 0-9 in replicates 0-4 (n = 100): those
+    # coordinates count 35 replicates, the means over the coordinates still 40 (each
+    # replicate has bounds at some coordinate). The caption of the table of means says
+    # the means' counts (coord_mean_n_done), the table per coordinate n_done's. A
+    # mutation hunt (h16d, T23): the mean table's caption counting n_done passed.
+    partial = wide.copy(deep=True)
+    for name in ("lower", "upper"):
+        partial[name][{"n": 0, "method": 1, "rep": slice(0, 5), "coord": slice(0, 10)}] = np.nan
+    summary = summarize(partial)
+    done = partial["done"] & ~partial["method_failed"]
+    bounds = done & partial["lower"].notnull() & partial["upper"].notnull()
+    per_coord = bounds.sum("rep").values
+    per_mean = bounds.any("coord").sum("rep").values
+    assert (per_coord.min(), per_mean.min(), per_mean.max()) == (35, WIDE_REPS - 1, WIDE_REPS)
+
+    def caption(coords: str) -> str:
+        return format_table(summary, "text", coords=coords).splitlines()[0]
+
+    lo, hi = per_mean.min(), per_mean.max()
+    assert f"; replicates per cell: {lo}-{hi} of {WIDE_REPS}; --coords all" in caption("mean")
+    lo, hi = per_coord.min(), per_coord.max()
+    assert caption("all").endswith(f"; replicates per cell: {lo}-{hi} of {WIDE_REPS}")
+
+
 def test_cell_without_replicates_is_nan():
     s = summarize(syn.grid_store()).sel({"tau": 0.9, "n": 10_000})
     assert s["coord_mean_coverage"].isnull().all() and s["coord_mean_length_se"].isnull().all()
