@@ -263,6 +263,170 @@ def test_one_coordinate_gets_no_joint_panel_beside_its_coverage():
     assert (ax.get_title(), ax.get_xlabel()) == ("", "coverage")
 
 
+# -- "R for se" of a simultaneous band: planned from its joint coverage -------------------
+#: planning_store's target standard error (``ldpsim summarize --target-se 0.01``).
+PLAN_SE = 0.01
+PLAN_REPS = 100
+#: Per n, the replicates in which each coordinate is missed: bb's coordinates alone
+#: (joint 0.80 and 0.85), the band's now and then at once (joint 0.94 and 0.96).
+PLAN_MISSES = {
+    100: {"bb": [range(0, 10), range(10, 20)], "band": [range(0, 3), range(3, 6)]},
+    1000: {"bb": [range(0, 5), range(5, 15)], "band": [range(0, 2), range(0, 4)]},
+}
+
+
+def planning_store() -> xr.Dataset:
+    """Grid n = 100, 1000; d = 2; R = 100; a marginal bb and a simultaneous band (Sidak)
+    missing the coordinates of :data:`PLAN_MISSES`, every coverage inside (0, 1)."""
+    ns, methods, d, reps = list(PLAN_MISSES), ["bb", "band"], 2, PLAN_REPS
+    covers = np.ones((len(ns), len(methods), reps, d), dtype=bool)
+    for i, n in enumerate(ns):
+        for m, method in enumerate(methods):
+            for j, missed in enumerate(PLAN_MISSES[n][method]):
+                covers[i, m, list(missed), j] = False
+    lower = np.where(covers, -0.1, 0.01)
+    done = np.ones((len(ns), reps), dtype=bool)
+    sweep = json.loads(syn.sweep_attr({"n": ns}, {"eps": 1.0, "d": d}, methods, reps))
+    sweep["methods"] = {"bb": {}, "band": {"method": "bb", "simultaneous": True, "band": "sidak"}}
+    ds = xr.Dataset(
+        {
+            "estimate": (("n", "rep", "coord"), np.zeros((len(ns), reps, d))),
+            "lower": (("n", "method", "rep", "coord"), lower),
+            "upper": (("n", "method", "rep", "coord"), lower + 0.2),
+            "truth": (("n", "coord"), np.zeros((len(ns), d))),
+            "done": (("n", "rep"), done),
+            "failed": (("n", "rep"), ~done),
+            "method_failed": (("n", "method", "rep"), np.zeros(covers.shape[:3], dtype=bool)),
+        },
+        coords={
+            "n": np.array(ns, dtype=np.int64),
+            "method": np.array(methods, dtype=object),
+            "rep": np.arange(reps),
+            "coord": np.arange(d),
+        },
+    )
+    ds.attrs.update(level=syn.LEVEL, sweep=json.dumps(sweep))
+    return ds
+
+
+def planned(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    """The replicates for a coverage se of PLAN_SE, from ``ds``'s bounds (R p (1 - p) /
+    se^2 = R (se_R / PLAN_SE)^2, rounded up): per n, method and coordinate
+    (``coverage``), per n and method of the per-replicate fractions of covered
+    coordinates (``mean``, their sd / sqrt(R) the standard error) and of all covered
+    at once (``joint``)."""
+    covered = ((ds["lower"] <= ds["truth"]) & (ds["truth"] <= ds["upper"])).values
+    reps = covered.shape[2]
+
+    def needed(se: np.ndarray) -> np.ndarray:
+        return np.ceil(np.round(reps * (se / PLAN_SE) ** 2, 6))
+
+    def binomial(p: np.ndarray) -> np.ndarray:
+        return needed(np.sqrt(p * (1 - p) / reps))
+
+    fractions = covered.mean(axis=3)  # n, method, rep
+    return {
+        "coverage": binomial(covered.mean(axis=2)),
+        "mean": needed(fractions.std(axis=2, ddof=1) / np.sqrt(reps)),
+        "joint": binomial(covered.all(axis=3).mean(axis=2)),
+    }
+
+
+PLAN_ROW = f"R for se {PLAN_SE:g}"
+PLAN_CAPTION = (
+    f"; {PLAN_ROW}: the replicates that would give the coverage a Monte-Carlo standard "
+    f"error of {PLAN_SE:g}; {PLAN_ROW}, joint: the same for the joint coverage (all "
+    "coordinates at once), what a simultaneous band (band) is for"
+)
+
+
+def body_rows(text: str) -> list[list[str]]:
+    """The words of each row of a text table (between its second and third rule)."""
+    lines = text.splitlines()
+    rules = [i for i, line in enumerate(lines) if line and set(line) == {"-"}]
+    return [line.split() for line in lines[rules[1] + 1 : rules[2]]]
+
+
+@pytest.mark.parametrize("coords", ["all", "mean"])
+def test_a_bands_r_for_se_row_plans_from_its_joint_coverage_at_every_n(coords):
+    # `ldpsim summarize --target-se 0.01`: bb's row plans its coverage (per coordinate,
+    # or their mean), the band's its joint coverage, one column per n; neither method
+    # has the other's row. A mutation hunt (h16d, T39): the two swapped (the band's
+    # coverage per coordinate planned, as if it were an interval) passed the tests of
+    # tables.py, which built no band table of more than one n.
+    from ldpsim.pipeline.formatting import count_text
+    from ldpsim.pipeline.summary.tables import coverage_table
+
+    ds = planning_store()
+    summary = summarize(ds, target_se=PLAN_SE)
+    want = planned(ds)
+    # The band's joint coverage 0.94 and 0.96: 0.94 x 0.06 / 0.01^2 = 564, 384.
+    np.testing.assert_array_equal(want["joint"][:, 1], [564, 384])
+
+    def texts(values: np.ndarray) -> list[str]:
+        return [count_text(float(v)) for v in values]
+
+    if coords == "all":
+        expected = {}
+        for j in range(2):
+            expected[f"coord {j}", "bb", PLAN_ROW] = texts(want["coverage"][:, 0, j])
+            expected[f"coord {j}", "band", f"{PLAN_ROW}, joint"] = texts(want["joint"][:, 1])
+    else:
+        expected = {
+            ("bb", PLAN_ROW): texts(want["mean"][:, 0]),
+            ("band", f"{PLAN_ROW}, joint"): texts(want["joint"][:, 1]),
+        }
+    table = coverage_table(summary, "text", coords=coords, replicates_needed=True)
+    assert table.headers == ["n = 1e2", "n = 1e3"]
+    got = {tuple(labels): cells for labels, cells in table.rows if "R for se" in labels[-1]}
+    assert got == expected
+    assert table.caption.endswith(PLAN_CAPTION)
+    # The table ldpsim summarize prints: that caption, those rows in the sweep's order.
+    text = format_table(summary, "text", coords=coords, replicates_needed=True)
+    assert text.splitlines()[0] == table.caption
+    shown = [row[-2:] for row in body_rows(text) if "se" in row]
+    assert shown == list(expected.values())
+
+
+def test_a_band_table_of_one_n_leaves_each_methods_other_r_for_se_cell_missing():
+    # One n: the statistics are the columns; bb has no joint planning, the band none per
+    # coordinate: MISSING_TEXT there, not an empty cell (the text columns would shift).
+    # A mutation hunt (h16d, T42): "" in its place passed the tests of tables.py.
+    from ldpsim.pipeline.formatting import MISSING_TEXT, count_text
+    from ldpsim.pipeline.summary.tables import coverage_table
+
+    ds = planning_store().sel(n=[1000])
+    summary = summarize(ds, target_se=PLAN_SE)
+    want = planned(ds)
+    expected = {}
+    for j in range(2):
+        expected[f"coord {j}", "bb"] = [count_text(want["coverage"][0, 0, j]), MISSING_TEXT]
+        expected[f"coord {j}", "band"] = [MISSING_TEXT, count_text(want["joint"][0, 1])]
+    table = coverage_table(summary, "text", replicates_needed=True)
+    assert table.headers == ["cover", "length", PLAN_ROW, f"{PLAN_ROW}, joint"]
+    assert {tuple(labels): cells[2:] for labels, cells in table.rows} == expected
+    assert table.caption.startswith("synthetic: 90% intervals at n = 1e3;")
+    assert table.caption.endswith(PLAN_CAPTION)
+    # Each printed row ends in its two planning cells.
+    text = format_table(summary, "text", replicates_needed=True)
+    assert [row[-2:] for row in body_rows(text)] == list(expected.values())
+
+
+@pytest.mark.parametrize("coords", ["all", "mean"])
+def test_a_band_table_without_replicates_needed_says_nothing_of_planning(coords):
+    # Without --target-se: no "R for se" row or column, and no caption of one, bands or
+    # not. A mutation hunt (h16d, T46): the bands' part of that caption shown without
+    # its rows passed every test.
+    summary = summarize(planning_store(), target_se=PLAN_SE)
+    for fmt in ("text", "markdown", "latex"):
+        text = format_table(summary, fmt, coords=coords)
+        assert "R for se" not in text and "what a simultaneous band" not in text, fmt
+    caption = format_table(summary, "text", coords=coords).splitlines()[0]
+    counted = f"replicates per cell: {PLAN_REPS} of {PLAN_REPS}"
+    end = f"{counted}; --coords all lists each coordinate" if coords == "mean" else counted
+    assert caption.endswith(end)
+
+
 # -- item 3: labels -----------------------------------------------------------------------
 def test_dot_panels_name_each_cases_own_d():
     # Cases of d = 3 and 6 in a store of 6 coordinates: no panel says "the 6 coords".
