@@ -33,6 +33,7 @@ import itertools
 import json
 import math
 import os
+import re
 import struct
 import time
 import zlib
@@ -57,6 +58,12 @@ DIGESTS_VERSION = 1
 FOLDER = "digests"
 #: The manifest of the arrays the sweep determines (written with the store's metadata).
 DETERMINED = "determined.json"
+#: The names of the manifests ldpsim writes: :data:`DETERMINED` and a write block's
+#: (:func:`block_manifest`). Anything else in the folder is none: a sync tool's copy of a
+#: manifest (``block-0-0 (conflicted copy 2026-12-02).json``,
+#: ``block-0-0.sync-conflict-20261202-123456-ABCDEFG.json``), an older one perhaps,
+#: would otherwise be merged into the digests and call the files of its block damaged.
+MANIFEST_NAME = re.compile(r"(determined|block(-[0-9]+)+)\.json")
 #: Suffixes of files a writer is still writing (zarr's, ldpsim's): not a store's files.
 TEMPORARY = (".partial", ".tmp")
 #: Times a reader reads the manifests again when a file does not match them: a run
@@ -250,10 +257,9 @@ class Manifests:
         return data
 
     def names(self) -> list[str]:
+        """The manifests of the folder (:data:`MANIFEST_NAME`), sorted by name."""
         try:
-            return sorted(
-                n for n in os.listdir(self.folder) if n.endswith(".json") and not n.startswith(".")
-            )
+            return sorted(n for n in os.listdir(self.folder) if MANIFEST_NAME.fullmatch(n))
         except FileNotFoundError:
             return []
 

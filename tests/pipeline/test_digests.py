@@ -372,3 +372,33 @@ def test_files_at_no_chunk_key_are_neither_data_files_nor_damage(demo_store, tmp
     capsys.readouterr()
     assert main(["status", "--verify", str(store)]) == 0
     assert main(["summarize", str(store)]) == 0
+
+
+#: What sync tools name their copy of a file ``NAME.json`` they could not merge.
+SYNC_COPIES = (
+    "{} (conflicted copy 2026-12-02).json",  # Dropbox
+    "{}-HOSTNAME.json",  # OneDrive
+    "{}.sync-conflict-20261202-123456-ABCDEFG.json",  # Syncthing
+    "{} (1).json",  # a browser's download, a file manager's copy
+    "._{}.json",  # macOS's AppleDouble file
+)
+
+
+def test_a_sync_tools_copy_of_a_manifest_is_no_manifest(demo_store, tmp_path, capsys):
+    # A hunt (h16f): a sync tool's copy of a manifest, older than it (another device's),
+    # was merged into the digests, after the manifest itself where its name sorts later
+    # (Syncthing's): `status` and every verb called the block's files damaged (exit 4),
+    # and each `ldpsim run` recomputed the block's replicates, wrote its digests into
+    # the copy too and left the store damaged again, for ever.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    manifests = digests.Manifests(store)
+    (name,) = [n for n in manifests.names() if "done/c/0/0" in json.dumps(manifests.read(n))]
+    stale = manifests.read(name)
+    place = next(p for p in stale["files"] if p.startswith("done/"))
+    stale["files"][place] = "0" * 32  # the digest of an older file at that place
+    for copy in SYNC_COPIES:
+        (manifests.folder / copy.format(name.removesuffix(".json"))).write_text(json.dumps(stale))
+    assert not find_damage(store, verify=False)
+    assert main(["status", str(store)]) == 0, capsys.readouterr()
+    assert name in manifests.names() and len(manifests.names()) == 2  # and determined.json
