@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import sys
 import time
 import warnings
@@ -37,6 +38,11 @@ if TYPE_CHECKING:  # imported when a dataset is opened
     import xarray as xr
 
 T = TypeVar("T")
+
+#: The name of a failure record, ``I_J__REP.json`` (``ldpsim.pipeline.store.store``'s
+#: ``_error_name``). Anything else in the errors folder is none: a sync tool's copy of a
+#: record (``0_0__1 (conflicted copy 2026-12-02).json``), macOS's ``._0_0__1.json``.
+ERROR_RECORD = re.compile(r"[0-9]+(_[0-9]+)*__[0-9]+\.json")
 
 
 def missing_variables(path: str | Path) -> list[str]:
@@ -450,6 +456,10 @@ def _open(path: str | Path, chunks: str | None) -> xr.Dataset:
 def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
     """The failure records of a store, in file-name order.
 
+    Only files named as records (:data:`ERROR_RECORD`) are read: a sync tool's copy of
+    one counted its failures twice, and macOS's ``._NAME.json`` beside one (not JSON)
+    called the store damaged.
+
     A record listed and gone when read is left out: a run writing the store removes the
     record of a failed replicate that it computed again without a failure (a worker
     killed the first time), so a reader meets it between its listing and its reading.
@@ -462,7 +472,7 @@ def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
     folder = Path(path) / META_GROUP / "errors"
     if not folder.is_dir():
         return
-    for file in sorted(folder.glob("*.json")):
+    for file in sorted(f for f in folder.glob("*.json") if ERROR_RECORD.fullmatch(f.name)):
         where = f"error record {file.relative_to(path)}"
         # The record only describes a failure: the replicate stays marked failed without it.
         remedy = "Delete that file to go on; the next run recomputes the failed replicate."

@@ -241,3 +241,33 @@ def test_added_methods_failures_are_named_by_their_grid_point(
     (group,) = build_context(store)["failures"]
     rows = [(row["key"], row["rep"]) for row in group["rows"]]
     assert rows == [("tau = 0.5", 0), ("tau = 0.5", 1), ("tau = 0.9", 0), ("tau = 0.9", 1)]
+
+
+def test_only_files_named_as_records_are_failure_records(tmp_path, capsys):
+    # A hunt (h16f): every *.json of the errors folder was read as a record. A sync
+    # tool's copy of a record counted its failures again (3 failures and their copies
+    # from Dropbox, OneDrive and Syncthing: `ldpsim errors` said 12, and so did the
+    # report), and macOS's `._0_0__1.json` beside one (binary, no JSON) made every verb
+    # call the store damaged, exit 4.
+    store = tmp_path / "s.zarr"
+    syn.save_store(syn.grid_store(), store)
+    folder = store / "ldpsim" / "errors"
+    folder.mkdir()
+    for rep in range(3):
+        text = json.dumps(method_record(rep, "tau=0.5,n=100"))
+        for name in (
+            "0_0__{}.json",
+            "0_0__{} (conflicted copy 2026-12-02).json",
+            "0_0__{}-HOSTNAME.json",
+            "0_0__{}.sync-conflict-20261202-123456-ABCDEFG.json",
+        ):
+            (folder / name.format(rep)).write_text(text)
+    assert main(["errors", str(store)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("--- ") == 1, out
+    assert "--- 3 method flaky failures with this traceback (seed 7)" in out, out
+    for rep in range(3):
+        (folder / f"._0_0__{rep}.json").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    assert main(["errors", str(store)]) == 1
+    assert "--- 3 method flaky failures" in capsys.readouterr().out
+    assert main(["summarize", str(store)]) == 0
