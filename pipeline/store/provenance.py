@@ -209,7 +209,8 @@ def _remove_abandoned_records(folder: Path) -> None:
 def read_runs(store: str | Path) -> list[dict[str, Any]]:
     """The run records of a store, oldest first, checked; [] for a store older than them.
 
-    A record that cannot be read as a JSON object is listed as ``{"unreadable": name}``.
+    A record that cannot be read as a JSON object is listed as ``{"unreadable": name}``;
+    a hidden file (``._NAME.json``, macOS's) is none.
     A field of :data:`RUN_FIELDS` whose value is not of its type (a hand edit, a tool
     that rewrote the file) is left out of the record and named in its ``unknown``
     list, so that a reader shows it as unknown instead of failing on it
@@ -219,7 +220,9 @@ def read_runs(store: str | Path) -> list[dict[str, Any]]:
     if not folder.is_dir():
         return []
     out = []
-    for file in sorted(folder.glob("*.json")):
+    # A hidden file is no record: macOS's ``._NAME.json`` beside one (binary), an
+    # editor's or a copy tool's temporary copy.
+    for file in sorted(f for f in folder.glob("*.json") if not f.name.startswith(".")):
         try:
             record = json.loads(file.read_text())
         except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep

@@ -547,3 +547,15 @@ def test_a_level_axis_is_named_by_its_levels_in_how_to_read(tmp_path, without_fi
     text = page_text(render_report(build_context(one)))
     assert "whose 90% interval holds the true value" in text
     assert f"exactly 90% is marked in {100 * false_flag_rate(40, 0.9):.1f}% of its" in text
+
+
+def test_a_hidden_file_beside_the_run_records_is_no_record(tmp_path):
+    # A hunt (h16f): macOS's AppleDouble file `._NAME.json` beside a run record (binary,
+    # left by a copy to a disk macOS does not format) was listed in the report as a run
+    # whose "record ._NAME.json cannot be read".
+    store = syn.failing_store(tmp_path)
+    written = record_run(store, wall_seconds=2.0, computed=36, failed=0, cluster="local")
+    (written.parent / f"._{written.name}").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac")
+    (written.parent / f".{written.name}.swp").write_bytes(b"b0VIM 9.0")
+    (run,) = read_runs(store)
+    assert run["computed"] == 36 and "unreadable" not in run
