@@ -295,7 +295,22 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
     largest["rep"] = sweep.replicates
     largest["method"] = len(sweep.methods)  # an extension records its added methods
     sizes: dict[str, tuple[int, str]] = {}
+    # The names of ldpsim's arrays: its variables, and its coordinates (the axes).
+    own = set(VARIABLE_ATTRS)
+    for _, array in copies.arrays() if copies is not None else ():
+        own.update(map(str, array.metadata.dimension_names or ()))
     for name in names:
+        if copies is not None and name not in copies and name not in own:
+            # Not ldpsim's (the root names its arrays, and ldpsim writes no other): a
+            # file browser's or a sync tool's copy of a folder, an rsync partial folder.
+            raise damaged(
+                path,
+                f"{name}/zarr.json",
+                "a folder that is no array of this store: its root zarr.json names none "
+                "such, and ldpsim writes none of that name",
+                f"Move the folder {name!r} out of the store (the store's own arrays are "
+                "as they were), then run the command again.",
+            )
         try:
             array = group[name]
         except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:

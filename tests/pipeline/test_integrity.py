@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from conftest import edit_root_attrs, one_error_line, tree_hash
+from conftest import DEMO_ARGS, edit_root_attrs, one_error_line, tree_hash
 
 from ldpsim.pipeline.cli import EXIT_DAMAGED, main
 from ldpsim.pipeline.errors import StoreDamage
@@ -546,3 +546,31 @@ def test_a_determined_array_of_another_shape_differs_whatever_its_values():
     assert not same_as_determined(np.array([0.25, 0.25]), np.array([0.25]), TRUTH_RTOL)
     assert not same_as_determined(np.array([1, 1]), np.array([1]))
     assert same_as_determined(np.array([0.25, np.nan]), np.array([0.25, np.nan]), TRUTH_RTOL)
+
+
+@pytest.mark.parametrize("folder", ["lower copy", ".~tmp~"])
+def test_a_folder_that_is_no_array_of_the_store_is_named_with_the_remedy(
+    demo_store, tmp_path, capsys, folder
+):
+    # A file browser's "Duplicate" of an array's folder, or rsync's partial folder with
+    # a half-written zarr.json, at a store's root: every verb said that folder's
+    # zarr.json "cannot be read" and to restore the store from a copy (a hunt, 2026-12,
+    # h16f); the store's own arrays are intact, and the remedy is to move it out.
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    shutil.copytree(store / "lower", store / folder)
+    if folder.startswith("."):
+        (store / folder / "zarr.json").write_text('{"zarr_format": 3, "node_type": "arr')
+    before = tree_hash(store)
+    capsys.readouterr()
+    for verb in (["status"], ["summarize"], ["run", *DEMO_ARGS, "--store"]):
+        code = main([*verb, str(store)])
+        one_error_line(
+            capsys.readouterr(),
+            code,
+            [f"{folder}/zarr.json", f"Move the folder {folder!r} out of the store"],
+            exit_code=EXIT_DAMAGED,
+        )
+    assert tree_hash(store) == before
+    shutil.rmtree(store / folder)
+    assert main(["status", str(store)]) == 0
