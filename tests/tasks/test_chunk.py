@@ -22,6 +22,7 @@ from ldpsim.tasks.chunk import (
     ChunkStreams,
     check_batch_api,
     compute_chunk,
+    compute_rows,
     empty_outputs,
     run_chains,
 )
@@ -515,3 +516,82 @@ def test_where_the_chunks_call_raises_each_chain_runs_alone_and_only_its_row_fai
     for got, want in zip(alone, whole, strict=True):
         np.testing.assert_array_equal(got[[0, 2]], want[[0, 2]], strict=True)
         assert np.isnan(got[1]).all()
+
+
+def test_a_theta_bar_not_finite_in_one_coordinate_or_at_a_checkpoint_alone_fails_its_replicate():
+    # A replicate fails where theta_bar is not finite in any coordinate at any point,
+    # and its reason names the first such point. A mutation hunt (h16h) found no test
+    # that noticed a check of "some coordinate finite" (one NaN coordinate stored as a
+    # success), of the point n alone (a checkpoint's NaN stored), or a reason naming
+    # n where the checkpoint went wrong. Planted: row 0 infinite in coordinate 1 at n
+    # only, row 1 NaN in coordinate 0 at the checkpoint 100 only; row 2 clean.
+    rs = normalize_spec(
+        {
+            "model": "mean",
+            "d": 2,
+            "n": 400,
+            "checkpoints": [100, 400],
+            "seed": 2,
+            "methods": {"oracle": {}},
+        }
+    )
+    setup = GridPointSetup.of(rs)
+    reps = [0, 1, 2]
+    raw, errors = run_chains(setup, reps)
+    assert not errors
+    seg_shift = raw[2]
+    seg_shift[0, -1, 1] = np.inf
+    seg_shift[1, int(np.searchsorted(setup.cuts, 100)), 0] = np.nan
+    out = compute_chunk(setup, reps, raw=raw)
+    assert out["failed"].tolist() == [True, True, False]
+    assert np.isnan(out["estimate"][:2]).all() and np.isnan(out["lower"][:, :2]).all()
+    assert np.isfinite(out["estimate"][2]).all() and not out["method_failed"][:, 2].any()
+    for rep, point in ((0, 400), (1, 100)):
+        record = out["errors"][rep]
+        assert record["kind"] == "replicate", record
+        assert record["error"].startswith(
+            f"NonFiniteRun: non-finite theta_bar at n = {point}: "
+        ), record["error"]
+        # The replicate alone fails alike.
+        row = tuple(output[rep] for output in raw)
+        with pytest.raises(NonFiniteRun) as alone:
+            replicate_from_state(setup, setup.data_state(rep), setup.method_streams(rep), raw=row)
+        assert record["error"] == f"NonFiniteRun: {alone.value}"
+
+
+def test_a_chain_that_raised_is_raised_where_a_replicates_failure_is_asked_for():
+    # compute_rows' raise_replicate_failures raises a replicate's failure, its chain's
+    # exception included, instead of recording it (its docstring). No caller passes a
+    # chain's error with it today (replicate_from_state runs the kernel itself), so a
+    # mutation hunt (h16h) that dropped the raise went unnoticed.
+    setup = GridPointSetup.of({"model": "mean", "n": 100, "methods": {"oracle": {}}})
+    reps = [0, 1]
+    raw, errors = run_chains(setup, reps)
+    assert not errors
+    error = RuntimeError("a callback raised")
+
+    def rows(**more):
+        return compute_rows(
+            setup,
+            raw,
+            dict(setup.spec.methods),
+            start=0.0,
+            start_state=lambda i: setup.data_state(reps[i]),
+            stream_of=lambda label, i: None,
+            stream_labels=(),
+            chain_errors={1: (error, "Traceback: the chain's")},
+            **more,
+        )
+
+    with pytest.raises(RuntimeError) as raised:
+        rows(raise_replicate_failures=True)
+    assert raised.value is error
+    out = rows()
+    assert out["failed"].tolist() == [False, True]
+    assert out["errors"] == {
+        1: {
+            "kind": "replicate",
+            "error": "RuntimeError: a callback raised",
+            "traceback": "Traceback: the chain's",
+        }
+    }

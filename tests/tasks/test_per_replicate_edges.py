@@ -189,6 +189,19 @@ def test_a_run_that_overflows_after_a_checkpoint_names_the_first_non_finite_poin
     assert "overflowed at step 59 " in error, error
 
 
+def test_a_run_that_overflows_before_a_checkpoint_names_that_checkpoint_not_n():
+    # The same run with the checkpoint n = 100 after the overflow at step 59: theta_bar
+    # is not finite at 100 and at 4000, and the failure names 100, the first. Naming
+    # the last point (a mutation hunt, h16h) passed every other test.
+    spec = {"model": "mean", "mechanism": "none", "n": 4000, "c": 1e6, "gamma": 0.51}
+    rs = normalize_spec({**spec, "checkpoints": [100, 4000], "methods": {"oracle": {}}})
+    with np.errstate(all="ignore"):
+        out = compute_chunk(GridPointSetup.of(rs), [0])
+    error = out["errors"][0]["error"]
+    assert error.startswith("NonFiniteRun: non-finite theta_bar at n = 100: "), error
+    assert "overflowed at step 59 " in error, error
+
+
 def test_a_batched_upper_bound_that_is_not_finite_fails_its_cell(monkeypatch):
     # A row whose lower bounds are finite but an upper one is not fails its cell (run
     # alone for its reason) like one with a bad lower bound; checking only the lower
