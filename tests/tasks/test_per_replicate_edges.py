@@ -319,3 +319,21 @@ def test_the_batch_check_allows_the_order_of_a_sum_of_the_largest_bound_and_no_m
     far = dataclasses.replace(rs, methods={"s": _Shifted(shift=2 * chunk.BATCH_RTOL)})
     with pytest.raises(chunk.BatchDisagreement, match=r"'s' .* upper bound of coordinate 0"):
         chunk.check_batch_api(far, range(4))
+
+
+def test_the_batch_check_of_a_gpu_grid_point_needs_no_gpu(monkeypatch):
+    # The check before a run computes a GPU grid point's chains on the CPU: the client
+    # that runs it may have no GPU. Here the launch fails as it does there (in the tests
+    # the CUDA simulator would run it); the disagreement must still be found. Checking
+    # on the GPU backend (a mutation hunt, h16h) failed every replicate both ways alike,
+    # compared nothing and passed the method, unnoticed under the simulator.
+    import ldpsim.tasks.chunk as chunk
+
+    def no_gpu(self, reps, times=None):
+        raise RuntimeError("CUDA driver library cannot be found")
+
+    monkeypatch.setattr(GridPointSetup, "run_gpu", no_gpu)
+    rs = normalize_spec({"model": "mean", "n": 500, "backend": "gpu", "methods": {"oracle": {}}})
+    far = dataclasses.replace(rs, methods={"s": _Shifted(shift=2 * chunk.BATCH_RTOL)})
+    with pytest.raises(chunk.BatchDisagreement, match=r"'s' .* upper bound of coordinate 0"):
+        chunk.check_batch_api(far, range(4))
