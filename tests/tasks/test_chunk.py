@@ -10,12 +10,14 @@ import math
 import os
 import subprocess
 import sys
+import time
 import warnings
 from typing import ClassVar
 
 import numpy as np
 import pytest
 
+import ldpsim.tasks.chunk as chunk_module
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.tasks import warm_up
 from ldpsim.tasks.chunk import (
@@ -33,6 +35,7 @@ from ldpsim.tasks.intervals.bootstrap import block_bounds, t_critical
 from ldpsim.tasks.intervals.critical_values import normal_quantile
 from ldpsim.tasks.intervals.oracle import Oracle, oracle_bounds
 from ldpsim.tasks.intervals.self_normalized import critical_value
+from ldpsim.tasks.l1_projection import project_l1_ball
 from ldpsim.tasks.replicate import checkpoint_stream, replicate_from_state, run_replicate
 from ldpsim.tasks.spec import normalize_spec
 from ldpsim.tasks.streams.multipliers import draw_multipliers
@@ -595,3 +598,127 @@ def test_a_chain_that_raised_is_raised_where_a_replicates_failure_is_asked_for()
             "traceback": "Traceback: the chain's",
         }
     }
+
+
+def test_the_projection_is_of_theta_bar_and_a_replicate_alone_intersects_with_the_ball():
+    # sparse_mean's l1 ball of radius 1: replicate 0's theta_bar (1.18, 0.41) lies
+    # outside it, and the oracle's upper bound (1.85, 1.07) too. ``projected`` is
+    # theta_bar's projection (the last iterate's passed the tests, a mutation hunt,
+    # h16h), and a replicate alone intersects a method's interval with the ball as the
+    # chunk does (skipping it there passed the tests too: both paths were compared
+    # only where no interval reached the ball).
+    spec = {
+        "model": "sparse_mean",
+        "d": 2,
+        "sparsity": 1,
+        "magnitude": 1.0,
+        "eps": 0.5,
+        "n": 200,
+        "seed": 1,
+        "methods": {"oracle": {"intersect_constraint": True}, "wide": {"method": "oracle"}},
+    }
+    setup = GridPointSetup.of(spec)
+    out = compute_chunk(setup, range(4))
+    assert setup.radius == 1.0 and np.abs(out["estimate"][0]).sum() > 1.0
+    np.testing.assert_array_equal(
+        out["projected"], project_l1_ball(out["estimate"], setup.radius), strict=True
+    )
+    assert not np.array_equal(out["projected"][0], project_l1_ball(out["last"][:1], 1.0)[0])
+    assert (out["upper"][1, 0] > 1.0).any()  # without the ball
+    np.testing.assert_array_equal(out["upper"][0], np.minimum(out["upper"][1], 1.0))
+    for rep in range(4):
+        alone = run_replicate(setup, rep)
+        np.testing.assert_array_equal(alone.upper["oracle"], out["upper"][0, rep], strict=True)
+        np.testing.assert_array_equal(alone.projected, out["projected"][rep], strict=True)
+
+
+def test_a_non_finite_theta_bar_on_the_gpu_backend_and_a_replay_that_fails_say_so(monkeypatch):
+    # A replicate's diagnosis replays its run on the CPU: on the GPU backend it cannot
+    # (no start state), and says so; a replay that raises any exception keeps the
+    # failure with the replay's error. Each went unnoticed in a mutation hunt (h16h):
+    # the GPU's message dropped (the replay of None failed instead), and only a
+    # ValueError of the replay caught (any other escaped compute_chunk).
+    spec = {"model": "mean", "d": 2, "n": 100, "seed": 3, "methods": {"oracle": {}}}
+    raw, _ = run_chains(GridPointSetup.of(spec), [0, 1])
+    raw[2][1, -1] = np.inf
+    gpu = compute_chunk(GridPointSetup.of({**spec, "backend": "gpu"}), [0, 1], raw=raw)
+    assert gpu["failed"].tolist() == [False, True]
+    assert gpu["errors"][1]["error"].startswith(
+        "NonFiniteRun: non-finite theta_bar on the GPU backend (the step where it appeared "
+        "is found on the CPU"
+    ), gpu["errors"][1]["error"]
+
+    def replay_fails(setup, start_state):
+        raise RuntimeError("the replay broke")
+
+    monkeypatch.setattr(chunk_module, "diagnose_nonfinite", replay_fails)
+    cpu = compute_chunk(GridPointSetup.of(spec), [0, 1], raw=raw)
+    assert cpu["failed"].tolist() == [False, True]
+    assert cpu["errors"][1]["error"] == (
+        "NonFiniteRun: non-finite theta_bar: the replay that finds the step failed "
+        "(RuntimeError: the replay broke)"
+    )
+
+
+SLEEP = 0.1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Slow(Oracle):
+    """The oracle, each call at least SLEEP seconds long, NaN where theta_bar_0 > 0."""
+
+    name = "slow"
+
+    def interval(self, stats, level, rng):
+        time.sleep(SLEEP)
+        lower, upper = oracle_bounds(stats, level)
+        return (lower * np.nan, upper) if stats.theta_bar[0] > 0 else (lower, upper)
+
+    def intervals_batch(self, stats, level, rngs):
+        time.sleep(SLEEP)
+        lower, upper = oracle_bounds(stats, level)
+        return np.where(stats.theta_bar[:, :1] > 0, np.nan, lower), upper
+
+
+def test_the_seconds_share_out_the_chunks_time_without_its_warm_up(monkeypatch):
+    # What the chunk reports of its time, by sums that hold whatever the machine's
+    # speed: each replicate's share of the chunk (its chains and methods) leaves out the
+    # warm-up (the methods' first calls) and goes to the replicates that did not fail;
+    # a batched call's time is shared among those alone; a row run again alone for its
+    # reason adds its own time to its share. A mutation hunt (h16h) found each of these
+    # unchecked, and the warm-up of ldpsim's own methods dropped where a plugin's
+    # followed it, and the set-up's cold methods never marked warm.
+    monkeypatch.setattr(warm_up, "WARMED_UP", set())
+    monkeypatch.setattr(chunk_module, "IN_TURN_WARM", set())
+    calls = []
+
+    def timed(*args):
+        calls.append(warm_up.warm_up_methods(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(chunk_module, "warm_up_methods", timed)
+    rs = normalize_spec({"model": "mean", "n": 200, "seed": 4, "methods": {"oracle": {}}})
+    rs = dataclasses.replace(rs, methods={"oracle": Oracle(), "slow": Slow()})
+    setup = GridPointSetup.of(rs)
+    reps = [0, 1, 2, 3]
+    raw, _ = run_chains(setup, reps)
+    raw[2][3, -1] = np.inf  # replicate 3 fails
+    positive = raw[2][:3, -1, 0] + raw[3][:3, -1, 0] / 200 > 0
+    assert positive.any() and not positive.all()
+    before = time.perf_counter()
+    out = compute_chunk(setup, reps, raw=raw)
+    spent = time.perf_counter() - before
+    assert out["failed"].tolist() == [False, False, False, True]
+    assert len(calls) == 2 and min(calls) > 0 and calls[1] >= SLEEP
+    assert out["warm_up_seconds"] >= sum(calls)
+    assert not setup.cold_methods  # warm: a later chunk makes no first calls
+    seconds, slow = out["seconds"], out["method_seconds"][1]
+    assert np.isnan(seconds[3]) and np.isnan(slow[3])
+    seconds, slow = seconds[:3], slow[:3]  # the replicates that did not fail
+    assert seconds.sum() + out["warm_up_seconds"] <= spent
+    # At least SLEEP for the batched call, plus SLEEP for each row run again alone.
+    assert seconds.sum() >= slow.sum() >= SLEEP * (1 + positive.sum())
+    share = slow[~positive].min()
+    assert share >= SLEEP / 3
+    np.testing.assert_array_equal(slow[~positive], share)
+    assert (slow[positive] >= share + SLEEP).all()

@@ -6,6 +6,7 @@ test of tests/tasks passed.
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -337,3 +338,15 @@ def test_the_batch_check_of_a_gpu_grid_point_needs_no_gpu(monkeypatch):
     far = dataclasses.replace(rs, methods={"s": _Shifted(shift=2 * chunk.BATCH_RTOL)})
     with pytest.raises(chunk.BatchDisagreement, match=r"'s' .* upper bound of coordinate 0"):
         chunk.check_batch_api(far, range(4))
+
+
+def test_a_disagreement_names_the_replicate_not_its_row():
+    # The replicates checked need not start at 0: the message names the replicate
+    # (a row's position passed the tests, a mutation hunt, h16h).
+    import ldpsim.tasks.chunk as chunk
+
+    rs = normalize_spec({"model": "mean", "n": 500, "methods": {"oracle": {}}})
+    far = dataclasses.replace(rs, methods={"s": _Shifted(shift=2 * chunk.BATCH_RTOL)})
+    with pytest.raises(chunk.BatchDisagreement, match=r"on replicate (\d+),") as refused:
+        chunk.check_batch_api(far, range(10, 14))
+    assert 10 <= int(re.search(r"on replicate (\d+),", str(refused.value))[1]) < 14

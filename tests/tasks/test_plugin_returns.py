@@ -12,6 +12,7 @@ second coordinate went unchecked at d = 2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -108,7 +109,39 @@ class BatchRaises(Plain):
         raise RuntimeError("no batch today")
 
 
-UNITS = (Plain, Scalar, LongWherePositive, Transposed, Flat, FirstCoordinateOnly, BatchRaises)
+@dataclass(frozen=True, kw_only=True)
+class UpperFlat(Plain):
+    """Right lower bounds, (R, d); the upper ones flat (R d,)."""
+
+    name = "upper_flat"
+
+    def intervals_batch(self, stats, level, rngs):
+        return stats.theta_bar - HALF, (stats.theta_bar + HALF).ravel()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalarEstimate(Plain):
+    """A competitor (own_estimate) whose estimate is one float; its bounds are (d,).
+    (Its ``interval`` is Plain's: registration asks for one, see the h16h report.)"""
+
+    name = "scalar_estimate"
+    own_estimate: ClassVar[bool] = True
+
+    def estimate_interval(self, users, level, rng):
+        return 0.5, np.full(2, -1.0), np.full(2, 1.0)
+
+
+UNITS = (
+    Plain,
+    Scalar,
+    LongWherePositive,
+    Transposed,
+    Flat,
+    FirstCoordinateOnly,
+    BatchRaises,
+    UpperFlat,
+    ScalarEstimate,
+)
 # WritesIntoStats (below) registers in its own test.
 
 
@@ -179,6 +212,35 @@ def test_a_batched_path_that_raises_is_not_refused_its_replicates_run_alone():
     assert not out["method_failed"].any() and not out["errors"]
     for name in ("lower", "upper"):
         np.testing.assert_array_equal(out[name][0], out[name][1], strict=True)
+
+
+def test_one_bound_of_another_shape_is_refused_before_a_run():
+    # Either array of another shape is refused, not only both (a mutation hunt, h16h:
+    # with "and", upper bounds returned flat ended the check in an IndexError).
+    with pytest.raises(BatchShapeError, match=r"'upper_flat'.*got \(20, 2\) and \(40,\)"):
+        check_batch_api(mean_spec({"upper_flat": {}}), range(20))
+
+
+def test_only_the_plugins_batched_paths_are_checked():
+    # The built-in methods are known good and not checked (check_batched_methods'
+    # docstring): the count is the plugins' (checking them too passed the tests, a
+    # mutation hunt, h16h).
+    assert check_batch_api(mean_spec({"bb": {}, "oracle": {}, "batch_raises": {}}), range(2)) == 1
+    assert check_batch_api(mean_spec({"bb": {}, "sn": {}, "plain": {}}), range(2)) == 0
+
+
+def test_a_competitors_estimate_of_another_shape_fails_its_cells():
+    # A competitor (own_estimate) returns (estimate, lower, upper), each (d,); a float
+    # estimate with bounds of the right shape was stored, one value in every coordinate,
+    # as a success (a mutation hunt, h16h: the check of the estimate dropped, or of
+    # all three arrays together).
+    out = compute_chunk(GridPointSetup.of(mean_spec({"scalar_estimate": {}})), [0, 1])
+    assert out["method_failed"].all() and np.isnan(out["method_estimate"]).all()
+    reason = out["errors"][0]["methods"]["scalar_estimate"]
+    assert reason == (
+        "ValueError: estimate_interval of 'scalar_estimate' must return arrays of shape "
+        "(2,) (one value per coordinate); got () and (2,) and (2,)."
+    ), reason
 
 
 def test_the_first_point_of_each_dimension_is_checked(tmp_path):
