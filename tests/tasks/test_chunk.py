@@ -665,14 +665,16 @@ SLEEP = 0.1
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Slow(Oracle):
-    """The oracle, each call at least SLEEP seconds long, NaN where theta_bar_0 > 0."""
+    """The oracle, each call at least SLEEP seconds long; where theta_bar_0 > 0 the
+    batched path gives NaN and ``interval`` raises (no second call for a reason)."""
 
     name = "slow"
 
     def interval(self, stats, level, rng):
         time.sleep(SLEEP)
-        lower, upper = oracle_bounds(stats, level)
-        return (lower * np.nan, upper) if stats.theta_bar[0] > 0 else (lower, upper)
+        if stats.theta_bar[0] > 0:
+            raise ZeroDivisionError("theta_bar_0 > 0")
+        return oracle_bounds(stats, level)
 
     def intervals_batch(self, stats, level, rngs):
         time.sleep(SLEEP)
@@ -716,8 +718,12 @@ def test_the_seconds_share_out_the_chunks_time_without_its_warm_up(monkeypatch):
     assert np.isnan(seconds[3]) and np.isnan(slow[3])
     seconds, slow = seconds[:3], slow[:3]  # the replicates that did not fail
     assert seconds.sum() + out["warm_up_seconds"] <= spent
-    # At least SLEEP for the batched call, plus SLEEP for each row run again alone.
+    # At least SLEEP for the batched call, plus SLEEP for each row run again alone;
+    # the chunk's time beyond them is short (its chains were given).
     assert seconds.sum() >= slow.sum() >= SLEEP * (1 + positive.sum())
+    assert out["errors"][int(np.argmax(positive))]["methods"]["slow"] == (
+        "ZeroDivisionError: theta_bar_0 > 0"
+    )
     share = slow[~positive].min()
     assert share >= SLEEP / 3
     np.testing.assert_array_equal(slow[~positive], share)
