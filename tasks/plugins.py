@@ -115,7 +115,13 @@ def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) ->
                 f"has no field {unit.budget_param!r}, the privacy parameter it names in "
                 f"budget_param (e.g. `{unit.budget_param}: float | None = None`)"
             )
-    if kind == "method" and unit.interval is intervals.IntervalMethod.interval:
+    if kind == "method" and unit.own_estimate:  # a competitor: estimate_interval instead
+        if unit.estimate_interval is intervals.IntervalMethod.estimate_interval:
+            return (
+                "sets own_estimate = True and does not implement "
+                "estimate_interval(users, level, rng)"
+            )
+    elif kind == "method" and unit.interval is intervals.IntervalMethod.interval:
         return "does not implement interval(stats, level, rng)"
     if kind in ("model", "mechanism"):  # their parameters are keys of a replicate spec
         clash = sorted({f.name for f in dataclasses.fields(unit)} & reserved[kind])

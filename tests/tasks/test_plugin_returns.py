@@ -120,9 +120,8 @@ class UpperFlat(Plain):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScalarEstimate(Plain):
-    """A competitor (own_estimate) whose estimate is one float; its bounds are (d,).
-    (Its ``interval`` is Plain's: registration asks for one, see the h16h report.)"""
+class ScalarEstimate(IntervalMethod):
+    """A competitor (own_estimate) whose estimate is one float; its bounds are (d,)."""
 
     name = "scalar_estimate"
     own_estimate: ClassVar[bool] = True
@@ -241,6 +240,40 @@ def test_a_competitors_estimate_of_another_shape_fails_its_cells():
         "ValueError: estimate_interval of 'scalar_estimate' must return arrays of shape "
         "(2,) (one value per coordinate); got () and (2,) and (2,)."
     ), reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsersMean(IntervalMethod):
+    """A competitor: the users' raw mean +- 1, from estimate_interval alone."""
+
+    name = "users_mean"
+    own_estimate: ClassVar[bool] = True
+
+    def estimate_interval(self, users, level, rng):
+        centre = users.observations().mean(axis=0)
+        return centre, centre - 1.0, centre + 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoEstimateInterval(IntervalMethod):
+    """Sets own_estimate and implements neither estimate_interval nor interval."""
+
+    name = "no_estimate_interval"
+    own_estimate: ClassVar[bool] = True
+
+
+def test_a_competitor_plugin_implements_estimate_interval_alone():
+    # docs/extending.md: a method with own_estimate = True implements
+    # estimate_interval(users, level, rng) (the base class: "instead" of interval).
+    # Registration refused it, asking for interval (a mutation hunt, h16h).
+    plugins.register(UsersMean)
+    out = compute_chunk(GridPointSetup.of(mean_spec({"users_mean": {}})), [0, 1])
+    assert not out["method_failed"].any() and not out["errors"]
+    estimate = out["method_estimate"][0]
+    assert estimate.shape == (2, 2) and np.isfinite(estimate).all()
+    np.testing.assert_array_equal(out["upper"][0] - estimate, 1.0)
+    with pytest.raises(ValueError, match=r"does not implement estimate_interval\(users"):
+        plugins.register(NoEstimateInterval)
 
 
 def test_the_first_point_of_each_dimension_is_checked(tmp_path):
