@@ -728,3 +728,18 @@ def test_the_seconds_share_out_the_chunks_time_without_its_warm_up(monkeypatch):
     assert share >= SLEEP / 3
     np.testing.assert_array_equal(slow[~positive], share)
     assert (slow[positive] >= share + SLEEP).all()
+
+
+def test_the_last_iterate_is_the_kernels_at_each_point():
+    # ``last`` is theta at n (the kernel's final iterate) and at each checkpoint the
+    # iterate there. The first snapshot's (a mutation hunt, h16h) passed the tests,
+    # which compared a chunk with its replicates alone, both computed so.
+    setup = GridPointSetup.of(
+        {"model": "mean", "d": 2, "n": 400, "checkpoints": [100, 400], "methods": {"bm": {}}}
+    )
+    raw, _ = run_chains(setup, [0, 1, 2])
+    out = compute_chunk(setup, [0, 1, 2], raw=raw)
+    np.testing.assert_array_equal(out["last"][:, 1], raw[0], strict=True)
+    at_100 = raw[6][:, int(np.searchsorted(setup.cuts, 100))]
+    np.testing.assert_array_equal(out["last"][:, 0], at_100, strict=True)
+    assert not np.array_equal(out["last"][:, 0], out["last"][:, 1])
