@@ -135,7 +135,7 @@ def test_lost_worker_sweep_completes(baseline, tmp_path, local_cluster, cluster_
 
     with Client(local_cluster.scheduler_address) as client:
         # An earlier test may have killed a worker whose nanny is still restarting it.
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=300)
         pids = client.run(os.getpid)
         thread = threading.Thread(target=target)
         thread.start()
@@ -146,7 +146,7 @@ def test_lost_worker_sweep_completes(baseline, tmp_path, local_cluster, cluster_
         os.kill(next(iter(pids.values())), signal.SIGKILL)
         thread.join(180)
         assert not thread.is_alive()
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=300)
     report = result["report"]
     assert report.failed == 0 and report.computed == 24
     assert_same_values(open_dataset(store), base)
