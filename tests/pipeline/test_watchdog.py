@@ -41,7 +41,7 @@ def test_stopped_worker_is_restarted_and_the_run_completes(tmp_path, local_clust
     # that worker restarted too (5 of 5 runs, 2 or 3 busy loops beside).
     warm = tmp_path / "warm.zarr"
     with Client(local_cluster, set_as_default=False) as client:
-        client.wait_for_workers(2, timeout=60)  # an earlier test may have killed one
+        client.wait_for_workers(2, timeout=300)  # an earlier test may have killed one
         run_sweep(sweep, warm, client=client, log=lambda line: None)
         finished = client.run(finished_tasks, key_prefix(warm))
         assert len(finished) == 2 and all(finished.values()), finished  # both ran a task
