@@ -11,9 +11,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import write_sweep
+from conftest import tree_hash, write_sweep
 
 from ldpsim.pipeline.compute.worker import run_chunk
+from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.layout import META_GROUP
 from ldpsim.pipeline.store.store import Store
 from ldpsim.pipeline.sweep import load_sweep
@@ -73,3 +74,28 @@ def test_files_in_the_errors_folder_that_are_no_records_are_left_alone(computed,
         (folder / name).write_text("{}")
     store.write_chunk((1, 0), 1, failing(result, {2: "two"}))
     assert sorted(p.name for p in folder.iterdir()) == sorted([*strays, "1_0__2.json"])
+
+
+def _sweep(folder, name: str, grid=None, spec=None):
+    if grid is not None and "eps" in grid:  # eps on the grid, not in [spec]
+        return load_sweep(
+            {"replicates": 2, "spec": {"model": "quantile"}, "grid": grid, "methods": {"sn": {}}},
+            name=name,
+        )
+    return load_sweep(write_sweep(folder / f"{name}.toml", replicates=2, grid=grid, spec=spec))
+
+
+def test_a_fraction_added_to_an_axis_of_integers_is_refused(tmp_path):
+    # The 'eps' coordinate of a store made from eps = [1, 2] is int64: 1.5 would be
+    # stored as 1, so the store refuses it, naming the value, and is left as it was;
+    # 3.0 is an integer and is added.
+    store = tmp_path / "s.zarr"
+    Store.open_or_create(store, _sweep(tmp_path, "a", grid={"n": [100], "eps": [1, 2]}))
+    before = tree_hash(store)
+    with pytest.raises(InputError, match=r"holds integers on its 'eps' axis .*1\.5 cannot"):
+        Store.open_or_create(store, _sweep(tmp_path, "b", grid={"n": [100], "eps": [1, 2, 1.5]}))
+    assert tree_hash(store) == before
+    _, changes = Store.open_or_create(
+        store, _sweep(tmp_path, "c", grid={"n": [100], "eps": [1, 2, 3.0]})
+    )
+    assert changes.added == {"eps": [3.0]}
