@@ -160,6 +160,34 @@ def test_a_chunk_written_in_pieces_equals_it_written_whole(sweep_and_chunks, tmp
         np.testing.assert_array_equal(pieces.arrays[name][...], array[...], err_msg=name)
 
 
+def test_a_written_chunk_reads_back_as_the_worker_s_arrays(sweep_and_chunks, tmp_path):
+    """Every variable of a written chunk holds the worker's array for it, at the chunk's
+    replicates, ``done`` the replicates that did not fail and ``code_version`` the
+    store's generation. The tests compared writes with writes only: ``method_estimate``
+    filled with the lower bounds, or ``job_id`` and ``code_version`` with 0, passed them
+    (a mutation hunt, h16k)."""
+    sweep, _, _, large = sweep_and_chunks
+    result = with_failures(large, LARGE)
+    result["job_id"] = np.arange(7, 7 + LARGE, dtype=np.int64)
+    store, _ = Store.open_or_create(tmp_path / "s.zarr", sweep)
+    store.code_version = 3
+    index = store.index_of(sweep.points()[0])
+    store.write_chunk(index, 1, result)
+    reps = slice(LARGE, 2 * LARGE)
+    m = len(sweep.methods)
+    for name in ("estimate", "last", "projected", "seconds", "job_id", "failed"):
+        got = store.arrays[name][(*index, reps)]
+        np.testing.assert_array_equal(got, result[name], err_msg=name)
+    for name in ("lower", "upper", "method_estimate", "method_seconds", "method_failed"):
+        got = store.arrays[name][(*index, slice(None), reps)]
+        np.testing.assert_array_equal(got, result[name][:m], err_msg=name)
+    done = store.arrays["done"][(*index, reps)]
+    np.testing.assert_array_equal(done, ~result["failed"])
+    assert done.sum() == LARGE - 2
+    np.testing.assert_array_equal(store.arrays["code_version"][(*index, reps)], 3)
+    assert not store.arrays["done"][(*index, slice(0, LARGE))].any()
+
+
 def piece(result: dict, chosen: np.ndarray) -> dict:
     """The replicates ``chosen`` (a mask over ``result['reps']``) of a chunk's result."""
     reps = np.asarray(result["reps"])[chosen]

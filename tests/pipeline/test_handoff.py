@@ -25,7 +25,7 @@ from ldpsim.pipeline.compute import runner
 from ldpsim.pipeline.compute.plan import Task, Work, plan, plan_layout, whole_block_tasks
 from ldpsim.pipeline.compute.worker import run_chunk
 from ldpsim.pipeline.store import digests, handoff
-from ldpsim.pipeline.store.chunk_writes import placed_blocks
+from ldpsim.pipeline.store.chunk_writes import placed_blocks, replicate_positions
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.digests import settle
 from ldpsim.pipeline.store.handoff import (
@@ -486,6 +486,34 @@ def test_a_block_at_the_grid_s_end_is_whole_with_the_points_it_holds():
     results = [((2,), w.chunk, {"reps": range(w.reps[0], w.reps[-1] + 1)}) for w in works]
     [block] = placed_blocks(layout, 4, results)
     assert block.grid == (slice(2, 3),) and block.covered
+
+
+def test_a_write_region_spans_the_zarr_chunks_its_results_touch():
+    # Shards of 8 replicates in zarr chunks of 2, tasks of one replicate, a 'rep' axis
+    # of 7. Results for replicates 4 and 3 rewrite the chunks [2, 4) and [4, 6) of the
+    # shard, no more; each lands at its own position there; replicate 6 alone fills the
+    # last chunk, cut at the axis's end. Regions off by a chunk at either end, or not
+    # cut at the end, passed the store's tests (a mutation hunt, h16k).
+    layout = Layout(
+        axes=["n"],
+        axis_values={"n": [100]},
+        methods=["oracle"],
+        replicates=7,
+        d=1,
+        checkpoints=None,
+        rep_chunk=1,
+        shard_reps=8,
+        shard_grid=(1,),
+        chunk_reps=2,
+    )
+    results = [((0,), rep, {"reps": [rep]}) for rep in (4, 3)]
+    [block] = placed_blocks(layout, 7, results)
+    assert block.reps == slice(2, 6) and not block.covered
+    assert [where for _, where, _ in block.spots] == [slice(2, 3), slice(1, 2)]
+    [end] = placed_blocks(layout, 7, [((0,), 6, {"reps": range(6, 7)})])
+    assert end.reps == slice(6, 7) and end.covered
+    assert layout.block_slices((0, 0)) == ((slice(0, 1),), slice(0, 7))
+    assert replicate_positions({"reps": range(1, 7, 2)}).tolist() == [1, 3, 5]
 
 
 #: Wide replicates (d = 200): a grid point's 600 replicates are one chunk and one shard,

@@ -111,3 +111,4 @@ def test_a_plan_covers_every_replicate_of_a_last_partial_chunk(tmp_path):
     work, done = plan_layout(small, layout, tmp_path / "s.zarr")
     assert done == 0
     assert [(w.chunk, w.reps) for w in work] == [(0, [0, 1]), (1, [2, 3]), (2, [4])]
+    assert layout.task_chunks() == 3 and layout.task_chunk_reps(2) == range(4, 5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import shutil
@@ -30,8 +31,13 @@ from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.store.damage import find_damage
 from ldpsim.pipeline.store.identity import check_streams
 from ldpsim.pipeline.store.layout import (
+    CHUNK_BYTES,
     SHARD_BYTES,
+    TASK_BYTES,
+    coord_array,
+    default_rep_chunk,
     layout_for,
+    result_bytes,
     shard_shape,
     small_shards_warning,
     truth_array,
@@ -232,6 +238,7 @@ def test_last_iterates_at_checkpoints(tmp_path):
     _, point, _ = _checkpoint_store(tmp_path, 600, "[50, 300]")
     ds = open_dataset(tmp_path / "ck.zarr").load()
     assert ds["last"].dims == ("n", "rep", "checkpoint", "coord")
+    assert ds["checkpoint"].values.tolist() == [50, 300, 600]  # the steps, not their indices
     rs = point.normalized
     reference_path = _reference_path()
     for rep in (0, 1):
@@ -609,6 +616,90 @@ def test_a_store_grown_far_past_its_shards_is_warned_about():
     assert line is not None and "hold 3 replicates each" in line and "667 files" in line
     assert small_shards_warning(stored, load_sweep("demo", [("grid.n", [1000])], 20)) is None
     assert small_shards_warning(stored, sweep) is None  # a resume grows nothing
+    # 34 shards, 34 times a new store's, are still few files: no line (below
+    # MANY_SHARDS); nor for a store already grown to the sweep's replicates (a mutation
+    # hunt, h16k: both warned with those checks loosened, and the tests passed).
+    assert small_shards_warning(stored, load_sweep("demo", [("grid.n", [1000])], 100)) is None
+    grown = dataclasses.replace(stored, replicates=2000)
+    assert small_shards_warning(grown, load_sweep("demo", [("grid.n", [1000])], 2000)) is None
+
+
+def test_chunk_and_shard_extents_along_rep_and_the_grid():
+    """Extents worked out by hand from CHUNK_BYTES (256 KiB) and SHARD_BYTES (2 MiB);
+    off-by-one roundings, a shard sized by its chunk, or the grid points counted down by
+    subtraction passed the store's tests (a mutation hunt, h16k)."""
+    assert (CHUNK_BYTES, SHARD_BYTES) == (256 * 2**10, 2 * 2**20)
+    # 512-byte replicates: a chunk holds 512, a shard 4,096. Tasks of 64 (32 KiB, under
+    # a quarter chunk): 8 tasks a chunk, 8 chunks a shard, a shard one grid point.
+    assert shard_shape((3,), 64, 4096, 512) == ((1,), 512, 4096)
+    # A task of a quarter chunk exactly fills a chunk of its own.
+    assert shard_shape((1,), 128, 4096, 512) == ((1,), 128, 4096)
+    # 1,000 replicates: 16 tasks (the last partial) make 2 chunks, one shard holds both.
+    assert shard_shape((1,), 64, 1000, 512) == ((1,), 512, 1024)
+    # 450 replicates: 8 tasks (the last partial) fill one chunk.
+    assert shard_shape((1,), 64, 450, 512) == ((1,), 512, 512)
+    # A replicate of a sixth of a shard: 6 grid points fit, 4 along the last axis and
+    # then 6 // 4 = 1 along the first.
+    assert shard_shape((3, 4), 1, 1, 349_525) == ((1, 4), 1, 1)
+
+
+def test_a_layout_sizes_its_chunks_by_the_largest_variable():
+    """The largest variable (``lower``: methods x d floats a replicate) sets the chunk's
+    replicates; a layout passed its extents keeps them as (grid, chunk, shard)."""
+    sweep = api.load_sweep(
+        {
+            "replicates": 20_000,
+            "spec": {"model": "quantile", "n": 200},
+            "methods": {"bb": {}, "sn": {}, "oracle": {}},
+        },
+        name="three",
+    )
+    layout = layout_for(sweep, rep_chunk=16)
+    per_rep = 8 * 3  # 3 methods, d = 1, no checkpoints
+    assert layout.chunk_reps % 16 == 0
+    assert layout.chunk_reps * per_rep <= CHUNK_BYTES < (layout.chunk_reps + 16) * per_rep
+    assert layout.shard_reps == 2 * layout.chunk_reps  # the replicates' 2 chunks
+    kept = layout_for(sweep, rep_chunk=16, shards=((), 512, 4096))
+    assert (kept.chunk_reps, kept.shard_reps, kept.zarr_chunk_reps) == (512, 4096, 512)
+
+
+def test_a_task_is_about_a_second_of_the_most_expensive_grid_point():
+    """rep_chunk follows the sweep's most expensive grid point (its largest n, its
+    largest d), and a GPU task holds the sweep's replicates where they are fewer than a
+    launch (a mutation hunt, h16k: the cheapest point's, the smallest d, or a launch of
+    10,000 for 20 replicates passed the store's tests)."""
+
+    def quantile(sizes):
+        body = {"replicates": 20_000, "spec": {"model": "quantile"}, "methods": {"sn": {}}}
+        return api.load_sweep({**body, "grid": {"n": sizes}}, name="q")
+
+    both = default_rep_chunk(quantile([100, 100_000]))
+    large, small = default_rep_chunk(quantile([100_000])), default_rep_chunk(quantile([100]))
+    assert both == large < small
+    spec = {"model": "sparse_mean", "magnitude": 1.0, "coef": 0.0, "n": 10, "sparsity": 1}
+    spec |= {"eps": 1.0, "mechanism": "laplace", "calibration": "sparse"}
+    body = {"replicates": 5000, "seed": 1, "methods": {"oracle": {}, "bm": {}}}
+    mixed = api.load_sweep({**body, "spec": spec, "grid": {"d": [1, 1000]}}, name="d")
+    wide = api.load_sweep({**body, "spec": {**spec, "d": 1000}}, name="d")
+    assert layout_for(mixed).d == 1000
+    assert (
+        default_rep_chunk(mixed)
+        == default_rep_chunk(wide)
+        == TASK_BYTES // result_bytes(2, 1, 1000)
+    )
+    gpu = {"replicates": 20, "spec": {"model": "quantile", "n": 1000}, "backend": "gpu"}
+    gpu_sweep = api.load_sweep({**gpu, "methods": {"bb": {"form": "t"}}}, name="gpu")
+    assert layout_for(gpu_sweep).rep_chunk == 20
+
+
+def test_coordinate_arrays_keep_their_values():
+    # Mixed ints and floats are floats (as ints, 2.5 was stored as 2); n is an integer
+    # coordinate even written as floats (a mutation hunt, h16k).
+    mixed = coord_array("eps", [1, 2.5])
+    assert mixed.dtype == np.float64 and mixed.tolist() == [1.0, 2.5]
+    sizes = coord_array("n", [1000.0, 2000.0])
+    assert sizes.dtype == np.int64 and sizes.tolist() == [1000, 2000]
+    assert coord_array("eps", [1, 2]).dtype == np.int64
 
 
 def test_a_limit_the_model_cannot_find_is_bad_input_naming_its_grid_point(tmp_path):

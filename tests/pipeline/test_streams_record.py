@@ -64,3 +64,50 @@ def test_a_cache_folder_that_is_a_file_still_gives_the_value(tmp_path, monkeypat
     monkeypatch.setenv("LDPSIM_CACHE_DIR", str(blocker))
     assert running_fingerprint() == streams_fingerprint()
     assert blocker.read_text() == "a file"
+
+
+def test_the_key_follows_the_streams_sources_and_parts(monkeypatch):
+    """The key hashes the source of each module the fingerprint's code reaches (the
+    samplers, the seeding, the multipliers) and FINGERPRINT_PARTS: a key of no module
+    (the code walked from no root) or without the parts kept a stale fingerprint after
+    a change to them (a mutation hunt, h16k)."""
+    from ldpsim.pipeline.store import streams_record
+
+    real, records = streams_record.code_fingerprint, []
+
+    def recorded(roots):
+        records.append(real(roots))
+        return records[-1]
+
+    monkeypatch.setattr(streams_record, "code_fingerprint", recorded)
+    key = fingerprint_key()
+    (record,) = records
+    assert {
+        "ldpsim.tasks.streams.rng",
+        "ldpsim.tasks.streams.seeding",
+        "ldpsim.tasks.streams.multipliers",
+    } <= set(record["modules"])
+    monkeypatch.setattr(streams_record, "FINGERPRINT_PARTS", (*FINGERPRINT_PARTS, "other"))
+    assert fingerprint_key() != key
+
+
+def test_a_kept_value_that_is_not_all_strings_is_computed_again(tmp_path, monkeypatch):
+    """Every part of a kept file must be a string: one number among them is computed
+    again (any string among them was taken as the value; a mutation hunt, h16k)."""
+    monkeypatch.setenv("LDPSIM_CACHE_DIR", str(tmp_path))
+    computed = running_fingerprint()
+    (kept,) = kept_files(tmp_path)
+    planted = {part: "0" * 16 for part in FINGERPRINT_PARTS}
+    kept.write_text(json.dumps({**planted, FINGERPRINT_PARTS[0]: 1}))
+    assert running_fingerprint() == computed
+    assert json.loads(kept.read_text()) == computed
+
+
+def test_a_kept_file_that_cannot_be_replaced_leaves_no_temporary(tmp_path, monkeypatch):
+    """Where the kept file's name is taken by a folder, the value is computed and the
+    temporary file it was written to is removed, not left behind on every call."""
+    monkeypatch.setenv("LDPSIM_CACHE_DIR", str(tmp_path))
+    target = tmp_path / SUBFOLDER / f"{fingerprint_key()[:32]}.json"
+    (target / "inside").mkdir(parents=True)
+    assert running_fingerprint() == streams_fingerprint()
+    assert [p.name for p in (tmp_path / SUBFOLDER).iterdir()] == [target.name]

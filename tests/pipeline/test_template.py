@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ldpsim.pipeline.api import load_sweep
@@ -107,3 +108,56 @@ def test_a_new_store_imports_neither_xarray_nor_dask_array(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert (tmp_path / "new.zarr" / "zarr.json").exists()
+
+
+def test_a_new_store_s_arrays_are_sharded_as_its_layout_says(tmp_path):
+    """Each replicates' array of a new store has shards of ``shard_grid`` x
+    ``shard_reps`` and chunks of ``shard_grid`` x ``chunk_reps`` along its grid and 'rep'
+    axes (after 'method' where it has one), whole along the others; its data type is the
+    one SPEC section 7 names. Both writers of test_zarr_writes_what_xarray_wrote take the
+    same description, so a shard or chunk put on the wrong axis, or the two extents
+    swapped, passed them (a mutation hunt, h16k)."""
+    import zarr
+
+    sweep = load_sweep(
+        {
+            "replicates": 20_000,
+            "rep_chunk": 16,
+            "spec": {"model": "quantile"},
+            "grid": {"tau": [0.5, 0.7, 0.9], "n": [200]},
+            "methods": {"bb": {}, "sn": {}, "oracle": {}},
+        },
+        name="three",
+    )
+    layout = layout_for(sweep)
+    # The premise: chunks and shards apart, a shard of 3 x 1 grid points.
+    assert (layout.chunk_reps, layout.shard_reps, layout.shard_grid) == (10_912, 21_824, (3, 1))
+    arrays, attrs = template(sweep, layout)
+    write_template(tmp_path / "s.zarr", arrays, attrs)
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
+    g = layout.shard_grid
+    for name, before, after in (
+        ("estimate", (), (1,)),
+        ("lower", (3,), (1,)),
+        ("method_seconds", (3,), ()),
+        ("done", (), ()),
+        ("code_version", (), ()),
+    ):
+        array = group[name]
+        assert array.shards == (*g, *before, layout.shard_reps, *after), name
+        assert array.chunks == (*g, *before, layout.chunk_reps, *after), name
+    assert group["code_version"].dtype == np.int16 and group["job_id"].dtype == np.int64
+    assert (attrs["rep_chunk"], attrs["chunk_reps"], attrs["shard_reps"]) == (16, 10_912, 21_824)
+    assert attrs["shard_grid"] == [3, 1]
+
+
+def test_a_template_is_not_written_over_an_existing_store(tmp_path):
+    # The group is created with mode "w-": written over a store ("w"), its arrays would
+    # be replaced by empty ones, every replicate lost (a mutation hunt, h16k).
+    sweep = load_sweep("demo", replicates=10)
+    arrays, attrs = template(sweep, layout_for(sweep))
+    write_template(tmp_path / "s.zarr", arrays, attrs)
+    before = files(tmp_path / "s.zarr")
+    with pytest.raises(FileExistsError):
+        write_template(tmp_path / "s.zarr", arrays, {**attrs, "title": "another"})
+    assert files(tmp_path / "s.zarr") == before

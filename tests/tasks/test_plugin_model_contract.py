@@ -85,6 +85,28 @@ class NanTruth(Mean):
 
 
 @dataclass(frozen=True, kw_only=True)
+class InfTruth(Mean):
+    """mean whose truth() is infinite in its last coordinate."""
+
+    name = "inf_truth"
+
+    def truth(self):
+        out = super().truth().copy()
+        out[-1] = np.inf
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowTruth(Mean):
+    """mean whose truth() is its d values as a (1, d) row."""
+
+    name = "row_truth"
+
+    def truth(self):
+        return super().truth().reshape(1, -1)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RaisingTruth(Mean):
     """mean whose truth() raises."""
 
@@ -155,6 +177,8 @@ UNITS = (
     ShortTruth,
     LongTruth,
     NanTruth,
+    InfTruth,
+    RowTruth,
     RaisingTruth,
     ScalarCov,
     SingularJacobian,
@@ -207,6 +231,10 @@ def sweep_of(model: str, methods: dict | None = None, grid: dict | None = None):
         ("short_truth", "shape (1,)"),
         ("long_truth", "shape (3,)"),
         ("nan_truth", "nan at coordinate 1"),
+        # d values, but infinite or in a row of shape (1, d): taken as theta* where
+        # _checked_truth tested NaN only or the size alone (a mutation hunt, h16k).
+        ("inf_truth", "inf at coordinate 1"),
+        ("row_truth", "shape (1, 2)"),
     ],
 )
 def test_a_truth_of_another_shape_or_not_finite_is_one_line(model, got):
