@@ -215,10 +215,23 @@ def test_method_failed_per_checkpoint(tmp_path):
         fill_value=False,
         dimension_names=("n", "method", "rep"),
     )
+    # method_seconds added beside it (ADDED_VARIABLES: method_failed's layout) holds a
+    # replicate's seconds over all checkpoints (their mean passed; a mutation hunt, h16k).
+    del group["method_seconds"]
+    group.create_array(
+        "method_seconds",
+        shape=(1, 3, 2),
+        dtype="float64",
+        fill_value=np.nan,
+        dimension_names=("n", "method", "rep"),
+    )
     consolidate(tmp_path / "ck.zarr")  # what readers of the store see
     Store(tmp_path / "ck.zarr", store.layout).write_chunk(store.index_of(point), 0, chunk)
     ds = open_dataset(tmp_path / "ck.zarr")
     assert ds["method_failed"].isel(n=0).values.tolist() == [[True] * 2, [True] * 2, [False] * 2]
+    total = np.asarray(chunk["method_seconds"])[:3].sum(axis=2)
+    assert total.shape == (3, 2) and (np.asarray(chunk["method_seconds"]) > 0).any()
+    np.testing.assert_allclose(ds["method_seconds"].isel(n=0).values, total, rtol=1e-12)
     n_done = summarize(ds)["n_done"].isel(n=0, coord=0).transpose("method", "checkpoint")
     np.testing.assert_array_equal(n_done.values, [[0, 2, 2], [0, 2, 2], [2, 2, 2]])
 
