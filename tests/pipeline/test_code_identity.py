@@ -626,3 +626,96 @@ def test_a_unit_registered_once_then_installed_is_not_asked_to_be_registered():
     assert registered_units({"units": json.dumps(units[::-1])}) == {
         "method:half_width": registered
     }
+
+
+def test_a_plugins_package_hash_is_pinned(tmp_path):
+    """The recorded ``package_sha256`` is pinned: for every file, sorted by its name
+    (relative to the folder that holds the package, as RECORD names it), the name, a
+    NUL, its size, a NUL, then its bytes; a file RECORD lists that is gone is skipped.
+    Another formula (names from the root, no names, the order of the walk) would refuse
+    every store written before it as changed code; one that stops at a missing file
+    would keep the code version across an edit of the files after it (a mutation hunt,
+    h16l: all passed the tests)."""
+    site = tmp_path / "site"
+    files = {
+        "b_pinned_extra.py": "X = 1\n",
+        "zz_pinned_pkg/__init__.py": "",
+        "zz_pinned_pkg/units.py": "class Unit:\n    pass\n",
+        "zz_pinned_pkg/sub/helper.py": "W = 0.1\n",
+    }
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    # RECORD lists a module removed by hand (sorted first) and one beside the package.
+    _dist_info(site, "zz-pinned", "0.1", record=["a_pinned_gone.py", "b_pinned_extra.py"])
+    _use_site(str(site))
+    try:
+        unit = importlib.import_module("zz_pinned_pkg.units").Unit
+        found = package_files(unit, "zz-pinned")
+        assert sorted(found) == ["a_pinned_gone.py", *sorted(files)]
+
+        def expected() -> str:
+            digest = hashlib.sha256()
+            for name in sorted(files):
+                data = (site / name).read_bytes()
+                digest.update(f"{name}\0{len(data)}\0".encode() + data)
+            return digest.hexdigest()
+
+        before = package_sha256(unit, "zz-pinned")
+        assert before == expected()
+        (site / "zz_pinned_pkg/units.py").write_text("class Unit:\n    w = 2\n")  # the last
+        assert package_sha256(unit, "zz-pinned") == expected() != before
+    finally:
+        _leave_site(str(site))
+        for name in [m for m in sys.modules if m.startswith("zz_pinned_pkg")]:
+            del sys.modules[name]
+
+
+def test_units_without_a_distribution_are_known_by_their_own_files(tmp_path, monkeypatch):
+    """A top-level plugin module that no distribution lists is its own package (its file,
+    by its name); two such units of one run hash each its own module; a module named
+    like ``ldpsim_*`` is not ldpsim's; a class without a file has no package hash, and
+    one whose helper module cannot be imported no source hash (a mutation hunt, h16l:
+    each passed the tests)."""
+    from ldpsim.pipeline.store.code_identity import unit_origin
+
+    for name, w in (("cv_solo_a", 1), ("cv_solo_b", 2), ("ldpsim_solo", 3)):
+        (tmp_path / f"{name}.py").write_text(f"class Unit:\n    w = {w}\n")
+    (tmp_path / "cv_solo_gone.py").write_text(
+        "class Unit:\n    source_modules = ('cv_solo_no_such_helper',)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    a, b, ours, gone = (
+        importlib.import_module(name).Unit
+        for name in ("cv_solo_a", "cv_solo_b", "ldpsim_solo", "cv_solo_gone")
+    )
+    assert package_files(a, None) == {"cv_solo_a.py": str(tmp_path / "cv_solo_a.py")}
+    hashes: dict = {}  # as sweep_units shares them between the units of one run
+    first, second = unit_origin(a, hashes), unit_origin(b, hashes)
+    assert (first["origin"], first["distribution"], first["version"]) == ("plugin", None, None)
+    assert first["package_sha256"] == package_sha256(a, None)
+    assert second["package_sha256"] == package_sha256(b, None) != first["package_sha256"]
+    assert unit_origin(ours)["origin"] == "plugin"
+    assert package_sha256(type("Floating", (), {"__module__": "cv_solo_nowhere"}), None) is None
+    assert unit_origin(gone)["source_sha256"] is None
+
+
+def test_a_hash_that_only_one_origin_knows_is_not_compared():
+    """``code_differs`` compares the hashes both origins know, whichever lacks one (a
+    store written before package hashes, a worker's task without one)."""
+    from ldpsim.pipeline.store.code_identity import code_differs
+
+    source, package = {"source_sha256": "a" * 64}, {"package_sha256": "b" * 64}
+    both = {**source, **package}
+    assert not code_differs(source, both) and not code_differs(both, source)
+    assert not code_differs(package, source) and not code_differs({}, both)
+    assert code_differs(both, {**source, "package_sha256": "c" * 64})
+    assert code_differs({**source, "package_sha256": None}, {"source_sha256": "d" * 64})
+
+
+def test_a_sweeps_units_are_those_of_every_grid_point():
+    sweep = load_sweep(
+        "demo", [("grid.n", [1000]), ("grid.mechanism", ["laplace", "randomized_response"])], None
+    )
+    units = sweep_units(sweep)
+    assert {"mechanism:laplace", "mechanism:randomized_response", "model:quantile"} <= set(units)
