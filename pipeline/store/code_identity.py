@@ -302,6 +302,16 @@ def check_running_units(
             )
 
 
+def _is_generation(generation: object) -> bool:
+    """Whether ``generation`` maps units to origins (objects) whose code hashes
+    (:data:`CODE_KEYS`) are text or null: what every reader of the origins reads."""
+    return isinstance(generation, dict) and all(
+        isinstance(origin, dict)
+        and all(isinstance(origin.get(key), (str, type(None))) for key in CODE_KEYS)
+        for origin in generation.values()
+    )
+
+
 def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] | None:
     """The generations recorded in a store's root ``attrs``; None for a store without."""
     raw = attrs.get(UNITS_ATTR)
@@ -309,7 +319,7 @@ def read_generations(attrs: dict[str, Any]) -> list[dict[str, dict[str, Any]]] |
         return None
     try:
         out = json.loads(raw)
-        if not isinstance(out, list) or not all(isinstance(g, dict) for g in out) or not out:
+        if not isinstance(out, list) or not all(_is_generation(g) for g in out) or not out:
             raise ValueError
     except (TypeError, ValueError, RecursionError):
         raise InputError(

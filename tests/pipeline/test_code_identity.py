@@ -719,3 +719,23 @@ def test_a_sweeps_units_are_those_of_every_grid_point():
     )
     units = sweep_units(sweep)
     assert {"mechanism:laplace", "mechanism:randomized_response", "model:quantile"} <= set(units)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "[]", "[1]", 5, '[{"method:bb": "x"}]', '[{"method:bb": {"source_sha256": 5}}]'],
+)
+def test_a_units_attribute_that_is_not_a_list_of_origins_is_refused_in_one_line(raw):
+    """Each generation maps units to origins, each origin's hashes text: an empty text, an
+    empty list, a generation or an origin of another type, or a hash that is not text is
+    refused (a hunt, h16l: an origin of another type crashed ``run`` with an
+    AttributeError traceback, exit 1); a reader then counts what it can."""
+    from ldpsim.pipeline.store.code_identity import registered_units
+
+    sweep = load_sweep("demo", [("grid.n", [1000])], None)
+    with pytest.raises(InputError, match="is not a JSON list of unit origins"):
+        plan_units("S.zarr", {"units": raw}, sweep, accept_code_change=True)
+    assert registered_units({"units": raw}) == {}
+    unit = {"origin": "ldpsim", "version": "0.2", "source_sha256": "a" * 64}
+    store = _two_generations(unit, unit).assign_attrs(units=raw)
+    assert code_versions(store).values.tolist() == [[0, 0]]
