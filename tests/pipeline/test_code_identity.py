@@ -739,3 +739,97 @@ def test_a_units_attribute_that_is_not_a_list_of_origins_is_refused_in_one_line(
     unit = {"origin": "ldpsim", "version": "0.2", "source_sha256": "a" * 64}
     store = _two_generations(unit, unit).assign_attrs(units=raw)
     assert code_versions(store).values.tolist() == [[0, 0]]
+
+
+def test_a_run_records_the_new_code_and_keeps_the_units_it_does_not_use():
+    """The latest generation keeps the units of the store that a run does not use (a
+    method it does not compute); an accepted change records the new origin and its
+    code version; a resume with the same code writes nothing (a mutation hunt, h16l:
+    each passed the tests)."""
+    sweep = load_sweep("demo", [("grid.n", [1000])], None)
+    (current,) = json.loads(plan_units("S.zarr", None, sweep, False).attr)
+    other = {"origin": "plugin", "distribution": "p", "version": "1", "source_sha256": "e" * 64}
+    stored = {**current, "method:other": other}
+    same = plan_units("S.zarr", {"units": json.dumps([stored], sort_keys=True)}, sweep, False)
+    assert not same.write and same.code_version == 0 and not same.changes
+    stale = {**stored, "method:bb": {**current["method:bb"], "source_sha256": "0" * 64}}
+    plan = plan_units("S.zarr", {"units": json.dumps([stale])}, sweep, True)
+    first, second = json.loads(plan.attr)
+    assert first == stale and second == {**current, "method:other": other}
+    (change,) = plan.changes
+    assert change == {
+        "unit": "method:bb",
+        "old": stale["method:bb"],
+        "new": current["method:bb"],
+        "code_version": 1,
+    }
+
+
+def test_a_worker_checks_each_unit_against_the_hashes_its_task_carries(tmp_path, monkeypatch):
+    """``check_running_units``: the code this process first imported, against the
+    task's hashes (a bare source hash too; a unit the task does not name is not
+    compared); a file edited after the import is not what the worker runs (a mutation
+    hunt, h16l: a check that never refused, read a bare hash as none, or read the file
+    again passed the tests without a cluster)."""
+    from ldpsim.pipeline.store.code_identity import (
+        check_running_units,
+        running_code,
+        task_hashes,
+        unit_origin,
+    )
+
+    sweep = load_sweep("demo", [("grid.n", [1000])], None)
+    point = sweep.points()[0].normalized
+    units = sweep_units(sweep)
+    check_running_units(point, task_hashes(units))
+    check_running_units(point, {})
+    bare = {key: origin["source_sha256"] for key, origin in units.items()}
+    check_running_units(point, bare)
+    bare["method:bb"] = "0" * 64
+    with pytest.raises(RuntimeError, match=r"interval method 'bb' .*\(source 00000000\)"):
+        check_running_units(point, bare)
+
+    (tmp_path / "cv_running_unit.py").write_text("class Unit:\n    w = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    unit = importlib.import_module("cv_running_unit").Unit
+    first = running_code(unit)
+    (tmp_path / "cv_running_unit.py").write_text("class Unit:\n    w = 2\n")
+    assert unit_origin(unit)["source_sha256"] != first["source_sha256"]
+    assert running_code(unit) == first
+
+
+def test_a_cells_units_are_its_grid_points_case_axis_and_default_mechanisms():
+    """``code_versions`` counts for each cell the generations whose units of the cell
+    (the mechanism of its grid axis or case; every mechanism of the store where the
+    model's default is used) differ; a replicate not done, or of a generation the store
+    does not describe, counts for none; the replicate axis may be anywhere (a mutation
+    hunt, h16l: each passed the tests)."""
+    unit = {"origin": "ldpsim", "version": "0.2", "source_sha256": "a" * 64}
+    keys = ("model:quantile", "mechanism:laplace", "mechanism:randomized_response", "method:bb")
+    first = {key: unit for key in keys}
+    second = {**first, "mechanism:laplace": {**unit, "source_sha256": "c" * 64}}
+    mechanisms = ["laplace", "randomized_response"]
+
+    def counts(axis: str, labels: list[str], sweep: dict, versions: list, done: list) -> list:
+        sweep = {"methods": {"bb": {}}, "spec": {"model": "quantile"}, **sweep}
+        ds = xr.Dataset(
+            {
+                "done": ((axis, "rep"), np.array(done, dtype=bool)),
+                "code_version": ((axis, "rep"), np.array(versions, dtype=np.int16)),
+            },
+            coords={axis: np.array(labels, dtype=object), "method": ["bb"], "rep": [0, 1, 2]},
+            attrs={"sweep": json.dumps(sweep), "units": json.dumps([first, second])},
+        )
+        out = code_versions(ds.transpose("rep", axis, "method"))
+        return out.transpose(axis, "method").values[:, 0].tolist()
+
+    both, all_done = [[0, 1, 7]] * 2, [[True] * 3] * 2
+    grid = {"grid": {"mechanism": mechanisms}}
+    assert counts("mechanism", mechanisms, grid, both, all_done) == [2, 1]
+    cases = {"cases": {"a": {"mechanism": "laplace"}, "b": {"mechanism": "randomized_response"}}}
+    assert counts("case", ["a", "b"], cases, both, all_done) == [2, 1]
+    # The model's default mechanism: any of the store's may have computed the cell.
+    assert counts("n", [500, 1000], {"grid": {"n": [500, 1000]}}, both, all_done) == [2, 2]
+    # Generation 1 computed a replicate not done (then failed), none of one cell done.
+    done = [[True, False, True], [False] * 3]
+    assert counts("mechanism", mechanisms, grid, [[0, 1, 0], [0, 1, 0]], done) == [1, 0]

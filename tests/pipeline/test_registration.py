@@ -633,3 +633,17 @@ def test_the_register_docstring_example_computes_intervals(clean_registry):
         assert not result.failures, result.failures
         for bound in (result.lower, result.upper):
             np.testing.assert_allclose(bound["wald"], bound["oracle"], rtol=1e-12)
+
+
+def test_a_registered_unit_is_known_by_the_hash_of_its_registration(clean_registry):
+    """A unit registered at run time is recorded, and checked on a worker, by the hash
+    its registration carries (the client's), the latest registration's (a mutation hunt,
+    h16l: the hash read from its file instead, or the first one kept, passed the tests)."""
+    from ldpsim.pipeline.compute.registration import RegisteredUnits
+    from ldpsim.pipeline.store.code_identity import running_code, unit_origin
+
+    unit = _cell(CELL.replace("SCALE", "1.0"), "/tmp/ipykernel_0/recorded.py")
+    for sha in ("f" * 64, "e" * 64):
+        RegisteredUnits([(unit, sha)]).setup(worker=None)  # as a worker sets it up
+        assert unit_origin(unit)["source_sha256"] == sha
+        assert running_code(unit) == {"source_sha256": sha}
