@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -730,10 +731,89 @@ def test_a_folder_that_cannot_lock_still_compiles(tmp_path, monkeypatch):
     # Some network file systems refuse advisory locks: the entry compiles without one.
     module = lockable_module(tmp_path, monkeypatch, "kc_lockless")
 
+    tries = []
+
     def refuse(handle, operation):
+        tries.append(operation)
         raise OSError(37, "No locks available")
 
     monkeypatch.setattr(compile_lock.fcntl, "flock", refuse)
     compile_signature(module.twice, "float64(float64)")
     assert module.twice(1.5) == 3.0 and len(module.twice.signatures) == 1
+    # Tried once, not again until LOCK_WAIT_S as for a lock held (a mutation hunt, h16l).
+    assert len(tries) == 1
     assert (tmp_path / "kc_lockless.py.lock").exists()
+
+
+def test_an_empty_or_home_relative_cache_variable(monkeypatch):
+    # An empty variable is unset (as the XDG spec says of XDG_CACHE_HOME), not the working
+    # folder; "~" is the home folder (a mutation hunt, h16l: both passed the tests).
+    home = "/home/u"
+    cases = [
+        ({CACHE_DIR_VARIABLE: "", "XDG_CACHE_HOME": "/x"}, "/x/ldpsim"),
+        ({CACHE_DIR_VARIABLE: "~/c"}, f"{home}/c"),
+        ({"XDG_CACHE_HOME": ""}, f"{home}/.cache/ldpsim"),
+        ({"XDG_CACHE_HOME": "~/xc"}, f"{home}/xc/ldpsim"),
+    ]
+    for variables, expected in cases:
+        for name in (CACHE_DIR_VARIABLE, "XDG_CACHE_HOME"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HOME", home)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        assert cache_folder() == Path(expected), variables
+
+
+def test_in_turn_compiles_under_the_lock_then_is_the_dispatcher_itself(tmp_path, monkeypatch):
+    # The first call compiles under the module's lock (beside a module outside the
+    # package, whatever its name starts with); later calls go straight to numba (a
+    # mutation hunt, h16l: a first call without the lock, a lock file of the package's
+    # for a module named ldpsim_*, and a lock taken at every call passed the tests).
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    module = lockable_module(tmp_path, monkeypatch, "ldpsim_turn")
+    first = compile_lock.in_turn(module.twice)
+    assert first is not module.twice and first(1.5) == 3.0
+    assert compile_lock.in_turn(module.twice) is module.twice
+    assert (tmp_path / "ldpsim_turn.py.lock").exists()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_waiter_looks_again_at_least_every_fiftieth_of_a_second(tmp_path, monkeypatch):
+    # Its pause doubles from 1 ms up to 50 ms, never more: a holder that finishes is
+    # followed within 50 ms, not after a pause that kept doubling (a mutation hunt, h16l).
+    # The pauses are recorded, and slept.
+    module = lockable_module(tmp_path, monkeypatch, "kc_pauses")
+    monkeypatch.setattr(compile_lock, "LOCK_WAIT_S", 0.6)
+    pauses = []
+    sleep = compile_lock.time.sleep
+
+    def recorded(seconds):
+        pauses.append(seconds)
+        sleep(seconds)
+
+    monkeypatch.setattr(compile_lock.time, "sleep", recorded)
+    with open(tmp_path / "kc_pauses.py.lock", "a") as holder:
+        compile_lock.fcntl.flock(holder, compile_lock.fcntl.LOCK_EX)
+        compile_signature(module.twice, "float64(float64)")
+    assert pauses[:3] == [0.001, 0.002, 0.004]
+    assert all(b == min(2 * a, 0.05) for a, b in itertools.pairwise(pauses))
+    assert module.twice(1.5) == 3.0
+
+
+def test_a_package_lock_that_cannot_be_made_is_done_without(tmp_path, monkeypatch):
+    # A cache folder under a file (its folder cannot be made), and a lock path that is a
+    # folder (it cannot be opened): the block runs without the lock, as documented (a
+    # mutation hunt, h16l: either error raised instead, and passed the tests).
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    ran = []
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(blocker / "cache"))
+    with compile_lock.package_lock("kc_unmade"):
+        ran.append("unmade")
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    (tmp_path / "cache" / LOCK_SUBFOLDER / f"kc_folder@{socket.gethostname()}.lock").mkdir(
+        parents=True
+    )
+    with compile_lock.package_lock("kc_folder"):
+        ran.append("unopened")
+    assert ran == ["unmade", "unopened"]
