@@ -6,6 +6,7 @@ import json
 import math
 import os
 import platform
+import re
 import socket
 import subprocess
 import time
@@ -33,6 +34,11 @@ PACKAGES = (
 )
 #: Inside the store's META_GROUP: one JSON file per run that wrote to the store.
 RUNS_FOLDER = "runs"
+#: The name of a run record, ``YYYYMMDDTHHMMSS-PID.json`` as :func:`record_run` writes
+#: it (digits, ``T`` and ``-``). Anything else in the folder is none: a sync tool's copy
+#: of a record (``NAME (conflicted copy 2026-12-02).json``, ``NAME-HOST.json``,
+#: ``NAME.sync-conflict-....json``), macOS's ``._NAME.json``, an editor's swap file.
+RUN_RECORD = re.compile(r"[0-9T-]+\.json")
 
 
 def package_versions() -> dict[str, str]:
@@ -209,8 +215,8 @@ def _remove_abandoned_records(folder: Path) -> None:
 def read_runs(store: str | Path) -> list[dict[str, Any]]:
     """The run records of a store, oldest first, checked; [] for a store older than them.
 
-    A record that cannot be read as a JSON object is listed as ``{"unreadable": name}``;
-    a hidden file (``._NAME.json``, macOS's) is none.
+    Only files named as records (:data:`RUN_RECORD`) are read; one that cannot be read
+    as a JSON object is listed as ``{"unreadable": name}``.
     A field of :data:`RUN_FIELDS` whose value is not of its type (a hand edit, a tool
     that rewrote the file) is left out of the record and named in its ``unknown``
     list, so that a reader shows it as unknown instead of failing on it
@@ -220,9 +226,7 @@ def read_runs(store: str | Path) -> list[dict[str, Any]]:
     if not folder.is_dir():
         return []
     out = []
-    # A hidden file is no record: macOS's ``._NAME.json`` beside one (binary), an
-    # editor's or a copy tool's temporary copy.
-    for file in sorted(f for f in folder.glob("*.json") if not f.name.startswith(".")):
+    for file in sorted(f for f in folder.glob("*.json") if RUN_RECORD.fullmatch(f.name)):
         try:
             record = json.loads(file.read_text())
         except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep

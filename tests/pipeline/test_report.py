@@ -557,5 +557,13 @@ def test_a_hidden_file_beside_the_run_records_is_no_record(tmp_path):
     written = record_run(store, wall_seconds=2.0, computed=36, failed=0, cluster="local")
     (written.parent / f"._{written.name}").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac")
     (written.parent / f".{written.name}.swp").write_bytes(b"b0VIM 9.0")
+    # Sync tools' copies of it (Dropbox, OneDrive, Syncthing) were listed as runs too.
+    copy = written.read_bytes()
+    for name in (
+        f"{written.stem} (conflicted copy 2026-12-02).json",
+        f"{written.stem}-LAPTOP.json",
+        f"{written.stem}.sync-conflict-20261202-123456-ABCDEFG.json",
+    ):
+        (written.parent / name).write_bytes(copy)
     (run,) = read_runs(store)
     assert run["computed"] == 36 and "unreadable" not in run
