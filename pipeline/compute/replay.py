@@ -180,17 +180,16 @@ def _positions(
 def recorded_failures(store: Path) -> dict[tuple[int, ...], set[int]]:
     """Grid position -> the replicates with a failure record, from the records' file names
     (``I_J__REP.json``, :func:`ldpsim.pipeline.store.store._error_name`)."""
+    from ldpsim.pipeline.store.reading import error_record_place
+
     folder = store / META_GROUP / "errors"
     out: dict[tuple[int, ...], set[int]] = {}
     if not folder.is_dir():
         return out
     for file in folder.glob("*.json"):
-        where, _, rep = file.stem.rpartition("__")
-        try:
-            index = tuple(int(i) for i in where.split("_"))
-            out.setdefault(index, set()).add(int(rep))
-        except ValueError:  # not a record's name
-            continue
+        place = error_record_place(file.name)
+        if place is not None:
+            out.setdefault(place[0], set()).add(place[1])
     return out
 
 

@@ -42,7 +42,16 @@ T = TypeVar("T")
 #: The name of a failure record, ``I_J__REP.json`` (``ldpsim.pipeline.store.store``'s
 #: ``_error_name``). Anything else in the errors folder is none: a sync tool's copy of a
 #: record (``0_0__1 (conflicted copy 2026-12-02).json``), macOS's ``._0_0__1.json``.
-ERROR_RECORD = re.compile(r"[0-9]+(_[0-9]+)*__[0-9]+\.json")
+ERROR_RECORD = re.compile(r"(?P<index>[0-9]+(?:_[0-9]+)*)__(?P<rep>[0-9]+)\.json")
+
+
+def error_record_place(name: str) -> tuple[tuple[int, ...], int] | None:
+    """The grid index and the replicate that a failure record's file name names
+    (:data:`ERROR_RECORD`; ``(0,)`` in a store without a grid); None for another name."""
+    match = ERROR_RECORD.fullmatch(name)
+    if match is None:
+        return None
+    return tuple(int(i) for i in match["index"].split("_")), int(match["rep"])
 
 
 def missing_variables(path: str | Path) -> list[str]:
@@ -259,6 +268,14 @@ def during_commits(
     return result
 
 
+def _is_own_array(name: str, root: zarr.Group) -> bool:
+    """Whether ``name`` is one of ldpsim's arrays: a variable, or a coordinate (an axis
+    of the arrays that ``root``'s consolidated metadata names)."""
+    return name in VARIABLE_ATTRS or any(
+        name in map(str, array.metadata.dimension_names or ()) for _, array in root.arrays()
+    )
+
+
 def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, Any]:
     attrs = read_attrs(path)
     # Only renames mix the arrays' own metadata, and they begin once the journal is
@@ -295,12 +312,8 @@ def _check_store(path: Path, read_chunks: bool | tuple[str, ...]) -> dict[str, A
     largest["rep"] = sweep.replicates
     largest["method"] = len(sweep.methods)  # an extension records its added methods
     sizes: dict[str, tuple[int, str]] = {}
-    # The names of ldpsim's arrays: its variables, and its coordinates (the axes).
-    own = set(VARIABLE_ATTRS)
-    for _, array in copies.arrays() if copies is not None else ():
-        own.update(map(str, array.metadata.dimension_names or ()))
     for name in names:
-        if copies is not None and name not in copies and name not in own:
+        if copies is not None and name not in copies and not _is_own_array(name, copies):
             # Not ldpsim's (the root names its arrays, and ldpsim writes no other): a
             # file browser's or a sync tool's copy of a folder, an rsync partial folder.
             raise damaged(
@@ -487,7 +500,7 @@ def iter_errors(path: str | Path) -> Iterator[dict[str, Any]]:
     folder = Path(path) / META_GROUP / "errors"
     if not folder.is_dir():
         return
-    for file in sorted(f for f in folder.glob("*.json") if ERROR_RECORD.fullmatch(f.name)):
+    for file in sorted(f for f in folder.glob("*.json") if error_record_place(f.name)):
         where = f"error record {file.relative_to(path)}"
         # The record only describes a failure: the replicate stays marked failed without it.
         remedy = "Delete that file to go on; the next run recomputes the failed replicate."

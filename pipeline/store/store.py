@@ -70,6 +70,7 @@ from ldpsim.pipeline.store.layout import (
 )
 from ldpsim.pipeline.store.provenance import RUNS_FOLDER
 from ldpsim.pipeline.store.reading import (
+    error_record_place,
     missing_variables,
     read_attrs,
     read_sweep,
@@ -292,9 +293,9 @@ class Store:
         folder = self.path / META_GROUP / "errors"
         recorded: dict[str, list[int]] = {}  # grid index's label -> replicates recorded
         for name in os.listdir(folder) if folder.is_dir() else ():
-            label, _, rep = name.removesuffix(".json").rpartition("__")
-            if name.endswith(".json") and rep.isdigit():
-                recorded.setdefault(label, []).append(int(rep))
+            place = error_record_place(name)
+            if place is not None:
+                recorded.setdefault(_index_label(place[0]), []).append(place[1])
         for index, _, result in results:
             reps = replicate_positions(result)
             errors = result.get("errors") or {}
