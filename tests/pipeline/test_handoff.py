@@ -184,21 +184,28 @@ def test_a_block_smaller_than_the_store_s_files_is_not_encoded(computed, tmp_pat
     assert tree_hash(store.path) == before
 
 
+def full_after_one(monkeypatch) -> list[str]:
+    """Make a worker's disk full after its first encoded file; the names it was asked
+    to encode, in order."""
+    encoded, calls = handoff.encoded_files, []
+
+    def encode(write):
+        calls.append(write.name)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return encoded(write)
+
+    monkeypatch.setattr(handoff, "encoded_files", encode)
+    return calls
+
+
 def test_a_worker_whose_write_fails_leaves_no_partial_file(computed, tmp_path, held, monkeypatch):
     # A full disk after the first file: the files written so far are removed, and the
     # driver writes the chunks from their arrays.
     sweep, chunks = computed
     store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
     before = tree_hash(store.path)
-    encoded, calls = handoff.encoded_files, []
-
-    def full_after_one(write):
-        calls.append(write.name)
-        if len(calls) > 1:
-            raise OSError(28, "No space left on device")
-        return encoded(write)
-
-    monkeypatch.setattr(handoff, "encoded_files", full_after_one)
+    calls = full_after_one(monkeypatch)
     assert hand_off(handoff_of(store), chunks) == chunks
     assert len(calls) == 2 and tree_hash(store.path) == before
 
@@ -236,15 +243,7 @@ def test_a_failed_attempt_leaves_another_attempt_s_files(computed, tmp_path, hel
     sweep, chunks = computed
     store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
     first = hand_off(handoff_of(store), chunks)
-    encoded, calls = handoff.encoded_files, []
-
-    def full_after_one(write):
-        calls.append(write.name)
-        if len(calls) > 1:
-            raise OSError(28, "No space left on device")
-        return encoded(write)
-
-    monkeypatch.setattr(handoff, "encoded_files", full_after_one)
+    full_after_one(monkeypatch)
     assert hand_off(handoff_of(store), chunks) == chunks
     monkeypatch.undo()
     store.write_handed(placed(first))

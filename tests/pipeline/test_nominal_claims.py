@@ -98,6 +98,38 @@ def test_the_issues_example_is_not_flagged_and_an_undercoverage_is():
 CLAIM_REPS = 200
 
 
+def covering_store(
+    ns: list[int], methods: list[str], covers: np.ndarray, method_specs: dict
+) -> xr.Dataset:
+    """Every replicate done, the truth 0 at every coordinate, and each interval (-0.1,
+    0.1) where ``covers`` (n, method, rep, coord) and (0.01, 0.21) where not; the sweep's
+    methods ``method_specs``."""
+    reps, d = covers.shape[2:]
+    lower = np.where(covers, -0.1, 0.01)
+    done = np.ones((len(ns), reps), dtype=bool)
+    sweep = json.loads(syn.sweep_attr({"n": ns}, {"eps": 1.0, "d": d}, methods, reps))
+    sweep["methods"] = method_specs
+    ds = xr.Dataset(
+        {
+            "estimate": (("n", "rep", "coord"), np.zeros((len(ns), reps, d))),
+            "lower": (("n", "method", "rep", "coord"), lower),
+            "upper": (("n", "method", "rep", "coord"), lower + 0.2),
+            "truth": (("n", "coord"), np.zeros((len(ns), d))),
+            "done": (("n", "rep"), done),
+            "failed": (("n", "rep"), ~done),
+            "method_failed": (("n", "method", "rep"), np.zeros(covers.shape[:3], dtype=bool)),
+        },
+        coords={
+            "n": np.array(ns, dtype=np.int64),
+            "method": np.array(methods, dtype=object),
+            "rep": np.arange(reps),
+            "coord": np.arange(d),
+        },
+    )
+    ds.attrs.update(level=syn.LEVEL, sweep=json.dumps(sweep))
+    return ds
+
+
 def claims_store() -> xr.Dataset:
     """Grid n = 100, 1000; d = 2; R = 200; methods bb and oracle (intervals), band and
     band_low (simultaneous bands). Misses per coordinate (the same at both n):
@@ -120,35 +152,17 @@ def claims_store() -> xr.Dataset:
     for m, method in enumerate(methods):
         for j, missed in enumerate(misses[method]):
             covers[:, m, list(missed), j] = False
-    lower = np.where(covers, -0.1, 0.01)
-    upper = lower + 0.2
-    done = np.ones((len(ns), reps), dtype=bool)
-    sweep = json.loads(syn.sweep_attr({"n": ns}, {"eps": 1.0, "d": d}, methods, reps))
-    sweep["methods"] = {
-        "bb": {},
-        "oracle": {},
-        "band": {"method": "bb", "simultaneous": True},
-        "band_low": {"method": "bb", "simultaneous": True, "band": "sidak"},
-    }
-    ds = xr.Dataset(
+    return covering_store(
+        ns,
+        methods,
+        covers,
         {
-            "estimate": (("n", "rep", "coord"), np.zeros((len(ns), reps, d))),
-            "lower": (("n", "method", "rep", "coord"), lower),
-            "upper": (("n", "method", "rep", "coord"), upper),
-            "truth": (("n", "coord"), np.zeros((len(ns), d))),
-            "done": (("n", "rep"), done),
-            "failed": (("n", "rep"), ~done),
-            "method_failed": (("n", "method", "rep"), np.zeros(covers.shape[:3], dtype=bool)),
-        },
-        coords={
-            "n": np.array(ns, dtype=np.int64),
-            "method": np.array(methods, dtype=object),
-            "rep": np.arange(reps),
-            "coord": np.arange(d),
+            "bb": {},
+            "oracle": {},
+            "band": {"method": "bb", "simultaneous": True},
+            "band_low": {"method": "bb", "simultaneous": True, "band": "sidak"},
         },
     )
-    ds.attrs.update(level=syn.LEVEL, sweep=json.dumps(sweep))
-    return ds
 
 
 #: The flagged cells of :func:`claims_store`'s tables, by their row labels, at both n:
@@ -284,29 +298,12 @@ def planning_store() -> xr.Dataset:
         for m, method in enumerate(methods):
             for j, missed in enumerate(PLAN_MISSES[n][method]):
                 covers[i, m, list(missed), j] = False
-    lower = np.where(covers, -0.1, 0.01)
-    done = np.ones((len(ns), reps), dtype=bool)
-    sweep = json.loads(syn.sweep_attr({"n": ns}, {"eps": 1.0, "d": d}, methods, reps))
-    sweep["methods"] = {"bb": {}, "band": {"method": "bb", "simultaneous": True, "band": "sidak"}}
-    ds = xr.Dataset(
-        {
-            "estimate": (("n", "rep", "coord"), np.zeros((len(ns), reps, d))),
-            "lower": (("n", "method", "rep", "coord"), lower),
-            "upper": (("n", "method", "rep", "coord"), lower + 0.2),
-            "truth": (("n", "coord"), np.zeros((len(ns), d))),
-            "done": (("n", "rep"), done),
-            "failed": (("n", "rep"), ~done),
-            "method_failed": (("n", "method", "rep"), np.zeros(covers.shape[:3], dtype=bool)),
-        },
-        coords={
-            "n": np.array(ns, dtype=np.int64),
-            "method": np.array(methods, dtype=object),
-            "rep": np.arange(reps),
-            "coord": np.arange(d),
-        },
+    return covering_store(
+        ns,
+        methods,
+        covers,
+        {"bb": {}, "band": {"method": "bb", "simultaneous": True, "band": "sidak"}},
     )
-    ds.attrs.update(level=syn.LEVEL, sweep=json.dumps(sweep))
-    return ds
 
 
 def planned(ds: xr.Dataset) -> dict[str, np.ndarray]:
