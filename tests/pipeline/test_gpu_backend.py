@@ -148,9 +148,10 @@ def test_one_store_never_mixes_backends(tmp_path, local_cluster, gpu_cluster, ca
 def test_a_method_added_to_a_finished_gpu_store_equals_a_fresh_gpu_sweep(tmp_path, gpu_cluster):
     """Issue 34 item 6 on the GPU backend: the chains of the stored replicates run again in
     one launch per chunk, and the added methods' values are a fresh sweep's (few
-    replicates: the simulator is slow)."""
+    replicates: the simulator is slow; two chunks a grid point, so that a launch's row
+    of a replicate is not its number)."""
     address = ["--scheduler", gpu_cluster.scheduler_address]
-    text = SWEEP.format(replicates=3).replace("[methods.bm]\n[methods.sn]\n", "")
+    text = SWEEP.format(replicates=6).replace("[methods.bm]\n[methods.sn]\n", "")
     stored, every = tmp_path / "stored.toml", tmp_path / "every.toml"
     stored.write_text(text)
     every.write_text(text + "[methods.bm]\n[methods.sn]\n")
