@@ -21,6 +21,7 @@ from ldpsim.pipeline.store.digests import (
     FileDamage,
     Write,
     array_files,
+    array_folders,
     check_files,
     determined_names,
     file_shape,
@@ -79,10 +80,11 @@ class Damage:
     """Damaged files of a store and the replicates they held.
 
     ``missing``: files that a finished replicate's data should be in (relative to the
-    store, e.g. ``lower/c/0/0/0/0/0``); ``corrupt``: files that cannot be decoded (a
-    checksum mismatch, a truncated file). ``replicates`` (grid..., rep): the finished
-    replicates they held, and every replicate a corrupt ``done`` or ``failed`` file
-    covers (what they held is unknown).
+    store, e.g. ``lower/c/0/0/0/0/0``), and every data file's place that a folder
+    holds (finished or not: Zarr cannot write the file there either); ``corrupt``:
+    files that cannot be decoded (a checksum mismatch, a truncated file).
+    ``replicates`` (grid..., rep): the finished replicates they held, and every
+    replicate a corrupt ``done`` or ``failed`` file covers (what they held is unknown).
     """
 
     missing: tuple[str, ...]
@@ -266,6 +268,14 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
         for column, start in enumerate(range(0, holding.shape[grid], step)):
             held = holding[(slice(None),) * grid + (slice(start, start + step),)].any(axis=grid)
             missing.update(_missing_files(path, name, array, held, grid, column))
+    # A folder where a data file belongs, whether a finished replicate's or not: Zarr can
+    # neither read nor write the file there (the repair removes an empty one).
+    for name, array in arrays.items():
+        counts = [math.ceil(s / f) for s, f in zip(array.shape, file_shape(array), strict=True)]
+        for place in array_folders(path, name, array.ndim):
+            coords = _place_coords(place)
+            if all(i < count for i, count in zip(coords, counts, strict=True)):
+                missing.setdefault(place, _replicate_region(array, coords, grid))
     replicates = np.zeros(done.shape, dtype=bool)
     for key, region in missing.items():
         replicates[region] |= True if _array(key) in WHOLE_WHEN_MISSING else done[region]

@@ -159,17 +159,29 @@ def array_files(path: Path, name: str, ndim: int) -> set[str]:
     :data:`TEMPORARY`; a ``.DS_Store`` that a file browser left; a backup copy) is no
     data file: Zarr never reads it, no manifest records it, and it is no damage.
     """
+    return _chunk_places(path, name, ndim)[0]
+
+
+def array_folders(path: Path, name: str, ndim: int) -> set[str]:
+    """The folders of array ``name`` standing at a data file's place (``NAME/c/i/j/...``,
+    as :func:`array_files`): Zarr can neither read nor write the file there."""
+    return _chunk_places(path, name, ndim)[1]
+
+
+def _chunk_places(path: Path, name: str, ndim: int) -> tuple[set[str], set[str]]:
+    """The files and the folders at a chunk key's place of array ``name``."""
     root = path / name / "c"
-    out = set()
-    for folder, subfolders, files in os.walk(root):
+    files, folders = set(), set()
+    for folder, subfolders, names in os.walk(root):
         depth = len(Path(folder).relative_to(root).parts)
         if depth < ndim - 1:
             subfolders[:] = [f for f in subfolders if _is_index(f)]
             continue
-        subfolders.clear()
         rel = Path(folder).relative_to(path).as_posix()
-        out.update(f"{rel}/{f}" for f in files if _is_index(f))
-    return out
+        files.update(f"{rel}/{f}" for f in names if _is_index(f))
+        folders.update(f"{rel}/{f}" for f in subfolders if _is_index(f))
+        subfolders.clear()
+    return files, folders
 
 
 def _is_index(name: str) -> bool:

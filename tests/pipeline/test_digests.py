@@ -23,6 +23,8 @@ from ldpsim.pipeline.errors import StoreDamage
 from ldpsim.pipeline.store import digests
 from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.reading import load_dataset, open_arrays
+from ldpsim.pipeline.store.store import Store
+from ldpsim.pipeline.sweep import load_sweep
 
 EXIT_DAMAGED = 4
 #: What a recomputation gives again bit for bit (not the timings, nor the job id).
@@ -352,6 +354,32 @@ def test_a_folder_where_a_missing_file_belongs_is_removed_when_empty_else_refuse
     assert not place.exists()
     assert not zarr.open_array(str(store / "done"), mode="r")[...].any()  # to compute again
     assert not find_damage(store, verify=False)
+
+
+def test_a_folder_where_a_file_was_never_written_is_damage_and_the_run_repairs_it(
+    demo_store, tmp_path, local_cluster, capsys
+):
+    # Session 17 (2026-12): a folder at the place of a data file that no replicate had
+    # written yet (a run stopped before its first write) was no damage to `status`, and
+    # `ldpsim run` died writing the file (IsADirectoryError), exit 1. Now it is damage
+    # like a finished file's folder (exit 4); the run removes the empty folder and
+    # computes what the untouched sweep computes.
+    store = tmp_path / "S.zarr"
+    Store.open_or_create(store, load_sweep("demo", ["grid.n=[1000]"], replicates=2))
+    place = store / "lower/c/0/0/0/0/0"
+    assert not place.parent.exists()
+    place.mkdir(parents=True)
+    (store / "lower/c/0/0/0/0/9").mkdir()  # beyond the array's files: nothing's place
+    damage = find_damage(store, verify=False)
+    assert damage.missing == ("lower/c/0/0/0/0/0",) and not damage.replicates.any()
+    capsys.readouterr()
+    assert main(["status", str(store)]) == EXIT_DAMAGED
+    assert "1 data file(s) missing (lower/c/0/0/0/0/0)" in capsys.readouterr().out
+    assert main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)]) == 0
+    assert place.is_file() and not find_damage(store)
+    got, want = load_dataset(store), load_dataset(demo_store)
+    for name in ("estimate", "lower", "upper", "done", "failed"):
+        np.testing.assert_array_equal(got[name].values, want[name].values, name)
 
 
 def test_files_at_no_chunk_key_are_neither_data_files_nor_damage(demo_store, tmp_path, capsys):
