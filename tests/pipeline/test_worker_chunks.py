@@ -69,6 +69,27 @@ def test_a_chunk_holds_its_replicates_statistics_in_the_stores_order(spec, no_ba
     assert out["job_id"].tolist() == [0, 0]
 
 
+def test_a_model_with_an_l1_ball_keeps_its_last_and_projected_estimates(no_batch_job):
+    # The estimates of the last iterate and the projected average, besides the average.
+    spec = {
+        "model": "sparse_mean",
+        "d": 3,
+        "sparsity": 1,
+        "magnitude": 1.0,
+        "coef": 0.0,
+        "mechanism": "laplace",
+        "eps": 1.0,
+        "n": 100,
+        "seed": 3,
+        "methods": {"oracle": {}},
+    }
+    out = worker.run_chunk(spec, [0, 1], ["oracle"], 4, "k-0")
+    alone = compute_chunk(setup_of(spec), [0, 1])
+    for name in ("estimate", "last", "projected"):
+        assert np.isfinite(out[name][:, :3]).all() and np.isnan(out[name][:, 3]).all(), name
+        np.testing.assert_array_equal(out[name][:, :3], alone[name], err_msg=name)
+
+
 @pytest.mark.parametrize(
     "variable, value, job",
     [
