@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import queue
+import threading
 import time
 
 import pytest
 from distributed import Client
+from distributed.client import FutureCancelledError
 
 from ldpsim.pipeline.compute.collect import ClientLost, collect
 
@@ -129,3 +131,69 @@ def test_a_failed_wait_is_client_lost_only_once_the_client_stopped(monkeypatch):
     # While the client runs, the error is its own.
     with pytest.raises(OSError, match="comm closed"):
         next(iter(collect({object(): "task"}, StandInClient("running"))))
+
+
+def wait_for_event(name: str) -> str:
+    """A task that waits (at most 10 s) until the client sets the event ``name``."""
+    from distributed import Event
+
+    Event(name).wait(timeout=10)
+    return name
+
+
+def test_a_wait_longer_than_a_tick_yields_none_meanwhile(local_cluster):
+    # A run acts on time while its tasks run (a Ctrl-C, its writes every so often): the
+    # collection hands it None each tick without a result, not only when one comes.
+    from distributed import Event
+
+    with Client(local_cluster, set_as_default=False) as client:
+        futures = {client.submit(wait_for_event, "tick-go", key="gated"): "gated"}
+        items = iter(collect(futures, client, tick=0.05))
+        assert next(items) is None  # the task waits for the event: nothing came yet
+        Event("tick-go", client=client).set()
+        assert [item for item in items if item is not None] == [("gated", "tick-go")]
+
+
+class PausedQueue(queue.Queue):
+    """A queue whose put says it began, then takes 0.3 s: a fetch under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.putting = threading.Event()
+
+    def put(self, item, block=True, timeout=None):
+        self.putting.set()
+        time.sleep(0.3)
+        super().put(item, block, timeout)
+
+
+def test_a_drain_keeps_the_result_whose_fetch_is_under_way(local_cluster):
+    # A run that stops (its failure limit reached) drains at once, without grace: a
+    # result the thread is fetching then is waited for and kept, not lost to the run.
+    with Client(local_cluster, set_as_default=False) as client:
+        gate = client.submit(time.sleep, 0.3, key="late-gate")
+        futures = {client.submit(square_after, gate, 5, key="sq-late"): 5}
+        collector = collect(futures, client)
+        collector.fetched = PausedQueue()
+        assert collector.fetched.putting.wait(30)
+        assert collector.drain() == [(5, 25)]
+
+
+def test_a_collection_whose_client_is_lost_drains_no_results(local_cluster):
+    # What stopped the thread is raised by iterating, never handed over as a result.
+    client = Client(local_cluster, set_as_default=False)
+    futures = {client.submit(time.sleep, 3, key="sleep-3-drained"): "slow"}
+    collector = collect(futures, client)
+    client.close()
+    collector.thread.join(30)
+    assert not collector.thread.is_alive()
+    assert collector.drain() == []
+
+
+def test_client_lost_says_in_one_line_why():
+    # `ldpsim run` prints it in its one line about the lost scheduler.
+    cancelled = FutureCancelledError("task-1", "scheduler-connection-lost", "details\nbelow")
+    assert str(ClientLost(cancelled)) == "scheduler-connection-lost"
+    assert str(ClientLost(OSError("comm\n  closed"))) == "comm closed"
+    lost = ClientLost(OSError())
+    assert str(lost) == "OSError" and isinstance(lost.cause, OSError)
