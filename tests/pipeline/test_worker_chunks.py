@@ -90,6 +90,20 @@ def test_a_model_with_an_l1_ball_keeps_its_last_and_projected_estimates(no_batch
         np.testing.assert_array_equal(out[name][:, :3], alone[name], err_msg=name)
 
 
+def test_a_chunk_with_checkpoints_holds_each_checkpoints_values(spec, no_batch_job):
+    # (R, K, d) and (M, R, K, d): a value per checkpoint, each the chunk's own.
+    spec = {**spec, "checkpoints": [50, 100]}
+    out = worker.run_chunk(spec, [0, 1, 2], METHODS, D, "k-0")
+    alone = compute_chunk(setup_of(spec), [0, 1, 2])
+    rows = [alone["methods"].index(label) for label in METHODS]
+    assert out["estimate"].shape == (3, 2, D) and out["lower"].shape == (3, 3, 2, D)
+    np.testing.assert_array_equal(out["estimate"][..., :1], alone["estimate"])
+    np.testing.assert_array_equal(out["upper"][..., :1], alone["upper"][rows])
+    assert out["method_failed"].shape == out["method_seconds"].shape == (3, 3, 2)
+    assert np.isfinite(out["estimate"][..., 0]).all()
+    assert not np.array_equal(out["estimate"][:, 0], out["estimate"][:, 1])
+
+
 @pytest.mark.parametrize(
     "variable, value, job",
     [
