@@ -9,6 +9,7 @@ sends a driver whose code or environment changed to spawned workers.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import dask
@@ -101,3 +102,26 @@ def test_a_refused_import_is_refused_only_within_the_block():
         assert __import__("json") is json_module
     assert __import__(name).__name__ == name
     assert sys.modules["json"] is json_module
+
+
+#: A driver that starts the server early, as `ldpsim run` does, then changes a variable.
+EARLY_SCRIPT = """
+import os
+from ldpsim.pipeline.compute.worker_start import start_server_early, stop_server, usable_server
+
+os.environ["LDPSIM_START_PROBE"] = "first"
+print(start_server_early(), usable_server() is not None)
+os.environ["LDPSIM_START_PROBE"] = "second"
+print(usable_server() is None)
+stop_server()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux only")
+def test_a_server_started_early_is_not_forked_from_once_the_environment_changed():
+    # Its workers would run with the environment of its start (a driver of its own).
+    done = subprocess.run(
+        [sys.executable, "-c", EARLY_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]
