@@ -264,3 +264,158 @@ def test_compare_has_rows_only_for_the_coordinates_a_grid_point_has():
     assert len(table) == 3 * ds.sizes["n"] == len(summary[summary["method"] == "bb"])
     assert not ((table["tau"] == 0.5) & (table["coord"] == 1)).any()
     assert table["coord_exists"].all()
+
+
+# A hunt (2026-12-02, mutants of accessor.py): these held with a bound of isel off by
+# one, bools taken as positions, a long axis's labels or the line saying what else a
+# store holds miscounted, and still every test passed. On synthetic.grid_store: fast.
+
+
+@pytest.fixture(scope="module")
+def grid() -> xr.Dataset:
+    import synthetic as syn
+
+    return syn.grid_store()
+
+
+def test_isel_takes_every_position_from_either_end_and_a_slice_and_refuses_the_rest(grid):
+    # rep has 40 positions: 0 to 39, or -40 to -1 from the end.
+    xr.testing.assert_identical(grid.ldpsim.isel(rep=-40), grid.isel(rep=0))
+    xr.testing.assert_identical(grid.ldpsim.isel(rep=[39, -39]), grid.isel(rep=[39, 1]))
+    assert grid.ldpsim.isel(rep=slice(2, 5))["rep"].values.tolist() == [2, 3, 4]
+    assert grid.ldpsim.isel(rep=np.int64(3))["rep"].item() == 3
+    with pytest.raises(InputError) as refused:
+        grid.ldpsim.isel(rep=-41)
+    assert str(refused.value) == (
+        "Cannot select position -41 of rep (ds.ldpsim.isel): rep has 40 positions, 0 to 39 "
+        "(or -40 to -1 from the end)."
+    )
+    # True is not position 1.
+    with pytest.raises(api.InputTypeError, match=r"positions of 'method' .* Got True\."):
+        grid.ldpsim.isel(method=True)
+    with pytest.raises(InputError) as refused:
+        grid["lower"].ldpsim.isel(eps=0)
+    assert str(refused.value) == (
+        "Cannot select on 'eps' (da.ldpsim.isel): no such dimension; the dimensions are: "
+        "tau, n, method, rep, coord."
+    )
+
+
+def test_a_refused_label_names_a_short_axis_whole_and_a_long_one_by_its_ends(grid):
+    for reps, labels in (
+        (12, "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11."),
+        (13, "0, 1, 2, 3, 4, ..., 11, 12 (13 labels)."),
+        (40, "0, 1, 2, 3, 4, ..., 38, 39 (40 labels)."),
+    ):
+        with pytest.raises(InputError) as refused:
+            grid.isel(rep=slice(0, reps)).ldpsim.sel(rep=99)
+        assert str(refused.value) == (
+            f"Cannot select rep = 99 (ds.ldpsim.sel): no such label; the labels of rep are: "
+            f"{labels}"
+        )
+
+
+def test_the_accessor_selects_what_it_does_not_refuse_as_xarray_does(grid):
+    # A label in a 0-d array is that label; an empty list an empty dimension (which
+    # summarize refuses); a DataArray of two dimensions is xarray's vectorized indexing.
+    label = np.array("oracle")
+    xr.testing.assert_identical(grid.ldpsim.sel(method=label), grid.sel({"method": label}))
+    assert grid.ldpsim.sel(method=[]).sizes["method"] == 0
+    pick = xr.DataArray([[0], [1]], dims=("x", "y"))
+    xr.testing.assert_identical(grid.ldpsim.sel(coord=pick), grid.sel(coord=pick))
+    # A label a Dataset holds twice (not a store's) selects both, as xarray's sel.
+    twice = xr.Dataset({"x": ("method", [1, 2, 3])}, coords={"method": ["bb", "sn", "bb"]})
+    assert twice.ldpsim.sel(method="bb")["x"].values.tolist() == [1, 3]
+    # A label pandas cannot look up (a set: unhashable) is refused as any other.
+    with pytest.raises(InputError, match=r"Cannot select method = \{'oracle'\} \(ds"):
+        grid.ldpsim.sel(method={"oracle"})
+    with pytest.raises(
+        api.InputTypeError,
+        match=r"'indexers' parameter of ds\.ldpsim\.sel must be a mapping .* Got \['method'\]\.",
+    ):
+        grid.ldpsim.sel(["method"])
+
+
+def test_open_store_takes_a_slice_of_labels(tmp_path):
+    import synthetic as syn
+
+    store = syn.save_store(syn.grid_store(), tmp_path / "s.zarr")
+    ds = api.open_store(store, tau=slice(0.6, 1.0), n=[10_000], method="oracle")
+    assert ds["tau"].values.tolist() == [0.9] and ds["method"].values.tolist() == ["oracle"]
+    assert dict(ds.sizes) == {"tau": 1, "n": 1, "method": 1, "rep": 40, "coord": 2}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda ds: ds.isel(rep=0), "'done' has no dimension 'rep'"),
+        (
+            lambda ds: ds.assign(truth=ds["truth"].isel(coord=0)),
+            "'truth' has no dimension 'coord'",
+        ),
+    ],
+)
+def test_a_dropped_replicate_or_coordinate_is_refused_saying_how_to_keep_it(grid, change, words):
+    dim = words.split("'")[-2]
+    with pytest.raises(InputError) as refused:
+        api.summarize(change(grid))
+    assert str(refused.value).endswith(
+        f"{words}. A selection of a single label drops its dimension: select a list, "
+        f"ds.ldpsim.isel({dim}=[...])."
+    )
+
+
+def test_a_sweep_record_that_cannot_be_read_names_no_grid_axis(grid):
+    from ldpsim.pipeline.accessor import check_store_dataset
+
+    for record in ("not json", "[1, 2]", '{"grid": ["tau"]}'):
+        check_store_dataset(grid.assign_attrs(sweep=record).isel(tau=0), "summarize")
+
+
+def test_registering_the_accessor_again_warns_nothing():
+    import warnings
+
+    from ldpsim.pipeline.accessor import register
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        register()
+
+
+def _sweep(grid: dict, methods: list[str], replicates: int):
+    tables = {"replicates": replicates, "seed": 0, "spec": {"model": "quantile", "eps": 1.0}}
+    tables |= {"grid": grid, "methods": {m: {} for m in methods}}
+    return api.load_sweep(tables, name="part")
+
+
+def test_the_part_of_a_store_a_sweep_asks_for_and_the_line_naming_the_rest(grid):
+    from ldpsim.pipeline.accessor import store_holds_text, sweep_part
+
+    everything = _sweep({"tau": [0.5, 0.9], "n": [100, 10_000]}, ["bb", "oracle"], 40)
+    whole, holds = sweep_part(grid, everything)
+    assert holds is None
+    xr.testing.assert_identical(whole, grid)
+    sweep = _sweep({"tau": [0.9], "n": [10_000, 100]}, ["oracle"], 2)
+    part, holds = sweep_part(grid, sweep)
+    # The sweep's grid values and methods, in its order, and its first replicates.
+    xr.testing.assert_identical(
+        part.drop_attrs(), grid.isel(tau=[1], n=[1, 0], method=[1], rep=[0, 1]).drop_attrs()
+    )
+    assert json.loads(part.attrs["sweep"])["replicates"] == 2
+    assert json.loads(grid.attrs["sweep"])["replicates"] == 40  # the store's as it was
+    assert holds == {
+        "replicates": 40,
+        "methods": ["bb", "oracle"],
+        "grid": {"tau": [0.5, 0.9], "n": [100, 10_000]},
+    }
+    assert store_holds_text(holds, sweep, "S.zarr") == (
+        "The store holds more than this sweep: 40 replicates per grid point (returned: the "
+        "first 2); tau = 0.5; method bb. The Dataset returned holds the sweep's part; "
+        "open_store('S.zarr') gives all of it."
+    )
+    # As many replicates as the sweep's, its grid, two methods more.
+    holds = {**holds, "replicates": 2, "methods": ["bb", "bm", "oracle"]}
+    holds["grid"] = {"tau": [0.9], "n": [100, 10_000]}
+    assert store_holds_text(holds, sweep, "S.zarr").startswith(
+        "The store holds more than this sweep: methods bb, bm. The Dataset"
+    )
