@@ -13,6 +13,7 @@ from conftest import DEMO_ARGS, computed, scheduler, tree_hash, without_digests
 from conftest import assert_same_values as assert_same_as_old
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.store.damage import find_damage
 from ldpsim.pipeline.store.reading import load_dataset
 
 OLD_LAYOUT = Path(__file__).resolve().parents[1] / "reference" / "old-layout.tar.gz"
@@ -193,3 +194,18 @@ def test_a_missing_bounds_file_of_a_method_failing_at_early_checkpoints_is_repor
     file.unlink()
     key = file.relative_to(store).as_posix()
     assert_damage_reported(store, [key, "missing", "they held 2 finished replicate(s)"], capsys)
+
+
+@pytest.mark.parametrize("name", ["done", "method_seconds"])
+def test_a_corrupt_file_of_done_flags_counts_every_replicate_it_covers(copy_of_demo, name):
+    # What a corrupt done file (or method_seconds, an added method's done flags) held is
+    # unknown: every replicate of its region is counted, "up to" (a mutation hunt,
+    # 2026-12-02, h17e: counting only the done flags read, or saying "4" where it means
+    # at most 4, passed every test).
+    file = data_file(copy_of_demo, name)
+    flip_byte(file)
+    key = file.relative_to(copy_of_demo).as_posix()
+    damage = find_damage(copy_of_demo)
+    assert damage.corrupt == (key,) and not damage.missing
+    assert int(damage.replicates.sum()) == 4
+    assert f"corrupt or out of place ({key}); they held up to 4 finished" in damage.describe()

@@ -23,8 +23,14 @@ from conftest import DEMO_ARGS, edit_root_attrs, one_error_line, tree_hash
 
 from ldpsim.pipeline.cli import EXIT_DAMAGED, main
 from ldpsim.pipeline.errors import StoreDamage
-from ldpsim.pipeline.store.damage import _determined_by, find_damage
-from ldpsim.pipeline.store.integrity import DIGEST_ATTR, TRUTH_RTOL, determined_damage, read_root
+from ldpsim.pipeline.store.damage import _determined_by, find_damage, repair
+from ldpsim.pipeline.store.integrity import (
+    DIGEST_ATTR,
+    TRUTH_RTOL,
+    check_layout_attrs,
+    determined_damage,
+    read_root,
+)
 from ldpsim.pipeline.store.integrity import _same as same_as_determined
 from ldpsim.pipeline.store.reading import during_commits, read_sweep
 from ldpsim.pipeline.store.store import Store
@@ -223,6 +229,15 @@ def _array_json_changed(store: Path) -> None:
     (store / "lower" / "zarr.json").write_text(json.dumps(meta))
 
 
+def _consolidated_copy_changed(store: Path) -> None:
+    # The root's copy of lower's metadata, not lower/zarr.json: the root is what changed,
+    # and its digest covers that copy (a mutation hunt, 2026-12-02, h17e: a digest of the
+    # attributes alone named lower/zarr.json as the damaged file).
+    root = json.loads((store / "zarr.json").read_text())
+    root["consolidated_metadata"]["metadata"]["lower"]["fill_value"] = 0.0
+    (store / "zarr.json").write_text(json.dumps(root, indent=2))
+
+
 @pytest.mark.parametrize(
     ("damage", "words"),
     [
@@ -230,6 +245,10 @@ def _array_json_changed(store: Path) -> None:
         (_digest_name_bit, ["zarr.json", "unknown attribute"]),
         (_root_not_json, ["zarr.json cannot be read (not JSON"]),
         (_array_json_changed, ["lower/zarr.json", "differs from its copy in the root"]),
+        (
+            _consolidated_copy_changed,
+            ["damaged: zarr.json cannot", f"not match its recorded {DIGEST_ATTR}"],
+        ),
         (_root_nested, ["zarr.json cannot be read (not JSON", "recursion"]),
         (_array_json_nested, ["lower/zarr.json cannot be read", "recursion"]),
         (_sweep_nested, ["attribute 'sweep' is not JSON", "recursion"]),
@@ -239,6 +258,7 @@ def _array_json_changed(store: Path) -> None:
         "digest-name-bit",
         "root-not-json",
         "array-json-changed",
+        "consolidated-copy-changed",
         "root-nested",
         "array-json-nested",
         "sweep-nested",
@@ -356,6 +376,8 @@ def test_an_extension_journal_nested_too_deep_is_one_line(
         ({"shard_grid": [1]}, ["'shard_grid' is [1]", "one per grid axis"]),
         ({"chunk_reps": None}, ["'chunk_reps' is None", "present beside"]),
         ({"shard_reps": 4}, ["disagree with done/zarr.json"]),  # a multiple, but not done's
+        # done's shards, not its chunks (a mutation hunt, 2026-12-02, h17e: unchecked).
+        ({"rep_chunk": 1, "chunk_reps": 1}, ["disagree with done/zarr.json (chunks [2, 1, 2]"]),
         # (A mutation hunt, 2026-12-02: "0 <= level" passed every test.)
         ({"level": 0}, ["attribute 'level' is 0, not in (0, 1)"]),
         ({"level": 1.0}, ["attribute 'level' is 1.0, not in (0, 1)"]),
@@ -574,3 +596,103 @@ def test_a_folder_that_is_no_array_of_the_store_is_named_with_the_remedy(
     assert tree_hash(store) == before
     shutil.rmtree(store / folder)
     assert main(["status", str(store)]) == 0
+
+
+def _root_file(store: Path, root: object) -> Path:
+    store.mkdir()
+    (store / "zarr.json").write_text(json.dumps(root))
+    return store
+
+
+@pytest.mark.parametrize(
+    ("root", "words"),
+    [
+        ([{"attributes": {"sweep": {}}}], "not a JSON object with attributes"),
+        ({"zarr_format": 3, "attributes": [["sweep", {}]]}, "not a JSON object with attributes"),
+        # A changed bit in the key "attributes": the sweep is still in the file.
+        (
+            {"zarr_format": 3, "node_type": "group", "attributez": {"sweep": {}}},
+            "unknown key(s) attributez",
+        ),
+        # A key no Zarr group has, which the digest (of the attributes) does not cover.
+        (
+            {"zarr_format": 3, "node_type": "group", "attributes": {"sweep": {}}, "x": 1},
+            "unknown key(s) x",
+        ),
+    ],
+    ids=["list", "attributes-list", "attributes-bit", "unknown-key"],
+)
+def test_a_root_of_no_zarr_group_of_ours_is_damage(tmp_path, root, words):
+    # (A mutation hunt, 2026-12-02, h17e: each check dropped passed every test.)
+    store = _root_file(tmp_path / "S.zarr", root)
+    with pytest.raises(StoreDamage, match=r"zarr\.json cannot be read") as info:
+        read_root(store)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"rep_chunk": True}, "'rep_chunk' is True, not a positive integer"),
+        ({"chunk_reps": 3, "shard_reps": 6}, "'chunk_reps' is 3, not a positive multiple of rep"),
+        ({"chunk_reps": 0}, "'chunk_reps' is 0, not a positive multiple of rep_chunk"),
+        ({"shard_reps": 3}, "'shard_reps' is 3, not a positive multiple of chunk_reps"),
+        ({"shard_grid": 5}, "'shard_grid' is 5, not a list of 2 positive integer(s)"),
+        ({"shard_grid": [0, 1]}, "'shard_grid' is [0, 1], not a list of 2 positive integer(s)"),
+    ],
+)
+def test_each_layout_attribute_is_checked_by_its_own_rule(tmp_path, changes, words):
+    # Each attribute named with the rule it breaks, before any read or write follows
+    # from it (a mutation hunt, 2026-12-02, h17e: without the multiple checks the layout
+    # was refused only later, as disagreeing with done's chunks; a chunk_reps of 0 or a
+    # shard_grid of 5 raised ZeroDivisionError or TypeError; rep_chunk true passed).
+    attrs = {"rep_chunk": 2, "chunk_reps": 2, "shard_reps": 4, "shard_grid": [2, 1]}
+    check_layout_attrs(tmp_path, attrs, 2)  # the demo store's, but shard_reps
+    with pytest.raises(StoreDamage, match=r"zarr\.json cannot be read") as info:
+        check_layout_attrs(tmp_path, {**attrs, **changes}, 2)
+    assert words in str(info.value)
+
+
+def test_a_truth_changed_past_its_last_bits_is_damage_in_a_store_without_checksums(
+    tmp_path, capsys
+):
+    # A store of ldpsim 0.2 has no CRC-32C: only the recomputation finds a changed truth.
+    # Its truth at tau = 0.5 is 0.0, where a flipped bit makes a tiny number: no absolute
+    # tolerance hides it; TRUTH_RTOL allows a truth's last bits only (a mutation hunt,
+    # 2026-12-02, h17e: an rtol of 1e-3, an atol of 1e-8 or none at all passed every test).
+    with tarfile.open(OLD_LAYOUT) as archive:
+        archive.extractall(tmp_path, filter="data")
+    store = tmp_path / "old.zarr"
+    truth = zarr.open_array(str(store / "truth"), mode="r+")
+    original = truth[...]
+    assert original[0, 0] == 0.0 and original[1, 0] > 1
+    line = (
+        "damaged: the stored values of truth differ from what the store's sweep "
+        "determines (`ldpsim run` writes it again from the store's sweep)"
+    )
+    for changed in ([[1e-300], original[1]], [[0.0], original[1] * (1 + 1e-7)]):
+        truth[...] = np.array(changed)
+        damage = find_damage(store, verify=False)
+        assert damage.determined == ("truth",) and damage.describe() == line
+    truth[...] = original * (1 + 1e-12)  # as another machine's libm may compute it
+    assert not find_damage(store, verify=False)
+
+
+def test_a_repair_writes_every_damaged_determined_array_again_whole(demo_store, tmp_path):
+    # Three arrays damaged at once, pseudo_truth all NaN (the fill value): each is
+    # written again, every chunk with its file, byte for byte as the run wrote them (a
+    # mutation hunt, 2026-12-02, h17e: rewriting only the first named, or leaving a chunk
+    # of fill values without its file, passed every test).
+    store = Path(shutil.copytree(demo_store, tmp_path / "S.zarr"))
+    files = {
+        name: next(p for p in (store / name / "c").rglob("*") if p.is_file())
+        for name in ("pseudo_truth", "tau", "truth")
+    }
+    for file in files.values():
+        _flip(file, 19)
+    damage = find_damage(store)
+    assert damage.determined == ("pseudo_truth", "tau", "truth")
+    repair(store, damage)
+    for name, file in files.items():
+        assert file.read_bytes() == (demo_store / file.relative_to(store)).read_bytes(), name
+    assert not find_damage(store)
