@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 from conftest import DEMO_ARGS, computed, scheduler, tree_hash, without_digests
 from conftest import assert_same_values as assert_same_as_old
 
@@ -209,3 +210,27 @@ def test_a_corrupt_file_of_done_flags_counts_every_replicate_it_covers(copy_of_d
     assert damage.corrupt == (key,) and not damage.missing
     assert int(damage.replicates.sum()) == 4
     assert f"corrupt or out of place ({key}); they held up to 4 finished" in damage.describe()
+
+
+def test_bounds_that_no_method_wrote_are_not_missing(copy_of_demo):
+    # Every interval method failed in every replicate (method_failed all true, as a run
+    # writes it): no bounds or estimate file is written, and none is missing. In a store
+    # without digests only method_failed tells that from a lost file (a mutation hunt,
+    # 2026-12-02, h17e: asking those files of every finished replicate, as the done and
+    # seconds files are, passed every test).
+    without_digests(copy_of_demo)
+    zarr.open_array(str(copy_of_demo / "method_failed"), mode="r+")[...] = True
+    for name in ("estimate", "lower", "upper"):
+        data_file(copy_of_demo, name).unlink()
+    assert not find_damage(copy_of_demo)
+    data_file(copy_of_demo, "seconds").unlink()  # written for every finished replicate
+    assert find_damage(copy_of_demo).missing == ("seconds/c/0/0/0",)
+
+
+def test_a_long_list_of_damaged_files_shows_three_and_counts_the_rest(copy_of_demo):
+    # (A mutation hunt, 2026-12-02, h17e: a list that ended without "and 1 more" passed.)
+    for name in ("upper", "lower", "estimate", "seconds"):
+        data_file(copy_of_demo, name).unlink()
+    line = find_damage(copy_of_demo).describe()
+    assert "4 data file(s) missing (estimate/c/" in line and " and 1 more)" in line, line
+    assert "upper/c/" not in line  # the fourth, in order

@@ -696,3 +696,17 @@ def test_a_repair_writes_every_damaged_determined_array_again_whole(demo_store, 
     for name, file in files.items():
         assert file.read_bytes() == (demo_store / file.relative_to(store)).read_bytes(), name
     assert not find_damage(store)
+
+
+def test_a_reader_of_a_store_without_checksums_recomputes_its_truths(tmp_path, capsys):
+    # Without checksums, nothing but the recomputation finds a changed truth: summarize
+    # refuses the store rather than show coverage against it (a mutation hunt,
+    # 2026-12-02, h17e: readers that recomputed only with --verify passed every test).
+    with tarfile.open(OLD_LAYOUT) as archive:
+        archive.extractall(tmp_path, filter="data")
+    store = tmp_path / "old.zarr"
+    truth = zarr.open_array(str(store / "truth"), mode="r+")
+    truth[...] = truth[...] + 0.5
+    for verb in ("summarize", "errors"):
+        line = _one_damage_line(capsys, main([verb, str(store)]), ["the stored values of truth"])
+        assert "`ldpsim run` writes it again" in line
