@@ -234,3 +234,16 @@ def test_a_long_list_of_damaged_files_shows_three_and_counts_the_rest(copy_of_de
     line = find_damage(copy_of_demo).describe()
     assert "4 data file(s) missing (estimate/c/" in line and " and 1 more)" in line, line
     assert "upper/c/" not in line  # the fourth, in order
+
+
+def test_a_corrupt_done_file_is_found_in_a_store_without_digests(copy_of_demo):
+    # Without digests only decoding finds it (a mutation hunt, 2026-12-02, h17e: a done
+    # file that failed to decode, dropped from the damage, passed every test: the
+    # digests found it in the stores they ran).
+    without_digests(copy_of_demo)
+    file = data_file(copy_of_demo, "done")
+    flip_byte(file)
+    key = file.relative_to(copy_of_demo).as_posix()
+    for verify in (True, False):
+        damage = find_damage(copy_of_demo, verify=verify, recompute=False)
+        assert damage.corrupt == (key,) and int(damage.replicates.sum()) == 4, verify

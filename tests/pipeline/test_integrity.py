@@ -378,6 +378,12 @@ def test_an_extension_journal_nested_too_deep_is_one_line(
         ({"shard_reps": 4}, ["disagree with done/zarr.json"]),  # a multiple, but not done's
         # done's shards, not its chunks (a mutation hunt, 2026-12-02, h17e: unchecked).
         ({"rep_chunk": 1, "chunk_reps": 1}, ["disagree with done/zarr.json (chunks [2, 1, 2]"]),
+        # done sharded, the shard attributes gone: read as a store of chunks, a run would
+        # write parts of shards (a mutation hunt, 2026-12-02, h17e: unchecked).
+        (
+            {"shard_reps": None, "shard_grid": None, "chunk_reps": None},
+            ["(rep_chunk 2) disagree with done/zarr.json", "shards [2, 1, 2]"],
+        ),
         # (A mutation hunt, 2026-12-02: "0 <= level" passed every test.)
         ({"level": 0}, ["attribute 'level' is 0, not in (0, 1)"]),
         ({"level": 1.0}, ["attribute 'level' is 1.0, not in (0, 1)"]),
