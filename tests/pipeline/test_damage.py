@@ -14,7 +14,7 @@ from conftest import DEMO_ARGS, computed, scheduler, tree_hash, without_digests
 from conftest import assert_same_values as assert_same_as_old
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.store.damage import find_damage
+from ldpsim.pipeline.store.damage import find_damage, repair
 from ldpsim.pipeline.store.reading import load_dataset
 
 OLD_LAYOUT = Path(__file__).resolve().parents[1] / "reference" / "old-layout.tar.gz"
@@ -247,3 +247,17 @@ def test_a_corrupt_done_file_is_found_in_a_store_without_digests(copy_of_demo):
     for verify in (True, False):
         damage = find_damage(copy_of_demo, verify=verify, recompute=False)
         assert damage.corrupt == (key,) and int(damage.replicates.sum()) == 4, verify
+
+
+def test_a_repair_of_a_corrupt_done_file_leaves_a_store_that_reads_whole(copy_of_demo):
+    # The repair deletes the corrupt done file and records it as absent: until the run
+    # computes the replicates again (or if it is stopped first), the store reads as one
+    # with nothing done, not as damaged (a mutation hunt, 2026-12-02, h17e: a repair that
+    # left the deleted file's digest recorded passed every test).
+    file = data_file(copy_of_demo, "done")
+    flip_byte(file)
+    repair(copy_of_demo, find_damage(copy_of_demo))
+    assert not file.exists()
+    damage = find_damage(copy_of_demo)
+    assert not damage, damage.describe()
+    assert not load_dataset(copy_of_demo)["done"].values.any()
