@@ -247,3 +247,36 @@ def test_the_caption_counts_against_the_summarys_replicates_not_the_sweeps(sweep
         table = format_table(summary, "text", coords=coords)
         assert f"; replicates per cell: {held} of {held}" in table.splitlines()[0], coords
         assert "*" not in table and "fewer than all" not in table
+
+
+def test_a_store_older_than_method_failed_counts_only_done_replicates_as_failed():
+    # Without the flag, a missing bound of a done replicate is a failure of the method;
+    # replicates not done (4 per grid point here, all 40 at the empty one) have no bounds
+    # and are not failures (a mutation hunt, h17a: counting them passed every test).
+    ds = syn.grid_store()
+    assert (~ds["done"]).any()
+    flagged = summarize(ds)
+    old = summarize(ds.drop_vars("method_failed"))
+    for name in ("n_failed", "coord_mean_n_failed"):
+        np.testing.assert_array_equal(old[name], flagged[name])
+    bb = old.sel({"method": "bb"})
+    assert bb["n_failed"].values.ravel().tolist() == [1, 1] * 3 + [0, 0]
+    assert bb["coord_mean_n_failed"].values.ravel().tolist() == [1, 1, 1, 0]
+    assert (old.sel({"method": "oracle"})["n_failed"] == 0).all()
+
+
+def test_a_method_without_bounds_by_design_is_neither_failed_nor_partial():
+    # bb gives no bounds at n = NS[1] in any replicate and is not flagged method_failed
+    # there (as a competitor at the checkpoints it does not compute): no replicate is lost
+    # to a failure, and its cells are n/a, not partial (a mutation hunt, h17a: reading
+    # every missing bound as a failure, whatever the flag, passed every test).
+    ds = tau_half([r for r in range(syn.DONE) if r != syn.BB_FAILED_REP])
+    cell = {"method": "bb", "n": syn.NS[1]}
+    for name in ("lower", "upper"):
+        ds[name].loc[cell] = np.nan
+    assert not ds["method_failed"].any()
+    summary = summarize(ds)
+    assert (summary["n_done"].sel(cell) == 0).all()
+    assert (summary["n_failed"] == 0).all() and (summary["coord_mean_n_failed"] == 0).all()
+    assert not partial(summary, "coverage").any()
+    assert not any_partial(summary)

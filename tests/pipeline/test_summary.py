@@ -26,7 +26,7 @@ from ldpsim.pipeline.formatting import (
 from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.summary.diagnostics import DIAGNOSTIC_FIELDS
 from ldpsim.pipeline.summary.records import coord_mean_records, json_value, render_records
-from ldpsim.pipeline.summary.summary import summarize
+from ldpsim.pipeline.summary.summary import replicates_needed, summarize
 from ldpsim.pipeline.summary.table_layouts import latex_table, markdown_table, text_table
 from ldpsim.pipeline.summary.tables import (
     ERROR_FIELDS,
@@ -767,3 +767,141 @@ def test_method_seconds_average_the_finished_replicates_only():
     got = summarize(ds)["method_seconds"].values  # (tau, n, method)
     want = np.where(done.any(axis=-1)[..., None], 0.25, np.nan)  # a point with none: NaN
     np.testing.assert_array_equal(got, np.broadcast_to(want, got.shape))
+
+
+def test_mse_of_a_grid_point_of_smaller_d_runs_over_its_coordinates(store):
+    # A grid point with d = 1 in a d = 2 store (coordinate 1 NaN-padded): its mse is the
+    # mean squared error of coordinate 0 over every done replicate (a mutation hunt,
+    # h17a: padded coordinates dropping every replicate passed every test).
+    padded = store.copy(deep=True)
+    where = {"tau": 0.5, "n": 100, "coord": 1}
+    for name in ("truth", "estimate", "last", "lower", "upper"):
+        padded[name].loc[where] = np.nan
+    c = summarize(padded).sel(tau=0.5, n=100)
+    point = padded.sel(tau=0.5, n=100, coord=[0]).isel(rep=slice(0, syn.DONE))
+    truth = point["truth"].values
+    for name, variable in (("mse", "estimate"), ("mse_last", "last")):
+        mean, se, count = direct_mse(point[variable].values, truth)
+        assert count == syn.DONE == int(c[f"{name}_n_done"])
+        assert float(c[name]) == pytest.approx(mean, rel=1e-12)
+        assert float(c[f"{name}_se"]) == pytest.approx(se, rel=1e-12)
+
+
+def test_cells_without_replicates_give_nan_without_warnings(store):
+    # A cell with no done replicate, and statistics of one replicate (sd with ddof 1),
+    # are NaN, silently: no RuntimeWarning of a division by zero for the user to read.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        full = summarize(store)
+        one = summarize(store.isel(rep=[0]))
+    assert full.sel(syn.EMPTY_CELL)["coverage"].isnull().all()
+    assert one["length_se"].isnull().all()
+
+
+def test_replicates_needed_is_not_one_more_for_floating_noise():
+    # A coverage of 2 of 10 has se sqrt(0.16 / 10): it plans 10 (se / 0.005)^2 = 6400
+    # replicates exactly, though that product reads 6400.000000000002 in floating point
+    # (a mutation hunt, h17a: rounding it up to 6401 passed every test).
+    coverage = xr.Variable((), 2 / 10)
+    count = xr.Variable((), 10)
+    se = np.sqrt(coverage * (1.0 - coverage) / count)
+    assert float(count * (se / 0.005) ** 2) > 6400
+    got = replicates_needed(se, count, 0.005, xr.Variable((), 0.9))
+    assert float(got) == 6400
+
+
+@pytest.mark.parametrize("target_se", [0.0, 1.0, 1, -0.005, 2.0])
+def test_a_target_se_outside_0_1_is_refused(store, target_se):
+    # A standard error of 1 or more plans nothing a coverage needs (a mutation hunt, h17a:
+    # accepting 1 passed every test).
+    with pytest.raises(ValueError, match=r"'target_se' parameter of summarize must be a float"):
+        summarize(store, target_se=target_se)
+
+
+def test_a_bool_target_se_is_a_type_error(store):
+    # True is an int to Python, 1: the wrong type, not a value out of range.
+    with pytest.raises(TypeError, match=r"must be a float in \(0, 1\)\. Got True\."):
+        summarize(store, target_se=True)
+
+
+def test_a_failed_replicate_is_lost_at_the_coordinates_a_grid_point_has_only(store):
+    # A grid point with d = 1 in a d = 2 store and a replicate that failed (a mutation
+    # hunt, h17a: counting it at the padded coordinate too passed every test).
+    padded = store.copy(deep=True)
+    where = {"tau": 0.5, "n": 100, "coord": 1}
+    for name in ("truth", "estimate", "lower", "upper"):
+        padded[name].loc[where] = np.nan
+    lost = {"tau": 0.5, "n": 100, "rep": syn.DONE}  # not done: it failed
+    padded["failed"].loc[lost] = True
+    c = summarize(padded).sel(tau=0.5, n=100)
+    assert c["n_failed"].sel({"method": "oracle"}).values.tolist() == [1, 0]
+    assert c["n_failed"].sel({"method": "bb"}).values.tolist() == [2, 0]
+    assert c["coord_mean_n_failed"].values.tolist() == [2, 1]
+    assert int(c["replicates_failed"]) == 1
+
+
+def test_a_methods_bias_and_rmse_count_the_replicates_where_it_gave_an_interval(store):
+    # A store older than method_estimate: each method is centred at theta_bar_n where it
+    # has bounds; bb failed in one replicate, which its bias and rmse leave out (a
+    # mutation hunt, h17a: counting it passed every test).
+    ds = store.copy(deep=True)
+    ds["estimate"].loc[{"tau": 0.5, "n": 100, "rep": syn.BB_FAILED_REP}] = 100.0  # far off
+    point = ds.sel(tau=0.5, n=100).isel(rep=slice(0, syn.DONE))
+    c = summarize(ds).sel(tau=0.5, n=100)
+    error = point["estimate"].values - point["truth"].values  # (rep, coord)
+    for method, reps in (("bb", BB_REPS), ("oracle", list(range(syn.DONE)))):
+        got = c.sel({"method": method})
+        np.testing.assert_allclose(got["method_bias"], error[reps].mean(axis=0), rtol=1e-12)
+        rmse = np.sqrt((error[reps] ** 2).mean(axis=0))
+        np.testing.assert_allclose(got["method_rmse"], rmse, rtol=1e-12)
+    assert float(c["method_rmse"].sel({"method": "oracle"}).max()) > 10  # replicate 3 counts
+
+
+def test_replicates_older_than_method_estimate_are_centred_at_the_average(store):
+    # A store extended by a newer ldpsim: the first replicates have no method estimate
+    # (NaN); there each method was centred at theta_bar_n, and they count (a mutation
+    # hunt, h17a: leaving them out passed every test).
+    ds = store.copy(deep=True)
+    own = ds["estimate"].where(ds["lower"].notnull())  # a method's own: theta_bar_n here
+    ds["method_estimate"] = own.where(ds["rep"] >= 10).transpose(*ds["lower"].dims)
+    extended, old = summarize(ds), summarize(store)
+    for name in ("method_bias", "method_rmse", "bias_over_sd", "predicted_coverage"):
+        np.testing.assert_allclose(extended[name], old[name], rtol=1e-12, err_msg=name)
+
+
+def test_an_oracle_under_another_label_gives_the_sd_ratio(store, summary):
+    # The oracle is the method whose kind is "oracle" in the sweep, whatever its label (a
+    # mutation hunt, h17a: knowing it by the label "oracle" only passed every test).
+    renamed = store.assign_coords(method=np.array(["bb", "exact"], dtype=object))
+    sweep = json.loads(store.attrs["sweep"])
+    sweep["methods"] = {"bb": {"method": "bb"}, "exact": {"method": "oracle"}}
+    renamed.attrs["sweep"] = json.dumps(sweep)
+    got = summarize(renamed)
+    for name in ("oracle_sd", "sd_ratio"):
+        assert got[name].notnull().any(), name
+        np.testing.assert_array_equal(got[name], summary[name])
+
+
+def test_the_coordinate_means_plan_from_their_own_replicates(store):
+    # bb gives no bounds at coordinate 1 of replicate 0: the coordinate means count 35
+    # replicates, the joint coverage 34; each plans from its own count (a mutation hunt,
+    # h17a: the means planned from the joint count passed every test).
+    part = store.copy(deep=True)
+    at = {"tau": 0.5, "n": 100, "method": "bb"}
+    for name in ("lower", "upper"):
+        part[name].loc[{**at, "rep": 0, "coord": 1}] = np.nan
+    part["method_failed"].loc[{**at, "rep": 0}] = True
+    got = summarize(part).sel(at)
+    assert int(got["coord_mean_n_done"]) == 35 and int(got["joint_n_done"]) == 34
+    for prefix, count in (("coord_mean", 35), ("joint", 34)):
+        se = float(got[f"{prefix}_coverage_se"])
+        want = math.ceil(round(count * (se / 0.005) ** 2, 6))
+        assert se > 0 and float(got[f"{prefix}_replicates_needed"]) == want, prefix
+
+
+def test_a_zero_se_plans_from_the_level_rounded_up(store):
+    # One replicate: a coverage of 0 or 1 and se 0, so the level plans, 0.9 x 0.1 /
+    # 0.007^2 = 1836.7 replicates: 1837 (a mutation hunt, h17a: rounding down passed).
+    one = summarize(store.isel(rep=[0]), target_se=0.007).sel(tau=0.5, n=100)
+    assert (one["coverage_se"] == 0).all()
+    assert (one["replicates_needed"] == 1837).all()
