@@ -24,6 +24,7 @@ from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.errors import InputError, shown_value
 from ldpsim.pipeline.summary import cell_statistics
 from ldpsim.pipeline.summary.cell_statistics import BOOTSTRAP_RESAMPLES, Cell, StatisticPlugin
+from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.summary.tables import (
     AUTO_MAX_COORDS,
     format_table,
@@ -538,3 +539,76 @@ def test_a_statistic_cell_has_three_significant_digits_and_the_partial_mark():
     assert lines[first].split()[-1] == "(0.064)*"
     assert lines[first + 2].split()[:2] == ["tenth", "0.0280"]
     assert lines[first + 2].endswith("*")
+
+
+def test_a_bootstrap_resamples_the_methods_estimates_too(store, summary):
+    # The bootstrap se of the mean of the method's estimate (one number) is close to the
+    # sd / sqrt(R) of the estimates (a mutation hunt, h17a: resampling the bounds but not
+    # the estimates, an se of 0, passed every test). Tolerance: an sd from B draws has a
+    # relative Monte-Carlo error of about 1 / sqrt(2 B), 2.2% for B = 1000.
+    got = api.summarize(
+        store, as_dataset=True, statistics={"mean_estimate": lambda c: float(np.mean(c.estimate))}
+    )
+    for cell in CELLS:
+        estimates = store["estimate"].sel({k: v for k, v in cell.items() if k != "method"})
+        arrays = counted(store, cell)
+        use = store.sel(cell)["done"].values & np.isfinite(store.sel(cell)["lower"].values)
+        values = estimates.values[use]
+        assert len(values) == len(arrays["lower"])
+        reference = values.std(ddof=0) / np.sqrt(len(values))
+        se = float(got["mean_estimate_se"].sel(cell))
+        assert reference > 0 and abs(se / reference - 1) < 0.12, (cell, se, reference)
+
+
+def test_each_cell_reads_its_own_level():
+    # With a level axis, a cell's level is its grid point's (a mutation hunt, h17a: the
+    # first grid point's level in every cell passed every test).
+    ds = syn.grid_store().rename(tau="level").assign_coords(level=[0.9, 0.8])
+    got = summarize(ds, statistics={"lvl": lambda c: np.full(c.replicates, c.level)})
+    counts = got["n_done"] > 0
+    want = got["level"].broadcast_like(got["lvl"])
+    np.testing.assert_allclose(got["lvl"].where(counts), want.where(counts), rtol=1e-12)
+    assert float(got["lvl_se"].where(counts).max()) < 1e-12
+
+
+def test_a_statistic_with_no_cell_to_compute_says_its_se_is_none(store):
+    # No done replicate anywhere: every value NaN, and the se's rule is "none" (n/a in
+    # the records), not a rule no cell used (a mutation hunt, h17a: "mean" passed).
+    none_done = store.assign(done=store["done"] & False)
+    got = api.summarize(none_done, as_dataset=True, statistics={"lower_cover": lower_cover})
+    assert got["lower_cover"].isnull().all() and got["lower_cover_se"].isnull().all()
+    assert got["lower_cover_se"].attrs["se_method"] == "none"
+    assert cell_statistics.se_rule(got, "lower_cover") == "none"
+
+
+def test_one_number_on_the_cell_but_an_array_on_a_resample_is_refused(store):
+    def fickle(c: Cell):
+        # One number on the cell's own (distinct) replicates, an array on a resample
+        # (drawn with replacement: 35 draws of 35 repeat one but with p = 35! / 35^35).
+        if len(np.unique(c.lower)) == c.replicates:
+            return float(np.mean(c.lower))
+        return c.lower
+
+    with pytest.raises(InputError) as info:
+        api.summarize(store, statistics={"fickle": fickle})
+    message = str(info.value)
+    assert "\n" not in message and "'fickle' returned one number at the cell" in message
+    assert "on a bootstrap resample of it; return one kind." in message
+
+
+@pytest.mark.parametrize(
+    ("statistics", "error", "words"),
+    [
+        # A keyword is an identifier but no column name (a mutation hunt, h17a: it passed).
+        ({"class": lower_cover}, InputError, "'class' is not a valid name"),
+        (
+            {1: lower_cover},
+            TypeError,
+            "names in the 'statistics' parameter of summarize must be str",
+        ),
+    ],
+)
+def test_a_keyword_or_a_name_not_a_str_is_refused(store, statistics, error, words):
+    with pytest.raises(error) as info:
+        api.summarize(store, statistics=statistics)
+    assert words in str(info.value) and "\n" not in str(info.value)
