@@ -720,18 +720,27 @@ def test_a_bound_at_theta_star_covers(store, summary):
     np.testing.assert_array_equal(got["joint_coverage"], summary.sel(at)["joint_coverage"])
 
 
+#: The cell of bb_without_coordinate_1_of_replicate_0.
+BB_CELL = {"tau": 0.5, "n": 100, "method": "bb"}
+
+
+def bb_without_coordinate_1_of_replicate_0(store: xr.Dataset) -> xr.Dataset:
+    """A copy of ``store`` where bb gave no bounds at coordinate 1 of replicate 0 (which
+    misses coordinate 0) of BB_CELL, and recorded its failure."""
+    part = store.copy(deep=True)
+    for name in ("lower", "upper"):
+        part[name].loc[{**BB_CELL, "rep": 0, "coord": 1}] = np.nan
+    part["method_failed"].loc[{**BB_CELL, "rep": 0}] = True
+    return part
+
+
 def test_a_method_failing_at_one_coordinate_leaves_the_replicate_out_of_the_joint_coverage(
     store, summary
 ):
     # bb gives no bounds at coordinate 1 of replicate 0 (which misses coordinate 0): the
     # replicate counts at coordinate 0 and in the coordinate means, not in the joint
     # coverage, whose replicates need bounds at every coordinate.
-    part = store.copy(deep=True)
-    at = {"tau": 0.5, "n": 100, "method": "bb"}
-    for name in ("lower", "upper"):
-        part[name].loc[{**at, "rep": 0, "coord": 1}] = np.nan
-    part["method_failed"].loc[{**at, "rep": 0}] = True
-    got = summarize(part).sel(at)
+    got = summarize(bb_without_coordinate_1_of_replicate_0(store)).sel(BB_CELL)
     assert got["n_done"].values.tolist() == [35, 34]
     assert int(got["joint_n_done"]) == 34
     assert float(got["joint_coverage"]) == 24 / 34  # rep 0 was not jointly covered
@@ -886,12 +895,7 @@ def test_the_coordinate_means_plan_from_their_own_replicates(store):
     # bb gives no bounds at coordinate 1 of replicate 0: the coordinate means count 35
     # replicates, the joint coverage 34; each plans from its own count (a mutation hunt,
     # h17a: the means planned from the joint count passed every test).
-    part = store.copy(deep=True)
-    at = {"tau": 0.5, "n": 100, "method": "bb"}
-    for name in ("lower", "upper"):
-        part[name].loc[{**at, "rep": 0, "coord": 1}] = np.nan
-    part["method_failed"].loc[{**at, "rep": 0}] = True
-    got = summarize(part).sel(at)
+    got = summarize(bb_without_coordinate_1_of_replicate_0(store)).sel(BB_CELL)
     assert int(got["coord_mean_n_done"]) == 35 and int(got["joint_n_done"]) == 34
     for prefix, count in (("coord_mean", 35), ("joint", 34)):
         se = float(got[f"{prefix}_coverage_se"])
