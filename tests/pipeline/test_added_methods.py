@@ -860,3 +860,115 @@ def test_added_methods_of_chunks_that_share_a_task_are_all_computed(local_cluste
         assert main(["run", str(sweep), "--store", str(store), *scheduler(local_cluster)]) == 0
     assert read_runs(store)[-1]["methods_computed"] == 8 and pending_methods(store) == {}
     assert bool(np.isfinite(open_dataset(store)["method_seconds"]).all())
+
+
+def _grown_store(folder: Path):
+    """A store of STORED with replicates 0 and 1 of grid point (0, 0) done, grown by
+    ADDED (two checkpoints); the added methods' real results for those replicates."""
+    from ldpsim.pipeline.compute.added_methods import run_methods_chunk
+    from ldpsim.pipeline.compute.worker import run_chunk
+    from ldpsim.pipeline.store.store import Store
+
+    def sweep(methods):
+        tables = _tables(methods)
+        tables["spec"]["checkpoints"] = [500, 1000]
+        return api.load_sweep(tables, name="grown")
+
+    path = folder / "S.zarr"
+    store, _ = Store.open_or_create(path, sweep(STORED))
+    point = sweep(STORED).points()[0]
+    assert point.index == (0, 0)
+    result = run_chunk(point.spec, [0, 1], store.layout.methods, store.layout.d, "in-process")
+    store.write_chunk((0, 0), 0, result)
+    store, changes = Store.open_or_create(path, sweep(STORED + ADDED))
+    assert list(changes.methods_added) == ["bb_basic", "sn"]
+    labels = ["bb_basic", "sn"]
+    point = sweep(STORED + ADDED).points()[0]
+    added = run_methods_chunk(point.spec, [0, 1], labels, store.layout.d, "key")
+    assert not added["errors"] and np.isfinite(added["method_seconds"]).all()
+    return store, added
+
+
+def test_writing_added_methods_keeps_the_cells_already_held(tmp_path):
+    # sn of replicate 0 is held already, timed at the first checkpoint only: its values
+    # stay; every other added cell gets the result's, per checkpoint (a mutation hunt,
+    # h17c: a cell held only where timed at every checkpoint, or the failure flags
+    # collapsed over the checkpoints, passed every test).
+    from ldpsim.pipeline.store.reading import open_dataset
+
+    store, added = _grown_store(tmp_path)
+    sn = (0, 0, 3, 0)  # (tau, n, method, rep)
+    for name, value in (("lower", 7.0), ("upper", 8.0), ("method_estimate", 7.5)):
+        write_as_a_run(store.path, name, sn, value)
+    write_as_a_run(store.path, "method_seconds", (*sn, 0), 1.0)
+    added["method_failed"][0, 1] = [True, False]  # bb_basic of rep 1 failed at n = 500 only
+    before = open_dataset(store.path).load()
+    store.write_methods([((0, 0), 0, added)], 2)
+    after = open_dataset(store.path).load()
+    for name in ("lower", "upper", "method_estimate", "method_failed", "method_seconds"):
+        got = after[name].isel(tau=0, n=0)
+        for method, rep in np.ndindex(4, 2):
+            cell = got.isel(method=method, rep=rep).values
+            if method < 2 or (method, rep) == (3, 0):  # a stored method, or held
+                want = before[name].isel(tau=0, n=0, method=method, rep=rep).values
+            else:
+                want = added[name][method - 2, rep]
+            assert_same_values(cell, want, name, f"{method, rep}")
+    assert after["lower"].isel(tau=0, n=0, method=3, rep=0).values.tolist() == [[7.0], [7.0]]
+
+
+def test_writing_added_methods_merges_their_failures_into_the_records(tmp_path):
+    # Replicate 0 holds a record of the stored bb, and its sn is held already; replicate
+    # 1 holds an unreadable record. The result's failures of bb_basic and sn: replicate
+    # 0's record gets bb_basic's (not sn's: held) beside bb's, with the new failure's
+    # time; replicate 1's is replaced by the new one. A failure of a held method is never
+    # recorded, and the entry of a method written now without failing is removed (a
+    # mutation hunt, h17c: the methods' join, the filter of held methods, the kept
+    # entries of other methods, the fields of a failure of held methods only, or an
+    # unreadable record raising passed every test).
+    from ldpsim.pipeline.store.layout import META_GROUP
+
+    store, added = _grown_store(tmp_path)
+    write_as_a_run(store.path, "method_seconds", (0, 0, 3, 0), 1.0)  # sn of rep 0 held
+    folder = store.path / META_GROUP / "errors"
+    folder.mkdir(parents=True, exist_ok=True)
+    stored = {"kind": "method", "rep": 0, "error": "bb: old", "methods": {"bb": "old"}}
+    stored |= {"tracebacks": {"bb": "tb"}, "time": "t0"}
+    (folder / "0_0__0.json").write_text(json.dumps(stored))
+    (folder / "0_0__1.json").write_text("{not json")
+
+    def failure(rep, methods, time):
+        error = "; ".join(f"{k}: {v}" for k, v in methods.items())
+        tracebacks = {k: f"tb of {k}" for k in methods}
+        return {"kind": "method", "rep": rep, "error": error, "methods": methods} | {
+            "tracebacks": tracebacks,
+            "time": time,
+        }
+
+    both = {"bb_basic": "boom", "sn": "bang"}
+    added["errors"] = {rep: failure(rep, both, "t1") for rep in (0, 1)}
+    store.write_methods([((0, 0), 0, added)], 2)
+    records = {r["rep"]: r for r in iter_errors(store.path)}
+    assert set(records) == {0, 1}
+    assert records[0] == {
+        "kind": "method",
+        "rep": 0,
+        "error": "bb: old; bb_basic: boom",
+        "methods": {"bb": "old", "bb_basic": "boom"},
+        "tracebacks": {"bb": "tb", "bb_basic": "tb of bb_basic"},
+        "time": "t1",
+    }
+    assert records[1] == failure(1, both, "t1")
+    # sn of rep 1 pending again, and run without failing; bb_basic, held, failed this
+    # time: the record keeps bb_basic's first failure, and loses sn's entry.
+    write_as_a_run(store.path, "method_seconds", (0, 0, 3, 1), np.nan)
+    added["errors"] = {1: failure(1, {"bb_basic": "late"}, "t2")}
+    store.write_methods([((0, 0), 0, added)], 2)
+    records = {r["rep"]: r for r in iter_errors(store.path)}
+    assert records[1] == failure(1, {"bb_basic": "boom"}, "t1")
+    # A record of sn alone, written now without failing: removed.
+    (folder / "0_0__0.json").write_text(json.dumps({**stored, "methods": {"sn": "x"}}))
+    write_as_a_run(store.path, "method_seconds", (0, 0, 3, 0), np.nan)
+    added["errors"] = {}
+    store.write_methods([((0, 0), 0, added)], 2)
+    assert {r["rep"] for r in iter_errors(store.path)} == {1}
