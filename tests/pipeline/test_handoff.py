@@ -311,15 +311,25 @@ def test_a_store_the_run_does_not_hold_gets_no_files(computed, tmp_path, held, h
 
 @pytest.mark.parametrize(
     "tamper",
-    ["a file left out", "a file not in the store", "a file not recorded", "a file too many"],
+    [
+        "a file left out",
+        "a done file left out",
+        "a file not in the store",
+        "a file not recorded",
+        "a file too many",
+    ],
 )
 def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, held, tamper):
+    # A mutation hunt (h17c): a done file left out of the list of those moved last, and
+    # the message's name of the file not in the store, passed every test.
     sweep, chunks = computed
     store = held(Store.open_or_create(tmp_path / "s.zarr", sweep)[0])
     handed = hand_off(handoff_of(store), chunks)
     files = handed[0][HANDED]
     if tamper == "a file left out":
         files.values.remove("lower/c/0/0/0/0")
+    elif tamper == "a done file left out":
+        files.done.remove("done/c/0/0")
     elif tamper == "a file not in the store":
         (store.path / files.partials["upper/c/0/0/0/0"]).unlink()
     elif tamper == "a file too many":  # a partial file for a place these chunks do not fill
@@ -328,10 +338,12 @@ def test_files_that_are_not_the_planned_ones_are_refused(computed, tmp_path, hel
         for places in files.planned.values():
             places.pop("estimate/c/0/0/0", None)
     before = {k: v for k, v in tree_hash(store.path).items() if not k.endswith(".partial")}
-    with pytest.raises(RuntimeError, match="not those of the chunks they computed"):
+    with pytest.raises(RuntimeError, match="not those of the chunks they computed") as info:
         store.write_handed(placed(handed))
     after = {k: v for k, v in tree_hash(store.path).items() if not k.endswith(".partial")}
     assert after == before
+    if tamper == "a file not in the store":
+        assert f"({files.partials['upper/c/0/0/0/0']!r} is not in the store)" in str(info.value)
 
 
 @pytest.mark.parametrize("stop", ["before any move", "after one", "before done", "before digests"])

@@ -807,6 +807,36 @@ def test_a_sweep_of_fewer_replicates_that_adds_to_the_store_keeps_its_replicates
     assert list(ds["rep"].values) == [0, 1, 2, 3, 4]
 
 
+def test_a_store_that_needs_no_extension_gets_its_missing_variables_and_its_seal(tmp_path):
+    """Opening an older store for the sweep it holds (nothing to grow) adds the variables
+    it lacks (seconds as float64, of the replicates' shape, with their own attributes),
+    and seals its metadata (stores of ldpsim <= 0.2 have no digest of it). A mutation
+    hunt (h17c): either reason to commit dropped, or the added variable's type or
+    attributes taken from the array it copies, passed every test (their older stores
+    were all grown)."""
+    from ldpsim.pipeline.store.integrity import DIGEST_ATTR, is_sealed
+    from ldpsim.pipeline.store.layout import VARIABLE_ATTRS
+
+    sweep = small_sweep(2, [0.5, 0.8])
+    path = tmp_path / "S.zarr"
+    Store.open_or_create(path, sweep)
+    shutil.rmtree(path / "method_seconds")
+    consolidate(path)  # sealed, without method_seconds
+    store, changes = Store.open_or_create(path, sweep)
+    assert not changes and "method_seconds" in store.arrays
+    seconds = zarr.open_array(str(path / "method_seconds"), mode="r")
+    assert seconds.dtype == np.float64 and seconds.shape == store.arrays["method_failed"].shape
+    assert seconds.attrs["long_name"] == VARIABLE_ATTRS["method_seconds"]["long_name"]
+    assert "method_seconds" in xr.open_zarr(path).data_vars  # the consolidated copy too
+    root = json.loads((path / "zarr.json").read_text())
+    del root["attributes"][DIGEST_ATTR]
+    (path / "zarr.json").write_text(json.dumps(root))
+    assert not is_sealed(path)
+    Store.open_or_create(path, sweep)
+    assert is_sealed(path)
+    assert not find_damage(path)
+
+
 def test_a_run_of_fewer_replicates_counts_only_its_own_as_missing(tmp_path, local_cluster):
     """A run of the first 2 replicates of a store made for 4 computes them and misses
     nothing: the store's replicates beyond the sweep's are not the run's (counted, they

@@ -363,6 +363,81 @@ def test_extension_that_changes_the_coordinate_count_is_refused(tmp_path, capfd)
     assert Store.open_or_create(store, load_sweep(sweep_file, [], 2))[1].replicates_added == 1
 
 
+def test_a_sweep_of_fewer_coordinates_than_the_store_changes_nothing(tmp_path):
+    # A store of d = [1, 2] holds 2 coordinates of theta; a run of d = [1] alone fits in
+    # it (its grid point's coordinate is the first): nothing to change, nothing refused
+    # (a mutation hunt, h17c: a coordinate count that differs either way refused passed
+    # every test).
+    text = (
+        'replicates = 1\nseed = 1\n[spec]\nmodel = "mean"\nmechanism = "laplace"\n'
+        "eps = 1.0\nn = 1000\n[grid]\nd = [1, 2]\n[methods.oracle]\n"
+    )
+    sweep_file = tmp_path / "mean.toml"
+    sweep_file.write_text(text)
+    store = tmp_path / "mean.zarr"
+    Store.open_or_create(store, load_sweep(sweep_file))
+    before = tree_hash(store)
+    opened, changes = Store.open_or_create(store, load_sweep(sweep_file, ["grid.d=[1]"]))
+    assert not changes and opened.layout.d == 2
+    assert tree_hash(store) == before
+
+
+def test_an_extension_s_journal_is_completed_once_then_removed(tmp_path):
+    # A run killed while renaming: the next completes the renames the journal lists
+    # (those not done yet), removes the journal, and says so; then there is none. A run
+    # killed before its journal left new files beside their targets: removed, the
+    # targets kept (a mutation hunt, h17c: the journal left in place passed every test).
+    from ldpsim.pipeline.store.store import finish_extension
+
+    root = tmp_path / "S.zarr"
+    (root / "lower").mkdir(parents=True)
+    (root / META_GROUP).mkdir()
+    (root / "lower" / "zarr.json").write_text("old lower")
+    (root / "lower" / "zarr.json.9.tmp").write_text("new lower")
+    (root / "zarr.json").write_text("new root")  # renamed before the kill
+    entries = [["lower/zarr.json.9.tmp", "lower/zarr.json"], ["zarr.json.9.tmp", "zarr.json"]]
+    (root / META_GROUP / EXTENSION_JOURNAL).write_text(json.dumps(entries))
+    assert finish_extension(root) is True
+    assert (root / "lower" / "zarr.json").read_text() == "new lower"
+    assert (root / "zarr.json").read_text() == "new root"
+    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == ["zarr.json", "zarr.json"]
+    assert finish_extension(root) is False
+    (root / "lower" / "zarr.json.9.tmp").write_text("never committed")
+    (root / "lower" / "c" / "0").mkdir(parents=True)
+    (root / "lower" / "c" / "0" / "0.9.tmp").write_text("never committed")
+    assert finish_extension(root) is False
+    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == ["zarr.json", "zarr.json"]
+    assert (root / "lower" / "zarr.json").read_text() == "new lower"
+
+
+def test_files_a_killed_writer_left_are_removed_and_counted(tmp_path):
+    # zarr's *.partial and our *.tmp anywhere in the store go, and their count is what
+    # a run reports; the run records' folder (written by runs of any host, without the
+    # lock) and every other file stay (a mutation hunt, h17c: the records' folder not
+    # spared, or the *.tmp files left, passed every test).
+    from ldpsim.pipeline.store.provenance import RUNS_FOLDER
+    from ldpsim.pipeline.store.store import remove_partial_files
+
+    root = tmp_path / "S.zarr"
+    records = root / META_GROUP / RUNS_FOLDER
+    left = [
+        root / "lower" / "c" / "0" / "0" / "1.partial",
+        root / "lower" / "zarr.json.12.tmp",
+        root / META_GROUP / "errors" / "0__1.json.12.tmp",
+    ]
+    kept = [
+        records / "run-1.json.12.tmp",
+        records / "run-2.partial",
+        root / "lower" / "c" / "0" / "0" / "1",
+    ]
+    for f in [*left, *kept]:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x")
+    assert remove_partial_files(root) == 3
+    assert [f.exists() for f in left] == [False] * 3
+    assert all(f.exists() for f in kept)
+
+
 def test_open_zarr_without_warnings_after_run_and_extension(store, demo_store, local_cluster):
     def plain_open(path: Path) -> xr.Dataset:
         with warnings.catch_warnings():
