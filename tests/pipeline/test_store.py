@@ -519,9 +519,16 @@ B = 50
 
 def test_cases_store_extends_by_a_case_and_keeps_their_meaning(tmp_path, local_cluster):
     address = local_cluster.scheduler_address
+    # The first run's file defines only its two cases; the third comes with its grid
+    # value (a mutation hunt, h17c: an extension that kept only the stored definitions
+    # passed every test, as this file used to define all three from the start).
+    budgets = '[cases.budgets]\nmechanism = "laplace"\nbudget_range = [1.0, 2.0]\n'
+    assert budgets in CASES_SWEEP
+    (tmp_path / "first.toml").write_text(CASES_SWEEP.replace(budgets, ""))
     (tmp_path / "s.toml").write_text(CASES_SWEEP)
     store = tmp_path / "cases.zarr"
-    run_sweep(load_sweep(tmp_path / "s.toml"), store, scheduler=address, log=lambda m: 0)
+    run_sweep(load_sweep(tmp_path / "first.toml"), store, scheduler=address, log=lambda m: 0)
+    assert list(read_sweep(store).cases) == ["laplace", "gdp"]
     # Adding the third case extends the 'case' axis; the result equals a fresh run's.
     everything = ['grid.case=["laplace", "gdp", "budgets"]']
     sweep = load_sweep(tmp_path / "s.toml", everything)
