@@ -854,3 +854,26 @@ def test_a_run_of_fewer_replicates_counts_only_its_own_as_missing(tmp_path, loca
     report = run_sweep(small_sweep(2), path, scheduler=local_cluster.scheduler_address, log=print)
     assert (report.computed, report.missing, report.replicates_failed) == (2, 0, 0)
     assert open_dataset(path)["done"].values.tolist() == [[True, True, False, False]]
+
+
+def test_a_grown_store_of_a_clipped_model_holds_the_new_grid_values_pseudo_truth(tmp_path):
+    # A new clip value brings its limit theta_C (SPEC 9.5): the grown store holds what a
+    # store made for the grown sweep holds, and reads undamaged (a mutation hunt, h17c:
+    # an extension that wrote no pseudo_truth passed every test, the quantile's being NaN).
+    text = (
+        'replicates = 2\n[spec]\nmodel = "logistic_regression"\nd = 1\nweights = "none"\n'
+        'mechanism = "gdp"\nn = 100\n[grid]\nclip = [1.0]\n[methods.oracle]\n'
+    )
+    (tmp_path / "s.toml").write_text(text)
+    grown = load_sweep(tmp_path / "s.toml", ["grid.clip=[1.0, 0.5]"])
+    store, fresh = tmp_path / "grown.zarr", tmp_path / "fresh.zarr"
+    Store.open_or_create(store, load_sweep(tmp_path / "s.toml"))
+    _, changes = Store.open_or_create(store, grown)
+    assert changes.added == {"clip": [0.5]}
+    Store.open_or_create(fresh, grown)
+    got = open_dataset(store)["pseudo_truth"].load()
+    want = open_dataset(fresh)["pseudo_truth"].load()
+    assert np.isfinite(want.values).all()
+    assert not np.array_equal(want.sel(clip=0.5).values, want.sel(clip=1.0).values)
+    xr.testing.assert_identical(got, want)
+    assert not find_damage(store)
