@@ -689,6 +689,26 @@ def test_a_replicate_not_done_lacks_no_added_method(tmp_path):
     assert pending_methods(path) == {}
 
 
+def test_a_store_grown_by_a_method_records_its_code_in_the_same_commit(tmp_path):
+    """The units attribute of a store grown by sn names sn's code, as a store made with
+    it does, and a run of the grown sweep has nothing more to record (a mutation hunt,
+    h17c: an extension that left the attribute as it was passed every test)."""
+    from ldpsim.pipeline.store.code_identity import UNITS_ATTR, plan_units
+    from ldpsim.pipeline.store.reading import read_attrs
+    from ldpsim.pipeline.store.store import Store
+
+    path, fresh = tmp_path / "S.zarr", tmp_path / "fresh.zarr"
+    grown = api.load_sweep(_tables(STORED + ADDED), name="more")
+    Store.open_or_create(path, api.load_sweep(_tables(STORED), name="made"))
+    assert "method:sn" not in json.loads(read_attrs(path)[UNITS_ATTR])[-1]
+    Store.open_or_create(path, grown)
+    Store.open_or_create(fresh, grown)
+    (generation,) = json.loads(read_attrs(path)[UNITS_ATTR])
+    assert generation == json.loads(read_attrs(fresh)[UNITS_ATTR])[-1]
+    assert "method:sn" in generation
+    assert not plan_units(path, read_attrs(path), grown, False).write
+
+
 def test_replay_compares_only_what_the_store_holds_of_a_replicate(
     stores, local_cluster, tmp_path, capsys
 ):
