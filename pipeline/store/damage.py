@@ -20,9 +20,8 @@ from ldpsim.pipeline.store.code_identity import register_calls, unregistered_uni
 from ldpsim.pipeline.store.digests import (
     FileDamage,
     Write,
-    array_files,
-    array_folders,
     check_files,
+    chunk_places,
     determined_names,
     file_shape,
     forget,
@@ -256,23 +255,25 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
         holding[(slice(None),) * grid + (slice(first, None),)] &= ~waiting
     holding &= bounded
     with_bounds = holding.any(axis=grid)
+    # Each array's folder listed once: its data files and the folders at a file's place.
+    listed = {name: chunk_places(path, name, array.ndim) for name, array in arrays.items()}
     for name in (*ALWAYS_WRITTEN, *WRITTEN_WITH_BOUNDS):
         array = arrays[name]
         dims = list(array.metadata.dimension_names or ())
         if name in ALWAYS_WRITTEN or "method" not in dims:
             held = done if name in ALWAYS_WRITTEN else with_bounds
-            missing.update(_missing_files(path, name, array, held, grid))
+            missing.update(_missing_files(listed[name][0], name, array, held, grid))
             continue
         # A file spans the methods the store was made with, or some added after.
         step = file_shape(array)[dims.index("method")]
         for column, start in enumerate(range(0, holding.shape[grid], step)):
             held = holding[(slice(None),) * grid + (slice(start, start + step),)].any(axis=grid)
-            missing.update(_missing_files(path, name, array, held, grid, column))
+            missing.update(_missing_files(listed[name][0], name, array, held, grid, column))
     # A folder where a data file belongs, whether a finished replicate's or not: Zarr can
     # neither read nor write the file there (the repair removes an empty one).
     for name, array in arrays.items():
         counts = [math.ceil(s / f) for s, f in zip(array.shape, file_shape(array), strict=True)]
-        for place in array_folders(path, name, array.ndim):
+        for place in listed[name][1]:
             coords = _place_coords(place)
             if all(i < count for i, count in zip(coords, counts, strict=True)):
                 missing.setdefault(place, _replicate_region(array, coords, grid))
@@ -381,15 +382,16 @@ def refuse_damage(path: str | Path, *, decode: bool = False) -> None:
 
 
 def _missing_files(
-    path: Path,
+    stored: set[str],
     name: str,
     array: zarr.Array,
     held: np.ndarray,
     grid: int,
     method_file: int | None = None,
 ) -> dict[str, tuple[slice, ...]]:
-    """The files of ``name`` that hold a replicate of ``held`` and do not exist
-    (``method_file``: only those at this position along the 'method' axis)."""
+    """The files of ``name`` that hold a replicate of ``held`` and are not among
+    ``stored`` (:func:`ldpsim.pipeline.store.digests.array_files`; ``method_file``: only
+    those at this position along the 'method' axis)."""
     if not held.any():
         return {}
     shape = file_shape(array)
@@ -406,7 +408,6 @@ def _missing_files(
         spans[list(array.metadata.dimension_names or ()).index("method")] = range(
             method_file, method_file + 1
         )
-    stored = array_files(path, name, array.ndim)
     out = {}
     for row in needed.tolist():
         spans[:grid], spans[rep] = (

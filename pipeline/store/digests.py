@@ -159,17 +159,16 @@ def array_files(path: Path, name: str, ndim: int) -> set[str]:
     :data:`TEMPORARY`; a ``.DS_Store`` that a file browser left; a backup copy) is no
     data file: Zarr never reads it, no manifest records it, and it is no damage.
     """
-    return _chunk_places(path, name, ndim)[0]
+    return chunk_places(path, name, ndim)[0]
 
 
-def array_folders(path: Path, name: str, ndim: int) -> set[str]:
-    """The folders of array ``name`` standing at a data file's place (``NAME/c/i/j/...``,
-    as :func:`array_files`): Zarr can neither read nor write the file there."""
-    return _chunk_places(path, name, ndim)[1]
+def chunk_places(path: Path, name: str, ndim: int) -> tuple[set[str], set[str]]:
+    """The files and the folders at a chunk key's place of array ``name`` (of ``ndim``
+    >= 1 dimensions), as ``NAME/c/i/j/...``, from one listing of its folder.
 
-
-def _chunk_places(path: Path, name: str, ndim: int) -> tuple[set[str], set[str]]:
-    """The files and the folders at a chunk key's place of array ``name``."""
+    The files are :func:`array_files`; a folder at such a place is damage: Zarr can
+    neither read nor write the file there.
+    """
     root = path / name / "c"
     files, folders = set(), set()
     for folder, subfolders, names in os.walk(root):
