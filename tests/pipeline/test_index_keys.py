@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zarr
 
-from ldpsim.pipeline.compute.plan import CHUNK_KEY, chunk_key, plan_layout
+from ldpsim.pipeline.compute.plan import CHUNK_KEY, KEY_SUFFIX, chunk_key, plan_layout
 from ldpsim.pipeline.compute.replay import recorded_failures
 from ldpsim.pipeline.store.chunk_writes import placed_blocks
 from ldpsim.pipeline.store.digests import block_manifest
@@ -112,3 +112,21 @@ def test_a_plan_covers_every_replicate_of_a_last_partial_chunk(tmp_path):
     assert done == 0
     assert [(w.chunk, w.reps) for w in work] == [(0, [0, 1]), (1, [2, 3]), (2, [4])]
     assert layout.task_chunks() == 3 and layout.task_chunk_reps(2) == range(4, 5)
+
+
+def test_keys_of_three_axes_and_of_none_read_back(tmp_path):
+    # `ldpsim errors` names a failure record's grid point from its key: a grid of three
+    # axes, and one of none (its keys say 0), read back too. A pattern of at most two
+    # axes, and an empty index in the key, passed every test (a mutation hunt, h19a).
+    for suffix in ("", KEY_SUFFIX):
+        match = CHUNK_KEY.fullmatch(chunk_key("ab12", (1, 0, 12), 7, suffix))
+        assert match and (match["index"], match["chunk"]) == ("1-0-12", "7")
+    small = load_sweep(
+        {"replicates": 3, "spec": {"model": "quantile", "n": 100}, "methods": {"sn": {}}},
+        name="no-axes",
+    )
+    work, _ = plan_layout(small, layout_for(small, rep_chunk=2), tmp_path / "s.zarr")
+    assert [w.index for w in work] == [(), ()]
+    for chunk, w in enumerate(work):
+        match = CHUNK_KEY.fullmatch(w.key)
+        assert match and (match["index"], match["chunk"]) == ("0", str(chunk))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from ldpsim.pipeline.compute import plan as plan_module
@@ -222,3 +223,55 @@ def test_a_bar_counts_the_work_shows_late_tasks_and_stops_where_the_run_stopped(
     progress.close()  # a stopped run: the bar keeps its share, not 100%
     assert bar.n == 1.5
     assert "100%" not in capsys.readouterr().err
+
+
+def test_a_resumed_plan_has_no_work_for_the_chunks_done(tmp_path):
+    # The first grid point's first chunk done, and one replicate of its second: its work
+    # is the second chunk's other 49; the second point's both chunks. A chunk done whole
+    # made a Work of no replicates (an empty task on the cluster) and passed every test
+    # (a mutation hunt, h19a).
+    sweep = load_sweep("demo", ["rep_chunk=50", "grid.n=[1000]"], 100)
+    layout = layout_for(sweep)
+    assert layout.grid_shape == (2, 1) and layout.task_chunks() == 2
+    done = np.zeros((2, 1, 100), dtype=bool)
+    done[0, 0, :50] = done[0, 0, 60] = True
+    work, already = plan_layout(sweep, layout, tmp_path / "demo.zarr", done)
+    assert already == 51
+    assert [(w.index, w.chunk, len(w.reps)) for w in work] == [
+        ((0, 0), 1, 49),
+        ((1, 0), 0, 50),
+        ((1, 0), 1, 50),
+    ]
+    assert 60 not in work[0].reps and work[0].reps[0] == 50
+
+
+def test_mode_none_shows_nothing_and_a_bar_starts_at_none_of_its_replicates(monkeypatch, capsys):
+    # run_sweep(progress="none") with a log of its own: the log gets no progress line,
+    # even the last; a bar's first postfix counts from 0. Changing either passed every
+    # test (a mutation hunt, h19a).
+    monkeypatch.setattr(progress_module, "PLAIN_PROGRESS_EVERY", 0.0)
+    lines: list[str] = []
+    quiet = Progress(reps=2, cost=2.0, log=lines.append, mode="none")
+    quiet.update(1, 1.0)
+    quiet.note_late("1 task late: tcp://w")
+    quiet.update(1, 1.0)
+    quiet.close()
+    assert quiet.bar is None and lines == [] and capsys.readouterr().err == ""
+    bar = Progress(reps=3, cost=4.0, log=lines.append, mode="bar")
+    assert bar.bar.postfix == "0/3 rep"
+    bar.close()
+
+
+def test_chunks_are_grouped_into_at_least_min_tasks_where_they_allow(monkeypatch):
+    # 62 chunks of 0.25 s, 15.5 s: tasks of 15.5 / MIN_TASKS s hold one chunk each, 62
+    # tasks. A share of 15.5 / 31 = 0.5 s (``MIN_TASKS - 1``) made 31 tasks, fewer than
+    # MIN_TASKS, and passed every test (a mutation hunt, h19a).
+    monkeypatch.setattr(plan_module, "replicate_seconds", lambda normalized: 0.125)
+    point = SimpleNamespace(normalized=None)
+    work = [Work(point, (0,), c, [2 * c, 2 * c + 1], f"k{c}") for c in range(62)]
+    tasks = group_tasks(work, TASK_SECONDS)
+    assert [len(task.works) for task in tasks] == [1] * 62
+    # A task's key: its first chunk's and its count of chunks.
+    assert [task.key for task in tasks] == [f"k{c}-x1" for c in range(62)]
+    more = [Work(point, (0,), c, [2 * c, 2 * c + 1], f"k{c}") for c in range(128)]
+    assert [task.key for task in group_tasks(more)] == [f"k{4 * t}-x4" for t in range(32)]
