@@ -140,3 +140,95 @@ def test_the_tasks_of_another_client_on_a_worker_are_not_watched():
     watchdog.check(50.0)
     watchdog.check(500.0)
     assert scheduler.restarted == [] and watchdog.late == ""
+
+
+class _Counting(_Scheduler):
+    """A scheduler that counts the watchdog's looks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+
+    def processing(self) -> dict[str, list[str]]:
+        self.looks += 1
+        return self.tasks
+
+
+def test_the_scheduler_is_asked_at_most_every_check_every_seconds():
+    # The run calls check() at every turn of its wait; each look is a scheduler round
+    # trip. Not throttled, or throttled past CHECK_EVERY (``<=``), passed every test
+    # (a mutation hunt, h19a).
+    from ldpsim.pipeline.compute.watchdog import CHECK_EVERY, Watchdog
+
+    assert CHECK_EVERY == 1.0
+    scheduler = _Counting()
+    watchdog = Watchdog(scheduler, {"a": 0.01}, None, log=lambda line: None)
+    scheduler.tasks = {"w": ["a"]}
+    for now in (0.0, 0.5, 0.999):
+        watchdog.check(now)
+    assert scheduler.looks == 1
+    watchdog.check(1.0)  # CHECK_EVERY after the last look: looks again
+    assert scheduler.looks == 2
+
+
+def test_late_tasks_are_noted_past_five_times_their_estimate_and_30_s():
+    # The progress line's note: a worker's costliest task counts (its estimate and
+    # LATE_FACTOR x it), and LATE_MIN at least; an infinite timeout only reports. Each
+    # part of the rule, and the plural, passed every test (a mutation hunt, h19a).
+    from ldpsim.pipeline.compute.watchdog import LATE_FACTOR, LATE_MIN, Watchdog
+
+    assert (LATE_FACTOR, LATE_MIN) == (5.0, 30.0)
+    scheduler = _Scheduler()
+    estimates = {"cheap": 0.01, "dear": 10.0, "other": 0.01}
+    watchdog = Watchdog(scheduler, estimates, float("inf"), log=lambda line: None)
+    scheduler.tasks = {"w": ["cheap", "dear"], "v": ["other"]}
+    assert watchdog.check(0.0) == ""
+    assert watchdog.check(29.0) == ""  # under LATE_MIN: neither
+    assert watchdog.check(31.0) == "1 task late: 31 s on v (estimate 0.01 s)"
+    assert watchdog.check(49.0) == "1 task late: 49 s on v (estimate 0.01 s)"
+    assert watchdog.check(51.0) == (
+        "2 tasks late: 51 s on w (estimate 10 s); 51 s on v (estimate 0.01 s)"
+    )
+    assert watchdog.check(1e6).startswith("2 tasks late: ") and scheduler.restarted == []
+
+
+def test_a_restarted_worker_s_task_is_not_also_noted_late():
+    # Its restart is logged on a line of its own; the note shows the tasks still waited on.
+    from ldpsim.pipeline.compute.watchdog import Watchdog
+
+    scheduler = _Scheduler()
+    lines: list[str] = []
+    watchdog = Watchdog(scheduler, {"a": 0.01}, 100.0, log=lines.append)
+    scheduler.tasks = {"w": ["a"]}
+    watchdog.check(0.0)
+    assert watchdog.check(101.0) == "" and scheduler.restarted == ["w"]
+    assert len(lines) == 1 and "past its timeout of 100 s" in lines[0]
+
+
+class _NoNannies(_Scheduler):
+    """Workers started without a nanny: ``restart_workers`` refuses them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.retired: list[tuple[list[str], bool]] = []
+
+    def restart_workers(self, workers, **_) -> None:
+        raise ValueError("no nanny")
+
+    def retire_workers(self, workers, close_workers=False) -> None:
+        self.retired.append((list(workers), close_workers))
+
+
+def test_a_hung_worker_without_a_nanny_is_retired():
+    # `dask worker --no-nanny`: it cannot be restarted; retired and closed, its task goes
+    # to another worker (dropping the retirement passed every test: a mutation hunt, h19a).
+    from ldpsim.pipeline.compute.watchdog import Watchdog
+
+    scheduler = _NoNannies()
+    watchdog = Watchdog(scheduler, {"a": 0.01}, 100.0, log=lambda line: None)
+    scheduler.tasks = {"w": ["a"]}
+    watchdog.check(0.0)
+    watchdog.check(100.0)  # at its timeout, not past it
+    assert scheduler.retired == []
+    watchdog.check(101.0)
+    assert scheduler.retired == [(["w"], True)]
