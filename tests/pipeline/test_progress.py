@@ -275,3 +275,18 @@ def test_chunks_are_grouped_into_at_least_min_tasks_where_they_allow(monkeypatch
     assert [task.key for task in tasks] == [f"k{c}-x1" for c in range(62)]
     more = [Work(point, (0,), c, [2 * c, 2 * c + 1], f"k{c}") for c in range(128)]
     assert [task.key for task in group_tasks(more)] == [f"k{4 * t}-x4" for t in range(32)]
+
+
+def test_a_wait_with_late_tasks_shows_a_line_every_few_seconds_inclusive(monkeypatch):
+    # A hung worker shows while no task finishes: a line PLAIN_PROGRESS_EVERY s after
+    # the last, not only past it (``>`` passed every test: a mutation hunt, h19a).
+    _clock(monkeypatch, [0.0, 9.0, 10.0])
+    lines: list[str] = []
+    progress = Progress(reps=2, cost=2.0, log=lines.append)
+    progress.note_late("1 task late: 9 s on tcp://w (estimate 0.01 s)")  # 9 s
+    assert lines == []
+    progress.note_late("1 task late: 10 s on tcp://w (estimate 0.01 s)")  # 10 s
+    assert lines == [
+        "progress: 0/2 replicates, 0.0% of the work, ETA inf s; "
+        "1 task late: 10 s on tcp://w (estimate 0.01 s)"
+    ]

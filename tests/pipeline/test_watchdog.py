@@ -232,3 +232,26 @@ def test_a_hung_worker_without_a_nanny_is_retired():
     assert scheduler.retired == []
     watchdog.check(101.0)
     assert scheduler.retired == [(["w"], True)]
+
+
+def test_the_default_timeout_is_that_of_the_worker_s_costliest_task():
+    # A worker holding a task of 60 s and one of 0.01 s: 20 x 60 = 1200 s, not the
+    # cheap task's 600 s (the first-task floor); the restart line says which. The
+    # cheapest task's, and the line naming the run's timeout (None here), passed every
+    # test (a mutation hunt, h19a).
+    from ldpsim.pipeline.compute.watchdog import Watchdog
+
+    scheduler = _Scheduler()
+    lines: list[str] = []
+    watchdog = Watchdog(scheduler, {"cheap": 0.01, "dear": 60.0}, None, log=lines.append)
+    scheduler.tasks = {"w": ["cheap", "dear"]}
+    watchdog.check(0.0)
+    watchdog.check(1199.0)
+    assert scheduler.restarted == []
+    watchdog.check(1201.0)
+    assert scheduler.restarted == ["w"]
+    assert lines == [
+        "A task has run 1201 s on worker w, past its timeout of 1200 s (estimate 60 s; "
+        "--task-timeout): restarting that worker (retiring it if it has no nanny); its task "
+        "runs again."
+    ]
