@@ -89,7 +89,8 @@ def _paired(
         "coverage_diff": mean(diff),
         "coverage_diff_se": sd(diff) / root,
         "length_ratio": ratio,
-        "length_ratio_se": sd(influence) / root,
+        # No ratio (mean length of b 0): no error either (a sum skipping NaN read 0).
+        "length_ratio_se": (sd(influence) / root).where(ratio.notnull()),
         "n_paired": count.astype(np.int64),
     }
 

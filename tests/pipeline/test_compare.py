@@ -275,3 +275,97 @@ def test_the_coordinate_means_caption_counts_the_means_pairs():
     assert "the means over the coordinates" in text
     assert "replicates per cell: 49 of 50" in text, text
     assert "replicates per cell: 48-49 of 50" in format_comparison(comparison, "text", "all")
+
+
+def test_a_bound_on_the_truth_covers_and_a_zero_mean_length_has_no_ratio():
+    # Coverage is lower <= truth <= upper, both ends closed, as in a summary: bb's lower
+    # and the oracle's upper exactly on the truth cover in every replicate (a mutation
+    # to a strict < at either end moved the difference to -1 or +1, and no test saw it).
+    ds = syn.grid_store().sel(tau=[0.5], n=[100])
+    truth = float(ds["truth"].isel(tau=0, n=0, coord=0))
+    at = {"tau": 0, "n": 0, "coord": 0}
+    finite = ds["lower"].isel(at).notnull().values  # (method, rep): bb failed once
+    for m, (low, high) in enumerate(((truth, truth + 1.0), (truth - 1.0, truth))):
+        ds["lower"][{**at, "method": m}] = np.where(finite[m], low, np.nan)
+        ds["upper"][{**at, "method": m}] = np.where(finite[m], high, np.nan)
+    cell = compare_methods(ds, "bb", "oracle").isel(tau=0, n=0, coord=0)
+    assert float(cell["coverage_diff"]) == 0.0 and float(cell["coverage_diff_se"]) == 0.0
+    assert float(cell["length_ratio"]) == 1.0
+    # The oracle's intervals of length 0: no ratio (NaN, not inf), and no error for it.
+    ds["lower"][{**at, "method": 1}] = ds["upper"][{**at, "method": 1}]
+    cell = compare_methods(ds, "bb", "oracle").isel(tau=0, n=0, coord=0)
+    assert int(cell["n_paired"]) == syn.DONE - 1
+    assert np.isnan(float(cell["length_ratio"])) and np.isnan(float(cell["length_ratio_se"]))
+
+
+def test_coordinates_a_smaller_d_lacks_are_neither_paired_nor_lost():
+    # A case of d = 2 beside one of d = 4: coordinates 2 and 3 do not exist there (truth
+    # NaN). A failed replicate and a failed method are lost at the coordinates that
+    # exist only; mutations counting them at the padding too (valid dropped, or the
+    # failed replicates counted at every coordinate) passed every test.
+    ds = syn.sparse_shaped_store(dims=(2, 4), sparsities=(1,), reps=10)
+    small = next(i for i, c in enumerate(ds["case"].values) if str(c).startswith("d2-"))
+    bb = list(ds["method"].values).index("bb")
+    ds["done"][{"case": small, "rep": 1}] = False
+    ds["failed"][{"case": small, "rep": 1}] = True
+    for var in ("lower", "upper"):
+        ds[var][{"case": small, "rep": 1}] = np.nan
+        ds[var][{"case": small, "rep": 2, "method": bb}] = np.nan
+    ds["method_failed"][{"case": small, "rep": 2, "method": bb}] = True
+    cell = compare_methods(ds, "bb", "oracle").isel(case=small)
+    assert cell["coord_exists"].values.tolist() == [True, True, False, False]
+    assert cell["n_unpaired"].values.tolist() == [2, 2, 0, 0]
+    assert cell["n_paired"].values.tolist() == [8, 8, 0, 0]
+    assert (int(cell["coord_mean_n_paired"]), int(cell["coord_mean_n_unpaired"])) == (8, 2)
+
+
+def test_coordinate_means_use_the_coordinates_where_both_methods_have_bounds():
+    # bb lacks coordinate 0 of replicate 5: that replicate's means are over the other
+    # 19 coordinates, for both methods. Mutations taking every coordinate (the missing
+    # length made the ratio NaN) or dividing by all 20 passed every test.
+    ds = syn.wide_store(d=20, reps=50)
+    ds["lower"][{"method": 0, "rep": 5, "coord": 0}] = np.nan
+    ds["upper"][{"method": 0, "rep": 5, "coord": 0}] = np.nan
+    point = ds.sel(n=100)
+    truth = point["truth"].values
+    lower = {m: point["lower"].sel({"method": m}).values for m in ("bb", "oracle")}
+    upper = {m: point["upper"].sel({"method": m}).values for m in ("bb", "oracle")}
+    both = np.isfinite(lower["bb"] + upper["bb"] + lower["oracle"] + upper["oracle"])
+    paired = both.sum(axis=1) > 0
+    per_rep = {}
+    for m in ("bb", "oracle"):
+        covers = (lower[m] <= truth) & (truth <= upper[m]) & both
+        lengths = np.where(both, upper[m] - lower[m], 0.0)
+        per_rep[m] = (
+            covers.sum(1)[paired] / both.sum(1)[paired],
+            lengths.sum(1)[paired] / both.sum(1)[paired],
+        )
+    diff = per_rep["bb"][0] - per_rep["oracle"][0]
+    assert diff[5 - int((~paired[:5]).sum())] != 0  # replicate 5's own difference counts
+    comparison = compare_methods(ds, "bb", "oracle").sel(n=100)
+    assert float(comparison["coord_mean_coverage_diff"]) == pytest.approx(diff.mean(), rel=1e-12)
+    ratio = per_rep["bb"][1].mean() / per_rep["oracle"][1].mean()
+    assert float(comparison["coord_mean_length_ratio"]) == pytest.approx(ratio, rel=1e-12)
+
+
+def test_a_comparison_over_checkpoints_and_its_tables():
+    comparison = compare_methods(syn.checkpoint_store(reps=3), "bb", "oracle")
+    assert comparison["coverage_diff"].dims == ("checkpoint", "coord")
+    assert (
+        comparison["coord_mean_coverage_diff"]
+        .attrs["long_name"]
+        .endswith("(per-replicate means over the coordinates)")
+    )
+    rows = format_comparison(comparison, "csv").splitlines()
+    assert rows[0].startswith("checkpoint,coord,coverage_diff,")
+    assert [row.split(",")[0] for row in rows[1:]] == [str(k) for k in syn.CHECKPOINTS]
+    # The text table of the coordinate means has no rows per coordinate.
+    grid = compare_methods(syn.grid_store(), "bb", "oracle")
+    assert "coord 0" in format_comparison(grid, "text", coords="all")
+    assert "coord 0" not in format_comparison(grid, "text", coords="mean")
+
+
+def test_a_pair_with_an_empty_half_is_named_as_such():
+    for bad in ("bb,", ",bb", " , "):
+        with pytest.raises(ValueError, match=r"--compare takes two methods as A,B"):
+            parse_pair(bad, ["bb", "sn"])
