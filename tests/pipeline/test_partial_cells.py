@@ -280,3 +280,18 @@ def test_a_method_without_bounds_by_design_is_neither_failed_nor_partial():
     assert (summary["n_failed"] == 0).all() and (summary["coord_mean_n_failed"] == 0).all()
     assert not partial(summary, "coverage").any()
     assert not any_partial(summary)
+
+
+def test_a_grid_point_with_no_replicate_done_is_marked():
+    # Nothing computed yet there: every cell is partial (0 of 40), not "n/a" by design.
+    summary = summarize(syn.grid_store())
+    empty = partial(summary, "coverage").sel(syn.EMPTY_CELL)
+    assert int(summary["replicates_done"].sel(syn.EMPTY_CELL)) == 0
+    assert bool(empty.all())
+
+
+def test_a_summary_of_every_replicate_is_no_selection():
+    summary = summarize(syn.grid_store())
+    assert summary.attrs["replicates"] == syn.REPS
+    assert "replicates_selected" not in summary.attrs
+    assert summarize(syn.grid_store().isel(rep=range(5))).attrs["replicates_selected"] == 5
