@@ -369,3 +369,13 @@ def test_a_pair_with_an_empty_half_is_named_as_such():
     for bad in ("bb,", ",bb", " , "):
         with pytest.raises(ValueError, match=r"--compare takes two methods as A,B"):
             parse_pair(bad, ["bb", "sn"])
+
+
+def test_the_comparison_keeps_the_store_attributes():
+    # (Mutation hunt h19b: dropping the sweep's record from the attributes passed.)
+    ds = syn.grid_store()
+    comparison = compare_methods(ds, "bb", "oracle")
+    assert comparison.attrs["level"] == ds.attrs["level"]
+    assert comparison.attrs["sweep"] == ds.attrs["sweep"]
+    assert (comparison.attrs["a"], comparison.attrs["b"]) == ("bb", "oracle")
+    assert comparison.attrs["replicates"] == syn.REPS
