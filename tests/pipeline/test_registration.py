@@ -295,8 +295,17 @@ HALF_WIDTH = 0.1
 UNUSED = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}
 
 
-def widen(value, factor=2.0):
-    return factor * value
+def widen(value, factor=2.0, *more):
+    if value >= 0:
+        return factor * value
+    return -widen(-value, factor)  # reads itself: hashed once
+
+
+def scaled(k):
+    def scale(x):
+        return k * x
+
+    return scale
 
 
 class Base(IntervalMethod):
@@ -308,11 +317,12 @@ class Base(IntervalMethod):
 class ExecHalfWidth(Base):
     name = "exec_half_width"
     shrink = staticmethod(lambda width: width / 1.0)
+    grow = staticmethod(scaled(1.0))
     scale: float = 1.0
 
-    def interval(self, stats, level, rng, extra=0.0):
+    def interval(self, stats, level, rng, *, extra=0.0):
         def half():
-            return self.shrink(widen(HALF_WIDTH)) * self.scale / 2.0 + extra
+            return self.grow(self.shrink(widen(HALF_WIDTH))) * self.scale / 2.0 + extra
 
         if self.name in {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "iota"}:
             raise ValueError(UNUSED)
@@ -329,6 +339,11 @@ EDITS = {
     "a field's default": ("scale: float = 1.0", "scale: float = 2.0"),
     "a method's default": ("extra=0.0", "extra=0.5"),
     "a nested function": ("/ 2.0 + extra", "/ 4.0 + extra"),
+    # Mutation hunt h19f: each of these changes only the part of the code it names (the
+    # method's default above is keyword-only), which no edit changed alone before.
+    "a comparison (the bytecode alone)": ("value >= 0", "value > 0"),
+    "a star parameter's kind (the flags alone)": ("*more", "**more"),
+    "a closure's value": ("scaled(1.0)", "scaled(1.5)"),
 }
 
 
