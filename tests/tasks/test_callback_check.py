@@ -1,0 +1,55 @@
+"""The state check of tasks/callback_check.py on its own (the compiled probes are in
+tests/tasks/test_plugins.py): which callbacks hand back a random state they drew from."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpsim.tasks.callback_check import PROBES, _states, reuses_state
+
+
+def test_a_callback_that_hands_back_its_state_on_some_draws_only_is_refused():
+    # A callback whose results vary with the state drew from it; it must return a moved
+    # state from every call, not only most (mutation hunt h19f: only callbacks that
+    # kept every state were tested).
+    states = _states(PROBES)
+    assert len({row.tobytes() for row in states}) == PROBES  # the probes differ
+    varying = np.arange(PROBES, dtype=np.float64)[:, None]
+    moved = states + np.uint64(1)
+    once = moved.copy()
+    once[3] = states[3]
+    assert reuses_state(varying, states, once)
+    assert reuses_state(varying, states, states)
+    assert not reuses_state(varying, states, moved)
+    # One word of the state moved (a draw changes the low word alone) is a moved state.
+    low = states.copy()
+    low[:, 1] += np.uint64(1)
+    assert not reuses_state(varying, states, low)
+    # A callback that draws nothing computes the same from every state and keeps it.
+    assert not reuses_state(np.zeros((PROBES, 2)), states, states)
+
+
+def test_a_callback_is_blamed_on_the_unit_whose_role_it_has():
+    # A model's projection is the model's callback; where numba names no callback, the
+    # pair's plugins are blamed, or both units when neither is a plugin (mutation hunt
+    # h19f: no test named the unit of 'project' or of no role).
+    from dataclasses import dataclass
+
+    from ldpsim.tasks.callback_check import _culprits
+    from ldpsim.tasks.mechanisms.laplace import Laplace
+    from ldpsim.tasks.models.quantile import Quantile
+
+    model, mechanism = Quantile(), Laplace(eps=1.0)
+    own = "The model 'quantile' (ldpsim.tasks.models.quantile.Quantile)"
+    noise = "The mechanism 'laplace' (ldpsim.tasks.mechanisms.laplace.Laplace)"
+    assert _culprits("project", model, mechanism) == own
+    assert _culprits("sample_gradient", model, mechanism) == own
+    assert _culprits("privatize", model, mechanism) == noise
+    assert _culprits(None, model, mechanism) == f"{own} or {noise}"
+
+    @dataclass(frozen=True, kw_only=True)
+    class MyNoise(Laplace):
+        name = "my_noise"
+
+    mine = f"The mechanism 'my_noise' ({MyNoise.__module__}.{MyNoise.__qualname__})"
+    assert _culprits(None, model, MyNoise(eps=1.0)) == mine
