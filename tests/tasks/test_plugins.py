@@ -580,3 +580,150 @@ def test_the_tutorial_batched_method_is_the_example_method(example_site, with_si
         scale = np.abs(alone).max()
         np.testing.assert_allclose(np.stack(expected), alone, rtol=0, atol=1e-12 * scale)
     assert check_batch_api(rs, range(20)) == 1
+
+
+def test_a_callback_that_does_not_compile_is_blamed_on_its_own_unit_alone(
+    broken_site, with_site, monkeypatch
+):
+    # The model plugin's callback fails; the mechanism, a plugin too (registered, its
+    # callback in this file), is not named (mutation hunt h19f: the pairs tested had a
+    # built-in mechanism, or both callbacks in one file, where numba names neither).
+    from numba import njit
+
+    from ldpsim.tasks.callback_check import CallbackError, check_plugin_callbacks
+    from ldpsim.tasks.mechanisms.base import Mechanism
+
+    @njit
+    def _keep(d, g, params, s):
+        return s
+
+    @dataclass(frozen=True, kw_only=True)
+    class KeepNoise(Mechanism):
+        name = "keep_noise"
+        privatize = _keep
+        eps: float | None = None
+
+        def params(self, model):
+            return np.zeros(1)
+
+        def variance(self, model):
+            return np.zeros((model.dim, model.dim))
+
+    with_site(broken_site)
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+    plugins.register(KeepNoise)
+    spec = {"model": "typo_model", "mechanism": "keep_noise", "n": 1000}
+    with pytest.raises(CallbackError) as caught:
+        check_plugin_callbacks([normalize_spec({**spec, "methods": {"oracle": {}}})])
+    message = str(caught.value)
+    assert message.startswith("The model plugin 'typo_model' (broken_units:TypoModel"), message
+    assert "sample_gradient (broken_units._typo_gradient)" in message, message
+    assert "keep_noise" not in message and "\n" not in message, message
+
+
+def test_plugins_are_listed_by_kind_then_name(broken_site, with_site):
+    # The entry points of a package are read in its file's order; ldpsim lists them, and
+    # `ldpsim list` warns about them, by kind then name (mutation hunt h19f).
+    with_site(broken_site)
+    found = [(p.kind, p.name) for p in plugins.plugins() if p.distribution == "broken-plugins 1.0"]
+    kinds = list(plugins.GROUPS)
+    assert found == sorted(found, key=lambda item: (kinds.index(item[0]), item[1]))
+    assert [name for kind, name in found if kind == "method"] != list(
+        BROKEN_ENTRY_POINTS["ldpsim.methods"]
+    )  # not the file's order
+    problems = plugins.plugin_problems("method")
+    assert problems == sorted(problems) and len(problems) == 5
+
+
+# -- the hash of a unit registered at run time (mutation hunt h19f) ---------------------------
+#: A method without fields of its own: ``from __future__ import annotations`` changes
+#: nothing it computes.
+NO_FIELDS_METHOD = """
+from dataclasses import dataclass
+
+from ldpsim.tasks.intervals.base import IntervalMethod
+
+
+def widen(value, factor=2.0):
+    return factor * value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Widened(IntervalMethod):
+    name = "widened"
+
+    def interval(self, stats, level, rng):
+        return stats.theta_bar - widen(0.1), stats.theta_bar + widen(0.1)
+"""
+
+
+def test_a_class_made_by_exec_hashes_alike_whatever_future_imports_its_caller_has():
+    # exec inherits its caller's __future__ imports: they change the flags of the code
+    # objects, not what they compute, and are left out of the hash.
+    import __future__
+
+    def made(code: str, flags: int) -> type:
+        namespace: dict = {}
+        exec(compile(code, "<string>", "exec", flags=flags, dont_inherit=True), namespace)
+        return namespace["Widened"]
+
+    annotations = __future__.annotations.compiler_flag
+    plain = plugins.unit_source_sha256(made(NO_FIELDS_METHOD, 0))
+    assert plugins.unit_source_sha256(made(NO_FIELDS_METHOD, annotations)) == plain
+    edited = NO_FIELDS_METHOD.replace("factor=2.0", "factor=3.0")
+    assert plugins.unit_source_sha256(made(edited, annotations)) != plain
+
+
+#: A mechanism in a module of its own (its source readable) with both callbacks.
+PER_USER_MODULE = """
+from dataclasses import dataclass
+
+from numba import njit
+
+from ldpsim.tasks.mechanisms.base import Mechanism
+
+
+@njit
+def _shift(d, g, params, s):
+    g[0] += 0.0
+    return s
+
+
+@njit
+def _shift_per_user(d, g, params, s):
+    g[0] += 0.5
+    return s
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileNoise(Mechanism):
+    name = "file_noise"
+    privatize = _shift
+    privatize_per_user = _shift_per_user
+    eps: float | None = None
+"""
+
+
+def test_a_module_class_is_known_by_the_sources_of_both_its_callbacks(tmp_path, monkeypatch):
+    # The class's source does not hold its callbacks', which are hashed with it: the
+    # per-user privatize's too.
+    import importlib.util
+    import sys
+
+    versions = {
+        "as written": PER_USER_MODULE,
+        "again": PER_USER_MODULE,
+        "privatize edited": PER_USER_MODULE.replace("+= 0.0", "+= 1.0"),
+        "privatize_per_user edited": PER_USER_MODULE.replace("+= 0.5", "+= 0.25"),
+    }
+    sha = {}
+    for n, (what, text) in enumerate(versions.items()):
+        path = tmp_path / f"file_noise_{n}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, module.__name__, module)  # where inspect finds it
+        spec.loader.exec_module(module)
+        sha[what] = plugins.unit_source_sha256(module.FileNoise)
+    assert sha["as written"] == sha["again"]
+    assert len(set(sha.values())) == 3
