@@ -379,7 +379,8 @@ def test_an_installed_plugins_name_is_its_kinds_alone(broken_site, with_site, mo
     class Works(Oracle):
         name = "works"
 
-    with pytest.raises(ValueError, match="'works' is the name of the installed method plugin"):
+    installed = "'works' is the name of the installed method plugin from broken-plugins 1.0"
+    with pytest.raises(ValueError, match=installed):
         plugins.register(Works)
     assert plugins.registry("method")["works"].__module__ == "broken_units"
 
@@ -727,3 +728,41 @@ def test_a_module_class_is_known_by_the_sources_of_both_its_callbacks(tmp_path, 
         sha[what] = plugins.unit_source_sha256(module.FileNoise)
     assert sha["as written"] == sha["again"]
     assert len(set(sha.values())) == 3
+
+
+def test_register_refuses_a_name_that_is_not_a_string_and_lists_clashes_in_order(monkeypatch):
+    # (mutation hunt h19f: only an empty name and one clashing parameter were tested.)
+    from ldpsim.tasks.mechanisms.laplace import Laplace
+
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+
+    @dataclass(frozen=True, kw_only=True)
+    class Numbered(Laplace):
+        name = 5
+
+    with pytest.raises(ValueError, match="it sets no name"):
+        plugins.register(Numbered)
+
+    @dataclass(frozen=True, kw_only=True)
+    class Crowded(Laplace):
+        name = "crowded"
+        seed: int = 0
+        n: int = 1
+        level: float = 0.9
+        gamma: float = 0.5
+        c: float = 1.0
+
+    with pytest.raises(ValueError) as caught:
+        plugins.register(Crowded)
+    assert "named like other keys of a spec (c, gamma, level, n, seed)" in str(caught.value)
+    assert plugins.registered() == []
+
+    # The built-ins come first, in their own order, then the plugins.
+    @dataclass(frozen=True, kw_only=True)
+    class Quiet(Laplace):
+        name = "quiet"
+
+    plugins.register(Quiet)
+    names = list(plugins.registry("mechanism"))
+    assert names[: len(plugins.BUILTINS["mechanism"])] == list(plugins.BUILTINS["mechanism"])
+    assert names[-1] == "quiet"
