@@ -103,8 +103,22 @@ def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) ->
     own_name = getattr(unit, "name", None)
     if own_name != name:
         return f"sets name = {own_name!r}; it must equal the entry point's name {name!r}"
-    if not dataclasses.is_dataclass(unit):
-        return "is not a dataclass (@dataclass(frozen=True, kw_only=True))"
+    # is_dataclass is true of any subclass of a dataclass: a class that declares fields
+    # of its own without its own decorator has them as plain class attributes.
+    undecorated = next(
+        (
+            c
+            for c in unit.__mro__[: unit.__mro__.index(base)]
+            if vars(c).get("__annotations__") and "__dataclass_fields__" not in vars(c)
+        ),
+        None,
+    )
+    if not dataclasses.is_dataclass(unit) or undecorated is not None:
+        where = "" if undecorated in (None, unit) else f" (its base {undecorated.__qualname__})"
+        return (
+            f"is not a dataclass{where}: declare its fields under "
+            "@dataclass(frozen=True, kw_only=True)"
+        )
     callback = CALLBACKS.get(kind)
     if callback is not None and not hasattr(getattr(unit, callback, None), "py_func"):
         return f"sets no numba-compiled {callback} (a function decorated with numba.njit)"

@@ -766,3 +766,42 @@ def test_register_refuses_a_name_that_is_not_a_string_and_lists_clashes_in_order
     names = list(plugins.registry("mechanism"))
     assert names[: len(plugins.BUILTINS["mechanism"])] == list(plugins.BUILTINS["mechanism"])
     assert names[-1] == "quiet"
+
+
+def test_a_plugin_declaring_fields_without_its_own_dataclass_decorator_is_refused(monkeypatch):
+    # is_dataclass is true of every subclass of a dataclass, so this refusal never
+    # fired (mutation hunt h19f): an undecorated plugin's `scale: float = 1.0` was a
+    # plain class attribute, and a spec setting it was refused as an unknown parameter.
+    from ldpsim.tasks.mechanisms.laplace import Laplace
+
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+
+    class Scaled(Laplace):
+        name = "scaled"
+        scale: float = 1.0
+
+    with pytest.raises(ValueError) as caught:
+        plugins.register(Scaled)
+    message = str(caught.value)
+    assert message == (
+        "The mechanism 'test_a_plugin_declaring_fields_without_its_own_dataclass_decorator_"
+        "is_refused.<locals>.Scaled' cannot be registered: it is not a dataclass: declare "
+        "its fields under @dataclass(frozen=True, kw_only=True)."
+    )
+
+    @dataclass(frozen=True, kw_only=True)
+    class Decorated(Scaled):  # decorated, over an undecorated base that has fields
+        name = "decorated"
+
+    with pytest.raises(ValueError, match=r"is not a dataclass \(its base .*Scaled\)"):
+        plugins.register(Decorated)
+    assert plugins.registered() == []
+
+    # A subclass adding methods only needs no decorator (docs/extending.md's batched bm_t).
+    class Helped(Laplace):
+        name = "helped"
+
+        def helper(self) -> int:
+            return 1
+
+    assert plugins.register(Helped).name == "helped"
