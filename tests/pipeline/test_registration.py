@@ -662,3 +662,45 @@ def test_a_registered_unit_is_known_by_the_hash_of_its_registration(clean_regist
         RegisteredUnits([(unit, sha)]).setup(worker=None)  # as a worker sets it up
         assert unit_origin(unit)["source_sha256"] == sha
         assert running_code(unit) == {"source_sha256": sha}
+
+
+def test_a_competitor_needs_estimate_interval_and_no_interval(clean_registry):
+    # Mutation hunt h19c: no test registered a competitor (own_estimate = True).
+    @dataclass(frozen=True, kw_only=True)
+    class Competitor(IntervalMethod):
+        name = "h19c_competitor"
+        own_estimate = True
+
+        def estimate_interval(self, users, level, rng):
+            return np.zeros(1), np.zeros(1), np.ones(1)
+
+    @dataclass(frozen=True, kw_only=True)
+    class NoEstimate(IntervalMethod):
+        name = "h19c_no_estimate"
+        own_estimate = True
+
+    assert plugins.register(Competitor).unit is Competitor  # interval() not needed
+    with pytest.raises(ValueError, match="sets own_estimate = True and does not implement"):
+        plugins.register(NoEstimate)
+
+
+def test_registering_the_same_class_again_keeps_the_set_up_grid_points(clean_registry):
+    # Mutation hunt h19c: only a replacement by another class makes grid points stale.
+    def competitor(shift: float) -> type:
+        @dataclass(frozen=True, kw_only=True)
+        class Competitor(IntervalMethod):
+            name = "h19c_competitor"
+            own_estimate = True
+
+            def estimate_interval(self, users, level, rng):
+                return np.full(1, shift), np.zeros(1), np.ones(1)
+
+        return Competitor
+
+    first = competitor(0.0)
+    before = plugins.generation()
+    plugins.register(first)
+    plugins.register(first)  # a worker's set-up, a cell re-run without an edit
+    assert plugins.generation() == before
+    plugins.register(competitor(1.0))  # an edited class of the same name
+    assert plugins.generation() == before + 1
