@@ -53,3 +53,17 @@ def test_a_callback_is_blamed_on_the_unit_whose_role_it_has():
 
     mine = f"The mechanism 'my_noise' ({MyNoise.__module__}.{MyNoise.__qualname__})"
     assert _culprits(None, model, MyNoise(eps=1.0)) == mine
+
+
+def test_a_sweep_of_built_in_units_has_no_kernel_to_check():
+    from ldpsim.tasks.callback_check import check_plugin_callbacks, is_plugin
+    from ldpsim.tasks.mechanisms.none import NoPrivacy
+    from ldpsim.tasks.spec import normalize_spec
+
+    point = normalize_spec(
+        {"model": "quantile", "mechanism": "none", "n": 1000, "methods": {"oracle": {}}}
+    )
+    assert not is_plugin("mechanism", type(point.mechanism))
+    assert check_plugin_callbacks([point, point]) == 0
+    assert check_plugin_callbacks([]) == 0
+    assert is_plugin("model", NoPrivacy)  # not one of the built-in models

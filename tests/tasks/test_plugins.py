@@ -805,3 +805,77 @@ def test_a_plugin_declaring_fields_without_its_own_dataclass_decorator_is_refuse
             return 1
 
     assert plugins.register(Helped).name == "helped"
+
+
+# -- what a unit registered at run time is known by (mutation hunt h19c) --
+
+#: A method made by ``exec`` of a string (no source to read): known by its code objects.
+EXEC_KW_METHOD = """
+from dataclasses import dataclass
+
+from ldpsim.tasks.intervals.base import IntervalMethod
+
+
+def _shifted(shift):
+    def centre(self, stats):
+        return stats.theta_bar + shift
+
+    return centre
+
+
+@dataclass(frozen=True, kw_only=True)
+class KwMethod(IntervalMethod):
+    name = "kw_method"
+    levels = frozenset({0.9, 0.95})
+    centre = _shifted(0.0)
+
+    @property
+    def width(self):
+        return 0.1
+
+    @width.setter
+    def width(self, value):
+        raise AttributeError("the width is fixed")
+
+    def interval(self, stats, level, rng, *, extra=0.0):
+        return stats.theta_bar - 0.1 - extra, stats.theta_bar + 0.1 + extra
+"""
+
+
+def _exec_unit(code: str, name: str = "KwMethod", flags: int = 0) -> type:
+    namespace: dict = {}
+    exec(compile(code, "<string>", "exec", flags=flags, dont_inherit=True), namespace)
+    return namespace[name]
+
+
+def test_the_hash_of_code_without_source_sees_keyword_only_defaults_and_dataclass_options():
+    sha = plugins.unit_source_sha256
+    base = sha(_exec_unit(EXEC_KW_METHOD))
+    assert sha(_exec_unit(EXEC_KW_METHOD)) == base
+    # A keyword-only default is the function's __kwdefaults__, not its code.
+    assert sha(_exec_unit(EXEC_KW_METHOD.replace("extra=0.0", "extra=0.5"))) != base
+    # A closure's value (a method made by a function), a property's setter.
+    assert sha(_exec_unit(EXEC_KW_METHOD.replace("_shifted(0.0)", "_shifted(0.5)"))) != base
+    assert sha(_exec_unit(EXEC_KW_METHOD.replace("is fixed", "is set"))) != base
+    # A class attribute's type, not only its items.
+    assert sha(_exec_unit(EXEC_KW_METHOD.replace("frozenset({0.9, 0.95})", "{0.9, 0.95}"))) != base
+    # order=True: the same fields and methods, another class (its __lt__ is written by
+    # dataclass and not hashed; the dataclass's parameters are).
+    ordered = EXEC_KW_METHOD.replace("kw_only=True)", "kw_only=True, order=True)")
+    assert sha(_exec_unit(ordered)) != base
+
+
+def test_plugins_are_listed_by_kind_then_name_whatever_order_declares_them(broken_site, with_site):
+    # Mutation hunt h19c: BROKEN_ENTRY_POINTS declares 'not_a_method' before 'no_interval'.
+    from importlib.metadata import EntryPoint
+
+    with_site(broken_site)
+    names = [line.split("'")[1] for line in plugins.plugin_problems()]
+    assert names == [
+        "crashes",
+        "no_budget_field",
+        *["another", "bb", "missing", "no_interval", "not_a_method"],
+    ]
+    # An entry point that no installed package declares.
+    orphan = EntryPoint("orphan", "orphan_module:Orphan", "ldpsim.methods")
+    assert plugins.distribution_of(orphan) == "an unknown package"
