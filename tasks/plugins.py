@@ -124,6 +124,8 @@ def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) ->
         return f"sets no numba-compiled {callback} (a function decorated with numba.njit)"
     if kind == "mechanism":
         fields = {f.name for f in dataclasses.fields(unit)}
+        if not isinstance(unit.budget_param, str):
+            return f"sets budget_param = {unit.budget_param!r}; it must name a field, a string"
         if unit.budget_param not in fields:
             return (
                 f"has no field {unit.budget_param!r}, the privacy parameter it names in "

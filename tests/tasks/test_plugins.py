@@ -879,3 +879,20 @@ def test_plugins_are_listed_by_kind_then_name_whatever_order_declares_them(broke
     # An entry point that no installed package declares.
     orphan = EntryPoint("orphan", "orphan_module:Orphan", "ldpsim.methods")
     assert plugins.distribution_of(orphan) == "an unknown package"
+
+
+def test_a_mechanism_whose_budget_param_is_no_string_is_refused_in_one_line(monkeypatch):
+    # A list ended register, and the loading of every installed plugin, in
+    # "TypeError: unhashable type: 'list'" (found after mutation hunt h19c).
+    from ldpsim.tasks.mechanisms.laplace import Laplace
+
+    monkeypatch.setattr(plugins, "_REGISTERED", {kind: {} for kind in plugins.GROUPS})
+
+    @dataclass(frozen=True, kw_only=True)
+    class Listed(Laplace):
+        name = "listed"
+        budget_param = ["eps"]  # noqa: RUF012 (the mistake under test)
+
+    with pytest.raises(ValueError, match=r"it sets budget_param = \['eps'\]; it must name a"):
+        plugins.register(Listed)
+    assert plugins.registered() == []
