@@ -214,3 +214,37 @@ def test_two_replicates_give_the_diagnostics_but_no_standard_errors():
     diag = diagnostics_of([0.1, -0.3, 0.2], [1.0, 1.5, 1.2])
     for name in DIAGNOSTIC_FIELDS:
         assert np.isfinite(diag[name]).all(), name
+
+
+def test_the_gap_is_the_summarys_coverage_minus_the_predicted(summary):
+    # The observed coverage of the gap is over the replicates that count: not the
+    # replicate not done whose garbage intervals cover (GARBAGE_REP), nor bb's failed one.
+    # A mutation counting every covering interval (covered, not covered.where(use))
+    # moved the gap by 1/36 and passed every test (a mutation hunt, h19b).
+    for method in syn.METHODS:
+        cell = summary.sel({"tau": 0.5, "n": 100, "method": method})
+        expected = cell["coverage"] - cell["predicted_coverage"]
+        np.testing.assert_allclose(cell["coverage_gap"], expected, rtol=0, atol=1e-12)
+
+
+def test_the_gap_standard_error_matches_its_spread_for_a_fixed_width_normal_interval():
+    # Observed and predicted coverage of a fixed-width interval around a normal estimate
+    # estimate the same probability from the same replicates: they move together, and
+    # the gap's standard error is sd(IF_cover - IF_pred) / sqrt(R), not their sum's.
+    # Mutations adding the influence values (IF_cover + IF_pred), and giving predicted
+    # coverage the gap's standard error, passed every test (a mutation hunt, h19b): the
+    # first's was 2.6 times the spread.
+    rng = np.random.default_rng(11)
+    k, reps, half = 2000, 200, 1.2 * Z90
+    estimate = 0.4 + rng.standard_normal((k, reps))
+    dims = ("experiment", "rep")
+    error = xr.DataArray(estimate, dims=dims)
+    length = xr.full_like(error, 2 * half)
+    covered = xr.DataArray(np.abs(estimate) <= half, dims=dims)
+    diag = interval_diagnostics(error, length, covered, xr.ones_like(covered), Z90)
+    # As above: 4 relative sds of the spread over k studies, plus the delta method's error.
+    tolerance = 4 / math.sqrt(2 * (k - 1)) + 0.05
+    for name in ("coverage_gap", "predicted_coverage"):
+        spread = float(diag[name].std("experiment", ddof=1))
+        mean_se = float(diag[f"{name}_se"].mean("experiment"))
+        assert mean_se == pytest.approx(spread, rel=tolerance), (name, mean_se, spread)
