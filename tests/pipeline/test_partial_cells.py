@@ -227,6 +227,16 @@ def test_more_replicates_than_the_sweep_says_are_counted_against_the_held():
     assert replicates_per_point(ds.drop_attrs()) == syn.DONE
 
 
+def test_an_empty_sweep_attribute_counts_the_held_replicates():
+    # An empty sweep attribute is no sweep, as everywhere a summary reads it: the held
+    # replicates count (a mutation reading it as JSON, dropping "and raw", failed every
+    # summary of such a store and passed every test: a mutation hunt, h19b).
+    ds = syn.grid_store().sel(tau=[0.5], n=[100])
+    ds.attrs["sweep"] = ""
+    assert replicates_per_point(ds) == syn.REPS
+    assert summarize(ds).attrs["replicates"] == syn.REPS
+
+
 @pytest.mark.parametrize("sweep", ["states fewer", "absent"])
 def test_the_caption_counts_against_the_summarys_replicates_not_the_sweeps(sweep):
     # The caption's "of R" is the summary's attribute `replicates` (the held 35 here),
