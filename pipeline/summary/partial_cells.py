@@ -227,6 +227,8 @@ def footnote(summary: xr.Dataset, stats: list[str], fmt: str) -> str:
         if mix.any():
             versions.append(_versions_like(summary, mix).values[mix.values])
         mask = shown & _fewer(summary, stat)
+        if not mask.any():  # none (a summary without the counts: an older ldpsim's)
+            continue
         count_name, failed_name = COUNTS[stat]
         names = (
             (used, count_name),

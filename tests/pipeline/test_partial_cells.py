@@ -237,6 +237,23 @@ def test_an_empty_sweep_attribute_counts_the_held_replicates():
     assert summarize(ds).attrs["replicates"] == syn.REPS
 
 
+def test_a_summary_without_the_counts_of_done_replicates_marks_nothing():
+    # A summary of an ldpsim older than the partial cells has no replicates_done (nor
+    # the replicates attribute): nothing is marked, and its tables have no footnote.
+    # Before (a mutation hunt, h19b), the footnote still read replicates_done, and
+    # format_table of such a summary raised KeyError: 'replicates_done'.
+    summary = summarize(tau_half(list(range(syn.DONE))))
+    assert any_partial(summary)  # bb failed in one replicate
+    for older in (
+        summary.drop_vars("replicates_done"),
+        summary.drop_vars("replicates_done").drop_attrs(),
+    ):
+        assert not any_partial(older) and not partial(older, "coverage").any()
+        for fmt in ("text", "markdown", "latex"):
+            table = format_table(older, fmt, coords="mean")
+            assert "fewer than all" not in table and "bb" in table, fmt
+
+
 @pytest.mark.parametrize("sweep", ["states fewer", "absent"])
 def test_the_caption_counts_against_the_summarys_replicates_not_the_sweeps(sweep):
     # The caption's "of R" is the summary's attribute `replicates` (the held 35 here),
