@@ -160,6 +160,21 @@ def test_a_statistic_the_store_has_no_values_for_is_not_marked():
     assert partial(summary, "coverage").sel({"method": "bb"}).all()  # bb failed once
 
 
+def test_a_statistic_the_store_has_no_values_for_is_not_marked_where_a_replicate_failed():
+    # As above, with replicate 7 failed: the failure is no reason to mark what no
+    # replicate could fill (a mutation counting failed replicates as failures of the
+    # statistic marked mse_last and passed every test: a mutation hunt, h19b).
+    ds = tau_half(list(range(syn.DONE))).drop_vars("last")
+    ds["done"][{"rep": 7}] = False
+    ds["failed"][{"rep": 7}] = True
+    for name in ("lower", "upper", "estimate"):
+        ds[name][{"rep": 7}] = np.nan
+    summary = summarize(ds)
+    assert (summary["replicates_failed"] == 1).all() and (summary["mse_last_n_done"] == 0).all()
+    assert not partial(summary, "mse_last").any()
+    assert partial(summary, "mse").all()  # 35 of 36: the failed replicate is lost
+
+
 def test_the_footnote_of_a_selection_counts_the_replicates_left_out_apart():
     # 20 of the 40 replicates of a grid point whose first 36 are done: the other 20 are
     # not in the selection, none is "not computed yet".
