@@ -186,6 +186,14 @@ def test_the_footnote_of_a_selection_counts_the_replicates_left_out_apart():
     assert "20 not in the selection of replicates" in text
 
 
+def test_the_footnote_of_every_replicate_says_nothing_of_a_selection(with_failure):
+    # A mutation saying ", 0 not in the selection of replicates" under every partial
+    # table passed every test (a mutation hunt, h19b).
+    table = format_table(with_failure, "text")
+    assert "0 not computed yet (ldpsim run resumes them); a selection by failure" in table
+    assert "selection of replicates" not in table
+
+
 @pytest.mark.parametrize(
     ("method", "lacking", "other"),
     [("oracle", "methods_pending", "bb"), ("bb", "n_failed", "oracle")],
