@@ -151,6 +151,20 @@ def test_a_cell_without_a_method_axis_mixes_code_versions_if_any_method_does(com
     assert partial(mixed, "mse").all() and not partial(complete, "mse").any()
 
 
+def test_a_footnote_of_partial_cells_that_mix_code_versions_says_both(with_failure):
+    # bb failed in one replicate and its replicates come from two versions of its code:
+    # the footnote gives the counts, then the versions (a mutation dropping the versions
+    # from a footnote with counts passed every test: a mutation hunt, h19b).
+    versions = xr.ones_like(with_failure["n_done"].isel(coord=0), dtype=np.int64)
+    versions.loc[{"method": "bb"}] = 2
+    table = format_table(with_failure.assign(code_versions=versions), "text")
+    assert "35 counted, 1 lost" in table
+    assert (
+        "--format csv gives each cell's n_done and n_failed. Or: mixes replicates of 2 code"
+        in table
+    )
+
+
 def test_a_statistic_the_store_has_no_values_for_is_not_marked():
     # A store older than the last iterate: mse_last counts no replicate by design (none
     # failed, some are done). It is n/a, not a partial cell.
