@@ -103,6 +103,44 @@ def test_csv_and_json_keep_every_coordinate_above_ten():
     assert "the means over the coordinates" in format_comparison(comparison, "text")
 
 
+def test_the_records_name_both_methods_and_the_means_count_a_partly_failed_replicate():
+    # bb failed at coordinate 0 only of replicate 7 (flagged): that replicate keeps its
+    # other coordinates' pair in the means, and is lost at one coordinate at least, so
+    # coord_mean_n_unpaired counts it (as documented). Mutations counting only the
+    # replicates lost at every coordinate, writing a's label as b in the records, and
+    # dropping what says the means' variables are means passed every test (a mutation
+    # hunt, h19b).
+    ds = syn.wide_store(d=3, reps=10)
+    for name in ("lower", "upper"):
+        ds[name][{"method": 0, "rep": 7, "coord": 0}] = np.nan
+    ds["method_failed"][{"method": 0, "rep": 7}] = True
+    comparison = compare_methods(ds, "bb", "oracle").sel(n=100)
+    assert comparison["n_unpaired"].values.tolist() == [2, 1, 1]  # and WIDE_FAILED_REP
+    assert int(comparison["coord_mean_n_unpaired"]) == 2
+    assert int(comparison["coord_mean_n_paired"]) == 9
+    means = comparison["coord_mean_n_unpaired"].attrs["long_name"]
+    assert means.endswith("or failed (per-replicate means over the coordinates)"), means
+    for coords in ("all", "mean"):
+        recs = json.loads(format_comparison(comparison, "json", coords=coords))
+        assert {(r["a"], r["b"]) for r in recs} == {("bb", "oracle")}, coords
+
+
+def test_a_ratio_over_intervals_of_length_zero_is_not_a_number():
+    # The oracle's intervals as points (lower = upper = truth): bb's mean length over 0
+    # is n/a, not inf (a mutation dividing by the zero mean passed every test: h19b).
+    ds = syn.wide_store(d=3, reps=10)
+    point = ds["truth"].broadcast_like(ds["lower"].sel({"method": "oracle"}))
+    for name in ("lower", "upper"):
+        ds[name].loc[{"method": "oracle"}] = point.where(
+            ds["lower"].sel({"method": "oracle"}).notnull()
+        )
+    comparison = compare_methods(ds, "bb", "oracle")
+    assert int(comparison["n_paired"].min()) == 9  # the pairs are there
+    assert comparison["length_ratio"].isnull().all()
+    assert comparison["coord_mean_length_ratio"].isnull().all()
+    assert (comparison["coverage_diff"] <= 0).all()  # the points cover
+
+
 def test_replicates_needed_scales_the_observed_se():
     summary = summarize(syn.grid_store(), target_se=0.01)
     cell = summary.sel({"tau": 0.5, "n": 100, "method": "bb"}).isel(coord=1)
