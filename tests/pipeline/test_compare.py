@@ -141,6 +141,19 @@ def test_a_ratio_over_intervals_of_length_zero_is_not_a_number():
     assert (comparison["coverage_diff"] <= 0).all()  # the points cover
 
 
+def test_the_footnote_of_the_means_names_the_paired_counts_and_an_error_every_unknown_label():
+    # The means over the coordinates of a comparison count pairs too (coord_mean_n_paired):
+    # their footnote points at n_paired, not a summary's n_done. And a refusal names
+    # every label the store lacks. Mutations reading only "n_paired" as paired, and
+    # naming the first unknown label alone, passed every test (a mutation hunt, h19b).
+    ds = syn.grid_store().sel(tau=[0.5], n=[100])
+    text = format_comparison(compare_methods(ds, "bb", "oracle"), "text", coords="mean")
+    assert "35 counted, 1 lost" in text
+    assert "--format csv gives each cell's n_paired and n_unpaired." in text
+    with pytest.raises(ValueError, match="'xx', 'yy' is not a method of the store"):
+        parse_pair("xx,yy", ["bb", "oracle"])
+
+
 def test_replicates_needed_scales_the_observed_se():
     summary = summarize(syn.grid_store(), target_se=0.01)
     cell = summary.sel({"tau": 0.5, "n": 100, "method": "bb"}).isel(coord=1)
