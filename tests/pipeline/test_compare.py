@@ -430,3 +430,10 @@ def test_the_comparison_keeps_the_store_attributes():
     assert comparison.attrs["sweep"] == ds.attrs["sweep"]
     assert (comparison.attrs["a"], comparison.attrs["b"]) == ("bb", "oracle")
     assert comparison.attrs["replicates"] == syn.REPS
+
+
+def test_the_records_and_caption_name_a_and_b_in_order():
+    comparison = compare_methods(syn.grid_store(), "bb", "oracle")
+    records = json.loads(format_comparison(comparison, "json"))
+    assert {(r["a"], r["b"]) for r in records} == {("bb", "oracle")}
+    assert "coverage of bb minus that of oracle" in format_comparison(comparison, "text")

@@ -248,3 +248,16 @@ def test_the_gap_standard_error_matches_its_spread_for_a_fixed_width_normal_inte
         spread = float(diag[name].std("experiment", ddof=1))
         mean_se = float(diag[f"{name}_se"].mean("experiment"))
         assert mean_se == pytest.approx(spread, rel=tolerance), (name, mean_se, spread)
+
+
+def test_replicates_not_used_do_not_count_in_the_coverage():
+    # The last replicate is covered but not used: the gap is that of the other three.
+    error = xr.DataArray(np.array([0.1, -0.3, 0.2, 0.0]), dims="rep")
+    length = xr.DataArray(np.array([0.1, 1.0, 0.1, 1.0]), dims="rep")
+    covered = abs(error) <= length / 2
+    use = xr.DataArray(np.array([True, True, True, False]), dims="rep")
+    diag = interval_diagnostics(error, length, covered, use, Z90)
+    three = diagnostics_of([0.1, -0.3, 0.2], [0.1, 1.0, 0.1])
+    assert bool(covered[3]) and float(three["coverage_gap"]) != 0
+    for name in DIAGNOSTIC_FIELDS:
+        assert float(diag[name]) == pytest.approx(float(three[name]), rel=1e-12), name

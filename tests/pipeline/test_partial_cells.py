@@ -18,9 +18,15 @@ import synthetic as syn
 import xarray as xr
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.summary.partial_cells import any_partial, partial, replicates_per_point
+from ldpsim.pipeline.summary.partial_cells import (
+    any_partial,
+    footnote,
+    partial,
+    replicates_per_point,
+)
 from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.summary.tables import format_table
+from ldpsim.pipeline.summary.variables import reserved_names
 
 
 def tau_half(reps: list[int]) -> xr.Dataset:
@@ -359,3 +365,29 @@ def test_a_summary_of_every_replicate_is_no_selection():
     assert summary.attrs["replicates"] == syn.REPS
     assert "replicates_selected" not in summary.attrs
     assert summarize(syn.grid_store().isel(rep=range(5))).attrs["replicates_selected"] == 5
+
+
+@pytest.mark.parametrize(("fmt", "start"), [("text", "* "), ("markdown", "\\* ")])
+def test_the_footnote_starts_with_the_marker_of_its_format(with_failure, fmt, start):
+    # Markdown escapes the star, which would otherwise start an emphasis or a list.
+    note = footnote(with_failure, ["coverage"], fmt)
+    assert note.startswith(start + "computed on fewer than all 36 replicates")
+
+
+def test_the_store_dimensions_are_reserved_names():
+    # A statistic plugin is checked against these alone (no store at hand).
+    assert {"checkpoint", "method", "rep", "coord"} <= reserved_names()
+
+
+def test_the_footnote_counts_only_the_coordinates_a_grid_point_has(complete):
+    # A case of smaller d (coordinate 1 NaN-padded) whose oracle, added to the store, is
+    # pending in 5 of its 35 done replicates: coordinate 0 counts 30; the padded one
+    # counts none but is no cell a table shows, and the footnote does not count it.
+    summary = complete.copy(deep=True)
+    summary["coord_exists"][...] = [True, False]
+    summary["n_done"][..., 1] = 0
+    summary["methods_pending"].loc[{"method": "oracle"}] = 5
+    summary["n_done"].loc[{"method": "oracle", "coord": 0}] = 30
+    note = footnote(summary, ["coverage"], "text")
+    assert "fewer than all 35 replicates of its grid point: 30 counted, 0 lost" in note
+    assert "5 not computed yet" in note
