@@ -67,3 +67,20 @@ def test_a_sweep_of_built_in_units_has_no_kernel_to_check():
     assert check_plugin_callbacks([point, point]) == 0
     assert check_plugin_callbacks([]) == 0
     assert is_plugin("model", NoPrivacy)  # not one of the built-in models
+
+
+def test_a_kernel_failure_of_built_in_units_names_both_by_their_classes():
+    # Numba stopped in the kernel's own code (no callback's role) and neither unit is a
+    # plugin: both are named, each with its class, rather than none.
+    from ldpsim.tasks.callback_check import _culprits
+    from ldpsim.tasks.spec import normalize_spec
+
+    point = normalize_spec(
+        {"model": "quantile", "mechanism": "none", "n": 1000, "methods": {"oracle": {}}}
+    )
+    model, mechanism = type(point.model), type(point.mechanism)
+    assert _culprits(None, point.model, point.mechanism) == (
+        f"The model 'quantile' ({model.__module__}.{model.__qualname__}) or "
+        f"The mechanism 'none' ({mechanism.__module__}.{mechanism.__qualname__})"
+    )
+    assert _culprits("privatize", point.model, point.mechanism).startswith("The mechanism 'none'")

@@ -896,3 +896,81 @@ def test_a_mechanism_whose_budget_param_is_no_string_is_refused_in_one_line(monk
     with pytest.raises(ValueError, match=r"it sets budget_param = \['eps'\]; it must name a"):
         plugins.register(Listed)
     assert plugins.registered() == []
+
+
+#: A method made by ``exec`` whose functions differ from another's by their signature
+#: alone (the same bytecode and variables), and read a global set of classes.
+EXEC_SIGNATURES = """
+from dataclasses import dataclass
+
+from ldpsim.tasks.intervals.base import IntervalMethod
+
+KINDS = frozenset({int, float})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signed(IntervalMethod):
+    name = "signed"
+
+    def spare(self, a, b):
+        del b
+        return a
+
+    def keyword(self, *, b):
+        del b
+
+    def interval(self, stats, level, rng):
+        assert type(level) in KINDS
+        return stats.theta_bar - 0.1, stats.theta_bar + 0.1
+"""
+
+
+def test_the_hash_of_code_without_source_sees_its_signatures_and_skips_objects_it_reads():
+    sha = plugins.unit_source_sha256
+    base = sha(_exec_unit(EXEC_SIGNATURES, "Signed"))
+    # One argument fewer, one keyword-only argument fewer: another way to call it.
+    for old, new in [("(self, a, b)", "(self, a)"), ("(self, *, b)", "(self)")]:
+        edited = _exec_unit(EXEC_SIGNATURES.replace(old, new), "Signed")
+        assert sha(edited) != base
+    # A global set of classes (objects) is not hashed: the hash is made, and is the same.
+    again = EXEC_SIGNATURES.replace("{int, float}", "{float, int}")
+    assert sha(_exec_unit(again, "Signed")) == base
+
+
+#: A method made by ``exec`` that calls a recursive function of its own namespace and a
+#: helper imported from another module.
+EXEC_HELPERS = """
+from dataclasses import dataclass
+
+from ldpsim.tasks.intervals.base import IntervalMethod
+
+
+def depth(n):
+    return 0 if n < 2 else 1 + depth(n // 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Helped(IntervalMethod):
+    name = "helped"
+
+    def interval(self, stats, level, rng):
+        half = helper(0.1) * depth(8)
+        return stats.theta_bar - half, stats.theta_bar + half
+"""
+
+
+def test_the_hash_of_code_without_source_reads_its_own_functions_once_not_imported_ones():
+    import types
+
+    def unit(helper_body: str, code: str = EXEC_HELPERS) -> type:
+        helpers = types.ModuleType("h19c_helpers")  # a helper module of the user's
+        exec(f"def helper(x):\n    return {helper_body}\n", helpers.__dict__)
+        namespace = {"helper": helpers.helper}
+        exec(compile(code, "<string>", "exec", dont_inherit=True), namespace)
+        return namespace["Helped"]
+
+    sha = plugins.unit_source_sha256
+    base = sha(unit("x"))  # depth() calls itself: hashed once, no endless recursion
+    assert sha(unit("x", EXEC_HELPERS.replace("n // 2", "n // 3"))) != base
+    # What it imports is known by its name, not its code (documented: not hashed).
+    assert sha(unit("2 * x")) == base
