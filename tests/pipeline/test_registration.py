@@ -704,3 +704,8 @@ def test_registering_the_same_class_again_keeps_the_set_up_grid_points(clean_reg
     assert plugins.generation() == before
     plugins.register(competitor(1.0))  # an edited class of the same name
     assert plugins.generation() == before + 1
+    # One record per kind and name, listed under its kind only.
+    assert [p.unit for p in plugins.registered("method")] == [
+        plugins.registry("method")["h19c_competitor"]
+    ]
+    assert plugins.registered("model") == [] and plugins.registered("mechanism") == []

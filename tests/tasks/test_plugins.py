@@ -331,9 +331,11 @@ def test_broken_plugins_are_left_out_with_one_line_each(broken_site, with_site):
     with_site(broken_site)
     problems = plugins.plugin_problems()
     assert len(problems) == len(BROKEN_WORDS)
+    targets = {name: t for points in BROKEN_ENTRY_POINTS.values() for name, t in points.items()}
     for name, words in BROKEN_WORDS.items():
         (line,) = [p for p in problems if f"plugin {name!r}" in p]
         assert words in line and "broken-plugins 1.0" in line and "\n" not in line
+        assert f"plugin {name!r} ({targets[name]}, from broken-plugins 1.0) " in line, line
     # The built-ins keep working, and so does the plugin that is fine.
     methods = plugins.registry("method")
     assert methods["bb"].__module__ == "ldpsim.tasks.intervals.bootstrap"
@@ -458,6 +460,9 @@ def test_a_callback_reusing_its_state_is_refused_and_a_compile_failure_is_kept(
     message = str(caught.value)
     assert message.startswith("The model plugin 'stale_model' (broken_units:StaleModel"), message
     assert "sample_gradient draws random numbers but returns the random state it" in message
+    assert message.endswith(
+        "return the state its last draw returned (u, s = random(s) ... return s)."
+    )
     # A mechanism's two-valued report of a stale state is refused as the mechanism's
     # (mutation hunt h16g: no stale mechanism, no two-valued callback was tested).
     with pytest.raises(CallbackError) as caught:
