@@ -188,3 +188,151 @@ def test_a_units_description_attribute_is_its_line_in_list():
     assert one_line(Described) == "The unit's own description, wrapped over two lines."
     Described.description = "  "
     assert one_line(Described) == "The docstring's summary."
+
+
+# -- option values refused by the parser (a mutation hunt, h19d: none of these messages,
+# nor the bounds they hold, was pinned by a test) ------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["run", "demo", "--workers", "0"], ["--workers", "expected a positive integer, got '0'"]),
+        (["run", "demo", "--jobs", "two"], ["--jobs", "expected a positive integer, got 'two'"]),
+        (["run", "demo", "--start-timeout", "soon"], ["expected seconds in (0, inf], got 'soon'"]),
+        (["run", "demo", "--task-timeout", "0"], ["expected seconds in (0, inf], got '0'"]),
+        (["run", "demo", "--task-timeout", "nan"], ["expected seconds in (0, inf], got 'nan'"]),
+        (["run", "demo", "--adapt", "2"], ["--adapt", "expected MIN:MAX jobs, got '2'"]),
+        (["run", "demo", "--adapt", "3:2"], ["expected 0 <= MIN <= MAX, MAX >= 1; got '3:2'"]),
+        (["run", "demo", "--adapt", "0:0"], ["expected 0 <= MIN <= MAX, MAX >= 1; got '0:0'"]),
+        (["run", "demo", "--adapt=-1:2"], ["expected 0 <= MIN <= MAX, MAX >= 1; got '-1:2'"]),
+        (["run", "demo", "--jobs", "2", "--adapt", "1:2"], ["--adapt", "not allowed with"]),
+        (["run", "demo", "--scheduler", "tcp://x:1", "--cluster", "local"], ["not allowed"]),
+        (["summarize", "s.zarr", "--target-se", "1"], ["expected a standard error in (0, 1)"]),
+        (["report", "s.zarr", "--target-se", "x"], ["expected a standard error in (0, 1)"]),
+        (["plot", "s.zarr", "--zip-coord", "-1"], ["expected a coordinate >= 0, got '-1'"]),
+        (["summarize", "s.zarr", "--format", "html"], ["--format", "invalid choice: 'html'"]),
+        (["replay", "s.zarr"], ["the following arguments are required: --rep"]),
+    ],
+)
+def test_bad_option_values_are_one_line_naming_the_verb(argv, words, capsys):
+    assert main(argv) == EXIT_BAD_INPUT
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"ldpsim: error: {argv[0]}: "), lines[0]
+    assert lines[0].endswith(" (see --help)") and lines[0].count("ldpsim") == 1, lines[0]
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_option_values_at_their_bounds_are_taken():
+    from ldpsim.pipeline.cli import build_parser
+
+    parse = build_parser().parse_args
+    args = parse(["run", "demo", "--workers", "1", "--adapt", "0:1", "--start-timeout", "inf"])
+    assert (args.workers, args.adapt, args.start_timeout) == (1, (0, 1), float("inf"))
+    args = parse(["run", "demo", "--adapt", "2:2", "--task-timeout", "0.5", "--max-failures", "1"])
+    assert (args.adapt, args.task_timeout, args.max_failures) == ((2, 2), 0.5, 1)
+    assert parse(["plot", "s.zarr", "--zip", "--zip-coord", "0"]).zip_coord == 0
+    assert parse(["summarize", "s.zarr", "--target-se", "0.01"]).target_se == 0.01
+    # The defaults a user sees: the text table, coords auto, no target (the summary's 0.005).
+    args = parse(["summarize", "s.zarr"])
+    assert (args.format, args.coords, args.target_se, args.strict) == ("text", "auto", None, False)
+
+
+# -- what status, errors, list and an interrupted verb print (a mutation hunt, h19d) --------
+def test_status_names_each_failed_method_and_its_replicates(tmp_path, capsys):
+    # bb failed in replicate 3 of the three cells with replicates done; the oracle never.
+    store = syn.save_store(syn.grid_store(), tmp_path / "s.zarr")
+    assert main(["status", str(store)]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert f"{store}: 108/160 replicates done, 0 failed\n" in out
+    assert "  interval method bb failed in 3 replicate(s)\n" in out
+    assert "oracle failed" not in out
+
+
+def test_errors_says_when_failed_replicates_have_no_records(tmp_path, capsys):
+    ds = syn.grid_store()
+    failed = ds["failed"].values.copy()
+    failed[0, 0, [syn.DONE, syn.DONE + 1]] = True  # two replicates not done: failed
+    ds["failed"] = (ds["failed"].dims, failed)
+    store = syn.save_store(ds, tmp_path / "s.zarr")
+    assert main(["errors", str(store)]) == EXIT_FAILED
+    assert capsys.readouterr().out == (
+        f"No failure records in {store}, but 2 replicate(s) are marked failed (deleted, or "
+        "the run stopped before writing it): `ldpsim status` counts them, `ldpsim run` "
+        "computes them again.\n"
+    )
+    # With no replicate failed: said so, and the exit code is still the store's (bb's
+    # failures, which errors lists only from their records).
+    clean = syn.save_store(syn.grid_store(), tmp_path / "clean.zarr")
+    assert main(["errors", str(clean)]) == EXIT_FAILED
+    assert capsys.readouterr().out == f"No failures recorded in {clean}.\n"
+
+
+def test_list_says_when_no_plugin_is_installed(capsys, monkeypatch):
+    import ldpsim.pipeline.summary.cell_statistics as cell_statistics
+    import ldpsim.tasks.plugins as plugins
+
+    monkeypatch.setattr(plugins, "plugins", lambda: [])
+    monkeypatch.setattr(cell_statistics, "statistic_plugins", lambda: [])
+    assert main(["list"]) == EXIT_OK
+    assert "Plugins: none installed (see docs/extending.md)\n" in capsys.readouterr().out
+
+
+def test_sigterm_in_any_verb_is_exit_143_and_named(monkeypatch, capsys):
+    # The code a signal handler gives its KeyboardInterrupt is the exit code (a batch
+    # job's time limit reads 143, not Ctrl-C's 130).
+    from ldpsim.pipeline.cli import COMMANDS, EXIT_TERMINATED
+
+    def terminated(args):
+        stop = KeyboardInterrupt()
+        stop.exit_code, stop.signal_name = EXIT_TERMINATED, "SIGTERM"
+        raise stop
+
+    monkeypatch.setitem(COMMANDS, "list", terminated)
+    assert main(["list"]) == EXIT_TERMINATED == 143
+    assert capsys.readouterr().err == (
+        "ldpsim: interrupted (SIGTERM); run the same command again to resume.\n"
+    )
+
+
+def test_run_hands_the_sweep_store_and_cluster_to_run_report(monkeypatch):
+    # The sweep (with --set and --replicates applied) and the store are positional; the
+    # option tests of test_options_passed_on.py read only the keywords.
+    from ldpsim.pipeline import api
+
+    handed = {}
+
+    def recorder(sweep, store, **kwargs):
+        handed.update(sweep=sweep, store=store, **kwargs)
+        return {"exit_code": 3}
+
+    monkeypatch.setattr(api, "run_report", recorder)
+    argv = ["run", "demo", "--replicates", "3", "--set", "eps=3", "--store", "x.zarr"]
+    argv += ["--scheduler", "tcp://h:1", "--adapt", "1:4"]
+    assert main(argv) == 3  # run_report's exit code is the command's
+    assert (handed["sweep"].replicates, handed["sweep"].base["eps"]) == (3, 3)
+    assert (handed["store"], handed["scheduler"], handed["adapt"]) == (
+        "x.zarr",
+        "tcp://h:1",
+        (1, 4),
+    )
+    assert (handed["cluster"], handed["jobs"], handed["progress"]) == (None, None, "auto")
+    handed.clear()
+    assert main(["run", "demo", "--cluster", "local", "--jobs", "2"]) == 3
+    assert (handed["store"], handed["cluster"], handed["jobs"]) == (None, "local", 2)
+    assert handed["sweep"].replicates == api.load_sweep("demo").replicates
+
+
+def test_an_empty_path_is_refused_and_a_users_home_is_expanded(capsys):
+    import pwd
+
+    from ldpsim.pipeline.cli import build_parser
+
+    assert main(["status", ""]) == EXIT_BAD_INPUT
+    assert (
+        "status: argument store: expected a path, got an empty string" in capsys.readouterr().err
+    )
+    # ~user as the shell expands it (not only ~/).
+    user = pwd.getpwuid(os.getuid())
+    args = build_parser().parse_args(["plot", f"~{user.pw_name}/s.zarr"])
+    assert args.store == os.path.join(user.pw_dir, "s.zarr")
