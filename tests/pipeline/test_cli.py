@@ -336,3 +336,143 @@ def test_an_empty_path_is_refused_and_a_users_home_is_expanded(capsys):
     user = pwd.getpwuid(os.getuid())
     args = build_parser().parse_args(["plot", f"~{user.pw_name}/s.zarr"])
     assert args.store == os.path.join(user.pw_dir, "s.zarr")
+
+
+def _failed_store(tmp_path, reps, records):
+    """grid_store with ``reps`` of its first grid point failed and ``records`` written."""
+    import json
+
+    ds = syn.grid_store()
+    failed = ds["failed"].values.copy()
+    failed[0, 0, reps] = True
+    ds["failed"] = (ds["failed"].dims, failed)
+    store = syn.save_store(ds, tmp_path / f"s{len(reps)}.zarr")
+    errors = store / "ldpsim" / "errors"
+    errors.mkdir()
+    for i, (kind, rep) in enumerate(records):
+        record = {"key": "tau=0.5,n=100", "rep": rep, "seed": 7, "kind": kind, "error": "E"}
+        (errors / f"0_0__{i}.json").write_text(json.dumps(record))
+    return store
+
+
+def test_errors_counts_task_records_and_says_which_failures_have_none(tmp_path, capsys):
+    # Three failed replicates, a replicate's record and a task's: one has no record.
+    store = _failed_store(tmp_path, [36, 37, 38], [("replicate", 36), ("task", 37)])
+    assert main(["errors", str(store)]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "1 of the 3 failed replicates has no failure record (deleted, or" in out
+    assert main(["status", str(store)]) == EXIT_FAILED
+    assert f"{store}: 108/160 replicates done, 3 failed\n" in capsys.readouterr().out
+    # More records than failed replicates (a replicate recorded twice): nothing said.
+    store = _failed_store(tmp_path, [36], [("replicate", 36), ("replicate", 36)])
+    assert main(["errors", str(store)]) == EXIT_FAILED
+    assert "no failure record" not in capsys.readouterr().out
+
+
+def test_summarize_compare_names_every_table_option_given(tmp_path, capsys):
+    # Refused before the store is read (it does not exist here).
+    argv = ["summarize", str(tmp_path / "none.zarr"), "--compare", "bb,oracle"]
+    assert main([*argv, "--errors", "--target-se", "0.01"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "--errors is an option of the summary table, which --compare replaces" in err
+    assert "leave out --errors --target-se or --compare" in err
+
+
+def test_summarize_strict_exits_1_with_one_line(tmp_path, capsys):
+    store = syn.save_store(syn.grid_store(), tmp_path / "s.zarr")  # bb failed in rep 3
+    assert main(["summarize", str(store), "--strict", "--format", "csv"]) == EXIT_FAILED
+    assert capsys.readouterr().err == (
+        "--strict: some cells are computed on fewer than all the replicates of their grid "
+        f"point (marked; see `ldpsim status {store}`)\n"
+    )
+
+
+def test_list_says_nothing_of_plugins_when_one_is_installed(capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    import ldpsim.pipeline.summary.cell_statistics as cell_statistics
+    import ldpsim.tasks.plugins as plugins
+
+    # A statistic plugin installed but not loaded (it is warned of): a plugin all the same.
+    broken = SimpleNamespace(
+        function=None, problem="no module", left_out=lambda: "broken: left out"
+    )
+    monkeypatch.setattr(plugins, "plugins", lambda: [])
+    monkeypatch.setattr(cell_statistics, "statistic_plugins", lambda: [broken])
+    assert main(["list"]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert "Plugins:" not in out and "Statistics (summarize" not in out
+    assert err == "warning: broken: left out\n"
+
+
+def test_damaged_metadata_is_exit_4_and_a_stopped_run_its_own_code(tmp_path, monkeypatch, capsys):
+    from ldpsim.pipeline.cli import COMMANDS, EXIT_DAMAGED
+    from ldpsim.pipeline.errors import RunStopped
+
+    store = syn.save_store(syn.grid_store(), tmp_path / "s.zarr")
+    (store / "zarr.json").write_text('{"attributes": {')
+    assert main(["summarize", str(store)]) == EXIT_DAMAGED == 4
+    err = capsys.readouterr().err
+    assert err.startswith("ldpsim: error: ") and len(err.splitlines()) == 1, err
+
+    def stopped(args):
+        raise RunStopped("the disk is full", exit_code=EXIT_FAILED)
+
+    monkeypatch.setitem(COMMANDS, "list", stopped)
+    assert main(["list"]) == EXIT_FAILED
+    assert capsys.readouterr().err == "ldpsim: error: the disk is full\n"
+
+
+@pytest.mark.parametrize(
+    ("kept", "report", "line"),
+    [
+        ({"kept": 12}, None, "interrupted (SIGINT): 12 replicates kept in s.zarr; run the"),
+        (
+            {"kept": 5, "methods_kept": 4},
+            None,
+            "interrupted (SIGINT): the added methods of 4 finished replicates written to "
+            "s.zarr, whose replicates are kept as they were;",
+        ),
+        (
+            {"kept": 5, "methods_kept": 4},
+            {"computed": 2, "failed": 1},
+            "interrupted (SIGINT): 3 replicates computed and the added methods of 4 finished "
+            "replicates written to s.zarr; run the",
+        ),
+        (
+            {"kept": 5, "methods_kept": 4},
+            {"computed": 0, "failed": 1},
+            "interrupted (SIGINT): 1 replicates computed and the added methods",
+        ),
+    ],
+)
+def test_an_interrupted_run_says_what_it_kept(kept, report, line, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from ldpsim.pipeline.cli import COMMANDS, EXIT_INTERRUPTED
+
+    def interrupted(args):
+        stop = KeyboardInterrupt()
+        stop.store = "s.zarr"
+        for name, value in kept.items():
+            setattr(stop, name, value)
+        if report is not None:
+            stop.report = SimpleNamespace(**report)
+        raise stop
+
+    monkeypatch.setitem(COMMANDS, "list", interrupted)
+    assert main(["list"]) == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert err.startswith(f"ldpsim: {line}") and err.endswith("again to resume.\n"), err
+
+
+def test_methods_pending_make_a_store_incomplete():
+    from ldpsim.pipeline.cli import EXIT_INCOMPLETE, store_outcome
+
+    ds = syn.grid_store()
+    done = ds["done"].values
+    ds["done"] = (ds["done"].dims, np.ones_like(done))
+    ds["method_failed"] = (ds["method_failed"].dims, np.zeros_like(ds["method_failed"].values))
+    assert store_outcome(ds) == store_outcome(ds, {}) == EXIT_OK
+    assert store_outcome(ds, {"bb": 0}) == EXIT_OK
+    assert store_outcome(ds, {"bb": 2}) == EXIT_INCOMPLETE
