@@ -476,3 +476,19 @@ def test_methods_pending_make_a_store_incomplete():
     assert store_outcome(ds) == store_outcome(ds, {}) == EXIT_OK
     assert store_outcome(ds, {"bb": 0}) == EXIT_OK
     assert store_outcome(ds, {"bb": 2}) == EXIT_INCOMPLETE
+
+
+@pytest.mark.parametrize(("stale", "shown"), [(6, 6), (7, 6)])
+def test_plot_names_at_most_six_stale_figures(stale, shown, tmp_path, capsys, monkeypatch):
+    # No figure drawn here (plot's figures are test_plots.py's): every zip-*.png is stale.
+    monkeypatch.setattr("ldpsim.pipeline.report.plots.store_figures", lambda *a, **k: {})
+    store = syn.save_store(syn.grid_store(), tmp_path / "s.zarr")
+    out = tmp_path / "figures"
+    out.mkdir()
+    names = [f"zip-{i}.png" for i in range(stale)]
+    for name in names:
+        (out / name).write_bytes(b"")
+    assert main(["plot", str(store), "--out", str(out)]) == EXIT_OK
+    err = capsys.readouterr().err
+    listed = ", ".join(names[:shown]) + (", ..." if stale > shown else "")
+    assert f"also holds {stale} figure file(s) this plot did not draw ({listed}), from" in err
