@@ -492,3 +492,25 @@ def test_plot_names_at_most_six_stale_figures(stale, shown, tmp_path, capsys, mo
     err = capsys.readouterr().err
     listed = ", ".join(names[:shown]) + (", ..." if stale > shown else "")
     assert f"also holds {stale} figure file(s) this plot did not draw ({listed}), from" in err
+
+
+def test_summarize_shows_the_timings_and_replicates_needed_only_where_asked(tmp_path, capsys):
+    store = str(syn.save_store(syn.grid_store(), tmp_path / "s.zarr"))
+    assert main(["summarize", store]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert "median seconds per replicate" in text  # the text table's last line
+    assert main(["summarize", store, "--target-se", "0.005"]) == EXIT_OK
+    planned = capsys.readouterr().out
+    assert planned != text and len(planned.splitlines()) > len(text.splitlines())
+    assert main(["summarize", store, "--format", "markdown"]) == EXIT_OK
+    assert "median seconds" not in capsys.readouterr().out  # to be pasted as it is
+    # --statistic is a table option too: refused with --compare, before any reading.
+    argv = ["summarize", str(tmp_path / "none.zarr"), "--compare", "bb,oracle"]
+    assert main([*argv, "--statistic", "x"]) == EXIT_BAD_INPUT
+    assert "--statistic is an option of the summary table" in capsys.readouterr().err
+
+
+def test_replay_of_a_path_that_is_no_store_is_bad_input(tmp_path, capsys):
+    assert main(["replay", str(tmp_path / "none.zarr"), "--rep", "0"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("ldpsim: error: ") and "Traceback" not in err, err
