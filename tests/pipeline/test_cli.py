@@ -514,3 +514,20 @@ def test_replay_of_a_path_that_is_no_store_is_bad_input(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "none.zarr"), "--rep", "0"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith("ldpsim: error: ") and "Traceback" not in err, err
+
+
+def test_list_names_the_package_of_a_plugin_unit(capsys, monkeypatch):
+    import ldpsim.pipeline.units as units
+
+    lines = [
+        units.UnitLine("method", "mine", "My interval.", "ldpsim-mine 1.0"),
+        units.UnitLine("method", "bb", "Block bootstrap.", None),
+    ]
+    monkeypatch.setattr(units, "unit_lines", lambda: lines)
+    assert main(["list"]) == EXIT_OK
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("Interval methods:")
+    assert out[start + 1 : start + 3] == [
+        "  mine  My interval. [plugin: ldpsim-mine 1.0]",
+        "  bb    Block bootstrap.",
+    ]
