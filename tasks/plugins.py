@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import numbers
 import re
 import sys
@@ -109,7 +110,7 @@ def _check(kind: str, name: str, unit: object, reserved: dict[str, set[str]]) ->
         (
             c
             for c in unit.__mro__[: unit.__mro__.index(base)]
-            if vars(c).get("__annotations__") and "__dataclass_fields__" not in vars(c)
+            if inspect.get_annotations(c) and "__dataclass_fields__" not in vars(c)
         ),
         None,
     )
