@@ -76,9 +76,11 @@ def _paired(
     def mean(x: xr.DataArray) -> xr.DataArray:
         return x.where(use).sum("rep") / count.where(count > 0)
 
+    # A sum of no values is NaN, not 0: values all NaN (the influence values where there
+    # is no ratio, B's mean length 0) have no spread.
     def sd(x: xr.DataArray) -> xr.DataArray:
         centred = x - mean(x)
-        return np.sqrt((centred.where(use) ** 2).sum("rep") / ddof_count)
+        return np.sqrt((centred.where(use) ** 2).sum("rep", min_count=1) / ddof_count)
 
     diff = covered_a.astype(np.float64) - covered_b.astype(np.float64)
     mean_a, mean_b = mean(length_a), mean(length_b)
@@ -89,8 +91,7 @@ def _paired(
         "coverage_diff": mean(diff),
         "coverage_diff_se": sd(diff) / root,
         "length_ratio": ratio,
-        # No ratio (mean length of b 0): no error either (a sum skipping NaN read 0).
-        "length_ratio_se": (sd(influence) / root).where(ratio.notnull()),
+        "length_ratio_se": sd(influence) / root,
         "n_paired": count.astype(np.int64),
     }
 
