@@ -628,6 +628,8 @@ def test_a_callback_that_does_not_compile_is_blamed_on_its_own_unit_alone(
 
 
 def test_plugins_are_listed_by_kind_then_name(broken_site, with_site):
+    from importlib.metadata import EntryPoint
+
     # The entry points of a package are read in its file's order; ldpsim lists them, and
     # `ldpsim list` warns about them, by kind then name (mutation hunt h19f).
     with_site(broken_site)
@@ -639,6 +641,25 @@ def test_plugins_are_listed_by_kind_then_name(broken_site, with_site):
     )  # not the file's order
     problems = plugins.plugin_problems("method")
     assert problems == sorted(problems) and len(problems) == 5
+    # Every kind's, in the order of the kinds (h19c: the file declares 'not_a_method'
+    # before 'no_interval').
+    names = [line.split("'")[1] for line in plugins.plugin_problems()]
+    assert names == [
+        "crashes",
+        "no_budget_field",
+        *["another", "bb", "missing", "no_interval", "not_a_method"],
+    ]
+    # An entry point that no installed package declares.
+    orphan = EntryPoint("orphan", "orphan_module:Orphan", "ldpsim.methods")
+    assert plugins.distribution_of(orphan) == "an unknown package"
+
+
+def _exec_unit(code: str, name: str = "KwMethod", flags: int = 0) -> type:
+    """Class ``name`` of ``code`` run by ``exec`` in a fresh namespace, compiled with the
+    ``__future__`` ``flags`` only (none of this module's)."""
+    namespace: dict = {}
+    exec(compile(code, "<string>", "exec", flags=flags, dont_inherit=True), namespace)
+    return namespace[name]
 
 
 # -- the hash of a unit registered at run time (mutation hunt h19f) ---------------------------
@@ -668,16 +689,12 @@ def test_a_class_made_by_exec_hashes_alike_whatever_future_imports_its_caller_ha
     # objects, not what they compute, and are left out of the hash.
     import __future__
 
-    def made(code: str, flags: int) -> type:
-        namespace: dict = {}
-        exec(compile(code, "<string>", "exec", flags=flags, dont_inherit=True), namespace)
-        return namespace["Widened"]
-
     annotations = __future__.annotations.compiler_flag
-    plain = plugins.unit_source_sha256(made(NO_FIELDS_METHOD, 0))
-    assert plugins.unit_source_sha256(made(NO_FIELDS_METHOD, annotations)) == plain
+    plain = plugins.unit_source_sha256(_exec_unit(NO_FIELDS_METHOD, "Widened"))
+    future = _exec_unit(NO_FIELDS_METHOD, "Widened", annotations)
+    assert plugins.unit_source_sha256(future) == plain
     edited = NO_FIELDS_METHOD.replace("factor=2.0", "factor=3.0")
-    assert plugins.unit_source_sha256(made(edited, annotations)) != plain
+    assert plugins.unit_source_sha256(_exec_unit(edited, "Widened", annotations)) != plain
 
 
 #: A mechanism in a module of its own (its source readable) with both callbacks.
@@ -847,12 +864,6 @@ class KwMethod(IntervalMethod):
 """
 
 
-def _exec_unit(code: str, name: str = "KwMethod", flags: int = 0) -> type:
-    namespace: dict = {}
-    exec(compile(code, "<string>", "exec", flags=flags, dont_inherit=True), namespace)
-    return namespace[name]
-
-
 def test_the_hash_of_code_without_source_sees_keyword_only_defaults_and_dataclass_options():
     sha = plugins.unit_source_sha256
     base = sha(_exec_unit(EXEC_KW_METHOD))
@@ -868,22 +879,6 @@ def test_the_hash_of_code_without_source_sees_keyword_only_defaults_and_dataclas
     # dataclass and not hashed; the dataclass's parameters are).
     ordered = EXEC_KW_METHOD.replace("kw_only=True)", "kw_only=True, order=True)")
     assert sha(_exec_unit(ordered)) != base
-
-
-def test_plugins_are_listed_by_kind_then_name_whatever_order_declares_them(broken_site, with_site):
-    # Mutation hunt h19c: BROKEN_ENTRY_POINTS declares 'not_a_method' before 'no_interval'.
-    from importlib.metadata import EntryPoint
-
-    with_site(broken_site)
-    names = [line.split("'")[1] for line in plugins.plugin_problems()]
-    assert names == [
-        "crashes",
-        "no_budget_field",
-        *["another", "bb", "missing", "no_interval", "not_a_method"],
-    ]
-    # An entry point that no installed package declares.
-    orphan = EntryPoint("orphan", "orphan_module:Orphan", "ldpsim.methods")
-    assert plugins.distribution_of(orphan) == "an unknown package"
 
 
 def test_a_mechanism_whose_budget_param_is_no_string_is_refused_in_one_line(monkeypatch):
