@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -196,7 +197,10 @@ def record_run(
         temporary.write_text(json.dumps(record, indent=1, sort_keys=True))
         temporary.replace(target)
     except OSError:
-        temporary.unlink(missing_ok=True)
+        # The temporary file's removal fails the same way on such a store (a read-only
+        # mount, a path through a file): nothing is left to remove then.
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
         return None
     return target
 
