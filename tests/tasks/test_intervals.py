@@ -13,6 +13,7 @@ from scipy import stats as sps
 
 from ldpsim.tasks import intervals
 from ldpsim.tasks.intervals.base import IntervalMethod
+from ldpsim.tasks.intervals.batch_means import batch_bounds, batch_sizes
 from ldpsim.tasks.intervals.bootstrap import sidak_band, sup_t_band, t_interval
 from ldpsim.tasks.replicate import compute_replicate, run_replicate, run_stats
 from ldpsim.tasks.spec import normalize_spec
@@ -163,6 +164,38 @@ def test_bm_default_batch_count_without_bb_or_with_several():
     for own in ({"n_batches": 40}, {"beta": 0.75}):
         spec = {"model": "quantile", "n": n, "methods": {**methods, "bm": own}}
         assert normalize_spec(spec).methods["bm"].batches(n) == own.get("n_batches", 100)
+
+
+def test_bm_refuses_fewer_than_two_batches():
+    # A hunt (h21a): M = 1 leaves no spread between batches (SPEC 5.2 needs M >= 2). Its
+    # boundaries would increase from e_0 >= 1 (n = 1e4, gamma = 0.51: e = (2429, 10000),
+    # by hand), so only the M >= 2 check refuses it; beta = 0.99 gives M = floor(1000 /
+    # floor(1000^0.99)) = floor(1000 / 933) = 1 by default.
+    with pytest.raises(ValueError, match=r"'n_batches' parameter of bm .* got M = 1"):
+        batch_bounds(1, 10_000, 0.51)
+    with pytest.raises(ValueError, match=r"got M = 1"):
+        intervals.BatchMeans(beta=0.99).check(1000, 0.51)
+    assert batch_bounds(2, 10_000, 0.51).tolist() == [1062, 4371, 10_000]
+
+
+def test_bm_cached_boundaries_are_read_only():
+    # A hunt (h21a): batch_bounds and batch_sizes are cached (lru_cache), so a caller
+    # that wrote into the returned array would change every later replicate's batches.
+    for array in (batch_bounds(5, 10_000, 0.51), batch_sizes(5, 10_000, 0.51)):
+        assert not array.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 0
+    assert not intervals.BatchMeans(n_batches=5).bounds(10_000, 0.51).flags.writeable
+
+
+@pytest.mark.parametrize("beta", [0, 1, -0.1, 1.5])
+def test_bm_beta_must_lie_in_the_open_unit_interval(beta):
+    # A hunt (h21a): beta is a block-length exponent, floor(n^beta) in [1, n] (a mutant
+    # that widened the accepted range survived).
+    with pytest.raises(ValueError, match=r"'beta' parameter of bm must be a float in \(0, 1\)"):
+        intervals.BatchMeans(beta=beta)
+    assert intervals.BatchMeans(beta=0.001).beta == 0.001
+    assert intervals.BatchMeans(beta=0.999).beta == 0.999
 
 
 # ---------------------------------------------------------------------------------------
