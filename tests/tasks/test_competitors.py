@@ -10,6 +10,7 @@ import pytest
 
 from ldpsim.tasks import intervals, models, normalize_spec, run_replicate
 from ldpsim.tasks.grid_point import replicate_cuts
+from ldpsim.tasks.intervals.nonprivate_bootstrap import bootstrap_quantiles
 from ldpsim.tasks.intervals.online_bootstrap import split_mechanism
 from ldpsim.tasks.intervals.raw_data import public_range
 from ldpsim.tasks.mechanisms import Laplace, RandomizedResponse
@@ -403,3 +404,63 @@ def test_competitors_change_no_other_methods_numbers():
         assert beside.method_seconds[label].shape == () and beside.method_seconds[label] > 0
     for label in competitors:
         assert not np.array_equal(beside.method_estimate[label], beside.estimate), label
+
+
+def exact_quantile_cdf(m: int, k: int) -> np.ndarray:
+    """P(J <= j), j = 0..m: the k-th order statistic of a resample of m distinct sorted
+    values is at most the j-th iff at least k of the m draws are, Binomial(m, j / m)."""
+    return np.array(
+        [
+            sum(math.comb(m, i) * (j / m) ** i * (1 - j / m) ** (m - i) for i in range(k, m + 1))
+            for j in range(m + 1)
+        ]
+    )
+
+
+@pytest.mark.parametrize("tau", [0.1, 0.5, 0.9])
+def test_np_boot_quantile_draws_follow_the_resampled_order_statistic(tau):
+    # A hunt (h21a): the law of x*_(ceil(tau m)) is inverted at the method's uniforms,
+    # here from binomial sums by hand (math.comb). 2e4 plain resamples agree with that
+    # law within 4 binomial sds per atom (so the inversion is of the right law).
+    m, size = 7, 20_000
+    sorted_x = np.linspace(-1.0, 2.0, m)
+    k = math.ceil(tau * m)
+    cdf = exact_quantile_cdf(m, k)
+    u = rng(3).random(size)
+    expected = sorted_x[np.searchsorted(cdf, u, side="left") - 1]
+    np.testing.assert_array_equal(bootstrap_quantiles(sorted_x, tau, size, rng(3)), expected)
+    plain = np.sort(sorted_x[rng(4).integers(0, m, (size, m))], axis=1)[:, k - 1]
+    pmf = np.diff(cdf)
+    counts = np.array([np.sum(plain == value) for value in sorted_x])
+    assert np.all(np.abs(counts - size * pmf) <= 4 * np.sqrt(size * pmf * (1 - pmf)) + 1)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"model": "mean", "d": 2, "loc": 1.0, "mechanism": "laplace"},
+        {"model": "quantile", "tau": 0.9, "mechanism": "laplace"},
+    ],
+)
+def test_np_boot_is_the_basic_interval_of_the_plain_bootstrap(spec):
+    # A hunt (h21a): np_boot's numbers from the users' raw data, recomputed: the mean's
+    # B resamples of n rows (both coordinates from the same rows), the quantile's
+    # x*_(ceil(tau n)) by the exact law above; [est - q_(1-a/2), est - q_(a/2)].
+    _, users = users_for({**spec, "n": 400})
+    x = users.observations()
+    n, b, level = x.shape[0], 50, 0.8
+    stream = rng(7)
+    if spec["model"] == "mean":
+        estimate = x.mean(axis=0)
+        boot = np.array([x[stream.integers(0, n, n)].mean(axis=0) for _ in range(b)])
+    else:
+        k = math.ceil(0.9 * n)
+        estimate = np.sort(x[:, 0])[k - 1 : k]
+        cdf = exact_quantile_cdf(n, k)
+        boot = np.sort(x[:, 0])[np.searchsorted(cdf, stream.random(b), side="left") - 1, None]
+    q_lo, q_hi = np.quantile(boot - estimate, [0.1, 0.9], axis=0)
+    got = intervals.NonprivateBootstrap(B=b).estimate_interval(users, level, rng(7))
+    assert got[0].shape == (x.shape[1],)
+    np.testing.assert_allclose(got[0], estimate, rtol=1e-14)
+    np.testing.assert_allclose(got[1], estimate - q_hi, rtol=1e-12)
+    np.testing.assert_allclose(got[2], estimate - q_lo, rtol=1e-12)
