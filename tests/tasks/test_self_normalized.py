@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from ldpsim.tasks.intervals import self_normalized
 from ldpsim.tasks.intervals.self_normalized import (
     TABLE_DRAWS,
     _table,
@@ -74,3 +75,21 @@ def test_independent_resimulation_agrees_with_table():
     for level in (0.9, 0.95):
         sd = math.hypot(quantile_sd(level, n_draws), quantile_sd(level, TABLE_DRAWS))
         assert abs(np.quantile(draws, level) - critical_value(level)) <= 4 * sd, level
+
+
+def test_a_level_below_the_table_is_simulated_at_that_level(monkeypatch):
+    # A hunt (h21a): outside [0.001, 0.999] q is simulated; it must be the level-quantile
+    # of |U| (so P(|U| <= q) = level), not the (1 + level) / 2 one nor the table's end.
+    # 1e4 draws (the shipped 4e6 take 15 s): P(|U| <= q) at the empirical quantile has
+    # sd sqrt(p (1 - p) / N) = 2.2e-4 at p = 5e-4, and so has its estimate on 1e4 fresh
+    # draws: tolerance 4 * sqrt(2) * 2.2e-4 = 1.3e-3.
+    level, n_draws = 0.0005, 10_000
+    monkeypatch.setattr(self_normalized, "TABLE_DRAWS", n_draws)
+    critical_value.cache_clear()
+    try:
+        q = critical_value(level)
+    finally:
+        critical_value.cache_clear()
+    fresh = simulate_abs_u(n_draws, np.random.Generator(np.random.PCG64(4242)))
+    assert abs(np.mean(fresh <= q) - level) <= 1.3e-3, q
+    assert 0 < q < _table()[1][0]
