@@ -13,7 +13,7 @@ from ldpsim.tasks.grid_point import replicate_cuts
 from ldpsim.tasks.intervals.nonprivate_bootstrap import bootstrap_quantiles
 from ldpsim.tasks.intervals.online_bootstrap import split_mechanism
 from ldpsim.tasks.intervals.raw_data import public_range
-from ldpsim.tasks.mechanisms import Laplace, RandomizedResponse
+from ldpsim.tasks.mechanisms import Gaussian, Laplace, RandomizedResponse
 from ldpsim.tasks.replicate import run_kernel
 from ldpsim.tasks.streams.rng import standard_exponential, state_of
 from ldpsim.tasks.users import Users
@@ -183,6 +183,22 @@ def test_fang_splits_eps_over_its_chains():
     assert rr.params(model)[0] == pytest.approx(1 / (1 + math.exp(1.0 / 50)))
     with pytest.raises(ValueError, match="pure eps-LDP"):
         split_mechanism(Laplace(budget_range=(1.0, 2.0)), 3)
+
+
+def test_fang_refuses_to_split_an_eps_delta_budget():
+    # A hunt (h21a): gaussian's budget is eps (with delta): eps / (B + 1) alone is not a
+    # split of (eps, delta) over B + 1 answers, so fang refuses it, with the reason.
+    with pytest.raises(ValueError, match="would need delta split too"):
+        split_mechanism(Gaussian(eps=1.0), 3)
+
+
+def test_fang_fails_a_replicate_whose_chains_overflowed(monkeypatch):
+    # A hunt (h21a): a non-finite chain average (overflowed iterates) fails the replicate
+    # instead of giving an interval from it.
+    averages = np.array([[1.0], [np.inf], [2.0], [3.0]])
+    monkeypatch.setattr(intervals.OnlineBootstrap, "chain_averages", lambda *args: averages)
+    with pytest.raises(FloatingPointError, match="non-finite chain average"):
+        intervals.OnlineBootstrap(B=3).estimate_interval(None, 0.9, None)
 
 
 @pytest.mark.parametrize(
