@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from ldpsim.tasks.grid_point import GridPointSetup
-from ldpsim.tasks.intervals.bootstrap_bounds import drawn_sums, fill_multipliers, weighted_sums
+from ldpsim.tasks.intervals.bootstrap_bounds import (
+    BASIC,
+    drawn_sums,
+    fill_multipliers,
+    multiplier_bounds,
+    weighted_sums,
+)
+from ldpsim.tasks.quantiles import linear_positions
 from ldpsim.tasks.replicate import checkpoint_stream
 from ldpsim.tasks.streams.multipliers import (
     MULTIPLIERS,
@@ -123,3 +130,34 @@ def test_sums_made_as_the_multipliers_come_equal_the_sums_of_the_drawn_ones(setu
         drawn_sums(multiplier_code(kind), tuple(state), centred[i], scale, as_they_come)
         weighted_sums(multipliers[i], centred[i], scale, from_array)
         assert as_they_come.tobytes() == from_array.tobytes(), (kind, i)
+
+
+def test_bb_bounds_from_the_streams_at_d_1_equal_those_from_numpys_multipliers(setup):
+    # A hunt (h21a): at d = 1 multiplier_bounds sums the multipliers as they come from
+    # each replicate's stream; its basic intervals must equal those from numpy's own
+    # draws of the same streams (a mutant that sent d = 1 down the d > 1 path, with no
+    # room for the multipliers, gave intervals of length 0 and passed every test).
+    n_draws, n_blocks, scale, reps = 50, 5, 185.0, [0, 1, 2]
+    states = np.ascontiguousarray(setup.method_states("bb", reps), dtype=np.uint64)
+    centred = np.random.default_rng(4).standard_normal((len(reps), n_blocks, 1))
+    given = np.stack(
+        [
+            draw_multipliers("uniform", (n_draws, n_blocks), numpy_stream(setup, "bb", rep, None))
+            for rep in reps
+        ]
+    )
+    positions = linear_positions(n_draws, (0.05, 0.95))
+    centre = np.zeros((len(reps), 1))
+    out = []
+    for drawn_states, multipliers in ((states, given[:0]), (states[:0], given)):
+        lower, upper = np.empty((len(reps), 1)), np.empty((len(reps), 1))
+        failed = np.zeros(len(reps), dtype=bool)
+        multiplier_bounds(
+            multiplier_code("uniform"), drawn_states, multipliers, centred, scale, BASIC,
+            *positions, centre, lower, upper, failed,
+        )  # fmt: skip
+        out.append((lower, upper))
+    (lo, hi), (lo_np, hi_np) = out
+    assert np.all(hi - lo > 0)
+    np.testing.assert_array_equal(lo, lo_np)
+    np.testing.assert_array_equal(hi, hi_np)
