@@ -645,3 +645,43 @@ def test_nprr_keep_probability_at_extreme_eps():
     message = str(info.value)
     assert message.startswith("The 'eps' parameter of nprr must be a float in [")
     assert message.endswith("1 / r) is not a finite float64. Got 5e-324.")
+
+
+def test_a_mechanism_without_a_per_user_callback_refuses_budget_range():
+    # A hunt (h21b): a plugin that leaves privatize_per_user out cannot draw per-user
+    # budgets; budget_range is refused by name (not run as a fixed budget of None).
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class FixedOnly(Mechanism):
+        name = "fixed_only"
+        privatize = mechanisms.REGISTRY["laplace"].privatize
+        eps: float | None = None
+
+    assert FixedOnly().eps == 1.0
+    with pytest.raises(ValueError, match="takes no 'budget_range'") as info:
+        FixedOnly(budget_range=[1.0, 2.0])
+    assert "'fixed_only'" in str(info.value) and "give 'eps' instead" in str(info.value)
+
+
+def test_gaussian_theory_warning_starts_at_eps_one():
+    # A hunt (h21b): SPEC 9.1, the classical calibration is proved for eps < 1 only, so
+    # eps = 1 itself, and a budget range whose high end is 1, are outside the theory.
+    [msg] = mechanisms.Gaussian(eps=1.0).outside_theory()
+    assert "eps = 1 is outside (0, 1)" in msg
+    [msg] = mechanisms.Gaussian(budget_range=[0.2, 1.0]).outside_theory()
+    assert "budget_range = [0.2, 1]" in msg and "at eps = 1 " in msg
+
+
+@pytest.mark.parametrize("name", [name for name in PER_USER if name != "randomized_response"])
+def test_a_budget_range_entirely_below_the_overflow_names_the_smallest_low(name):
+    # A hunt (h21b): with [low, high] both too small, the smallest allowed low is searched
+    # above high too (the range then probed is [b, max(b, high)]), and the message
+    # blames budget_range, not the model's sensitivity, which is finite at budget 1.
+    budget_range = [1e-300, 1e-200]
+    with pytest.raises(ValueError) as info:
+        normalize_spec(spec_of(name, budget_range=budget_range))
+    message = str(info.value)
+    prefix = f"The 'budget_range' parameter of {name} must be a list [low, high] of two finite "
+    assert message.startswith(prefix + "floats with "), message
+    assert message.endswith(f"Got {budget_range!r}.")
+    smallest = float(message[len(prefix) + len("floats with ") :].split(" ")[0])
+    assert 1e-200 < smallest < 1e-15

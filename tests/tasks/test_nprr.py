@@ -287,3 +287,26 @@ def test_nprr_is_registered_as_a_competitor():
     assert cls.own_estimate and cls.uses_rng
     with pytest.raises(ValueError, match="bounded_mean"):
         models.REGISTRY["bounded_mean"](a=0.0)
+
+
+def test_every_bound_returns_the_debiased_mean_as_its_estimate():
+    # A hunt (h21b): SPEC 12.1, mu_hat = (Zbar - (1 - r) / 2) / r for each of the three
+    # bounds (G = 1, r = tanh(eps / 2)); Zbar = 0.7 away from 1/2, where a wrong
+    # debiasing would still give 1/2.
+    z = np.repeat([1.0, 0.0], [70, 30])
+    r = math.tanh(0.5)
+    expected = (0.7 - (1 - r) / 2) / r
+    for bound in (hoeffding_interval, hoeffding_plus_interval, hoeffding_cs):
+        estimate, _, _ = bound(z, nprr_keep_probability(1.0), LEVEL)
+        assert estimate == pytest.approx(expected, rel=1e-12), bound.__name__
+
+
+def test_release_probability_beyond_the_overflow_of_e_eps():
+    # A hunt (h21b): from eps = 700 on 1 - r = (G + 1) / (e^eps + G) is computed as
+    # (G + 1) e^-eps / (1 + G e^-eps); at G = 4 that is 5 e^-eps, as below 700.
+    for eps in (700.0, 705.0):
+        expected = 5 * math.exp(-eps)  # tiny: compared relatively alone (abs=0)
+        assert nprr_release_probability(eps, 4) == pytest.approx(expected, rel=1e-12, abs=0)
+    assert nprr_release_probability(699.0, 4) == pytest.approx(
+        5 * math.exp(-699.0), rel=1e-12, abs=0
+    )
