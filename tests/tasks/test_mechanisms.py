@@ -685,3 +685,18 @@ def test_a_budget_range_entirely_below_the_overflow_names_the_smallest_low(name)
     assert message.endswith(f"Got {budget_range!r}.")
     smallest = float(message[len(prefix) + len("floats with ") :].split(" ")[0])
     assert 1e-200 < smallest < 1e-15
+
+
+@pytest.mark.parametrize("name", ["laplace", "gaussian", "gdp"])
+def test_infinite_budget_draws_nothing_from_the_stream(name):
+    # A hunt (h21b): an infinite budget adds no noise and draws none either, so the data
+    # stream after the user is the one the non-private mechanism leaves (the state the
+    # callback returns is the state it was given); a finite budget does draw.
+    model = MODELS[2]
+    for budget, draws in ((math.inf, False), (1.0, True)):
+        mech = make(name, budget)
+        start = state_of(np.random.Generator(np.random.PCG64(3)))
+        g = np.array([0.3, -0.2])
+        after = mech.callback()(2, g, mech.params(model), start)
+        assert (after != start) == draws
+        assert np.array_equal(g, [0.3, -0.2]) != draws
