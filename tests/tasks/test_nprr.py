@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsim.tasks import intervals, models, normalize_spec, run_replicate
+from ldpsim.tasks import intervals, mechanisms, models, normalize_spec, run_replicate
 from ldpsim.tasks.intervals.nprr import (
     hoeffding_cs,
     hoeffding_cs_sequence,
@@ -310,3 +310,23 @@ def test_release_probability_beyond_the_overflow_of_e_eps():
     assert nprr_release_probability(699.0, 4) == pytest.approx(
         5 * math.exp(-699.0), rel=1e-12, abs=0
     )
+
+
+def test_keep_probability_and_method_refuse_parameters_out_of_range():
+    # A hunt (h21b): SPEC 12.1, eps > 0 and an integer grid G >= 1 (the library's cap is
+    # 10**6); the method holds every one of its n x batch users, at most max_n >= 2.
+    for eps, grid, name in ((-0.5, 1, "eps"), (0.0, 1, "eps"), (1.0, 0, "grid")):
+        with pytest.raises(ValueError, match=f"'{name}' parameter of nprr"):
+            nprr_keep_probability(eps, grid)
+    with pytest.raises(ValueError, match="'grid' parameter of nprr"):
+        nprr_keep_probability(1.0, 10**6 + 1)
+    assert nprr_keep_probability(1.0, 10**6) == pytest.approx(math.expm1(1.0) / (math.e + 1e6))
+    method = intervals.REGISTRY["nprr"]
+    for params, name in (({"grid": 10**6 + 1}, "grid"), ({"max_n": 1}, "max_n")):
+        with pytest.raises(ValueError, match=f"'{name}' parameter of nprr"):
+            method(**params)
+    assert method(grid=10**6, max_n=2).max_n == 2
+    setup = (models.REGISTRY["bounded_mean"](), mechanisms.Laplace(eps=1.0))
+    method(max_n=1000).check_setup(*setup, n=100, batch=10)
+    with pytest.raises(ValueError, match="2000 users is above its 'max_n' = 1000"):
+        method(max_n=1000).check_setup(*setup, n=100, batch=20)
