@@ -161,3 +161,101 @@ def test_a_template_is_not_written_over_an_existing_store(tmp_path):
     with pytest.raises(FileExistsError):
         write_template(tmp_path / "s.zarr", arrays, {**attrs, "title": "another"})
     assert files(tmp_path / "s.zarr") == before
+
+
+def test_a_template_describes_each_array_as_the_spec_says(tmp_path):
+    # A hunt (h21c): the writers compared above take the same description, so a wrong
+    # dimension, type, chunk, level, attribute or coordinate in it passed them; here
+    # the description of an unsharded store with checkpoints, and its root attributes.
+    import base64
+    import json
+    import time
+
+    import zarr
+
+    from ldpsim.pipeline.store.code_identity import UNITS_ATTR, sweep_units
+    from ldpsim.pipeline.store.layout import (
+        VARIABLE_ATTRS,
+        ZSTD_LEVEL,
+        coord_attrs,
+        library_versions,
+        truth_array,
+    )
+    from ldpsim.tasks.streams.seeding import STREAMS_VERSION
+
+    sweep = load_sweep(
+        {
+            "replicates": 5,
+            "rep_chunk": 2,
+            "description": "two taus",
+            "spec": {"model": "quantile", "n": 100, "checkpoints": [50, 100]},
+            "grid": {"tau": [0.5, 0.9]},
+            "methods": {"bb": {}, "oracle": {}},
+        },
+        name="small",
+    )
+    layout = layout_for(sweep, shards=None)
+    d = layout.d
+    arrays, attrs = template(sweep, layout)
+    expected = {  # dims, dtype and chunks (one grid point, 2 replicates)
+        "estimate": (("tau", "rep", "checkpoint", "coord"), np.float64, (1, 2, 2, d)),
+        "projected": (("tau", "rep", "checkpoint", "coord"), np.float64, (1, 2, 2, d)),
+        "lower": (("tau", "method", "rep", "checkpoint", "coord"), np.float64, (1, 2, 2, 2, d)),
+        "method_seconds": (("tau", "method", "rep", "checkpoint"), np.float64, (1, 2, 2, 2)),
+        "method_failed": (("tau", "method", "rep", "checkpoint"), np.bool_, (1, 2, 2, 2)),
+        "done": (("tau", "rep"), np.bool_, (1, 2)),
+        "failed": (("tau", "rep"), np.bool_, (1, 2)),
+        "seconds": (("tau", "rep"), np.float64, (1, 2)),
+        "job_id": (("tau", "rep"), np.int64, (1, 2)),
+        "code_version": (("tau", "rep"), np.int16, (1, 2)),
+    }
+    sizes = {"tau": 2, "method": 2, "rep": 5, "checkpoint": 2, "coord": d}
+    for name, (dims, dtype, chunks) in expected.items():
+        array = arrays[name]
+        assert (array.dims, array.dtype, array.chunks) == (dims, dtype, chunks), name
+        assert array.shape == tuple(sizes[a] for a in dims), name
+        assert array.shards is None and array.data is None, name
+        assert (array.zstd_level, array.attrs) == (ZSTD_LEVEL, VARIABLE_ATTRS[name]), name
+    values = {
+        "tau": [0.5, 0.9],
+        "method": ["bb", "oracle"],
+        "rep": [0, 1, 2, 3, 4],
+        "coord": list(range(d)),
+        "checkpoint": [50, 100],
+    }
+    for name, listed in values.items():
+        array = arrays[name]
+        assert array.dims == (name,) and array.data.tolist() == listed, name
+        assert (array.chunks, array.shards, array.zstd_level) == (None, None, 0), name
+        assert array.attrs == coord_attrs(name), name
+    assert arrays["rep"].dtype == np.int64 and arrays["method"].dtype == object
+    for name, pseudo in (("truth", False), ("pseudo_truth", True)):
+        assert arrays[name].dims == ("tau", "coord") and arrays[name].attrs == VARIABLE_ATTRS[name]
+        np.testing.assert_array_equal(arrays[name].data, truth_array(sweep, layout, pseudo=pseudo))
+    assert sorted(arrays) == sorted(
+        [*expected, *values, "last", "upper", "method_estimate", "truth", "pseudo_truth"]
+    )
+    # The root attributes; an unsharded store has none of the shards'.
+    assert attrs["title"] == "ldpsim sweep 'small'" and attrs["description"] == "two taus"
+    assert attrs["sweep"] == sweep.to_json() and attrs["rep_chunk"] == 2
+    assert attrs["level"] == sweep.points()[0].normalized.level
+    assert not {"shard_reps", "shard_grid", "chunk_reps", "gpu_streams"} & set(attrs)
+    assert json.loads(attrs["versions"]) == library_versions()
+    assert attrs["streams_version"] == STREAMS_VERSION
+    assert json.loads(attrs[UNITS_ATTR]) == [sweep_units(sweep)]
+    created = time.mktime(time.strptime(attrs["created"], "%Y-%m-%dT%H:%M:%S%z"))
+    assert abs(created - time.time()) < 600
+    assert attrs["conventions"].startswith("done(grid, rep) is true only after")
+    # Written: floats read NaN where no run wrote, with xarray's _FillValue attribute;
+    # the flags False, the ids 0; the coordinates and truths hold their values.
+    write_template(tmp_path / "s.zarr", arrays, attrs)
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="r")
+    nan_bytes = base64.standard_b64decode(group["estimate"].attrs["_FillValue"])
+    assert np.isnan(np.frombuffer(nan_bytes, dtype=np.float64)).all() and len(nan_bytes) == 8
+    assert np.isnan(group["lower"][...]).all() and np.isnan(group["seconds"][...]).all()
+    assert not group["done"][...].any() and (group["job_id"][...] == 0).all()
+    assert "_FillValue" not in group["done"].attrs and "_FillValue" not in group["rep"].attrs
+    assert group["method"][...].tolist() == ["bb", "oracle"]
+    assert group["checkpoint"][...].tolist() == [50, 100]
+    np.testing.assert_array_equal(group["truth"][...], arrays["truth"].data)
+    assert dict(group.attrs) == attrs
