@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import traceback
 
+import numpy as np
 import synthetic as syn
+import xarray as xr
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.failures import (
@@ -135,6 +138,12 @@ def test_a_block_shows_its_count_seeds_first_parameters_and_traceback():
         'parameters (the first): {"model": "quantile", "n": 100}',
     ]
     assert two.splitlines()[3:] == TRACEBACK.rstrip().splitlines()  # with its message
+    # A hunt (h21d): no trailing newline (the blocks are joined by blank lines), and
+    # parameters JSON cannot hold are shown as text.
+    assert not two.endswith("\n")
+    odd = method_record(2, "n=100") | {"spec": {"model": "quantile", "tau": np.float32(0.5)}}
+    block = format_group(group_failures([odd])[0])
+    assert 'parameters (the first): {"model": "quantile", "tau": "0.5"}' in block
 
 
 def test_what_groups_failures_and_what_does_not():
@@ -174,6 +183,8 @@ def test_a_key_that_names_no_grid_point_is_shown_as_it_is():
     bare = GridNames.of({})
     assert bare.name_of_key("ldpsim-ab12-0-c3") == "the grid point"
     assert bare.name_of_key("ldpsim-ab12-1-c3") == "ldpsim-ab12-1-c3"
+    # A grid of one axis: its first point's key says "0" too (a hunt, h21d).
+    assert GridNames.of({"tau": [0.5, 0.9]}).name_of_key("ldpsim-ab12-0-c3") == "tau = 0.5"
 
 
 def test_errors_prints_one_block_for_100_identical_failures(tmp_path, capsys):
@@ -271,3 +282,46 @@ def test_only_files_named_as_records_are_failure_records(tmp_path, capsys):
     assert main(["errors", str(store)]) == 1
     assert "--- 3 method flaky failures" in capsys.readouterr().out
     assert main(["summarize", str(store)]) == 0
+
+
+def test_every_kind_of_chain_link_is_split_and_only_a_real_one():
+    # A hunt (h21d): "raise ... from" chains, chains into an exception group and a
+    # message quoting the separator were each keyed like a plain chain or not split.
+    first = TRACEBACK.replace("ZeroDivisionError: x", "KeyError: 'k'")
+    cause = "\nThe above exception was the direct cause of the following exception:\n\n"
+    frames, message = split_traceback(first + cause + TRACEBACK)
+    assert message == "KeyError: 'k'\nZeroDivisionError: x"
+    assert cause.strip() in frames.splitlines()
+    # A message quoting the separator (not followed by a traceback) stays one message.
+    quoted = TRACEBACK.replace("ZeroDivisionError: x", f"RuntimeError: remote{cause}KeyError: 1")
+    assert split_traceback(quoted)[1] == f"RuntimeError: remote{cause}KeyError: 1".rstrip()
+    # Python's own text of a chain into an exception group, whose link has no message
+    # line of its own (every line indented): the key's links, the first one's message.
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ExceptionGroup("many", [ValueError("v")])  # noqa: B904
+    except ExceptionGroup as group:
+        text = "".join(traceback.format_exception(group))
+    during = "During handling of the above exception, another exception occurred:"
+    assert f"\n\n{during}\n\n  + Exception Group Traceback" in text  # Python's words
+    frames, message = split_traceback(text)
+    assert message == "KeyError: 'k'"
+    assert during in frames.splitlines() and "ExceptionGroup: many" in frames
+
+
+def test_a_record_without_its_replicate_is_not_taken_for_replicate_0():
+    # A hunt (h21d): a record that names no replicate is listed as rep -1, before rep 0.
+    record = {"key": "n=100", "kind": "replicate", "error": "E: e"}
+    (group,) = group_failures([record | {"rep": 0}, record])
+    assert group.where == {"n=100": [-1, 0]} and group.count == 2
+
+
+def test_a_stores_grid_points_are_named_by_its_axes_but_rep():
+    # A hunt (h21d): the replicates' dimension of `done` is no grid axis.
+    done = xr.DataArray(np.zeros((2, 1, 3), bool), dims=("tau", "n", "rep"))
+    ds = xr.Dataset({"done": done}, coords={"tau": [0.5, 0.9], "n": [100], "rep": [0, 1, 2]})
+    names = GridNames.of_dataset(ds)
+    assert list(names.labels) == ["tau", "n"]
+    assert names.name_of_key("ldpsim-ab12-1-0-c3") == "tau = 0.9, n = 100"
