@@ -651,6 +651,33 @@ def test_level_as_grid_axis(store):
     np.testing.assert_allclose(oracle_sd[1], syn.ORACLE_SD * syn.Z / norm.ppf(0.9), rtol=1e-12)
 
 
+def test_a_table_of_one_grid_point_names_it_in_its_captions(store):
+    # A mutation hunt (h21e): the one n is written as n is everywhere (5e4, not 50000),
+    # both captions say where ("at tau = 0.5, n = 5e4"), the statistics are the columns
+    # in the order of the rows they replace, and the mse caption counts its replicates.
+    one = summarize(store.sel(n=[10_000], tau=[0.5]).assign_coords(n=[50_000]))
+    text = format_table(one, "text", diagnostics=True, errors=True)
+    main_table, errors = text.split("\n\n")
+    lines = main_table.splitlines()
+    assert lines[0].startswith("synthetic: 90% intervals at tau = 0.5, n = 5e4; coverage, ")
+    assert re.split(r"  +", lines[2]) == [
+        "coord",
+        "method",
+        "cover",
+        "pred cover",
+        "length",
+        "bias/sd",
+        "var ratio",
+    ]
+    assert len(re.split(r"  +", lines[4])) == 7  # coord 0, bb and a cell per statistic
+    caption = errors.splitlines()[0]
+    assert caption.startswith("synthetic: mean squared error at tau = 0.5, n = 5e4 (")
+    assert caption.endswith(f"replicates per cell: {syn.DONE}")  # every done one counts
+    # In LaTeX the partial cells' note and the departures' are one paragraph each.
+    tex = format_table(one, "latex")
+    assert " \\par $^{\\dagger}$ the coverage departs" in tex
+
+
 def test_a_level_axis_is_captioned_and_noted_per_row(store):
     # Before: the caption said "90% intervals" and the note "its nominal 0.9" (the first
     # grid point's level, the store's attribute) under rows at 0.8 too.
