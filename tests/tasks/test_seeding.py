@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -13,9 +14,12 @@ from ldpsim.tasks import compute_replicate, normalize_spec, run_replicate
 from ldpsim.tasks.grid_point import GridPointSetup
 from ldpsim.tasks.streams.seeding import (
     FINGERPRINT_PARTS,
+    STREAMS_CHANGED,
+    STREAMS_VERSION,
     data_stream,
     method_stream,
     stable_hash,
+    streams_changed_since,
     streams_fingerprint,
 )
 
@@ -280,3 +284,65 @@ def test_a_methods_states_at_n_are_its_own_stream():
     for row, rep in enumerate((0, 3)):
         expected = setup.method_streams(rep)["bb"].bit_generator.state["state"]
         assert (int(own[row, 0]) << 64 | int(own[row, 1])) == expected["state"]
+
+
+def sha256_words(text: bytes) -> list[int]:
+    """The four little-endian 32-bit words of the SHA-256 of ``text`` (stable_hash's)."""
+    digest = hashlib.sha256(text).digest()
+    return [int.from_bytes(digest[4 * i : 4 * i + 4], "little") for i in range(4)]
+
+
+def test_non_finite_floats_hash_as_their_repr():
+    # A hunt (h21f): eps = inf is a spec value; its key is the JSON string "inf" (JSON's
+    # own Infinity would hash otherwise and move every stream of eps = inf).
+    assert list(stable_hash({"eps": math.inf})) == sha256_words(b'{"eps":"inf"}')
+    assert list(stable_hash([-math.inf, math.nan])) == sha256_words(b'["-inf","nan"]')
+
+
+def test_streams_fingerprint_recomputed_from_numpy():
+    # A hunt (h21f): the fingerprint as its docstring defines it, drawn here by numpy's
+    # own SeedSequence, PCG64 and Generator: the key {"fingerprint": 1} hashed as canonical
+    # JSON, seed 0, replicate 0; the data part's Laplace is the kernel's, a sign from bit
+    # 0 of the exponential's first word. Nothing pinned the hashes before.
+    path_words = sha256_words(b'{"fingerprint":1}')
+
+    def digest(values):
+        return hashlib.sha256(np.asarray(values, dtype="<f4").tobytes()).hexdigest()[:16]
+
+    gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence([0, *path_words, 0])))
+    draws = [*gen.random(64), *gen.standard_normal(64), *gen.standard_exponential(64)]
+    peek = np.random.PCG64()
+    for _ in range(64):
+        peek.state = gen.bit_generator.state
+        negative = int(peek.random_raw()) & 1
+        size = gen.standard_exponential()
+        draws.append(-size if negative else size)
+    want = {"data": digest(draws)}
+    sqrt3, sqrt5 = math.sqrt(3.0), math.sqrt(5.0)
+    for law in ("uniform", "rademacher", "gaussian", "mammen"):
+        spawn_key = sha256_words(b'{"multiplier":"%s"}' % law.encode())
+        seq = np.random.SeedSequence([0, *path_words, 0], spawn_key=spawn_key)
+        gen = np.random.Generator(np.random.PCG64(seq))
+        if law == "uniform":
+            values = gen.uniform(-sqrt3, sqrt3, (4, 16))
+        elif law == "rademacher":
+            values = 2.0 * gen.integers(0, 2, (4, 16)) - 1.0
+        elif law == "gaussian":
+            values = gen.standard_normal((4, 16))
+        else:  # Mammen's: (1 - sqrt5)/2 with probability (sqrt5 + 1)/(2 sqrt5)
+            low = gen.random((4, 16)) < (sqrt5 + 1) / (2 * sqrt5)
+            values = np.where(low, (1 - sqrt5) / 2, (1 + sqrt5) / 2)
+        want[law] = digest(values)
+    assert streams_fingerprint() == want
+
+
+def test_streams_changed_since_a_version_gathers_the_later_changes():
+    # A hunt (h21f): what a store of an older streams version may not be extended with is
+    # what changed after its version, not at it (version 2 changed laplace: a version-2
+    # store's laplace replicates are comparable); the current version changed nothing since.
+    assert streams_changed_since(STREAMS_VERSION) == frozenset()
+    assert {"laplace", "bm"} <= streams_changed_since(1)
+    assert "laplace" not in streams_changed_since(2)
+    for version in range(1, STREAMS_VERSION):
+        assert STREAMS_CHANGED.get(version + 1, frozenset()) <= streams_changed_since(version)
+        assert streams_changed_since(version + 1) <= streams_changed_since(version)
