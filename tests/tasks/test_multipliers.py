@@ -161,3 +161,20 @@ def test_bb_bounds_from_the_streams_at_d_1_equal_those_from_numpys_multipliers(s
     assert np.all(hi - lo > 0)
     np.testing.assert_array_equal(lo, lo_np)
     np.testing.assert_array_equal(hi, hi_np)
+
+
+def test_mammens_multipliers_have_mammens_two_point_law():
+    # A hunt (h21f): the law itself, which the bit-for-bit comparisons with numpy leave
+    # open (a wrong constant changes both alike): (1 - sqrt5)/2 with probability
+    # (sqrt5 + 1)/(2 sqrt5), else (1 + sqrt5)/2; mean 0, variance 1 and third moment 1.
+    # The share of the low value within 5 binomial sds (1.4e-3 at 1e5 draws).
+    root5 = 5**0.5
+    low, high, p_low = (1 - root5) / 2, (1 + root5) / 2, (root5 + 1) / (2 * root5)
+    assert abs(p_low * low + (1 - p_low) * high) < 1e-15
+    assert abs(p_low * low**2 + (1 - p_low) * high**2 - 1) < 1e-15
+    assert abs(p_low * low**3 + (1 - p_low) * high**3 - 1) < 1e-14
+    n_draws = 100_000
+    draws = draw_multipliers("mammen", (n_draws, 1), np.random.Generator(np.random.PCG64(8)))
+    assert set(np.unique(draws)) == {low, high}
+    share = np.mean(draws == low)
+    assert abs(share - p_low) < 5 * np.sqrt(p_low * (1 - p_low) / n_draws)

@@ -10,6 +10,7 @@ from ldpsim.tasks.streams.rng import state_of
 from ldpsim.tasks.streams.seed_sequence import (
     assembled_entropy,
     entropy_words,
+    generator_at,
     pcg64_state,
     replicate_states,
     uint32_words,
@@ -86,3 +87,19 @@ def test_a_grid_points_data_states_in_one_call():
         stream = data_stream_from_words(setup.spec.seed, setup.path_words, rep)
         np.testing.assert_array_equal(states[i], np.array(state_of(stream), np.uint64))
     assert setup.data_states([]).shape == (0, 4)
+
+
+def test_generator_at_makes_a_fresh_pcg64_of_that_seed():
+    # A hunt (h21f): a grid point's thread-local Generators are reset by generator_at,
+    # which must leave exactly numpy's fresh PCG64(SeedSequence) state, with no 32-bit
+    # half buffered from earlier draws (rademacher's integers(0, 2) draw 32-bit halves).
+    entropy, spawn_key = [5, 2**40 + 3, 7], [11, 2**33]
+    bit_generator = np.random.PCG64(9)
+    np.random.Generator(bit_generator).integers(0, 2**32, dtype=np.uint32)
+    assert bit_generator.state["has_uint32"] == 1  # the other half is buffered
+    state = pcg64_state(assembled_entropy(entropy_words(entropy), entropy_words(spawn_key)))
+    generator_at(bit_generator, state)
+    fresh = np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=spawn_key))
+    assert bit_generator.state == fresh.state
+    got = np.random.Generator(bit_generator).integers(0, 2**32, 5, dtype=np.uint32)
+    np.testing.assert_array_equal(got, np.random.Generator(fresh).integers(0, 2**32, 5, np.uint32))
