@@ -142,6 +142,33 @@ def test_philox_gives_random123s_known_answers():
     assert out.tolist() == [list(w) for _, _, w in KNOWN_ANSWERS]
 
 
+def test_block_numbers_past_32_bits_carry_into_the_counters_second_word():
+    # A hunt (h21f): block m of a stream is Philox of the counter (m mod 2^32, m >> 32,
+    # c2, c3); no test drew 2^32 blocks, so the second word was never checked.
+    @cuda.jit
+    def blocks(draws, out):
+        for i in range(draws.size):
+            out[i, 0], out[i, 1], out[i, 2], out[i, 3] = philox.next_block(
+                np.uint64(0x12345678), np.uint64(0x9ABCDEF0), np.uint64(7), np.uint64(3), draws[i]
+            )
+
+    draws = np.array([0, 5, 2**32 - 1, 2**32, 2**32 + 5, 2**40 + 3, 2**63 + 1], dtype=np.uint64)
+    out = np.zeros((draws.size, 4), dtype=np.uint64)
+    blocks[1, 1](draws, out)
+    counters = [(int(m) & 0xFFFFFFFF, int(m) >> 32, 7, 3) for m in draws]
+    np.testing.assert_array_equal(out, philox_blocks(counters, (0x12345678, 0x9ABCDEF0)))
+    assert not np.array_equal(out[1], out[4])  # 5 and 2^32 + 5 are other blocks
+
+
+def test_a_grid_points_key_is_numpys_hash_of_its_seed_and_path_key():
+    # A hunt (h21f): the GPU streams' key is SeedSequence([seed, *path words])'s first two
+    # 32-bit words of generate_state (docstring of philox.grid_point_key), in that order;
+    # the kernel tests take the key from the set-up itself and leave it open.
+    setup = GridPointSetup.of({**CASES["quantile-rr"], "backend": "gpu", "seed": 2**40 + 9})
+    words = np.random.SeedSequence([2**40 + 9, *setup.path_words]).generate_state(2, np.uint32)
+    assert setup.gpu_key == (int(words[0]), int(words[1]))
+
+
 def check_statistics(raw: tuple, path: np.ndarray, cuts: np.ndarray, theta0, full: bool, points):
     """Every statistic of one replicate's kernel output ``raw``, from its whole path: T
     and the centre at every cut, b, A and the iterate at the ``points`` (NaN elsewhere),
