@@ -346,3 +346,11 @@ def test_streams_changed_since_a_version_gathers_the_later_changes():
     for version in range(1, STREAMS_VERSION):
         assert STREAMS_CHANGED.get(version + 1, frozenset()) <= streams_changed_since(version)
         assert streams_changed_since(version + 1) <= streams_changed_since(version)
+
+
+def test_numpy_scalars_hash_as_the_python_numbers_they_hold():
+    # A hunt (h21f): a key's numpy integers and floats (np.float32 is no Python float)
+    # key the streams their values do; any other type is refused, never hashed by repr.
+    assert stable_hash({"n": np.int64(5), "c": np.float32(0.5)}) == stable_hash({"n": 5, "c": 0.5})
+    with pytest.raises(TypeError, match="Cannot hash a value of type object"):
+        stable_hash({"x": object()})
