@@ -817,3 +817,18 @@ def test_a_package_lock_that_cannot_be_made_is_done_without(tmp_path, monkeypatc
     with compile_lock.package_lock("kc_folder"):
         ran.append("unopened")
     assert ran == ["unmade", "unopened"]
+
+
+def test_a_package_lock_makes_its_folders_and_holds_its_file(tmp_path, monkeypatch):
+    # A hunt (h21f): a cache folder that does not exist yet (a fresh machine) gets its
+    # locks/ folder and the file locks/<name>@<host>.lock, held for the block; without
+    # its parents made, the block ran with no lock at all and passed the tests.
+    if compile_lock.fcntl is None:
+        pytest.skip("no fcntl here: nothing is locked")
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path / "new" / "cache"))
+    lock = tmp_path / "new" / "cache" / LOCK_SUBFOLDER / f"kc_new@{socket.gethostname()}.lock"
+    with compile_lock.package_lock("kc_new"), open(lock, "a") as other:
+        with pytest.raises(BlockingIOError):  # another open file of it cannot lock it
+            compile_lock.fcntl.flock(
+                other, compile_lock.fcntl.LOCK_EX | compile_lock.fcntl.LOCK_NB
+            )
