@@ -1,4 +1,5 @@
-"""The run records of :mod:`ldpsim.pipeline.store.provenance` where a store cannot take one."""
+"""The run records of :mod:`ldpsim.pipeline.store.provenance`: what they say of the run,
+the software and the machine, and a store that cannot take one."""
 
 from __future__ import annotations
 
