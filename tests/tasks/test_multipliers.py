@@ -148,6 +148,7 @@ def test_bb_bounds_from_the_streams_at_d_1_equal_those_from_numpys_multipliers(s
     )
     positions = linear_positions(n_draws, (0.05, 0.95))
     centre = np.zeros((len(reps), 1))
+    centre.flags.writeable = False  # as a chunk's theta_bar: the kernel compiled for runs
     out = []
     for drawn_states, multipliers in ((states, given[:0]), (states[:0], given)):
         lower, upper = np.empty((len(reps), 1)), np.empty((len(reps), 1))
