@@ -8,17 +8,30 @@ files as one created then (and as one ``xr.open_zarr`` reads the same way).
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 
 from ldpsim.pipeline.api import load_sweep
-from ldpsim.pipeline.store.layout import layout_for
+from ldpsim.pipeline.store.code_identity import UNITS_ATTR, sweep_units
+from ldpsim.pipeline.store.layout import (
+    VARIABLE_ATTRS,
+    ZSTD_LEVEL,
+    coord_attrs,
+    layout_for,
+    library_versions,
+    truth_array,
+)
 from ldpsim.pipeline.store.template import TemplateArray, template, write_template
 from ldpsim.pipeline.sweep import builtin_sweeps
+from ldpsim.tasks.streams.seeding import STREAMS_VERSION
 
 
 def xarray_template(root: Path, arrays: dict[str, TemplateArray], attrs: dict) -> None:
@@ -117,8 +130,6 @@ def test_a_new_store_s_arrays_are_sharded_as_its_layout_says(tmp_path):
     one SPEC section 7 names. Both writers of test_zarr_writes_what_xarray_wrote take the
     same description, so a shard or chunk put on the wrong axis, or the two extents
     swapped, passed them (a mutation hunt, h16k)."""
-    import zarr
-
     sweep = load_sweep(
         {
             "replicates": 20_000,
@@ -167,22 +178,6 @@ def test_a_template_describes_each_array_as_the_spec_says(tmp_path):
     # A hunt (h21c): the writers compared above take the same description, so a wrong
     # dimension, type, chunk, level, attribute or coordinate in it passed them; here
     # the description of an unsharded store with checkpoints, and its root attributes.
-    import base64
-    import json
-    import time
-
-    import zarr
-
-    from ldpsim.pipeline.store.code_identity import UNITS_ATTR, sweep_units
-    from ldpsim.pipeline.store.layout import (
-        VARIABLE_ATTRS,
-        ZSTD_LEVEL,
-        coord_attrs,
-        library_versions,
-        truth_array,
-    )
-    from ldpsim.tasks.streams.seeding import STREAMS_VERSION
-
     sweep = load_sweep(
         {
             "replicates": 5,
