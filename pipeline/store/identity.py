@@ -21,7 +21,12 @@ from ldpsim.pipeline.sweep import CASE_AXIS, Sweep, adopt_recorded_choices
 from ldpsim.tasks.intervals.batch_means import BatchMeans
 from ldpsim.tasks.intervals.bootstrap import DEFAULT_BETA, BlockBootstrap
 from ldpsim.tasks.spec import build_methods, build_unit, find_unit
-from ldpsim.tasks.streams.seeding import STREAMS_VERSION, stable_hash, streams_changed_since
+from ldpsim.tasks.streams.seeding import (
+    STREAMS_VERSION,
+    has_negative_zero,
+    stable_hash,
+    streams_changed_since,
+)
 
 #: The release from which a new store records the choices of
 #: :func:`~ldpsim.pipeline.sweep.recommended_choices` (issue 24); before it, a method
@@ -207,6 +212,10 @@ def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None
             and method.beta != DEFAULT_BETA
         ):
             clash.append(f"the method {label} (its default n_batches)")
+    # Version 4 keys a value written as -0.0 as 0.0: the store's replicates drawn with
+    # such a key came from other streams than the new ones would.
+    if raw < 4:
+        clash += _negative_zero_keys(read_sweep(path))
     if clash:
         raise InputError(
             f"The store {str(path)!r} was written with random streams of version {raw}, "
@@ -216,6 +225,23 @@ def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None
         )
     if fingerprint:
         _check_fingerprint(path, attrs, sweep)
+
+
+def _negative_zero_keys(sweep: Sweep) -> list[str]:
+    """The stream keys of ``sweep``'s grid points that hold a value -0.0, named."""
+    named: set[str] = set()
+    for point in sweep.points():
+        spec = point.normalized
+        path_key = spec.path_key()
+        named |= {
+            f"the value -0.0 of {key}" for key in path_key if has_negative_zero(path_key[key])
+        }
+        named |= {
+            f"the value -0.0 in the method {label}"
+            for label in spec.methods
+            if has_negative_zero(spec.method_key(label))
+        }
+    return sorted(named)
 
 
 def check_gpu_streams(path: Path, attrs: dict[str, Any], sweep: Sweep) -> None:

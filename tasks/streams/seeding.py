@@ -20,7 +20,10 @@ from ldpsim.tasks.streams.multipliers import draw_multipliers
 #: 3: bm's default batch count is the block count of the replicate's bb (it was the
 #:    count for beta = 0.75 whatever bb's beta; only a bm with neither n_batches nor beta
 #:    next to a bb with beta != 0.75 changed).
-STREAMS_VERSION = 3
+#: 4: a value written as -0.0 keys the streams as 0.0 does (its key hashed the text
+#:    "-0.0" before, so `theta0 = -0.0` drew other streams than `theta0 = 0.0`, although
+#:    the two are one value and one specification); only keys holding -0.0 changed.
+STREAMS_VERSION = 4
 #: The mechanisms and interval methods whose numbers each version changed.
 STREAMS_CHANGED: dict[int, frozenset[str]] = {2: frozenset({"laplace"}), 3: frozenset({"bm"})}
 
@@ -31,6 +34,18 @@ def streams_changed_since(version: int) -> frozenset[str]:
     for v in range(version + 1, STREAMS_VERSION + 1):
         changed |= STREAMS_CHANGED.get(v, frozenset())
     return frozenset(changed)
+
+
+def has_negative_zero(obj: object) -> bool:
+    """Whether ``obj`` (a key: mappings, lists and numbers) holds a float -0.0, whose
+    streams changed with streams version 4."""
+    if isinstance(obj, Mapping):
+        return any(has_negative_zero(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return any(has_negative_zero(v) for v in obj)
+    if isinstance(obj, float | np.floating):
+        return float(obj) == 0 and math.copysign(1.0, float(obj)) < 0
+    return False
 
 
 def _canonical(obj: object) -> object:
@@ -44,7 +59,9 @@ def _canonical(obj: object) -> object:
         return int(obj)
     if isinstance(obj, float | np.floating):
         x = float(obj)
-        return repr(x) if not math.isfinite(x) else x
+        if not math.isfinite(x):
+            return repr(x)
+        return 0.0 if x == 0 else x  # -0.0 is the value 0.0 (streams version 4)
     raise TypeError(f"Cannot hash a value of type {type(obj).__name__}: {obj!r}")
 
 

@@ -392,6 +392,33 @@ def test_version_2_store_whose_bm_follows_another_beta_refused(tmp_path, capsys)
         check_streams(stores["short"], load_sweep(sweep_file, short))
 
 
+def test_version_3_store_written_with_negative_zero_refused(tmp_path, capsys):
+    # Up to streams version 3 a key hashed -0.0 as the text "-0.0": `theta0 = -0.0` drew
+    # other streams than `theta0 = 0.0`, which the store's identity calls equal, so a
+    # store was extended silently with replicates of other streams. Version 4 keys both
+    # as 0.0: a version-3 store written with -0.0 is refused, one with 0.0 is not.
+    grid = {"n": [2000]}
+    stores = {}
+    for name, theta0 in (("negative", "-0.0"), ("positive", "0.0")):
+        sweep_file = write_sweep(
+            tmp_path / f"{name}.toml", replicates=2, grid=grid, spec={"theta0": theta0}
+        )
+        stores[name] = tmp_path / f"{name}.zarr"
+        Store.open_or_create(stores[name], load_sweep(sweep_file))
+        edit_root_attrs(stores[name], streams_version=3)
+    with pytest.raises(InputError, match=r"the value -0\.0 of theta0"):
+        check_streams(stores["negative"], load_sweep(tmp_path / "negative.toml"))
+    before = tree_hash(stores["negative"])
+    args = ["run", str(tmp_path / "positive.toml"), "--store", str(stores["negative"])]
+    assert main([*args, "--replicates", "4"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "streams of version 3" in err and "the value -0.0 of theta0" in err
+    assert tree_hash(stores["negative"]) == before
+    # A version-3 store written with 0.0, asked for with -0.0: the same streams.
+    check_streams(stores["positive"], load_sweep(tmp_path / "negative.toml"), fingerprint=False)
+
+
 @pytest.mark.parametrize(
     ("part", "named"), [("data", "the data stream"), ("uniform", "the uniform multipliers")]
 )

@@ -17,6 +17,7 @@ from ldpsim.tasks.streams.seeding import (
     STREAMS_CHANGED,
     STREAMS_VERSION,
     data_stream,
+    has_negative_zero,
     method_stream,
     stable_hash,
     streams_changed_since,
@@ -290,6 +291,16 @@ def sha256_words(text: bytes) -> list[int]:
     """The four little-endian 32-bit words of the SHA-256 of ``text`` (stable_hash's)."""
     digest = hashlib.sha256(text).digest()
     return [int.from_bytes(digest[4 * i : 4 * i + 4], "little") for i in range(4)]
+
+
+def test_negative_zero_keys_the_streams_of_zero():
+    # Streams version 4: -0.0 is the value 0.0 (the specs and the store's identity call
+    # them equal); its key hashed "-0.0" before and drew other streams.
+    assert list(stable_hash({"theta0": [-0.0, 1.5]})) == sha256_words(b'{"theta0":[0.0,1.5]}')
+    assert stable_hash({"c": np.float32(-0.0)}) == stable_hash({"c": 0.0}) != stable_hash({"c": 0})
+    assert has_negative_zero({"model": "quantile", "theta0": [1.0, -0.0]})
+    assert has_negative_zero((np.float64(-0.0),))
+    assert not has_negative_zero({"theta0": [0.0, -1.0], "n": 0, "label": "-0.0"})
 
 
 def test_non_finite_floats_hash_as_their_repr():
