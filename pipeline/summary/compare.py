@@ -23,6 +23,7 @@ from ldpsim.pipeline.summary.tables import (
     table_rows,
 )
 from ldpsim.pipeline.summary.variables import grid_axes
+from ldpsim.tasks.validation import did_you_mean
 
 #: Variables of :func:`compare_methods` per coordinate, and of its coordinate means.
 COMPARE_FIELDS = ("coverage_diff", "coverage_diff_se", "length_ratio", "length_ratio_se")
@@ -236,10 +237,12 @@ def check_pair(a: str, b: str, labels: list[str], where: str) -> tuple[str, str]
     """
     unknown = [label for label in (a, b) if label not in labels]
     if unknown:
-        raise ValueError(
-            f"{where}: {', '.join(map(repr, unknown))} is not a method of the store; "
-            f"its methods are {', '.join(labels)}."
-        )
+        named = ", ".join(repr(label) for label in unknown)
+        if len(unknown) == 1:
+            named += f"{did_you_mean(unknown[0], labels)} is not a method"
+        else:
+            named += " are not methods"
+        raise ValueError(f"{where}: {named} of the store; its methods are {', '.join(labels)}.")
     if a == b:
         raise ValueError(f"{where} needs two different methods. Got {a!r} twice.")
     return a, b

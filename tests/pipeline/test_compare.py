@@ -153,8 +153,12 @@ def test_the_footnote_of_the_means_names_the_paired_counts_and_an_error_every_un
     text = format_comparison(compare_methods(ds, "bb", "oracle"), "text", coords="mean")
     assert "35 counted, 1 lost" in text
     assert "--format csv gives each cell's n_paired and n_unpaired." in text
-    with pytest.raises(ValueError, match="'xx', 'yy' is not a method of the store"):
+    with pytest.raises(ValueError, match="'xx', 'yy' are not methods of the store"):
         parse_pair("xx,yy", ["bb", "oracle"])
+    with pytest.raises(ValueError, match="'xx' is not a method of the store"):
+        parse_pair("bb,xx", ["bb", "oracle"])
+    with pytest.raises(ValueError, match=r"'orcale' \(did you mean 'oracle'\?\) is not a"):
+        parse_pair("bb,orcale", ["bb", "oracle"])
 
 
 def test_replicates_needed_scales_the_observed_se():
