@@ -525,7 +525,9 @@ def check_options(kind: str, options: dict[str, Any], source: str) -> None:
         "[HOST]:PORT" with PORT in [0, 65535] (or null), ``processes`` not true or
         false; for a batch cluster a SLURM ``walltime`` that is not a string, ``cores`` or
         ``processes`` not an integer >= 1 (or more processes than cores), a list option
-        (:data:`BATCH_LIST_OPTIONS`) that is not a list of strings.
+        (:data:`BATCH_LIST_OPTIONS`) that is not a list of strings, a ``memory`` that is
+        not a quoted size; for either a memory that gives a worker less than
+        :data:`WORKER_MEMORY_MIN`.
     """
     allowed = allowed_options(kind)
     for key in options:
@@ -578,6 +580,26 @@ def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None
             f"The {kind} cluster ({source}) has processes: {processes} > cores: {cores}; "
             "each worker process needs a core (processes <= cores)."
         )
+    memory = options.get("memory")
+    if memory is not None:
+        from dask.utils import parse_bytes
+
+        try:
+            size = parse_bytes(memory) if isinstance(memory, str) else -1
+        except ValueError:
+            size = -1
+        if size <= 0:
+            # dask-jobqueue formats only a string (a number: "TypeError: not all
+            # arguments converted during string formatting").
+            raise InputError(
+                f"The 'memory' option of the {kind} cluster ({source}) must be a quoted "
+                f'size with its unit, such as "4GB" (the memory of one job). Got {memory!r}.'
+            )
+        # Each of a job's worker processes gets its share (dask-jobqueue's memory_limit).
+        share = size / (processes or 1)
+        if share < WORKER_MEMORY_MIN:
+            shared = f" (the job's over its {processes} processes)" if processes else ""
+            raise InputError(_memory_too_small("memory", kind, source, memory, share, shared))
     for key in BATCH_LIST_OPTIONS:
         value = options.get(key)
         if value is not None and (
@@ -587,6 +609,33 @@ def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None
                 f"The {key!r} option of the {kind} cluster ({source}) must be a list of "
                 f'strings, e.g. ["source ~/venv/bin/activate"]. Got {value!r}.'
             )
+
+
+#: The least memory a worker may be given, in bytes (256 MiB): a worker of ldpsim holds
+#: about 180 to 240 MB before its first replicate (``ldpsim run demo`` on the project's
+#: machine, 2026-12-04), and Dask pauses a worker at 80% of its limit and its nanny
+#: restarts it at 95%. Below this every worker restarts or pauses at once and the run
+#: waits without a word: ``memory_limit: 2``, meant as 2 GB, is 2 bytes to distributed.
+WORKER_MEMORY_MIN = 256 * 2**20
+
+
+def _memory_too_small(
+    key: str, kind: str, source: str, value: Any, limit: float, shared: str = ""
+) -> str:
+    """The refusal of a memory option ``value`` that gives a worker ``limit`` bytes
+    (``shared``: how they were shared out)."""
+    if isinstance(value, (int, float)) and value > 1:
+        hint = '; a number counts bytes: write a size with its unit, such as "4GB"'
+    elif isinstance(value, float):
+        hint = "; a fraction is of this machine's memory"
+    else:
+        hint = ""
+    size = f"{limit / 2**20:.3g} MiB" if limit >= 2**20 else f"{limit:.3g} bytes"
+    return (
+        f"The {key!r} option of the {kind} cluster ({source}) gives each worker "
+        f"{size}{shared}, less than the {WORKER_MEMORY_MIN // 2**20} MiB "
+        f"a worker needs (Dask pauses a worker at 80% of its limit){hint}. Got {value!r}."
+    )
 
 
 #: For distributed's parser while checking a value: the cluster itself warns later.
@@ -635,6 +684,8 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
                 f'such as "4GB", a fraction of the memory in (0, 1], "auto", or 0 or '
                 f"null for no limit. Got {value!r}."
             )
+        if limit and limit < WORKER_MEMORY_MIN and value != "auto":
+            raise InputError(_memory_too_small("memory_limit", kind, source, value, limit))
     if options.get("dashboard_address") not in (None, DASHBOARD_AUTO):
         value = options["dashboard_address"]
         try:

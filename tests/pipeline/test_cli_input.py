@@ -441,6 +441,17 @@ def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finish
         ("kind: local\noptions: {memory_limit: .inf}\n", ["'memory_limit'", "Got inf"]),
         # Neither a fraction in (0, 1] nor a count of bytes (distributed read 1 byte).
         ("kind: local\noptions: {memory_limit: 1.5}\n", ["'memory_limit'", "Got 1.5"]),
+        # Meant as 2 GB, 2 bytes to distributed: every worker restarted at once and the
+        # run waited without a word (2026-12-04); slurm's number a TypeError.
+        (
+            "kind: local\noptions: {memory_limit: 2}\n",
+            ["each worker 2 bytes", "256 MiB", "counts bytes"],
+        ),
+        ("kind: slurm\noptions: {memory: 4}\n", ["'memory'", "quoted size", "Got 4."]),
+        (
+            'kind: slurm\noptions: {memory: "1GB", cores: 8, processes: 8}\n',
+            ["each worker 119 MiB (the job's over its 8 processes)", "Got '1GB'"],
+        ),
     ],
 )
 def test_bad_values_in_a_cluster_file(yaml_text, words, tmp_path, finished, capsys):
@@ -493,8 +504,11 @@ def test_cluster_options_read_and_checked_at_their_bounds():
 def test_good_memory_limits_and_dashboard_addresses_pass_the_parsers():
     # Any error of distributed's parsers reads as a bad value (h15d): a good value must
     # still pass them, or a change of their signatures would refuse every value unseen.
-    for limit in ("4GB", 0.5, 1, "auto", 0, 4e9, 4_000_000_000):
+    for limit in ("4GB", 0.5, 1, "auto", 0, 4e9, 4_000_000_000, "256MiB"):
         check_options("local", {"memory_limit": limit}, "x")
+    check_options("slurm", {"memory": "512MiB", "cores": 2, "processes": 2}, "x")
+    with pytest.raises(InputError, match="each worker 233 MiB"):
+        check_options("pbs", {"memory": "700MiB", "cores": 3, "processes": 3}, "x")
     for address in (":8787", "127.0.0.1:0", "localhost:65535"):
         check_options("local", {"dashboard_address": address}, "x")
 
