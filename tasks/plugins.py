@@ -194,7 +194,10 @@ def _installed() -> tuple[Plugin, ...]:
             except Exception as exc:  # a plugin's own error must not stop ldpsim
                 problem = f"cannot be imported ({type(exc).__name__}: {exc})"
             else:
-                problem = _check(kind, entry_point.name, loaded, reserved)
+                try:
+                    problem = _check(kind, entry_point.name, loaded, reserved)
+                except Exception as exc:  # e.g. a class attribute that raises
+                    problem = f"cannot be checked ({type(exc).__name__}: {exc})"
                 unit = loaded if problem is None else None
             found.append(
                 Plugin(

@@ -259,6 +259,18 @@ class NoInterval(IntervalMethod):
 @dataclass(frozen=True, kw_only=True)
 class Works(Oracle):
     name = "works"
+
+
+class _RaisingName(type(IntervalMethod)):
+    @property
+    def name(cls):  # a class whose attribute raises: the check itself fails
+        raise RuntimeError("boom at check")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaisesAtCheck(IntervalMethod, metaclass=_RaisingName):
+    def interval(self, stats, level, rng):
+        return stats.theta_bar, stats.theta_bar
 """
 
 BROKEN_ENTRY_POINTS = {
@@ -269,6 +281,7 @@ BROKEN_ENTRY_POINTS = {
         "bb": "broken_units:Works",
         "missing": "no_such_module:Thing",
         "works": "broken_units:Works",
+        "raises_at_check": "broken_units:RaisesAtCheck",
     },
     "ldpsim.models": {
         "crashes": "crashing_module:Model",
@@ -291,6 +304,8 @@ BROKEN_WORDS = {
     "missing": "cannot be imported (ModuleNotFoundError",
     "crashes": "cannot be imported (RuntimeError: boom",
     "no_budget_field": "has no field 'eps'",
+    # _check ran outside the loading's try: one such class stopped every plugin (h19).
+    "raises_at_check": "cannot be checked (RuntimeError: boom at check)",
 }
 
 
