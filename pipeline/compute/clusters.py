@@ -611,12 +611,13 @@ def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None
             )
 
 
-#: The least memory a worker may be given, in bytes (256 MiB): a worker of ldpsim holds
+#: The least memory a worker may be given, in bytes (384 MiB): a worker of ldpsim holds
 #: about 180 to 240 MB before its first replicate (``ldpsim run demo`` on the project's
-#: machine, 2026-12-04), and Dask pauses a worker at 80% of its limit and its nanny
-#: restarts it at 95%. Below this every worker restarts or pauses at once and the run
-#: waits without a word: ``memory_limit: 2``, meant as 2 GB, is 2 bytes to distributed.
-WORKER_MEMORY_MIN = 256 * 2**20
+#: machine, 2026-12-04), and Dask pauses a worker at 80% of its limit (307 MiB here)
+#: and its nanny restarts it at 95%. ``memory_limit: 2``, meant as 2 GB, is 2 bytes to
+#: distributed: every worker restarted at once and the run waited without a word; at
+#: 300 MB the demo's last task waited on a paused worker, at 320 MB it ran through.
+WORKER_MEMORY_MIN = 384 * 2**20
 
 
 def _memory_too_small(

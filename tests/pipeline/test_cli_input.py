@@ -445,7 +445,7 @@ def test_incomplete_scaling_in_a_cluster_file(yaml_text, words, tmp_path, finish
         # run waited without a word (2026-12-04); slurm's number a TypeError.
         (
             "kind: local\noptions: {memory_limit: 2}\n",
-            ["each worker 2 bytes", "256 MiB", "counts bytes"],
+            ["each worker 2 bytes", "384 MiB", "counts bytes"],
         ),
         ("kind: slurm\noptions: {memory: 4}\n", ["'memory'", "quoted size", "Got 4."]),
         (
@@ -504,9 +504,9 @@ def test_cluster_options_read_and_checked_at_their_bounds():
 def test_good_memory_limits_and_dashboard_addresses_pass_the_parsers():
     # Any error of distributed's parsers reads as a bad value (h15d): a good value must
     # still pass them, or a change of their signatures would refuse every value unseen.
-    for limit in ("4GB", 0.5, 1, "auto", 0, 4e9, 4_000_000_000, "256MiB"):
+    for limit in ("4GB", 0.5, 1, "auto", 0, 4e9, 4_000_000_000, "384MiB"):
         check_options("local", {"memory_limit": limit}, "x")
-    check_options("slurm", {"memory": "512MiB", "cores": 2, "processes": 2}, "x")
+    check_options("slurm", {"memory": "768MiB", "cores": 2, "processes": 2}, "x")
     with pytest.raises(InputError, match="each worker 233 MiB"):
         check_options("pbs", {"memory": "700MiB", "cores": 3, "processes": 3}, "x")
     for address in (":8787", "127.0.0.1:0", "localhost:65535"):
