@@ -28,6 +28,14 @@ LATE_FACTOR = 5.0
 LATE_MIN = 30.0
 #: Seconds between two looks at the scheduler (``Client.processing``).
 CHECK_EVERY = 1.0
+#: Seconds between two looks at the workers' states while a task is late (whether Dask
+#: paused its worker: ``Client.scheduler_info``, every worker's metrics).
+PAUSED_EVERY = 10.0
+#: The end of the late note where a late task's worker is paused.
+PAUSED_ADVICE = (
+    "a paused worker starts no task until its memory falls: give workers more memory "
+    "(memory_limit, or a job's memory)"
+)
 
 
 def default_timeout(estimate: float) -> float:
@@ -73,6 +81,9 @@ class Watchdog:
         self.late = ""  # what the progress line says about late tasks
         #: Workers seen to move on from a task of this run: their kernels are compiled.
         self.warm: set[str] = set()
+        #: The late workers that Dask has paused (:meth:`paused`), and when last asked.
+        self.paused_notes: dict[str, str] = {}
+        self.paused_checked = -math.inf
 
     def limit(self, keys: frozenset[str], worker: str | None = None) -> float:
         """The timeout of a worker's tasks ``keys``: the run's, else the default, at least
@@ -105,7 +116,7 @@ class Watchdog:
             if elapsed > self.limit(ours, worker):
                 stuck.append((worker, ours, elapsed, estimate))
             elif elapsed > max(LATE_MIN, LATE_FACTOR * estimate):
-                late.append(f"{elapsed:.0f} s on {worker} (estimate {estimate:.2g} s)")
+                late.append((worker, f"{elapsed:.0f} s on {worker} (estimate {estimate:.2g} s"))
         self.since = since
         for worker, keys, elapsed, estimate in stuck:
             self.log(
@@ -116,9 +127,38 @@ class Watchdog:
             )
             self.restart(worker)
             self.since.pop(worker, None)
+        if late and now - self.paused_checked >= PAUSED_EVERY:
+            self.paused_checked = now
+            self.paused_notes = self.paused({worker for worker, _ in late})
+        paused = self.paused_notes if late else {}
+        notes = [f"{text}{paused.get(worker, '')})" for worker, text in late]
+        if any(worker in paused for worker, _ in late):
+            notes.append(PAUSED_ADVICE)
         plural = "s" if len(late) > 1 else ""
-        self.late = f"{len(late)} task{plural} late: {'; '.join(late)}" if late else ""
+        self.late = f"{len(late)} task{plural} late: {'; '.join(notes)}" if late else ""
         return self.late
+
+    def paused(self, workers: set[str]) -> dict[str, str]:
+        """What to add to the late note of each of ``workers`` that Dask has paused: its
+        memory against its limit (a paused worker starts no task, so the tasks given to
+        it wait; the cause is usually a memory limit too small for the sweep)."""
+        try:
+            info = self.client.scheduler_info(n_workers=-1)["workers"]
+        except Exception:  # the scheduler is going: the note goes without
+            return {}
+        notes = {}
+        for worker in workers:
+            state = info.get(worker, {})
+            if state.get("status") != "paused":
+                continue
+            memory = state.get("metrics", {}).get("memory")
+            limit = state.get("memory_limit")
+            notes[worker] = (
+                f"; worker paused at {memory / 1e6:.0f} MB of its {limit / 1e6:.0f} MB limit"
+                if memory and limit
+                else "; worker paused"
+            )
+        return notes
 
     def restart(self, worker: str) -> None:
         try:

@@ -255,3 +255,54 @@ def test_the_default_timeout_is_that_of_the_worker_s_costliest_task():
         "--task-timeout): restarting that worker (retiring it if it has no nanny); its task "
         "runs again."
     ]
+
+
+def test_a_late_task_on_a_worker_dask_paused_says_why():
+    # A memory limit just too small (300 MB, 2026-12-04): the demo's last task waited on
+    # a worker Dask had paused at 80% of its limit, and the progress line said only
+    # "1 task late". A worker paused while it held a task: the note names the pause.
+    import math
+    import time
+
+    from distributed import Event, LocalCluster
+    from distributed.core import Status
+
+    from ldpsim.pipeline.compute.watchdog import Watchdog
+
+    def wait_for(condition) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+    def pause(dask_worker) -> None:
+        dask_worker.status = Status.paused
+
+    options = {"n_workers": 1, "threads_per_worker": 1, "processes": False}
+    # No dashboard, and the scheduler's health page on a free port (not 8787).
+    quiet = {"dashboard_address": "127.0.0.1:0", "scheduler_kwargs": {"dashboard": False}}
+    with (
+        LocalCluster(**options, **quiet, memory_limit="2GB") as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        release = Event(client=client)
+        future = client.submit(release.wait, key="ours")
+        (worker,) = client.scheduler_info()["workers"]
+        dog = Watchdog(client, {"ours": 0.01}, math.inf, log=lambda line: None)
+        wait_for(lambda: "ours" in map(str, client.processing().get(worker, ())))
+        dog.check(0.0)
+        running = dog.check(100.0)
+        assert running == f"1 task late: 100 s on {worker} (estimate 0.01 s)"
+        client.run(pause)
+        wait_for(lambda: client.scheduler_info()["workers"][worker]["status"] == "paused")
+        note = dog.check(101.0)  # within PAUSED_EVERY of the last look: not yet asked
+        assert note == running.replace("100 s", "101 s")
+        note = dog.check(111.0)
+        assert note.startswith(f"1 task late: 111 s on {worker} (estimate 0.01 s; worker ")
+        assert "; worker paused at " in note and " MB of its 2000 MB limit); " in note
+        assert note.endswith(
+            "); a paused worker starts no task until its memory falls: "
+            "give workers more memory (memory_limit, or a job's memory)"
+        )
+        release.set()
+        future.result(timeout=30)
