@@ -73,10 +73,12 @@ def records(summary: xr.Dataset) -> list[dict[str, Any]]:
         and so repeat in the records of its methods and coordinates; last
         ``n_replicates``, the replicates of the grid point. Values are plain Python
         types; NaN statistics are None (null in JSON). Only the coordinates each grid
-        point has (a case of smaller d has none beyond its d).
+        point has (a case of smaller d has none beyond its d), and only the fields the
+        summary holds (:func:`held_fields`).
     """
     dims = [*_method_dims(summary), "coord"]
-    recs = with_case_parameters(summary, records_over(summary, dims, RECORD_FIELDS))
+    fields = held_fields(summary, RECORD_FIELDS)
+    recs = with_case_parameters(summary, records_over(summary, dims, fields))
     return with_replicates(summary, recs)
 
 
@@ -100,10 +102,21 @@ def coord_mean_records(summary: xr.Dataset) -> list[dict[str, Any]]:
         joint coverage and the mean squared errors (:data:`ERROR_FIELDS`), which are per
         grid point [and checkpoint] and so repeat in the records of its methods; last
         ``n_replicates``. Values are plain Python types; NaN statistics are None (null
-        in JSON).
+        in JSON). Only the fields the summary holds (:func:`held_fields`).
     """
-    recs = records_over(summary, _method_dims(summary), COORD_MEAN_RECORD_FIELDS)
+    fields = held_fields(summary, COORD_MEAN_RECORD_FIELDS)
+    recs = records_over(summary, _method_dims(summary), fields)
     return with_replicates(summary, with_case_parameters(summary, recs))
+
+
+def held_fields(summary: xr.Dataset, fields: Sequence[str]) -> list[str]:
+    """The ``fields`` that ``summary`` holds, in order.
+
+    A summary made by an older ldpsim (kept in a file and read back) lacks the
+    statistics added since, e.g. ``n_failed`` before the partial cells: its records
+    leave those fields out rather than invent them.
+    """
+    return [field for field in fields if field in summary.variables]
 
 
 def with_case_parameters(summary: xr.Dataset, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
