@@ -171,18 +171,62 @@ def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:
 
     A chunk is never split (it is at most a task's worth by the layout); chunks of
     grid points that cost little share a task, so a sweep of many small grid points
-    is not many tiny tasks.
+    is not many tiny tasks. Each task takes chunks while they fit in its seconds, with
+    a share of the whole (the work over :data:`MIN_TASKS`) as the most. Where chunks of
+    uneven cost then close tasks early and make fewer than ``min(MIN_TASKS, chunks)``
+    tasks (20 chunks of 1 s and 40 of 0.1 s made 26), the seconds are lowered to the
+    most that makes that many (:func:`_uneven_tasks`).
     """
-    seconds = min(seconds, sum(w.cost for w in work) / MIN_TASKS)
+    costs = [w.cost for w in work]
+    seconds = min(seconds, sum(costs) / MIN_TASKS)
     tasks: list[Task] = []
     group: list[Work] = []
     cost = 0.0
-    for w in work:
-        if group and cost + w.cost > seconds:
+    for w, chunk_cost in zip(work, costs, strict=True):
+        if group and cost + chunk_cost > seconds:
             tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
             group, cost = [], 0.0
         group.append(w)
-        cost += w.cost
+        cost += chunk_cost
     if group:
         tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
+    wanted = min(MIN_TASKS, len(work))
+    return tasks if len(tasks) >= wanted else _uneven_tasks(work, costs, seconds, wanted)
+
+
+def _uneven_tasks(work: list[Work], costs: list[float], seconds: float, wanted: int) -> list[Task]:
+    """At least ``wanted`` tasks of consecutive chunks (costs ``costs``), each of at
+    most the largest seconds (below ``seconds``) that makes so many, found by bisection.
+
+    A task takes chunks while their total, from the cumulative costs, is at most its
+    seconds (at least one chunk). Each task then ends no earlier for more seconds, so
+    the count of tasks falls as the seconds grow, and a bisection finds the most
+    seconds that still make ``wanted``; a count stops at ``wanted``, so each step costs
+    ``wanted`` binary searches, not a pass over the chunks.
+    """
+    totals = np.cumsum(costs)
+
+    def ends(seconds: float, most: int | None = None) -> list[int]:
+        out: list[int] = []
+        start, before = 0, 0.0
+        while start < len(work) and (most is None or len(out) < most):
+            end = max(int(np.searchsorted(totals, before + seconds, side="right")), start + 1)
+            out.append(end)
+            start, before = end, float(totals[end - 1])
+        return out
+
+    low, high = 0.0, seconds  # as many tasks as chunks at 0 (costs > 0); too few at high
+    for _ in range(64):
+        middle = (low + high) / 2
+        if middle in (low, high):
+            break
+        if len(ends(middle, wanted)) >= wanted:
+            low = middle
+        else:
+            high = middle
+    tasks, start = [], 0
+    for end in ends(low):
+        group = work[start:end]
+        tasks.append(Task(group, f"{group[0].key}-x{len(group)}"))
+        start = end
     return tasks

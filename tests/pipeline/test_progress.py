@@ -277,6 +277,26 @@ def test_chunks_are_grouped_into_at_least_min_tasks_where_they_allow(monkeypatch
     assert [task.key for task in group_tasks(more)] == [f"k{4 * t}-x4" for t in range(32)]
 
 
+def test_chunks_of_uneven_cost_still_make_min_tasks(monkeypatch):
+    # 20 chunks of 1 s, then 40 of 0.125 s (8 and 1 replicates of 0.125 s: sums exact in
+    # binary), 25 s. Tasks of the share, 25 / 32 s, took the 1 s chunks alone and the
+    # small ones 6 at a time: 27 tasks, fewer than MIN_TASKS (26 in the session-18
+    # note's 0.1 s version), one worker of 32 idle at the end. Three small chunks a task
+    # (0.375 s) make 20 + 14 = 34 tasks, four (0.5 s) 30: the most seconds that make
+    # MIN_TASKS take three.
+    monkeypatch.setattr(plan_module, "replicate_seconds", lambda normalized: 0.125)
+    point = SimpleNamespace(normalized=None)
+    sizes = [8] * 20 + [1] * 40
+    work = [Work(point, (0,), c, list(range(size)), f"k{c}") for c, size in enumerate(sizes)]
+    tasks = group_tasks(work, TASK_SECONDS)
+    assert [len(task.works) for task in tasks] == [1] * 20 + [3] * 13 + [1]
+    assert [w for task in tasks for w in task.works] == work  # consecutive, all of them
+    assert [task.key for task in tasks][19:22] == ["k19-x1", "k20-x3", "k23-x3"]
+    # One chunk of 100 s and 31 of 1 s: each its own task (share 131 / 32 s made 9).
+    work = [Work(point, (0,), c, list(range(s)), f"k{c}") for c, s in enumerate([800] + [8] * 31)]
+    assert [len(task.works) for task in group_tasks(work, TASK_SECONDS)] == [1] * MIN_TASKS
+
+
 def test_a_wait_with_late_tasks_shows_a_line_every_few_seconds_inclusive(monkeypatch):
     # A hung worker shows while no task finishes: a line PLAIN_PROGRESS_EVERY s after
     # the last, not only past it (``>`` passed every test: a mutation hunt, h19a).
