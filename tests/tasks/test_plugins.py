@@ -390,7 +390,7 @@ def test_an_installed_plugins_name_is_its_kinds_alone(broken_site, with_site, mo
     (line,) = plugins.plugin_problems("model")
     assert "The model plugin 'crashes'" in line
     assert [p for p in plugins.plugin_problems("mechanism") if "'no_budget_field'" in p]
-    assert len(plugins.plugin_problems("method")) == 5
+    assert len(plugins.plugin_problems("method")) == 6
 
     @dataclass(frozen=True, kw_only=True)
     class Works(Oracle):
@@ -655,14 +655,14 @@ def test_plugins_are_listed_by_kind_then_name(broken_site, with_site):
         BROKEN_ENTRY_POINTS["ldpsim.methods"]
     )  # not the file's order
     problems = plugins.plugin_problems("method")
-    assert problems == sorted(problems) and len(problems) == 5
+    assert problems == sorted(problems) and len(problems) == 6
     # Every kind's, in the order of the kinds (h19c: the file declares 'not_a_method'
     # before 'no_interval').
     names = [line.split("'")[1] for line in plugins.plugin_problems()]
     assert names == [
         "crashes",
         "no_budget_field",
-        *["another", "bb", "missing", "no_interval", "not_a_method"],
+        *["another", "bb", "missing", "no_interval", "not_a_method", "raises_at_check"],
     ]
     # An entry point that no installed package declares.
     orphan = EntryPoint("orphan", "orphan_module:Orphan", "ldpsim.methods")
