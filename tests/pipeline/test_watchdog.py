@@ -264,6 +264,7 @@ def test_a_late_task_on_a_worker_dask_paused_says_why():
     import math
     import time
 
+    import dask
     from distributed import Event, LocalCluster
     from distributed.core import Status
 
@@ -281,7 +282,10 @@ def test_a_late_task_on_a_worker_dask_paused_says_why():
     options = {"n_workers": 1, "threads_per_worker": 1, "processes": False}
     # No dashboard, and the scheduler's health page on a free port (not 8787).
     quiet = {"dashboard_address": "127.0.0.1:0", "scheduler_kwargs": {"dashboard": False}}
+    # The worker's own memory monitor resumes a paused worker below 80% of its limit
+    # (within 0.1 s: the test failed with a second's wait): it pauses none here.
     with (
+        dask.config.set({"distributed.worker.memory.pause": False}),
         LocalCluster(**options, **quiet, memory_limit="2GB") as cluster,
         Client(cluster, set_as_default=False) as client,
     ):
