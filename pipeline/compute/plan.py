@@ -175,7 +175,22 @@ def group_tasks(work: list[Work], seconds: float = TASK_SECONDS) -> list[Task]:
     a share of the whole (the work over :data:`MIN_TASKS`) as the most. Where chunks of
     uneven cost then close tasks early and make fewer than ``min(MIN_TASKS, chunks)``
     tasks (20 chunks of 1 s and 40 of 0.1 s made 26), the seconds are lowered to the
-    most that makes that many (:func:`_uneven_tasks`).
+    most that makes at least that many (:func:`_uneven_tasks`: 34 there); a grouping
+    that already makes so many is kept as it is. Only the spreading of the load
+    depends on it: a chunk's replicates, and their streams, are the same in any task.
+
+    Parameters
+    ----------
+    work : list of Work
+        The chunks, in the order their tasks are to hold them (costs > 0).
+    seconds : float, default TASK_SECONDS
+        The most estimated seconds a task of several chunks holds; 0: a task per chunk.
+
+    Returns
+    -------
+    list of Task
+        Every chunk of ``work`` once, in order, keyed by its first chunk's key and its
+        count of chunks (``<key>-x<count>``); at least ``min(MIN_TASKS, len(work))``.
     """
     costs = [w.cost for w in work]
     seconds = min(seconds, sum(costs) / MIN_TASKS)
@@ -199,10 +214,15 @@ def _uneven_tasks(work: list[Work], costs: list[float], seconds: float, wanted: 
     most the largest seconds (below ``seconds``) that makes so many, found by bisection.
 
     A task takes chunks while their total, from the cumulative costs, is at most its
-    seconds (at least one chunk). Each task then ends no earlier for more seconds, so
-    the count of tasks falls as the seconds grow, and a bisection finds the most
-    seconds that still make ``wanted``; a count stops at ``wanted``, so each step costs
-    ``wanted`` binary searches, not a pass over the chunks.
+    seconds (at least one chunk). A task's end is then no earlier for more seconds or
+    for a later start (rounding is monotone too), so by induction each task ends no
+    earlier for more seconds and the count of tasks never grows with them: a bisection
+    finds the most seconds that still make ``wanted`` (64 steps at most; 0 s makes a
+    task per chunk). A count stops at ``wanted``, so each step costs ``wanted`` binary
+    searches, not a pass over the chunks. The tasks made are fewer than about twice
+    ``wanted`` (two consecutive tasks of small chunks hold more than the seconds, and a
+    little more seconds make fewer than ``wanted``): 0.04 s of the 0.3 s that grouping
+    a million chunks of uneven cost takes.
     """
     totals = np.cumsum(costs)
 

@@ -292,9 +292,32 @@ def test_chunks_of_uneven_cost_still_make_min_tasks(monkeypatch):
     assert [len(task.works) for task in tasks] == [1] * 20 + [3] * 13 + [1]
     assert [w for task in tasks for w in task.works] == work  # consecutive, all of them
     assert [task.key for task in tasks][19:22] == ["k19-x1", "k20-x3", "k23-x3"]
-    # One chunk of 100 s and 31 of 1 s: each its own task (share 131 / 32 s made 9).
-    work = [Work(point, (0,), c, list(range(s)), f"k{c}") for c, s in enumerate([800] + [8] * 31)]
-    assert [len(task.works) for task in group_tasks(work, TASK_SECONDS)] == [1] * MIN_TASKS
+
+
+def test_uneven_chunks_edges(monkeypatch):
+    # Replicates of 1/1024 s: sums exact in binary.
+    monkeypatch.setattr(plan_module, "replicate_seconds", lambda normalized: 1 / 1024)
+    point = SimpleNamespace(normalized=None)
+
+    def grouped(sizes: list[int]) -> list[int]:
+        work = [Work(point, (0,), c, list(range(s)), f"k{c}") for c, s in enumerate(sizes)]
+        tasks = group_tasks(work, TASK_SECONDS)
+        assert [w for task in tasks for w in task.works] == work  # consecutive, all of them
+        return [len(task.works) for task in tasks]
+
+    # One huge chunk (0.875 s) between two runs of 31 chunks of 1/128 s: 1.36 s, a
+    # share of 0.042 s, took the small chunks 5 at a time, 15 tasks. Pairs (1/64 s) make
+    # 16 + 1 + 16 = 33 tasks, threes 23: the most seconds that make MIN_TASKS take pairs.
+    assert grouped([8] * 31 + [896] + [8] * 31) == [2] * 15 + [1, 1] + [2] * 15 + [1]
+    # Fewer chunks than MIN_TASKS: one of 0.5 s and 9 of 1/1024 s made 2 tasks (the 9
+    # together); each chunk is now its own task, as many as there are.
+    assert grouped([512] + [1] * 9) == [1] * 10
+    assert grouped([5]) == [1]
+    # Equal costs: the share's grouping already makes MIN_TASKS and is kept (100 chunks
+    # of 0.1 s: 3 a task, 0.3 < 10 / 32 s), and so are fewer chunks than MIN_TASKS.
+    monkeypatch.setattr(plan_module, "replicate_seconds", lambda normalized: 0.1)
+    assert grouped([1] * 100) == [3] * 33 + [1]
+    assert grouped([1] * 5) == [1] * 5
 
 
 def test_a_wait_with_late_tasks_shows_a_line_every_few_seconds_inclusive(monkeypatch):
