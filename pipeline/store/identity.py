@@ -227,6 +227,39 @@ def check_streams(path: Path, sweep: Sweep, *, fingerprint: bool = True) -> None
         _check_fingerprint(path, attrs, sweep)
 
 
+def check_added_streams(path: Path, grown: Sweep) -> None:
+    """Refuse to add a stream key holding -0.0 to a store of streams version 3 or older.
+
+    This ldpsim draws such a key's streams as those of 0.0 (version 4), but the store,
+    still of its older version, would then record -0.0, which its version drew from
+    other streams: every later run would be refused as if its replicates came from
+    them (:func:`check_streams`). Written as 0.0 the same replicates are recorded truly.
+
+    Parameters
+    ----------
+    path : Path
+        The store.
+    grown : Sweep
+        The sweep it would record (:func:`ldpsim.pipeline.store.store.grown_sweep`),
+        its own keys already checked by :func:`check_streams`.
+
+    Raises
+    ------
+    InputError
+        Naming the values and what to write instead.
+    """
+    raw = read_attrs(path).get("streams_version", 1)
+    keys = _negative_zero_keys(grown) if raw < 4 else []
+    if keys:
+        raise InputError(
+            f"The store {str(path)!r} was written with random streams of version {raw}, "
+            f"which drew other numbers for -0.0 than for 0.0; this run would add "
+            f"{', '.join(keys)}, refused so that the store's record stays true: write the "
+            "value as 0.0 (the same value, the same replicates), or use another --store "
+            "path."
+        )
+
+
 def _negative_zero_keys(sweep: Sweep) -> list[str]:
     """The stream keys of ``sweep``'s grid points that hold a value -0.0, named."""
     named: set[str] = set()

@@ -52,7 +52,12 @@ from ldpsim.pipeline.store.digests import (
     writing,
 )
 from ldpsim.pipeline.store.handoff import HANDED, expected_places
-from ldpsim.pipeline.store.identity import added_methods, check_streams, identity_diff
+from ldpsim.pipeline.store.identity import (
+    added_methods,
+    check_added_streams,
+    check_streams,
+    identity_diff,
+)
 from ldpsim.pipeline.store.integrity import damaged, is_sealed, seal
 from ldpsim.pipeline.store.layout import (
     ADDED_DATA_TYPES,
@@ -541,12 +546,14 @@ def inspect_store(path: str | Path, sweep: Sweep, *, fingerprint: bool = True) -
             f"{layout.checkpoints} ({str(path)!r}); a store grows only along its grid axes "
             "and 'rep'. Use another --store path."
         )
-    return Changes(
+    changes = Changes(
         added=added,
         replicates_added=max(0, sweep.replicates - layout.replicates),
         cases_added={label: sweep.cases[label] for label in added.get(CASE_AXIS, [])},
         methods_added=methods_added,
     )
+    check_added_streams(path, grown_sweep(stored, layout, changes))
+    return changes
 
 
 def _check_fits_axis(path: Path, axis: str, stored: list[Any], new: list[Any]) -> None:
@@ -569,6 +576,33 @@ def _check_fits_axis(path: Path, axis: str, stored: list[Any], new: list[Any]) -
                 f"({stored}); {value!r} cannot be added to it. Use another --store path, "
                 f"or give that axis as floats from the start (e.g. {float(stored[0])!r})."
             )
+
+
+def grown_sweep(stored: Sweep, layout: Layout, changes: Changes) -> Sweep:
+    """The sweep a store records once ``changes`` are made to it: its own, with the new
+    grid values, replicates, interval methods and cases (the stored spelling of each
+    value it held already kept).
+
+    Parameters
+    ----------
+    stored : Sweep
+        The store's recorded sweep (:func:`read_sweep`).
+    layout : Layout
+        The store's layout (:func:`stored_layout`).
+    changes : Changes
+        What a run adds (:func:`inspect_store`).
+    """
+    return Sweep(
+        name=stored.name,
+        description=stored.description,
+        replicates=layout.replicates + changes.replicates_added,
+        seed=stored.seed,
+        base=stored.base,
+        grid={a: layout.axis_values[a] + changes.added.get(a, []) for a in layout.axes},
+        methods={**stored.methods, **changes.methods_added},
+        rep_chunk=stored.rep_chunk,
+        cases={**stored.cases, **changes.cases_added},
+    )
 
 
 def _extend(
@@ -597,17 +631,7 @@ def _extend(
         shard_grid=layout.shard_grid,
         chunk_reps=layout.chunk_reps,
     )
-    merged = Sweep(
-        name=stored.name,
-        description=stored.description,
-        replicates=grown.replicates,
-        seed=stored.seed,
-        base=stored.base,
-        grid=values,
-        methods={**stored.methods, **changes.methods_added},
-        rep_chunk=stored.rep_chunk,
-        cases={**stored.cases, **changes.cases_added},
-    )
+    merged = grown_sweep(stored, layout, changes)
     merged = replace(merged, description=grown_description(stored, running, merged))
     _commit(path, _extension_files(path, grown, merged, units))
     return grown

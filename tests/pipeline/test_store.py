@@ -43,7 +43,7 @@ from ldpsim.pipeline.store.layout import (
     truth_array,
 )
 from ldpsim.pipeline.store.reading import check_store, open_dataset, read_sweep, stored_layout
-from ldpsim.pipeline.store.store import Store, consolidate
+from ldpsim.pipeline.store.store import Store, consolidate, inspect_store
 from ldpsim.pipeline.summary.summary import summarize
 from ldpsim.pipeline.sweep import Sweep, load_sweep
 from ldpsim.tasks.l1_projection import project_l1_ball
@@ -417,6 +417,34 @@ def test_version_3_store_written_with_negative_zero_refused(tmp_path, capsys):
     assert tree_hash(stores["negative"]) == before
     # A version-3 store written with 0.0, asked for with -0.0: the same streams.
     check_streams(stores["positive"], load_sweep(tmp_path / "negative.toml"), fingerprint=False)
+
+
+def test_version_3_store_takes_no_new_negative_zero(tmp_path, capsys):
+    # A second read (helper-135, 2026-12-04): a version-3 store without -0.0, extended by
+    # this ldpsim with a new grid value -0.0 (drawn as 0.0), kept version 3 and recorded
+    # -0.0; every later run, a plain resume too, was then refused as if those replicates
+    # came from version 3's streams. The value is refused up front; 0.0 is added.
+    grid = {"n": [2000], "theta0": [1.0]}
+    sweep_file = write_sweep(tmp_path / "one.toml", replicates=2, grid=grid)
+    store = tmp_path / "v3.zarr"
+    Store.open_or_create(store, load_sweep(sweep_file))
+    edit_root_attrs(store, streams_version=3)
+    before = tree_hash(store)
+    for spelling, code in (("-0.0", 2), ("0.0", None)):
+        grown = write_sweep(
+            tmp_path / f"grown{spelling}.toml",
+            replicates=2,
+            grid={**grid, "theta0": [1.0, float(spelling)]},
+        )
+        if code is None:
+            inspect_store(store, load_sweep(grown))  # accepted: the same value, recorded as 0.0
+            continue
+        assert main(["run", str(grown), "--store", str(store)]) == code
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "streams of version 3" in err and "add the value -0.0 of theta0" in err
+        assert "write the value as 0.0" in err
+        assert tree_hash(store) == before
 
 
 @pytest.mark.parametrize(
