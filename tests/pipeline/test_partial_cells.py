@@ -307,6 +307,11 @@ def test_a_summary_without_the_counts_of_done_replicates_marks_nothing():
             assert dropped in whole[0], (coords, fmt)
             left = [{k: v for k, v in r.items() if k != dropped} for r in whole]
             assert read(format_table(older, fmt, coords=coords)) == left, (coords, fmt)
+            # Nor the replicates attribute (helper-136, a real summary of b675ad6): the
+            # grid point's replicates are unknown, an empty cell, not guessed.
+            unknown = "" if fmt == "csv" else None
+            left = [{**r, "n_replicates": unknown} for r in left]
+            assert read(format_table(older.drop_attrs(), fmt, coords=coords)) == left
 
 
 @pytest.mark.parametrize("sweep", ["states fewer", "absent"])
