@@ -116,7 +116,7 @@ class Watchdog:
             if elapsed > self.limit(ours, worker):
                 stuck.append((worker, ours, elapsed, estimate))
             elif elapsed > max(LATE_MIN, LATE_FACTOR * estimate):
-                late.append((worker, f"{elapsed:.0f} s on {worker} (estimate {estimate:.2g} s"))
+                late.append((worker, elapsed, estimate))
         self.since = since
         for worker, keys, elapsed, estimate in stuck:
             self.log(
@@ -129,10 +129,13 @@ class Watchdog:
             self.since.pop(worker, None)
         if late and now - self.paused_checked >= PAUSED_EVERY:
             self.paused_checked = now
-            self.paused_notes = self.paused({worker for worker, _ in late})
+            self.paused_notes = self.paused({worker for worker, _, _ in late})
         paused = self.paused_notes if late else {}
-        notes = [f"{text}{paused.get(worker, '')})" for worker, text in late]
-        if any(worker in paused for worker, _ in late):
+        notes = [
+            f"{elapsed:.0f} s on {worker} (estimate {estimate:.2g} s{paused.get(worker, '')})"
+            for worker, elapsed, estimate in late
+        ]
+        if any(worker in paused for worker, _, _ in late):
             notes.append(PAUSED_ADVICE)
         plural = "s" if len(late) > 1 else ""
         self.late = f"{len(late)} task{plural} late: {'; '.join(notes)}" if late else ""
