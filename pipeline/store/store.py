@@ -618,12 +618,12 @@ def _extend(
     the stored methods' files are never rewritten (their shards span the methods the
     store was made with). The description says what the grown store holds
     (:func:`ldpsim.pipeline.sweep.grown_description`)."""
-    values = {a: layout.axis_values[a] + changes.added.get(a, []) for a in layout.axes}
+    merged = grown_sweep(stored, layout, changes)
     grown = Layout(
         axes=layout.axes,
-        axis_values=values,
+        axis_values=merged.grid,
         methods=[*layout.methods, *changes.methods_added],
-        replicates=layout.replicates + changes.replicates_added,
+        replicates=merged.replicates,
         d=layout.d,
         checkpoints=layout.checkpoints,
         rep_chunk=layout.rep_chunk,
@@ -631,7 +631,6 @@ def _extend(
         shard_grid=layout.shard_grid,
         chunk_reps=layout.chunk_reps,
     )
-    merged = grown_sweep(stored, layout, changes)
     merged = replace(merged, description=grown_description(stored, running, merged))
     _commit(path, _extension_files(path, grown, merged, units))
     return grown
