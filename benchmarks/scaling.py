@@ -232,7 +232,8 @@ def measure(
     with ``margin`` the sweep again with twice the replicates (the driver's margin)."""
     from distributed import Client
 
-    from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config, usable_cores
+    from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
+    from ldpsim.pipeline.compute.cores import usable_cores
     from ldpsim.pipeline.store.provenance import cpu_model
     from ldpsim.pipeline.sweep import load_sweep
     from ldpsim.tasks import run_replicate
@@ -504,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(fit_text(model))
         return 0
-    from ldpsim.pipeline.compute.clusters import usable_cores
+    from ldpsim.pipeline.compute.cores import usable_cores
 
     sizes = dict(QUICK if args.quick else FULL)
     if args.replicates:

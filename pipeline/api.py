@@ -672,6 +672,9 @@ def run_report(
         raise InputError("--cluster-option needs --cluster (the file whose options it changes).")
     if cluster and options:  # with the file's: processes <= cores holds for the two
         check_options(kind, {**config["options"], **options}, "--cluster-option")
+    if workers:  # with the file's options: the memory each worker gets
+        local = (config or load_cluster_config("local"))["options"]
+        check_options("local", {**local, **options, "n_workers": workers}, "--workers")
     if kind in ("local", "local-gpu") and is_absent(path):
         # The workers' forkserver imports on another core while the checks below and the
         # store's inspection run (a second of imports on a 2-core machine).

@@ -191,7 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run (or resume) a sweep: computes only what is not done")
     run.add_argument("sweep", help="built-in sweep name (see `ldpsim list`) or a TOML file")
     run.add_argument("--store", type=_path, help="Zarr store path (default outputs/<sweep>.zarr)")
-    run.add_argument("--workers", type=_positive_int, help="local workers (default: cores)")
+    run.add_argument(
+        "--workers",
+        type=_positive_int,
+        help="local workers (default: one per usable core, as memory allows)",
+    )
     where = run.add_mutually_exclusive_group()
     where.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
     where.add_argument("--cluster", help="cluster name (cluster/NAME.yaml) or a YAML file")

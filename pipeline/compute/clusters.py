@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ldpsim.pipeline.compute.cores import usable_cores
 from ldpsim.pipeline.compute.signals import check as check_signals
 from ldpsim.pipeline.compute.worker_start import (
     WORKER_START_OPTION,
@@ -100,19 +101,25 @@ def housekeeping_settings(profile: bool | None = None) -> dict[str, Any]:
     return settings
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which a container or a batch
-    job may restrict below the machine's count), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # no affinity on this platform (macOS, Windows)
-        return os.cpu_count() or 1
+def local_workers(options: dict[str, Any]) -> int:
+    """The number of workers a local cluster of ``options`` starts: ``n_workers``, or by
+    default one per usable core (:func:`~ldpsim.pipeline.compute.cores.usable_cores`),
+    fewer where Dask would share the memory out among them (``memory_limit`` unset,
+    process workers) and each would get less than :data:`WORKER_MEMORY_MIN`; at least 1.
+    """
+    if options.get("n_workers") is not None:
+        return options["n_workers"]
+    cores = usable_cores()
+    if "memory_limit" in options or options.get("processes") is False:
+        return cores
+    from distributed.system import MEMORY_LIMIT
+
+    return max(1, min(cores, MEMORY_LIMIT // WORKER_MEMORY_MIN))
 
 
 def _local(options: dict[str, Any]):
     options = dict(options)
-    if options.get("n_workers") is None:
-        options["n_workers"] = usable_cores()
+    options["n_workers"] = local_workers(options)
     # As the shipped files and local-gpu: a worker that fails to start (a preload not
     # found) otherwise logs its traceback before ldpsim's one line saying so.
     options.setdefault("silence_logs", "CRITICAL")
@@ -621,11 +628,20 @@ WORKER_MEMORY_MIN = 384 * 2**20
 
 
 def _memory_too_small(
-    key: str, kind: str, source: str, value: Any, limit: float, shared: str = ""
+    key: str,
+    kind: str,
+    source: str,
+    value: Any,
+    limit: float,
+    shared: str = "",
+    hint: str | None = None,
 ) -> str:
-    """The refusal of a memory option ``value`` that gives a worker ``limit`` bytes
-    (``shared``: how they were shared out)."""
-    if isinstance(value, (int, float)) and value > 1:
+    """The refusal of an option ``value`` that gives a worker ``limit`` bytes
+    (``shared``: how they were shared out; ``hint``: what to do, by default for a memory
+    option)."""
+    if hint is not None:
+        pass
+    elif isinstance(value, (int, float)) and value > 1:
         hint = '; a number counts bytes: write a size with its unit, such as "4GB"'
     elif isinstance(value, float):
         hint = "; a fraction is of this machine's memory"
@@ -687,6 +703,19 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
             )
         if limit and limit < WORKER_MEMORY_MIN and value != "auto":
             raise InputError(_memory_too_small("memory_limit", kind, source, value, limit))
+    workers = options.get("n_workers")
+    shared_out = "memory_limit" not in options and options.get("processes") is not False
+    if kind == "local" and workers and shared_out:
+        # Dask shares the memory out among the workers (its "auto"), each its part.
+        from distributed.system import MEMORY_LIMIT
+
+        share = MEMORY_LIMIT / workers
+        if share < WORKER_MEMORY_MIN:
+            shared = f" (this machine's {MEMORY_LIMIT / 2**30:.3g} GiB over {workers} workers)"
+            hint = f"; at most {max(1, MEMORY_LIMIT // WORKER_MEMORY_MIN)} workers fit"
+            raise InputError(
+                _memory_too_small("n_workers", kind, source, workers, share, shared, hint)
+            )
     if options.get("dashboard_address") not in (None, DASHBOARD_AUTO):
         value = options["dashboard_address"]
         try:
@@ -948,7 +977,7 @@ def connect(
                     auto = merged.get("dashboard_address") == DASHBOARD_AUTO
                     if auto:
                         seconds = None if work_seconds is None or kind != "local" else (
-                            work_seconds / (merged.get("n_workers") or usable_cores())
+                            work_seconds / local_workers(merged)
                         )  # fmt: skip
                         overrides["dashboard_address"] = auto_dashboard(seconds)
                         merged = {**config["options"], **overrides}

@@ -18,13 +18,17 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
+from distributed.system import MEMORY_LIMIT
 
 from ldpsim.pipeline.cli import main
+from ldpsim.pipeline.compute.clusters import WORKER_MEMORY_MIN
 
 ROOT = Path(__file__).resolve().parents[2]
 #: `ldpsim run` arguments that would extend S (made with --replicates 2) to 3 replicates.
 EXTEND_S = ["run", *DEMO_ARGS[:1], "--replicates", "3", *DEMO_ARGS[3:]]
 
+#: The local workers this machine's memory holds at 384 MiB each (Dask's share of it).
+FITTING_WORKERS = MEMORY_LIMIT // WORKER_MEMORY_MIN
 #: (case id, cluster YAML or None, run arguments, words of the one error line)
 START_FAILURES = [
     (
@@ -103,6 +107,20 @@ START_FAILURES = [
         None,
         ["--cluster", "local-gpu", "--cluster-option", "launches_per_gpu=0"],
         ["'launches_per_gpu' option of the local-gpu cluster", "integer >= 1", "Got 0."],
+    ),
+    (
+        # Dask shares the machine's memory out: one worker more than 384 MiB each allows
+        # (it would wait paused, its memory past 80% of its part, without a word).
+        "workers-beyond-the-memory",
+        None,
+        ["--workers", str(FITTING_WORKERS + 1)],
+        ["'n_workers'", "(--workers)", "384 MiB", f"at most {FITTING_WORKERS} workers fit"],
+    ),
+    (
+        "n-workers-beyond-the-memory",
+        f"kind: local\noptions: {{n_workers: {FITTING_WORKERS + 1}}}\n",
+        [],
+        ["'n_workers'", "GiB over", f"at most {FITTING_WORKERS} workers fit"],
     ),
     ("jobs-on-local", None, ["--cluster", "local", "--jobs", "2"], ["--jobs", "--workers"]),
     ("adapt-on-local", None, ["--cluster", "local", "--adapt", "1:2"], ["--adapt", "batch"]),

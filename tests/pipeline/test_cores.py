@@ -1,0 +1,167 @@
+"""A local cluster starts a worker per core a cgroup's CPU quota allows, not only per core
+of the affinity, and no more than the memory holds.
+
+The first test puts a real process into real cgroups (v1, where the machine mounts the
+``cpu`` controller so and lets root make groups); cgroup v2's files, which this machine's
+kernel does not give the ``cpu`` controller to, are read from a folder laid out as the
+kernel lays them (cgroup-v2(7)).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ldpsim.pipeline.compute.cores import (
+    PROC_CGROUP,
+    PROC_MOUNTINFO,
+    affinity_cores,
+    cgroup_folders,
+    folder_quotas,
+    usable_cores,
+)
+
+PERIOD = 100_000  # microseconds, the kernel's default CFS period
+
+
+def _v1_cpu_folder() -> Path | None:
+    """This process's folder in a writable cgroup-v1 ``cpu`` hierarchy, or None."""
+    try:
+        found = cgroup_folders(PROC_CGROUP.read_text(), PROC_MOUNTINFO.read_text())
+    except OSError:
+        return None
+    for version, folder, _top in found:
+        if version == 1 and os.access(folder, os.W_OK) and (folder / "cpu.cfs_quota_us").exists():
+            return folder
+    return None
+
+
+def test_a_quota_of_the_process_group_or_one_above_limits_its_cores():
+    """A process in a group of 1.5 CPUs may use 2 cores; below a group of 1 CPU, 1."""
+    folder = _v1_cpu_folder()
+    if folder is None or affinity_cores() < 2:
+        pytest.skip("needs a writable cgroup-v1 cpu hierarchy (root) and 2 cores")
+    parent = folder / f"ldpsim-test-{os.getpid()}"
+    child = parent / "job"
+    child.mkdir(parents=True)
+    code = (
+        "from ldpsim.pipeline.compute.cores import cpu_quota, usable_cores; "
+        "print(cpu_quota(), usable_cores())"
+    )
+    # The shell joins the child group, then becomes the Python that reads it.
+    script = f'echo $$ > "{child}/cgroup.procs" && exec "{sys.executable}" -c "{code}"'
+    try:
+        # Rounded up: two workers throttled to 0.75 CPUs each.
+        (child / "cpu.cfs_quota_us").write_text(str(PERIOD * 3 // 2))
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["1.5", "2"]
+        # The parent's limit bounds the child's group, which has none of its own (v1
+        # refuses a child's quota above its parent's; v2 takes it).
+        (child / "cpu.cfs_quota_us").write_text("-1")
+        (parent / "cpu.cfs_quota_us").write_text(str(PERIOD))
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+        assert done.stdout.split() == ["1.0", "1"], done.stderr
+    finally:
+        child.rmdir()
+        parent.rmdir()
+
+
+def test_the_default_worker_count_fits_the_memory():
+    """Dask shares the memory out among a local cluster's workers: by default no more
+    start than get 384 MiB each. The memory is set low with the RSS limit, which
+    distributed reads (``distributed.system.MEMORY_LIMIT``) and Linux does not enforce."""
+    memory = 800 * 10**6  # two workers' worth would be 805 MB
+    code = (
+        f"import resource; resource.setrlimit(resource.RLIMIT_RSS, ({memory}, {memory}))\n"
+        "from ldpsim.pipeline.compute.clusters import local_workers\n"
+        "print(local_workers({}), local_workers({'memory_limit': '1GB'}), "
+        "local_workers({'processes': False}), local_workers({'n_workers': 3}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    cores = str(usable_cores())
+    # A set memory_limit is each worker's own, threads share one process: per core.
+    assert done.stdout.split() == ["1", cores, cores, "3"]
+
+
+def test_cgroup_v2_quotas_are_read_up_to_the_mount_point(tmp_path):
+    top = tmp_path / "cgroup"
+    group = top / "kubepods.slice" / "pod-7" / "container-3"
+    group.mkdir(parents=True)
+    (top / "cpu.max").write_text("max 100000\n")  # (the root group has none: any file)
+    (top / "kubepods.slice" / "cpu.max").write_text("max 100000\n")
+    (top / "kubepods.slice" / "pod-7" / "cpu.max").write_text("250000 100000\n")
+    (group / "cpu.max").write_text("max 100000\n")
+    assert folder_quotas(2, group, top) == [2.5]
+    (group / "cpu.max").write_text("50000 100000\n")
+    assert folder_quotas(2, group, top) == [0.5, 2.5]
+    # Above the mount point nothing is read: the quota of tmp_path's own file is not.
+    (tmp_path / "cpu.max").write_text("10000 100000\n")
+    assert min(folder_quotas(2, group, top)) == 0.5
+    (group / "cpu.max").write_text("garbage\n")
+    assert folder_quotas(2, group, top) == [2.5]
+
+
+def test_cgroup_v1_files_and_no_quota(tmp_path):
+    (tmp_path / "cpu.cfs_quota_us").write_text("-1\n")
+    (tmp_path / "cpu.cfs_period_us").write_text("100000\n")
+    assert folder_quotas(1, tmp_path, tmp_path) == []
+    (tmp_path / "cpu.cfs_quota_us").write_text("300000\n")
+    assert folder_quotas(1, tmp_path, tmp_path) == [3.0]
+
+
+#: /proc/self/mountinfo lines (proc(5)) of the mounts a process may see.
+V2_MOUNT = (
+    "31 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 "
+    "rw,nsdelegate"
+)
+V1_CPU_MOUNT = (
+    "35 30 0:30 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid master:14 - cgroup cgroup "
+    "rw,cpu,cpuacct"
+)
+V1_MEMORY_MOUNT = "36 30 0:31 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory"
+ROOT_MOUNT = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw"
+
+
+@pytest.mark.parametrize(
+    ("groups", "mounts", "expected"),
+    [
+        # cgroup v2 on a host: a systemd scope below the mount's root
+        (
+            "0::/user.slice/user-1000.slice/session-3.scope\n",
+            [ROOT_MOUNT, V2_MOUNT],
+            [(2, "/sys/fs/cgroup/user.slice/user-1000.slice/session-3.scope", "/sys/fs/cgroup")],
+        ),
+        # cgroup v2 in a container with its own cgroup namespace: its group is the root
+        ("0::/\n", [V2_MOUNT], [(2, "/sys/fs/cgroup", "/sys/fs/cgroup")]),
+        # cgroup v1 in a Docker container: the mount's root is the container's group
+        (
+            "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n",
+            [ROOT_MOUNT, V1_MEMORY_MOUNT, V1_CPU_MOUNT],
+            [(1, "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct")],
+        ),
+        # a group outside the mount's root (another namespace's path): the mount point
+        (
+            "4:cpu,cpuacct:/other/xyz\n",
+            [V1_CPU_MOUNT],
+            [(1, "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct")],
+        ),
+        # a mount point with a space (mountinfo writes it \040)
+        (
+            "0::/a b\n",
+            ["31 23 0:26 / /mnt/my\\040cgroups rw - cgroup2 none rw"],
+            [(2, "/mnt/my cgroups/a b", "/mnt/my cgroups")],
+        ),
+        # no cpu controller mounted, and nothing readable at all
+        ("12:memory:/docker/abc\n", [V1_MEMORY_MOUNT], []),
+        ("", [], []),
+    ],
+)
+def test_the_cpu_cgroup_folders_of_a_process(groups, mounts, expected):
+    found = cgroup_folders(groups, "\n".join(mounts) + "\n")
+    assert [(version, str(folder), str(top)) for version, folder, top in found] == expected
