@@ -233,7 +233,7 @@ def measure(
     from distributed import Client
 
     from ldpsim.pipeline.compute.clusters import build_cluster, load_cluster_config
-    from ldpsim.pipeline.compute.cores import usable_cores
+    from ldpsim.pipeline.compute.limits import usable_cores
     from ldpsim.pipeline.store.provenance import cpu_model
     from ldpsim.pipeline.sweep import load_sweep
     from ldpsim.tasks import run_replicate
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(fit_text(model))
         return 0
-    from ldpsim.pipeline.compute.cores import usable_cores
+    from ldpsim.pipeline.compute.limits import usable_cores
 
     sizes = dict(QUICK if args.quick else FULL)
     if args.replicates:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ldpsim.pipeline.compute.cores import usable_cores
+from ldpsim.pipeline.compute.limits import usable_cores, usable_memory
 from ldpsim.pipeline.compute.signals import check as check_signals
 from ldpsim.pipeline.compute.worker_start import (
     WORKER_START_OPTION,
@@ -101,25 +101,41 @@ def housekeeping_settings(profile: bool | None = None) -> dict[str, Any]:
     return settings
 
 
-def local_workers(options: dict[str, Any]) -> int:
-    """The number of workers a local cluster of ``options`` starts: ``n_workers``, or by
-    default one per usable core (:func:`~ldpsim.pipeline.compute.cores.usable_cores`),
-    fewer where Dask would share the memory out among them (``memory_limit`` unset,
-    process workers) and each would get less than :data:`WORKER_MEMORY_MIN`; at least 1.
+def local_size(options: dict[str, Any]) -> dict[str, Any]:
+    """How large a local cluster of ``options`` is: its ``n_workers``, and its workers'
+    ``memory_limit`` where ldpsim sets it.
+
+    By default one worker per usable core
+    (:func:`~ldpsim.pipeline.compute.limits.usable_cores`), fewer where the memory is
+    shared out among them (:func:`shares_memory`) and each would get less than
+    :data:`WORKER_MEMORY_MIN`; at least 1. Where it is shared out and a cgroup of this
+    process allows less memory than Dask reads, each worker's limit is its share of that
+    (:func:`~ldpsim.pipeline.compute.limits.usable_memory`): Dask's own would let the
+    kernel kill the workers before Dask pauses them.
     """
-    if options.get("n_workers") is not None:
-        return options["n_workers"]
-    cores = usable_cores()
-    if "memory_limit" in options or options.get("processes") is False:
-        return cores
+    size = {"n_workers": options.get("n_workers") or usable_cores()}
+    if not shares_memory(options):
+        return size
     from distributed.system import MEMORY_LIMIT
 
-    return max(1, min(cores, MEMORY_LIMIT // WORKER_MEMORY_MIN))
+    memory = usable_memory()
+    if options.get("n_workers") is None:
+        size["n_workers"] = max(1, min(size["n_workers"], memory // WORKER_MEMORY_MIN))
+    if memory < MEMORY_LIMIT:  # a cgroup's limit below the one Dask reads
+        size["memory_limit"] = memory // size["n_workers"]
+    return size
+
+
+def shares_memory(options: dict[str, Any]) -> bool:
+    """Whether a local cluster of ``options`` shares the memory this process may use
+    (:func:`~ldpsim.pipeline.compute.limits.usable_memory`) out among its workers, each
+    its part as its limit: Dask's default, for process workers without a
+    ``memory_limit``."""
+    return "memory_limit" not in options and options.get("processes") is not False
 
 
 def _local(options: dict[str, Any]):
-    options = dict(options)
-    options["n_workers"] = local_workers(options)
+    options = {**options, **local_size(options)}
     # As the shipped files and local-gpu: a worker that fails to start (a preload not
     # found) otherwise logs its traceback before ldpsim's one line saying so.
     options.setdefault("silence_logs", "CRITICAL")
@@ -704,15 +720,12 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
         if limit and limit < WORKER_MEMORY_MIN and value != "auto":
             raise InputError(_memory_too_small("memory_limit", kind, source, value, limit))
     workers = options.get("n_workers")
-    shared_out = "memory_limit" not in options and options.get("processes") is not False
-    if kind == "local" and workers and shared_out:
-        # Dask shares the memory out among the workers (its "auto"), each its part.
-        from distributed.system import MEMORY_LIMIT
-
-        share = MEMORY_LIMIT / workers
+    if kind == "local" and workers and shares_memory(options):
+        memory = usable_memory()
+        share = memory / workers
         if share < WORKER_MEMORY_MIN:
-            shared = f" (this machine's {MEMORY_LIMIT / 2**30:.3g} GiB over {workers} workers)"
-            hint = f"; at most {max(1, MEMORY_LIMIT // WORKER_MEMORY_MIN)} workers fit"
+            shared = f" (the {memory / 2**30:.3g} GiB this process may use over {workers})"
+            hint = f"; at most {max(1, memory // WORKER_MEMORY_MIN)} workers fit"
             raise InputError(
                 _memory_too_small("n_workers", kind, source, workers, share, shared, hint)
             )
@@ -977,7 +990,7 @@ def connect(
                     auto = merged.get("dashboard_address") == DASHBOARD_AUTO
                     if auto:
                         seconds = None if work_seconds is None or kind != "local" else (
-                            work_seconds / local_workers(merged)
+                            work_seconds / local_size(merged)["n_workers"]
                         )  # fmt: skip
                         overrides["dashboard_address"] = auto_dashboard(seconds)
                         merged = {**config["options"], **overrides}

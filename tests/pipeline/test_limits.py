@@ -1,10 +1,10 @@
 """A local cluster starts a worker per core a cgroup's CPU quota allows, not only per core
-of the affinity, and no more than the memory holds.
+of the affinity, no more than the memory holds, and tells them a cgroup's memory limit.
 
-The first test puts a real process into real cgroups (v1, where the machine mounts the
-``cpu`` controller so and lets root make groups); cgroup v2's files, which this machine's
-kernel does not give the ``cpu`` controller to, are read from a folder laid out as the
-kernel lays them (cgroup-v2(7)).
+The first tests put a real process into real cgroups (v1, where the machine mounts the
+``cpu`` and ``memory`` controllers so and lets root make groups); cgroup v2's files,
+which this machine's kernel does not give those controllers to, are read from a folder
+laid out as the kernel lays them (cgroup-v2(7)).
 """
 
 from __future__ import annotations
@@ -16,40 +16,42 @@ from pathlib import Path
 
 import pytest
 
-from ldpsim.pipeline.compute.cores import (
+from ldpsim.pipeline.compute.limits import (
     PROC_CGROUP,
     PROC_MOUNTINFO,
     affinity_cores,
     cgroup_folders,
-    folder_quotas,
+    folder_cpu_quota,
+    folder_limits,
+    folder_memory_cap,
     usable_cores,
 )
 
 PERIOD = 100_000  # microseconds, the kernel's default CFS period
 
 
-def _v1_cpu_folder() -> Path | None:
-    """This process's folder in a writable cgroup-v1 ``cpu`` hierarchy, or None."""
+def _v1_folder(controller: str, control_file: str) -> Path | None:
+    """This process's folder in a writable cgroup-v1 hierarchy of ``controller``."""
     try:
-        found = cgroup_folders(PROC_CGROUP.read_text(), PROC_MOUNTINFO.read_text())
+        found = cgroup_folders(PROC_CGROUP.read_text(), PROC_MOUNTINFO.read_text(), controller)
     except OSError:
         return None
     for version, folder, _top in found:
-        if version == 1 and os.access(folder, os.W_OK) and (folder / "cpu.cfs_quota_us").exists():
+        if version == 1 and os.access(folder, os.W_OK) and (folder / control_file).exists():
             return folder
     return None
 
 
 def test_a_quota_of_the_process_group_or_one_above_limits_its_cores():
     """A process in a group of 1.5 CPUs may use 2 cores; below a group of 1 CPU, 1."""
-    folder = _v1_cpu_folder()
+    folder = _v1_folder("cpu", "cpu.cfs_quota_us")
     if folder is None or affinity_cores() < 2:
         pytest.skip("needs a writable cgroup-v1 cpu hierarchy (root) and 2 cores")
     parent = folder / f"ldpsim-test-{os.getpid()}"
     child = parent / "job"
     child.mkdir(parents=True)
     code = (
-        "from ldpsim.pipeline.compute.cores import cpu_quota, usable_cores; "
+        "from ldpsim.pipeline.compute.limits import cpu_quota, usable_cores; "
         "print(cpu_quota(), usable_cores())"
     )
     # The shell joins the child group, then becomes the Python that reads it.
@@ -71,25 +73,52 @@ def test_a_quota_of_the_process_group_or_one_above_limits_its_cores():
         parent.rmdir()
 
 
+def test_a_memory_limit_of_the_process_group_sizes_the_local_cluster():
+    """In a group of 700 MB: one worker (two would get 350 MB each), told the limit."""
+    folder = _v1_folder("memory", "memory.limit_in_bytes")
+    if folder is None:
+        pytest.skip("needs a writable cgroup-v1 memory hierarchy (root)")
+    group = folder / f"ldpsim-test-{os.getpid()}"
+    group.mkdir()
+    code = (
+        "from ldpsim.pipeline.compute.clusters import local_size; "
+        "from ldpsim.pipeline.compute.limits import memory_cap; "
+        "print(memory_cap(), local_size({}), local_size({'n_workers': 2}))"
+    )
+    script = f'echo $$ > "{group}/cgroup.procs" && exec "{sys.executable}" -c "{code}"'
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(700 * 10**6))
+        limit = int((group / "memory.limit_in_bytes").read_text())  # in whole pages
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
+    finally:
+        group.rmdir()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        f"{limit} {{'n_workers': 1, 'memory_limit': {limit}}} "
+        f"{{'n_workers': 2, 'memory_limit': {limit // 2}}}"
+    )
+
+
 def test_the_default_worker_count_fits_the_memory():
     """Dask shares the memory out among a local cluster's workers: by default no more
     start than get 384 MiB each. The memory is set low with the RSS limit, which
-    distributed reads (``distributed.system.MEMORY_LIMIT``) and Linux does not enforce."""
+    distributed reads (``distributed.system.MEMORY_LIMIT``) and Linux does not enforce:
+    no worker's limit is set then, Dask's is right."""
     memory = 800 * 10**6  # two workers' worth would be 805 MB
     code = (
         f"import resource; resource.setrlimit(resource.RLIMIT_RSS, ({memory}, {memory}))\n"
-        "from ldpsim.pipeline.compute.clusters import local_workers\n"
-        "print(local_workers({}), local_workers({'memory_limit': '1GB'}), "
-        "local_workers({'processes': False}), local_workers({'n_workers': 3}))"
+        "from ldpsim.pipeline.compute.clusters import local_size\n"
+        "print([local_size(options)['n_workers'] for options in "
+        "({}, {'memory_limit': '1GB'}, {'processes': False}, {'n_workers': 3})])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    cores = str(usable_cores())
+    cores = usable_cores()
     # A set memory_limit is each worker's own, threads share one process: per core.
-    assert done.stdout.split() == ["1", cores, cores, "3"]
+    assert done.stdout.strip() == str([1, cores, cores, 3])
 
 
-def test_cgroup_v2_quotas_are_read_up_to_the_mount_point(tmp_path):
+def test_cgroup_v2_limits_are_read_up_to_the_mount_point(tmp_path):
     top = tmp_path / "cgroup"
     group = top / "kubepods.slice" / "pod-7" / "container-3"
     group.mkdir(parents=True)
@@ -97,22 +126,33 @@ def test_cgroup_v2_quotas_are_read_up_to_the_mount_point(tmp_path):
     (top / "kubepods.slice" / "cpu.max").write_text("max 100000\n")
     (top / "kubepods.slice" / "pod-7" / "cpu.max").write_text("250000 100000\n")
     (group / "cpu.max").write_text("max 100000\n")
-    assert folder_quotas(2, group, top) == [2.5]
+    assert folder_limits(folder_cpu_quota, 2, group, top) == [2.5]
     (group / "cpu.max").write_text("50000 100000\n")
-    assert folder_quotas(2, group, top) == [0.5, 2.5]
+    assert folder_limits(folder_cpu_quota, 2, group, top) == [0.5, 2.5]
     # Above the mount point nothing is read: the quota of tmp_path's own file is not.
     (tmp_path / "cpu.max").write_text("10000 100000\n")
-    assert min(folder_quotas(2, group, top)) == 0.5
+    assert min(folder_limits(folder_cpu_quota, 2, group, top)) == 0.5
     (group / "cpu.max").write_text("garbage\n")
-    assert folder_quotas(2, group, top) == [2.5]
+    assert folder_limits(folder_cpu_quota, 2, group, top) == [2.5]
+    # Memory: memory.max, and memory.high (the kernel throttles past it) where lower.
+    (group / "memory.max").write_text("max\n")
+    (group / "memory.high").write_text("max\n")
+    (top / "kubepods.slice" / "memory.max").write_text("4294967296\n")
+    assert folder_limits(folder_memory_cap, 2, group, top) == [2**32]
+    (group / "memory.high").write_text("1073741824\n")
+    assert folder_limits(folder_memory_cap, 2, group, top) == [2**30, 2**32]
 
 
-def test_cgroup_v1_files_and_no_quota(tmp_path):
+def test_cgroup_v1_files_without_a_limit(tmp_path):
     (tmp_path / "cpu.cfs_quota_us").write_text("-1\n")
     (tmp_path / "cpu.cfs_period_us").write_text("100000\n")
-    assert folder_quotas(1, tmp_path, tmp_path) == []
+    (tmp_path / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # none
+    assert folder_cpu_quota(1, tmp_path) is None
+    assert folder_memory_cap(1, tmp_path) is None
     (tmp_path / "cpu.cfs_quota_us").write_text("300000\n")
-    assert folder_quotas(1, tmp_path, tmp_path) == [3.0]
+    (tmp_path / "memory.limit_in_bytes").write_text("2147483648\n")
+    assert folder_cpu_quota(1, tmp_path) == 3.0
+    assert folder_memory_cap(1, tmp_path) == 2**31
 
 
 #: /proc/self/mountinfo lines (proc(5)) of the mounts a process may see.
@@ -163,5 +203,12 @@ ROOT_MOUNT = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw"
     ],
 )
 def test_the_cpu_cgroup_folders_of_a_process(groups, mounts, expected):
-    found = cgroup_folders(groups, "\n".join(mounts) + "\n")
+    found = cgroup_folders(groups, "\n".join(mounts) + "\n", "cpu")
     assert [(version, str(folder), str(top)) for version, folder, top in found] == expected
+
+
+def test_the_memory_cgroup_folders_of_a_process():
+    groups = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n"
+    mounts = "\n".join([ROOT_MOUNT, V1_MEMORY_MOUNT, V1_CPU_MOUNT])
+    found = cgroup_folders(groups, mounts, "memory")
+    assert found == [(1, Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/memory"))]
