@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import socket
 import time
 import traceback
@@ -19,10 +20,11 @@ from ldpsim.tasks.grid_point import GridPointSetup, setup_of
 
 
 def batch_job_id() -> int:
-    """The SLURM or PBS job id this worker runs under, 0 outside a batch job."""
+    """The SLURM or PBS job id this worker runs under, 0 outside a batch job: PBS's
+    ``NUMBER.SERVER`` and an array job's ``NUMBER[INDEX].SERVER`` record the NUMBER."""
     raw = os.environ.get("SLURM_JOB_ID") or os.environ.get("PBS_JOBID") or "0"
-    digits = raw.split(".")[0]
-    return int(digits) if digits.isdigit() else 0
+    digits = re.match(r"\d+", raw)
+    return int(digits.group()) if digits else 0
 
 
 def cuda_problem() -> str | None:

@@ -109,6 +109,7 @@ def test_a_chunk_with_checkpoints_holds_each_checkpoints_values(spec, no_batch_j
     [
         ("SLURM_JOB_ID", "4417", 4417),
         ("PBS_JOBID", "4417.pbs-server", 4417),
+        ("PBS_JOBID", "4417[12].pbs-server", 4417),  # an array job's element
         ("PBS_JOBID", "x", 0),
     ],
 )
