@@ -655,14 +655,10 @@ def _memory_too_small(
     """The refusal of an option ``value`` that gives a worker ``limit`` bytes
     (``shared``: how they were shared out; ``hint``: what to do, by default for a memory
     option)."""
-    if hint is not None:
-        pass
-    elif isinstance(value, (int, float)) and value > 1:
+    if hint is None and isinstance(value, (int, float)) and value > 1:
         hint = '; a number counts bytes: write a size with its unit, such as "4GB"'
-    elif isinstance(value, float):
-        hint = "; a fraction is of this machine's memory"
-    else:
-        hint = ""
+    elif hint is None:
+        hint = "; a fraction is of this machine's memory" if isinstance(value, float) else ""
     size = f"{limit / 2**20:.3g} MiB" if limit >= 2**20 else f"{limit:.3g} bytes"
     return (
         f"The {key!r} option of the {kind} cluster ({source}) gives each worker "
@@ -724,7 +720,9 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
         memory = usable_memory()
         share = memory / workers
         if share < WORKER_MEMORY_MIN:
-            shared = f" (the {memory / 2**30:.3g} GiB this process may use over {workers})"
+            shared = (
+                f" ({memory / 2**30:.3g} GiB, the memory this process may use, over {workers})"
+            )
             hint = f"; at most {max(1, memory // WORKER_MEMORY_MIN)} workers fit"
             raise InputError(
                 _memory_too_small("n_workers", kind, source, workers, share, shared, hint)

@@ -120,7 +120,11 @@ START_FAILURES = [
         "n-workers-beyond-the-memory",
         f"kind: local\noptions: {{n_workers: {FITTING_WORKERS + 1}}}\n",
         [],
-        ["'n_workers'", "GiB this process may use over", f"at most {FITTING_WORKERS} workers fit"],
+        [
+            "'n_workers'",
+            "GiB, the memory this process may use, over",
+            f"at most {FITTING_WORKERS} workers fit",
+        ],
     ),
     ("jobs-on-local", None, ["--cluster", "local", "--jobs", "2"], ["--jobs", "--workers"]),
     ("adapt-on-local", None, ["--cluster", "local", "--adapt", "1:2"], ["--adapt", "batch"]),
