@@ -113,17 +113,24 @@ def local_size(options: dict[str, Any]) -> dict[str, Any]:
     (:func:`~ldpsim.pipeline.compute.limits.usable_memory`): Dask's own would let the
     kernel kill the workers before Dask pauses them.
     """
-    size = {"n_workers": options.get("n_workers") or usable_cores()}
+    workers = options.get("n_workers") or usable_cores()
+    if options.get("n_workers") is None and shares_memory(options):
+        workers = max(1, min(workers, usable_memory() // WORKER_MEMORY_MIN))
+    return {"n_workers": workers, **memory_share(options, workers)}
+
+
+def memory_share(options: dict[str, Any], workers: int) -> dict[str, int]:
+    """``{"memory_limit": bytes}`` for each of the ``workers`` of a local cluster of
+    ``options`` where it shares the memory out (:func:`shares_memory`) and a cgroup of
+    this process allows less than Dask reads
+    (:func:`~ldpsim.pipeline.compute.limits.usable_memory`), else ``{}`` (Dask's own
+    share is right); also for ``local-gpu``'s workers, GPU and CPU together."""
     if not shares_memory(options):
-        return size
+        return {}
     from distributed.system import MEMORY_LIMIT
 
     memory = usable_memory()
-    if options.get("n_workers") is None:
-        size["n_workers"] = max(1, min(size["n_workers"], memory // WORKER_MEMORY_MIN))
-    if memory < MEMORY_LIMIT:  # a cgroup's limit below the one Dask reads
-        size["memory_limit"] = memory // size["n_workers"]
-    return size
+    return {"memory_limit": memory // workers} if memory < MEMORY_LIMIT else {}
 
 
 def shares_memory(options: dict[str, Any]) -> bool:
@@ -231,6 +238,7 @@ def _local_gpu(options: dict[str, Any]):
         "silence_logs": silence,
         "dashboard": False,
         **({"memory_limit": options["memory_limit"]} if "memory_limit" in options else {}),
+        **memory_share(options, gpus + cpus),
     }
     launches = options.get("launches_per_gpu") or 4
     workers = {

@@ -81,9 +81,10 @@ def test_a_memory_limit_of_the_process_group_sizes_the_local_cluster():
     group = folder / f"ldpsim-test-{os.getpid()}"
     group.mkdir()
     code = (
-        "from ldpsim.pipeline.compute.clusters import local_size; "
+        "from ldpsim.pipeline.compute.clusters import local_size, memory_share; "
         "from ldpsim.pipeline.compute.limits import memory_cap; "
-        "print(memory_cap(), local_size({}), local_size({'n_workers': 2}))"
+        "print(memory_cap(), local_size({}), local_size({'n_workers': 2}), "
+        "memory_share({'memory_limit': '1GB'}, 3))"
     )
     script = f'echo $$ > "{group}/cgroup.procs" && exec "{sys.executable}" -c "{code}"'
     try:
@@ -95,7 +96,7 @@ def test_a_memory_limit_of_the_process_group_sizes_the_local_cluster():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
         f"{limit} {{'n_workers': 1, 'memory_limit': {limit}}} "
-        f"{{'n_workers': 2, 'memory_limit': {limit // 2}}}"
+        f"{{'n_workers': 2, 'memory_limit': {limit // 2}}} {{}}"
     )
 
 
