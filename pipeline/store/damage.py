@@ -289,8 +289,13 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
     # Decoded (a changed byte) or recomputed; a reader of a store with digests skips
     # them (verify False): it decodes them when it reads them, which names a damaged one.
     if "identity" in attrs and (verify or recompute or not digested):
-        sweep, layout = _determined_by(path, attrs)
-        found = determined_damage(path, sweep, layout, recompute=recompute)
+        # The sweep as read names the arrays; it is normalized (which imports every unit)
+        # only where they are computed again, never for a check of their checksums.
+        def normalized() -> tuple[Sweep, Layout]:
+            sweep, layout = _determined_by(path, attrs)
+            return sweep, layout()
+
+        found = determined_damage(path, read_sweep(path), normalized, recompute=recompute)
         determined = tuple(sorted(determined_files | set(found)))
     else:
         determined = tuple(sorted(determined_files))

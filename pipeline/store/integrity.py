@@ -324,7 +324,11 @@ def _strings_fit(path: str | Path, name: str, array: Any) -> bool:
 
 
 def determined_damage(
-    path: str | Path, sweep: Sweep, layout: Callable[[], Layout], *, recompute: bool = True
+    path: str | Path,
+    sweep: Sweep,
+    determined: Callable[[], tuple[Sweep, Layout]],
+    *,
+    recompute: bool = True,
 ) -> tuple[str, ...]:
     """The determined arrays whose stored values differ from their recomputation.
 
@@ -334,7 +338,9 @@ def determined_damage(
     checksum are only decoded (which checks it): recomputing the truths needs the
     models, a quarter of a second of imports for a command that only reads; arrays
     without one (a store made before they had it) are recomputed all the same.
-    ``layout``: called for the store's layout when the arrays are recomputed.
+    ``sweep`` (the store's, as read) names the grid axes; ``determined`` is called only
+    when the arrays are recomputed, for the sweep normalized for that and the store's
+    layout (normalizing imports every model, mechanism and method).
     """
     import zarr
 
@@ -358,7 +364,7 @@ def determined_damage(
     # that lacks a file is recomputed.
     whole = all(_checksummed(group[n]) and _every_chunk_stored(path, n, group[n]) for n in names)
     if recompute or not whole:
-        expected = determined_arrays(sweep, layout())
+        expected = determined_arrays(*determined())
         for name, values in stored.items():
             rtol = TRUTH_RTOL if name in ("truth", "pseudo_truth") else 0.0
             if name not in expected or not _same(values, expected[name], rtol):

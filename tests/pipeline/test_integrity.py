@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 import json
 import shutil
+import sys
 import tarfile
 import tracemalloc
 from pathlib import Path
@@ -437,7 +438,25 @@ def test_a_deleted_truth_file_is_found_without_recomputing(demo_store, tmp_path)
             file.unlink()
     attrs = zarr.open_group(str(store), mode="r").attrs.asdict()
     sweep, layout = _determined_by(store, attrs)
-    assert determined_damage(store, sweep, layout, recompute=False) == ("truth",)
+    assert determined_damage(store, sweep, lambda: (sweep, layout()), recompute=False) == (
+        "truth",
+    )
+
+
+def test_status_checks_the_checksummed_truths_without_importing_the_units(demo_store, monkeypatch):
+    # `ldpsim status` (every data file decoded, the truths' checksums checked) needs no
+    # model, mechanism or method: importing them all (ldpsim.tasks.plugins) cost every
+    # status a quarter of a second. Since the method registry was read to normalize the
+    # sweep for a recomputation that a checksummed store never makes, it imported them.
+    import ldpsim.tasks
+
+    class NotImported:
+        def __getattr__(self, name):
+            raise AssertionError(f"ldpsim.tasks.plugins.{name} read by a check of checksums")
+
+    monkeypatch.setitem(sys.modules, "ldpsim.tasks.plugins", NotImported())
+    monkeypatch.setattr(ldpsim.tasks, "plugins", NotImported(), raising=False)
+    assert not find_damage(demo_store, verify=True, recompute=False)
 
 
 def test_a_deleted_coordinate_is_damaged_metadata(demo_store, tmp_path, capsys):
