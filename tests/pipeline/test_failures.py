@@ -325,3 +325,20 @@ def test_a_stores_grid_points_are_named_by_its_axes_but_rep():
     names = GridNames.of_dataset(ds)
     assert list(names.labels) == ["tau", "n"]
     assert names.name_of_key("ldpsim-ab12-1-0-c3") == "tau = 0.9, n = 100"
+
+
+def test_naming_grid_points_imports_no_unit():
+    # `ldpsim status` names its grid points with GridNames: the module imported the
+    # task plan for its chunk-key pattern, and the plan the cost model, the spec and
+    # every model, mechanism and interval method (a quarter of a second of each status).
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; from ldpsim.pipeline.compute.failures import GridNames; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('ldpsim.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    assert not [m for m in loaded if m.startswith("ldpsim.tasks")], loaded
+    assert "ldpsim.pipeline.compute.plan" not in loaded
