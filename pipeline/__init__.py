@@ -5,7 +5,8 @@ The API of :mod:`ldpsim.pipeline.api` is importable from here too::
     from ldpsim.pipeline import load_sweep, run, open_store, summarize, plot
 
 Each name is imported when first used, so that ``ldpsim --help`` imports nothing more.
-The layers below are folders (``store``, ``run``, ``summary``, ``report``; docs/layout.md).
+The layers below are folders (``store``, ``compute``, ``summary``, ``report``;
+docs/layout.md).
 """
 
 from __future__ import annotations
