@@ -129,7 +129,7 @@ def tmpfs(mount: Path, size: str) -> Iterator[Path]:
 
 def key_prefix(store: Path) -> str:
     """The start of every task key of a run on ``store`` (``ldpsim-TOKEN-``)."""
-    from ldpsim.pipeline.compute.plan import store_token
+    from ldpsim.pipeline.compute.task_keys import store_token
 
     return f"ldpsim-{store_token(store)}-"
 

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ldpsim.pipeline.compute.plan import KEY_SUFFIX, Work, group_tasks, plan_work
+from ldpsim.pipeline.compute.plan import Work, group_tasks, plan_work
+from ldpsim.pipeline.compute.task_keys import KEY_SUFFIX
 from ldpsim.pipeline.store.pending import has_added, pending
 
 if TYPE_CHECKING:

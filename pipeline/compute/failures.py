@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ldpsim.pipeline.compute.task_keys import CHUNK_KEY
 from ldpsim.pipeline.formatting import axis_labels
 
 
@@ -114,21 +115,12 @@ def group_failures(records: Iterable[dict[str, Any]]) -> list[FailureGroup]:
     return sorted(groups.values(), key=lambda g: -g.count)
 
 
-def _chunk_key() -> re.Pattern[str]:
-    """:data:`ldpsim.pipeline.compute.plan.CHUNK_KEY`, imported when first needed: the
-    plan imports the cost model and with it every unit (models, mechanisms, methods),
-    which `ldpsim status` and `errors`, naming grid points, do not need."""
-    from ldpsim.pipeline.compute.plan import CHUNK_KEY
-
-    return CHUNK_KEY
-
-
 def _grid_order(record: dict[str, Any]) -> tuple:
     """A failure record's place: its chunk key's grid position and chunk (by number:
     ``-c10`` after ``-c2``), then its replicate; a key that is no chunk key after every
     one that is."""
     key = str(record.get("key"))
-    match = _chunk_key().fullmatch(key)
+    match = CHUNK_KEY.fullmatch(key)
     rep = record.get("rep")
     rep = rep if isinstance(rep, int) and not isinstance(rep, bool) else -1
     if match is None:
@@ -197,7 +189,7 @@ class GridNames:
     def name_of_key(self, key: str) -> str:
         """The grid point of a failure record's ``key`` (a task chunk's), or the key itself
         when it names no position in this grid."""
-        match = _chunk_key().fullmatch(key)
+        match = CHUNK_KEY.fullmatch(key)
         if match is None:
             return key
         index = [int(i) for i in match["index"].split("-")]

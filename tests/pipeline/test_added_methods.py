@@ -607,8 +607,8 @@ def test_lost_added_method_tasks_are_not_counted_as_computed(
     # methods are recorded as failed and stay pending; they are not "computed".
     import ldpsim.pipeline.compute.collect as collect_module
     from ldpsim.pipeline.compute.collect import Collector
-    from ldpsim.pipeline.compute.plan import KEY_SUFFIX
     from ldpsim.pipeline.compute.runner import run_sweep
+    from ldpsim.pipeline.compute.task_keys import KEY_SUFFIX
     from ldpsim.pipeline.sweep import load_sweep
 
     def collect(futures, client, tick=None):

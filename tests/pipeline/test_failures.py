@@ -226,7 +226,7 @@ def test_added_methods_failures_are_named_by_their_grid_point(
     from conftest import scheduler
 
     from ldpsim.pipeline.cli import EXIT_FAILED, EXIT_OK
-    from ldpsim.pipeline.compute.plan import KEY_SUFFIX
+    from ldpsim.pipeline.compute.task_keys import KEY_SUFFIX
     from ldpsim.pipeline.report.report import build_context
     from ldpsim.pipeline.store.reading import iter_errors
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import zarr
 
-from ldpsim.pipeline.compute.plan import CHUNK_KEY, KEY_SUFFIX, chunk_key, plan_layout
+from ldpsim.pipeline.compute.plan import plan_layout
 from ldpsim.pipeline.compute.replay import recorded_failures
+from ldpsim.pipeline.compute.task_keys import CHUNK_KEY, KEY_SUFFIX, chunk_key
 from ldpsim.pipeline.store.chunk_writes import placed_blocks
 from ldpsim.pipeline.store.digests import block_manifest
 from ldpsim.pipeline.store.layout import META_GROUP, layout_for, store_index

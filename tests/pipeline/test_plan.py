@@ -10,10 +10,10 @@ from ldpsim.pipeline.compute.plan import (
     Task,
     Work,
     plan_layout,
-    store_token,
     task_reps,
     whole_block_tasks,
 )
+from ldpsim.pipeline.compute.task_keys import store_token
 from ldpsim.pipeline.store.layout import Layout, layout_for
 from ldpsim.pipeline.sweep import load_sweep
 

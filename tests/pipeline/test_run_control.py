@@ -20,9 +20,10 @@ from conftest import done_count, write_sweep
 
 import ldpsim.pipeline.compute.collect as collect_module
 from ldpsim.pipeline.compute.collect import ClientLost, Collector
-from ldpsim.pipeline.compute.plan import GridPoint, Work, store_token
+from ldpsim.pipeline.compute.plan import GridPoint, Work
 from ldpsim.pipeline.compute.runner import FailureLimit, run_sweep
 from ldpsim.pipeline.compute.signals import Interrupted, handle_signals
+from ldpsim.pipeline.compute.task_keys import store_token
 from ldpsim.pipeline.errors import EXIT_FAILED, EXIT_INCOMPLETE, RunStopped, outcome
 from ldpsim.pipeline.store.reading import open_dataset
 from ldpsim.pipeline.sweep import load_sweep

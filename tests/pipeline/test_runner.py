@@ -12,8 +12,8 @@ import pytest
 from conftest import computed, write_sweep
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.compute.plan import store_token
 from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.compute.task_keys import store_token
 from ldpsim.pipeline.store.reading import iter_errors, open_dataset
 from ldpsim.pipeline.sweep import load_sweep
 
