@@ -169,6 +169,16 @@ frames.forEach((frame) => frame.addEventListener("load", () => {
   const tables = [...doc.querySelectorAll("#results .scroll")].map((box) => {
     const left = box.getBoundingClientRect().left;
     const before = labels(box);
+    // How far past the box's right edge the text of its caption and of its heading
+    // rows (a phone's outer labels) reaches before it is scrolled: cut off there.
+    const right = box.getBoundingClientRect().right;
+    const textRight = (e) => {
+      const range = doc.createRange();
+      range.selectNodeContents(e);
+      return Math.max(-Infinity, ...[...range.getClientRects()].map((r) => r.right));
+    };
+    const cut = [...box.querySelectorAll("caption, tr.heading span")].filter(shown)
+      .map((e) => [e.textContent, textRight(e) - right]).filter(([, past]) => past > 1);
     const rows = [...box.querySelectorAll("tbody tr")]
       .filter((tr) => !tr.classList.contains("heading") && tr.querySelector("td.num"));
     const first = rows[0].querySelector("td.num").getBoundingClientRect();
@@ -198,6 +208,7 @@ frames.forEach((frame) => frame.addEventListener("load", () => {
       return false;
     }).map((cell) => cell.textContent);
     const result = {
+      cut: cut,
       midWord: midWord,
       width: box.clientWidth,
       scrolls: box.scrollWidth > box.clientWidth,
@@ -355,6 +366,7 @@ def check_sticky_tables(phone: dict) -> None:
     assert phone["results"], "no results table"
     for table in phone["results"]:
         assert table["midWord"] == [], table  # a label wraps after an underscore, ...
+        assert table["cut"] == [], table  # its caption and heading rows wrap in its box
         assert table["labelsRight"] <= PHONE_LABEL_SHARE * table["width"], table
         assert table["firstNumberLeft"] < table["width"], table
         if table["scrolls"]:
@@ -499,9 +511,12 @@ def test_results_tables_keep_their_labels_in_view_on_a_phone(remedies_like):
 
 def test_a_long_label_wraps_after_its_underscores_on_a_phone(tmp_path):
     # Before: a phone's label column (6.5 em) broke such a label anywhere ("bb_rademac" /
-    # "her_multipl..."), as it did "randomized_response" in the errors table.
+    # "her_multipl..."), as it did "randomized_response" in the errors table. A heading
+    # row (the outer labels) longer than the phone: it wraps in the table's box, as the
+    # caption does (before: cut off at the box's edge, "eps = 1" out of sight).
     label = "bb_rademacher_multipliers"
-    ds = mixed_store({"quantile": 1}, reps=12)
+    model = "randomized_response_with_a_long_label_and_eps_one"
+    ds = mixed_store({"quantile": 1}, reps=12, models=(model, "laplace"))
     ds = ds.assign_coords(method=np.array([label, "bm", "sn", "oracle"], dtype=object))
     sweep = json.loads(ds.attrs["sweep"])
     sweep["methods"] = {label: {"method": "bb"}, "bm": {}, "sn": {}, "oracle": {}}
@@ -510,6 +525,7 @@ def test_a_long_label_wraps_after_its_underscores_on_a_phone(tmp_path):
     store = syn.save_store(ds, tmp_path / "long-label.zarr")
     page = write_report(store, tmp_path / "long-label.html")
     assert "bb_<wbr>rademacher_<wbr>multipliers" in page.read_text()
+    assert f"<span>model = {model}</span>" in page.read_text()
     phone = measure(page, tmp_path, widths=(PHONE_PX,))[PHONE_PX]
     check_sticky_tables(phone)
 
