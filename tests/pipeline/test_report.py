@@ -507,6 +507,24 @@ def test_run_records_with_fields_of_the_wrong_type_show_them_as_unknown(
     assert capsys.readouterr().out.strip() == str(default_report_path(store))
 
 
+def test_the_header_counts_replicates_as_the_banner_does(tmp_path, without_figures):
+    # Before: "1234567 of 2000000 done" under a banner's "1,234,567 of 2,000,000", and
+    # "With 1 replicates a method ..." for a store of one replicate.
+    ds = syn.grid_store().isel(rep=[0])
+    sweep = json.loads(ds.attrs["sweep"])
+    sweep["replicates"] = 1
+    ds.attrs["sweep"] = json.dumps(sweep)
+    store = tmp_path / "one.zarr"
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    context = build_context(store)
+    assert context["departure"]["replicates"] == "1"
+    text = page_text(render_report(context))
+    assert "With 1 replicate a method whose coverage" in text
+    context.update(done=1_234_567, total=2_000_000)
+    text = page_text(render_report(context))
+    assert "replicates 1,234,567 of 2,000,000 done (1 per grid point)" in text
+
+
 def test_a_label_breaks_after_its_underscores_not_inside_a_number():
     # The phone's label columns wrap at these <wbr> (test_report_browser measures it); the
     # second read (2026-12-01): not inside a number's exponent (1e-<wbr>05).
