@@ -207,7 +207,8 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
         current = [label or old for label, old in zip(row["labels"], current, strict=True)]
         changed = any(row["labels"][:outer])
         values = [
-            f"{name} = {value}"
+            # a label that names its column already ("coord 1") stands alone
+            value if value.startswith(f"{name} ") else f"{name} = {value}"
             for name, value in zip(names[:outer], current[:outer], strict=True)
             if value not in ("", "-")
         ]

@@ -525,6 +525,20 @@ def test_the_header_counts_replicates_as_the_banner_does(tmp_path, without_figur
     assert "replicates 1,234,567 of 2,000,000 done (1 per grid point)" in text
 
 
+def test_a_phone_heading_row_names_each_outer_label_once():
+    # Before: "coord = coord 1" above a coordinate's rows of a store of d > 1.
+    from ldpsim.pipeline.report.report import sticky_labels
+
+    names = ["tau", "coord", "method", "statistic"]
+    rows = [
+        {"labels": ["0.5", "coord 0", "bb", "cover"]},
+        {"labels": ["", "", "", "length"]},
+        {"labels": ["", "coord 1", "bb", "cover"]},
+    ]
+    sticky_labels(names, rows)
+    assert [row["heading"] for row in rows] == ["tau = 0.5, coord 0", "", "tau = 0.5, coord 1"]
+
+
 def test_a_label_breaks_after_its_underscores_not_inside_a_number():
     # The phone's label columns wrap at these <wbr> (test_report_browser measures it); the
     # second read (2026-12-01): not inside a number's exponent (1e-<wbr>05).
