@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import numbers
+import shlex
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -308,8 +309,9 @@ def replay_route(store: str | Path, attrs: Mapping[str, Any]) -> str:
     register them again, then :func:`ldpsim.pipeline.api.replay`.
     """
     units = registered_units(attrs)
-    if not units:
-        return f"Rerun one here: ldpsim replay {store} --rep R [--point AXIS=VALUE ...] [--pdb]."
+    if not units:  # the path as a shell reads it back: a space, &, < or a quote in it
+        path = shlex.quote(str(store))
+        return f"Rerun one here: ldpsim replay {path} --rep R [--point AXIS=VALUE ...] [--pdb]."
     what, calls = register_calls(units)
     them = "them" if len(units) > 1 else "it"
     return (

@@ -82,6 +82,16 @@ def test_errors_names_grid_points_by_their_values(diverging, capsys):
     assert names.name_of_key("not a key") == "not a key"
 
 
+def test_the_replay_line_quotes_the_store_path_for_a_shell():
+    # Before: "ldpsim replay /data/my runs/s.zarr --rep R", which a shell splits (and a
+    # path with & or < runs or redirects) when pasted from `ldpsim errors` or the report.
+    from ldpsim.pipeline.compute.replay import replay_route
+
+    line = replay_route(Path("/data/my runs/a&b.zarr"), {})
+    assert "ldpsim replay '/data/my runs/a&b.zarr' --rep R " in line
+    assert "ldpsim replay /data/s.zarr --rep R " in replay_route(Path("/data/s.zarr"), {})
+
+
 def test_replay_raises_the_recorded_failure_again(diverging, capsys):
     # One grid point failed: no --point needed.
     assert main(["replay", str(diverging), "--rep", "1"]) == EXIT_FAILED
