@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -234,6 +235,33 @@ def point_title(ds: xr.Dataset, point: dict[str, Any]) -> str:
 
 def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+
+
+#: A label's break opportunities: after an underscore or a space, and after a hyphen or
+#: a slash that follows a letter, not a number's exponent (``-1.0`` and ``1e-05`` stay
+#: whole); ``<wbr>`` in the report's tables, line breaks in a figure's legend.
+LABEL_BREAKS = re.compile(r"(?<=[_ ])|(?<=[A-Za-z][-/])(?<![0-9.][A-Za-z][-/])")
+
+
+def _wrap_label(text: str, width: int) -> str:
+    """A method label (or a legend entry) in lines of at most ``width`` characters,
+    broken at its :data:`LABEL_BREAKS` as the report's tables break it
+    (``bb_with_a_rather_`` / ``long_method_label_`` / ``rademacher``), inside a part only
+    where that part alone is longer than a line."""
+    lines: list[str] = []
+    line = ""
+    for part in LABEL_BREAKS.split(text):
+        if line and len((line + part).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = part.lstrip()
+        else:
+            line += part
+        while len(line.rstrip()) > width:  # a part longer than a line
+            lines.append(line[:width])
+            line = line[width:]
+    if line.strip():
+        lines.append(line.rstrip())
+    return "\n".join(lines) or text
 
 
 def _combos(ds: xr.Dataset, dims: list[str]) -> list[dict[str, Any]]:
@@ -515,7 +543,7 @@ def wrapped_legend(
     wrapped to ``width`` characters; each entry's text keeps its whole label as its gid,
     which the figure's alt text reads (a label broken within a word is still one name).
     """
-    shown = ["\n".join(_wrap(line, width) for line in label.split("\n")) for label in labels]
+    shown = ["\n".join(_wrap_label(line, width) for line in label.split("\n")) for label in labels]
     legend = fig.legend(handles, shown, fontsize="small", **kwargs)
     for text, label in zip(legend.get_texts(), labels, strict=True):
         text.set_gid(label)
@@ -834,7 +862,7 @@ def _diagnostics_figure(summary: xr.Dataset, x_dim: str) -> Figure | None:
                 if len(group) > 1:  # one value (bb, bm, sn, oracle: one estimate): drawn once
                     style = {"color": "0.25", "marker": "o", "linestyle": "-"}
                     # Wrapped: a long legend entry widens the figure into its title.
-                    name = _wrap(f"{', '.join(group)} (same values)", 14)
+                    name = _wrap_label(f"{', '.join(group)} (same values)", 14)
                 _errorbar(
                     ax, x, m[var], m[f"{var}_se"], (i, len(groups)), style, name,
                     marked=partial_values,

@@ -7,7 +7,6 @@ import functools
 import io
 import json
 import math
-import re
 import shlex
 import time
 from collections.abc import Iterable
@@ -30,7 +29,13 @@ from ldpsim.pipeline.formatting import (
     format_level,
     named_text,
 )
-from ldpsim.pipeline.report.plots import FAILED_TEXT, NO_DATA_TEXT, NO_VALUE_TEXT, store_figures
+from ldpsim.pipeline.report.plots import (
+    FAILED_TEXT,
+    LABEL_BREAKS,
+    NO_DATA_TEXT,
+    NO_VALUE_TEXT,
+    store_figures,
+)
 from ldpsim.pipeline.store.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset, open_dataset
 from ldpsim.pipeline.store.store_path import beside_store, check_outside_stores
@@ -138,10 +143,6 @@ NARROW_LABEL_COLUMNS = 2
 #: longest unbreakable part on one line (``randomized_`` of ``randomized_response``,
 #: 6.4 em): a label wraps after an underscore, a hyphen or a space, not mid-word.
 NARROW_WORD_EM = 8.0
-#: A label's break opportunities: after an underscore or a space, and after a hyphen or
-#: a slash that follows a letter, not a number's exponent (``-1.0`` and ``1e-05`` stay
-#: whole); ``<wbr>`` in the page.
-LABEL_BREAKS = re.compile(r"(?<=[_ ])|(?<=[A-Za-z][-/])(?<![0-9.][A-Za-z][-/])")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -158,14 +159,16 @@ def text_em(text: str, bold: bool = False) -> float:
 
 
 def _longest_part_em(text: str, bold: bool = False) -> float:
-    """The width of the widest part of ``text`` that cannot wrap (:data:`LABEL_BREAKS`)."""
+    """The width of the widest part of ``text`` that cannot wrap
+    (:data:`~ldpsim.pipeline.report.plots.LABEL_BREAKS`)."""
     return max((text_em(part, bold) for part in LABEL_BREAKS.split(text) if part), default=0.0)
 
 
 def breakable(text: object) -> markupsafe.Markup:
     """``text`` escaped for HTML, with a ``<wbr>`` after each of its break opportunities
-    (:data:`LABEL_BREAKS`): a narrow label column wraps ``randomized_response`` after its
-    underscore rather than anywhere (the template's ``breakable`` filter)."""
+    (:data:`~ldpsim.pipeline.report.plots.LABEL_BREAKS`): a narrow label column wraps
+    ``randomized_response`` after its underscore rather than anywhere (the template's
+    ``breakable`` filter)."""
     parts = LABEL_BREAKS.split(str(text))
     return markupsafe.Markup("<wbr>").join(markupsafe.escape(part) for part in parts)
 

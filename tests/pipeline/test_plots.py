@@ -367,6 +367,10 @@ def test_a_long_method_label_is_wrapped_in_the_legend_and_leaves_the_panels_room
         legend = fig.legends[0]
         lines = [line for text in legend.get_texts() for line in text.get_text().split("\n")]
         assert max(map(len, lines)) <= LEGEND_CHARS, (kind, lines)
+        # Broken after its underscores, as the report's tables break it, not mid-word
+        # (before: "sn_with_a_label_of_s" / "ixty_eight_character" / ...).
+        (entry,) = [t.get_text() for t in legend.get_texts() if t.get_gid() == long]
+        assert entry.replace("\n", "") == long and entry.count("_\n") == entry.count("\n")
         # The alt text names the method whole, not its wrapped lines.
         assert f"{long}," in figure_alt(kind, fig) or f"{long}." in figure_alt(kind, fig)
         # Laid out on a desktop page and for a phone, as the report draws them: the
@@ -377,6 +381,20 @@ def test_a_long_method_label_is_wrapped_in_the_legend_and_leaves_the_panels_room
             narrow = narrow_layout(fig)
             narrow.savefig(io.BytesIO(), format="png", dpi=40)
         plt.close(fig)
+
+
+def test_a_legend_label_breaks_where_a_table_label_does():
+    from ldpsim.pipeline.report.plots import _wrap_label
+
+    label = "bb_with_a_rather_long_method_label_rademacher"
+    assert _wrap_label(label, 20) == "bb_with_a_rather_\nlong_method_label_\nrademacher"
+    # The diagnostics' entry of methods with the same values, at 14 characters.
+    group = _wrap_label(f"{label}, sn, oracle (same values)", 14)
+    assert group.split("\n")[-3:] == ["rademacher,", "sn, oracle", "(same values)"]
+    # A part longer than a line is cut inside it, and nothing is lost; exponents stay.
+    assert _wrap_label("x" * 25 + "_y", 20) == "x" * 20 + "\n" + "xxxxx_y"
+    assert _wrap_label("quantile-tau0.5 eps 1e-05", 20) == "quantile-tau0.5 eps\n1e-05"
+    assert _wrap_label("bb", 20) == "bb"
 
 
 def test_a_panel_whose_methods_failed_says_so_not_that_nothing_is_done():
