@@ -115,6 +115,15 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
         )
     # An empty header cell (the statistic's column) says what it holds.
     names = [name or "statistic" for name in names]
+    labels = sticky_labels(names, [row for group in groups for row in group])
+    # Its widest number column, in the table's em (a departure's is bold).
+    number = max(
+        (
+            text_em(text, bold=True) + LABEL_PADDING_EM + LABEL_SLACK_EM
+            for text in (*headers, *(c["text"] for g in groups for r in g for c in r["cells"]))
+        ),
+        default=0.0,
+    )
     return {
         "caption": _for_html(caption),
         "note": _for_html(note),
@@ -122,10 +131,15 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
         "headers": list(headers),
         "groups": groups,
         "major": major,
-        **sticky_labels(names, [row for group in groups for row in group]),
+        # A box narrower than this (in the box's em) cannot hold the sticky labels and a
+        # column of numbers beside them: the labels scroll with the numbers there.
+        "sticky_below": f"{(labels.pop('label_em') + number) * TABLE_FONT_EM:.2f}",
+        **labels,
     }
 
 
+#: A table's font size in its scroll box's em (the template's ``table { font-size }``).
+TABLE_FONT_EM = 0.9
 #: A label cell's horizontal padding on a desktop and on a phone, and room to spare
 #: beyond its text's width (:func:`text_em`), in em.
 LABEL_PADDING_EM = 1.2
@@ -196,7 +210,8 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
     dict
         ``columns``: the CSS custom properties of the widths and offsets (``--wI``,
         ``--xI``; on a phone ``--nwI``, ``--nxI``), for the table's scroll box;
-        ``label_classes``: each label column's classes (``lab lI``, ``outer``).
+        ``label_classes``: each label column's classes (``lab lI``, ``outer``);
+        ``label_em``: the label columns' width on a desktop, in em.
     """
     count = len(names)
     outer = max(count - NARROW_LABEL_COLUMNS, 0)
@@ -235,6 +250,7 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
     return {
         "columns": "; ".join(properties),
         "label_classes": [f"lab l{i}" + (" outer" if i < outer else "") for i in range(count)],
+        "label_em": left,
     }
 
 

@@ -213,6 +213,7 @@ frames.forEach((frame) => frame.addEventListener("load", () => {
       width: box.clientWidth,
       scrolls: box.scrollWidth > box.clientWidth,
       labelsRight: Math.max(...before.map((r) => r.right)) - left,
+      labelsRightAfter: Math.max(...after.map((r) => r.right)) - left,
       firstNumberLeft: first.left - left,
       moved: Math.max(...before.map((r, i) => Math.abs(r.left - after[i].left))),
       lastNumber: [last.left - left, last.right - left],
@@ -276,6 +277,8 @@ MEASURE_FRAME = (
 #: The page widths the layout is measured at: a phone, and the desktop the figures are
 #: sized for.
 PHONE_PX, DESKTOP_PX = 400, 1280
+#: A page just wider than a phone's layout (a tablet, a narrow window).
+NARROW_DESKTOP_PX = 650
 #: The smallest figure text a reader gets at 100% zoom on the desktop page, in CSS px.
 MIN_TEXT_PX = 10.0
 #: The smallest figure text on a 400 px phone, in CSS px (issue 43).
@@ -373,6 +376,16 @@ def check_sticky_tables(phone: dict) -> None:
             assert table["moved"] < 1, table
             left, right = table["lastNumber"]
             assert left >= table["labelsRight"] - 1 and right <= table["width"] + 1, table
+
+
+def check_numbers_beside_labels(layout: dict) -> None:
+    """Each results table, its box scrolled to its right end, shows its last column of
+    numbers whole beside its label columns (sticky) or past them (scrolled away), not
+    under them."""
+    assert layout["results"], "no results table"
+    for table in layout["results"]:
+        left, right = table["lastNumber"]
+        assert left >= table["labelsRightAfter"] - 1 and right <= table["width"] + 1, table
 
 
 def check_opens_full_size(layout: dict) -> None:
@@ -526,8 +539,12 @@ def test_a_long_label_wraps_after_its_underscores_on_a_phone(tmp_path):
     page = write_report(store, tmp_path / "long-label.html")
     assert "bb_<wbr>rademacher_<wbr>multipliers" in page.read_text()
     assert f"<span>model = {model}</span>" in page.read_text()
-    phone = measure(page, tmp_path, widths=(PHONE_PX,))[PHONE_PX]
-    check_sticky_tables(phone)
+    layouts = measure(page, tmp_path, widths=(PHONE_PX, NARROW_DESKTOP_PX))
+    check_sticky_tables(layouts[PHONE_PX])
+    # Just wider than a phone: the labels' desktop columns (about 530 px) leave no room
+    # for a number beside them in a 587 px box. Before: sticky, they covered every
+    # number, the box scrolled to its end too; now they scroll with the numbers there.
+    check_numbers_beside_labels(layouts[NARROW_DESKTOP_PX])
 
 
 def test_figures_are_readable_on_a_phone_and_open_full_size(remedies_like):
