@@ -77,7 +77,8 @@ def timing_line(ds: xr.Dataset) -> str:
         return "median seconds per replicate: no replicate done"
     line = (
         f"median seconds per replicate: {format_seconds(timing['median'])} "
-        f"({timing['replicates']} replicates, {format_seconds(timing['total'])} s in all)"
+        f"({timing['replicates']} replicate{'s' if timing['replicates'] != 1 else ''}, "
+        f"{format_seconds(timing['total'])} s in all)"
     )
     if timing["per_method"]:
         methods = ", ".join(

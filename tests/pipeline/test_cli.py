@@ -118,6 +118,11 @@ def test_timings_count_the_done_replicates_only():
     assert timing_line(ds.drop_vars("seconds")) == (
         "median seconds per replicate: no replicate done"
     )
+    one = ds.copy(deep=True)
+    one["done"][:] = [[True, False, False, False]]
+    assert timing_line(one.drop_vars("method_seconds")).startswith(
+        "median seconds per replicate: 1 (1 replicate, 1 s in all)"
+    )
 
 
 @pytest.mark.parametrize(

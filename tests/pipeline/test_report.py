@@ -521,8 +521,15 @@ def test_the_header_counts_replicates_as_the_banner_does(tmp_path, without_figur
     text = page_text(render_report(context))
     assert "With 1 replicate a method whose coverage" in text
     context.update(done=1_234_567, total=2_000_000)
+    context["timings"]["replicates"] = 1_234_567
     text = page_text(render_report(context))
     assert "replicates 1,234,567 of 2,000,000 done (1 per grid point)" in text
+    assert "Compute time of the done replicates (1,234,567): median" in text
+    # None done: no "median n/a s per replicate".
+    context["timings"]["replicates"] = 0
+    text = page_text(render_report(context))
+    assert "No replicate is done yet: no compute time to show." in text
+    assert "median n/a" not in text
 
 
 def test_a_phone_heading_row_names_each_outer_label_once():
