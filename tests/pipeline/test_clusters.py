@@ -18,17 +18,18 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import DEMO_ARGS, one_error_line, scheduler, tree_hash
-from distributed.system import MEMORY_LIMIT
 
 from ldpsim.pipeline.cli import main
 from ldpsim.pipeline.compute.clusters import WORKER_MEMORY_MIN
+from ldpsim.pipeline.compute.limits import usable_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 #: `ldpsim run` arguments that would extend S (made with --replicates 2) to 3 replicates.
 EXTEND_S = ["run", *DEMO_ARGS[:1], "--replicates", "3", *DEMO_ARGS[3:]]
 
-#: The local workers this machine's memory holds at 384 MiB each (Dask's share of it).
-FITTING_WORKERS = MEMORY_LIMIT // WORKER_MEMORY_MIN
+#: The local workers the memory this process may use holds at 384 MiB each: the
+#: machine's, or a cgroup's limit below it (a SLURM job's --mem, a systemd slice's).
+FITTING_WORKERS = usable_memory() // WORKER_MEMORY_MIN
 #: (case id, cluster YAML or None, run arguments, words of the one error line)
 START_FAILURES = [
     (
