@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shlex
 import signal
 import time
 import uuid
@@ -754,7 +755,8 @@ def _log_failures(report: RunReport, log: Callable[[str], Any]) -> None:
             + "."
         )
     if report.replicates_failed or report.method_failures:
-        log(f"See the failures with: ldpsim errors {report.store}")
+        # The path as a shell reads it back (a space, & or < in it), as replay's line.
+        log(f"See the failures with: ldpsim errors {shlex.quote(str(report.store))}")
 
 
 def _failed_chunk(w: Work, methods: list[str], d: int, store: Store, exc: Exception) -> dict:

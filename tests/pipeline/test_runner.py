@@ -6,13 +6,14 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import computed, write_sweep
 
 from ldpsim.pipeline.cli import main
-from ldpsim.pipeline.compute.runner import run_sweep
+from ldpsim.pipeline.compute.runner import RunReport, _log_failures, run_sweep
 from ldpsim.pipeline.compute.task_keys import store_token
 from ldpsim.pipeline.store.reading import iter_errors, open_dataset
 from ldpsim.pipeline.sweep import load_sweep
@@ -173,3 +174,16 @@ def test_store_token_names_the_store_by_its_absolute_path(tmp_path, monkeypatch)
         tokens.append(store_token(link))
         assert tokens[-1] == store_token(tmp_path / target / "S.zarr")
     assert tokens[0] != tokens[1]
+
+
+def test_the_failures_line_quotes_the_store_path_for_a_shell():
+    # Before: "ldpsim errors /data/my runs/a&b.zarr", which a shell splits (and runs a
+    # command at the &) when pasted, unlike replay's quoted "Rerun one here" line.
+    lines: list[str] = []
+    report = RunReport(store=Path("/data/my runs/a&b.zarr"), total=2, already_done=0)
+    report.replicates_failed = 1
+    _log_failures(report, lines.append)
+    assert lines == ["See the failures with: ldpsim errors '/data/my runs/a&b.zarr'"]
+    lines.clear()
+    _log_failures(RunReport(store=Path("/data/s.zarr"), total=2, already_done=0), lines.append)
+    assert lines == []
