@@ -731,7 +731,8 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
             shared = (
                 f" ({memory / 2**30:.3g} GiB, the memory this process may use, over {workers})"
             )
-            hint = f"; at most {max(1, memory // WORKER_MEMORY_MIN)} workers fit"
+            fit = max(1, memory // WORKER_MEMORY_MIN)
+            hint = f"; at most {fit} worker{'s fit' if fit > 1 else ' fits'}"
             raise InputError(
                 _memory_too_small("n_workers", kind, source, workers, share, shared, hint)
             )

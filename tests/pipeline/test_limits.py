@@ -213,3 +213,19 @@ def test_the_memory_cgroup_folders_of_a_process():
     mounts = "\n".join([ROOT_MOUNT, V1_MEMORY_MOUNT, V1_CPU_MOUNT])
     found = cgroup_folders(groups, mounts, "memory")
     assert found == [(1, Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/memory"))]
+
+
+def test_the_refusal_of_too_many_workers_counts_those_that_fit(monkeypatch):
+    """Where one worker fits (a group of 500 MiB): "at most 1 worker fits", not "1 workers
+    fit"; the count is of the memory this process may use."""
+    from ldpsim.pipeline.compute import clusters
+    from ldpsim.pipeline.errors import InputError
+
+    for memory, words in (
+        (500 * 2**20, "at most 1 worker fits."),
+        (2**30, "at most 2 workers fit."),
+    ):
+        monkeypatch.setattr(clusters, "usable_memory", lambda memory=memory: memory)
+        with pytest.raises(InputError) as refused:
+            clusters.check_options("local", {"n_workers": 3}, "--workers")
+        assert words in str(refused.value)
