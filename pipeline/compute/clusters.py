@@ -115,8 +115,14 @@ def local_size(options: dict[str, Any]) -> dict[str, Any]:
     """
     workers = options.get("n_workers") or usable_cores()
     if options.get("n_workers") is None and shares_memory(options):
-        workers = max(1, min(workers, usable_memory() // WORKER_MEMORY_MIN))
+        workers = min(workers, fitting_workers(usable_memory()))
     return {"n_workers": workers, **memory_share(options, workers)}
+
+
+def fitting_workers(memory: int) -> int:
+    """The most workers that ``memory`` bytes, shared out, give :data:`WORKER_MEMORY_MIN`
+    each; at least 1."""
+    return max(1, memory // WORKER_MEMORY_MIN)
 
 
 def memory_share(options: dict[str, Any], workers: int) -> dict[str, int]:
@@ -136,9 +142,10 @@ def memory_share(options: dict[str, Any], workers: int) -> dict[str, int]:
 def shares_memory(options: dict[str, Any]) -> bool:
     """Whether a local cluster of ``options`` shares the memory this process may use
     (:func:`~ldpsim.pipeline.compute.limits.usable_memory`) out among its workers, each
-    its part as its limit: Dask's default, for process workers without a
-    ``memory_limit``."""
-    return "memory_limit" not in options and options.get("processes") is not False
+    its part as its limit: Dask's default without a ``memory_limit``, for process
+    workers and for workers that are threads of this process alike (each of those
+    compares the whole process's memory with its part)."""
+    return "memory_limit" not in options
 
 
 def _local(options: dict[str, Any]):
@@ -731,7 +738,7 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
             shared = (
                 f" ({memory / 2**30:.3g} GiB, the memory this process may use, over {workers})"
             )
-            fit = max(1, memory // WORKER_MEMORY_MIN)
+            fit = fitting_workers(memory)
             hint = f"; at most {fit} worker{'s fit' if fit > 1 else ' fits'}"
             raise InputError(
                 _memory_too_small("n_workers", kind, source, workers, share, shared, hint)

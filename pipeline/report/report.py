@@ -115,7 +115,7 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
         )
     # An empty header cell (the statistic's column) says what it holds.
     names = [name or "statistic" for name in names]
-    labels = sticky_labels(names, [row for group in groups for row in group])
+    layout = sticky_labels(names, [row for group in groups for row in group])
     # Its widest number column, in the table's em (a departure's is bold).
     number = max(
         (
@@ -133,8 +133,8 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
         "major": major,
         # A box narrower than this (in the box's em) cannot hold the sticky labels and a
         # column of numbers beside them: the labels scroll with the numbers there.
-        "sticky_below": f"{(labels.pop('label_em') + number) * TABLE_FONT_EM:.2f}",
-        **labels,
+        "sticky_below": f"{(layout.pop('label_em') + number) * TABLE_FONT_EM:.2f}",
+        **layout,
     }
 
 

@@ -114,9 +114,9 @@ def test_the_default_worker_count_fits_the_memory():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    cores = usable_cores()
-    # A set memory_limit is each worker's own, threads share one process: per core.
-    assert done.stdout.strip() == str([1, cores, cores, 3])
+    # A set memory_limit is each worker's own: per core. Threads of one process get
+    # their parts too, each measured against the whole process's memory.
+    assert done.stdout.strip() == str([1, usable_cores(), 1, 3])
 
 
 def test_cgroup_v2_limits_are_read_up_to_the_mount_point(tmp_path):
