@@ -559,7 +559,11 @@ def run_report(
     >>> report["exit_code"], report["status"]  # doctest: +SKIP
     (0, 'complete')
     """
-    from ldpsim.pipeline.compute.clusters import check_options, load_cluster_config
+    from ldpsim.pipeline.compute.clusters import (
+        check_options,
+        load_cluster_config,
+        small_memory_warning,
+    )
     from ldpsim.pipeline.compute.runner import run_sweep
     from ldpsim.pipeline.compute.signals import Interrupted, handle_signals
     from ldpsim.pipeline.store.identity import new_store_notes
@@ -687,6 +691,8 @@ def run_report(
     check_batched_methods(sweep)
     for message in [*sweep.unused, *sweep.check_theory()]:
         print(f"warning: {message}", file=sys.stderr)
+    if kind in ("local", "local-gpu") and (small := small_memory_warning()):
+        print(f"warning: {small}", file=sys.stderr)
     if notes:  # said once the store's path is known to be usable: bad input is one line
         from ldpsim.pipeline.store.store_path import check_store_path
 

@@ -658,6 +658,23 @@ def _check_batch_values(kind: str, options: dict[str, Any], source: str) -> None
 WORKER_MEMORY_MIN = 384 * 2**20
 
 
+def small_memory_warning() -> str | None:
+    """A warning where the memory this process may use
+    (:func:`~ldpsim.pipeline.compute.limits.usable_memory`) is less than one worker needs
+    (:data:`WORKER_MEMORY_MIN`), else None: the driver, the workers' forkserver and a
+    worker share it (``ldpsim run demo`` used 226 MB of a cgroup of 300 MB, and in one of
+    150 MB the kernel killed it)."""
+    memory = usable_memory()
+    if memory >= WORKER_MEMORY_MIN:
+        return None
+    return (
+        f"this process may use {memory / 2**20:.0f} MiB of memory (a container's or a "
+        f"job's limit), less than the {WORKER_MEMORY_MIN // 2**20} MiB one local worker "
+        "needs beside the driver: Dask may pause the worker, or the kernel stop the run "
+        "('Killed')."
+    )
+
+
 def _memory_too_small(
     key: str,
     kind: str,

@@ -74,30 +74,35 @@ def test_a_quota_of_the_process_group_or_one_above_limits_its_cores():
 
 
 def test_a_memory_limit_of_the_process_group_sizes_the_local_cluster():
-    """In a group of 700 MB: one worker (two would get 350 MB each), told the limit."""
+    """In a group of 350 MB: one worker (two would get 175 MB each), told the limit, and
+    a warning that this is less than a worker needs (the kernel may stop the run)."""
     folder = _v1_folder("memory", "memory.limit_in_bytes")
     if folder is None:
         pytest.skip("needs a writable cgroup-v1 memory hierarchy (root)")
     group = folder / f"ldpsim-test-{os.getpid()}"
     group.mkdir()
     code = (
-        "from ldpsim.pipeline.compute.clusters import local_size, memory_share; "
+        "from ldpsim.pipeline.compute.clusters import local_size, memory_share, "
+        "small_memory_warning; "
         "from ldpsim.pipeline.compute.limits import memory_cap; "
         "print(memory_cap(), local_size({}), local_size({'n_workers': 2}), "
-        "memory_share({'memory_limit': '1GB'}, 3))"
+        "memory_share({'memory_limit': '1GB'}, 3)); print(small_memory_warning())"
     )
     script = f'echo $$ > "{group}/cgroup.procs" && exec "{sys.executable}" -c "{code}"'
     try:
-        (group / "memory.limit_in_bytes").write_text(str(700 * 10**6))
+        (group / "memory.limit_in_bytes").write_text(str(350 * 10**6))
         limit = int((group / "memory.limit_in_bytes").read_text())  # in whole pages
         done = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
     finally:
         group.rmdir()
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == (
+    sizes, warning = done.stdout.strip().split("\n")
+    assert sizes == (
         f"{limit} {{'n_workers': 1, 'memory_limit': {limit}}} "
         f"{{'n_workers': 2, 'memory_limit': {limit // 2}}} {{}}"
     )
+    assert warning.startswith("this process may use 334 MiB of memory")
+    assert "less than the 384 MiB one local worker needs" in warning
 
 
 def test_the_default_worker_count_fits_the_memory():
