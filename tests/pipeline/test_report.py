@@ -520,6 +520,9 @@ def test_the_header_counts_replicates_as_the_banner_does(tmp_path, without_figur
     assert context["departure"]["replicates"] == "1"
     text = page_text(render_report(context))
     assert "With 1 replicate a method whose coverage" in text
+    # The coordinates' count alone: "d = 7" beside a grid axis d = 5 (a regression's
+    # covariates) read as the sweep's d.
+    assert "(grid axis) coordinates 2 methods" in text
     context.update(done=1_234_567, total=2_000_000)
     context["timings"]["replicates"] = 1_234_567
     text = page_text(render_report(context))
