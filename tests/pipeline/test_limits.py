@@ -21,9 +21,11 @@ from ldpsim.pipeline.compute.limits import (
     PROC_MOUNTINFO,
     affinity_cores,
     cgroup_folders,
+    cpu_quota,
     folder_cpu_quota,
     folder_limits,
     folder_memory_cap,
+    memory_cap,
     usable_cores,
 )
 
@@ -45,8 +47,8 @@ def _v1_folder(controller: str, control_file: str) -> Path | None:
 def test_a_quota_of_the_process_group_or_one_above_limits_its_cores():
     """A process in a group of 1.5 CPUs may use 2 cores; below a group of 1 CPU, 1."""
     folder = _v1_folder("cpu", "cpu.cfs_quota_us")
-    if folder is None or affinity_cores() < 2:
-        pytest.skip("needs a writable cgroup-v1 cpu hierarchy (root) and 2 cores")
+    if folder is None or affinity_cores() < 2 or (cpu_quota() or 2) < 1.5:
+        pytest.skip("needs a writable cgroup-v1 cpu hierarchy (root), 1.5 CPUs, 2 cores")
     parent = folder / f"ldpsim-test-{os.getpid()}"
     child = parent / "job"
     child.mkdir(parents=True)
@@ -77,8 +79,8 @@ def test_a_memory_limit_of_the_process_group_sizes_the_local_cluster():
     """In a group of 350 MB: one worker (two would get 175 MB each), told the limit, and
     a warning that this is less than a worker needs (the kernel may stop the run)."""
     folder = _v1_folder("memory", "memory.limit_in_bytes")
-    if folder is None:
-        pytest.skip("needs a writable cgroup-v1 memory hierarchy (root)")
+    if folder is None or (memory_cap() or 10**12) < 10**9:
+        pytest.skip("needs a writable cgroup-v1 memory hierarchy (root) and 1 GB")
     group = folder / f"ldpsim-test-{os.getpid()}"
     group.mkdir()
     code = (
