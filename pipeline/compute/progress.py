@@ -11,6 +11,9 @@ from typing import Any, Literal
 
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_EVERY = 10.0
+#: The least seconds since the first finished task over which the plain line measures a
+#: rate for its ETA; before that it says "ETA not known yet".
+ETA_AFTER_SECONDS = 1.0
 
 
 def eta_seconds(elapsed: float, work_done: float, work_total: float) -> float:
@@ -47,8 +50,11 @@ class Progress:
 
     Both weigh each task by its cost, so that the share done and the ETA are those of
     the work, not of the task count (a task at n = 1e6 costs 8 times one at n = 1e4).
-    The plain ETA counts from the first finished task: until then the workers compiled
-    the kernels, a one-off cost that would inflate every later estimate.
+    The plain ETA counts from the first finished task, and only once tasks have
+    finished over :data:`ETA_AFTER_SECONDS` since it ("ETA not known yet" before): until
+    the first, the cluster started and the workers compiled or loaded the kernels, a
+    one-off cost (the demo's first line read "ETA 5983 s" for a run of 17 s, its first
+    tasks 0.2% of the work after 10 s of start-up).
     """
 
     def __init__(
@@ -113,14 +119,18 @@ class Progress:
         self.last = now
         share = self.cost_done / self.cost if self.cost > 0 else 1.0
         since, done = self.first or (self.start, 0.0)
-        if self.cost_done > done:  # a rate without the start-up
-            eta = eta_seconds(now - since, self.cost_done - done, self.cost - done)
+        if self.reps_done == self.reps:
+            eta = "ETA 0 s"
+        elif self.cost_done > done and now - since >= ETA_AFTER_SECONDS:
+            # a rate without the start-up
+            left = eta_seconds(now - since, self.cost_done - done, self.cost - done)
+            eta = f"ETA {left:.0f} s"
         else:
-            eta = eta_seconds(now - self.start, self.cost_done, self.cost)
+            eta = "ETA not known yet"
         late = f"; {self.late}" if self.late else ""
         self.log(
             f"progress: {self.reps_done}/{self.reps} replicates, {100 * share:.1f}% of "
-            f"the work, ETA {eta:.0f} s{late}"
+            f"the work, {eta}{late}"
         )
 
     def close(self) -> None:
