@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ldpsim.pipeline.compute import limits
 from ldpsim.pipeline.compute.limits import (
     PROC_CGROUP,
     PROC_MOUNTINFO,
@@ -207,6 +208,12 @@ ROOT_MOUNT = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw"
             ["31 23 0:26 / /mnt/my\\040cgroups rw - cgroup2 none rw"],
             [(2, "/mnt/my cgroups/a b", "/mnt/my cgroups")],
         ),
+        # a host's cpuset group listed after its cpu group: "cpu" is not "cpuset"
+        (
+            "4:cpu,cpuacct:/user.slice\n3:cpuset:/\n",
+            ["35 30 0:30 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct"],
+            [(1, "/sys/fs/cgroup/cpu,cpuacct/user.slice", "/sys/fs/cgroup/cpu,cpuacct")],
+        ),
         # no cpu controller mounted, and nothing readable at all
         ("12:memory:/docker/abc\n", [V1_MEMORY_MOUNT], []),
         ("", [], []),
@@ -238,3 +245,77 @@ def test_the_refusal_of_too_many_workers_counts_those_that_fit(monkeypatch):
         with pytest.raises(InputError) as refused:
             clusters.check_options("local", {"n_workers": 3}, "--workers")
         assert words in str(refused.value)
+
+
+def test_the_smallest_limit_of_the_groups_and_hierarchies_counts(tmp_path, monkeypatch):
+    """A child's quota below its parent's, and a v1 hierarchy's memory limit below v2's:
+    the smallest of each counts (read through this process's files, here laid out in
+    ``tmp_path``). Before: the largest passed every test (a mutation hunt, h23d)."""
+    v2, v1 = tmp_path / "unified", tmp_path / "memory"
+    group = v2 / "job" / "step"
+    group.mkdir(parents=True)
+    (v2 / "job" / "cpu.max").write_text("100000 100000\n")
+    (group / "cpu.max").write_text("50000 100000\n")
+    (v2 / "job" / "memory.max").write_text(f"{2**33}\n")
+    (v1 / "job").mkdir(parents=True)
+    (v1 / "job" / "memory.limit_in_bytes").write_text(f"{2**31}\n")
+    (tmp_path / "cgroup").write_text("4:memory:/job\n0::/job/step\n")
+    (tmp_path / "mountinfo").write_text(
+        f"31 23 0:26 / {v2} rw - cgroup2 cgroup2 rw\n"
+        f"36 30 0:31 / {v1} rw - cgroup cgroup rw,memory\n"
+    )
+    monkeypatch.setattr(limits, "PROC_CGROUP", tmp_path / "cgroup")
+    monkeypatch.setattr(limits, "PROC_MOUNTINFO", tmp_path / "mountinfo")
+    assert cpu_quota() == 0.5
+    assert memory_cap() == 2**31
+
+
+def test_a_share_of_exactly_a_workers_minimum_is_enough(monkeypatch):
+    """384 MiB each is what a worker needs, not less: two workers in 768 MiB start
+    without a refusal, and 384 MiB in all draws no warning (a byte less does). A set
+    memory_limit is each worker's own: no share of this process's memory is checked.
+    Before: '<=' for '<', and no check of a set memory_limit, passed every test (a
+    mutation hunt, h23d)."""
+    from ldpsim.pipeline.compute import clusters
+    from ldpsim.pipeline.compute.clusters import WORKER_MEMORY_MIN
+    from ldpsim.pipeline.errors import InputError
+
+    monkeypatch.setattr(clusters, "usable_memory", lambda: 2 * WORKER_MEMORY_MIN)
+    clusters.check_options("local", {"n_workers": 2}, "--workers")
+    with pytest.raises(InputError, match="at most 2 workers fit"):
+        clusters.check_options("local", {"n_workers": 3}, "--workers")
+    clusters.check_options("local", {"n_workers": 3, "memory_limit": "1GB"}, "--workers")
+    monkeypatch.setattr(clusters, "usable_memory", lambda: WORKER_MEMORY_MIN)
+    assert clusters.small_memory_warning() is None
+    monkeypatch.setattr(clusters, "usable_memory", lambda: WORKER_MEMORY_MIN - 1)
+    assert clusters.small_memory_warning() is not None
+
+
+def test_the_built_local_clusters_get_their_size_and_memory_share(monkeypatch):
+    """The shipped local.yaml's ``n_workers: null`` becomes the count that fits (Dask's
+    own, on None, is a worker per core of the machine); local-gpu shares the memory out
+    among its GPU and CPU workers together. The clusters are recorded, not started.
+    Before: the file's null winning over the count, and local-gpu's share over its GPU
+    workers only, passed every test (a mutation hunt, h23d)."""
+    import contextlib
+
+    import distributed
+    from distributed.system import MEMORY_LIMIT
+
+    from ldpsim.pipeline.compute import clusters
+
+    built: dict[str, dict] = {}
+    monkeypatch.setattr(distributed, "LocalCluster", lambda **kw: built.setdefault("local", kw))
+    monkeypatch.setattr(distributed, "SpecCluster", lambda **kw: built.setdefault("gpu", kw))
+    monkeypatch.setattr(clusters, "forked_workers", lambda wanted: contextlib.nullcontext())
+    memory = MEMORY_LIMIT // 2  # a cgroup's limit, below what Dask reads
+    monkeypatch.setattr(clusters, "usable_memory", lambda: memory)
+    monkeypatch.setattr(clusters, "usable_cores", lambda: 3)
+    clusters.BACKENDS["local"]({"n_workers": None, "processes": True})
+    fit = min(3, memory // clusters.WORKER_MEMORY_MIN)
+    assert built["local"]["n_workers"] == fit
+    assert built["local"]["memory_limit"] == memory // fit
+    clusters.BACKENDS["local-gpu"]({"gpu_workers": 1, "cpu_workers": 2})
+    workers = built["gpu"]["workers"]
+    assert sorted(workers) == ["cpu-0", "cpu-1", "gpu-0"]
+    assert {w["options"]["memory_limit"] for w in workers.values()} == {memory // 3}
