@@ -122,6 +122,9 @@ def test_keys_of_three_axes_and_of_none_read_back(tmp_path):
     for suffix in ("", KEY_SUFFIX):
         match = CHUNK_KEY.fullmatch(chunk_key("ab12", (1, 0, 12), 7, suffix))
         assert match and (match["index"], match["chunk"]) == ("1-0-12", "7")
+        # A chunk number of several digits (before: one digit passed, h23d).
+        match = CHUNK_KEY.fullmatch(chunk_key("ab12", (3,), 12, suffix))
+        assert match and (match["index"], match["chunk"]) == ("3", "12")
     small = load_sweep(
         {"replicates": 3, "spec": {"model": "quantile", "n": 100}, "methods": {"sn": {}}},
         name="no-axes",
