@@ -547,6 +547,42 @@ def test_a_phone_heading_row_names_each_outer_label_once():
     ]
     sticky_labels(names, rows)
     assert [row["heading"] for row in rows] == ["tau = 0.5, coord 0", "", "tau = 0.5, coord 1"]
+    # A label that only begins with its column's name is still named (before: the name
+    # without its space passed, h23d).
+    rows = [{"labels": ["model_b", "bb", "cover"]}]
+    sticky_labels(["model", "method", "statistic"], rows)
+    assert rows[0]["heading"] == "model = model_b"
+
+
+def test_a_tables_labels_scroll_only_where_a_bold_number_cannot_show_beside_them():
+    # The box's width below which the labels scroll with the numbers (the template's
+    # @container rule, in the box's em) leaves room, beside the label columns, for the
+    # table's widest cell (a number column's, not only its header), bold as a
+    # departure's, with a cell's padding; the table's em is TABLE_FONT_EM of the box's,
+    # as the template's table font-size says. Before: a threshold of the labels and the
+    # headers alone, of an unbolded number, without the padding, or of a font size of
+    # 1 em passed every test (a mutation hunt, h23d).
+    from importlib import resources
+
+    from ldpsim.pipeline.report.report import (
+        LABEL_PADDING_EM,
+        TABLE_FONT_EM,
+        TEMPLATE,
+        _html_table,
+        text_em,
+    )
+
+    template = resources.files("ldpsim.pipeline.report").joinpath("templates", TEMPLATE)
+    font = re.search(r"\ntable \{[^}]*font-size: ([0-9.]+)em", template.read_text())
+    assert font and float(font[1]) == TABLE_FONT_EM
+    wide = "0.912 [0.871, 0.944]\N{DAGGER}"
+    rows = [(["0.5", "bb", "cover"], ["0.950 (0.007)", wide]), (["", "", "length"], ["1", "2"])]
+    table = _html_table("c", ["tau", "method", ""], ["n = 100", "n = 1000"], rows)
+    widths = re.findall(r"--w\d+: ([0-9.]+)em", table["columns"])
+    labels = sum(float(w) for w in widths)
+    room = float(table["sticky_below"]) / TABLE_FONT_EM - labels
+    assert room >= text_em(wide, bold=True) + LABEL_PADDING_EM - 0.02
+    assert room < text_em(wide, bold=True) + LABEL_PADDING_EM + 1.0
 
 
 def test_a_label_breaks_after_its_underscores_not_inside_a_number():
