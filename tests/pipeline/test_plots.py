@@ -395,6 +395,12 @@ def test_a_legend_label_breaks_where_a_table_label_does():
     assert _wrap_label("x" * 25 + "_y", 20) == "x" * 20 + "\n" + "xxxxx_y"
     assert _wrap_label("quantile-tau0.5 eps 1e-05", 20) == "quantile-tau0.5 eps\n1e-05"
     assert _wrap_label("bb", 20) == "bb"
+    # A line of exactly the width, and one that is the width but for a trailing space
+    # (at a break), are whole; a trailing space is not carried into the next line.
+    # Before: '>=' for '>', and a length with the space counted, passed (h23d).
+    assert _wrap_label("bb_with_a_rather_long", 21) == "bb_with_a_rather_long"
+    assert _wrap_label("quantile-tau0.5 eps 1e-05", 19) == "quantile-tau0.5 eps\n1e-05"
+    assert _wrap_label("x" * 20 + " y", 20) == "x" * 20 + "\ny"
 
 
 def test_a_panel_whose_methods_failed_says_so_not_that_nothing_is_done():
@@ -737,6 +743,18 @@ def test_diagnostics_group_methods_by_values_and_standard_errors_nan_equal_to_na
     assert [key for key, text in texts.items() if NO_VALUE_TEXT in text] == [
         ("tau=0.9", "variance ratio")
     ]
+    plt.close(fig)
+    # A long method label in that entry breaks after its underscore, as the legend's
+    # and the tables' labels do. Before: textwrap's break inside the word passed (h23d).
+    renamed = summary.assign_coords(
+        method=[m if m != "bb" else "bb_multipliers_t" for m in summary["method"].values]
+    )
+    fig = _diagnostics_figure(renamed, "n")
+    (ax,) = [
+        ax for ax in fig.axes if (ax.get_title(), ax.get_ylabel()) == ("tau=0.9", "bias / sd")
+    ]
+    entry = "bb_\nmultipliers_t,\noracle (same\nvalues)"
+    assert [c.get_label() for c in ax.containers] == [entry]
     plt.close(fig)
 
 
