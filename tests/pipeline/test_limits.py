@@ -208,10 +208,14 @@ ROOT_MOUNT = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw"
             ["31 23 0:26 / /mnt/my\\040cgroups rw - cgroup2 none rw"],
             [(2, "/mnt/my cgroups/a b", "/mnt/my cgroups")],
         ),
-        # a host's cpuset group listed after its cpu group: "cpu" is not "cpuset"
+        # a host's cpuset group listed after its cpu group, and its cpuset hierarchy
+        # mounted: "cpu" is not "cpuset" (before: a substring passed, h23d)
         (
             "4:cpu,cpuacct:/user.slice\n3:cpuset:/\n",
-            ["35 30 0:30 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct"],
+            [
+                "35 30 0:30 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct",
+                "34 30 0:29 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset",
+            ],
             [(1, "/sys/fs/cgroup/cpu,cpuacct/user.slice", "/sys/fs/cgroup/cpu,cpuacct")],
         ),
         # no cpu controller mounted, and nothing readable at all
@@ -319,3 +323,27 @@ def test_the_built_local_clusters_get_their_size_and_memory_share(monkeypatch):
     workers = built["gpu"]["workers"]
     assert sorted(workers) == ["cpu-0", "cpu-1", "gpu-0"]
     assert {w["options"]["memory_limit"] for w in workers.values()} == {memory // 3}
+
+
+def test_the_auto_dashboard_weighs_the_work_over_the_workers_that_fit(monkeypatch):
+    """``dashboard_address: auto`` judges the run's wall time over the workers that will
+    start: 2 where only 2 fit the memory, not the 4 cores. Before: over the cores passed
+    every test (a mutation hunt, h23d). The cluster is not started."""
+    from ldpsim.pipeline.compute import clusters
+    from ldpsim.pipeline.errors import InputError
+
+    seen: list[float | None] = []
+
+    class Stop(Exception):
+        pass
+
+    def record(seconds):
+        seen.append(seconds)
+        raise Stop
+
+    monkeypatch.setattr(clusters, "auto_dashboard", record)
+    monkeypatch.setattr(clusters, "usable_cores", lambda: 4)
+    monkeypatch.setattr(clusters, "usable_memory", lambda: 2 * clusters.WORKER_MEMORY_MIN)
+    with pytest.raises(InputError, match="could not start"), clusters.connect(work_seconds=100.0):
+        pass
+    assert seen == [50.0]
