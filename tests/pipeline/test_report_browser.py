@@ -506,7 +506,7 @@ def test_a_many_coordinate_report_lays_out(sparse_like, tmp_path):
     page, layouts = sparse_like
     check_layout(page, tmp_path, partial=False, layouts=layouts)
     text = page_text(page.read_text())
-    assert "d = 4, 12 (by grid point)" in text
+    assert "coordinates 4, 12 (by grid point)" in text
     # The dot figures' panels (named in their alt text): never coordinate 0 alone.
     page_html = html.unescape(page.read_text())
     # Cases of d = 4 and 12: each row's own d, not the store's 12 (issue 43).
