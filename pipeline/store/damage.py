@@ -291,11 +291,13 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
     if "identity" in attrs and (verify or recompute or not digested):
         # The sweep as read names the arrays; it is normalized (which imports every unit)
         # only where they are computed again, never for a check of their checksums.
+        recorded = read_sweep(path)
+
         def normalized() -> tuple[Sweep, Layout]:
-            sweep, layout = _determined_by(path, attrs)
+            sweep, layout = _determined_by(path, attrs, recorded)
             return sweep, layout()
 
-        found = determined_damage(path, read_sweep(path), normalized, recompute=recompute)
+        found = determined_damage(path, recorded, normalized, recompute=recompute)
         determined = tuple(sorted(determined_files | set(found)))
     else:
         determined = tuple(sorted(determined_files))
@@ -308,9 +310,11 @@ def _find_damage(path: Path, verify: bool, recompute: bool) -> Damage:
     )
 
 
-def _determined_by(path: Path, attrs: dict) -> tuple[Sweep, Callable[[], Layout]]:
+def _determined_by(
+    path: Path, attrs: dict, recorded: Sweep | None = None
+) -> tuple[Sweep, Callable[[], Layout]]:
     """The sweep and the layout (a call) that compute the determined arrays of the store
-    at ``path`` again.
+    at ``path`` again (``recorded``: its sweep, where the caller has read it already).
 
     Those arrays (coordinates, truths) depend on an interval method only through its
     label. A method this process cannot build (registered at run time by the code that
@@ -328,7 +332,7 @@ def _determined_by(path: Path, attrs: dict) -> tuple[Sweep, Callable[[], Layout]
     """
     from ldpsim.tasks import plugins
 
-    sweep = read_sweep(path)
+    sweep = read_sweep(path) if recorded is None else recorded
     needed = {
         key: origin
         for key, origin in unregistered_units(attrs).items()
