@@ -749,16 +749,19 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
             raise InputError(_memory_too_small("memory_limit", kind, source, value, limit))
     workers = options.get("n_workers")
     if kind == "local" and workers and shares_memory(options):
+        # One worker is never refused: where even it gets less, the run warns
+        # (small_memory_warning), as it starts one by default.
         memory = usable_memory()
-        share = memory / workers
-        if share < WORKER_MEMORY_MIN:
+        fit = fitting_workers(memory)
+        if workers > fit:
             shared = (
                 f" ({memory / 2**30:.3g} GiB, the memory this process may use, over {workers})"
             )
-            fit = fitting_workers(memory)
             hint = f"; at most {fit} worker{'s fit' if fit > 1 else ' fits'}"
             raise InputError(
-                _memory_too_small("n_workers", kind, source, workers, share, shared, hint)
+                _memory_too_small(
+                    "n_workers", kind, source, workers, memory / workers, shared, hint
+                )
             )
     if options.get("dashboard_address") not in (None, DASHBOARD_AUTO):
         value = options["dashboard_address"]

@@ -249,6 +249,11 @@ def test_the_refusal_of_too_many_workers_counts_those_that_fit(monkeypatch):
         with pytest.raises(InputError) as refused:
             clusters.check_options("local", {"n_workers": 3}, "--workers")
         assert words in str(refused.value)
+    # One worker in less than it needs is not refused ("at most 1 worker fits. Got 1."
+    # before): the run warns, as it does where it starts one by default.
+    monkeypatch.setattr(clusters, "usable_memory", lambda: 300 * 2**20)
+    clusters.check_options("local", {"n_workers": 1}, "--workers")
+    assert clusters.small_memory_warning() is not None
 
 
 def test_the_smallest_limit_of_the_groups_and_hierarchies_counts(tmp_path, monkeypatch):
