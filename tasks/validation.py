@@ -28,8 +28,9 @@ __all__ = [
 
 #: Largest dimension d of the sparse models (sparse_mean, one_hot_quantile_regression).
 #: A step costs O(d), but the oracle's covariance and the noise covariance it is built
-#: from are d x d float64 arrays (8 d^2 bytes each, 200 MB at d = 5000), held a few at a
-#: time when a replicate starts (a replicate at d = 5000 peaks at 850 MB, measured).
+#: from are d x d float64 arrays (8 d^2 bytes each, 200 MB at d = 5000), a few at a time
+#: while a task builds its grid point's set-up, one kept after (a worker computing
+#: d = 5000 peaks at about 700 MB: 705 and 710 MB measured for the two models).
 MAX_SPARSE_DIM = 5_000
 
 
