@@ -65,6 +65,9 @@ PROFILE_KEY = "distributed.worker.profile.enabled"
 #: 72,000-replicate probe's 3.04 (docs/performance.md), and such a run is over before a
 #: browser has loaded the page.
 DASHBOARD_AUTO = "auto"
+#: ``memory_limit: "auto"``: the memory this process may use, split evenly between a
+#: local cluster's workers (:func:`shares_memory`), as without a ``memory_limit``.
+AUTO_MEMORY = "auto"
 DASHBOARD_SECONDS = 30.0
 AUTO_DASHBOARD_ADDRESS = "127.0.0.1:0"
 #: Dask's housekeeping intervals in a local cluster (its scheduler and nannies run in the
@@ -130,13 +133,17 @@ def memory_share(options: dict[str, Any], workers: int) -> dict[str, int]:
     ``options`` where it shares the memory out (:func:`shares_memory`) and a cgroup of
     this process allows less than Dask reads
     (:func:`~ldpsim.pipeline.compute.limits.usable_memory`), else ``{}`` (Dask's own
-    share is right); also for ``local-gpu``'s workers, GPU and CPU together."""
+    share is right); also for ``local-gpu``'s workers, GPU and CPU together. A
+    ``memory_limit: "auto"`` gets the share always: Dask's worker reads it as its
+    threads' part over the machine's cores, not over the cluster's workers."""
     if not shares_memory(options):
         return {}
     from distributed.system import MEMORY_LIMIT
 
     memory = usable_memory()
-    return {"memory_limit": memory // workers} if memory < MEMORY_LIMIT else {}
+    if memory < MEMORY_LIMIT or options.get("memory_limit") == AUTO_MEMORY:
+        return {"memory_limit": memory // workers}
+    return {}
 
 
 def shares_memory(options: dict[str, Any]) -> bool:
@@ -144,8 +151,10 @@ def shares_memory(options: dict[str, Any]) -> bool:
     (:func:`~ldpsim.pipeline.compute.limits.usable_memory`) out among its workers, each
     its part as its limit: Dask's default without a ``memory_limit``, for process
     workers and for workers that are threads of this process alike (each of those
-    compares the whole process's memory with its part)."""
-    return "memory_limit" not in options
+    compares the whole process's memory with its part). ``memory_limit: "auto"`` is
+    that too, as distributed's ``LocalCluster`` documents it ("split evenly between
+    the workers")."""
+    return options.get("memory_limit", AUTO_MEMORY) == AUTO_MEMORY
 
 
 def _local(options: dict[str, Any]):
@@ -745,7 +754,7 @@ def _check_local_values(kind: str, options: dict[str, Any], source: str) -> None
                 f'such as "4GB", a fraction of the memory in (0, 1], "auto", or 0 or '
                 f"null for no limit. Got {value!r}."
             )
-        if limit and limit < WORKER_MEMORY_MIN and value != "auto":
+        if limit and limit < WORKER_MEMORY_MIN and value != AUTO_MEMORY:
             raise InputError(_memory_too_small("memory_limit", kind, source, value, limit))
     workers = options.get("n_workers")
     if kind == "local" and workers and shares_memory(options):

@@ -330,6 +330,35 @@ def test_the_built_local_clusters_get_their_size_and_memory_share(monkeypatch):
     assert {w["options"]["memory_limit"] for w in workers.values()} == {memory // 3}
 
 
+def test_an_auto_memory_limit_is_split_between_the_workers(monkeypatch):
+    """``memory_limit: "auto"`` is the memory split evenly between a local cluster's
+    workers (distributed's LocalCluster documents it so), fitted and checked as without
+    one. Before: Dask's worker read it as its part over the machine's cores, so one
+    worker of four cores got a quarter of the memory, and nothing was fitted or refused."""
+    import contextlib
+
+    import distributed
+    from distributed.system import MEMORY_LIMIT
+
+    from ldpsim.pipeline.compute import clusters
+    from ldpsim.pipeline.errors import InputError
+
+    monkeypatch.setattr(clusters, "usable_cores", lambda: 4)
+    monkeypatch.setattr(clusters, "usable_memory", lambda: 2 * clusters.WORKER_MEMORY_MIN)
+    assert clusters.local_size({"memory_limit": "auto"}) == {
+        "n_workers": 2,
+        "memory_limit": clusters.WORKER_MEMORY_MIN,
+    }
+    with pytest.raises(InputError, match="at most 2 workers fit"):
+        clusters.check_options("local", {"n_workers": 3, "memory_limit": "auto"}, "--workers")
+    monkeypatch.setattr(clusters, "usable_memory", lambda: MEMORY_LIMIT)
+    built: dict[str, dict] = {}
+    monkeypatch.setattr(distributed, "LocalCluster", lambda **kw: built.setdefault("local", kw))
+    monkeypatch.setattr(clusters, "forked_workers", lambda wanted: contextlib.nullcontext())
+    clusters.BACKENDS["local"]({"n_workers": 1, "memory_limit": "auto"})
+    assert built["local"]["memory_limit"] == MEMORY_LIMIT
+
+
 def test_the_auto_dashboard_weighs_the_work_over_the_workers_that_fit(monkeypatch):
     """``dashboard_address: auto`` judges the run's wall time over the workers that will
     start: 2 where only 2 fit the memory, not the 4 cores. Before: over the cores passed
