@@ -29,6 +29,7 @@ from ldpsim.pipeline.compute.plan import (
 from ldpsim.pipeline.compute.progress import Progress, ProgressMode
 from ldpsim.pipeline.compute.signals import Interrupted, interruptible, stopping
 from ldpsim.pipeline.compute.signals import check as check_signals
+from ldpsim.pipeline.compute.worker_losses import WorkerLosses, listening, prefix_of
 from ldpsim.pipeline.cost import sweep_seconds
 from ldpsim.pipeline.errors import InputError, RunStopped, outcome
 from ldpsim.pipeline.store.code_identity import plan_units, sweep_units, task_hashes
@@ -111,6 +112,10 @@ class RunReport:
     #: store (:mod:`ldpsim.pipeline.compute.added_methods`); ``missing`` counts those still
     #: lacking one.
     methods_computed: int = 0
+    #: Workers lost while running this run's tasks, whose tasks ran again
+    #: (:mod:`ldpsim.pipeline.compute.worker_losses`; not counted on a client of the
+    #: caller's own, ``client=``).
+    workers_lost: int = 0
 
 
 def run_sweep(
@@ -223,6 +228,11 @@ def run_sweep(
 
         with connect(**where, log=log) as connected, contextlib.ExitStack() as stack:
             check_gpu_workers(connected, sweep)
+            # Workers lost while running the store's tasks, from before the first is
+            # submitted (a user's own client keeps its own handler of the topic).
+            losses = WorkerLosses(prefix_of(path))
+            if client is None:
+                stack.enter_context(listening(connected, losses))
             from ldpsim.pipeline.compute.registration import shipped_units
 
             # Units registered in a notebook or script: on the workers while the run lasts.
@@ -258,7 +268,18 @@ def run_sweep(
                 early = None
             how = (lock, shuffle, every, FailureLimit(max_failures), progress, task_timeout)
             return _execute(
-                sweep, store, changes, undamaged, connected, start, early, units, token, *how, log
+                sweep,
+                store,
+                changes,
+                undamaged,
+                connected,
+                start,
+                early,
+                units,
+                token,
+                *how,
+                log,
+                losses,
             )
     finally:
         if lock is not None:
@@ -414,6 +435,7 @@ def _execute(
     progress_mode: ProgressMode,
     task_timeout: float | None,
     log: Callable[[str], Any],
+    losses: WorkerLosses,
 ) -> RunReport:
     submitted = early
     if submitted is None:  # a store that existed: what is done is read from it
@@ -538,6 +560,7 @@ def _execute(
     from ldpsim.pipeline.compute.watchdog import CHECK_EVERY, Watchdog
 
     watchdog = Watchdog(client, {task.key: task.cost for task in tasks}, task_timeout, log)
+    losses.restarted = watchdog.restarted
     collector = collect(futures, client, tick=min(max(every, 0.1), CHECK_EVERY))
     items = iter(collector)
     try:
@@ -553,7 +576,9 @@ def _execute(
                         take(*finished)
                     client.cancel([future for future in futures if not future.done()])
                     break
-            progress.note_late(watchdog.check())
+            progress.note_late(
+                "; ".join(note for note in (watchdog.check(), losses.note()) if note)
+            )
             if time.monotonic() - written >= every:
                 write()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under the CLI (signals.py)
@@ -582,6 +607,7 @@ def _execute(
         report.seconds = time.monotonic() - start
         raise _scheduler_lost(sweep, store, report, exc) from None
     finally:
+        report.workers_lost = losses.workers
         collector.close()
         progress.close()
         write()  # what finished before an error is kept
@@ -594,6 +620,8 @@ def _execute(
         f"Computed {report.computed} replicates, {report.failed} failed{methods_line} "
         f"({report.seconds:.1f} s); store: {store.path}"
     )
+    if losses.summary() is not None:
+        log(losses.summary())
     if limit.reached is not None:
         log(limit.message(report.missing, GridNames.of(store.layout.axis_values)))
     _log_failures(report, log)

@@ -84,6 +84,9 @@ class Watchdog:
         #: The late workers that Dask has paused (:meth:`paused`), and when last asked.
         self.paused_notes: dict[str, str] = {}
         self.paused_checked = -math.inf
+        #: Workers restarted on purpose (:meth:`restart`): not "lost"
+        #: (:class:`ldpsim.pipeline.compute.worker_losses.WorkerLosses`).
+        self.restarted: set[str] = set()
 
     def limit(self, keys: frozenset[str], worker: str | None = None) -> float:
         """The timeout of a worker's tasks ``keys``: the run's, else the default, at least
@@ -164,6 +167,7 @@ class Watchdog:
         return notes
 
     def restart(self, worker: str) -> None:
+        self.restarted.add(worker)  # before: its removal may come while this waits
         try:
             self.client.restart_workers([worker], timeout=60, raise_for_error=False)
         except ValueError:  # no nanny to restart it: the scheduler lets it go

@@ -109,10 +109,16 @@ def test_worker_killing_replicate_fails_cleanly(tmp_path, local_cluster, faults)
     store = tmp_path / "killer.zarr"
     faults(exit=[[f"{store_token(store)}-0-1-", 0]])
     start = time.monotonic()
-    report = run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=quiet)
+    lines: list[str] = []
+    report = run_sweep(sweep, store, scheduler=local_cluster.scheduler_address, log=lines.append)
     assert time.monotonic() - start < 120
     # A task queued on the dying worker may be given up with it (allowed-failures = 1).
     assert report.failed >= 1 and report.computed + report.failed == 8
+    # The worker died twice with the task (its nanny restarted it between), and the run
+    # said so at its end (worker_losses.py; before: not a word).
+    assert report.workers_lost >= 2
+    said = [line for line in lines if "lost while running this run's tasks" in line]
+    assert len(said) == 1 and said[0].startswith(f"{report.workers_lost} workers lost"), lines
     records = list(iter_errors(store))
     assert len(records) == report.failed
     assert all("KilledWorker" in r["error"] and "died repeatedly" in r["error"] for r in records)

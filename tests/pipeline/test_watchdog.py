@@ -42,7 +42,11 @@ def test_stopped_worker_is_restarted_and_the_run_completes(tmp_path, local_clust
     warm = tmp_path / "warm.zarr"
     with Client(local_cluster, set_as_default=False) as client:
         client.wait_for_workers(2, timeout=300)  # an earlier test may have killed one
+        seen: list = []
+        client.subscribe_topic("all", seen.append)  # the user's own handler stays theirs
         run_sweep(sweep, warm, client=client, log=lambda line: None)
+        assert any(event[1].get("action") == "gather" for event in seen), seen
+        client.unsubscribe_topic("all")
         finished = client.run(finished_tasks, key_prefix(warm))
         assert len(finished) == 2 and all(finished.values()), finished  # both ran a task
         pids = client.run(os.getpid)
@@ -66,6 +70,8 @@ def test_stopped_worker_is_restarted_and_the_run_completes(tmp_path, local_clust
     restarts = [line for line in lines if "restarting that worker" in line]
     assert restarts and all(worker in line for line in restarts), text
     assert "past its timeout of 3 s" in restarts[0]
+    # The restart is said once, as a restart, not also as a lost worker (worker_losses.py).
+    assert report.workers_lost == 0 and "lost while running" not in text, text
     late = [line for line in lines if line.startswith("progress:") and " late: " in line]
     assert late and worker in late[0], text
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,40 @@
+"""Workers lost while running a run's tasks: which removals count, and the words."""
+
+from __future__ import annotations
+
+from ldpsim.pipeline.compute.task_keys import chunk_key, store_token
+from ldpsim.pipeline.compute.worker_losses import WorkerLosses, prefix_of
+
+
+def removal(worker: str, keys: set[str], expected: bool = False) -> tuple[float, dict]:
+    """An event of the scheduler's "all" topic as distributed sends it."""
+    message = {"action": "remove-worker", "processing-tasks": keys, "expected": expected}
+    return (1.0, {**message, "worker": worker})
+
+
+def test_only_unexpected_losses_of_workers_running_the_runs_tasks_count(tmp_path):
+    """A worker retired on purpose (expected), one the watchdog restarted, one running
+    another store's tasks or none, and other actions are not losses of this run."""
+    token = store_token(tmp_path / "a.zarr")
+    run = [chunk_key(token, (0, 1), chunk) for chunk in range(4)]
+    assert prefix_of(tmp_path / "a.zarr") == f"ldpsim-{token}-"
+    other = chunk_key(store_token(tmp_path / "b.zarr"), (0, 1), 0)
+    restarted: set[str] = set()
+    losses = WorkerLosses(prefix_of(tmp_path / "a.zarr"))
+    assert losses.note() == "" and losses.summary() is None
+    losses(removal("tcp://a", {run[1], other}))
+    losses(removal("tcp://b", {run[2]}, expected=True))
+    losses(removal("tcp://c", {other}))
+    losses(removal("tcp://d", set()))
+    losses((1.0, {"action": "add-worker", "worker": "tcp://e"}))
+    losses.restarted = restarted  # the watchdog's set, once it exists
+    restarted.add("tcp://f")  # the watchdog's restart, said in its own words
+    losses(removal("tcp://f", {run[3]}))
+    assert (losses.workers, losses.tasks) == (1, 1)
+    assert losses.note() == "1 worker lost (process ended: out of memory?), 1 task run again"
+    assert losses.summary().startswith("1 worker lost while running this run's tasks (its ")
+    losses(removal("tcp://g", {run[2], run[3]}))
+    assert (losses.workers, losses.tasks) == (2, 3)
+    assert losses.note().startswith("2 workers lost (process ended")
+    assert "3 tasks ran again" in losses.summary()
+    assert "(their process ended" in losses.summary()
