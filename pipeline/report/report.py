@@ -101,13 +101,16 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
     labels = blank_repeats(rows)
     groups: list[list[dict[str, Any]]] = []
     major: list[bool] = []
-    for i, (shown, (_, cells)) in enumerate(zip(labels, rows, strict=True)):
+    for i, (shown, (full, cells)) in enumerate(zip(labels, rows, strict=True)):
         if i == 0 or len(shown) < 2 or any(shown[:-1]):
             groups.append([])
             major.append(i == 0 or bool(shown[0]))
         groups[-1].append(
             {
                 "labels": shown,
+                # A label left blank where it repeats is still the row's header for a
+                # screen reader, which names a cell by the headers of its own row only.
+                "repeats": [str(label) for label in full],
                 "cells": [
                     {"text": cell, "departs": cell.endswith(DEPARTURE_MARK)} for cell in cells
                 ],

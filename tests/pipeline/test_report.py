@@ -645,3 +645,27 @@ def test_a_hidden_file_beside_the_run_records_is_no_record(tmp_path):
         (written.parent / name).write_bytes(copy)
     (run,) = read_runs(store)
     assert run["computed"] == 36 and "unreadable" not in run
+
+
+def test_every_number_has_its_rows_labels_as_header_cells(failing_report):
+    # A screen reader names a cell by the header cells of its own row (and column).
+    # Before: a label that repeats the row above was an empty <td>, so the 0.279 of
+    # "0.5, coord 0, bb, length" was read out as "length" alone, bb's and oracle's alike.
+    _, out, _ = failing_report
+    page = out.read_text()
+    results = page[page.index('<section id="results">') : page.index('<section id="figures">')]
+    read = {}
+    for table in re.findall(r"<table>.*?</table>", results, re.S):
+        names = re.findall(r'<th scope="col" class="lab[^"]*">', table)
+        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+            if '<td class="num' not in row:
+                continue
+            headers = re.findall(r'<th scope="row"[^>]*>(.*?)</th>', row, re.S)
+            assert len(headers) == len(names) and "<td" not in row.split('<td class="num')[0], row
+            cells = re.findall(r'<td class="num[^"]*">(.*?)</td>', row)
+            read.setdefault(tuple(page_text(h) for h in headers), cells)
+    assert all(all(labels) for labels in read)
+    assert read[("0.5", "coord 0", "bb", "length")][0] == "0.279 (0.018)*"
+    assert read[("0.5", "coord 0", "oracle", "length")][0] == "0.658 (0.000)*"
+    # The repeated labels are hidden from sight only: the page shows them once.
+    assert re.search(r"\.repeat \{ position: absolute; width: 1px; height: 1px;", page)
