@@ -669,3 +669,13 @@ def test_every_number_has_its_rows_labels_as_header_cells(failing_report):
     assert read[("0.5", "coord 0", "oracle", "length")][0] == "0.658 (0.000)*"
     # The repeated labels are hidden from sight only: the page shows them once.
     assert re.search(r"\.repeat \{ position: absolute; width: 1px; height: 1px;", page)
+
+
+def test_the_page_opts_out_of_a_browsers_automatic_dark_theme(failing_report):
+    # Chromium's forced dark mode (--blink-settings=forceDarkModeEnabled=true) inverted
+    # the zip plots' inline SVG but not the PNG figures: their white dashed theta* and
+    # dotted nominal lines lay on the band's light grey (1.6:1). The page is drawn light.
+    _, out, _ = failing_report
+    head = out.read_text().split("</head>")[0]
+    assert '<meta name="color-scheme" content="only light">' in head
+    assert "prefers-color-scheme" not in head  # no dark style sheet that would need it
