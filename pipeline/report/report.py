@@ -119,14 +119,16 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
     # An empty header cell (the statistic's column) says what it holds.
     names = [name or "statistic" for name in names]
     layout = sticky_labels(names, [row for group in groups for row in group])
-    # Its widest number column, in the table's em (a departure's is bold).
+    # Its widest number column, in the table's em (a departure's is bold), without its
+    # padding, which a phone's narrower cells halve.
     number = max(
         (
-            text_em(text, bold=True) + LABEL_PADDING_EM + LABEL_SLACK_EM
+            text_em(text, bold=True) + LABEL_SLACK_EM
             for text in (*headers, *(c["text"] for g in groups for r in g for c in r["cells"]))
         ),
         default=0.0,
     )
+    label_em, narrow_label_em = layout.pop("label_em"), layout.pop("narrow_label_em")
     return {
         "caption": _for_html(caption),
         "note": _for_html(note),
@@ -136,13 +138,21 @@ def _html_table(caption: str, names, headers, rows, note: str = "") -> dict[str,
         "major": major,
         # A box narrower than this (in the box's em) cannot hold the sticky labels and a
         # column of numbers beside them: the labels scroll with the numbers there.
-        "sticky_below": f"{(layout.pop('label_em') + number) * TABLE_FONT_EM:.2f}",
+        "sticky_below": f"{(label_em + number + LABEL_PADDING_EM) * TABLE_FONT_EM:.2f}",
+        # The same on a phone, of its narrower label columns, cells and font: below it
+        # (a 320 px page) a Wilson interval, its column wider than the room the labels
+        # leave, lay partly under them however far its box was scrolled.
+        "narrow_sticky_below": (
+            f"{(narrow_label_em + number + NARROW_PADDING_EM) * NARROW_TABLE_FONT_EM:.2f}"
+        ),
         **layout,
     }
 
 
-#: A table's font size in its scroll box's em (the template's ``table { font-size }``).
+#: A table's font size in its scroll box's em (the template's ``table { font-size }``),
+#: and on a phone (its ``.scroll table { font-size }`` there).
 TABLE_FONT_EM = 0.9
+NARROW_TABLE_FONT_EM = 0.85
 #: A label cell's horizontal padding on a desktop and on a phone, and room to spare
 #: beyond its text's width (:func:`text_em`), in em.
 LABEL_PADDING_EM = 1.2
@@ -214,7 +224,8 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
         ``columns``: the CSS custom properties of the widths and offsets (``--wI``,
         ``--xI``; on a phone ``--nwI``, ``--nxI``), for the table's scroll box;
         ``label_classes``: each label column's classes (``lab lI``, ``outer``);
-        ``label_em``: the label columns' width on a desktop, in em.
+        ``label_em``, ``narrow_label_em``: the label columns' width on a desktop and
+        on a phone, in em.
     """
     count = len(names)
     outer = max(count - NARROW_LABEL_COLUMNS, 0)
@@ -254,6 +265,7 @@ def sticky_labels(names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
         "columns": "; ".join(properties),
         "label_classes": [f"lab l{i}" + (" outer" if i < outer else "") for i in range(count)],
         "label_em": left,
+        "narrow_label_em": narrow_left,
     }
 
 

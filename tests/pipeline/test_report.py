@@ -585,6 +585,37 @@ def test_a_tables_labels_scroll_only_where_a_bold_number_cannot_show_beside_them
     assert room < text_em(wide, bold=True) + LABEL_PADDING_EM + 1.0
 
 
+def test_a_phones_labels_scroll_only_where_a_bold_number_cannot_show_beside_them():
+    # The same on a phone (the template's @container rule in its max-width: 600px
+    # block), of its narrower label columns (--nwI), cells and font. Before: a phone's
+    # labels always stuck, and at 320 px (WCAG's reflow width) a Wilson interval's column,
+    # wider than the room they leave, lay partly under them at every scroll position.
+    from importlib import resources
+
+    from ldpsim.pipeline.report.report import (
+        NARROW_PADDING_EM,
+        NARROW_TABLE_FONT_EM,
+        TEMPLATE,
+        _html_table,
+        text_em,
+    )
+
+    template = resources.files("ldpsim.pipeline.report").joinpath("templates", TEMPLATE)
+    phone = template.read_text().split("@media (max-width: 600px)")[1].split("\n}\n")[0]
+    font = re.search(r"\.scroll table \{ font-size: ([0-9.]+)em", phone)
+    assert font and float(font[1]) == NARROW_TABLE_FONT_EM
+    assert "@container (max-width: {{ table.narrow_sticky_below }}em)" in phone
+    wide = "0.912 [0.871, 0.944]\N{DAGGER}"
+    rows = [(["0.5", "bb", "cover"], ["0.950 (0.007)", wide]), (["", "", "length"], ["1", "2"])]
+    table = _html_table("c", ["tau", "method", ""], ["n = 100", "n = 1000"], rows)
+    widths = re.findall(r"--nw\d+: ([0-9.]+)em", table["columns"])
+    assert len(widths) == 2  # the outer label is a heading row on a phone
+    labels = sum(float(w) for w in widths)
+    room = float(table["narrow_sticky_below"]) / NARROW_TABLE_FONT_EM - labels
+    assert room >= text_em(wide, bold=True) + NARROW_PADDING_EM - 0.02
+    assert room < text_em(wide, bold=True) + NARROW_PADDING_EM + 1.0
+
+
 def test_a_label_breaks_after_its_underscores_not_inside_a_number():
     # The phone's label columns wrap at these <wbr> (test_report_browser measures it); the
     # second read (2026-12-01): not inside a number's exponent (1e-<wbr>05).

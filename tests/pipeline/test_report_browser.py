@@ -279,6 +279,8 @@ MEASURE_FRAME = (
 PHONE_PX, DESKTOP_PX = 400, 1280
 #: A page just wider than a phone's layout (a tablet, a narrow window).
 NARROW_DESKTOP_PX = 650
+#: WCAG 2.1's reflow width (1.4.10): a 1280 px window at 400% zoom.
+REFLOW_PX = 320
 #: The smallest figure text a reader gets at 100% zoom on the desktop page, in CSS px.
 MIN_TEXT_PX = 10.0
 #: The smallest figure text on a 400 px phone, in CSS px (issue 43).
@@ -539,12 +541,16 @@ def test_a_long_label_wraps_after_its_underscores_on_a_phone(tmp_path):
     page = write_report(store, tmp_path / "long-label.html")
     assert "bb_<wbr>rademacher_<wbr>multipliers" in page.read_text()
     assert f"<span>model = {model}</span>" in page.read_text()
-    layouts = measure(page, tmp_path, widths=(PHONE_PX, NARROW_DESKTOP_PX))
+    layouts = measure(page, tmp_path, widths=(REFLOW_PX, PHONE_PX, NARROW_DESKTOP_PX))
     check_sticky_tables(layouts[PHONE_PX])
     # Just wider than a phone: the labels' desktop columns (about 530 px) leave no room
     # for a number beside them in a 587 px box. Before: sticky, they covered every
     # number, the box scrolled to its end too; now they scroll with the numbers there.
     check_numbers_beside_labels(layouts[NARROW_DESKTOP_PX])
+    # The same at WCAG's reflow width: the phone's label columns (188 px of a 281 px box)
+    # covered part of every last number (133 px wide), the box scrolled to its end too.
+    check_numbers_beside_labels(layouts[REFLOW_PX])
+    assert layouts[REFLOW_PX]["scrollWidth"] <= layouts[REFLOW_PX]["clientWidth"]
 
 
 def test_figures_are_readable_on_a_phone_and_open_full_size(remedies_like):
