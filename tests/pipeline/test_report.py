@@ -710,3 +710,18 @@ def test_the_page_opts_out_of_a_browsers_automatic_dark_theme(failing_report):
     head = out.read_text().split("</head>")[0]
     assert '<meta name="color-scheme" content="only light">' in head
     assert "prefers-color-scheme" not in head  # no dark style sheet that would need it
+
+
+def test_a_zip_plots_legend_entries_wrap_in_a_narrow_page():
+    # With the browser's text at 200% (a 32 px default font) on a 320 px page, the entry
+    # "coverage ± 2 MC se" (white-space: nowrap) was 371 px wide: the page scrolled
+    # sideways. An entry stays on one line where it fits (an inline block) and wraps
+    # where it does not.
+    from importlib import resources
+
+    from ldpsim.pipeline.report.report import TEMPLATE
+
+    template = resources.files("ldpsim.pipeline.report").joinpath("templates", TEMPLATE)
+    rule = re.search(r"\n\.legend span \{([^}]*)\}", template.read_text())
+    assert rule and "display: inline-block" in rule[1]
+    assert "nowrap" not in rule[1]
