@@ -264,6 +264,12 @@ def _wrap_label(text: str, width: int) -> str:
     return "\n".join(lines) or text
 
 
+def _unwrap_label(text: str) -> str:
+    """A label wrapped by :func:`_wrap_label` on one line again: its lines joined as they
+    were broken, directly after an underscore, a hyphen or a slash, else by a space."""
+    return re.sub(r"(?<=[_/-])\n", "", text).replace("\n", " ")
+
+
 def _combos(ds: xr.Dataset, dims: list[str]) -> list[dict[str, Any]]:
     """Every combination of the values of ``dims`` (one empty combination when none)."""
     values = [ds[d].values for d in dims]
@@ -546,7 +552,8 @@ def wrapped_legend(
     shown = ["\n".join(_wrap_label(line, width) for line in label.split("\n")) for label in labels]
     legend = fig.legend(handles, shown, fontsize="small", **kwargs)
     for text, label in zip(legend.get_texts(), labels, strict=True):
-        text.set_gid(label)
+        # A label wrapped already (the diagnostics' methods of the same values) too.
+        text.set_gid(_unwrap_label(label))
     return legend
 
 

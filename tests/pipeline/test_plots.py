@@ -383,6 +383,23 @@ def test_a_long_method_label_is_wrapped_in_the_legend_and_leaves_the_panels_room
         plt.close(fig)
 
 
+def test_a_wrapped_legend_entry_is_named_whole_in_the_alt_text():
+    # The diagnostics' entry of methods with the same values is wrapped (at 14) before
+    # the legend is made. Before: its gid kept the breaks, and the alt text read
+    # "bb_rademacher_ multipliers, bm (same values)", a screen reader two words.
+    from ldpsim.pipeline.report.plots import _wrap_label, wrapped_legend
+    from ldpsim.pipeline.report.report import figure_alt
+
+    entries = ["bb_rademacher_multipliers, quantile-tau0.5 (same values)", "sn", "oracle"]
+    fig, ax = plt.subplots()
+    handles = [ax.plot([0, 1], [0, i])[0] for i in range(len(entries))]
+    wrapped_legend(fig, handles, [_wrap_label(entries[0], 14), *entries[1:]])
+    assert "\n" in fig.legends[0].get_texts()[0].get_text()
+    assert [t.get_gid() for t in fig.legends[0].get_texts()] == entries
+    assert f"Lines: {', '.join(entries)}." in figure_alt("diagnostics", fig)
+    plt.close(fig)
+
+
 def test_a_legend_label_breaks_where_a_table_label_does():
     from ldpsim.pipeline.report.plots import _wrap_label
 
