@@ -141,12 +141,39 @@ def _colors(methods: list[str]) -> dict[str, str]:
     return {m: METHOD_COLORS.get(m) or next(spare, "gray") for m in methods}
 
 
+#: The least contrast of a marker's edge with the white page (WCAG 2.1's 1.4.11 for
+#: graphical objects): Okabe and Ito's orange, sky blue and yellow reach 2.2, 2.3 and 1.3.
+MIN_EDGE_CONTRAST = 3.0
+
+
+def contrast_with_white(color: Any) -> float:
+    """WCAG 2.1's contrast ratio of ``color`` (any matplotlib colour) with white."""
+    from matplotlib.colors import to_rgb
+
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color)]
+    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    return 1.05 / (luminance + 0.05)
+
+
+def _edge_color(color: str) -> str:
+    """``color`` itself where it stands out from white by :data:`MIN_EDGE_CONTRAST`, else
+    the lightest darker shade of it that does (its hue kept)."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    rgb = np.array(to_rgb(color))
+    for shade in np.arange(1.0, 0.0, -0.02):
+        if contrast_with_white(rgb * shade) >= MIN_EDGE_CONTRAST:
+            return color if shade == 1.0 else to_hex(rgb * shade)
+    return "#000000"
+
+
 def method_styles(methods: list[str]) -> dict[str, dict[str, Any]]:
     """Each method's colour, marker and line style (matplotlib keyword arguments).
 
     The colour is :func:`_colors`'s; marker and line style follow the store's method
     order (:data:`METHOD_MARKERS`, :data:`METHOD_LINESTYLES`), so that every method of a
-    figure differs from the others in all three.
+    figure differs from the others in all three. A light colour's markers (and error
+    bars) get a darker edge of its hue (:func:`_edge_color`), so that they show on white.
     """
     colors = _colors(methods)
     return {
@@ -154,6 +181,7 @@ def method_styles(methods: list[str]) -> dict[str, dict[str, Any]]:
             "color": colors[m],
             "marker": METHOD_MARKERS[i % len(METHOD_MARKERS)],
             "linestyle": METHOD_LINESTYLES[i % len(METHOD_LINESTYLES)],
+            "markeredgecolor": _edge_color(colors[m]),
         }
         for i, m in enumerate(methods)
     }
@@ -694,7 +722,11 @@ def _errorbar(
     style = {"color": style, "marker": "o"} if isinstance(style, str) else style
     yerr = 2 * se.values if count is None else coverage_error(y.values, se.values, count)
     at = _dodge(x, *slot, bool(np.all(x > 0)))
-    ax.errorbar(at, y.values, yerr=yerr, markersize=4, capsize=2, label=label, **style)
+    # The bars in the markers' edge colour: a light colour's darker shade.
+    ecolor = style.get("markeredgecolor", style["color"])
+    ax.errorbar(
+        at, y.values, yerr=yerr, markersize=4, capsize=2, label=label, ecolor=ecolor, **style
+    )
     if marked is not None:
         _mark_partial(ax, at, y.values, marked, style["color"])
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import synthetic as syn
 import xarray as xr
+from matplotlib.colors import to_rgba
 
 from ldpsim.pipeline.errors import InputError
 from ldpsim.pipeline.report.narrow_layout import NARROW_INCHES, narrow_layout
@@ -809,3 +810,37 @@ def test_a_figure_of_lengths_alone_is_drawn():
     # first; store_figures' own check went untested).
     with pytest.raises(InputError, match="Unknown figure kind 'bogus'"):
         store_figures(syn.point_store(), ["length", "bogus"])
+
+
+def test_a_light_methods_markers_and_error_bars_stand_out_from_white():
+    # WCAG 2.1's 1.4.11 asks 3:1 of a graphical object against what is beside it. Before:
+    # bm's orange markers and error bars were 2.25:1 on white, cdp_blb_var's sky blue
+    # 2.31:1, cdp_blb_pct's yellow 1.32:1 (and two spare colours under 3:1 too).
+    from ldpsim.pipeline.report.plots import (
+        METHOD_COLORS,
+        MIN_EDGE_CONTRAST,
+        SPARE_COLORS,
+        contrast_with_white,
+    )
+
+    assert contrast_with_white("#E69F00") == pytest.approx(2.25, abs=0.01)
+    assert contrast_with_white("#000") == pytest.approx(21.0)
+    spares = [f"plugin_{i}" for i in range(len(SPARE_COLORS))]
+    styles = method_styles([*METHOD_COLORS, *spares])
+    for method, style in styles.items():
+        assert contrast_with_white(style["markeredgecolor"]) >= MIN_EDGE_CONTRAST, method
+        if contrast_with_white(style["color"]) >= MIN_EDGE_CONTRAST:  # kept as it is
+            assert style["markeredgecolor"] == style["color"], method
+    # bm's error bars in a figure: in its markers' edge colour, not its light orange.
+    ds = renamed_method(syn.grid_store(), "oracle", "bm")
+    fig = store_figures(ds, ["coverage"])["coverage"]
+    edge = to_rgba(method_styles(["bb", "bm"])["bm"]["markeredgecolor"])
+    bars = [
+        tuple(c)
+        for ax in fig.axes
+        for container in ax.containers
+        if container.get_label() == "bm"
+        for c in container[2][0].get_colors()
+    ]
+    assert bars and set(bars) == {edge}
+    plt.close(fig)
