@@ -104,7 +104,7 @@ DOT_ROW_INCHES = 0.32
 #: The part of a row the methods' markers are spread over.
 DOT_DODGE = 0.6
 #: Panel titles longer than this many characters are wrapped onto further lines.
-PANEL_TITLE_CHARS = 40
+PANEL_TITLE_CHARS = 32
 #: Characters of a figure title per inch of figure width before it is wrapped.
 TITLE_CHARS_PER_INCH = 9
 #: Inches of a panel figure's width for its legend, right of the panels.
@@ -292,7 +292,7 @@ def _wrap_label(text: str, width: int) -> str:
     return "\n".join(lines) or text
 
 
-def _unwrap_label(text: str) -> str:
+def unwrap_label(text: str) -> str:
     """A label wrapped by :func:`_wrap_label` on one line again: its lines joined as they
     were broken, directly after an underscore, a hyphen or a slash, else by a space."""
     return re.sub(r"(?<=[_/-])\n", "", text).replace("\n", " ")
@@ -581,7 +581,7 @@ def wrapped_legend(
     legend = fig.legend(handles, shown, fontsize="small", **kwargs)
     for text, label in zip(legend.get_texts(), labels, strict=True):
         # A label wrapped already (the diagnostics' methods of the same values) too.
-        text.set_gid(_unwrap_label(label))
+        text.set_gid(unwrap_label(label))
     return legend
 
 
@@ -598,7 +598,10 @@ def _panel_title(
 
 
 def _join_lines(parts: list[str], width: int) -> str:
-    """``parts`` joined by ', ', a new line only between parts that would pass ``width``."""
+    """``parts`` joined by ', ', a new line only between parts that would pass ``width``;
+    a part longer than ``width`` broken as a label is (:func:`_wrap_label`: after its
+    underscores). Before, a case label of 50 characters without a space ran past its
+    panel, the rightmost panel's under the legend."""
     lines: list[str] = []
     for part in parts:
         if lines and len(lines[-1]) + 2 + len(part) <= width:
@@ -607,7 +610,7 @@ def _join_lines(parts: list[str], width: int) -> str:
             if lines:
                 lines[-1] += ","
             lines.append(part)
-    return "\n".join(lines)
+    return "\n".join(_wrap_label(line, width) for line in lines)
 
 
 def _tick_labels_everywhere(axes: np.ndarray) -> None:

@@ -35,6 +35,7 @@ from ldpsim.pipeline.report.plots import (
     NO_DATA_TEXT,
     NO_VALUE_TEXT,
     store_figures,
+    unwrap_label,
 )
 from ldpsim.pipeline.store.provenance import PACKAGES, environment, read_runs
 from ldpsim.pipeline.store.reading import check_store, iter_errors, load_dataset, open_dataset
@@ -425,7 +426,8 @@ def figure_alt(stem: str, fig: Figure) -> str:
     logs = sorted(
         {axis for ax in panels for axis in "xy" if getattr(ax, f"get_{axis}scale")() == "log"}
     )
-    titles = [" ".join(ax.get_title().split()) for ax in panels if ax.get_title()]
+    # A title's lines joined as they were broken (after an underscore: no space).
+    titles = [" ".join(unwrap_label(ax.get_title()).split()) for ax in panels if ax.get_title()]
     titles = list(dict.fromkeys(titles))
     # A legend entry's whole label (its gid: plots.wrapped_legend), not its wrapped lines.
     series = [

@@ -844,3 +844,29 @@ def test_a_light_methods_markers_and_error_bars_stand_out_from_white():
     ]
     assert bars and set(bars) == {edge}
     plt.close(fig)
+
+
+def test_a_long_panel_title_stays_over_its_panel_clear_of_the_legend():
+    # A case label of 50 characters without a space in the rightmost panel. Before: its
+    # title stayed one line (wrapped at spaces only, at 40 characters), wider than the
+    # length figure's panel (its log ticks leave less room), and ran under the legend
+    # frame; the alt text read the title's lines as separate words.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from test_plot_text import mixed_store
+
+    from ldpsim.pipeline.report.report import figure_alt
+
+    label = "randomized_response_with_a_long_label_and_eps_one"
+    ds = mixed_store({"quantile": 1}, reps=4, models=("laplace", label))
+    figures = store_figures(ds, ["coverage", "length", "diagnostics"])
+    for kind, fig in figures.items():
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        legend = fig.legends[0].get_window_extent(renderer)
+        titles = [ax.title for ax in fig.axes if ax.get_visible() and ax.get_title()]
+        assert any(label[:20] in title.get_text() for title in titles)
+        for title in titles:
+            box = title.get_window_extent(renderer)
+            assert box.x1 < legend.x0 or box.y0 > legend.y1, (kind, title.get_text())
+        assert f"{label}, quantile" in figure_alt(kind, fig), kind
+        plt.close(fig)
