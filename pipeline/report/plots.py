@@ -146,13 +146,17 @@ def _colors(methods: list[str]) -> dict[str, str]:
 MIN_EDGE_CONTRAST = 3.0
 
 
-def contrast_with_white(color: Any) -> float:
-    """WCAG 2.1's contrast ratio of ``color`` (any matplotlib colour) with white."""
+def contrast_ratio(color: Any, background: Any = "white") -> float:
+    """WCAG 2.1's contrast ratio of ``color`` with ``background`` (any matplotlib
+    colours; white by default, the page's)."""
     from matplotlib.colors import to_rgb
 
-    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color)]
-    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
-    return 1.05 / (luminance + 0.05)
+    def luminance(rgb: Any) -> float:
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted((luminance(to_rgb(color)), luminance(to_rgb(background))), reverse=True)
+    return (high + 0.05) / (low + 0.05)
 
 
 def _edge_color(color: str) -> str:
@@ -162,7 +166,7 @@ def _edge_color(color: str) -> str:
 
     rgb = np.array(to_rgb(color))
     for shade in np.arange(1.0, 0.0, -0.02):
-        if contrast_with_white(rgb * shade) >= MIN_EDGE_CONTRAST:
+        if contrast_ratio(rgb * shade) >= MIN_EDGE_CONTRAST:
             return color if shade == 1.0 else to_hex(rgb * shade)
     return "#000000"
 

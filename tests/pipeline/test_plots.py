@@ -820,16 +820,16 @@ def test_a_light_methods_markers_and_error_bars_stand_out_from_white():
         METHOD_COLORS,
         MIN_EDGE_CONTRAST,
         SPARE_COLORS,
-        contrast_with_white,
+        contrast_ratio,
     )
 
-    assert contrast_with_white("#E69F00") == pytest.approx(2.25, abs=0.01)
-    assert contrast_with_white("#000") == pytest.approx(21.0)
+    assert contrast_ratio("#E69F00") == pytest.approx(2.25, abs=0.01)
+    assert contrast_ratio("#000") == pytest.approx(21.0)
     spares = [f"plugin_{i}" for i in range(len(SPARE_COLORS))]
     styles = method_styles([*METHOD_COLORS, *spares])
     for method, style in styles.items():
-        assert contrast_with_white(style["markeredgecolor"]) >= MIN_EDGE_CONTRAST, method
-        if contrast_with_white(style["color"]) >= MIN_EDGE_CONTRAST:  # kept as it is
+        assert contrast_ratio(style["markeredgecolor"]) >= MIN_EDGE_CONTRAST, method
+        if contrast_ratio(style["color"]) >= MIN_EDGE_CONTRAST:  # kept as it is
             assert style["markeredgecolor"] == style["color"], method
     # bm's error bars in a figure: in its markers' edge colour, not its light orange.
     ds = renamed_method(syn.grid_store(), "oracle", "bm")

@@ -614,7 +614,7 @@ def test_an_svg_panel_draws_the_truth_the_level_the_band_and_its_ticks():
         y, h = map(
             float,
             re.search(
-                r'<rect x="\d+" y="([\d.]+)" width="\d+" height="([\d.]+)" fill="#cccccc"', svg
+                r'<rect x="\d+" y="([\d.]+)" width="\d+" height="([\d.]+)" fill="#e6e6e6"', svg
             ).groups(),
         )
         assert y == pytest.approx(y_at(100 * band_high), abs=0.06)
@@ -654,3 +654,18 @@ def test_an_svg_panel_draws_the_truth_the_level_the_band_and_its_ticks():
     odd = type(odd)(**{**odd.__dict__, "method": "a<b&c"})
     svg = panel_svg(odd, plot.level, True, SVG_MAX_LINES)
     assert "a<b" not in svg and "a&lt;b&amp;c" in svg
+
+
+def test_the_lines_over_the_band_keep_3_to_1_against_it():
+    # WCAG 2.1's 1.4.11 for graphical objects. Before: a miss's vermillion line over the
+    # 0.8 grey band (where the misses lie, at the top) was 2.4:1 against it.
+    from ldpsim.pipeline.report.plots import contrast_ratio
+    from ldpsim.pipeline.report.zip_plot import BAND_COLOR, BAND_EDGE, COVER_COLOR, MISS_COLOR
+
+    for line in (COVER_COLOR, MISS_COLOR):
+        assert contrast_ratio(line, BAND_COLOR) >= 3.0, line
+        assert contrast_ratio(line) >= 3.0, line
+    assert contrast_ratio(BAND_EDGE) >= 3.0  # the band's extent, on white
+    assert contrast_ratio("#D55E00", "0.8") == pytest.approx(2.41, abs=0.01)
+    svg = panel_svg(zip_figure(syn.grid_store(), POINT).panels[0], 0.9, False, SVG_MAX_LINES)
+    assert f'fill="{BAND_COLOR}" stroke="{BAND_EDGE}"' in svg
