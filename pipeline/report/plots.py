@@ -482,7 +482,7 @@ def _mark_partial(ax: Axes, x: Any, y: Any, marked: Any, color: Any) -> None:
         linestyle="none",
         marker=PARTIAL_MARKER,
         markersize=6,
-        color=color,
+        color=_edge_color(color),  # a light colour's darker shade, as its markers' edge
         transform=beside,
         scalex=False,
         scaley=False,

@@ -844,6 +844,12 @@ def test_a_light_methods_markers_and_error_bars_stand_out_from_white():
     ]
     assert bars and set(bars) == {edge}
     plt.close(fig)
+    # bm's * marks (a cell of fewer than all replicates: bb's failure, renamed) likewise.
+    fig = store_figures(renamed_method(syn.grid_store(), "bb", "bm"), ["coverage"])["coverage"]
+    marks = {colour for colour, _ in partial_marks(fig)}
+    assert method_styles(["bm"])["bm"]["markeredgecolor"] in marks  # the oracle's black too
+    assert all(contrast_ratio(colour) >= MIN_EDGE_CONTRAST for colour in marks), marks
+    plt.close(fig)
 
 
 def test_a_long_panel_title_stays_over_its_panel_clear_of_the_legend():
