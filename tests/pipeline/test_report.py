@@ -725,3 +725,19 @@ def test_a_zip_plots_legend_entries_wrap_in_a_narrow_page():
     rule = re.search(r"\n\.legend span \{([^}]*)\}", template.read_text())
     assert rule and "display: inline-block" in rule[1]
     assert "nowrap" not in rule[1]
+
+
+def test_a_table_boxs_focus_ring_is_drawn_outside_it():
+    # The boxes are in the tab order (tabindex 0) so that a keyboard scrolls them. Before:
+    # Chromium's 2 px ring lay on the box's edge, and the sticky label cells (z-index 1,
+    # a white background) painted over its inner pixel down the left side (measured in a
+    # screenshot, 2026-12-04: 1 px left beside them, 2 px beside the caption).
+    from importlib import resources
+
+    from ldpsim.pipeline.report.report import TEMPLATE
+
+    template = resources.files("ldpsim.pipeline.report").joinpath("templates", TEMPLATE)
+    rule = re.search(
+        r"\n\.scroll:focus-visible \{ outline-offset: (\d+)px; \}", template.read_text()
+    )
+    assert rule and int(rule[1]) >= 2
