@@ -702,6 +702,22 @@ def test_every_number_has_its_rows_labels_as_header_cells(failing_report):
     assert re.search(r"\.repeat \{ position: absolute; width: 1px; height: 1px;", page)
 
 
+def test_each_failures_spec_toggle_names_its_replicate(failing_report):
+    # Tabbing through the failures table read "spec" at every toggle; each names its
+    # grid point and replicate too, hidden from sight (the page shows "spec").
+    _, out, _ = failing_report
+    page = out.read_text()
+    start = page.index('<section id="failures">')
+    failures = page[start : page.index("</section>", start)]
+    rows = re.findall(
+        r'<tr><th scope="row">(.*?)</th><td class="num">(\d+)</td>(.*?)</tr>', failures
+    )
+    assert rows
+    for key, rep, rest in rows:
+        summary = re.search(r"<summary>(.*?)</summary>", rest).group(1)
+        assert summary == f'spec<span class="repeat"> of {key}, replicate {rep}</span>'
+
+
 def test_the_page_opts_out_of_a_browsers_automatic_dark_theme(failing_report):
     # Chromium's forced dark mode (--blink-settings=forceDarkModeEnabled=true) inverted
     # the zip plots' inline SVG but not the PNG figures: their white dashed theta* and
