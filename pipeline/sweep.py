@@ -214,19 +214,23 @@ class Sweep:
         """Every grid point, validated (raises InputError naming the point).
 
         Worked out once per Sweep (a sweep is frozen): a grid of many points is
-        normalized once, however often the run asks for them.
+        normalized once, however often the run asks for them; again only where a unit
+        was registered since, or registered again (its points may be set up otherwise).
         """
+        from ldpsim.tasks.plugins import generation, registered
+
+        units = (generation(), len(registered()))
         cached = self.__dict__.get("_points")
-        if cached is None:
+        if cached is None or cached[0] != units:
             # A store's recorded sweep (store.reading) reads under the ranges of the
             # ldpsim that could have made it (tasks.validation.recorded_specs).
             from ldpsim.tasks.validation import recorded_specs
 
             recorded = self.__dict__.get("_recorded", False)
             with recorded_specs() if recorded else contextlib.nullcontext():
-                cached = self._make_points()
+                cached = (units, self._make_points())
             object.__setattr__(self, "_points", cached)
-        return list(cached)
+        return list(cached[1])
 
     def _make_points(self) -> list[GridPoint]:
         from ldpsim.tasks import normalize_spec

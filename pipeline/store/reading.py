@@ -149,21 +149,36 @@ def _sweep_from_json(path: str | Path, text: object) -> Sweep:
             )
     if not all(isinstance(v, list) for v in data["grid"].values()):
         raise damaged(path, "zarr.json", "attribute 'sweep' has a grid axis that is no list")
-    sweep = Sweep(
-        name=data["name"],
-        description=data["description"],
-        replicates=data["replicates"],
-        seed=data["seed"],
-        base=data["spec"],
-        grid=data["grid"],
-        methods=data["methods"],
-        rep_chunk=data.get("rep_chunk"),
-        cases=_cases_from_json(path, data.get("cases", {})),
-    )
-    # Its grid points, when asked for, under the ranges of the ldpsim that could have made
-    # the store: a range narrowed since refuses a run, not the reading.
-    object.__setattr__(sweep, "_recorded", True)
+    cases = _cases_from_json(path, data.get("cases", {}))
+    # The same Sweep for the same recorded text: its grid points are normalized once
+    # (Sweep.points caches them), not once for each of the reads that a run, a status or
+    # a damage check makes of the store's sweep (five to eight: 2 s each at 20,000
+    # points); Sweep.points sets them up again where a unit was registered since.
+    sweep = _RECORDED_SWEEPS.pop(text, None)
+    if sweep is None:
+        sweep = Sweep(
+            name=data["name"],
+            description=data["description"],
+            replicates=data["replicates"],
+            seed=data["seed"],
+            base=data["spec"],
+            grid=data["grid"],
+            methods=data["methods"],
+            rep_chunk=data.get("rep_chunk"),
+            cases=cases,
+        )
+        # Its grid points, when asked for, under the ranges of the ldpsim that could have
+        # made the store: a range narrowed since refuses a run, not the reading.
+        object.__setattr__(sweep, "_recorded", True)
+    _RECORDED_SWEEPS[text] = sweep  # the most recently read last
+    while len(_RECORDED_SWEEPS) > RECORDED_SWEEPS_KEPT:
+        del _RECORDED_SWEEPS[next(iter(_RECORDED_SWEEPS))]
     return sweep
+
+
+#: How many stores' recorded sweeps :func:`_sweep_from_json` keeps (by their text).
+RECORDED_SWEEPS_KEPT = 4
+_RECORDED_SWEEPS: dict[str, Sweep] = {}
 
 
 def _cases_from_json(path: str | Path, cases: object) -> dict[str, dict[str, Any]]:

@@ -92,3 +92,34 @@ def test_a_sweep_of_part_of_a_store_s_grid_plans_its_own_points(tmp_path):
     ]
     assert all(w.point.values["n"] == 2000 for w in work)
     assert [w.key.rpartition("-c")[0][-3:] for w in work] == ["0-1", "0-1", "1-1", "1-1"]
+
+
+def test_a_run_on_a_store_normalizes_each_sweep_s_grid_points_once(
+    demo_store, local_cluster, tmp_path, monkeypatch
+):
+    # A run with nothing to do reads the store's sweep five times (its layout for the
+    # check of damage, the store's opening, the plan, the small-shards warning): each
+    # read normalized every grid point again, 2 s a time at 20,000 points (a scaling
+    # hunt, h24b: 9.0 s for a run with nothing to do, 4.9 s once). The sweep file's
+    # points and the store's, once each.
+    import shutil
+
+    from conftest import DEMO_ARGS, scheduler
+
+    from ldpsim.pipeline.cli import main
+    from ldpsim.pipeline.sweep import Sweep
+
+    store = tmp_path / "S.zarr"
+    shutil.copytree(demo_store, store)
+    normalized = []
+    make_points = Sweep._make_points
+
+    def counted(sweep):
+        normalized.append(sweep)
+        return make_points(sweep)
+
+    monkeypatch.setattr(Sweep, "_make_points", counted)
+    assert main(["run", *DEMO_ARGS, "--store", str(store), *scheduler(local_cluster)]) == 0
+    assert len(normalized) == 2
+    assert main(["status", "--verify", str(store)]) == 0
+    assert len(normalized) == 2  # the store's sweep, read again, keeps its points
