@@ -512,6 +512,15 @@ def png_uri(fig: Figure) -> dict[str, Any]:
     }
 
 
+#: The most panels a figure is laid out again with for a phone, one panel per row; a
+#: figure of more is shown whole there too, and its caption says so. Matplotlib's
+#: constrained layout sets every row of a grid again for each panel in it, so one column
+#: of P panels costs O(P**2) margin edits, each dearer as P grows: a phone's figure of
+#: 50, 100 and 200 panels took 7, 21 and 70 s to lay out and draw, and the report of
+#: 2,000 grid points (400 panels a figure) more than 5 minutes (a scaling hunt, h24b).
+MAX_NARROW_PANELS = 60
+
+
 def figure_image(stem: str, fig: Figure, caption: str) -> dict[str, Any]:
     """One figure for the template: the desktop's PNG and a phone's, alt text, caption.
 
@@ -521,7 +530,8 @@ def figure_image(stem: str, fig: Figure, caption: str) -> dict[str, Any]:
     phone; None where its panels do not fit a phone), and ``narrow_below`` the page
     width in CSS px below which the page shows it: where the desktop's would shrink its
     smallest text below :data:`MIN_FIGURE_TEXT_PX`. ``fig`` is laid out again in the
-    process.
+    process. A figure of more than :data:`MAX_NARROW_PANELS` panels gets no phone's
+    figure, and its caption says so.
     """
     from ldpsim.pipeline.report.narrow_layout import narrow_layout
 
@@ -530,7 +540,15 @@ def figure_image(stem: str, fig: Figure, caption: str) -> dict[str, Any]:
     smallest = wide["min_text_px"]  # NaN for a figure without text
     shrink = min(MIN_FIGURE_TEXT_PX / smallest, 1.0) if smallest > 0 else 1.0
     shown = math.ceil(wide["width"] * shrink)
-    narrow = narrow_layout(fig)
+    panels = sum(ax.get_visible() for ax in fig.axes)
+    if panels > MAX_NARROW_PANELS:
+        narrow = None
+        caption = (
+            f"{caption} On a phone too it is shown whole: its {panels} panels are more "
+            f"than the {MAX_NARROW_PANELS} that the report lays out one per row."
+        ).lstrip()
+    else:
+        narrow = narrow_layout(fig)
     return {
         "stem": stem,
         **wide,

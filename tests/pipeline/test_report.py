@@ -757,3 +757,35 @@ def test_a_table_boxs_focus_ring_is_drawn_outside_it():
         r"\n\.scroll:focus-visible \{ outline-offset: (\d+)px; \}", template.read_text()
     )
     assert rule and int(rule[1]) >= 2
+
+
+def test_a_figure_of_more_panels_than_a_phone_s_layout_holds_is_shown_whole_and_says_so(
+    monkeypatch,
+):
+    # The phone's figure puts each panel in a row of its own, and matplotlib's
+    # constrained layout sets every row again for each panel: 200 panels took 70 s
+    # (a scaling hunt, h24b). Above MAX_NARROW_PANELS none is laid out, and the caption
+    # says why, instead of the report taking minutes without a word.
+    import matplotlib.pyplot as plt
+
+    import ldpsim.pipeline.report.narrow_layout as narrow_module
+    import ldpsim.pipeline.report.report as report
+    from ldpsim.pipeline.report.plots import store_figures
+
+    fig = store_figures(syn.grid_store(), ["coverage"])["coverage"]
+    panels = sum(ax.get_visible() for ax in fig.axes)
+    assert panels > 1
+    laid_out = []
+    monkeypatch.setattr(narrow_module, "narrow_layout", lambda f: laid_out.append(f) or f)
+    monkeypatch.setattr(report, "png_uri", lambda f: {"width": 600, "min_text_px": 10.0})
+    monkeypatch.setattr(report, "MAX_NARROW_PANELS", panels, raising=False)
+    assert report.figure_image("coverage", fig, "Coverage.")["narrow"] is not None
+    assert laid_out == [fig]
+    monkeypatch.setattr(report, "MAX_NARROW_PANELS", panels - 1, raising=False)
+    image = report.figure_image("coverage", fig, "Coverage.")
+    assert image["narrow"] is None and laid_out == [fig]
+    assert image["caption"] == (
+        f"Coverage. On a phone too it is shown whole: its {panels} panels are more than "
+        f"the {panels - 1} that the report lays out one per row."
+    )
+    plt.close(fig)
