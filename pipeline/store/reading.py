@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -154,7 +155,8 @@ def _sweep_from_json(path: str | Path, text: object) -> Sweep:
     # (Sweep.points caches them), not once for each of the reads that a run, a status or
     # a damage check makes of the store's sweep (five to eight: 2 s each at 20,000
     # points); Sweep.points sets them up again where a unit was registered since.
-    sweep = _RECORDED_SWEEPS.pop(text, None)
+    with _RECORDED_LOCK:  # a notebook's threads may read stores side by side
+        sweep = _RECORDED_SWEEPS.pop(text, None)
     if sweep is None:
         sweep = Sweep(
             name=data["name"],
@@ -170,15 +172,17 @@ def _sweep_from_json(path: str | Path, text: object) -> Sweep:
         # Its grid points, when asked for, under the ranges of the ldpsim that could have
         # made the store: a range narrowed since refuses a run, not the reading.
         object.__setattr__(sweep, "_recorded", True)
-    _RECORDED_SWEEPS[text] = sweep  # the most recently read last
-    while len(_RECORDED_SWEEPS) > RECORDED_SWEEPS_KEPT:
-        del _RECORDED_SWEEPS[next(iter(_RECORDED_SWEEPS))]
+    with _RECORDED_LOCK:
+        _RECORDED_SWEEPS[text] = sweep  # the most recently read last
+        while len(_RECORDED_SWEEPS) > RECORDED_SWEEPS_KEPT:
+            del _RECORDED_SWEEPS[next(iter(_RECORDED_SWEEPS))]
     return sweep
 
 
 #: How many stores' recorded sweeps :func:`_sweep_from_json` keeps (by their text).
 RECORDED_SWEEPS_KEPT = 4
 _RECORDED_SWEEPS: dict[str, Sweep] = {}
+_RECORDED_LOCK = threading.Lock()
 
 
 def _cases_from_json(path: str | Path, cases: object) -> dict[str, dict[str, Any]]:
