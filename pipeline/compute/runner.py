@@ -542,6 +542,7 @@ def _execute(
 
     def take(task: Task, results: list | BaseException) -> None:
         if isinstance(results, Exception):  # KilledWorker, a cancelled or lost task
+            losses.gave_up(task.key, results)  # not run again after its worker's losses
             results = [results] * len(task.works)
         for w, result in zip(task.works, results, strict=True):
             if task.key in method_keys:

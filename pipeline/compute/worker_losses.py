@@ -52,6 +52,10 @@ class WorkerLosses:
         #: Workers lost, and the run's tasks they were processing (each loss counted).
         self.workers = 0
         self.tasks = 0
+        #: The keys of those tasks, and how many of them were then given up
+        #: (:meth:`gave_up`): those did not run again.
+        self.lost_keys: set[str] = set()
+        self.failed = 0
 
     def __call__(self, event: tuple[float, Any]) -> None:
         message = event[1] if isinstance(event, tuple) and len(event) == 2 else event
@@ -64,6 +68,26 @@ class WorkerLosses:
         if ours:
             self.workers += 1
             self.tasks += len(ours)
+            self.lost_keys.update(map(str, ours))
+
+    def gave_up(self, key: str, error: BaseException) -> None:
+        """Note a task of the run (``key``, its launch ``key-gpu`` alike) that ended in
+        ``error``: a ``KilledWorker`` after a counted loss is a task that was not run
+        again (the scheduler gave it up after ``allowed-failures`` losses)."""
+        if type(error).__name__ != "KilledWorker":
+            return
+        if key in self.lost_keys or f"{key}-gpu" in self.lost_keys:
+            self.failed += 1
+
+    @property
+    def ran_again(self) -> int:
+        """The lost tasks run again: those not given up (:meth:`gave_up`)."""
+        return max(self.tasks - self.failed, 0)
+
+    def _failed_words(self) -> str:
+        if not self.failed:
+            return ""
+        return f", {_count(self.failed, 'task')} failed (KilledWorker)"
 
     def note(self) -> str:
         """The progress line's words on the losses so far; empty while there are none."""
@@ -71,7 +95,7 @@ class WorkerLosses:
             return ""
         return (
             f"{_count(self.workers, 'worker')} lost (process ended: out of memory?), "
-            f"{_count(self.tasks, 'task')} run again"
+            f"{_count(self.ran_again, 'task')} run again{self._failed_words()}"
         )
 
     def summary(self) -> str | None:
@@ -82,8 +106,8 @@ class WorkerLosses:
         return (
             f"{_count(self.workers, 'worker')} lost while running this run's tasks ({their} "
             "process ended: killed by the system for lack of memory, by the nanny's memory "
-            f"limit, at a batch job's end, or by hand); {_count(self.tasks, 'task')} ran "
-            "again. A task whose worker is lost more than "
+            f"limit, at a batch job's end, or by hand); {_count(self.ran_again, 'task')} ran "
+            f"again{self._failed_words()}. A task whose worker is lost more than "
             "distributed.scheduler.allowed-failures times (3 by default) is recorded as "
             "failed (KilledWorker; `ldpsim errors`)."
         )

@@ -119,6 +119,8 @@ def test_worker_killing_replicate_fails_cleanly(tmp_path, local_cluster, faults)
     assert report.workers_lost >= 2
     said = [line for line in lines if "lost while running this run's tasks" in line]
     assert len(said) == 1 and said[0].startswith(f"{report.workers_lost} workers lost"), lines
+    # The task given up (KilledWorker) did not run again: said as failed, not run again.
+    assert "failed (KilledWorker)" in said[0], said
     records = list(iter_errors(store))
     assert len(records) == report.failed
     assert all("KilledWorker" in r["error"] and "died repeatedly" in r["error"] for r in records)

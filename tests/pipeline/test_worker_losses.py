@@ -38,3 +38,25 @@ def test_only_unexpected_losses_of_workers_running_the_runs_tasks_count(tmp_path
     assert losses.note().startswith("2 workers lost (process ended")
     assert "3 tasks ran again" in losses.summary()
     assert "(their process ended" in losses.summary()
+
+
+def test_a_task_given_up_after_its_losses_is_not_said_to_run_again(tmp_path):
+    """A task whose worker was lost more than allowed-failures times ends in KilledWorker:
+    its last loss did not run it again. Before: every task on a lost worker was said to
+    have "run again", a task recorded as failed too (3 "ran again" where 2 did, measured
+    with allowed-failures = 1 and a task that kills its worker)."""
+
+    class KilledWorker(Exception):  # distributed's, by its name
+        pass
+
+    run = [chunk_key(store_token(tmp_path / "a.zarr"), (0, i), 0) for i in range(3)]
+    losses = WorkerLosses(prefix_of(tmp_path / "a.zarr"))
+    losses(removal("tcp://a", {run[0], run[1]}))
+    losses(removal("tcp://b", {run[1], f"{run[2]}-gpu"}))
+    losses.gave_up(run[1], KilledWorker(run[1]))
+    losses.gave_up(run[2], KilledWorker(run[2]))  # its GPU launch's loss
+    losses.gave_up(run[0], ValueError("an error of the task's own"))
+    losses.gave_up("ldpsim-0-c9", KilledWorker("a task of no counted loss"))
+    assert (losses.workers, losses.tasks, losses.ran_again, losses.failed) == (2, 4, 2, 2)
+    assert losses.note().endswith(", 2 tasks run again, 2 tasks failed (KilledWorker)")
+    assert "; 2 tasks ran again, 2 tasks failed (KilledWorker). A task" in losses.summary()
