@@ -1316,6 +1316,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                     ),
                 }
                 label = f"{method}, {name}"
+                edge = styles[method]["markeredgecolor"]
                 for col, (var, _) in enumerate(SPARSITY_PANELS):
                     ax = axes[row, col]
                     # A coverage the method does not claim: faint, hollow and thin.
@@ -1336,6 +1337,8 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                             color=styles[method]["color"],
                             linestyle=style,
                             marker=styles[method]["marker"],
+                            markeredgecolor=edge,
+                            ecolor=edge,  # a light colour's darker shade, as elsewhere
                             markersize=3,
                             capsize=2,
                             label=label,
@@ -1348,6 +1351,7 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
                             color=styles[method]["color"],
                             linestyle=style,
                             marker=styles[method]["marker"],
+                            markeredgecolor=edge,
                             markersize=3,
                             label=label,
                             **faint,
@@ -1382,7 +1386,14 @@ def _sparsity_figure(summary: xr.Dataset) -> Figure | None:
     # Two short legends, not one entry per method and noise (19 in the sparse sweep):
     # the methods by colour and marker, the noise by line style.
     method_handles = [
-        Line2D([], [], color=styles[m]["color"], marker=styles[m]["marker"], markersize=4)
+        Line2D(
+            [],
+            [],
+            color=styles[m]["color"],
+            marker=styles[m]["marker"],
+            markeredgecolor=styles[m]["markeredgecolor"],
+            markersize=4,
+        )
         for m in methods
     ]
     family_handles = [

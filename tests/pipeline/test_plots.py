@@ -876,3 +876,33 @@ def test_a_long_panel_title_stays_over_its_panel_clear_of_the_legend():
             assert box.x1 < legend.x0 or box.y0 > legend.y1, (kind, title.get_text())
         assert f"{label}, quantile" in figure_alt(kind, fig), kind
         plt.close(fig)
+
+
+def test_a_light_methods_markers_and_error_bars_stand_out_in_the_sparsity_figure():
+    # The sparsity figure draws its markers and error bars with its own calls. Before: a
+    # light method's kept its colour there, as its legend entry did (cdp_blb_pct's
+    # yellow 1.32:1 on white), where the other figures had the darker edge.
+    from ldpsim.pipeline.report.plots import MIN_EDGE_CONTRAST, contrast_ratio
+
+    summary = summarize(renamed_method(sparse_store(), "band", "cdp_blb_pct"))
+    fig = _sparsity_figure(summary)
+    edge = method_styles(["oracle", "cdp_blb_pct"])["cdp_blb_pct"]["markeredgecolor"]
+    assert contrast_ratio(edge) >= MIN_EDGE_CONTRAST
+    lines = [
+        line
+        for ax in fig.axes
+        for line in ax.get_lines()
+        if str(line.get_label()).startswith("cdp_blb_pct")
+    ]
+    assert lines and {line.get_markeredgecolor() for line in lines} == {edge}
+    bars = [
+        tuple(c[:3])  # a coverage it does not claim is faint (alpha 0.5)
+        for ax in fig.axes
+        for container in ax.containers
+        if str(container.get_label()).startswith("cdp_blb_pct")
+        for c in container[2][0].get_colors()
+    ]
+    assert bars and set(bars) == {to_rgba(edge)[:3]}
+    handles = [h for legend in fig.legends for h in legend.legend_handles]
+    assert edge in {getattr(h, "get_markeredgecolor", lambda: None)() for h in handles}
+    plt.close(fig)
