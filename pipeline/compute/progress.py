@@ -95,7 +95,9 @@ class Progress:
             self._line(now)
 
     def note_late(self, late: str) -> None:
-        """Show ``late`` (tasks running far past their estimate, see :mod:`.watchdog`).
+        """Show ``late``: the run's trouble so far (tasks running far past their
+        estimate, :mod:`.watchdog`; workers lost while running its tasks,
+        :mod:`.worker_losses`), or "" where there is none.
 
         Called while the run waits too: the plain line is printed every
         :data:`PLAIN_PROGRESS_EVERY` seconds even when no task finishes, so that a hung
