@@ -598,7 +598,11 @@ def _panel_title(
     if coord is not None:
         parts.append(f"coord {coord}")
     if parts:
-        ax.set_title(_join_lines(parts, PANEL_TITLE_CHARS), fontsize="medium")
+        title = ax.set_title(_join_lines(parts, PANEL_TITLE_CHARS), fontsize="medium")
+        # The title on one line, as it was before it was wrapped, for the alt text
+        # (:func:`~ldpsim.pipeline.report.report.figure_alt`): a case label cut within
+        # a word is one name there, not two.
+        title.set_gid(", ".join(parts))
 
 
 def _join_lines(parts: list[str], width: int) -> str:

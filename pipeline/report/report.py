@@ -426,8 +426,13 @@ def figure_alt(stem: str, fig: Figure) -> str:
     logs = sorted(
         {axis for ax in panels for axis in "xy" if getattr(ax, f"get_{axis}scale")() == "log"}
     )
-    # A title's lines joined as they were broken (after an underscore: no space).
-    titles = [" ".join(unwrap_label(ax.get_title()).split()) for ax in panels if ax.get_title()]
+    # A title as it was before it was wrapped (its gid: plots._panel_title), else its
+    # lines joined as they were broken (after an underscore: no space).
+    titles = [
+        " ".join((ax.title.get_gid() or unwrap_label(ax.get_title())).split())
+        for ax in panels
+        if ax.get_title()
+    ]
     titles = list(dict.fromkeys(titles))
     # A legend entry's whole label (its gid: plots.wrapped_legend), not its wrapped lines.
     series = [

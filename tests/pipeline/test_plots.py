@@ -878,6 +878,21 @@ def test_a_long_panel_title_stays_over_its_panel_clear_of_the_legend():
         plt.close(fig)
 
 
+def test_a_panel_title_cut_within_a_word_is_one_name_in_the_alt_text():
+    # A case label of 41 characters without a break is cut at 32. Before: the alt text
+    # joined the title's lines by a space, "randomizedresponsewithalonglabel andepsone".
+    from ldpsim.pipeline.report.plots import _panel_title
+    from ldpsim.pipeline.report.report import figure_alt
+
+    label = "randomizedresponsewithalonglabelandepsone"
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [0.8, 0.9])
+    _panel_title(ax, {"mechanism": label, "tau": 0.5}, 1, {})
+    assert "\n" in ax.get_title()  # wrapped on the figure
+    assert label in figure_alt("coverage", fig)
+    plt.close(fig)
+
+
 def test_a_light_methods_markers_and_error_bars_stand_out_in_the_sparsity_figure():
     # The sparsity figure draws its markers and error bars with its own calls. Before: a
     # light method's kept its colour there, as its legend entry did (cdp_blb_pct's
