@@ -932,3 +932,28 @@ def test_a_grown_store_of_a_clipped_model_holds_the_new_grid_values_pseudo_truth
     assert not np.array_equal(want.sel(clip=0.5).values, want.sel(clip=1.0).values)
     xr.testing.assert_identical(got, want)
     assert not find_damage(store)
+
+
+def test_a_recorded_sweep_is_read_once_per_text_and_the_most_recently_read_are_kept(
+    monkeypatch,
+):
+    """The same recorded text gives the same Sweep (its grid points normalized once per
+    run, not at each of a run's five to eight reads); the cache keeps the
+    RECORDED_SWEEPS_KEPT texts read most recently, a text read again counting as new.
+    Before: dropping the cache, keeping none, refreshing no read text, or trimming the
+    newest passed every test (a mutation hunt, h24d)."""
+    from ldpsim.pipeline.store import reading
+
+    monkeypatch.setattr(reading, "_RECORDED_SWEEPS", {})
+    kept = reading.RECORDED_SWEEPS_KEPT
+    texts = [syn.sweep_attr({"tau": [0.5]}, {"n": 100 + i}, ["bb"]) for i in range(kept + 1)]
+    first = reading._sweep_from_json("a.zarr", texts[0])
+    assert reading._sweep_from_json("b.zarr", texts[0]) is first  # the same text
+    assert first.points()[0].normalized.n == 100
+    others = [reading._sweep_from_json("c.zarr", text) for text in texts[1:kept]]
+    assert reading._sweep_from_json("a.zarr", texts[0]) is first  # read again: newest
+    reading._sweep_from_json("d.zarr", texts[kept])  # one more than kept: the oldest goes
+    assert reading._sweep_from_json("a.zarr", texts[0]) is first
+    assert reading._sweep_from_json("e.zarr", texts[kept]) is not None
+    assert len(reading._RECORDED_SWEEPS) == kept
+    assert reading._sweep_from_json("c.zarr", texts[1]) is not others[0]  # trimmed
