@@ -709,3 +709,47 @@ def test_registering_the_same_class_again_keeps_the_set_up_grid_points(clean_reg
         plugins.registry("method")["h19c_competitor"]
     ]
     assert plugins.registered("model") == [] and plugins.registered("mechanism") == []
+
+
+def test_a_sweep_s_grid_points_are_set_up_again_after_a_unit_is_registered(clean_registry):
+    """Sweep.points caches its grid points, and sets them up again where a unit was
+    registered since (a new one) or replaced by another class (the generation): a
+    sweep's method then is the class registered last. Before: dropping either check
+    passed every test (a mutation hunt, h24d)."""
+
+    def competitor(shift: float) -> type:
+        @dataclass(frozen=True, kw_only=True)
+        class Competitor(IntervalMethod):
+            name = "h24d_competitor"
+            own_estimate = True
+
+            def estimate_interval(self, users, level, rng):
+                return np.full(1, shift), np.zeros(1), np.ones(1)
+
+        return Competitor
+
+    first = competitor(0.0)
+    plugins.register(first)
+    tables = {"replicates": 2, "seed": 5, "grid": {"tau": [0.5]}}
+    tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}}
+    sweep = api.load_sweep({**tables, "methods": {"h24d_competitor": {}}}, name="h24d")
+    points = sweep.points()
+    assert sweep.points()[0] is points[0]  # set up once
+    points.clear()  # a caller's list: the cache's own is not changed
+    assert len(sweep.points()) == 1
+    points = sweep.points()
+    assert type(points[0].normalized.methods["h24d_competitor"]) is first
+
+    @dataclass(frozen=True, kw_only=True)
+    class Other(IntervalMethod):
+        name = "h24d_other"
+
+        def interval(self, stats, level, rng):
+            return stats.theta_bar, stats.theta_bar
+
+    plugins.register(Other)  # a new unit: the generation is unchanged
+    again = sweep.points()
+    assert again[0] is not points[0] and sweep.points()[0] is again[0]
+    second = competitor(1.0)
+    plugins.register(second)  # the same name, another class: the count is unchanged
+    assert type(sweep.points()[0].normalized.methods["h24d_competitor"]) is second
