@@ -60,3 +60,46 @@ def test_a_task_given_up_after_its_losses_is_not_said_to_run_again(tmp_path):
     assert (losses.workers, losses.tasks, losses.ran_again, losses.failed) == (2, 4, 2, 2)
     assert losses.note().endswith(", 2 tasks run again, 2 tasks failed (KilledWorker)")
     assert "; 2 tasks ran again, 2 tasks failed (KilledWorker). A task" in losses.summary()
+
+
+def test_a_loss_whose_only_task_was_given_up_says_none_ran_again(tmp_path):
+    """Every lost task given up: "0 tasks run again", a plural of none. Before: a count
+    of none said in the singular passed every test (a mutation hunt, h24d)."""
+
+    class KilledWorker(Exception):
+        pass
+
+    key = chunk_key(store_token(tmp_path / "a.zarr"), (0, 0), 0)
+    losses = WorkerLosses(prefix_of(tmp_path / "a.zarr"))
+    losses(removal("tcp://a", {key}))
+    losses.gave_up(key, KilledWorker(key))
+    assert losses.note().endswith(", 0 tasks run again, 1 task failed (KilledWorker)")
+    assert "; 0 tasks ran again, 1 task failed (KilledWorker). " in losses.summary()
+
+
+def test_listening_subscribes_for_the_block_and_unsubscribes_after_it(tmp_path):
+    """The losses get the topic's events while the block runs; the topic is left on
+    exit, an error as it is left (the scheduler gone) too. Before: never leaving it
+    passed every test (a mutation hunt, h24d)."""
+    from ldpsim.pipeline.compute.worker_losses import TOPIC, listening
+
+    class Client:
+        def __init__(self, fails: bool = False) -> None:
+            self.handlers: dict = {}
+            self.fails = fails
+
+        def subscribe_topic(self, topic, handler):
+            self.handlers[topic] = handler
+
+        def unsubscribe_topic(self, topic):
+            del self.handlers[topic]
+            if self.fails:
+                raise OSError("the scheduler is gone")
+
+    key = chunk_key(store_token(tmp_path / "a.zarr"), (0, 0), 0)
+    for client in (Client(), Client(fails=True)):
+        losses = WorkerLosses(prefix_of(tmp_path / "a.zarr"))
+        with listening(client, losses) as listened:
+            assert listened is losses
+            client.handlers[TOPIC](removal("tcp://a", {key}))
+        assert client.handlers == {} and losses.workers == 1
