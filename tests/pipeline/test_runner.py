@@ -102,9 +102,12 @@ def test_failed_replicate_recorded(tmp_path, local_cluster, cluster_files, fault
     assert "No failures recorded" in capsys.readouterr().out
 
 
-def test_worker_killing_replicate_fails_cleanly(tmp_path, local_cluster, faults):
+def test_worker_killing_replicate_fails_cleanly(tmp_path, local_cluster, faults, monkeypatch):
     # The task kills its worker every time: after allowed-failures (1 in conftest) the
     # scheduler gives up with KilledWorker; the sweep must record it, not hang.
+    from ldpsim.pipeline.compute import progress
+
+    monkeypatch.setattr(progress, "PLAIN_PROGRESS_EVERY", 0.0)  # a line at every tick
     sweep = load_sweep(write_sweep(tmp_path / "tiny.toml", replicates=2, rep_chunk=1))
     store = tmp_path / "killer.zarr"
     faults(exit=[[f"{store_token(store)}-0-1-", 0]])
@@ -121,6 +124,11 @@ def test_worker_killing_replicate_fails_cleanly(tmp_path, local_cluster, faults)
     assert len(said) == 1 and said[0].startswith(f"{report.workers_lost} workers lost"), lines
     # The task given up (KilledWorker) did not run again: said as failed, not run again.
     assert "failed (KilledWorker)" in said[0], said
+    # The progress line said the losses while the run went on, joined to no empty note
+    # of the watchdog's (a mutation hunt, h24d).
+    shown = [line for line in lines if line.startswith("progress: ")]
+    assert any(" workers lost (process ended: out of memory?), " in line for line in shown)
+    assert not any(line.endswith("; ") or "; ;" in line for line in shown), shown
     records = list(iter_errors(store))
     assert len(records) == report.failed
     assert all("KilledWorker" in r["error"] and "died repeatedly" in r["error"] for r in records)
