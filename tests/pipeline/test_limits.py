@@ -381,3 +381,19 @@ def test_the_auto_dashboard_weighs_the_work_over_the_workers_that_fit(monkeypatc
     with pytest.raises(InputError, match="could not start"), clusters.connect(work_seconds=100.0):
         pass
     assert seen == [50.0]
+
+
+def test_an_auto_memory_limit_is_not_refused_as_too_small(monkeypatch):
+    """``memory_limit: "auto"`` is not a size that can be too small: distributed reads it
+    as a worker thread's part of the machine's memory over its cores, which passes under
+    the least a worker needs on a machine of many cores; ldpsim shares the memory out
+    itself (its workers checked by count). Before: refusing it passed every test (a
+    mutation hunt, h24d)."""
+    from distributed import system
+
+    from ldpsim.pipeline.compute import clusters
+
+    monkeypatch.setattr(system, "MEMORY_LIMIT", clusters.WORKER_MEMORY_MIN)
+    monkeypatch.setattr(clusters, "usable_memory", lambda: clusters.WORKER_MEMORY_MIN)
+    clusters.check_options("local", {"memory_limit": "auto"}, "--memory-limit")
+    clusters.check_options("local", {"memory_limit": "auto", "n_workers": 1}, "--workers")
