@@ -918,6 +918,32 @@ def test_a_light_methods_markers_and_error_bars_stand_out_in_the_sparsity_figure
         for c in container[2][0].get_colors()
     ]
     assert bars and set(bars) == {to_rgba(edge)[:3]}
+    # The joint coverage's markers (an error bar's own line) too (a mutation hunt, h24d).
+    marked = {
+        container[0].get_markeredgecolor()
+        for ax in fig.axes
+        for container in ax.containers
+        if str(container.get_label()).startswith("cdp_blb_pct")
+    }
+    assert marked == {edge}
     handles = [h for legend in fig.legends for h in legend.legend_handles]
     assert edge in {getattr(h, "get_markeredgecolor", lambda: None)() for h in handles}
     plt.close(fig)
+
+
+def test_the_edge_contrast_and_the_panel_title_width_are_those_measured():
+    """WCAG 2.1's 3:1 for graphical objects, not the constant compared with itself, and
+    panel titles cut at 32 characters (the length figure's panels hold about that many).
+    Before: either constant changed passed every test (a mutation hunt, h24d)."""
+    from ldpsim.pipeline.report.plots import (
+        PANEL_TITLE_CHARS,
+        _edge_color,
+        _join_lines,
+        contrast_ratio,
+    )
+
+    for light in ("#E69F00", "#56B4E9", "#F0E442"):  # orange, sky blue, yellow
+        assert 3.0 <= contrast_ratio(_edge_color(light)) < 3.2, light
+    title = _join_lines(["mechanism " + "x" * 26], PANEL_TITLE_CHARS)
+    assert PANEL_TITLE_CHARS == 32 and "\n" in title
+    assert max(len(line) for line in title.split("\n")) <= 32
