@@ -789,3 +789,27 @@ def test_a_figure_of_more_panels_than_a_phone_s_layout_holds_is_shown_whole_and_
         f"the {panels - 1} that the report lays out one per row."
     )
     plt.close(fig)
+
+
+def test_a_phone_s_layout_counts_the_visible_panels_up_to_60(monkeypatch):
+    """A grid's hidden axes (its unused places) are no panels; 60 panels took 7 to 10 s
+    to lay out one per row, 61 are shown whole. Before: counting hidden axes, or any cap
+    above 60 (the report of 2,000 grid points then took minutes), passed every test (a
+    mutation hunt, h24d)."""
+    import matplotlib.pyplot as plt
+
+    import ldpsim.pipeline.report.narrow_layout as narrow_module
+    import ldpsim.pipeline.report.report as report
+
+    laid_out = []
+    monkeypatch.setattr(narrow_module, "narrow_layout", lambda f: laid_out.append(f) or f)
+    monkeypatch.setattr(report, "png_uri", lambda f: {"width": 600, "min_text_px": 10.0})
+    fig = plt.figure()
+    axes = fig.subplots(8, 8).ravel()
+    for ax in axes[61:]:
+        ax.set_visible(False)
+    assert report.figure_image("coverage", fig, "Coverage.")["narrow"] is None
+    axes[60].set_visible(False)
+    assert report.figure_image("coverage", fig, "Coverage.")["narrow"] is not None
+    assert laid_out == [fig]
+    plt.close(fig)
