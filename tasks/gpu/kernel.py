@@ -77,6 +77,12 @@ _thread_state = threading.local()
 CUDA_CODEGEN_SETTINGS = ("CUDA_DEBUGINFO_DEFAULT", "FORCE_CUDA_CC", "OPT")
 
 
+#: The kernels launched once in this process (their modules loaded), and the lock their
+#: first launches take (:func:`_launch`).
+_LOADED: set[int] = set()
+_LOADING = threading.Lock()
+
+
 def register_budget(d: int) -> int | None:
     """The register budget of the kernel of dimension ``d``: :data:`MAX_REGISTERS` for
     d = 1; none above, where the chain's own state (eight vectors of d doubles) would
@@ -377,10 +383,20 @@ def _launch(
     launch = kernel[blocks, threads] if config.ENABLE_CUDASIM else kernel[blocks, threads, stream]
     before.record(stream)
     times.allocation = time.perf_counter() - allocated
-    launch(
+    arguments = (
         *inputs[:3], float(c), float(gamma), inputs[3], inputs[4],
         np.uint64(key[0]), np.uint64(key[1]), inputs[5], out,
     )  # fmt: skip
+    if id(kernel) in _LOADED:
+        launch(*arguments)
+    else:
+        # A kernel's first launch in this process loads its module into the context;
+        # numba-cuda's loading is not thread-safe: two of a GPU worker's launch threads
+        # loading one kernel at once failed with "AssertionError: key already in
+        # dictionary: <CUlibrary ...>" (an H200, 2026-12-04: 3 of `scale`'s 41 tasks).
+        with _LOADING:
+            launch(*arguments)
+            _LOADED.add(id(kernel))
     after.record(stream)
     after.synchronize()
     copying = time.perf_counter()
