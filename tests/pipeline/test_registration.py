@@ -684,25 +684,29 @@ def test_a_competitor_needs_estimate_interval_and_no_interval(clean_registry):
         plugins.register(NoEstimate)
 
 
+def competitor(name: str, shift: float) -> type:
+    """A competitor plugin class ``name`` whose estimate is ``shift``: a new class at
+    each call, as a notebook cell run again after an edit makes one."""
+
+    @dataclass(frozen=True, kw_only=True)
+    class Competitor(IntervalMethod):
+        own_estimate = True
+
+        def estimate_interval(self, users, level, rng):
+            return np.full(1, shift), np.zeros(1), np.ones(1)
+
+    Competitor.name = name
+    return Competitor
+
+
 def test_registering_the_same_class_again_keeps_the_set_up_grid_points(clean_registry):
     # Mutation hunt h19c: only a replacement by another class makes grid points stale.
-    def competitor(shift: float) -> type:
-        @dataclass(frozen=True, kw_only=True)
-        class Competitor(IntervalMethod):
-            name = "h19c_competitor"
-            own_estimate = True
-
-            def estimate_interval(self, users, level, rng):
-                return np.full(1, shift), np.zeros(1), np.ones(1)
-
-        return Competitor
-
-    first = competitor(0.0)
+    first = competitor("h19c_competitor", 0.0)
     before = plugins.generation()
     plugins.register(first)
     plugins.register(first)  # a worker's set-up, a cell re-run without an edit
     assert plugins.generation() == before
-    plugins.register(competitor(1.0))  # an edited class of the same name
+    plugins.register(competitor("h19c_competitor", 1.0))  # an edited class, same name
     assert plugins.generation() == before + 1
     # One record per kind and name, listed under its kind only.
     assert [p.unit for p in plugins.registered("method")] == [
@@ -716,19 +720,7 @@ def test_a_sweep_s_grid_points_are_set_up_again_after_a_unit_is_registered(clean
     registered since (a new one) or replaced by another class (the generation): a
     sweep's method then is the class registered last. Before: dropping either check
     passed every test (a mutation hunt, h24d)."""
-
-    def competitor(shift: float) -> type:
-        @dataclass(frozen=True, kw_only=True)
-        class Competitor(IntervalMethod):
-            name = "h24d_competitor"
-            own_estimate = True
-
-            def estimate_interval(self, users, level, rng):
-                return np.full(1, shift), np.zeros(1), np.ones(1)
-
-        return Competitor
-
-    first = competitor(0.0)
+    first = competitor("h24d_competitor", 0.0)
     plugins.register(first)
     tables = {"replicates": 2, "seed": 5, "grid": {"tau": [0.5]}}
     tables |= {"spec": {"model": "quantile", "eps": 1.0, "n": 200}}
@@ -750,6 +742,6 @@ def test_a_sweep_s_grid_points_are_set_up_again_after_a_unit_is_registered(clean
     plugins.register(Other)  # a new unit: the generation is unchanged
     again = sweep.points()
     assert again[0] is not points[0] and sweep.points()[0] is again[0]
-    second = competitor(1.0)
+    second = competitor("h24d_competitor", 1.0)
     plugins.register(second)  # the same name, another class: the count is unchanged
     assert type(sweep.points()[0].normalized.methods["h24d_competitor"]) is second
