@@ -621,8 +621,9 @@ def _execute(
         f"Computed {report.computed} replicates, {report.failed} failed{methods_line} "
         f"({report.seconds:.1f} s); store: {store.path}"
     )
-    if losses.summary() is not None:
-        log(losses.summary())
+    lost = losses.summary()
+    if lost is not None:
+        log(lost)
     if limit.reached is not None:
         log(limit.message(report.missing, GridNames.of(store.layout.axis_values)))
     _log_failures(report, log)

@@ -135,6 +135,23 @@ _SWEEP_FIELDS = {
 
 
 def _sweep_from_json(path: str | Path, text: object) -> Sweep:
+    # The same Sweep for the same recorded text, read and checked once: its grid points
+    # are normalized once (Sweep.points caches them), not once for each of the reads
+    # that a run, a status or a damage check makes of the store's sweep (five to eight:
+    # 2 s each at 20,000 points); Sweep.points sets them up again where a unit was
+    # registered since.
+    with _RECORDED_LOCK:  # a notebook's threads may read stores side by side
+        sweep = _RECORDED_SWEEPS.pop(text, None) if isinstance(text, str) else None
+    if sweep is None:
+        sweep = _new_sweep_from_json(path, text)
+    with _RECORDED_LOCK:
+        _RECORDED_SWEEPS[text] = sweep  # the most recently read last
+        while len(_RECORDED_SWEEPS) > RECORDED_SWEEPS_KEPT:
+            del _RECORDED_SWEEPS[next(iter(_RECORDED_SWEEPS))]
+    return sweep
+
+
+def _new_sweep_from_json(path: str | Path, text: object) -> Sweep:
     try:
         data = json.loads(text) if isinstance(text, str) else None
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
@@ -150,32 +167,20 @@ def _sweep_from_json(path: str | Path, text: object) -> Sweep:
             )
     if not all(isinstance(v, list) for v in data["grid"].values()):
         raise damaged(path, "zarr.json", "attribute 'sweep' has a grid axis that is no list")
-    cases = _cases_from_json(path, data.get("cases", {}))
-    # The same Sweep for the same recorded text: its grid points are normalized once
-    # (Sweep.points caches them), not once for each of the reads that a run, a status or
-    # a damage check makes of the store's sweep (five to eight: 2 s each at 20,000
-    # points); Sweep.points sets them up again where a unit was registered since.
-    with _RECORDED_LOCK:  # a notebook's threads may read stores side by side
-        sweep = _RECORDED_SWEEPS.pop(text, None)
-    if sweep is None:
-        sweep = Sweep(
-            name=data["name"],
-            description=data["description"],
-            replicates=data["replicates"],
-            seed=data["seed"],
-            base=data["spec"],
-            grid=data["grid"],
-            methods=data["methods"],
-            rep_chunk=data.get("rep_chunk"),
-            cases=cases,
-        )
-        # Its grid points, when asked for, under the ranges of the ldpsim that could have
-        # made the store: a range narrowed since refuses a run, not the reading.
-        object.__setattr__(sweep, "_recorded", True)
-    with _RECORDED_LOCK:
-        _RECORDED_SWEEPS[text] = sweep  # the most recently read last
-        while len(_RECORDED_SWEEPS) > RECORDED_SWEEPS_KEPT:
-            del _RECORDED_SWEEPS[next(iter(_RECORDED_SWEEPS))]
+    sweep = Sweep(
+        name=data["name"],
+        description=data["description"],
+        replicates=data["replicates"],
+        seed=data["seed"],
+        base=data["spec"],
+        grid=data["grid"],
+        methods=data["methods"],
+        rep_chunk=data.get("rep_chunk"),
+        cases=_cases_from_json(path, data.get("cases", {})),
+    )
+    # Its grid points, when asked for, under the ranges of the ldpsim that could have
+    # made the store: a range narrowed since refuses a run, not the reading.
+    object.__setattr__(sweep, "_recorded", True)
     return sweep
 
 
